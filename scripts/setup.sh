@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages pagellm needs (idempotent, quiet when all is there)
+# and builds a Release tree in build/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(cmake ninja-build g++ pkg-config libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
+      libspdlog-dev libfmt-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+# One build at a time on this machine: serialize through a lock.
+flock /tmp/pagellm-build.lock cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -1,0 +1,103 @@
+// Quantized block layouts, byte-compatible with GGUF/GGML files.
+//
+// Legacy 32-element blocks (x = element value, q = stored integer):
+//   Q4_0  {f16 d; u8 qs[16]}           x = d * (q - 8); qs[j] low nibble = x[j], high = x[j+16]
+//   Q4_1  {f16 d, m; u8 qs[16]}        x = d * q + m   (same nibble order)
+//   Q5_0  {f16 d; u8 qh[4]; u8 qs[16]} q = nibble | bit j (j+16 for high) of qh << 4; x = d * (q - 16)
+//   Q5_1  {f16 d, m; u8 qh[4]; u8 qs[16]} x = d * q + m
+//   Q8_0  {f16 d; i8 qs[32]}           x = d * q
+//   Q8_1  {f16 d, s; i8 qs[32]}        x = d * q, s = d * sum(q)
+// K-quant 256-element super-blocks:
+//   Q2_K  {u8 scales[16]; u8 qs[64]; f16 d, dmin}  16 sub-blocks of 16, 2-bit q, 4-bit scale/min
+//   Q3_K  {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}  3-bit q, 6-bit signed scales
+//   Q4_K  {f16 d, dmin; u8 scales[12]; u8 qs[128]}  8 sub-blocks of 32, 6-bit scale/min
+//   Q5_K  {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}
+//   Q6_K  {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}  16 sub-blocks of 16, x = d * sc * (q - 32)
+//   Q8_K  {f32 d; i8 qs[256]; i16 bsums[16]}  activations only; bsums = sums of 16 q's
+#pragma once
+
+#include <cstdint>
+
+namespace pagellm {
+
+using f16_t = uint16_t;   // IEEE half, stored bits
+using bf16_t = uint16_t;  // bfloat16, stored bits
+
+constexpr int QK4_0 = 32, QK4_1 = 32, QK5_0 = 32, QK5_1 = 32, QK8_0 = 32, QK8_1 = 32;
+constexpr int QK_K = 256;
+constexpr int K_SCALE_SIZE = 12;
+
+struct BlockQ4_0 {
+  f16_t d;
+  uint8_t qs[QK4_0 / 2];
+};
+struct BlockQ4_1 {
+  f16_t d, m;
+  uint8_t qs[QK4_1 / 2];
+};
+struct BlockQ5_0 {
+  f16_t d;
+  uint8_t qh[4];
+  uint8_t qs[QK5_0 / 2];
+};
+struct BlockQ5_1 {
+  f16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[QK5_1 / 2];
+};
+struct BlockQ8_0 {
+  f16_t d;
+  int8_t qs[QK8_0];
+};
+struct BlockQ8_1 {
+  f16_t d, s;
+  int8_t qs[QK8_1];
+};
+struct BlockQ2_K {
+  uint8_t scales[QK_K / 16];
+  uint8_t qs[QK_K / 4];
+  f16_t d, dmin;
+};
+struct BlockQ3_K {
+  uint8_t hmask[QK_K / 8];
+  uint8_t qs[QK_K / 4];
+  uint8_t scales[12];
+  f16_t d;
+};
+struct BlockQ4_K {
+  f16_t d, dmin;
+  uint8_t scales[K_SCALE_SIZE];
+  uint8_t qs[QK_K / 2];
+};
+struct BlockQ5_K {
+  f16_t d, dmin;
+  uint8_t scales[K_SCALE_SIZE];
+  uint8_t qh[QK_K / 8];
+  uint8_t qs[QK_K / 2];
+};
+struct BlockQ6_K {
+  uint8_t ql[QK_K / 2];
+  uint8_t qh[QK_K / 4];
+  int8_t scales[QK_K / 16];
+  f16_t d;
+};
+struct BlockQ8_K {
+  float d;
+  int8_t qs[QK_K];
+  int16_t bsums[QK_K / 16];
+};
+
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
+
+}  // namespace pagellm

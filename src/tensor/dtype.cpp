@@ -1,0 +1,57 @@
+#include "tensor/dtype.h"
+
+#include <cctype>
+
+#include "tensor/blocks.h"
+#include "util/error.h"
+
+namespace pagellm {
+
+namespace {
+const DTypeTraits kTraits[] = {
+    {DType::F32, "f32", 1, 4, false, true},
+    {DType::F16, "f16", 1, 2, false, true},
+    {DType::BF16, "bf16", 1, 2, false, true},
+    {DType::Q4_0, "q4_0", QK4_0, sizeof(BlockQ4_0), true, true},
+    {DType::Q4_1, "q4_1", QK4_1, sizeof(BlockQ4_1), true, true},
+    {DType::Q5_0, "q5_0", QK5_0, sizeof(BlockQ5_0), true, true},
+    {DType::Q5_1, "q5_1", QK5_1, sizeof(BlockQ5_1), true, true},
+    {DType::Q8_0, "q8_0", QK8_0, sizeof(BlockQ8_0), true, true},
+    {DType::Q8_1, "q8_1", QK8_1, sizeof(BlockQ8_1), true, true},
+    {DType::Q2_K, "q2_k", QK_K, sizeof(BlockQ2_K), true, false},
+    {DType::Q3_K, "q3_k", QK_K, sizeof(BlockQ3_K), true, false},
+    {DType::Q4_K, "q4_k", QK_K, sizeof(BlockQ4_K), true, true},
+    {DType::Q5_K, "q5_k", QK_K, sizeof(BlockQ5_K), true, false},
+    {DType::Q6_K, "q6_k", QK_K, sizeof(BlockQ6_K), true, true},
+    {DType::Q8_K, "q8_k", QK_K, sizeof(BlockQ8_K), true, true},
+};
+}  // namespace
+
+std::optional<DTypeTraits> dtype_traits_of(uint32_t id) {
+  for (const auto& t : kTraits)
+    if (static_cast<uint32_t>(t.type) == id) return t;
+  return std::nullopt;
+}
+
+const DTypeTraits& dtype_traits(DType t) {
+  for (const auto& tr : kTraits)
+    if (tr.type == t) return tr;
+  throw Error("unknown tensor type id " + std::to_string(static_cast<uint32_t>(t)));
+}
+
+size_t dtype_row_bytes(DType t, int64_t n) {
+  const auto& tr = dtype_traits(t);
+  return static_cast<size_t>(n / tr.block_size) * tr.type_size;
+}
+
+DType parse_dtype(std::string_view name) {
+  std::string lower;
+  for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const auto& t : kTraits)
+    if (lower == t.name) return t.type;
+  throw ConfigError("unknown tensor type '" + std::string(name) +
+                    "' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, "
+                    "q5_k, q6_k)");
+}
+
+}  // namespace pagellm

@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Fails if a source file includes a header from a higher layer.
+
+Layer order (lower first): util < tensor < gguf < backend < kvcache, tokenizer
+< model < engine < cli. A folder may include its own layer and lower ones.
+"""
+import pathlib
+import re
+import sys
+
+RANK = {"util": 0, "tensor": 1, "gguf": 2, "device": 3, "backend": 3, "kvcache": 4,
+        "tokenizer": 4, "model": 5, "planner": 6, "engine": 7, "server": 8, "cli": 9}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
+
+
+def main(src: pathlib.Path) -> int:
+    bad = []
+    for path in sorted(src.rglob("*")):
+        if path.suffix not in (".h", ".cpp", ".cu", ".cuh"):
+            continue
+        layer = path.relative_to(src).parts[0]
+        if layer not in RANK:
+            bad.append(f"{path}: folder '{layer}' has no layer rank")
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            m = INCLUDE.match(line)
+            if m and m.group(1) in RANK and RANK[m.group(1)] > RANK[layer]:
+                bad.append(f"{path}:{n}: {layer} includes higher layer {m.group(1)}")
+            # kvcache and tokenizer share a rank but are independent of each other.
+            if m and m.group(1) != layer and RANK.get(m.group(1)) == RANK[layer] and layer in (
+                    "kvcache", "tokenizer"):
+                bad.append(f"{path}:{n}: {layer} includes sibling layer {m.group(1)}")
+    for b in bad:
+        print(b)
+    print(f"layering: {len(bad)} violation(s)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(pathlib.Path(sys.argv[1])))

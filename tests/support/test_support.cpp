@@ -1,0 +1,42 @@
+#include "support/test_support.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace pagellm::test {
+
+std::string data_path(const std::string& rel) { return std::string(PAGELLM_TEST_DATA) + "/" + rel; }
+
+TempPath::TempPath(const std::string& suffix) {
+  static std::atomic<int> counter{0};
+  path = (std::filesystem::temp_directory_path() /
+          ("pagellm-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + suffix))
+             .string();
+}
+
+TempPath::~TempPath() {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+}  // namespace pagellm::test
