@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace pagellm {
@@ -73,7 +74,15 @@ class GgufValue {
 
  private:
   template <typename T>
-  static GgufValue scalar(GgufType t, T v);
+  static GgufValue scalar(GgufType t, T v) {
+    GgufValue out;
+    out.type_ = t;
+    if constexpr (std::is_signed_v<T>)
+      out.bits_ = static_cast<uint64_t>(static_cast<int64_t>(v));
+    else
+      out.bits_ = static_cast<uint64_t>(v);
+    return out;
+  }
 
   GgufType type_ = GgufType::UINT8;
   GgufType elem_type_ = GgufType::UINT8;

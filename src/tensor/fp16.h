@@ -46,8 +46,8 @@ inline uint16_t fp32_to_fp16(float f) {
   uint32_t ax = x & 0x7fffffff;
   if (ax >= 0x7f800000) return static_cast<uint16_t>(sign | 0x7c00 | (ax > 0x7f800000 ? 0x200 : 0));
   if (ax >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // overflow -> inf
-  if (ax < 0x38800000) {                                               // subnormal or zero
-    float v = fp32_from_bits(ax) * 16777216.0f;                         // scale by 2^24
+  if (ax < 0x38800000) {                                              // subnormal or zero
+    float v = fp32_from_bits(ax) * 16777216.0f;                       // scale by 2^24
     uint32_t m = static_cast<uint32_t>(__builtin_nearbyintf(v));
     return static_cast<uint16_t>(sign | m);
   }
@@ -56,7 +56,9 @@ inline uint16_t fp32_to_fp16(float f) {
 #endif
 }
 
-inline float bf16_to_fp32(uint16_t h) { return fp32_from_bits(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_fp32(uint16_t h) {
+  return fp32_from_bits(static_cast<uint32_t>(h) << 16);
+}
 
 inline uint16_t fp32_to_bf16(float f) {
   uint32_t x = fp32_to_bits(f);

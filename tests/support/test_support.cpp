@@ -11,7 +11,9 @@
 
 namespace pagellm::test {
 
-std::string data_path(const std::string& rel) { return std::string(PAGELLM_TEST_DATA) + "/" + rel; }
+std::string data_path(const std::string& rel) {
+  return std::string(PAGELLM_TEST_DATA) + "/" + rel;
+}
 
 TempPath::TempPath(const std::string& suffix) {
   static std::atomic<int> counter{0};

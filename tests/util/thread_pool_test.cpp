@@ -13,10 +13,14 @@ TEST(ThreadPool, CoversEveryItemExactlyOnce) {
     for (int64_t n : {1, 7, 64, 1000}) {
       for (int64_t grain : {1, 4, 16}) {
         std::vector<std::atomic<int>> hits(n);
-        pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
-          for (int64_t i = b; i < e; ++i) hits[i]++;
-        }, grain);
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " " << n << " " << i;
+        pool.parallel_for(
+            n,
+            [&](int64_t b, int64_t e, int) {
+              for (int64_t i = b; i < e; ++i) hits[i]++;
+            },
+            grain);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(hits[i].load(), 1) << threads << " " << n << " " << i;
       }
     }
   }
@@ -30,6 +34,8 @@ TEST(ThreadPool, ManyShortJobs) {
   EXPECT_EQ(sum.load(), 5000 * 4);
 }
 
-TEST(ThreadPool, PhysicalCoresPositive) { EXPECT_GE(ThreadPool::physical_cores(), 1); }
+TEST(ThreadPool, PhysicalCoresPositive) {
+  EXPECT_GE(ThreadPool::physical_cores(), 1);
+}
 
 }  // namespace pagellm
