@@ -1,0 +1,68 @@
+#include "backend/cpu/ops.h"
+
+#include <cmath>
+
+namespace pagellm {
+
+void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t n, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* o = out + r * n;
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+    for (int64_t i = 0; i < n; ++i) o[i] = xr[i] * scale * weight[i];
+  }
+}
+
+void add_inplace(float* x, const float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void silu_mul(float* gate, const float* up, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) x[r * stride + i] += bias[i];
+}
+
+void RopeCache::prepare(const int32_t* positions, int64_t n_tokens) {
+  const int32_t half = n_rot_ / 2;
+  cos_.resize(static_cast<size_t>(n_tokens * half));
+  sin_.resize(static_cast<size_t>(n_tokens * half));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int32_t i = 0; i < half; ++i) {
+      // Double precision: angles reach thousands of radians at long positions.
+      const double inv_freq = std::pow(static_cast<double>(freq_base_), -2.0 * i / n_rot_);
+      const double angle = static_cast<double>(positions[t]) * freq_scale_ * inv_freq;
+      cos_[static_cast<size_t>(t * half + i)] = static_cast<float>(std::cos(angle));
+      sin_[static_cast<size_t>(t * half + i)] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
+void RopeCache::apply(float* x, int64_t n_tokens, int64_t stride, int32_t n_heads,
+                      int32_t head_dim, RopeStyle style) const {
+  const int32_t half = n_rot_ / 2;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* c = cos_.data() + t * half;
+    const float* s = sin_.data() + t * half;
+    for (int32_t h = 0; h < n_heads; ++h) {
+      float* v = x + t * stride + static_cast<int64_t>(h) * head_dim;
+      for (int32_t i = 0; i < half; ++i) {
+        const int32_t i0 = style == RopeStyle::kNorm ? 2 * i : i;
+        const int32_t i1 = style == RopeStyle::kNorm ? 2 * i + 1 : i + half;
+        const float a = v[i0], b = v[i1];
+        v[i0] = a * c[i] - b * s[i];
+        v[i1] = a * s[i] + b * c[i];
+      }
+    }
+  }
+}
+
+}  // namespace pagellm

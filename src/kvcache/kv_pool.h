@@ -1,0 +1,62 @@
+// Storage for the K and V caches of a range of layers on one device.
+//
+// Layout, per layer, for K and for V separately:
+//   [num_blocks * block_size slots][n_kv_heads][head_dim] elements of `dtype`
+// i.e. a slot is one token's K (or V) for all KV heads, contiguous; a block is
+// block_size consecutive slots. Kernels address it through block tables.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tensor/dtype.h"
+
+namespace pagellm {
+
+struct KvPoolShape {
+  int32_t layer_begin = 0;  // layers [layer_begin, layer_end) live in this pool
+  int32_t layer_end = 0;
+  int32_t num_blocks = 0;
+  int32_t block_size = 16;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+  DType dtype = DType::F16;  // F16 or F32
+
+  size_t slot_bytes() const;   // one token, one layer, K or V
+  size_t layer_bytes() const;  // K + V of one layer
+  size_t total_bytes() const;
+};
+
+class KvPool {
+ public:
+  // Allocates and zeroes the storage. Throws ConfigError for an unsupported
+  // dtype or a bad shape, SystemError when memory cannot be had.
+  explicit KvPool(const KvPoolShape& shape);
+  ~KvPool();
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
+
+  const KvPoolShape& shape() const { return shape_; }
+  bool has_layer(int32_t layer) const {
+    return layer >= shape_.layer_begin && layer < shape_.layer_end;
+  }
+  void* k(int32_t layer);
+  void* v(int32_t layer);
+  const void* k(int32_t layer) const;
+  const void* v(int32_t layer) const;
+
+  // Stores one token's K and V (n_kv_heads * head_dim floats each) at `slot`,
+  // rounded to the pool's dtype.
+  void write(int32_t layer, int64_t slot, const float* k_row, const float* v_row);
+
+ private:
+  uint8_t* layer_base(int32_t layer) const;
+
+  KvPoolShape shape_;
+  uint8_t* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace pagellm

@@ -1,0 +1,32 @@
+// One engine step's work, flattened: the tokens of any number of sequences,
+// each with its position and the cache slot its K/V goes to, plus the block
+// table of every sequence. Built by the scheduler, consumed by Model::forward.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kvcache/block_table.h"
+
+namespace pagellm {
+
+struct Batch {
+  std::vector<int32_t> tokens;        // [n_tokens]
+  std::vector<int32_t> positions;     // [n_tokens]
+  std::vector<int32_t> token_seq;     // [n_tokens] index into block_tables
+  std::vector<int64_t> slots;         // [n_tokens] where each token's K/V is written
+  std::vector<int32_t> logit_tokens;  // tokens whose logits are wanted, in output order
+  std::vector<const BlockTable*> block_tables;  // [n_seqs]
+
+  int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t n_seqs() const { return static_cast<int32_t>(block_tables.size()); }
+
+  // Adds a sequence; returns its index in this batch. The table must already
+  // have room for every token added to it (BlockTable::reserve).
+  int32_t add_sequence(const BlockTable& table);
+  // Adds token `id` at position `pos` of sequence `seq`.
+  void add_token(int32_t seq, int32_t id, int32_t pos, bool want_logits);
+  void clear();
+};
+
+}  // namespace pagellm

@@ -1,0 +1,84 @@
+#include "model/hparams.h"
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+
+namespace pagellm {
+
+namespace {
+
+int32_t require_positive(const GgufFile& f, const std::string& key, int64_t max = 1 << 30) {
+  uint64_t v = f.require_u64(key);
+  if (v == 0 || v > static_cast<uint64_t>(max))
+    throw FormatError(fmt::format("{}: key '{}': value {} out of range [1, {}]", f.path(), key, v, max));
+  return static_cast<int32_t>(v);
+}
+
+}  // namespace
+
+ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
+  ModelHParams hp;
+  hp.arch = f.require_str("general.architecture");
+  if (hp.arch == "llama") {
+    hp.rope_style = RopeStyle::kNorm;
+  } else if (hp.arch == "qwen2") {
+    hp.rope_style = RopeStyle::kNeox;
+    hp.qkv_bias = true;
+  } else {
+    throw FormatError(fmt::format("{}: architecture '{}' is not supported (supported: llama, qwen2)",
+                                  f.path(), hp.arch));
+  }
+  const std::string a = hp.arch + ".";
+  hp.n_embd = require_positive(f, a + "embedding_length");
+  hp.n_layer = require_positive(f, a + "block_count", 4096);
+  hp.n_head = require_positive(f, a + "attention.head_count", 4096);
+  hp.n_ff = require_positive(f, a + "feed_forward_length");
+  hp.n_ctx_train = require_positive(f, a + "context_length");
+  hp.n_head_kv = f.find(a + "attention.head_count_kv")
+                     ? require_positive(f, a + "attention.head_count_kv", 4096)
+                     : hp.n_head;
+  if (hp.n_embd % hp.n_head != 0)
+    throw FormatError(fmt::format("{}: embedding_length {} is not a multiple of head_count {}",
+                                  f.path(), hp.n_embd, hp.n_head));
+  if (hp.n_head % hp.n_head_kv != 0)
+    throw FormatError(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}",
+                                  f.path(), hp.n_head, hp.n_head_kv));
+  hp.head_dim = hp.n_embd / hp.n_head;
+  if (auto kl = f.get_u64(a + "attention.key_length"); kl && static_cast<int32_t>(*kl) != hp.head_dim)
+    throw FormatError(fmt::format("{}: attention.key_length {} != embedding_length / head_count {} "
+                                  "(not supported)",
+                                  f.path(), *kl, hp.head_dim));
+  hp.n_rot = f.find(a + "rope.dimension_count") ? require_positive(f, a + "rope.dimension_count")
+                                                 : hp.head_dim;
+  if (hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0)
+    throw FormatError(fmt::format("{}: rope.dimension_count {} must be even and at most the head "
+                                  "size {}",
+                                  f.path(), hp.n_rot, hp.head_dim));
+  if (auto base = f.get_f64(a + "rope.freq_base")) hp.rope_freq_base = static_cast<float>(*base);
+  if (!(hp.rope_freq_base > 0))
+    throw FormatError(fmt::format("{}: rope.freq_base must be positive", f.path()));
+  // Linear scaling: "rope.scaling.type" = "linear" with "rope.scaling.factor", or
+  // the older "rope.scale_linear".
+  double factor = 1.0;
+  auto type = f.get_str(a + "rope.scaling.type");
+  if (auto fac = f.get_f64(a + "rope.scaling.factor"); fac && (!type || *type == "linear"))
+    factor = *fac;
+  else if (auto lin = f.get_f64(a + "rope.scale_linear"))
+    factor = *lin;
+  if (type && *type != "linear" && *type != "none")
+    throw FormatError(
+        fmt::format("{}: rope scaling type '{}' is not supported (supported: linear)", f.path(), *type));
+  if (!(factor > 0)) throw FormatError(fmt::format("{}: rope scaling factor must be positive", f.path()));
+  hp.rope_freq_scale = static_cast<float>(1.0 / factor);
+  if (auto eps = f.get_f64(a + "attention.layer_norm_rms_epsilon")) hp.rms_eps = static_cast<float>(*eps);
+
+  const auto* emb = f.find_tensor("token_embd.weight");
+  if (!emb) throw FormatError(fmt::format("{}: missing tensor 'token_embd.weight'", f.path()));
+  if (emb->ne.size() != 2 || emb->ne[0] != hp.n_embd)
+    throw FormatError(fmt::format("{}: tensor 'token_embd.weight' has the wrong shape", f.path()));
+  hp.n_vocab = static_cast<int32_t>(emb->ne[1]);
+  return hp;
+}
+
+}  // namespace pagellm

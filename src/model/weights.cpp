@@ -1,0 +1,108 @@
+#include "model/weights.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "tensor/convert.h"
+#include "util/error.h"
+
+namespace pagellm {
+
+uint64_t LayerWeights::bytes() const {
+  return wq.bytes() + wk.bytes() + wv.bytes() + wo.bytes() + w_gate.bytes() + w_up.bytes() +
+         w_down.bytes();
+}
+
+namespace {
+
+class Loader {
+ public:
+  Loader(const GgufFile& f, std::vector<std::unique_ptr<float[]>>& owned) : f_(f), owned_(owned) {}
+
+  const GgufTensorInfo& find(const std::string& name) const {
+    const auto* t = f_.find_tensor(name);
+    if (!t) throw FormatError(fmt::format("{}: missing tensor '{}'", f_.path(), name));
+    return *t;
+  }
+
+  WeightMatrix matrix(const std::string& name, int64_t n_in, int64_t n_out) const {
+    const auto& t = find(name);
+    return matrix_of(t, n_in, n_out);
+  }
+
+  WeightMatrix matrix_of(const GgufTensorInfo& t, int64_t n_in, int64_t n_out) const {
+    if (t.ne.size() != 2 || t.ne[0] != n_in || t.ne[1] != n_out)
+      throw FormatError(fmt::format("{}: tensor '{}' has shape {}, expected [{}, {}]", f_.path(),
+                                    t.name, shape(t), n_in, n_out));
+    WeightMatrix m;
+    m.type = t.type;
+    m.n_in = n_in;
+    m.n_out = n_out;
+    m.row_bytes = dtype_row_bytes(t.type, n_in);
+    m.data = t.data;
+    return m;
+  }
+
+  const float* vector(const std::string& name, int64_t n, bool optional = false) const {
+    const auto* t = f_.find_tensor(name);
+    if (!t) {
+      if (optional) return nullptr;
+      throw FormatError(fmt::format("{}: missing tensor '{}'", f_.path(), name));
+    }
+    if (t->ne.size() != 1 || t->ne[0] != n)
+      throw FormatError(fmt::format("{}: tensor '{}' has shape {}, expected [{}]", f_.path(),
+                                    t->name, shape(*t), n));
+    if (t->type == DType::F32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0)
+      return reinterpret_cast<const float*>(t->data);
+    owned_.emplace_back(new float[static_cast<size_t>(n)]);
+    dequantize_row(t->type, t->data, owned_.back().get(), n);
+    return owned_.back().get();
+  }
+
+ private:
+  static std::string shape(const GgufTensorInfo& t) {
+    std::string s = "[";
+    for (size_t i = 0; i < t.ne.size(); ++i) s += (i ? ", " : "") + std::to_string(t.ne[i]);
+    return s + "]";
+  }
+
+  const GgufFile& f_;
+  std::vector<std::unique_ptr<float[]>>& owned_;
+};
+
+}  // namespace
+
+ModelWeights ModelWeights::load(const GgufFile& f, const ModelHParams& hp) {
+  ModelWeights w;
+  Loader ld(f, w.owned_);
+  const int64_t E = hp.n_embd, KV = hp.n_embd_kv(), F = hp.n_ff, V = hp.n_vocab;
+  w.token_embd = ld.matrix("token_embd.weight", E, V);
+  w.output_norm = ld.vector("output_norm.weight", E);
+  if (f.find_tensor("output.weight")) {
+    w.output = ld.matrix("output.weight", E, V);
+  } else {
+    w.output = w.token_embd;
+    w.tied_output = true;
+  }
+  w.layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int32_t l = 0; l < hp.n_layer; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    L.attn_norm = ld.vector(p + "attn_norm.weight", E);
+    L.wq = ld.matrix(p + "attn_q.weight", E, E);
+    L.wk = ld.matrix(p + "attn_k.weight", E, KV);
+    L.wv = ld.matrix(p + "attn_v.weight", E, KV);
+    L.wo = ld.matrix(p + "attn_output.weight", E, E);
+    L.bq = ld.vector(p + "attn_q.bias", E, !hp.qkv_bias);
+    L.bk = ld.vector(p + "attn_k.bias", KV, !hp.qkv_bias);
+    L.bv = ld.vector(p + "attn_v.bias", KV, !hp.qkv_bias);
+    L.ffn_norm = ld.vector(p + "ffn_norm.weight", E);
+    L.w_gate = ld.matrix(p + "ffn_gate.weight", E, F);
+    L.w_up = ld.matrix(p + "ffn_up.weight", E, F);
+    L.w_down = ld.matrix(p + "ffn_down.weight", F, E);
+  }
+  return w;
+}
+
+}  // namespace pagellm

@@ -1,0 +1,54 @@
+// The model's tensors, located in the GGUF file (mmap'd or read into memory)
+// and checked against the hyper-parameters. Matrices stay in the file's
+// buffer in their stored type; only small 1-D tensors that are not F32 are
+// converted into owned memory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "gguf/gguf_reader.h"
+#include "model/hparams.h"
+#include "tensor/dtype.h"
+
+namespace pagellm {
+
+// A 2-D weight stored as GGUF ne = [n_in, n_out]: n_out rows of n_in elements.
+struct WeightMatrix {
+  DType type = DType::F32;
+  int64_t n_in = 0;
+  int64_t n_out = 0;
+  size_t row_bytes = 0;
+  const uint8_t* data = nullptr;
+  const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
+  uint64_t bytes() const { return static_cast<uint64_t>(n_out) * row_bytes; }
+};
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;
+  WeightMatrix wq, wk, wv, wo;
+  const float* bq = nullptr;  // qwen2 only
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const float* ffn_norm = nullptr;
+  WeightMatrix w_gate, w_up, w_down;
+
+  uint64_t bytes() const;
+};
+
+struct ModelWeights {
+  WeightMatrix token_embd;
+  const float* output_norm = nullptr;
+  WeightMatrix output;  // == token_embd when the file has no output.weight (tied)
+  bool tied_output = false;
+  std::vector<LayerWeights> layers;
+
+  // Finds and checks every tensor; throws FormatError naming the tensor.
+  static ModelWeights load(const GgufFile& f, const ModelHParams& hp);
+
+ private:
+  std::vector<std::unique_ptr<float[]>> owned_;  // converted 1-D tensors
+};
+
+}  // namespace pagellm

@@ -1,0 +1,176 @@
+// The forward pass against references from an independent engine and a
+// float64 numpy forward pass (tests/data/golden, see the READMEs there).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kvcache/block_allocator.h"
+#include "kvcache/block_table.h"
+#include "kvcache/kv_pool.h"
+#include "model/llama_model.h"
+#include "support/test_support.h"
+
+namespace pagellm {
+namespace {
+
+using nlohmann::json;
+
+json load_json(const std::string& rel) {
+  std::ifstream in(test::data_path(rel));
+  return json::parse(in);
+}
+
+struct RunResult {
+  std::vector<float> last_logits;
+  std::vector<int32_t> ids;
+};
+
+int32_t argmax(const float* x, int64_t n) {
+  int32_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = static_cast<int32_t>(i);
+  return best;
+}
+
+// Prefills `prompt` in one batch, then decodes `n` greedy tokens one at a time.
+RunResult run_greedy(LlamaModel& model, const std::vector<int32_t>& prompt, int n, DType kv_type,
+                     ThreadPool& pool) {
+  const int32_t bs = 16;
+  const int64_t total = static_cast<int64_t>(prompt.size()) + n;
+  BlockAllocator alloc(static_cast<int32_t>((total + bs - 1) / bs));
+  KvPool kv(model.kv_shape(alloc.num_blocks(), bs, kv_type));
+  BlockTable table(bs);
+  EXPECT_TRUE(table.reserve(alloc, total));
+  const int64_t V = model.hparams().n_vocab;
+  RunResult r;
+  std::vector<float> logits;
+  Batch b;
+  int32_t s = b.add_sequence(table);
+  for (size_t i = 0; i < prompt.size(); ++i)
+    b.add_token(s, prompt[i], static_cast<int32_t>(i), i + 1 == prompt.size());
+  model.forward(b, kv, pool, logits);
+  r.last_logits = logits;
+  int32_t pos = static_cast<int32_t>(prompt.size());
+  for (int i = 0; i < n; ++i) {
+    int32_t next = argmax(logits.data(), V);
+    r.ids.push_back(next);
+    if (i + 1 == n) break;
+    b.clear();
+    s = b.add_sequence(table);
+    b.add_token(s, next, pos++, true);
+    model.forward(b, kv, pool, logits);
+  }
+  table.release(alloc);
+  EXPECT_EQ(alloc.num_free(), alloc.num_blocks());
+  return r;
+}
+
+double max_abs_diff(const std::vector<float>& a, const json& ref) {
+  EXPECT_EQ(a.size(), ref.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < ref.size(); ++i)
+    m = std::max(m, std::abs(static_cast<double>(a[i]) - ref[i].get<double>()));
+  return m;
+}
+
+// Number of leading greedy steps whose reference top-2 margin is >= min_margin.
+size_t confident_steps(const json& top2, double min_margin) {
+  size_t n = 0;
+  for (const auto& s : top2) {
+    if (s["logit1"].get<double>() - s["logit2"].get<double>() < min_margin) break;
+    ++n;
+  }
+  return n;
+}
+
+void expect_prefix_equal(const std::vector<int32_t>& got, const json& want, size_t n,
+                         const std::string& what) {
+  for (size_t i = 0; i < n && i < got.size(); ++i)
+    ASSERT_EQ(got[i], want[i].get<int32_t>()) << what << ": step " << i;
+}
+
+std::vector<int32_t> ids_of(const json& j) { return j.get<std::vector<int32_t>>(); }
+
+TEST(GoldenStories260K, F32KvLogitsAndGreedy) {
+  json g = load_json("golden/stories260K.json");
+  auto model = LlamaModel::load(test::data_path("stories260K.gguf"));
+  ThreadPool pool(2);
+  double worst = 0;
+  for (const auto& c : g["cases"]) {
+    auto prompt = ids_of(c["prompt_ids"]);
+    auto ref_ids = c["kv_f32"]["greedy_ids"];
+    RunResult r = run_greedy(*model, prompt, static_cast<int>(ref_ids.size()), DType::F32, pool);
+    double err = max_abs_diff(r.last_logits, c["reference_f64_last_logits"]);
+    worst = std::max(worst, err);
+    EXPECT_LT(err, 1e-4) << c["name"];
+    expect_prefix_equal(r.ids, ref_ids, ref_ids.size(), c["name"].get<std::string>());
+  }
+  std::printf("stories260K F32 KV: max |logit - f64 reference| = %.3g\n", worst);
+}
+
+TEST(GoldenStories260K, F16KvGreedyUpToNearTie) {
+  json g = load_json("golden/stories260K.json");
+  auto model = LlamaModel::load(test::data_path("stories260K.gguf"));
+  ThreadPool pool(2);
+  for (const auto& c : g["cases"]) {
+    auto prompt = ids_of(c["prompt_ids"]);
+    const auto& greedy = c["greedy"];
+    RunResult r = run_greedy(*model, prompt, static_cast<int>(greedy["ids"].size()), DType::F16, pool);
+    size_t n = confident_steps(greedy["top2_per_step"], 1e-2);
+    expect_prefix_equal(r.ids, greedy["ids"], n, c["name"].get<std::string>());
+  }
+}
+
+struct RandomCase {
+  const char* file;
+  double tol;
+  DType kv;
+};
+
+class GoldenRandom : public ::testing::TestWithParam<RandomCase> {};
+
+TEST_P(GoldenRandom, LogitsAndGreedy) {
+  const RandomCase rc = GetParam();
+  json g = load_json(std::string("golden/random/") + rc.file + ".json");
+  auto model = LlamaModel::load(test::data_path(std::string("golden/random/") + rc.file + ".gguf"));
+  ThreadPool pool(2);
+  double worst = 0;
+  for (const auto& c : g["cases"]) {
+    auto prompt = ids_of(c["prompt_ids"]);
+    const bool f32kv = rc.kv == DType::F32;
+    const json& ref_ids = f32kv ? c["kv_f32"]["greedy_ids"] : c["greedy"]["ids"];
+    RunResult r = run_greedy(*model, prompt, static_cast<int>(ref_ids.size()), rc.kv, pool);
+    double err = max_abs_diff(r.last_logits, c["reference_f64_last_logits"]);
+    worst = std::max(worst, err);
+    EXPECT_LT(err, rc.tol) << rc.file << " " << c["name"];
+    // The F16-KV run's margins stand in for the F32-KV run's (not stored).
+    size_t n = confident_steps(c["greedy"]["top2_per_step"], 2 * rc.tol);
+    expect_prefix_equal(r.ids, ref_ids, n, std::string(rc.file) + " " + c["name"].get<std::string>());
+  }
+  std::printf("%s (%s KV): max |logit - f64 reference| = %.3g (tolerance %.g)\n", rc.file,
+              dtype_name(rc.kv), worst, rc.tol);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, GoldenRandom,
+    ::testing::Values(RandomCase{"rand-llama-tok512-F32", 1e-5, DType::F32},
+                      RandomCase{"rand-llama-tok512-F16", 2e-3, DType::F16},
+                      RandomCase{"rand-llama-tok512-Q8_0", 3e-2, DType::F16},
+                      RandomCase{"rand-llama-tok512-Q4_0", 3e-2, DType::F16},
+                      RandomCase{"rand-llama-tok512-Q4_K", 3e-2, DType::F16},
+                      RandomCase{"rand-llama-tok512-Q6_K", 3e-2, DType::F16},
+                      RandomCase{"rand-llama-spm32k-Q4_0", 3e-2, DType::F16},
+                      RandomCase{"rand-qwen2-tok512-F32", 1e-5, DType::F32},
+                      RandomCase{"rand-qwen2-tok512-Q8_0", 3e-2, DType::F16}),
+    [](const auto& info) {
+      std::string s = info.param.file;
+      for (char& ch : s)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return s;
+    });
+
+}  // namespace
+}  // namespace pagellm
