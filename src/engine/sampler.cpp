@@ -1,0 +1,142 @@
+#include "engine/sampler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "util/error.h"
+
+namespace pagellm {
+
+void SamplingParams::validate() const {
+  // Written so that NaN fails every check.
+  if (!(temperature >= 0.0f) || std::isinf(temperature)) {
+    throw ConfigError(fmt::format("temperature must be >= 0 (got {})", temperature));
+  }
+  if (top_k < 0) throw ConfigError(fmt::format("top_k must be >= 0 (got {})", top_k));
+  if (!(top_p > 0.0f && top_p <= 1.0f)) {
+    throw ConfigError(fmt::format("top_p must be in (0, 1] (got {})", top_p));
+  }
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) {
+    throw ConfigError(fmt::format("min_p must be in [0, 1] (got {})", min_p));
+  }
+  if (!(repetition_penalty > 0.0f) || std::isinf(repetition_penalty)) {
+    throw ConfigError(fmt::format("repetition_penalty must be > 0 (got {})", repetition_penalty));
+  }
+  if (repeat_last_n < -1) {
+    throw ConfigError(fmt::format("repeat_last_n must be >= -1 (got {})", repeat_last_n));
+  }
+}
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
+  params_.validate();
+}
+
+double Sampler::next_uniform() {
+  ++draws_;
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
+
+void Sampler::discard(uint64_t n) {
+  rng_.discard(n);
+  draws_ += n;
+}
+
+int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_t> history) {
+  if (logits == nullptr || n_vocab <= 0) {
+    throw Error(fmt::format("sampler: no logits (n_vocab {})", n_vocab));
+  }
+  const double u = next_uniform();  // exactly one draw per call, whatever the mode
+
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  penalized_.resize(n_vocab);
+  for (int i = 0; i < n_vocab; ++i) {
+    penalized_[i] = std::isnan(logits[i]) ? kNegInf : static_cast<double>(logits[i]);
+  }
+
+  if (params_.repetition_penalty != 1.0f && params_.repeat_last_n != 0) {
+    size_t window = history.size();
+    if (params_.repeat_last_n > 0) {
+      window = std::min(window, static_cast<size_t>(params_.repeat_last_n));
+    }
+    const auto recent = history.subspan(history.size() - window);
+    std::vector<int32_t> distinct(recent.begin(), recent.end());
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    const float penalty = params_.repetition_penalty;
+    for (int32_t id : distinct) {
+      if (id < 0 || id >= n_vocab) {
+        throw Error(
+            fmt::format("sampler: history token {} out of range (n_vocab {})", id, n_vocab));
+      }
+      if (std::isnan(logits[id])) continue;
+      const float l = logits[id];
+      penalized_[id] = static_cast<double>(l > 0.0f ? l / penalty : l * penalty);
+    }
+  }
+
+  int32_t best = 0;
+  for (int i = 1; i < n_vocab; ++i) {
+    if (penalized_[i] > penalized_[best]) best = i;
+  }
+  if (params_.temperature == 0.0f || penalized_[best] == kNegInf) return best;
+
+  cands_.resize(n_vocab);
+  for (int i = 0; i < n_vocab; ++i) cands_[i] = {i, penalized_[i]};
+  auto before = [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
+  if (params_.top_k > 0 && params_.top_k < n_vocab) {
+    std::partial_sort(cands_.begin(), cands_.begin() + params_.top_k, cands_.end(), before);
+    cands_.resize(params_.top_k);
+  } else {
+    std::sort(cands_.begin(), cands_.end(), before);
+  }
+  return pick(cands_, u);
+}
+
+// `cands` is sorted best first; their logits become probabilities in place.
+int32_t Sampler::pick(std::vector<Candidate>& cands, double u) const {
+  const double max = cands.front().logit;
+  const double temp = params_.temperature;
+  double total = 0.0;
+  for (Candidate& c : cands) {
+    c.logit = std::exp((c.logit - max) / temp);
+    total += c.logit;
+  }
+
+  size_t keep = cands.size();
+  if (params_.top_p < 1.0f) {
+    const double target = static_cast<double>(params_.top_p) * total;
+    double cum = 0.0;
+    for (size_t i = 0; i < keep; ++i) {
+      cum += cands[i].logit;
+      if (cum >= target) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  if (params_.min_p > 0.0f) {
+    const double threshold = static_cast<double>(params_.min_p) * cands.front().logit;
+    size_t n = 1;
+    while (n < keep && cands[n].logit >= threshold) ++n;
+    keep = n;
+  }
+
+  double kept = 0.0;
+  for (size_t i = 0; i < keep; ++i) kept += cands[i].logit;
+  const double target = u * kept;
+  double cum = 0.0;
+  size_t last_positive = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    cum += cands[i].logit;
+    if (cum > target) return cands[i].id;
+    if (cands[i].logit > 0.0) last_positive = i;
+  }
+  return cands[last_positive].id;  // only reached when u x kept rounds up to kept
+}
+
+}  // namespace pagellm

@@ -1,0 +1,77 @@
+// Picks the next token from a row of logits.
+//
+// Steps, in this order:
+//  1. Repetition penalty: each distinct token among the last `repeat_last_n`
+//     ids of the history gets its logit divided by `repetition_penalty` when
+//     positive, multiplied by it otherwise (llama.cpp's rule).
+//  2. temperature == 0: greedy, the largest logit, lowest id on ties.
+//  3. Otherwise the candidates are ordered by logit (descending, lower id
+//     first on ties), turned into probabilities softmax(logit / temperature),
+//     and cut by top_k (keep the k best), then top_p (keep the shortest prefix
+//     whose probability mass reaches top_p, renormalised after top_k), then
+//     min_p (keep those with probability >= min_p x the best one's).
+//  4. One uniform draw u in [0, 1) picks the token from what is left: the
+//     first whose cumulative probability exceeds u x total, walking in the
+//     order of step 3.
+//
+// Determinism: each Sampler owns a std::mt19937_64 seeded with `seed`, and
+// every call to sample() advances it exactly once, whatever the parameters
+// (greedy calls too). A request's token t therefore depends only on the seed,
+// t, its logits and its history; a resumed request can rebuild its Sampler and
+// discard() the draws already used. All arithmetic is in double, in a fixed order.
+// NaN logits count as -infinity.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace pagellm {
+
+struct SamplingParams {
+  float temperature = 0.8f;         // 0 = greedy; must be >= 0
+  int32_t top_k = 40;               // 0 = off; must be >= 0
+  float top_p = 0.95f;              // 1 = off; must be in (0, 1]
+  float min_p = 0.05f;              // 0 = off; must be in [0, 1]
+  float repetition_penalty = 1.0f;  // 1 = off; must be > 0
+  int32_t repeat_last_n = 64;       // 0 = off, -1 = the whole history
+  uint64_t seed = 0;
+
+  // Throws ConfigError with the first bad field, e.g.
+  // "temperature must be >= 0 (got -1)" or "top_p must be in (0, 1] (got 1.5)".
+  void validate() const;
+};
+
+class Sampler {
+ public:
+  // Validates `params` (ConfigError).
+  explicit Sampler(const SamplingParams& params);
+
+  // The next token. `logits` holds n_vocab values; `history` is the ids so far
+  // (prompt and generated); those the penalty looks at must be in [0, n_vocab)
+  // (else throws Error). Advances the generator once.
+  int32_t sample(const float* logits, int n_vocab, std::span<const int32_t> history);
+
+  // Skips `n` draws, as if sample() had been called `n` times.
+  void discard(uint64_t n);
+  uint64_t draws() const { return draws_; }
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  struct Candidate {
+    int32_t id;
+    double logit;
+  };
+  // Uniform in [0, 1) from one generator step.
+  double next_uniform();
+  int32_t pick(std::vector<Candidate>& cands, double u) const;
+
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  uint64_t draws_ = 0;
+  std::vector<double> penalized_;  // scratch: logits after the penalty
+  std::vector<Candidate> cands_;   // scratch
+};
+
+}  // namespace pagellm

@@ -1,0 +1,268 @@
+#include "engine/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+
+#include "util/error.h"
+
+namespace pagellm {
+namespace {
+
+using Ids = std::vector<int32_t>;
+
+SamplingParams plain(float temperature, uint64_t seed = 1) {
+  SamplingParams p;
+  p.temperature = temperature;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = seed;
+  return p;
+}
+
+int32_t sample_once(const SamplingParams& p, const std::vector<float>& logits,
+                    const Ids& history = {}) {
+  Sampler s(p);
+  return s.sample(logits.data(), static_cast<int>(logits.size()), history);
+}
+
+// How often each id comes out in `n` draws.
+std::vector<int> histogram(Sampler& s, const std::vector<float>& logits, int n) {
+  std::vector<int> counts(logits.size(), 0);
+  for (int i = 0; i < n; ++i)
+    ++counts[s.sample(logits.data(), static_cast<int>(logits.size()), {})];
+  return counts;
+}
+
+std::vector<float> random_logits(int n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  std::vector<float> out(n);
+  for (float& x : out) x = d(gen);
+  return out;
+}
+
+TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
+  EXPECT_EQ(sample_once(plain(0), {1.0f, 3.0f, 2.0f}), 1);
+  EXPECT_EQ(sample_once(plain(0), {1.0f, 3.0f, 3.0f, 2.0f}), 1);
+  EXPECT_EQ(sample_once(plain(0), {5.0f, 5.0f}), 0);
+  EXPECT_EQ(sample_once(plain(0), {-2.0f, -1.0f}), 1);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(sample_once(plain(0), {nan, -1.0f, nan}), 1);  // NaN counts as -inf
+}
+
+TEST(Sampler, TopK1IsGreedyAtAnyTemperature) {
+  const std::vector<float> logits = random_logits(1000, 7);
+  const int32_t best = sample_once(plain(0), logits);
+  for (float temp : {0.1f, 1.0f, 5.0f, 100.0f}) {
+    SamplingParams p = plain(temp, 42);
+    p.top_k = 1;
+    Sampler s(p);
+    for (int i = 0; i < 200; ++i) ASSERT_EQ(s.sample(logits.data(), 1000, {}), best) << temp;
+  }
+  SamplingParams p = plain(3.0f);
+  p.top_k = 1;  // ties: the lower id, as greedy
+  EXPECT_EQ(sample_once(p, {0.0f, 4.0f, 4.0f}), 1);
+}
+
+TEST(Sampler, TinyTopPOnlyEverPicksTheBest) {
+  const std::vector<float> logits = random_logits(500, 3);
+  const int32_t best = sample_once(plain(0), logits);
+  SamplingParams p = plain(2.0f, 9);
+  p.top_p = 1e-6f;
+  Sampler s(p);
+  for (int i = 0; i < 500; ++i) ASSERT_EQ(s.sample(logits.data(), 500, {}), best);
+}
+
+TEST(Sampler, TopPKeepsTheShortestPrefixReachingTheMass) {
+  // Probabilities 0.4, 0.3, 0.2, 0.1 at temperature 1.
+  const std::vector<float> logits = {std::log(0.3f), std::log(0.1f), std::log(0.4f),
+                                     std::log(0.2f)};
+  SamplingParams p = plain(1.0f, 5);
+  p.top_p = 0.6f;  // 0.4 + 0.3 >= 0.6: ids 2 and 0
+  Sampler s(p);
+  const auto counts = histogram(s, logits, 20000);
+  EXPECT_EQ(counts[1], 0);
+  EXPECT_EQ(counts[3], 0);
+  EXPECT_NEAR(counts[2] / 20000.0, 4.0 / 7.0, 0.02);
+  EXPECT_NEAR(counts[0] / 20000.0, 3.0 / 7.0, 0.02);
+}
+
+TEST(Sampler, MinPDropsUnlikelyTokens) {
+  // Probabilities 0.5, 0.3, 0.15, 0.05; min_p 0.5 keeps p >= 0.25: ids 0 and 1.
+  const std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.15f),
+                                     std::log(0.05f)};
+  SamplingParams p = plain(1.0f, 11);
+  p.min_p = 0.5f;
+  Sampler s(p);
+  const auto counts = histogram(s, logits, 20000);
+  EXPECT_EQ(counts[2], 0);
+  EXPECT_EQ(counts[3], 0);
+  EXPECT_NEAR(counts[0] / 20000.0, 0.5 / 0.8, 0.02);
+  p.min_p = 0.0f;
+  Sampler all(p);
+  const auto counts_all = histogram(all, logits, 20000);
+  EXPECT_GT(counts_all[3], 0);
+}
+
+TEST(Sampler, TopKKeepsTheKBest) {
+  const std::vector<float> logits = {0.0f, 1.0f, 0.5f, 0.9f, -1.0f};
+  SamplingParams p = plain(10.0f, 13);
+  p.top_k = 2;
+  Sampler s(p);
+  const auto counts = histogram(s, logits, 5000);
+  EXPECT_GT(counts[1], 0);
+  EXPECT_GT(counts[3], 0);
+  EXPECT_EQ(counts[0] + counts[2] + counts[4], 0);
+}
+
+// Pearson's chi-square of `counts` against softmax(logits / temp).
+double chi_square(const std::vector<int>& counts, const std::vector<float>& logits, double temp) {
+  double max = logits[0];
+  for (float l : logits) max = std::max(max, static_cast<double>(l));
+  std::vector<double> p(logits.size());
+  double total = 0;
+  for (size_t i = 0; i < p.size(); ++i) total += p[i] = std::exp((logits[i] - max) / temp);
+  int n = 0;
+  for (int c : counts) n += c;
+  double chi = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double expected = n * p[i] / total;
+    chi += (counts[i] - expected) * (counts[i] - expected) / expected;
+  }
+  return chi;
+}
+
+TEST(Sampler, DrawsFollowSoftmaxOverTemperature) {
+  const std::vector<float> logits = {1.0f, 0.5f, 0.0f, -0.5f, -2.0f, 0.25f};
+  for (double temp : {0.5, 1.0, 2.5}) {
+    Sampler s(plain(static_cast<float>(temp), 1234));
+    const auto counts = histogram(s, logits, 100000);
+    // 5 degrees of freedom: P(chi2 > 20.5) = 0.001.
+    EXPECT_LT(chi_square(counts, logits, temp), 20.5) << "temperature " << temp;
+  }
+  // The wrong temperature is told apart.
+  Sampler s(plain(1.0f, 1234));
+  EXPECT_GT(chi_square(histogram(s, logits, 100000), logits, 1.3), 100.0);
+}
+
+TEST(Sampler, SameSeedSameSequenceOtherSeedOther) {
+  const std::vector<float> logits = random_logits(64, 5);
+  auto run = [&](uint64_t seed) {
+    Sampler s(plain(1.5f, seed));
+    Ids out;
+    for (int i = 0; i < 100; ++i) out.push_back(s.sample(logits.data(), 64, out));
+    return out;
+  };
+  EXPECT_EQ(run(7), run(7));
+  EXPECT_NE(run(7), run(8));
+}
+
+TEST(Sampler, OneDrawPerTokenAndDiscard) {
+  const std::vector<float> logits = random_logits(32, 9);
+  Sampler a(plain(1.0f, 99));
+  Ids seq;
+  for (int i = 0; i < 5; ++i) seq.push_back(a.sample(logits.data(), 32, {}));
+  EXPECT_EQ(a.draws(), 5u);
+
+  // Greedy calls use up a draw too, so switching modes keeps later draws aligned.
+  SamplingParams greedy = plain(0.0f, 99);
+  Sampler g(greedy);
+  g.sample(logits.data(), 32, {});
+  EXPECT_EQ(g.draws(), 1u);
+
+  Sampler b(plain(1.0f, 99));
+  b.discard(3);
+  EXPECT_EQ(b.sample(logits.data(), 32, {}), seq[3]);
+  EXPECT_EQ(b.sample(logits.data(), 32, {}), seq[4]);
+  EXPECT_EQ(b.draws(), 5u);
+}
+
+TEST(Sampler, RepetitionPenalty) {
+  SamplingParams p = plain(0);
+  p.repetition_penalty = 1.1f;
+  // Positive logits are divided: 2.0 / 1.1 = 1.82 < 1.9.
+  EXPECT_EQ(sample_once(p, {2.0f, 1.9f, -1.0f}, {0}), 1);
+  EXPECT_EQ(sample_once(p, {2.0f, 1.9f, -1.0f}, {2}), 0);
+  // Negative logits are multiplied: -1.0 * 1.1 = -1.1 < -1.05.
+  EXPECT_EQ(sample_once(p, {-1.0f, -1.05f}, {0}), 1);
+  // Each distinct token once, however often it occurs.
+  EXPECT_EQ(sample_once(p, {2.0f, 1.7f}, {0, 0, 0, 0}), 0);
+  // Only the last repeat_last_n ids count.
+  p.repeat_last_n = 2;
+  EXPECT_EQ(sample_once(p, {2.0f, 1.9f, 0.0f}, {0, 2, 2}), 0);
+  EXPECT_EQ(sample_once(p, {2.0f, 1.9f, 0.0f}, {2, 0, 2}), 1);
+  p.repeat_last_n = 0;  // off
+  EXPECT_EQ(sample_once(p, {2.0f, 1.9f}, {0}), 0);
+  p.repeat_last_n = -1;  // the whole history
+  Ids long_history(1000, 7);
+  long_history[0] = 0;
+  EXPECT_EQ(sample_once(p, {2.0f, 1.9f, 0, 0, 0, 0, 0, 0}, long_history), 1);
+  // A penalty below 1 favours repeats.
+  p.repetition_penalty = 0.5f;
+  EXPECT_EQ(sample_once(p, {1.0f, 1.9f}, {0}), 0);
+  // History ids must be in range when the penalty looks at them.
+  p.repetition_penalty = 1.1f;
+  EXPECT_THROW(sample_once(p, {1.0f, 2.0f}, {2}), Error);
+}
+
+TEST(Sampler, RepetitionPenaltyChangesSampledDistribution) {
+  // Two equal logits; penalising id 0 shifts mass to id 1.
+  SamplingParams p = plain(1.0f, 21);
+  p.repetition_penalty = 2.0f;
+  Sampler s(p);
+  const std::vector<float> logits = {1.0f, 1.0f};
+  int ones = 0;
+  for (int i = 0; i < 10000; ++i) ones += s.sample(logits.data(), 2, Ids{0});
+  // p(1) = e^1 / (e^1 + e^0.5) = 0.622
+  EXPECT_NEAR(ones / 10000.0, 0.622, 0.02);
+}
+
+void expect_config_error(const SamplingParams& p, const std::string& msg) {
+  try {
+    Sampler s(p);
+    ADD_FAILURE() << "no ConfigError; expected " << msg;
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), msg);
+  }
+}
+
+TEST(Sampler, ValidatesParams) {
+  SamplingParams p;
+  EXPECT_NO_THROW(p.validate());
+  p.temperature = -0.5f;
+  expect_config_error(p, "temperature must be >= 0 (got -0.5)");
+  p = {};
+  p.temperature = std::numeric_limits<float>::quiet_NaN();
+  expect_config_error(p, "temperature must be >= 0 (got nan)");
+  p = {};
+  p.top_k = -1;
+  expect_config_error(p, "top_k must be >= 0 (got -1)");
+  p = {};
+  p.top_p = 0.0f;
+  expect_config_error(p, "top_p must be in (0, 1] (got 0)");
+  p.top_p = 1.5f;
+  expect_config_error(p, "top_p must be in (0, 1] (got 1.5)");
+  p = {};
+  p.min_p = -0.1f;
+  expect_config_error(p, "min_p must be in [0, 1] (got -0.1)");
+  p = {};
+  p.repetition_penalty = 0.0f;
+  expect_config_error(p, "repetition_penalty must be > 0 (got 0)");
+  p = {};
+  p.repeat_last_n = -2;
+  expect_config_error(p, "repeat_last_n must be >= -1 (got -2)");
+}
+
+TEST(Sampler, AllMinusInfinityFallsBackToLowestId) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(sample_once(plain(1.0f), {-inf, -inf, -inf}), 0);
+  EXPECT_EQ(sample_once(plain(1.0f), {-inf, 0.0f, -inf}), 1);
+}
+
+}  // namespace
+}  // namespace pagellm
