@@ -191,7 +191,7 @@ Vocab::Vocab(Spec spec, const std::string& source) {
 }
 
 int32_t Vocab::find(std::string_view text) const {
-  const auto it = by_text_.find(std::string(text));
+  const auto it = by_text_.find(text);
   return it == by_text_.end() ? kNoToken : it->second;
 }
 

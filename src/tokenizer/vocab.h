@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -120,7 +121,11 @@ class Vocab {
   std::vector<float> scores_;
   std::vector<TokenType> types_;
   std::vector<std::string> merges_;
-  std::unordered_map<std::string, int32_t> by_text_;
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>> by_text_;
   std::vector<int16_t> byte_values_;  // per token: 0..255 for BYTE tokens, -1 otherwise
   int32_t byte_tokens_[256];
   int32_t bos_ = kNoToken, eos_ = kNoToken, unk_ = kNoToken, sep_ = kNoToken, pad_ = kNoToken,

@@ -109,6 +109,19 @@ TEST(SpmVectors, LlamaSpm) {
   EXPECT_EQ(tok->encode("", true), (Ids{1}));
 }
 
+// decode(encode(x)) gives back x behind the space prefix, on a long mixed text
+// (the vector inputs, repeated to about 200 KB).
+TEST(SpmVectors, LongTextRoundTrip) {
+  const std::string base = "tokenizer-vectors/ggml-vocab-llama-spm.gguf";
+  auto tok = load_tokenizer(base);
+  const std::string inp = test::read_file(test::data_path(base + ".inp"));
+  std::string text;
+  while (text.size() < 200000) text += inp;
+  const Ids ids = tok->encode(text, false);
+  EXPECT_LT(ids.size(), text.size());
+  EXPECT_EQ(tok->decode(ids), " " + text);
+}
+
 // Tiny vocabulary: "▁" = U+2581.
 const std::string kU = "\xE2\x96\x81";
 
