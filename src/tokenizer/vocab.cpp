@@ -1,0 +1,311 @@
+#include "tokenizer/vocab.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+
+#include "gguf/gguf_reader.h"
+#include "util/error.h"
+
+namespace pagellm {
+
+namespace {
+
+constexpr const char* kKeyModel = "tokenizer.ggml.model";
+constexpr const char* kKeyPre = "tokenizer.ggml.pre";
+constexpr const char* kKeyTokens = "tokenizer.ggml.tokens";
+constexpr const char* kKeyScores = "tokenizer.ggml.scores";
+constexpr const char* kKeyTypes = "tokenizer.ggml.token_type";
+constexpr const char* kKeyMerges = "tokenizer.ggml.merges";
+constexpr const char* kKeyBos = "tokenizer.ggml.bos_token_id";
+constexpr const char* kKeyEos = "tokenizer.ggml.eos_token_id";
+constexpr const char* kKeyUnk = "tokenizer.ggml.unknown_token_id";
+constexpr const char* kKeySep = "tokenizer.ggml.seperator_token_id";  // sic, as written by gguf-py
+constexpr const char* kKeyPad = "tokenizer.ggml.padding_token_id";
+constexpr const char* kKeyEot = "tokenizer.ggml.eot_token_id";
+constexpr const char* kKeyEom = "tokenizer.ggml.eom_token_id";
+constexpr const char* kKeyAddBos = "tokenizer.ggml.add_bos_token";
+constexpr const char* kKeyAddEos = "tokenizer.ggml.add_eos_token";
+constexpr const char* kKeyAddSpacePrefix = "tokenizer.ggml.add_space_prefix";
+
+// Texts that mark the end of a turn in common chat vocabularies.
+constexpr std::array<std::string_view, 7> kEogTexts = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
+};
+
+struct ModelDefaults {
+  int32_t bos, eos, unk;
+  bool add_bos, add_space_prefix;
+};
+
+ModelDefaults defaults_for(const std::string& model) {
+  if (model == "llama") return {1, 2, 0, true, true};
+  if (model == "gpt2") return {11, 11, kNoToken, false, false};
+  if (model == "bert") return {101, kNoToken, 100, true, false};
+  return {kNoToken, kNoToken, kNoToken, false, false};
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// "<0xXX>" -> XX, else -1.
+int parse_byte_text(const std::string& s) {
+  if (s.size() != 6 || s[0] != '<' || s[1] != '0' || s[2] != 'x' || s[5] != '>') return -1;
+  const int hi = hex_digit(s[3]), lo = hex_digit(s[4]);
+  if (hi < 0 || lo < 0) return -1;
+  return hi * 16 + lo;
+}
+
+std::string byte_text(uint8_t b) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  return std::string{'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+}
+
+}  // namespace
+
+const char* token_type_name(TokenType t) {
+  switch (t) {
+    case TokenType::kUndefined:
+      return "UNDEFINED";
+    case TokenType::kNormal:
+      return "NORMAL";
+    case TokenType::kUnknown:
+      return "UNKNOWN";
+    case TokenType::kControl:
+      return "CONTROL";
+    case TokenType::kUserDefined:
+      return "USER_DEFINED";
+    case TokenType::kUnused:
+      return "UNUSED";
+    case TokenType::kByte:
+      return "BYTE";
+  }
+  return "?";
+}
+
+Vocab::Vocab(Spec spec, const std::string& source) {
+  auto fail = [&](const std::string& msg) { throw FormatError(source + ": " + msg); };
+
+  model_ = std::move(spec.model);
+  pre_ = std::move(spec.pre);
+  tokens_ = std::move(spec.tokens);
+  merges_ = std::move(spec.merges);
+  if (model_.empty()) fail(fmt::format("'{}' is empty", kKeyModel));
+  if (tokens_.empty()) fail(fmt::format("'{}' has no tokens", kKeyTokens));
+  if (tokens_.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    fail(fmt::format("'{}' has too many tokens ({})", kKeyTokens, tokens_.size()));
+  }
+  const size_t n = tokens_.size();
+
+  if (spec.scores.empty()) {
+    scores_.assign(n, 0.0f);
+  } else if (spec.scores.size() != n) {
+    fail(fmt::format("'{}' has {} entries but '{}' has {}", kKeyScores, spec.scores.size(),
+                     kKeyTokens, n));
+  } else {
+    scores_ = std::move(spec.scores);
+  }
+
+  if (spec.types.empty()) {
+    types_.assign(n, TokenType::kNormal);
+  } else if (spec.types.size() != n) {
+    fail(fmt::format("'{}' has {} entries but '{}' has {}", kKeyTypes, spec.types.size(),
+                     kKeyTokens, n));
+  } else {
+    types_ = std::move(spec.types);
+    for (size_t i = 0; i < n; ++i) {
+      const auto t = static_cast<int32_t>(types_[i]);
+      if (t < 0 || t > static_cast<int32_t>(TokenType::kByte)) {
+        fail(fmt::format("'{}'[{}] is {}, not a token type (0..6)", kKeyTypes, i, t));
+      }
+    }
+  }
+
+  byte_values_.assign(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (tokens_[i].empty()) tokens_[i] = fmt::format("[EMPTY_{}]", i);
+    by_text_[tokens_[i]] = static_cast<int32_t>(i);  // a later duplicate wins
+    if (types_[i] == TokenType::kByte) {
+      const int v = parse_byte_text(tokens_[i]);
+      if (v < 0 && model_ == "llama") {
+        fail(fmt::format("'{}'[{}] is a BYTE token but is spelled '{}', not '<0xXX>'", kKeyTokens,
+                         i, tokens_[i]));
+      }
+      byte_values_[i] = static_cast<int16_t>(v);
+    }
+  }
+  for (int b = 0; b < 256; ++b) byte_tokens_[b] = find(byte_text(static_cast<uint8_t>(b)));
+
+  const ModelDefaults def = defaults_for(model_);
+  auto special = [&](const std::optional<int32_t>& given, int32_t fallback, const char* key) {
+    const int32_t id = given.value_or(fallback);
+    if (id == kNoToken) return kNoToken;
+    if (id < 0 || id >= n_tokens()) {
+      fail(fmt::format("'{}' is {}, outside the vocabulary ({} tokens)", key, id, n));
+    }
+    return id;
+  };
+  // A default id that the vocabulary is too small for means "none".
+  auto fit = [&](int32_t id) { return contains(id) ? id : kNoToken; };
+  bos_ = special(spec.bos, fit(def.bos), kKeyBos);
+  eos_ = special(spec.eos, fit(def.eos), kKeyEos);
+  unk_ = special(spec.unk, fit(def.unk), kKeyUnk);
+  sep_ = special(spec.sep, kNoToken, kKeySep);
+  pad_ = special(spec.pad, kNoToken, kKeyPad);
+  eot_ = special(spec.eot, kNoToken, kKeyEot);
+  eom_ = special(spec.eom, kNoToken, kKeyEom);
+  add_bos_ = spec.add_bos.value_or(def.add_bos);
+  add_eos_ = spec.add_eos.value_or(false);
+  add_space_prefix_ = spec.add_space_prefix.value_or(def.add_space_prefix);
+  if (add_bos_ && bos_ == kNoToken)
+    fail(fmt::format("'{}' is set but there is no BOS token", kKeyAddBos));
+  if (add_eos_ && eos_ == kNoToken)
+    fail(fmt::format("'{}' is set but there is no EOS token", kKeyAddEos));
+
+  for (int32_t id : {eos_, eot_, eom_}) {
+    if (id != kNoToken) eog_ids_.push_back(id);
+  }
+  for (std::string_view text : kEogTexts) {
+    const int32_t id = find(text);
+    if (id == kNoToken) continue;
+    eog_ids_.push_back(id);
+    types_[id] = TokenType::kControl;
+  }
+  std::sort(eog_ids_.begin(), eog_ids_.end());
+  eog_ids_.erase(std::unique(eog_ids_.begin(), eog_ids_.end()), eog_ids_.end());
+
+  for (int32_t id = 0; id < n_tokens(); ++id) {
+    const TokenType t = types_[id];
+    if (t == TokenType::kControl || t == TokenType::kUserDefined || t == TokenType::kUnknown) {
+      special_tokens_.push_back(id);
+    }
+  }
+  std::stable_sort(special_tokens_.begin(), special_tokens_.end(),
+                   [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
+}
+
+int32_t Vocab::find(std::string_view text) const {
+  const auto it = by_text_.find(std::string(text));
+  return it == by_text_.end() ? kNoToken : it->second;
+}
+
+int32_t Vocab::byte_token(uint8_t byte) const {
+  return byte_tokens_[byte];
+}
+
+int Vocab::byte_value(int32_t id) const {
+  return contains(id) ? byte_values_[id] : -1;
+}
+
+bool Vocab::is_eog(int32_t id) const {
+  return id != kNoToken && std::binary_search(eog_ids_.begin(), eog_ids_.end(), id);
+}
+
+namespace {
+
+const GgufValue* find_array(const GgufFile& file, const char* key, bool required) {
+  const GgufValue* v = file.find(key);
+  if (v == nullptr) {
+    if (required) throw FormatError(fmt::format("{}: missing required key '{}'", file.path(), key));
+    return nullptr;
+  }
+  if (v->type() != GgufType::ARRAY) {
+    throw FormatError(fmt::format("{}: '{}' must be an array, not {}", file.path(), key,
+                                  gguf_type_name(v->type())));
+  }
+  return v;
+}
+
+void expect_elements(const GgufFile& file, const GgufValue& arr, const char* key, bool ok,
+                     const char* wanted) {
+  if (!ok) {
+    throw FormatError(fmt::format("{}: '{}' must be an array of {}, not of {}", file.path(), key,
+                                  wanted, gguf_type_name(arr.elem_type())));
+  }
+}
+
+std::vector<std::string> read_strings(const GgufFile& file, const char* key, bool required) {
+  std::vector<std::string> out;
+  const GgufValue* v = find_array(file, key, required);
+  if (v == nullptr) return out;
+  expect_elements(file, *v, key, v->elem_type() == GgufType::STRING, "str");
+  const auto& elems = v->as_array(key);
+  out.reserve(elems.size());
+  for (const GgufValue& e : elems) out.push_back(e.as_str(key));
+  return out;
+}
+
+std::optional<int32_t> read_id(const GgufFile& file, const char* key) {
+  const GgufValue* v = file.find(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_integer()) {
+    throw FormatError(fmt::format("{}: '{}' must be an integer, not {}", file.path(), key,
+                                  gguf_type_name(v->type())));
+  }
+  const int64_t id = v->as_i64(key);
+  if (id == -1 || id == 0xFFFFFFFFll) return kNoToken;
+  if (id < 0 || id > std::numeric_limits<int32_t>::max()) {
+    throw FormatError(fmt::format("{}: '{}' is {}, not a token id", file.path(), key, id));
+  }
+  return static_cast<int32_t>(id);
+}
+
+}  // namespace
+
+Vocab Vocab::from_gguf(const GgufFile& file) {
+  Spec spec;
+  spec.model = file.require_str(kKeyModel);
+  spec.pre = file.get_str(kKeyPre).value_or("");
+  spec.tokens = read_strings(file, kKeyTokens, true);
+  spec.merges = read_strings(file, kKeyMerges, false);
+
+  if (const GgufValue* v = find_array(file, kKeyScores, false)) {
+    expect_elements(file, *v, kKeyScores,
+                    v->elem_type() == GgufType::FLOAT32 || v->elem_type() == GgufType::FLOAT64,
+                    "f32");
+    for (const GgufValue& e : v->as_array(kKeyScores)) {
+      spec.scores.push_back(static_cast<float>(e.as_f64(kKeyScores)));
+    }
+    if (spec.scores.empty() && !spec.tokens.empty()) {
+      throw FormatError(fmt::format("{}: '{}' has 0 entries but '{}' has {}", file.path(),
+                                    kKeyScores, kKeyTokens, spec.tokens.size()));
+    }
+  }
+  if (const GgufValue* v = find_array(file, kKeyTypes, false)) {
+    expect_elements(file, *v, kKeyTypes,
+                    v->elem_type() == GgufType::INT32 || v->elem_type() == GgufType::UINT32, "i32");
+    for (const GgufValue& e : v->as_array(kKeyTypes)) {
+      const int64_t t = e.as_i64(kKeyTypes);
+      if (t < std::numeric_limits<int32_t>::min() || t > std::numeric_limits<int32_t>::max()) {
+        throw FormatError(fmt::format("{}: '{}'[{}] is {}, not a token type (0..6)", file.path(),
+                                      kKeyTypes, spec.types.size(), t));
+      }
+      // Other values outside 0..6 are reported by the Vocab constructor.
+      spec.types.push_back(static_cast<TokenType>(t));
+    }
+    if (spec.types.empty() && !spec.tokens.empty()) {
+      throw FormatError(fmt::format("{}: '{}' has 0 entries but '{}' has {}", file.path(),
+                                    kKeyTypes, kKeyTokens, spec.tokens.size()));
+    }
+  }
+
+  spec.bos = read_id(file, kKeyBos);
+  spec.eos = read_id(file, kKeyEos);
+  spec.unk = read_id(file, kKeyUnk);
+  spec.sep = read_id(file, kKeySep);
+  spec.pad = read_id(file, kKeyPad);
+  spec.eot = read_id(file, kKeyEot);
+  spec.eom = read_id(file, kKeyEom);
+  spec.add_bos = file.get_bool(kKeyAddBos);
+  spec.add_eos = file.get_bool(kKeyAddEos);
+  spec.add_space_prefix = file.get_bool(kKeyAddSpacePrefix);
+  return Vocab(std::move(spec), file.path());
+}
+
+}  // namespace pagellm

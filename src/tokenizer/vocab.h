@@ -1,0 +1,133 @@
+// A tokenizer vocabulary, read from the `tokenizer.ggml.*` metadata of a GGUF file.
+//
+// Keys (all optional unless marked):
+//   tokenizer.ggml.model          string, required: "llama" (SentencePiece-style),
+//                                 "gpt2" (byte-level BPE), "bert" (WordPiece), ...
+//   tokenizer.ggml.pre            string: the pre-tokenizer name of BPE vocabs
+//   tokenizer.ggml.tokens         string array, required: the token texts, id = index
+//   tokenizer.ggml.scores         f32 array, one per token (default 0): SPM merge priority
+//   tokenizer.ggml.token_type     i32 array, one per token (default NORMAL):
+//                                 0 UNDEFINED, 1 NORMAL, 2 UNKNOWN, 3 CONTROL,
+//                                 4 USER_DEFINED, 5 UNUSED, 6 BYTE
+//   tokenizer.ggml.merges         string array: BPE merges "left right", rank = index
+//   tokenizer.ggml.bos_token_id, eos_token_id, unknown_token_id, seperator_token_id
+//   (sic), padding_token_id, eot_token_id, eom_token_id
+//                                 integer ids; 0xFFFFFFFF (or -1) means "none"
+//   tokenizer.ggml.add_bos_token, add_eos_token, add_space_prefix   bool
+//
+// Defaults follow llama.cpp: for "llama" BOS 1, EOS 2, UNK 0, add_bos true,
+// add_space_prefix true; for "gpt2" BOS = EOS = 11, no UNK, add_bos false,
+// add_space_prefix false. An empty token text becomes "[EMPTY_<id>]". When two
+// tokens share a text, look-up by text finds the later id.
+//
+// Validation (FormatError naming the key): array element types, scores and
+// token_type lengths equal to the token count, token types in 0..6, special ids
+// in range, and (for "llama") BYTE tokens spelled "<0xXX>".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace pagellm {
+
+class GgufFile;
+
+// "No such token" for special ids and look-ups.
+inline constexpr int32_t kNoToken = -1;
+
+enum class TokenType : int32_t {
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
+const char* token_type_name(TokenType t);
+
+class Vocab {
+ public:
+  // Everything a vocabulary is made of, as read from the file. Optional fields
+  // left empty take the model's default (see above); an empty `scores` or
+  // `types` means 0 / NORMAL for every token.
+  struct Spec {
+    std::string model = "llama";
+    std::string pre;
+    std::vector<std::string> tokens;
+    std::vector<float> scores;
+    std::vector<TokenType> types;
+    std::vector<std::string> merges;
+    // nullopt: the model's default; kNoToken: none.
+    std::optional<int32_t> bos, eos, unk, sep, pad, eot, eom;
+    std::optional<bool> add_bos, add_eos, add_space_prefix;
+  };
+
+  // Validates; `source` (a file name) prefixes error messages. Throws FormatError.
+  explicit Vocab(Spec spec, const std::string& source = "vocab");
+
+  // Reads the tokenizer keys of `file`. Throws FormatError naming the key.
+  static Vocab from_gguf(const GgufFile& file);
+
+  const std::string& model() const { return model_; }
+  const std::string& pre() const { return pre_; }
+  int32_t n_tokens() const { return static_cast<int32_t>(tokens_.size()); }
+  bool contains(int32_t id) const { return id >= 0 && id < n_tokens(); }
+
+  // Per-token data; `id` must be in range (checked, throws std::out_of_range).
+  const std::string& text(int32_t id) const { return tokens_.at(id); }
+  float score(int32_t id) const { return scores_.at(id); }
+  TokenType type(int32_t id) const { return types_.at(id); }
+
+  // The id whose text is exactly `text`, or kNoToken.
+  int32_t find(std::string_view text) const;
+  // The "<0xXX>" token for a byte, or kNoToken. Uppercase hex, as SPM spells it.
+  int32_t byte_token(uint8_t byte) const;
+  // The byte a BYTE token stands for ("<0xXX>" -> 0xXX); -1 when `id` is not one.
+  int byte_value(int32_t id) const;
+
+  int32_t bos() const { return bos_; }
+  int32_t eos() const { return eos_; }
+  int32_t unk() const { return unk_; }
+  int32_t sep() const { return sep_; }
+  int32_t pad() const { return pad_; }
+  int32_t eot() const { return eot_; }
+  int32_t eom() const { return eom_; }
+  bool add_bos() const { return add_bos_; }
+  bool add_eos() const { return add_eos_; }
+  bool add_space_prefix() const { return add_space_prefix_; }
+  const std::vector<std::string>& merges() const { return merges_; }
+
+  // End of generation: EOS, EOT, EOM, and tokens spelled like a known
+  // end-of-turn marker ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
+  // "<|endoftext|>", "<|eom_id|>", "<EOT>"); those are also typed CONTROL.
+  bool is_eog(int32_t id) const;
+  const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
+
+  // CONTROL, USER_DEFINED and UNKNOWN tokens, longest text first (then by id):
+  // the tokens that may be matched as whole strings in input text.
+  const std::vector<int32_t>& special_tokens() const { return special_tokens_; }
+
+ private:
+  std::string model_;
+  std::string pre_;
+  std::vector<std::string> tokens_;
+  std::vector<float> scores_;
+  std::vector<TokenType> types_;
+  std::vector<std::string> merges_;
+  std::unordered_map<std::string, int32_t> by_text_;
+  std::vector<int16_t> byte_values_;  // per token: 0..255 for BYTE tokens, -1 otherwise
+  int32_t byte_tokens_[256];
+  int32_t bos_ = kNoToken, eos_ = kNoToken, unk_ = kNoToken, sep_ = kNoToken, pad_ = kNoToken,
+          eot_ = kNoToken, eom_ = kNoToken;
+  bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
+  std::vector<int32_t> eog_ids_;  // sorted
+  std::vector<int32_t> special_tokens_;
+};
+
+}  // namespace pagellm
