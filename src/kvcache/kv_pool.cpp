@@ -36,7 +36,8 @@ KvPool::KvPool(const KvPoolShape& shape) : shape_(shape) {
   // Anonymous mapping: zeroed pages, returned to the OS on destruction.
   void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
-    throw SystemError(errno_message("cannot allocate " + format_size(bytes_) + " of KV cache", errno));
+    throw SystemError(
+        errno_message("cannot allocate " + format_size(bytes_) + " of KV cache", errno));
   data_ = static_cast<uint8_t*>(p);
 }
 
@@ -51,10 +52,18 @@ uint8_t* KvPool::layer_base(int32_t layer) const {
   return data_ + static_cast<size_t>(layer - shape_.layer_begin) * shape_.layer_bytes();
 }
 
-void* KvPool::k(int32_t layer) { return layer_base(layer); }
-void* KvPool::v(int32_t layer) { return layer_base(layer) + shape_.layer_bytes() / 2; }
-const void* KvPool::k(int32_t layer) const { return layer_base(layer); }
-const void* KvPool::v(int32_t layer) const { return layer_base(layer) + shape_.layer_bytes() / 2; }
+void* KvPool::k(int32_t layer) {
+  return layer_base(layer);
+}
+void* KvPool::v(int32_t layer) {
+  return layer_base(layer) + shape_.layer_bytes() / 2;
+}
+const void* KvPool::k(int32_t layer) const {
+  return layer_base(layer);
+}
+const void* KvPool::v(int32_t layer) const {
+  return layer_base(layer) + shape_.layer_bytes() / 2;
+}
 
 void KvPool::write(int32_t layer, int64_t slot, const float* k_row, const float* v_row) {
   const int64_t n = static_cast<int64_t>(shape_.n_kv_heads) * shape_.head_dim;

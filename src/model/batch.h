@@ -11,11 +11,11 @@
 namespace pagellm {
 
 struct Batch {
-  std::vector<int32_t> tokens;        // [n_tokens]
-  std::vector<int32_t> positions;     // [n_tokens]
-  std::vector<int32_t> token_seq;     // [n_tokens] index into block_tables
-  std::vector<int64_t> slots;         // [n_tokens] where each token's K/V is written
-  std::vector<int32_t> logit_tokens;  // tokens whose logits are wanted, in output order
+  std::vector<int32_t> tokens;                  // [n_tokens]
+  std::vector<int32_t> positions;               // [n_tokens]
+  std::vector<int32_t> token_seq;               // [n_tokens] index into block_tables
+  std::vector<int64_t> slots;                   // [n_tokens] where each token's K/V is written
+  std::vector<int32_t> logit_tokens;            // tokens whose logits are wanted, in output order
   std::vector<const BlockTable*> block_tables;  // [n_seqs]
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }

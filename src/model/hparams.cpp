@@ -11,7 +11,8 @@ namespace {
 int32_t require_positive(const GgufFile& f, const std::string& key, int64_t max = 1 << 30) {
   uint64_t v = f.require_u64(key);
   if (v == 0 || v > static_cast<uint64_t>(max))
-    throw FormatError(fmt::format("{}: key '{}': value {} out of range [1, {}]", f.path(), key, v, max));
+    throw FormatError(
+        fmt::format("{}: key '{}': value {} out of range [1, {}]", f.path(), key, v, max));
   return static_cast<int32_t>(v);
 }
 
@@ -26,8 +27,8 @@ ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
     hp.rope_style = RopeStyle::kNeox;
     hp.qkv_bias = true;
   } else {
-    throw FormatError(fmt::format("{}: architecture '{}' is not supported (supported: llama, qwen2)",
-                                  f.path(), hp.arch));
+    throw FormatError(fmt::format(
+        "{}: architecture '{}' is not supported (supported: llama, qwen2)", f.path(), hp.arch));
   }
   const std::string a = hp.arch + ".";
   hp.n_embd = require_positive(f, a + "embedding_length");
@@ -45,16 +46,19 @@ ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
     throw FormatError(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}",
                                   f.path(), hp.n_head, hp.n_head_kv));
   hp.head_dim = hp.n_embd / hp.n_head;
-  if (auto kl = f.get_u64(a + "attention.key_length"); kl && static_cast<int32_t>(*kl) != hp.head_dim)
-    throw FormatError(fmt::format("{}: attention.key_length {} != embedding_length / head_count {} "
-                                  "(not supported)",
-                                  f.path(), *kl, hp.head_dim));
+  if (auto kl = f.get_u64(a + "attention.key_length");
+      kl && static_cast<int32_t>(*kl) != hp.head_dim)
+    throw FormatError(
+        fmt::format("{}: attention.key_length {} != embedding_length / head_count {} "
+                    "(not supported)",
+                    f.path(), *kl, hp.head_dim));
   hp.n_rot = f.find(a + "rope.dimension_count") ? require_positive(f, a + "rope.dimension_count")
-                                                 : hp.head_dim;
+                                                : hp.head_dim;
   if (hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0)
-    throw FormatError(fmt::format("{}: rope.dimension_count {} must be even and at most the head "
-                                  "size {}",
-                                  f.path(), hp.n_rot, hp.head_dim));
+    throw FormatError(
+        fmt::format("{}: rope.dimension_count {} must be even and at most the head "
+                    "size {}",
+                    f.path(), hp.n_rot, hp.head_dim));
   if (auto base = f.get_f64(a + "rope.freq_base")) hp.rope_freq_base = static_cast<float>(*base);
   if (!(hp.rope_freq_base > 0))
     throw FormatError(fmt::format("{}: rope.freq_base must be positive", f.path()));
@@ -67,11 +71,13 @@ ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
   else if (auto lin = f.get_f64(a + "rope.scale_linear"))
     factor = *lin;
   if (type && *type != "linear" && *type != "none")
-    throw FormatError(
-        fmt::format("{}: rope scaling type '{}' is not supported (supported: linear)", f.path(), *type));
-  if (!(factor > 0)) throw FormatError(fmt::format("{}: rope scaling factor must be positive", f.path()));
+    throw FormatError(fmt::format("{}: rope scaling type '{}' is not supported (supported: linear)",
+                                  f.path(), *type));
+  if (!(factor > 0))
+    throw FormatError(fmt::format("{}: rope scaling factor must be positive", f.path()));
   hp.rope_freq_scale = static_cast<float>(1.0 / factor);
-  if (auto eps = f.get_f64(a + "attention.layer_norm_rms_epsilon")) hp.rms_eps = static_cast<float>(*eps);
+  if (auto eps = f.get_f64(a + "attention.layer_norm_rms_epsilon"))
+    hp.rms_eps = static_cast<float>(*eps);
 
   const auto* emb = f.find_tensor("token_embd.weight");
   if (!emb) throw FormatError(fmt::format("{}: missing tensor 'token_embd.weight'", f.path()));

@@ -92,7 +92,9 @@ void expect_prefix_equal(const std::vector<int32_t>& got, const json& want, size
     ASSERT_EQ(got[i], want[i].get<int32_t>()) << what << ": step " << i;
 }
 
-std::vector<int32_t> ids_of(const json& j) { return j.get<std::vector<int32_t>>(); }
+std::vector<int32_t> ids_of(const json& j) {
+  return j.get<std::vector<int32_t>>();
+}
 
 TEST(GoldenStories260K, F32KvLogitsAndGreedy) {
   json g = load_json("golden/stories260K.json");
@@ -118,7 +120,8 @@ TEST(GoldenStories260K, F16KvGreedyUpToNearTie) {
   for (const auto& c : g["cases"]) {
     auto prompt = ids_of(c["prompt_ids"]);
     const auto& greedy = c["greedy"];
-    RunResult r = run_greedy(*model, prompt, static_cast<int>(greedy["ids"].size()), DType::F16, pool);
+    RunResult r =
+        run_greedy(*model, prompt, static_cast<int>(greedy["ids"].size()), DType::F16, pool);
     size_t n = confident_steps(greedy["top2_per_step"], 1e-2);
     expect_prefix_equal(r.ids, greedy["ids"], n, c["name"].get<std::string>());
   }
@@ -148,29 +151,29 @@ TEST_P(GoldenRandom, LogitsAndGreedy) {
     EXPECT_LT(err, rc.tol) << rc.file << " " << c["name"];
     // The F16-KV run's margins stand in for the F32-KV run's (not stored).
     size_t n = confident_steps(c["greedy"]["top2_per_step"], 2 * rc.tol);
-    expect_prefix_equal(r.ids, ref_ids, n, std::string(rc.file) + " " + c["name"].get<std::string>());
+    expect_prefix_equal(r.ids, ref_ids, n,
+                        std::string(rc.file) + " " + c["name"].get<std::string>());
   }
   std::printf("%s (%s KV): max |logit - f64 reference| = %.3g (tolerance %.g)\n", rc.file,
               dtype_name(rc.kv), worst, rc.tol);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Types, GoldenRandom,
-    ::testing::Values(RandomCase{"rand-llama-tok512-F32", 1e-5, DType::F32},
-                      RandomCase{"rand-llama-tok512-F16", 2e-3, DType::F16},
-                      RandomCase{"rand-llama-tok512-Q8_0", 3e-2, DType::F16},
-                      RandomCase{"rand-llama-tok512-Q4_0", 3e-2, DType::F16},
-                      RandomCase{"rand-llama-tok512-Q4_K", 3e-2, DType::F16},
-                      RandomCase{"rand-llama-tok512-Q6_K", 3e-2, DType::F16},
-                      RandomCase{"rand-llama-spm32k-Q4_0", 3e-2, DType::F16},
-                      RandomCase{"rand-qwen2-tok512-F32", 1e-5, DType::F32},
-                      RandomCase{"rand-qwen2-tok512-Q8_0", 3e-2, DType::F16}),
-    [](const auto& info) {
-      std::string s = info.param.file;
-      for (char& ch : s)
-        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return s;
-    });
+INSTANTIATE_TEST_SUITE_P(Types, GoldenRandom,
+                         ::testing::Values(RandomCase{"rand-llama-tok512-F32", 1e-5, DType::F32},
+                                           RandomCase{"rand-llama-tok512-F16", 2e-3, DType::F16},
+                                           RandomCase{"rand-llama-tok512-Q8_0", 3e-2, DType::F16},
+                                           RandomCase{"rand-llama-tok512-Q4_0", 3e-2, DType::F16},
+                                           RandomCase{"rand-llama-tok512-Q4_K", 3e-2, DType::F16},
+                                           RandomCase{"rand-llama-tok512-Q6_K", 3e-2, DType::F16},
+                                           RandomCase{"rand-llama-spm32k-Q4_0", 3e-2, DType::F16},
+                                           RandomCase{"rand-qwen2-tok512-F32", 1e-5, DType::F32},
+                                           RandomCase{"rand-qwen2-tok512-Q8_0", 3e-2, DType::F16}),
+                         [](const auto& info) {
+                           std::string s = info.param.file;
+                           for (char& ch : s)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
 
 }  // namespace
 }  // namespace pagellm

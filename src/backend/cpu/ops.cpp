@@ -46,8 +46,8 @@ void RopeCache::prepare(const int32_t* positions, int64_t n_tokens) {
   }
 }
 
-void RopeCache::apply(float* x, int64_t n_tokens, int64_t stride, int32_t n_heads,
-                      int32_t head_dim, RopeStyle style) const {
+void RopeCache::apply(float* x, int64_t n_tokens, int64_t stride, int32_t n_heads, int32_t head_dim,
+                      RopeStyle style) const {
   const int32_t half = n_rot_ / 2;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* c = cos_.data() + t * half;

@@ -24,7 +24,8 @@ inline void load_row(const void* base, DType type, int64_t offset, int n, float*
   int i = 0;
 #if defined(__F16C__) && defined(__AVX__)
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+    _mm256_storeu_ps(dst + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
 #endif
   for (; i < n; ++i) dst[i] = fp16_to_fp32(src[i]);
 }

@@ -1,0 +1,52 @@
+// Weights are mmap'd, not copied: opening a ~1 GiB model barely moves the
+// resident set, while --no-mmap reads it all in.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "model/llama_model.h"
+#include "model/make_model.h"
+#include "support/test_support.h"
+#include "util/memory_stats.h"
+
+namespace pagellm {
+namespace {
+
+TEST(Mmap, OpeningDoesNotReadWeightsButNoMmapDoes) {
+  test::TempPath path(".gguf");
+  MakeModelSpec spec;
+  spec.n_embd = 2048;
+  spec.n_layer = 22;
+  spec.n_head = 32;
+  spec.n_head_kv = 8;
+  spec.n_ff = 5632;
+  spec.type = DType::Q8_0;
+  spec.vocab_from = test::data_path("stories260K.gguf");
+  {
+    ThreadPool pool(ThreadPool::physical_cores());
+    make_model(spec, path.path, pool);
+  }
+  const double file_size = static_cast<double>(std::filesystem::file_size(path.path));
+  ASSERT_GT(file_size, 0.9 * (1u << 30));
+
+  const double before = static_cast<double>(current_rss_bytes());
+  {
+    auto m = LlamaModel::load(path.path, {.use_mmap = true});
+    EXPECT_EQ(m->hparams().n_layer, 22);
+    const double delta = static_cast<double>(current_rss_bytes()) - before;
+    std::printf("mmap: file %.0f MiB, RSS +%.1f MiB\n", file_size / (1 << 20), delta / (1 << 20));
+    EXPECT_LT(delta, 0.10 * file_size);
+  }
+  const double before2 = static_cast<double>(current_rss_bytes());
+  {
+    auto m = LlamaModel::load(path.path, {.use_mmap = false});
+    const double delta = static_cast<double>(current_rss_bytes()) - before2;
+    std::printf("no-mmap: file %.0f MiB, RSS +%.1f MiB\n", file_size / (1 << 20),
+                delta / (1 << 20));
+    EXPECT_GT(delta, 0.95 * file_size);
+    EXPECT_LT(delta, 1.10 * file_size);
+  }
+}
+
+}  // namespace
+}  // namespace pagellm
