@@ -1,0 +1,42 @@
+// pagellm make-model: write a random-weight model for tests and benchmarks.
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "model/make_model.h"
+#include "util/sizes.h"
+
+#include <filesystem>
+
+namespace pagellm::cli {
+
+Runner add_make_model(CLI::App& app) {
+  auto s = std::make_shared<MakeModelSpec>();
+  auto out = std::make_shared<std::string>();
+  auto type = std::make_shared<std::string>("q4_0");
+  auto threads = std::make_shared<int>(0);
+  CLI::App* sub = app.add_subcommand("make-model", "Write a random-weight GGUF model");
+  sub->add_option("--arch", s->arch, "llama or qwen2")->check(CLI::IsMember({"llama", "qwen2"}));
+  sub->add_option("--n-embd", s->n_embd, "Embedding size")->required();
+  sub->add_option("--n-layer", s->n_layer, "Layers")->required();
+  sub->add_option("--n-head", s->n_head, "Attention heads")->required();
+  sub->add_option("--n-head-kv", s->n_head_kv, "KV heads")->required();
+  sub->add_option("--n-ff", s->n_ff, "Feed-forward size")->required();
+  sub->add_option("--n-ctx", s->n_ctx, "Trained context length");
+  sub->add_option("--vocab-from", s->vocab_from, "GGUF file whose tokenizer is copied")->required();
+  sub->add_option("--type", *type,
+                  "Type of the 2-D weights (f32, f16, bf16, q8_0, q4_0, q4_1, "
+                  "q5_0, q5_1, q4_k, q6_k)");
+  sub->add_option("--seed", s->seed, "Random seed");
+  sub->add_flag("--tied", s->tied, "Omit output.weight (tie it to token_embd)");
+  sub->add_option("-t,--threads", *threads, "Threads");
+  sub->add_option("-o,--output", *out, "Output file")->required();
+  return [=] {
+    s->type = parse_dtype(*type);
+    ThreadPool pool(*threads > 0 ? *threads : ThreadPool::physical_cores());
+    make_model(*s, *out, pool);
+    fmt::print("wrote {} ({})\n", *out, format_size(std::filesystem::file_size(*out)));
+    return 0;
+  };
+}
+
+}  // namespace pagellm::cli

@@ -1,0 +1,156 @@
+// End-to-end tests of the `pagellm` executable: make-model, inspect, generate.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace pagellm {
+namespace {
+
+using nlohmann::json;
+
+struct CmdResult {
+  int code;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+CmdResult run(const std::string& args) {
+  test::TempPath err_path(".err");
+  std::string cmd = std::string(PAGELLM_BINARY) + " " + args + " 2>" + err_path.path;
+  FILE* p = popen(cmd.c_str(), "r");
+  CmdResult r{-1, "", ""};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_path.path);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  return r;
+}
+
+std::string q(const std::string& s) {
+  return "'" + s + "'";
+}
+
+TEST(Cli, MakeModelInspectGenerate) {
+  test::TempPath model(".gguf");
+  CmdResult mk =
+      run("make-model --arch llama --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 128 "
+          "--n-ctx 256 --type q8_0 --seed 7 --vocab-from " +
+          q(test::data_path("stories260K.gguf")) + " -o " + q(model.path));
+  ASSERT_EQ(mk.code, 0) << mk.err;
+
+  CmdResult ins = run("inspect --json " + q(model.path));
+  ASSERT_EQ(ins.code, 0) << ins.err;
+  json j = json::parse(ins.out);
+  EXPECT_EQ(j["metadata"]["general.architecture"], "llama");
+  EXPECT_EQ(j["metadata"]["llama.embedding_length"], 64);
+  EXPECT_EQ(j["metadata"]["llama.block_count"], 2);
+  EXPECT_EQ(j["metadata"]["llama.attention.head_count"], 4);
+  EXPECT_EQ(j["metadata"]["llama.attention.head_count_kv"], 2);
+  EXPECT_EQ(j["metadata"]["llama.feed_forward_length"], 128);
+  EXPECT_EQ(j["metadata"]["llama.context_length"], 256);
+  EXPECT_EQ(j["metadata"]["tokenizer.ggml.model"], "llama");
+  EXPECT_EQ(j["metadata"]["tokenizer.ggml.tokens"]["count"], 512);  // abbreviated array
+  ASSERT_EQ(j["tensors"].size(), 3u + 2 * 9);
+  int n_q8 = 0;
+  for (const auto& t : j["tensors"]) {
+    if (t["name"] == "blk.1.ffn_down.weight") EXPECT_EQ(t["shape"], json({128, 64}));
+    if (t["name"] == "blk.0.attn_k.weight") EXPECT_EQ(t["shape"], json({64, 32}));
+    if (t["type"] == "q8_0") ++n_q8;
+  }
+  EXPECT_EQ(n_q8, 2 + 2 * 7);
+
+  CmdResult text = run("inspect " + q(model.path));
+  ASSERT_EQ(text.code, 0);
+  EXPECT_NE(text.out.find("blk.1.ffn_up.weight"), std::string::npos);
+  EXPECT_NE(text.out.find("[512 x str: "), std::string::npos);
+
+  CmdResult gen = run("generate -m " + q(model.path) +
+                      " -p 'Once upon a time' -n 12 --temp 0 --ignore-eos --json -t 2");
+  ASSERT_EQ(gen.code, 0) << gen.err;
+  json g = json::parse(gen.out);
+  EXPECT_EQ(g["output_tokens"], 12);
+  EXPECT_EQ(g["output_ids"].size(), 12u);
+  EXPECT_EQ(g["prompt_ids"], json({1, 403, 407, 261, 378}));
+  for (const char* key :
+       {"text", "prompt_tokens", "prefill_tokens_per_s", "decode_tokens_per_s", "peak_rss_bytes"})
+    EXPECT_TRUE(g.contains(key)) << key;
+}
+
+TEST(Cli, GenerateMatchesGoldenGreedyOnShippedModel) {
+  std::ifstream in(test::data_path("golden/stories260K.json"));
+  json golden = json::parse(in);
+  for (const auto& c : golden["cases"]) {
+    if (c["name"] != "once_upon" && c["name"] != "quote_unicode") continue;
+    const auto& ref = c["kv_f32"];
+    CmdResult gen = run("generate -p " + q(c["prompt"].get<std::string>()) + " -n " +
+                        std::to_string(ref["greedy_ids"].size()) +
+                        " --temp 0 --ignore-eos --kv-type f32 --json");
+    ASSERT_EQ(gen.code, 0) << gen.err;
+    json g = json::parse(gen.out);
+    EXPECT_EQ(g["prompt_ids"], c["prompt_ids"]);
+    EXPECT_EQ(g["output_ids"], ref["greedy_ids"]);
+    EXPECT_EQ(g["text"], ref["greedy_text"]);
+  }
+}
+
+TEST(Cli, StreamsTextAndSummary) {
+  CmdResult gen = run("generate -p 'Once upon a time' -n 16 --temp 0 --seed 1");
+  ASSERT_EQ(gen.code, 0) << gen.err;
+  EXPECT_EQ(gen.out.rfind("Once upon a time", 0), 0u);
+  EXPECT_NE(gen.err.find("prefill"), std::string::npos);
+  EXPECT_NE(gen.err.find("decode"), std::string::npos);
+}
+
+TEST(Cli, SeededSamplingIsReproducible) {
+  const std::string args =
+      "generate -p 'Lily wanted' -n 24 --temp 1.0 --top-k 0 --top-p 1 "
+      "--min-p 0 --ignore-eos --json --seed ";
+  CmdResult a = run(args + "42"), b = run(args + "42"), c = run(args + "43");
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(json::parse(a.out)["output_ids"], json::parse(b.out)["output_ids"]);
+  EXPECT_NE(json::parse(a.out)["output_ids"], json::parse(c.out)["output_ids"]);
+}
+
+TEST(Cli, BadInputGivesClearErrors) {
+  test::TempPath trunc(".gguf");
+  std::string bytes = test::read_file(test::data_path("stories260K.gguf"));
+  test::write_file(trunc.path, bytes.substr(0, bytes.size() / 2));
+  CmdResult r = run("generate -m " + q(trunc.path) + " -p hi");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("error: "), std::string::npos);
+  EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
+
+  r = run("generate -m /nonexistent.gguf -p hi");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cannot open '/nonexistent.gguf'"), std::string::npos) << r.err;
+
+  r = run("generate -p 'Once upon a time there was a dog' -c 4");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("does not fit the context of 4 tokens"), std::string::npos) << r.err;
+
+  r = run("generate -p hi --kv-type q9");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("unknown tensor type 'q9'"), std::string::npos) << r.err;
+
+  r = run("inspect " + q(test::data_path("stories260K.README.md")));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("not a GGUF file"), std::string::npos) << r.err;
+
+  r =
+      run("make-model --n-embd 60 --n-layer 1 --n-head 6 --n-head-kv 2 --n-ff 64 --type q4_0 "
+          "--vocab-from " +
+          q(test::data_path("stories260K.gguf")) + " -o /tmp/never.gguf");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("not a multiple of the q4_0 block size 32"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace pagellm
