@@ -76,6 +76,7 @@ int run_generate(const GenerateArgs& a) {
       std::fflush(stdout);
     });
     std::fputs("\n", stdout);
+    std::fflush(stdout);
   }
   const double prefill_tps = r.prefill_seconds > 0 ? r.prompt_ids.size() / r.prefill_seconds : 0;
   const size_t n_decoded = r.output_ids.size() > 1 ? r.output_ids.size() - 1 : 0;

@@ -61,8 +61,12 @@ TEST(Cli, MakeModelInspectGenerate) {
   ASSERT_EQ(j["tensors"].size(), 3u + 2 * 9);
   int n_q8 = 0;
   for (const auto& t : j["tensors"]) {
-    if (t["name"] == "blk.1.ffn_down.weight") EXPECT_EQ(t["shape"], json({128, 64}));
-    if (t["name"] == "blk.0.attn_k.weight") EXPECT_EQ(t["shape"], json({64, 32}));
+    if (t["name"] == "blk.1.ffn_down.weight") {
+      EXPECT_EQ(t["shape"], json({128, 64}));
+    }
+    if (t["name"] == "blk.0.attn_k.weight") {
+      EXPECT_EQ(t["shape"], json({64, 32}));
+    }
     if (t["type"] == "q8_0") ++n_q8;
   }
   EXPECT_EQ(n_q8, 2 + 2 * 7);
