@@ -18,10 +18,10 @@ const DTypeTraits kTraits[] = {
     {DType::Q5_1, "q5_1", QK5_1, sizeof(BlockQ5_1), true, true},
     {DType::Q8_0, "q8_0", QK8_0, sizeof(BlockQ8_0), true, true},
     {DType::Q8_1, "q8_1", QK8_1, sizeof(BlockQ8_1), true, true},
-    {DType::Q2_K, "q2_k", QK_K, sizeof(BlockQ2_K), true, false},
-    {DType::Q3_K, "q3_k", QK_K, sizeof(BlockQ3_K), true, false},
+    {DType::Q2_K, "q2_k", QK_K, sizeof(BlockQ2_K), true, true},
+    {DType::Q3_K, "q3_k", QK_K, sizeof(BlockQ3_K), true, true},
     {DType::Q4_K, "q4_k", QK_K, sizeof(BlockQ4_K), true, true},
-    {DType::Q5_K, "q5_k", QK_K, sizeof(BlockQ5_K), true, false},
+    {DType::Q5_K, "q5_k", QK_K, sizeof(BlockQ5_K), true, true},
     {DType::Q6_K, "q6_k", QK_K, sizeof(BlockQ6_K), true, true},
     {DType::Q8_K, "q8_k", QK_K, sizeof(BlockQ8_K), true, true},
 };
@@ -49,9 +49,10 @@ DType parse_dtype(std::string_view name) {
   for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (const auto& t : kTraits)
     if (lower == t.name) return t.type;
-  throw ConfigError("unknown tensor type '" + std::string(name) +
-                    "' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, "
-                    "q5_k, q6_k)");
+  std::string expected;
+  for (const auto& t : kTraits) expected += std::string(expected.empty() ? "" : ", ") + t.name;
+  throw ConfigError("unknown tensor type '" + std::string(name) + "' (expected one of " + expected +
+                    ")");
 }
 
 }  // namespace pagellm
