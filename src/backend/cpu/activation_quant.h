@@ -1,0 +1,39 @@
+// Per-row quantization of activations for the CPU dot products.
+//
+// Each weight type is multiplied against activations in a "dot type":
+//   F32, F16, BF16 weights      -> F32 activations (plain floats, no change)
+//   Q4_0, Q5_0, Q8_0 weights    -> Q8_0 activations
+//   Q4_1, Q5_1 weights          -> Q8_1 activations
+//   Q2_K .. Q6_K weights        -> Q8_K activations
+// Block layouts are those of tensor/blocks.h:
+//   Q8_0 {f16 d; i8 qs[32]}                  x ~= d * q
+//   Q8_1 {f16 d, s; i8 qs[32]}               x ~= d * q, s = d * sum(q) (as f16)
+//   Q8_K {f32 d; i8 qs[256]; i16 bsums[16]}  x ~= d * q, bsums[j] = sum of qs[16j..16j+16)
+// Quantization: per block, d = max|x| / 127 (for Q8_0/Q8_1 rounded to f16 first,
+// and q computed against that rounded d), q = round-half-even(x / d), so
+// |q| <= 127. A row is quantized on its own (no dependence on other rows), and
+// every instruction-set variant produces identical bytes. Inputs must be finite.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/cpu_isa.h"
+#include "tensor/dtype.h"
+
+namespace pagellm::cpu {
+
+// The activation type used with weights of type `weight` (throws Error for a
+// type that has no CPU dot product, e.g. Q8_1 or Q8_K as weights).
+DType dot_type(DType weight);
+
+// Bytes of one activation row of n elements for weights of type `weight`
+// (n must be a multiple of the weight type's block size).
+size_t activation_row_bytes(DType weight, int64_t n);
+
+// Writes the n floats at x to dst in dot_type(weight) (activation_row_bytes
+// bytes; for F32 a plain copy).
+void quantize_activation_row(DType weight, const float* x, void* dst, int64_t n,
+                             CpuIsa isa = best_isa());
+
+}  // namespace pagellm::cpu

@@ -1,0 +1,63 @@
+// Internal kernel table of backend/cpu: one "tile" function per (weight type,
+// instruction-set variant). A tile function computes
+//   out[c * out_stride + r] = dot(weight row r, activation row c)
+// for r < rows, c < cols, where weight row r starts at w + r * w_stride and
+// activation row c (already in the weight type's dot type, see
+// activation_quant.h) at x + c * x_stride; n is the row length in elements.
+//
+// Every tile function computes each output with the same operation sequence
+// whatever rows/cols/position are (batch invariance).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/cpu_isa.h"
+#include "tensor/dtype.h"
+
+namespace pagellm::cpu::detail {
+
+using DotTileFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows,
+                           const uint8_t* x, size_t x_stride, int64_t cols, float* out,
+                           int64_t out_stride);
+
+// The tile function for (wtype, isa); throws Error if the type has no CPU dot
+// product, the variant is not compiled in, or n is not a multiple of the
+// type's block size.
+DotTileFn dot_tile_fn(DType wtype, int64_t n, CpuIsa isa);
+
+// nullptr when the variant does not handle the type (or is not compiled in).
+DotTileFn scalar_dot_tile(DType wtype);
+DotTileFn float_dot_tile(DType wtype, CpuIsa isa);   // F32, F16, BF16; Avx2/Avx512
+DotTileFn legacy_dot_tile(DType wtype, CpuIsa isa);  // Q4_0..Q8_0; Avx2/Avx512
+DotTileFn kquant_dot_tile(DType wtype, CpuIsa isa);  // Q2_K..Q6_K; Avx2/Avx512
+
+// Drives a kernel K over a rows x cols tile. K provides
+//   static constexpr int kRows, kCols;  // register tile for batches (cols >= kCols)
+//   static constexpr int kGemvRows;     // rows per step when a single column is left
+//   template <int RB, int CB> static void micro(int64_t n, const uint8_t* w, size_t ws,
+//       const uint8_t* x, size_t xs, float* out, int64_t os);
+// Activation-column groups are the outer loop so a group stays in L1 while
+// the rows of the tile pass by.
+template <class K>
+void run_tile(int64_t n, const uint8_t* w, size_t ws, int64_t rows, const uint8_t* x, size_t xs,
+              int64_t cols, float* out, int64_t os) {
+  constexpr int RB = K::kRows, CB = K::kCols, GR = K::kGemvRows;
+  int64_t c = 0;
+  for (; c + CB <= cols; c += CB) {
+    int64_t r = 0;
+    for (; r + RB <= rows; r += RB)
+      K::template micro<RB, CB>(n, w + r * ws, ws, x + c * xs, xs, out + c * os + r, os);
+    for (; r < rows; ++r)
+      K::template micro<1, CB>(n, w + r * ws, ws, x + c * xs, xs, out + c * os + r, os);
+  }
+  for (; c < cols; ++c) {
+    int64_t r = 0;
+    for (; r + GR <= rows; r += GR)
+      K::template micro<GR, 1>(n, w + r * ws, ws, x + c * xs, xs, out + c * os + r, os);
+    for (; r < rows; ++r)
+      K::template micro<1, 1>(n, w + r * ws, ws, x + c * xs, xs, out + c * os + r, os);
+  }
+}
+
+}  // namespace pagellm::cpu::detail

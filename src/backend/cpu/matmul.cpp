@@ -1,0 +1,113 @@
+#include "backend/cpu/matmul.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "backend/cpu/activation_quant.h"
+#include "backend/cpu/dot_kernels.h"
+#include "util/error.h"
+
+namespace pagellm::cpu {
+
+namespace {
+
+// Weight bytes per row tile when several activation rows are multiplied: the
+// tile is re-read from L2 once per group of activation rows.
+constexpr size_t kTileBytes = 192 * 1024;
+// Output rows per scheduling unit (a multiple of every kernel's row block).
+constexpr int64_t kRowGrain = 16;
+
+}  // namespace
+
+MatmulScratch::~MatmulScratch() {
+  std::free(data_);
+}
+
+void* MatmulScratch::reserve(size_t bytes) {
+  if (bytes <= capacity_) return data_;
+  size_t cap = std::max(bytes, capacity_ + capacity_ / 2);
+  cap = (cap + 63) & ~size_t{63};
+  void* p = std::aligned_alloc(64, cap);
+  if (!p) throw std::bad_alloc();
+  std::free(data_);
+  data_ = p;
+  capacity_ = cap;
+  return data_;
+}
+
+ActivationRows quantize_activations(DType weight_type, const float* x, int64_t x_stride,
+                                    int64_t rows, int64_t n, ThreadPool& pool,
+                                    MatmulScratch& scratch, CpuIsa isa) {
+  ActivationRows a;
+  a.dot_type = dot_type(weight_type);
+  a.n = n;
+  a.rows = rows;
+  if (a.dot_type == DType::F32) {
+    a.data = x;
+    a.row_stride = static_cast<size_t>(x_stride) * sizeof(float);
+    return a;
+  }
+  const size_t row_bytes = activation_row_bytes(weight_type, n);
+  a.row_stride = (row_bytes + 63) & ~size_t{63};
+  auto* dst = static_cast<uint8_t*>(scratch.reserve(a.row_stride * static_cast<size_t>(rows)));
+  a.data = dst;
+  struct Ctx {
+    DType wt;
+    const float* x;
+    int64_t x_stride, n;
+    uint8_t* dst;
+    size_t stride;
+    CpuIsa isa;
+  } ctx{weight_type, x, x_stride, n, dst, a.row_stride, isa};
+  pool.parallel_for(rows, [c = &ctx](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t)
+      quantize_activation_row(c->wt, c->x + t * c->x_stride, c->dst + t * c->stride, c->n, c->isa);
+  });
+  return a;
+}
+
+void matmul(const WeightMatrix& w, const ActivationRows& x, float* y, int64_t y_stride,
+            ThreadPool& pool, CpuIsa isa) {
+  if (x.dot_type != dot_type(w.type))
+    throw Error(std::string("activations are ") + dtype_name(x.dot_type) + ", weights of type " +
+                dtype_name(w.type) + " need " + dtype_name(dot_type(w.type)));
+  if (x.n != w.n_in)
+    throw Error("matmul: activation length " + std::to_string(x.n) + " != weight row length " +
+                std::to_string(w.n_in));
+  if (x.rows <= 0 || w.n_out <= 0) return;
+
+  const size_t row_bytes = std::max<size_t>(dtype_row_bytes(w.type, w.n_in), 1);
+  int64_t tile_rows = static_cast<int64_t>(kTileBytes / row_bytes);
+  tile_rows = std::max<int64_t>(kRowGrain, tile_rows / kRowGrain * kRowGrain);
+  const detail::DotTileFn tile = detail::dot_tile_fn(w.type, w.n_in, isa);
+
+  struct Ctx {
+    detail::DotTileFn tile;
+    const WeightMatrix* w;
+    const ActivationRows* x;
+    float* y;
+    int64_t y_stride, tile_rows;
+  } ctx{tile, &w, &x, y, y_stride, x.rows == 1 ? w.n_out : tile_rows};
+  pool.parallel_for(
+      w.n_out,
+      [c = &ctx](int64_t b, int64_t e, int) {
+        const auto* wd = static_cast<const uint8_t*>(c->w->data);
+        for (int64_t r = b; r < e; r += c->tile_rows) {
+          const int64_t nr = std::min(c->tile_rows, e - r);
+          c->tile(c->w->n_in, wd + static_cast<size_t>(r) * c->w->row_stride, c->w->row_stride, nr,
+                  static_cast<const uint8_t*>(c->x->data), c->x->row_stride, c->x->rows, c->y + r,
+                  c->y_stride);
+        }
+      },
+      kRowGrain);
+}
+
+void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t rows, float* y,
+            int64_t y_stride, ThreadPool& pool, MatmulScratch& scratch, CpuIsa isa) {
+  ActivationRows a = quantize_activations(w.type, x, x_stride, rows, w.n_in, pool, scratch, isa);
+  matmul(w, a, y, y_stride, pool, isa);
+}
+
+}  // namespace pagellm::cpu

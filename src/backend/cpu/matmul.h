@@ -1,0 +1,80 @@
+// Matrix products Y = X * W^T on the CPU.
+//
+//   W  n_out rows of n_in elements in its own type (tensor/blocks.h layout);
+//      row r starts at data + r * row_stride.
+//   X  `rows` activation rows of n_in floats, row t at x + t * x_stride.
+//   Y  rows x n_out floats: Y[t * y_stride + r] = dot(W row r, X row t).
+//
+// X rows are first quantized (per row) to the dot type of W (see
+// activation_quant.h) into a scratch buffer; the product then runs with
+// threads splitting the output rows (one output's reduction is never split).
+// For several activation rows (prefill), a tile of weight rows is kept in
+// cache while every activation row passes over it, so weights are streamed
+// from memory once per call.
+//
+// Results are bit-identical for a given (W row, X row) whatever `rows`, the
+// position of the row in X or in W, and the pool's thread count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/cpu_isa.h"
+#include "tensor/dtype.h"
+#include "util/thread_pool.h"
+
+namespace pagellm::cpu {
+
+struct WeightMatrix {
+  DType type = DType::F32;
+  int64_t n_in = 0;   // elements per row (the reduction dimension)
+  int64_t n_out = 0;  // rows
+  const void* data = nullptr;
+  size_t row_stride = 0;  // bytes between row starts (>= dtype_row_bytes(type, n_in))
+};
+
+// Reusable working memory, so steady-state calls do not allocate. Not shared
+// between concurrent calls.
+class MatmulScratch {
+ public:
+  MatmulScratch() = default;
+  ~MatmulScratch();
+  MatmulScratch(const MatmulScratch&) = delete;
+  MatmulScratch& operator=(const MatmulScratch&) = delete;
+
+  // A 64-byte aligned buffer of at least `bytes`; grows (dropping its
+  // contents) when too small, never shrinks.
+  void* reserve(size_t bytes);
+  size_t capacity() const { return capacity_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// Activation rows in a dot type, ready for matmul. Can be reused for several
+// weight matrices sharing n_in and dot type (e.g. the Q, K, V projections).
+struct ActivationRows {
+  DType dot_type = DType::F32;
+  int64_t n = 0;  // elements per row
+  int64_t rows = 0;
+  const void* data = nullptr;
+  size_t row_stride = 0;  // bytes
+};
+
+// Quantizes `rows` rows of n floats (row t at x + t * x_stride) for weights of
+// type weight_type. For float weights the rows are used in place (no copy);
+// otherwise they are written into `scratch`, which the result points into.
+ActivationRows quantize_activations(DType weight_type, const float* x, int64_t x_stride,
+                                    int64_t rows, int64_t n, ThreadPool& pool,
+                                    MatmulScratch& scratch, CpuIsa isa = best_isa());
+
+// Y[t * y_stride + r] = dot(W row r, activation row t), t < x.rows, r < w.n_out.
+void matmul(const WeightMatrix& w, const ActivationRows& x, float* y, int64_t y_stride,
+            ThreadPool& pool, CpuIsa isa = best_isa());
+
+// quantize_activations followed by matmul.
+void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t rows, float* y,
+            int64_t y_stride, ThreadPool& pool, MatmulScratch& scratch, CpuIsa isa = best_isa());
+
+}  // namespace pagellm::cpu

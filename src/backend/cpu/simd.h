@@ -1,0 +1,107 @@
+// Compile-time SIMD feature selection and small helpers shared by the kernels.
+// Internal to backend/cpu.
+#pragma once
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define PAGELLM_HAVE_AVX2 1
+#else
+#define PAGELLM_HAVE_AVX2 0
+#endif
+
+#if PAGELLM_HAVE_AVX2 && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512VNNI__)
+#define PAGELLM_HAVE_AVX512 1
+#else
+#define PAGELLM_HAVE_AVX512 0
+#endif
+
+#if PAGELLM_HAVE_AVX2
+// GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on their own
+// "undefined" placeholders (fixed in GCC 13); silence it for the header only.
+// Include this file before anything else that includes <immintrin.h>.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#else
+#include <immintrin.h>
+#endif
+
+#include <cstdint>
+#include <cstring>
+
+namespace pagellm::cpu::simd {
+
+// Sum of the 8 lanes in a fixed order: (lo128 + hi128), then pairs.
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float load_f16(const void* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline uint32_t load_u32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+inline __m128i load128(const void* p) {
+  return _mm_loadu_si128(static_cast<const __m128i*>(p));
+}
+
+// acc + (per 32-bit lane) sum of the four products u8(u) * s8(s). With VNNI one
+// instruction; without, maddubs + madd. The u*s pair sums must fit in int16
+// (|u| * 127 * 2 <= 32767, true for every caller: u <= 128).
+template <bool kVnni>
+inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
+#if PAGELLM_HAVE_AVX512
+  if constexpr (kVnni) return _mm256_dpbusd_epi32(acc, u, s);
+#endif
+  __m256i p = _mm256_maddubs_epi16(u, s);
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+// acc + (per 32-bit lane) sum of the two products of int16 pairs a * b.
+template <bool kVnni>
+inline __m256i dot_s16(__m256i acc, __m256i a, __m256i b) {
+#if PAGELLM_HAVE_AVX512
+  if constexpr (kVnni) return _mm256_dpwssd_epi32(acc, a, b);
+#endif
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+}
+
+// Byte i of the result = byte i of `value` where bit i of `bits` is set, else 0.
+inline __m256i bytes_from_bits(uint32_t bits, __m256i value) {
+#if PAGELLM_HAVE_AVX512
+  return _mm256_maskz_mov_epi8(static_cast<__mmask32>(bits), value);
+#else
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  __m256i t = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(bits)), spread);
+  t = _mm256_cmpeq_epi8(_mm256_and_si256(t, bit), bit);
+  return _mm256_and_si256(t, value);
+#endif
+}
+
+#if PAGELLM_HAVE_AVX512
+inline float hsum(__m512 v) {
+  __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), hi));
+}
+#endif
+
+}  // namespace pagellm::cpu::simd
+#endif  // PAGELLM_HAVE_AVX2
