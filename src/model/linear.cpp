@@ -2,32 +2,27 @@
 
 #include <vector>
 
-#include "tensor/convert.h"
+#include "backend/cpu/activation_quant.h"
 
 namespace pagellm {
 
-struct Linear::Scratch {};
-
-Linear::Linear() : scratch_(std::make_unique<Scratch>()) {}
-Linear::~Linear() = default;
-
-void Linear::operator()(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
+void Linear::operator()(const float* x, int64_t n_tokens, std::initializer_list<Output> outputs,
                         ThreadPool& pool) {
-  pool.parallel_for(
-      w.n_out,
-      [&](int64_t b, int64_t e, int) {
-        std::vector<float> row(static_cast<size_t>(w.n_in));
-        for (int64_t r = b; r < e; ++r) {
-          dequantize_row(w.type, w.row(r), row.data(), w.n_in);
-          for (int64_t t = 0; t < n_tokens; ++t) {
-            const float* xt = x + t * w.n_in;
-            float acc = 0;
-            for (int64_t i = 0; i < w.n_in; ++i) acc += row[static_cast<size_t>(i)] * xt[i];
-            y[t * w.n_out + r] = acc;
-          }
-        }
-      },
-      16);
+  std::vector<std::pair<DType, cpu::ActivationRows>> prepared;
+  for (const Output& o : outputs) {
+    const WeightMatrix& w = *o.w;
+    const DType dt = cpu::dot_type(w.type);
+    const cpu::ActivationRows* act = nullptr;
+    for (const auto& p : prepared)
+      if (p.first == dt) act = &p.second;
+    if (!act) {
+      prepared.emplace_back(dt, cpu::quantize_activations(w.type, x, w.n_in, n_tokens, w.n_in, pool,
+                                                          scratch_[dt]));
+      act = &prepared.back().second;
+    }
+    cpu::WeightMatrix cw{w.type, w.n_in, w.n_out, w.data, w.row_bytes};
+    cpu::matmul(cw, *act, o.y, w.n_out, pool);
+  }
 }
 
 }  // namespace pagellm

@@ -1,10 +1,15 @@
-// y = x W^T for a stored weight matrix: the model's one entry to the
+// y = x W^T for stored weight matrices: the model's one entry to the
 // backend's matrix kernels. x: [n_tokens][n_in] f32, y: [n_tokens][n_out] f32.
+// Several matrices that read the same input (q/k/v, gate/up) share one
+// quantization of it per activation dot type.
 #pragma once
 
 #include <cstdint>
-#include <memory>
+#include <initializer_list>
+#include <map>
+#include <utility>
 
+#include "backend/cpu/matmul.h"
 #include "model/weights.h"
 #include "util/thread_pool.h"
 
@@ -12,14 +17,20 @@ namespace pagellm {
 
 class Linear {
  public:
-  Linear();
-  ~Linear();
-  void operator()(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
+  struct Output {
+    const WeightMatrix* w;
+    float* y;
+  };
+  // y_i = x W_i^T for each output.
+  void operator()(const float* x, int64_t n_tokens, std::initializer_list<Output> outputs,
                   ThreadPool& pool);
+  void operator()(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
+                  ThreadPool& pool) {
+    (*this)(x, n_tokens, {Output{&w, y}}, pool);
+  }
 
  private:
-  struct Scratch;
-  std::unique_ptr<Scratch> scratch_;
+  std::map<DType, cpu::MatmulScratch> scratch_;  // one per activation dot type
 };
 
 }  // namespace pagellm

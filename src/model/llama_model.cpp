@@ -97,9 +97,8 @@ void LlamaModel::forward(const Batch& batch, KvPool& kv, ThreadPool& pool,
   for (int32_t l = 0; l < hp_.n_layer; ++l) {
     const LayerWeights& L = w_.layers[static_cast<size_t>(l)];
     rms_norm(ws.x.data(), L.attn_norm, ws.h.data(), T, E, hp_.rms_eps);
-    ws.linear(L.wq, ws.h.data(), T, ws.q.data(), pool);
-    ws.linear(L.wk, ws.h.data(), T, ws.k.data(), pool);
-    ws.linear(L.wv, ws.h.data(), T, ws.v.data(), pool);
+    ws.linear(ws.h.data(), T, {{&L.wq, ws.q.data()}, {&L.wk, ws.k.data()}, {&L.wv, ws.v.data()}},
+              pool);
     if (L.bq) add_bias(ws.q.data(), L.bq, T, E, E);
     if (L.bk) add_bias(ws.k.data(), L.bk, T, KV, KV);
     if (L.bv) add_bias(ws.v.data(), L.bv, T, KV, KV);
@@ -116,8 +115,7 @@ void LlamaModel::forward(const Batch& batch, KvPool& kv, ThreadPool& pool,
     add_inplace(ws.x.data(), ws.h.data(), T * E);
 
     rms_norm(ws.x.data(), L.ffn_norm, ws.h.data(), T, E, hp_.rms_eps);
-    ws.linear(L.w_gate, ws.h.data(), T, ws.gate.data(), pool);
-    ws.linear(L.w_up, ws.h.data(), T, ws.up.data(), pool);
+    ws.linear(ws.h.data(), T, {{&L.w_gate, ws.gate.data()}, {&L.w_up, ws.up.data()}}, pool);
     silu_mul(ws.gate.data(), ws.up.data(), T * F);
     ws.linear(L.w_down, ws.gate.data(), T, ws.h.data(), pool);
     add_inplace(ws.x.data(), ws.h.data(), T * E);
