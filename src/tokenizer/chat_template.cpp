@@ -59,12 +59,19 @@ std::string ChatTemplate::render_json(const nlohmann::ordered_json& messages,
                                       const nlohmann::ordered_json* extra) const {
   if (!messages.is_array()) throw ConfigError("chat messages must be a JSON array");
   jinja::Dict vars;
-  if (extra) {
-    if (!extra->is_object())
-      throw ConfigError("extra chat template variables must be a JSON object");
-    for (const auto& [k, v] : extra->items()) vars.set(jinja::Value(k), jinja::from_json(v));
+  jinja::Value list;
+  try {
+    if (extra) {
+      if (!extra->is_object()) {
+        throw ConfigError("extra chat template variables must be a JSON object");
+      }
+      for (const auto& [k, v] : extra->items()) vars.set(jinja::Value(k), jinja::from_json(v));
+    }
+    list = jinja::from_json(messages);
+  } catch (const jinja::ValueError& e) {
+    throw ConfigError(std::string("chat messages: ") + e.what());
   }
-  return render_vars(jinja::from_json(messages), opts, vars);
+  return render_vars(list, opts, vars);
 }
 
 std::string ChatTemplate::render_vars(const jinja::Value& messages, const ChatRenderOptions& opts,

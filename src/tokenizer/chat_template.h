@@ -65,7 +65,8 @@ class ChatTemplate {
   // Renders OpenAI-style messages as given (a JSON array of objects whose
   // content may be a string, null or a list of parts, with tool_calls and the
   // like passed through). `extra`, a JSON object, adds variables (tools, ...)
-  // and may override the standard ones.
+  // and may override the standard ones. Malformed input (not an array, nested
+  // too deeply) throws ConfigError.
   std::string render_json(const nlohmann::ordered_json& messages, const ChatRenderOptions& opts,
                           const nlohmann::ordered_json* extra = nullptr) const;
   // Renders with `vars` on top of the standard variables.

@@ -27,7 +27,28 @@ class NamespaceObject : public Object {
  public:
   explicit NamespaceObject(const Dict& attrs) : attrs_(attrs) {}
   std::string type_name() const override { return "Namespace"; }
-  std::string repr() const override { return "<Namespace " + Value::dict(attrs_).to_str() + ">"; }
+  // As Python: a namespace met again while printing itself shows as {...}.
+  std::string repr() const override {
+    static thread_local std::vector<const NamespaceObject*> printing;
+    if (std::find(printing.begin(), printing.end(), this) != printing.end()) {
+      return "<Namespace {...}>";
+    }
+    printing.push_back(this);
+    std::string out = "<Namespace {";
+    bool first = true;
+    try {
+      for (const auto& [k, v] : attrs_.entries()) {
+        out += first ? "" : ", ";
+        first = false;
+        out += k.repr() + ": " + v.repr();
+      }
+    } catch (...) {
+      printing.pop_back();
+      throw;
+    }
+    printing.pop_back();
+    return out + "}>";
+  }
   std::optional<Value> attr(std::string_view name) const override {
     if (const Value* v = attrs_.find(name)) return *v;
     return std::nullopt;
@@ -91,7 +112,7 @@ std::optional<std::string> opt_str(const std::optional<Value>& v, const char* wh
   return v->str();
 }
 
-const std::string& req_str(const std::optional<Value>& v, const char* method) {
+std::string req_str(const std::optional<Value>& v, const char* method) {
   if (!v) throw ValueError(std::string(method) + "() missing a required argument");
   if (!v->is_string()) {
     throw ValueError(std::string(method) + "() argument must be str, not " + v->type_name());
@@ -434,15 +455,17 @@ void add_globals(Scope& scope) {
           if (a.args.size() == 3) step = a.args[2].as_int();
         }
         if (step == 0) throw ValueError("range() arg 3 must not be zero");
-        const long double count =
-            step > 0 ? (stop > start ? ((long double)stop - start + step - 1) / step : 0)
-                     : (start > stop ? ((long double)start - stop - step - 1) / -step : 0);
+        const __int128 span = step > 0 ? (__int128)stop - start : (__int128)start - stop;
+        const __int128 stride = step > 0 ? (__int128)step : -(__int128)step;
+        const __int128 count = span > 0 ? (span + stride - 1) / stride : 0;
         if (count > 100000) {
           throw ValueError(
               "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
         }
         ValueList out;
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
+        for (__int128 k = 0; k < count; ++k) {
+          out.emplace_back(static_cast<int64_t>(start + k * (__int128)step));
+        }
         return Value::list(std::move(out));
       }));
   scope.set("dict", make_function("dict", [](Evaluator& ev, const CallArgs& a) -> Value {

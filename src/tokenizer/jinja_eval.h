@@ -30,9 +30,10 @@
 namespace pagellm::jinja {
 
 struct RenderLimits {
-  size_t max_bytes = size_t{16} << 20;  // the output, and any string or list built
-  int max_call_depth = 64;              // nested macro calls and recursive loop() calls
-  uint64_t max_steps = 20'000'000;      // statements run + loop iterations
+  size_t max_bytes = size_t{16} << 20;       // the output, and any string or list built
+  int max_call_depth = 64;                   // nested macro calls and recursive loop() calls
+  uint64_t max_steps = 20'000'000;           // statements run + loop iterations
+  size_t max_stack_bytes = size_t{1} << 20;  // stack the render may use below its entry
 };
 
 struct RenderOptions {
@@ -111,6 +112,8 @@ class Evaluator {
   void assign(const Target& t, const Value& v, const std::shared_ptr<Scope>& scope);
   // Counts one unit of work; throws when the limit is reached.
   void step();
+  // Throws when the render has used more stack than the limit allows.
+  void check_stack() const;
   // Remembers a mutable object made by this render, to release it at the end.
   void track(const std::shared_ptr<Object>& obj) { made_.push_back(obj); }
   // Enters a macro or recursive-loop call; throws when nested too deeply.
@@ -138,6 +141,7 @@ class Evaluator {
   const RenderOptions& opts_;
   std::string* out_ = nullptr;
   int call_depth_ = 0;
+  uintptr_t stack_base_ = 0;  // frame address where render() began
   uint64_t steps_ = 0;
   std::vector<std::weak_ptr<Object>> made_;
 };

@@ -171,6 +171,7 @@ void Evaluator::check_size(size_t bytes, const char* what) const {
 
 Value Evaluator::eval(const Expr& e, const std::shared_ptr<Scope>& scope) {
   try {
+    check_stack();
     Value v = eval_inner(e, scope);
     if (v.is_string()) check_size(v.str().size(), "a string");
     return v;

@@ -194,7 +194,16 @@ void Evaluator::write(std::string_view text) {
   out_->append(text);
 }
 
+void Evaluator::check_stack() const {
+  const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (stack_base_ > here && stack_base_ - here > opts_.limits.max_stack_bytes) {
+    throw ValueError("the template nested too deeply (more than " +
+                     std::to_string(opts_.limits.max_stack_bytes) + " bytes of stack)");
+  }
+}
+
 std::string Evaluator::render(const StmtList& body, const std::shared_ptr<Scope>& scope) {
+  stack_base_ = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   Capture capture(*this);
   exec(body, scope);
   return capture.take();
@@ -218,6 +227,7 @@ Evaluator::Flow Evaluator::exec(const StmtList& body, const std::shared_ptr<Scop
 void Evaluator::exec_one(const Stmt& s, const std::shared_ptr<Scope>& scope, Flow& flow) {
   try {
     step();
+    check_stack();
     switch (s.kind) {
       case StmtKind::kText:
         write(s.as<TextStmt>().text);

@@ -25,7 +25,7 @@ bool arg_bool(const std::optional<Value>& v, bool def) {
 int64_t arg_int(const std::optional<Value>& v, int64_t def, const char* what) {
   if (!v || v->is_none()) return def;
   if (v->is_integral()) return v->as_int();
-  if (v->is_float()) return static_cast<int64_t>(v->as_number());
+  if (v->is_float()) return py::float_to_int(v->as_number());
   throw ValueError(std::string(what) + " must be an integer, not " + v->type_name());
 }
 
@@ -190,9 +190,7 @@ Value f_int(Evaluator&, const Value& in, const CallArgs& a) {
   const Value def = a.get(0, "default").value_or(Value(int64_t{0}));
   if (in.is_integral()) return Value(in.as_int());
   if (in.is_float()) {
-    const double f = in.as_number();
-    if (!std::isfinite(f)) throw ValueError("cannot convert float infinity or NaN to integer");
-    return Value(static_cast<int64_t>(std::trunc(f)));
+    return Value(py::float_to_int(in.as_number()));
   }
   if (!in.is_string()) return def;
   const int64_t base = arg_int(a.get(1, "base"), 10, "base");
@@ -206,7 +204,7 @@ Value f_int(Evaluator&, const Value& in, const CallArgs& a) {
     if (end == digits.c_str() + digits.size() && errno == 0) return Value(static_cast<int64_t>(v));
   }
   if (auto f = parse_float(s)) {
-    if (std::isfinite(*f)) return Value(static_cast<int64_t>(std::trunc(*f)));
+    if (std::isfinite(*f)) return Value(py::float_to_int(*f));
   }
   return def;
 }

@@ -123,6 +123,7 @@ std::string apply_spec(const Value& v, std::string_view spec) {
       const int64_t x = v.as_int();
       const uint64_t mag = x < 0 ? 0 - static_cast<uint64_t>(x) : static_cast<uint64_t>(x);
       if (type == 'c') {
+        if (x < 0 || x > 0x10FFFF) throw ValueError("%c arg not in range(0x110000)");
         py::append_utf8(body, static_cast<char32_t>(x));
         numeric = false;
       } else {
@@ -270,10 +271,7 @@ std::string percent_format(Evaluator& ev, std::string_view fmt, const Value& arg
         if (arg->is_integral()) {
           x = arg->as_int();
         } else if (arg->is_float() && (conv == 'd' || conv == 'i' || conv == 'u')) {
-          const double f = arg->as_number();
-          if (!std::isfinite(f))
-            throw ValueError("cannot convert float infinity or NaN to integer");
-          x = static_cast<long long>(std::trunc(f));
+          x = py::float_to_int(arg->as_number());
         } else {
           throw ValueError(
               std::string("%") + conv + " format: " +
@@ -313,7 +311,9 @@ std::string percent_format(Evaluator& ev, std::string_view fmt, const Value& arg
       }
       case 'c': {
         if (arg->is_integral()) {
-          py::append_utf8(piece, static_cast<char32_t>(arg->as_int()));
+          const int64_t cp = arg->as_int();
+          if (cp < 0 || cp > 0x10FFFF) throw ValueError("%c arg not in range(0x110000)");
+          py::append_utf8(piece, static_cast<char32_t>(cp));
         } else if (arg->is_string() && py::length(arg->str()) == 1) {
           piece = arg->str();
         } else {

@@ -10,8 +10,14 @@
 
 namespace pagellm::jinja {
 
-Value from_json(const nlohmann::ordered_json& j) {
+namespace {
+
+Value from_json_at(const nlohmann::ordered_json& j, int depth) {
   using nlohmann::ordered_json;
+  if (depth > kMaxValueDepth) {
+    throw ValueError("JSON nested too deeply (more than " + std::to_string(kMaxValueDepth) +
+                     " levels)");
+  }
   switch (j.type()) {
     case ordered_json::value_t::null:
       return Value::none();
@@ -33,17 +39,23 @@ Value from_json(const nlohmann::ordered_json& j) {
     case ordered_json::value_t::array: {
       ValueList items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json_at(e, depth + 1));
       return Value::list(std::move(items));
     }
     case ordered_json::value_t::object: {
       Dict d;
-      for (const auto& [k, v] : j.items()) d.set(Value(k), from_json(v));
+      for (const auto& [k, v] : j.items()) d.set(Value(k), from_json_at(v, depth + 1));
       return Value::dict(std::move(d));
     }
     default:
       return Value::none();  // binary, discarded: not produced by the parser
   }
+}
+
+}  // namespace
+
+Value from_json(const nlohmann::ordered_json& j) {
+  return from_json_at(j, 0);
 }
 
 namespace {

@@ -25,6 +25,7 @@
 
 namespace pagellm::jinja {
 
+// Throws ValueError for JSON nested deeper than kMaxValueDepth.
 Value from_json(const nlohmann::ordered_json& j);
 
 struct JsonOptions {

@@ -11,28 +11,10 @@
 namespace pagellm::jinja {
 namespace {
 
-// The code point starting at byte `i` and its length in bytes; an invalid byte
-// reads as U+DC00+byte (never whitespace).
-char32_t decode_at(const std::string& s, size_t i, size_t* len) {
-  const auto b = static_cast<unsigned char>(s[i]);
-  *len = 1;
-  if (b < 0x80) return b;
-  const int n = (b & 0xE0) == 0xC0 ? 1 : (b & 0xF0) == 0xE0 ? 2 : (b & 0xF8) == 0xF0 ? 3 : 0;
-  if (n == 0 || i + n >= s.size()) return 0xDC00 + b;
-  char32_t c = n == 1 ? (b & 0x1F) : n == 2 ? (b & 0x0F) : (b & 0x07);
-  for (int k = 1; k <= n; ++k) {
-    const auto cb = static_cast<unsigned char>(s[i + k]);
-    if ((cb & 0xC0) != 0x80) return 0xDC00 + b;
-    c = (c << 6) | (cb & 0x3F);
-  }
-  *len = n + 1;
-  return c;
-}
-
 size_t skip_space(const std::string& s, size_t i) {
   while (i < s.size()) {
     size_t len = 1;
-    const char32_t c = decode_at(s, i, &len);
+    const char32_t c = py::decode_at(s, i, &len);
     if (!py::is_space(c)) break;
     i += len;
   }
@@ -491,7 +473,7 @@ class Lexer {
     const char c = src_[p];
     if (std::strchr("+-/*%~[](){}><=.:|,;", c) == nullptr || c == 0) {
       size_t len = 1;
-      const char32_t cp = decode_at(src_, p, &len);
+      const char32_t cp = py::decode_at(src_, p, &len);
       std::string ch;
       py::append_utf8(ch, cp);
       fail(p, "unexpected character '" + ch + "'");

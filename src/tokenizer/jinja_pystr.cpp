@@ -50,6 +50,24 @@ std::u32string decode(std::string_view s) {
   return out;
 }
 
+char32_t decode_at(std::string_view s, size_t i, size_t* len) {
+  const auto b = static_cast<unsigned char>(s[i]);
+  *len = 1;
+  if (b < 0x80) return b;
+  const int n = (b & 0xE0) == 0xC0 ? 1 : (b & 0xF0) == 0xE0 ? 2 : (b & 0xF8) == 0xF0 ? 3 : 0;
+  if (n == 0 || i + n >= s.size()) return 0xDC00 + b;
+  char32_t c = n == 1 ? (b & 0x1F) : n == 2 ? (b & 0x0F) : (b & 0x07);
+  for (int k = 1; k <= n; ++k) {
+    const auto cb = static_cast<unsigned char>(s[i + k]);
+    if ((cb & 0xC0) != 0x80) return 0xDC00 + b;
+    c = (c << 6) | (cb & 0x3F);
+  }
+  static constexpr char32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+  if (c < kMin[n] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0xDC00 + b;
+  *len = n + 1;
+  return c;
+}
+
 void append_utf8(std::string& out, char32_t c) {
   if (c < 0x80) {
     out.push_back(static_cast<char>(c));
@@ -155,6 +173,20 @@ bool in_chars(char32_t c, const std::u32string& chars) {
 
 std::string strip(std::string_view s, std::optional<std::string_view> chars, bool left,
                   bool right) {
+  if (!chars) {  // whitespace: look at the ends only
+    size_t b = 0, e = s.size(), len = 1;
+    while (left && b < e && is_space(decode_at(s, b, &len))) b += len;
+    while (right && e > b) {
+      size_t start = e - 1;
+      while (start > b && e - start < 4 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) {
+        --start;
+      }
+      const char32_t c = decode_at(s, start, &len);
+      if (start + len != e || !is_space(c)) break;
+      e = start;
+    }
+    return std::string(s.substr(b, e - b));
+  }
   const std::u32string text = decode(s);
   const std::u32string set = chars ? decode(*chars) : std::u32string();
   auto strip_it = [&](char32_t c) { return chars ? in_chars(c, set) : is_space(c); };
@@ -352,11 +384,11 @@ std::vector<int64_t> slice_indices(int64_t n, std::optional<int64_t> start,
   if (step > 0) {
     const int64_t b = start ? adjust(*start, 0, n) : 0;
     const int64_t e = stop ? adjust(*stop, 0, n) : n;
-    for (int64_t i = b; i < e; i += step) out.push_back(i);
+    for (int64_t i = b; i<e; i = e - i> step ? i + step : e) out.push_back(i);
   } else {
     const int64_t b = start ? adjust(*start, -1, n - 1) : n - 1;
     const int64_t e = stop ? adjust(*stop, -1, n - 1) : -1;
-    for (int64_t i = b; i > e; i += step) out.push_back(i);
+    for (int64_t i = b; i > e; i = i - e > -step ? i + step : e) out.push_back(i);
   }
   return out;
 }
@@ -369,6 +401,15 @@ std::string slice(std::string_view s, std::optional<int64_t> start, std::optiona
     append_utf8(out, text[i]);
   }
   return out;
+}
+
+int64_t float_to_int(double f) {
+  if (!std::isfinite(f)) throw std::out_of_range("cannot convert float infinity or NaN to integer");
+  const double t = std::trunc(f);
+  if (t < -9223372036854775808.0 || t >= 9223372036854775808.0) {
+    throw std::out_of_range("integer overflow (beyond 64 bits)");
+  }
+  return static_cast<int64_t>(t);
 }
 
 std::string float_repr(double v) {

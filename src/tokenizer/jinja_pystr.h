@@ -18,6 +18,9 @@ namespace pagellm::jinja::py {
 std::u32string decode(std::string_view s);
 std::string encode(std::u32string_view s);
 void append_utf8(std::string& out, char32_t c);
+// The code point starting at byte `i` and its length in bytes; a byte that does
+// not start valid UTF-8 reads as U+DC00+byte, 1 byte long.
+char32_t decode_at(std::string_view s, size_t i, size_t* len);
 // Number of code points.
 size_t length(std::string_view s);
 
@@ -54,6 +57,10 @@ std::string slice(std::string_view s, std::optional<int64_t> start, std::optiona
 // Resolves a Python slice for a sequence of `n` items into the indexes taken.
 std::vector<int64_t> slice_indices(int64_t n, std::optional<int64_t> start,
                                    std::optional<int64_t> stop, int64_t step);
+
+// int(f) for a float: truncated toward zero; throws std::out_of_range when f is
+// not finite or beyond 64 bits.
+int64_t float_to_int(double f);
 
 // repr(float): shortest round-trip digits, "1.0", "1e+16", "1.5e-05", "inf", "nan".
 std::string float_repr(double v);

@@ -1,5 +1,6 @@
 #include "tokenizer/jinja_value.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tokenizer/jinja_pystr.h"
@@ -73,9 +74,24 @@ Value Value::safe(std::string s) {
   return v;
 }
 
+namespace {
+
+uint16_t container_depth(uint16_t deepest_item) {
+  if (deepest_item + 1 > kMaxValueDepth) {
+    throw ValueError("value nested too deeply (more than " + std::to_string(kMaxValueDepth) +
+                     " levels of lists and dicts)");
+  }
+  return static_cast<uint16_t>(deepest_item + 1);
+}
+
+}  // namespace
+
 Value Value::list(ValueList items) {
   Value v;
   v.kind_ = Kind::kList;
+  uint16_t deepest = 0;
+  for (const Value& item : items) deepest = std::max(deepest, item.depth_);
+  v.depth_ = container_depth(deepest);
   v.ptr_ = std::make_shared<const ValueList>(std::move(items));
   return v;
 }
@@ -89,6 +105,9 @@ Value Value::tuple(ValueList items) {
 Value Value::dict(Dict d) {
   Value v;
   v.kind_ = Kind::kDict;
+  uint16_t deepest = 0;
+  for (const auto& [k, item] : d.entries()) deepest = std::max({deepest, k.depth_, item.depth_});
+  v.depth_ = container_depth(deepest);
   v.ptr_ = std::make_shared<const Dict>(std::move(d));
   return v;
 }

@@ -49,6 +49,11 @@ enum class Kind : uint8_t {
   kObject
 };
 
+// Deepest nesting of lists and dicts in a value (JSON input or built by a
+// template); deeper throws ValueError, so printing, comparing and freeing
+// values never recurse without bound.
+inline constexpr int kMaxValueDepth = 512;
+
 class Value {
  public:
   Value() = default;  // Undefined
@@ -104,7 +109,8 @@ class Value {
 
  private:
   Kind kind_ = Kind::kUndefined;
-  bool flag_ = false;  // tuple (lists), safe (strings)
+  bool flag_ = false;   // tuple (lists), safe (strings)
+  uint16_t depth_ = 0;  // lists and dicts: 1 + the deepest item's depth
   union {
     bool b_;
     int64_t i_ = 0;

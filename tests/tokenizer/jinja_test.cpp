@@ -136,6 +136,29 @@ TEST(JinjaLimits, RecursionDepth) {
             "6");
 }
 
+TEST(JinjaLimits, StackUse) {
+  RenderOptions opts;
+  opts.limits.max_call_depth = 100000;
+  opts.limits.max_stack_bytes = 64 << 10;
+  try {
+    render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", {}, opts);
+    ADD_FAILURE() << "no error";
+  } catch (const TemplateError& e) {
+    EXPECT_NE(std::string(e.what()).find("bytes of stack"), std::string::npos) << e.what();
+  }
+}
+
+TEST(JinjaLimits, ValueNesting) {
+  EXPECT_THROW(render("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}"
+                      "{% set ns.x = [ns.x] %}{% endfor %}"),
+               TemplateError);
+  EXPECT_EQ(render("{% set ns = namespace(x=[]) %}{% for i in range(3) %}"
+                   "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}"),
+            "[[[[]]]]");
+  const std::string deep = std::string(5000, '[') + std::string(5000, ']');
+  EXPECT_THROW(from_json(ordered_json::parse(deep)), ValueError);
+}
+
 TEST(JinjaLimits, Work) {
   RenderOptions opts;
   opts.limits.max_steps = 10000;

@@ -186,6 +186,8 @@ SNIPPETS = [
     "[{{ xs.append }}|{{ d.pop }}|{{ loop }}|{{ undefined_thing }}]",
     "{{ greet }}",
     "{% print 'printed' %} {% print 1, 2 %}",
+    "{% set ns = namespace(a=1) %}{% set ns.l = [ns, 2] %}{% set ns.me = ns %}{{ ns }}",
+    "[{{ '  \u3000x\u00a0 '|trim }}|{{ '\u2003y\u2029'.strip() }}|{{ '\u00e9 '.rstrip() }}]",
     # errors (Jinja2 raises; so must pagellm)
     "{{ undefined_thing.attr }}",
     "{{ undefined_thing['k'] }}",
