@@ -82,4 +82,12 @@ void KvPool::write(int32_t layer, int64_t slot, const float* k_row, const float*
   }
 }
 
+void KvPool::copy_block(int32_t src, int32_t dst) {
+  const size_t block_bytes = static_cast<size_t>(shape_.block_size) * shape_.slot_bytes();
+  for (int32_t l = shape_.layer_begin; l < shape_.layer_end; ++l)
+    for (uint8_t* base : {static_cast<uint8_t*>(k(l)), static_cast<uint8_t*>(v(l))})
+      std::memcpy(base + static_cast<size_t>(dst) * block_bytes,
+                  base + static_cast<size_t>(src) * block_bytes, block_bytes);
+}
+
 }  // namespace pagellm

@@ -50,6 +50,8 @@ class KvPool {
   // Stores one token's K and V (n_kv_heads * head_dim floats each) at `slot`,
   // rounded to the pool's dtype.
   void write(int32_t layer, int64_t slot, const float* k_row, const float* v_row);
+  // Copies block `src`'s K and V slots to block `dst` in every layer of the pool.
+  void copy_block(int32_t src, int32_t dst);
 
  private:
   uint8_t* layer_base(int32_t layer) const;
