@@ -59,20 +59,22 @@ float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* q, ui
     *neg_min = -lo;
     return 0.0f;
   }
-  const float range = hi - lo;
-  float inv = static_cast<float>(nmax) / range;
+  float inv = static_cast<float>(nmax) / (hi - lo);
   float scale = 1.0f / inv, min = lo;
   for (int i = 0; i < n; ++i)
     q[i] = static_cast<uint8_t>(clamp_int(nearest_int(inv * (x[i] - lo)), 0, nmax));
   float best = affine_error(n, x, w, q, scale, min, search.abs_error);
 
   for (int k = 0; k <= search.steps; ++k) {
-    inv = (static_cast<float>(nmax) + search.first_stretch +
-           search.stretch_step * static_cast<float>(k)) /
-          range;
+    // The candidate grid is anchored at the best offset found so far, and the
+    // level count is summed in this order, as GGML's reference quantizer does,
+    // so that results match GGML-made files bit for bit.
+    inv = (search.first_stretch + search.stretch_step * static_cast<float>(k) +
+           static_cast<float>(nmax)) /
+          (hi - min);
     float sum_wl = 0.0f, sum_wl2 = 0.0f, sum_wxl = 0.0f;
     for (int i = 0; i < n; ++i) {
-      const int l = clamp_int(nearest_int(inv * (x[i] - lo)), 0, nmax);
+      const int l = clamp_int(nearest_int(inv * (x[i] - min)), 0, nmax);
       scratch[i] = static_cast<uint8_t>(l);
       const float fl = static_cast<float>(l);
       sum_wl += w[i] * fl;
@@ -113,7 +115,10 @@ float fit_symmetric(int n, int nmax, const float* x, uint8_t* q) {
     return 0.0f;
   }
   uint8_t cand[32];
-  float best_score = 0.0f, scale = 0.0f;
+  // best holds the explained energy sum_xl^2 / sum_l2 of the kept candidate as
+  // scale * sum_xl, compared by cross-multiplying (GGML's arithmetic, so that
+  // near-ties resolve the same way).
+  float best = 0.0f, scale = 0.0f;
   bool have = false;
   for (int k : {0, -9, -8, -7, -6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
     const float inv = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(k)) / max;
@@ -126,11 +131,10 @@ float fit_symmetric(int n, int nmax, const float* x, uint8_t* q) {
       sum_l2 += w * fl * fl;
     }
     if (!(sum_l2 > 0.0f)) continue;
-    const float score = sum_xl * sum_xl / sum_l2;
-    if (!have || score > best_score) {
+    if (!have || sum_xl * sum_xl > best * sum_l2) {
       have = true;
-      best_score = score;
       scale = sum_xl / sum_l2;
+      best = scale * sum_xl;
       std::memcpy(q, cand, static_cast<size_t>(n));
     }
   }
