@@ -169,8 +169,11 @@ float fit_symmetric_refine(int n, int nmax, const float* x, uint8_t* q) {
     int changed = 0;
     for (int i = 0; i < n; ++i) {
       const float w = x[i] * x[i], fl = static_cast<float>(l[i]);
-      float xl = sum_xl - w * x[i] * fl;    // sums without element i
-      if (!(xl * sum_xl > 0.0f)) continue;  // the others alone must fix the scale's sign
+      float xl = sum_xl - w * x[i] * fl;  // sums without element i
+      // As in GGML's reference, refine only while the partial sum is positive,
+      // which happens when the largest element is negative; kept so that the
+      // output is bit-identical.
+      if (!(xl > 0.0f)) continue;
       float l2 = sum_l2 - w * fl * fl;
       const int nl = clamp_int(nearest_int(x[i] * l2 / xl), -nmax, nmax - 1);
       if (nl == l[i]) continue;
@@ -236,10 +239,7 @@ void encode_affine_k(const float* x, int nmax, const AffineSearch& search, f16_t
   for (int j = 0; j < 8; ++j) {
     const float sd = d * static_cast<float>(ls[j]);
     uint8_t* qj = q + 32 * j;
-    if (sd == 0.0f) {
-      std::memset(qj, 0, 32);
-      continue;
-    }
+    if (sd == 0.0f) continue;  // decodes to -dm whatever the levels; keep the fit's
     const float dm = dmin * static_cast<float>(lm[j]);
     for (int i = 0; i < 32; ++i)
       qj[i] = static_cast<uint8_t>(clamp_int(nearest_int((x[32 * j + i] + dm) / sd), 0, nmax));
@@ -283,10 +283,7 @@ void quantize_q2_k(const float* x, BlockQ2_K* y, int64_t nb) {
     const float d = fp16_to_fp32(y[b].d), dmin = fp16_to_fp32(y[b].dmin);
     for (int j = 0; j < 16; ++j) {
       const float sd = d * static_cast<float>(ls[j]);
-      if (sd == 0.0f) {
-        std::memset(q + 16 * j, 0, 16);
-        continue;
-      }
+      if (sd == 0.0f) continue;  // keep the fit's levels (they decode alike)
       const float dm = dmin * static_cast<float>(lm[j]);
       for (int i = 0; i < 16; ++i)
         q[16 * j + i] =
@@ -328,10 +325,7 @@ void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
     const float d = fp16_to_fp32(y[b].d);
     for (int j = 0; j < 16; ++j) {
       const float sd = d * static_cast<float>(ls[j]);
-      if (sd == 0.0f) {
-        std::memset(q + 16 * j, 4, 16);  // level 0
-        continue;
-      }
+      if (sd == 0.0f) continue;  // keep the fit's levels (they decode to 0)
       for (int i = 0; i < 16; ++i)
         q[16 * j + i] = static_cast<uint8_t>(clamp_int(nearest_int(x[16 * j + i] / sd), -4, 3) + 4);
     }
@@ -388,7 +382,7 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
         max_scale = scale[j];
       }
     }
-    if (amax == 0.0f) {
+    if (amax < kTinyGroupMax) {
       std::memset(&y[b], 0, sizeof(BlockQ6_K));
       continue;
     }
@@ -400,10 +394,7 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
     const float d = fp16_to_fp32(y[b].d);
     for (int j = 0; j < 16; ++j) {
       const float sd = d * static_cast<float>(y[b].scales[j]);
-      if (sd == 0.0f) {
-        std::memset(q + 16 * j, 32, 16);  // level 0
-        continue;
-      }
+      if (sd == 0.0f) continue;  // keep the fit's levels (they decode to 0)
       for (int i = 0; i < 16; ++i)
         q[16 * j + i] =
             static_cast<uint8_t>(clamp_int(nearest_int(x[16 * j + i] / sd), -32, 31) + 32);
