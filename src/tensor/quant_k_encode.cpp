@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 
 #include "tensor/fp16.h"
 #include "tensor/quant_internal.h"
