@@ -40,11 +40,12 @@ float affine_error(int n, const float* x, const float* w, const uint8_t* q, floa
 
 // Fits x[i] ~ scale * q[i] + min with integer q[i] in [0, nmax], scale >= 0,
 // min <= 0 (the represented range always contains zero). Candidates: the
-// plain min/max mapping, then mappings of [min x, max x] onto slightly more or
-// fewer levels; for each candidate rounding the weighted least-squares
-// (scale, min) is solved in closed form, and the candidate with the lowest
-// weighted error wins. Writes the levels to q, returns scale and sets
-// *neg_min = -min.
+// plain mapping of [min(x, 0), max x] onto the levels, then mappings onto
+// slightly fewer or more levels (nmax + first_stretch + k * stretch_step),
+// each anchored at the best offset found so far; for each candidate rounding
+// the weighted least-squares (scale, min) is solved in closed form, and the
+// candidate with the lowest weighted error wins. Writes the levels to q,
+// returns scale and sets *neg_min = -min.
 float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* q, uint8_t* scratch,
                  const AffineSearch& search, float* neg_min) {
   float lo = x[0], hi = x[0], sum_w = w[0], sum_wx = w[0] * x[0];
