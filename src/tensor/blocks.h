@@ -3,9 +3,10 @@
 // Legacy 32-element blocks (x = element value, q = stored integer):
 //   Q4_0  {f16 d; u8 qs[16]}           x = d * (q - 8); qs[j] low nibble = x[j], high = x[j+16]
 //   Q4_1  {f16 d, m; u8 qs[16]}        x = d * q + m   (same nibble order)
-//   Q5_0  {f16 d; u8 qh[4]; u8 qs[16]} q = nibble | bit j (j+16 for high) of qh << 4; x = d * (q -
-//   16) Q5_1  {f16 d, m; u8 qh[4]; u8 qs[16]} x = d * q + m Q8_0  {f16 d; i8 qs[32]}           x =
-//   d * q Q8_1  {f16 d, s; i8 qs[32]}        x = d * q, s = d * sum(q)
+//   Q5_0  {f16 d; u8 qh[4]; u8 qs[16]} q = nibble | bit j (j+16 for high) of qh << 4; x = d * (q - 16)
+//   Q5_1  {f16 d, m; u8 qh[4]; u8 qs[16]} x = d * q + m
+//   Q8_0  {f16 d; i8 qs[32]}           x = d * q
+//   Q8_1  {f16 d, s; i8 qs[32]}        x = d * q, s = d * sum(q)
 // K-quant 256-element super-blocks:
 //   Q2_K  {u8 scales[16]; u8 qs[64]; f16 d, dmin}  16 sub-blocks of 16, 2-bit q, 4-bit scale/min
 //   Q3_K  {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}  3-bit q, 6-bit signed scales

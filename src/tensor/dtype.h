@@ -31,11 +31,11 @@ enum class DType : uint32_t {
 
 struct DTypeTraits {
   DType type;
-  const char* name;    // "f32", "q4_0", ... (lower case, as on the command line)
-  int64_t block_size;  // elements per block (1 for float types)
-  size_t type_size;    // bytes per block
+  const char* name;     // "f32", "q4_0", ... (lower case, as on the command line)
+  int64_t block_size;   // elements per block (1 for float types)
+  size_t type_size;     // bytes per block
   bool is_quantized;
-  bool can_quantize;  // quantize_row() supports it
+  bool can_quantize;    // quantize_row() supports it
 };
 
 // Traits for a supported type; nullopt for ids this engine does not know.
@@ -43,15 +43,9 @@ std::optional<DTypeTraits> dtype_traits_of(uint32_t id);
 // Traits for a known type (throws Error for an unknown one).
 const DTypeTraits& dtype_traits(DType t);
 
-inline const char* dtype_name(DType t) {
-  return dtype_traits(t).name;
-}
-inline int64_t dtype_block_size(DType t) {
-  return dtype_traits(t).block_size;
-}
-inline size_t dtype_type_size(DType t) {
-  return dtype_traits(t).type_size;
-}
+inline const char* dtype_name(DType t) { return dtype_traits(t).name; }
+inline int64_t dtype_block_size(DType t) { return dtype_traits(t).block_size; }
+inline size_t dtype_type_size(DType t) { return dtype_traits(t).type_size; }
 
 // Bytes for `n` elements (n must be a multiple of the block size).
 size_t dtype_row_bytes(DType t, int64_t n);
