@@ -26,7 +26,8 @@ struct SeqEvent {
   int32_t token = -1;  // -1: no token in this event
   std::string text;    // new text (complete UTF-8), may be empty
   bool finished = false;
-  std::string finish_reason;  // "stop", "length", "abort" (when finished)
+  std::string finish_reason;  // "stop", "length", "abort", "error" (when finished)
+  std::string error;          // set with finish_reason "error": why the request was refused
   int64_t prompt_tokens = 0;
   int64_t cached_prompt_tokens = 0;
   int64_t generated_tokens = 0;
