@@ -126,8 +126,10 @@ void AsyncEngine::loop() {
           const uint64_t id = engine_.submit(std::move(c.req), [&, ticket](const SeqEvent& ev) {
             auto it = streams.find(ticket);
             if (it == streams.end()) return;
-            it->second->push(ev);
+            auto target = it->second;
+            // Count the request out before its last event is visible to the client.
             if (ev.finished && --open_samples[ticket] == 0) finish_ticket(ticket);
+            target->push(ev);
           });
           if (streams.count(ticket)) ticket_to_request[ticket] = id;
         } catch (const Error& e) {
@@ -135,11 +137,11 @@ void AsyncEngine::loop() {
           ev.finished = true;
           ev.finish_reason = "error";
           ev.error = e.what();
+          if (streams.count(ticket)) finish_ticket(ticket);
           for (int32_t i = 0; i < stream->n_samples_; ++i) {
             ev.index = i;
             stream->push(ev);
           }
-          if (streams.count(ticket)) finish_ticket(ticket);
         }
       } else {
         auto it = ticket_to_request.find(c.ticket);
