@@ -64,8 +64,9 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, 
         static_cast<int32_t>((max_seq_len_ + config.block_size - 1) / config.block_size);
   kv_ = std::make_unique<KvCacheManager>(config_.num_blocks, config_.block_size,
                                          config_.prefix_caching);
-  pool_storage_ = std::make_unique<KvPool>(
-      model.kv_shape(config_.num_blocks, config_.block_size, config_.kv_type));
+  if (config_.placements.empty()) config_.placements = {{"host", 0, hp.n_layer}};
+  pool_storage_ = std::make_unique<KvCacheStorage>(
+      model.kv_shape(config_.num_blocks, config_.block_size, config_.kv_type), config_.placements);
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *kv_);
 }
 

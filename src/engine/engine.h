@@ -12,7 +12,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "kvcache/kv_cache_manager.h"
-#include "kvcache/kv_pool.h"
+#include "kvcache/kv_cache_storage.h"
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
@@ -26,6 +26,8 @@ struct EngineConfig {
   bool prefix_caching = true;
   int32_t max_seq_len = 0;  // 0: the model's trained context
   SchedulerConfig scheduler;
+  // Layer ranges per device for the KV pools (empty: all layers on the host).
+  std::vector<KvPoolPlacement> placements;
 };
 
 struct EngineStats {
@@ -78,7 +80,7 @@ class Engine {
   EngineConfig config_;
   int64_t max_seq_len_;
   std::unique_ptr<KvCacheManager> kv_;
-  std::unique_ptr<KvPool> pool_storage_;
+  std::unique_ptr<KvCacheStorage> pool_storage_;
   std::unique_ptr<Scheduler> scheduler_;
   std::map<uint64_t, std::unique_ptr<RequestState>> requests_;
   std::map<const Sequence*, SeqState*> by_seq_;

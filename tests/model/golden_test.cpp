@@ -41,7 +41,8 @@ RunResult run_greedy(LlamaModel& model, const std::vector<int32_t>& prompt, int 
   const int32_t bs = 16;
   const int64_t total = static_cast<int64_t>(prompt.size()) + n;
   BlockAllocator alloc(static_cast<int32_t>((total + bs - 1) / bs));
-  KvPool kv(model.kv_shape(alloc.num_blocks(), bs, kv_type));
+  KvCacheStorage kv(model.kv_shape(alloc.num_blocks(), bs, kv_type),
+                    {{"host", 0, model.hparams().n_layer}});
   BlockTable table(bs);
   EXPECT_TRUE(table.reserve(alloc, total));
   const int64_t V = model.hparams().n_vocab;
