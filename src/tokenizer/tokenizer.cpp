@@ -1,6 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include "gguf/gguf_reader.h"
+#include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/spm_tokenizer.h"
 #include "util/error.h"
 
@@ -12,6 +13,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
 
 std::unique_ptr<Tokenizer> Tokenizer::create(Vocab vocab) {
   if (vocab.model() == "llama") return std::make_unique<SpmTokenizer>(std::move(vocab));
+  if (vocab.model() == "gpt2") return std::make_unique<BpeTokenizer>(std::move(vocab));
   throw ConfigError("tokenizer model '" + vocab.model() + "' is not supported yet");
 }
 

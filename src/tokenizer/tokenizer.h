@@ -1,6 +1,7 @@
 // The tokenizer facade: text <-> token ids for one vocabulary. The algorithm is
 // chosen by `tokenizer.ggml.model` ("llama": SentencePiece-style, see
-// spm_tokenizer.h); the rest is shared by all algorithms:
+// spm_tokenizer.h; "gpt2": byte-level BPE, see bpe_tokenizer.h); the rest is
+// shared by all algorithms:
 //
 //  * encode() first cuts the text at special tokens (see split_special), then
 //    hands each stretch of plain text to the algorithm, and adds BOS/EOS when

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "gguf/gguf_reader.h"
+#include "tokenizer/pre_tokenizer.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -142,7 +143,8 @@ Vocab::Vocab(Spec spec, const std::string& source) {
   }
   for (int b = 0; b < 256; ++b) byte_tokens_[b] = find(byte_text(static_cast<uint8_t>(b)));
 
-  const ModelDefaults def = defaults_for(model_);
+  ModelDefaults def = defaults_for(model_);
+  if (model_ == "gpt2" && PreTokenizer::adds_bos_by_default(pre_)) def.add_bos = true;
   auto special = [&](const std::optional<int32_t>& given, int32_t fallback, const char* key) {
     const int32_t id = given.value_or(fallback);
     if (id == kNoToken) return kNoToken;

@@ -17,7 +17,8 @@
 //
 // Defaults follow llama.cpp: for "llama" BOS 1, EOS 2, UNK 0, add_bos true,
 // add_space_prefix true; for "gpt2" BOS = EOS = 11, no UNK, add_bos false,
-// add_space_prefix false. An empty token text becomes "[EMPTY_<id>]". When two
+// add_space_prefix false, except that the "llama3"-style, "tekken" and
+// "chameleon" pre-tokenizers add BOS. An empty token text becomes "[EMPTY_<id>]". When two
 // tokens share a text, look-up by text finds the later id.
 //
 // Validation (FormatError naming the key): array element types, scores and
