@@ -103,15 +103,25 @@ void BpeTokenizer::encode_text(std::string_view raw, bool /*after_special*/,
     text = fixed;
   }
   Scratch scratch;
+  // Words repeat a lot in long texts: each distinct word is encoded once per
+  // call, later copies reuse its ids ([begin, end) in `out`).
+  std::unordered_map<std::string_view, std::pair<size_t, size_t>> seen;
   for (std::string_view word : pre_.split(text)) {
-    if (pre_.ignore_merges()) {
-      const int32_t id = vocab_.find(byte_level_encode(word));
-      if (id != kNoToken) {
-        out.push_back(id);
-        continue;
-      }
+    if (const auto it = seen.find(word); it != seen.end()) {
+      const auto [begin, end] = it->second;
+      const size_t at = out.size();
+      out.resize(at + (end - begin));
+      std::copy(out.begin() + begin, out.begin() + end, out.begin() + at);
+      continue;
     }
-    encode_word(word, scratch, out);
+    const size_t begin = out.size();
+    int32_t whole = kNoToken;
+    if (pre_.ignore_merges()) whole = vocab_.find(byte_level_encode(word));
+    if (whole != kNoToken)
+      out.push_back(whole);
+    else
+      encode_word(word, scratch, out);
+    seen.emplace(word, std::make_pair(begin, out.size()));
   }
 }
 
