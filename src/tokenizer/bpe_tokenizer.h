@@ -16,6 +16,9 @@
 //  5. Each final symbol is emitted as its token. A merge whose result is not a
 //     token (only in broken vocabularies) falls back to the tokens of its bytes.
 //
+// Within one encode() call each distinct word is merged once; repeats copy its
+// ids. Encoding is const and thread-safe.
+//
 // tokenizer.ggml.merges entries are "left right": the two token texts split at
 // the first space after the first character. A pair listed twice keeps its
 // first rank.
