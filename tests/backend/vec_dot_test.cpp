@@ -145,7 +145,7 @@ TEST(VecDot, TileIsBitIdenticalToSingleRows) {
         for (int64_t r = 0; r < rows; ++r)
           vec_dot_rows(t, n, w.row(r), w.stride, 1, a.row(c), &single[c * rows + r], isa);
       for (int64_t r0 : {0, 1, 3}) {
-        for (int64_t c0 : {0, 2, 5}) {
+        for (int64_t c0 : {0, 2, 5, 7}) {
           const int64_t nr = rows - r0, nc = cols - c0;
           const int64_t os = nr + 2;
           std::vector<float> out(nc * os, -7.0f);

@@ -100,7 +100,7 @@ struct BF16x16 {
 
 template <class L>
 struct FloatKernAvx512 {
-  static constexpr int kRows = 6, kCols = 4, kGemvRows = 4;
+  static constexpr int kRows = 8, kCols = 3, kGemvRows = 4;
 
   template <int RB, int CB>
   static void micro(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out,
