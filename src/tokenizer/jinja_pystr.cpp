@@ -6,6 +6,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "tokenizer/unicode_data.h"
+
 namespace pagellm::jinja::py {
 
 std::u32string decode(std::string_view s) {
@@ -336,10 +338,16 @@ std::string upper(std::string_view s) {
 }
 
 std::string lower(std::string_view s) {
-  std::string out;
+  std::u32string out;
   out.reserve(s.size());
-  for (char32_t c : decode(s)) append_utf8(out, to_lower(c));
-  return out;
+  for (char32_t c : decode(s)) {
+    if (c < 0x80) {
+      out.push_back(to_lower(c));
+    } else {
+      append_lower(c, out);  // Unicode's full mapping, from Python's tables
+    }
+  }
+  return encode(out);
 }
 
 std::string capitalize(std::string_view s) {

@@ -1,10 +1,11 @@
 // Python `str` semantics over UTF-8 strings, as the Jinja engine needs them:
 // lengths, indexes and slices count code points; whitespace is Python's
 // (str.isspace: ASCII \t\n\v\f\r and \x1c-\x1f, space, \x85, \xa0, and the
-// Unicode space separators); case mapping covers ASCII, Latin-1, Latin
-// Extended-A, Greek, Cyrillic and fullwidth Latin (other scripts are left as
-// they are). Bytes that are not valid UTF-8 survive a decode/encode round trip
-// (as U+DC80..U+DCFF, like Python's surrogateescape).
+// Unicode space separators); lower() uses Unicode's full lowercase mapping
+// (unicode_data.h); upper(), title() and the case tests cover ASCII, Latin-1,
+// Latin Extended-A, Greek, Cyrillic and fullwidth Latin (other scripts are
+// left as they are). Bytes that are not valid UTF-8 survive a decode/encode
+// round trip (as U+DC80..U+DCFF, like Python's surrogateescape).
 #pragma once
 
 #include <cstdint>

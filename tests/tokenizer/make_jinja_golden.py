@@ -176,6 +176,7 @@ SNIPPETS = [
     "{{ 'abc'.removesuffix('c') }}{{ 'ab'.ljust(4, '.') }}{{ 'ab'.rjust(4) }}{{ 'aBc'.swapcase() }}",
     "{{ 'h\u00e9'.upper() }}{{ '\u00c9COLE'.lower() }}{{ 'stra\u00dfe'.upper() }}"
     "{{ '\u03b1\u03b2\u03b3'.upper() }}{{ '\u041f\u0420\u0418'.lower() }}{{ '\u00e9t\u00e9'|capitalize }}",
+    "{{ '\u00c0\u00c9\u00ce \u0391\u0392 \u0410\u0411 \u011e\u0130\u015e \u01c4 \u1e9e \u2160 \uff21'|lower }}",
     "{{ 'abc'.islower() }}{{ 'ABC'.isupper() }}{{ '123'.islower() }}{{ 'a1'.isalnum() }}",
     # globals and misc
     "{{ range(3)|list }} {{ range(1, 10, 3)|list }} {{ range(5, 0, -2)|list }} {{ dict(a=1, b=2) }} "
