@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   add(pagellm::cli::add_generate);
   add(pagellm::cli::add_inspect);
   add(pagellm::cli::add_make_model);
+  add(pagellm::cli::add_plan);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
