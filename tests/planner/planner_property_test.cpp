@@ -8,6 +8,7 @@
 
 #include "planner/planner.h"
 #include "planner_fixtures.h"
+#include "util/error.h"
 
 namespace pagellm {
 namespace {
@@ -106,6 +107,48 @@ TEST(PlannerProperty, MatchesBruteForceAndStaysWithinBudgets) {
   EXPECT_GT(refused, 300);
   EXPECT_GT(offloaded, 100);
   EXPECT_GT(balanced_multi, 300);
+}
+
+TEST(PlannerProperty, ManualMapsHoldWhatTheirPlacementAllows) {
+  std::mt19937_64 rng(7);
+  int fits = 0, refused = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    Case c = random_case(rng);
+    const auto all = all_placements(c.fp.n_layer, c.devs.size());
+    const auto& r = all[std::uniform_int_distribution<size_t>(0, all.size() - 1)(rng)];
+    DeviceMap map;
+    for (size_t i = 0; i < r.size(); ++i)
+      if (!r[i].empty()) map.push_back({r[i].begin, r[i].end - 1, c.devs[i].device});
+    c.req.device_map = map;
+    if (c.req.no_cpu_offload && !r.back().empty()) {
+      EXPECT_THROW(make_plan(c.req, c.fp, c.devs), ConfigError);
+      continue;
+    }
+    const int64_t bs = c.req.block_size;
+    const int64_t cap = (c.req.max_seq_len + bs - 1) / bs * c.req.max_num_seqs;
+    const int64_t min_tokens = c.req.min_kv_tokens > 0 ? c.req.min_kv_tokens : c.req.max_seq_len;
+    const int64_t floor = std::min(std::max<int64_t>(1, (min_tokens + bs - 1) / bs), cap);
+    const int64_t most = max_blocks_for_placement(c.req, c.fp, c.devs, r);
+    const int64_t want =
+        c.req.kv_mode == KvMode::kTokens ? std::min((c.req.kv_tokens + bs - 1) / bs, cap) : floor;
+    try {
+      const Plan p = make_plan(c.req, c.fp, c.devs);
+      ASSERT_GE(most, want) << c.text;
+      ASSERT_EQ(p.num_blocks, c.req.kv_mode == KvMode::kTokens ? want : std::min(most, cap))
+          << c.text;
+      for (size_t i = 0; i < r.size(); ++i) {
+        ASSERT_EQ(p.devices[i].device, c.devs[i].device) << c.text;  // declared order
+        ASSERT_EQ(p.devices[i].n_layers(), r[i].size()) << c.text;
+      }
+      ASSERT_EQ(budget_violations(p, c.req, c.devs), "") << c.text;
+      ++fits;
+    } catch (const PlanError& e) {
+      ASSERT_LT(most, want) << c.text << ": " << e.what();
+      ++refused;
+    }
+  }
+  EXPECT_GT(fits, 300);
+  EXPECT_GT(refused, 300);
 }
 
 }  // namespace
