@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   add(pagellm::cli::add_generate);
   add(pagellm::cli::add_inspect);
   add(pagellm::cli::add_make_model);
+  add(pagellm::cli::add_bench);
+  add(pagellm::cli::add_tokenize);
   add(pagellm::cli::add_plan);
   try {
     app.parse(argc, argv);

@@ -4,10 +4,7 @@
 
 #include <chrono>
 
-#include "kvcache/block_allocator.h"
-#include "kvcache/block_table.h"
-#include "kvcache/kv_pool.h"
-#include "tokenizer/detokenizer.h"
+#include "engine/engine.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -27,8 +24,6 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt_ids,
   const int64_t context = opts.context > 0 ? opts.context : hp.n_ctx_train;
   if (opts.max_tokens < 0)
     throw ConfigError(fmt::format("-n must be >= 0, got {}", opts.max_tokens));
-  if (opts.block_size <= 0 || opts.max_batch <= 0)
-    throw ConfigError("block size and batch must be positive");
   if (prompt_ids.empty()) throw ConfigError("the prompt is empty (no tokens to start from)");
   const int64_t n_prompt = static_cast<int64_t>(prompt_ids.size());
   if (n_prompt >= context)
@@ -36,69 +31,40 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt_ids,
         fmt::format("the prompt is {} tokens, which does not fit the context of {} "
                     "tokens (leave room for at least one generated token; raise -c)",
                     n_prompt, context));
-  for (int32_t id : prompt_ids)
-    if (id < 0 || id >= hp.n_vocab)
-      throw ConfigError(
-          fmt::format("prompt token id {} is outside the vocabulary (0..{})", id, hp.n_vocab - 1));
   const int64_t total = std::min<int64_t>(context, n_prompt + opts.max_tokens);
-  const int32_t n_blocks = static_cast<int32_t>((total + opts.block_size - 1) / opts.block_size);
-  BlockAllocator alloc(n_blocks);
-  KvPool kv(model_.kv_shape(n_blocks, opts.block_size, opts.kv_type));
-  BlockTable table(opts.block_size);
-  if (!table.reserve(alloc, total)) throw Error("internal: KV reservation failed");
+  EngineConfig cfg;
+  cfg.block_size = opts.block_size;
+  cfg.num_blocks = static_cast<int32_t>((total + opts.block_size - 1) / opts.block_size);
+  cfg.kv_type = opts.kv_type;
+  cfg.max_seq_len = static_cast<int32_t>(context);
+  cfg.scheduler.max_batched_tokens = opts.max_batch;
+  cfg.scheduler.max_num_seqs = 1;
+  Engine engine(model_, tokenizer_, pool_, cfg);
 
-  Sampler sampler(opts.sampling);
-  StreamingDetokenizer detok(tokenizer_);
+  Request req;
+  req.prompt = prompt_ids;
+  req.sampling = opts.sampling;
+  req.max_tokens = opts.max_tokens;
+  req.ignore_eos = opts.ignore_eos;
   GenerateResult res;
   res.prompt_ids = prompt_ids;
-  std::vector<float> logits;
-  std::vector<int32_t> history = prompt_ids;
-  Batch batch;
-
+  double t_first = 0;
   const double t0 = now_seconds();
-  for (int64_t begin = 0; begin < n_prompt; begin += opts.max_batch) {
-    const int64_t end = std::min<int64_t>(n_prompt, begin + opts.max_batch);
-    batch.clear();
-    const int32_t s = batch.add_sequence(table);
-    for (int64_t i = begin; i < end; ++i)
-      batch.add_token(s, prompt_ids[static_cast<size_t>(i)], static_cast<int32_t>(i),
-                      i + 1 == n_prompt);
-    model_.forward(batch, kv, pool_, logits);
-  }
-  const double t1 = now_seconds();
-  res.prefill_seconds = t1 - t0;
-
-  res.stop_reason = "length";
-  int64_t pos = n_prompt;
-  for (int32_t i = 0; i < opts.max_tokens; ++i) {
-    const int32_t id = sampler.sample(logits.data(), hp.n_vocab, history);
-    res.output_ids.push_back(id);
-    history.push_back(id);
-    const bool eog = tokenizer_.is_eog(id) && !opts.ignore_eos;
-    std::string piece = eog ? std::string() : detok.push(id);
-    res.text += piece;
-    if (on_token) on_token(id, piece);
-    if (eog) {
-      res.stop_reason = "eos";
-      break;
+  engine.submit(req, [&](const SeqEvent& ev) {
+    if (ev.token >= 0) {
+      if (res.output_ids.empty()) t_first = now_seconds();
+      res.output_ids.push_back(ev.token);
     }
-    if (i + 1 == opts.max_tokens) break;
-    if (pos >= total) {
-      res.stop_reason = "context";
-      break;
-    }
-    batch.clear();
-    const int32_t s = batch.add_sequence(table);
-    batch.add_token(s, id, static_cast<int32_t>(pos++), true);
-    model_.forward(batch, kv, pool_, logits);
-  }
-  std::string rest = detok.flush();
-  if (!rest.empty()) {
-    res.text += rest;
-    if (on_token) on_token(-1, rest);
-  }
-  res.decode_seconds = now_seconds() - t1;
-  table.release(alloc);
+    res.text += ev.text;
+    if (on_token && (ev.token >= 0 || !ev.text.empty())) on_token(ev.token, ev.text);
+    if (ev.finished) res.stop_reason = ev.finish_reason == "stop" ? "eos" : ev.finish_reason;
+  });
+  while (engine.has_work()) engine.step();
+  const double t_end = now_seconds();
+  res.prefill_seconds = (res.output_ids.empty() ? t_end : t_first) - t0;
+  res.decode_seconds = res.output_ids.empty() ? 0 : t_end - t_first;
+  if (res.stop_reason == "length" && static_cast<int64_t>(res.output_ids.size()) < opts.max_tokens)
+    res.stop_reason = "context";
   return res;
 }
 

@@ -2,14 +2,20 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace pagellm {
 
 BlockAllocator::BlockAllocator(int32_t num_blocks) {
   if (num_blocks < 0) throw ConfigError(fmt::format("invalid KV block count {}", num_blocks));
-  blocks_.resize(static_cast<size_t>(num_blocks));
-  free_.reserve(static_cast<size_t>(num_blocks));
+  const auto n = static_cast<size_t>(num_blocks);
+  blocks_.resize(n);
+  block_tokens_.resize(n);
+  lru_pos_.resize(n);
+  in_lru_.assign(n, false);
+  free_.reserve(n);
   for (int32_t i = num_blocks - 1; i >= 0; --i) {
     blocks_[static_cast<size_t>(i)].id = i;
     free_.push_back(i);
@@ -19,11 +25,19 @@ BlockAllocator::BlockAllocator(int32_t num_blocks) {
 bool BlockAllocator::allocate(int32_t n, std::vector<int32_t>& out) {
   if (n < 0 || n > num_free()) return false;
   for (int32_t i = 0; i < n; ++i) {
-    int32_t id = free_.back();
-    free_.pop_back();
+    int32_t id;
+    if (!free_.empty()) {
+      id = free_.back();
+      free_.pop_back();
+    } else {
+      id = lru_.front();
+      lru_.pop_front();
+      in_lru_[static_cast<size_t>(id)] = false;
+      drop_hash(id);
+      ++evictions_;
+    }
     KvBlock& b = blocks_[static_cast<size_t>(id)];
     b.ref_count = 1;
-    b.has_hash = false;
     out.push_back(id);
   }
   return true;
@@ -31,23 +45,79 @@ bool BlockAllocator::allocate(int32_t n, std::vector<int32_t>& out) {
 
 void BlockAllocator::retain(int32_t id) {
   KvBlock& b = blocks_.at(static_cast<size_t>(id));
-  if (b.ref_count <= 0) throw Error(fmt::format("retain of free KV block {}", id));
+  if (b.ref_count == 0) {
+    if (!in_lru_[static_cast<size_t>(id)])
+      throw Error(fmt::format("retain of free KV block {}", id));
+    lru_.erase(lru_pos_[static_cast<size_t>(id)]);
+    in_lru_[static_cast<size_t>(id)] = false;
+  }
   ++b.ref_count;
 }
 
 void BlockAllocator::release(int32_t id) {
   KvBlock& b = blocks_.at(static_cast<size_t>(id));
   if (b.ref_count <= 0) throw Error(fmt::format("release of free KV block {}", id));
-  if (--b.ref_count == 0) {
-    b.has_hash = false;
+  if (--b.ref_count > 0) return;
+  if (b.has_hash) {
+    lru_pos_[static_cast<size_t>(id)] = lru_.insert(lru_.end(), id);
+    in_lru_[static_cast<size_t>(id)] = true;
+  } else {
     free_.push_back(id);
   }
 }
 
-void BlockAllocator::set_hash(int32_t id, uint64_t hash) {
+void BlockAllocator::drop_hash(int32_t id) {
+  KvBlock& b = blocks_[static_cast<size_t>(id)];
+  if (!b.has_hash) return;
+  auto it = by_hash_.find(b.hash);
+  if (it != by_hash_.end() && it->second == id) by_hash_.erase(it);
+  b.has_hash = false;
+  block_tokens_[static_cast<size_t>(id)].clear();
+}
+
+std::optional<int32_t> BlockAllocator::lookup(uint64_t hash, std::span<const int32_t> tokens) {
+  ++queries_;
+  auto it = by_hash_.find(hash);
+  if (it == by_hash_.end()) return std::nullopt;
+  const auto& stored = block_tokens_[static_cast<size_t>(it->second)];
+  if (!std::equal(stored.begin(), stored.end(), tokens.begin(), tokens.end())) return std::nullopt;
+  ++hits_;
+  return it->second;
+}
+
+void BlockAllocator::set_hash(int32_t id, uint64_t hash, std::span<const int32_t> tokens) {
   KvBlock& b = blocks_.at(static_cast<size_t>(id));
+  if (b.ref_count <= 0) throw Error(fmt::format("set_hash on free KV block {}", id));
+  if (b.has_hash) return;
+  // Another block already holds this content: keep that one; this one frees normally.
+  if (!by_hash_.emplace(hash, id).second) return;
   b.hash = hash;
   b.has_hash = true;
+  block_tokens_[static_cast<size_t>(id)].assign(tokens.begin(), tokens.end());
+}
+
+BlockAllocatorStats BlockAllocator::stats() const {
+  BlockAllocatorStats s;
+  s.total = num_blocks();
+  s.cached = num_cached();
+  s.used = num_used();
+  s.prefix_queries = queries_;
+  s.prefix_hits = hits_;
+  s.evictions = evictions_;
+  return s;
+}
+
+uint64_t BlockAllocator::chain_hash(uint64_t parent, std::span<const int32_t> tokens) {
+  // 64-bit mix in the style of splitmix/FNV; collisions are caught by the
+  // token comparison in lookup().
+  uint64_t h = parent ^ 0x9e3779b97f4a7c15ull;
+  for (int32_t t : tokens) {
+    h ^= static_cast<uint64_t>(static_cast<uint32_t>(t)) + 0x9e3779b97f4a7c15ull + (h << 6) +
+         (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+  }
+  return h;
 }
 
 }  // namespace pagellm

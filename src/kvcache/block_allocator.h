@@ -1,11 +1,18 @@
 // KV blocks as metadata. A block id `b` names the same slot range
 // [b * block_size, (b + 1) * block_size) in every layer's pool, on whatever
-// device that layer lives; this allocator hands out ids and counts references.
+// device that layer lives; this allocator hands out ids, counts references
+// and keeps the prefix cache: full blocks identified by a chained hash of
+// their tokens. A block whose last reference is dropped keeps its contents
+// and hash ("cached") and is reused by a later prompt with the same prefix,
+// until allocation evicts it, least recently used first.
 // Allocation is all-or-nothing.
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <optional>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 namespace pagellm {
@@ -13,8 +20,17 @@ namespace pagellm {
 struct KvBlock {
   int32_t id = 0;
   int32_t ref_count = 0;
-  uint64_t hash = 0;  // content hash of a full block (prefix caching); valid if has_hash
+  uint64_t hash = 0;  // chained content hash of a full block; valid if has_hash
   bool has_hash = false;
+};
+
+struct BlockAllocatorStats {
+  int32_t total = 0;
+  int32_t used = 0;             // ref_count > 0
+  int32_t cached = 0;           // ref_count == 0, holding a reusable full block
+  uint64_t prefix_queries = 0;  // blocks looked up
+  uint64_t prefix_hits = 0;     // blocks found
+  uint64_t evictions = 0;
 };
 
 class BlockAllocator {
@@ -22,23 +38,45 @@ class BlockAllocator {
   explicit BlockAllocator(int32_t num_blocks);
 
   int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
-  int32_t num_free() const { return static_cast<int32_t>(free_.size()); }
+  // Blocks that allocate() can hand out: never used, or cached (evictable).
+  int32_t num_free() const { return static_cast<int32_t>(free_.size() + lru_.size()); }
   int32_t num_used() const { return num_blocks() - num_free(); }
+  int32_t num_cached() const { return static_cast<int32_t>(lru_.size()); }
 
-  // Takes `n` free blocks (ref count 1) and appends their ids to `out`; or, if
-  // fewer than `n` are free, takes none and returns false.
+  // Takes `n` blocks (ref count 1, no hash), evicting cached blocks when the
+  // never-used ones run out; appends their ids to `out`. If fewer than `n`
+  // can be had, takes none and returns false.
   bool allocate(int32_t n, std::vector<int32_t>& out);
-  // Adds a reference to a block in use (sharing).
+  // Adds a reference (a block in use, or a cached one being reused).
   void retain(int32_t id);
-  // Drops a reference; the block is free again when none remain.
+  // Drops a reference; at zero the block becomes cached (if hashed) or free.
   void release(int32_t id);
 
   const KvBlock& block(int32_t id) const { return blocks_.at(static_cast<size_t>(id)); }
-  void set_hash(int32_t id, uint64_t hash);
+
+  // Prefix cache: the block holding the full block with this chained hash and
+  // these tokens, if any (in use or cached). Counts a query and maybe a hit.
+  std::optional<int32_t> lookup(uint64_t hash, std::span<const int32_t> tokens);
+  // Marks block `id` (in use, full, computed) as holding `tokens` with `hash`.
+  // If another block already holds that content, the map keeps the older one.
+  void set_hash(int32_t id, uint64_t hash, std::span<const int32_t> tokens);
+
+  BlockAllocatorStats stats() const;
+
+  // Chained hash of one full block: parent's hash (0 for the first block) and its token ids.
+  static uint64_t chain_hash(uint64_t parent, std::span<const int32_t> tokens);
 
  private:
+  void drop_hash(int32_t id);
+
   std::vector<KvBlock> blocks_;
-  std::vector<int32_t> free_;  // LIFO: recently freed blocks are reused first
+  std::vector<std::vector<int32_t>> block_tokens_;  // contents of hashed blocks (collision check)
+  std::vector<int32_t> free_;                       // never used or unhashed; LIFO
+  std::list<int32_t> lru_;                          // cached, least recently used first
+  std::vector<std::list<int32_t>::iterator> lru_pos_;
+  std::vector<bool> in_lru_;
+  std::unordered_map<uint64_t, int32_t> by_hash_;
+  uint64_t queries_ = 0, hits_ = 0, evictions_ = 0;
 };
 
 }  // namespace pagellm

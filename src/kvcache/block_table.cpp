@@ -14,6 +14,7 @@ bool BlockTable::reserve(BlockAllocator& alloc, int64_t n_tokens) {
 void BlockTable::release(BlockAllocator& alloc) {
   for (int32_t id : blocks_) alloc.release(id);
   blocks_.clear();
+  hashes_.clear();
 }
 
 }  // namespace pagellm

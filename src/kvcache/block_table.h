@@ -1,6 +1,7 @@
 // One sequence's block table: the ids of the blocks holding its tokens in
 // position order. Token at position p lives in slot
 // table[p / block_size] * block_size + p % block_size of every layer's pool.
+// Alongside, the chained prefix hashes of its leading full, computed blocks.
 #pragma once
 
 #include <cstdint>
@@ -33,9 +34,16 @@ class BlockTable {
   // Returns every block to the allocator.
   void release(BlockAllocator& alloc);
 
+  // For the cache manager.
+  void append_block(int32_t id) { blocks_.push_back(id); }
+  void replace_block(size_t index, int32_t id) { blocks_[index] = id; }
+  std::vector<uint64_t>& hashes() { return hashes_; }
+  const std::vector<uint64_t>& hashes() const { return hashes_; }
+
  private:
   int32_t block_size_;
   std::vector<int32_t> blocks_;
+  std::vector<uint64_t> hashes_;  // hashes_[i]: chained hash of full block i (i < hashes_.size())
 };
 
 }  // namespace pagellm

@@ -16,8 +16,8 @@ void Linear::operator()(const float* x, int64_t n_tokens, std::initializer_list<
     for (const auto& p : prepared)
       if (p.first == dt) act = &p.second;
     if (!act) {
-      prepared.emplace_back(dt, cpu::quantize_activations(w.type, x, w.n_in, n_tokens, w.n_in, pool,
-                                                          scratch_[dt]));
+      prepared.emplace_back(
+          dt, cpu::quantize_activations(w.type, x, w.n_in, n_tokens, w.n_in, pool, scratch_[dt]));
       act = &prepared.back().second;
     }
     cpu::WeightMatrix cw{w.type, w.n_in, w.n_out, w.data, w.row_bytes};

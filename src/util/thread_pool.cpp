@@ -1,5 +1,6 @@
 #include "util/thread_pool.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <string>
@@ -18,6 +19,7 @@ inline void cpu_relax() {
 #endif
 }
 constexpr int kSpinIterations = 20000;
+constexpr int64_t kSharesPerThread = 4;
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
@@ -34,36 +36,39 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_share(int index) {
-  int64_t chunks = (job_n_ + job_grain_ - 1) / job_grain_;
-  int64_t per = chunks / n_threads_, extra = chunks % n_threads_;
-  int64_t c0 = index * per + std::min<int64_t>(index, extra);
-  int64_t c1 = c0 + per + (index < extra ? 1 : 0);
-  int64_t b = c0 * job_grain_, e = std::min(job_n_, c1 * job_grain_);
-  if (b < e) (*job_)(b, e, index);
+void ThreadPool::run_shares(Job& job, int index) {
+  for (;;) {
+    const int64_t s = job.next.fetch_add(1);
+    if (s >= job.shares) return;
+    const int64_t b = s * job.share_chunks * job.grain;
+    const int64_t e = std::min(job.n, (s + 1) * job.share_chunks * job.grain);
+    if (b < e) (*job.fn)(b, e, index);
+    job.done.fetch_add(1);
+  }
 }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    int spins = 0;
-    while (gen == seen && spins < kSpinIterations) {
+    uint64_t gen = generation_.load();
+    for (int spins = 0; gen == seen && spins < kSpinIterations; ++spins) {
       cpu_relax();
-      ++spins;
-      gen = generation_.load(std::memory_order_acquire);
+      gen = generation_.load();
     }
     if (gen == seen) {
       std::unique_lock<std::mutex> lock(mu_);
       sleepers_.fetch_add(1);
-      cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      cv_.wait(lock, [&] { return generation_.load() != seen; });
       sleepers_.fetch_sub(1);
-      gen = generation_.load(std::memory_order_acquire);
+      gen = generation_.load();
     }
     seen = gen;
     if (stop_.load()) return;
-    run_share(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    Job& job = jobs_[gen & 1];
+    job.active.fetch_add(1);
+    // Still the current job? If not, the caller may be rewriting this slot.
+    if (generation_.load() == gen) run_shares(job, index);
+    job.active.fetch_sub(1);
   }
 }
 
@@ -74,19 +79,26 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
     fn(0, n, 0);
     return;
   }
-  job_ = &fn;
-  job_n_ = n;
-  job_grain_ = grain;
-  pending_.store(n_threads_ - 1, std::memory_order_release);
+  const uint64_t gen = generation_.load() + 1;
+  Job& job = jobs_[gen & 1];
+  while (job.active.load() != 0) cpu_relax();  // a straggler from two jobs ago
+  const int64_t chunks = (n + grain - 1) / grain;
+  const int64_t shares = std::min<int64_t>(chunks, n_threads_ * kSharesPerThread);
+  job.fn = &fn;
+  job.n = n;
+  job.grain = grain;
+  job.share_chunks = (chunks + shares - 1) / shares;
+  job.shares = (chunks + job.share_chunks - 1) / job.share_chunks;
+  job.done.store(0);
+  job.next.store(0);
   {
     // Publishing under the lock pairs with the sleepers' predicate check.
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    generation_.store(gen);
   }
   if (sleepers_.load() > 0) cv_.notify_all();
-  run_share(0);
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
-  job_ = nullptr;
+  run_shares(job, 0);
+  while (job.done.load() != job.shares) cpu_relax();
 }
 
 int ThreadPool::physical_cores() {

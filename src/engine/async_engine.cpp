@@ -1,0 +1,181 @@
+#include "engine/async_engine.h"
+
+#include <map>
+
+namespace pagellm {
+
+std::optional<SeqEvent> RequestStream::next(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return std::nullopt;
+  SeqEvent ev = std::move(events_.front());
+  events_.pop_front();
+  if (ev.finished) ++finished_read_;
+  return ev;
+}
+
+void RequestStream::push(const SeqEvent& ev) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(ev);
+  }
+  cv_.notify_all();
+}
+
+bool RequestStream::finished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return finished_read_ >= n_samples_;
+}
+
+void RequestStream::cancel() {
+  if (owner_) owner_->enqueue({AsyncEngine::Command::kAbort, ticket_, {}, nullptr});
+}
+
+AsyncEngine::AsyncEngine(Engine& engine, int32_t max_pending)
+    : engine_(engine), max_pending_(max_pending) {
+  stats_ = engine_.stats();
+  thread_ = std::thread([this] { loop(); });
+}
+
+AsyncEngine::~AsyncEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::shared_ptr<RequestStream> AsyncEngine::submit(Request req) {
+  auto stream = std::make_shared<RequestStream>();
+  stream->owner_ = this;
+  stream->n_samples_ = std::max(1, req.n);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!accepting_) throw QueueFullError("the server is shutting down");
+    if (in_flight_ >= max_pending_)
+      throw QueueFullError("too many requests in flight (" + std::to_string(in_flight_) + ")");
+    ++in_flight_;
+    stream->ticket_ = next_ticket_++;
+    commands_.push_back({Command::kSubmit, stream->ticket_, std::move(req), stream});
+  }
+  cv_.notify_all();
+  return stream;
+}
+
+void AsyncEngine::enqueue(Command cmd) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    commands_.push_back(std::move(cmd));
+  }
+  cv_.notify_all();
+}
+
+EngineStats AsyncEngine::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+int32_t AsyncEngine::in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_flight_;
+}
+
+void AsyncEngine::shutdown(std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    accepting_ = false;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline && in_flight() > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_ = true;
+  cv_.notify_all();
+}
+
+void AsyncEngine::loop() {
+  // Engine-thread state: which engine request each ticket became.
+  std::map<uint64_t, uint64_t> ticket_to_request;
+  std::map<uint64_t, std::shared_ptr<RequestStream>> streams;  // by ticket
+  std::map<uint64_t, int32_t> open_samples;                    // by ticket
+  auto finish_ticket = [&](uint64_t ticket) {
+    ticket_to_request.erase(ticket);
+    streams.erase(ticket);
+    open_samples.erase(ticket);
+    std::lock_guard<std::mutex> lock(mu_);
+    --in_flight_;
+  };
+  for (;;) {
+    std::deque<Command> cmds;
+    bool stop;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!stop_ && commands_.empty() && !engine_.has_work())
+        cv_.wait(lock, [&] { return stop_ || !commands_.empty(); });
+      cmds.swap(commands_);
+      stop = stop_;
+    }
+    for (auto& c : cmds) {
+      if (c.kind == Command::kSubmit) {
+        auto stream = c.stream;
+        const uint64_t ticket = c.ticket;
+        try {
+          const int32_t n = std::max(1, c.req.n);
+          streams[ticket] = stream;
+          open_samples[ticket] = n;
+          const uint64_t id = engine_.submit(std::move(c.req), [&, ticket](const SeqEvent& ev) {
+            auto it = streams.find(ticket);
+            if (it == streams.end()) return;
+            auto target = it->second;
+            // Count the request out before its last event is visible to the client.
+            if (ev.finished && --open_samples[ticket] == 0) finish_ticket(ticket);
+            target->push(ev);
+          });
+          if (streams.count(ticket)) ticket_to_request[ticket] = id;
+        } catch (const Error& e) {
+          SeqEvent ev;
+          ev.finished = true;
+          ev.finish_reason = "error";
+          ev.error = e.what();
+          if (streams.count(ticket)) finish_ticket(ticket);
+          for (int32_t i = 0; i < stream->n_samples_; ++i) {
+            ev.index = i;
+            stream->push(ev);
+          }
+        }
+      } else {
+        auto it = ticket_to_request.find(c.ticket);
+        if (it != ticket_to_request.end()) engine_.abort(it->second);
+      }
+    }
+    if (stop) {
+      for (auto& [ticket, id] : std::map<uint64_t, uint64_t>(ticket_to_request)) engine_.abort(id);
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_ = engine_.stats();
+      return;
+    }
+    if (engine_.has_work()) {
+      try {
+        engine_.step();
+      } catch (const std::exception& e) {
+        // Not expected (requests are validated on submit); fail what is in
+        // flight rather than take the process down.
+        for (auto& [ticket, id] : std::map<uint64_t, uint64_t>(ticket_to_request)) {
+          auto stream = streams.count(ticket) ? streams[ticket] : nullptr;
+          engine_.abort(id);
+          if (stream) {
+            SeqEvent ev;
+            ev.finished = true;
+            ev.finish_reason = "error";
+            ev.error = std::string("internal error: ") + e.what();
+            stream->push(ev);
+          }
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_ = engine_.stats();
+  }
+}
+
+}  // namespace pagellm

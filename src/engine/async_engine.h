@@ -1,0 +1,91 @@
+// The threaded front of the engine: one engine thread owns the Engine (model,
+// KV cache, scheduler) and runs steps; any other thread submits requests and
+// reads their events through a RequestStream. Commands travel through a
+// bounded queue; nothing but events crosses back, so no exception ever
+// crosses threads (a refused request ends with finish_reason "error").
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "engine/engine.h"
+#include "util/error.h"
+
+namespace pagellm {
+
+class AsyncEngine;
+
+class RequestStream {
+ public:
+  // Next event, waiting up to `timeout`; nullopt on timeout.
+  std::optional<SeqEvent> next(std::chrono::milliseconds timeout);
+  // Asks the engine to abort the request (e.g. the client went away).
+  void cancel();
+  bool finished() const;  // all samples finished and their events read
+
+ private:
+  friend class AsyncEngine;
+  void push(const SeqEvent& ev);
+
+  AsyncEngine* owner_ = nullptr;
+  uint64_t ticket_ = 0;
+  int32_t n_samples_ = 1;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<SeqEvent> events_;
+  int32_t finished_read_ = 0;
+};
+
+class QueueFullError : public Error {
+ public:
+  using Error::Error;
+};
+
+class AsyncEngine {
+ public:
+  // Starts the engine thread. `max_pending` bounds requests that are
+  // submitted but not yet finished.
+  AsyncEngine(Engine& engine, int32_t max_pending);
+  ~AsyncEngine();  // aborts what is in flight and joins the thread
+  AsyncEngine(const AsyncEngine&) = delete;
+  AsyncEngine& operator=(const AsyncEngine&) = delete;
+
+  // Thread-safe. Throws QueueFullError when max_pending requests are in flight.
+  std::shared_ptr<RequestStream> submit(Request req);
+  // A copy of the engine's counters as of its last step (thread-safe).
+  EngineStats stats() const;
+  int32_t in_flight() const;
+  // Stops taking requests; waits up to `timeout` for in-flight ones, then aborts the rest.
+  void shutdown(std::chrono::milliseconds timeout);
+
+ private:
+  friend class RequestStream;
+  struct Command {
+    enum Kind { kSubmit, kAbort } kind;
+    uint64_t ticket;
+    Request req;
+    std::shared_ptr<RequestStream> stream;
+  };
+  void enqueue(Command cmd);
+  void loop();
+
+  Engine& engine_;
+  int32_t max_pending_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Command> commands_;
+  bool stop_ = false;
+  bool accepting_ = true;
+  int32_t in_flight_ = 0;
+  uint64_t next_ticket_ = 1;
+  EngineStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace pagellm

@@ -1,0 +1,280 @@
+#include "engine/engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "tokenizer/detokenizer.h"
+#include "util/error.h"
+
+namespace pagellm {
+
+struct Engine::RequestState {
+  uint64_t id = 0;
+  Request req;
+  EventFn on_event;
+  std::vector<std::unique_ptr<SeqState>> seqs;
+};
+
+struct Engine::SeqState {
+  SeqState(RequestState* r, int32_t index, std::unique_ptr<Sequence> s, const SamplingParams& sp,
+           const Tokenizer& tok)
+      : req(r), index(index), seq(std::move(s)), sampler(sp), detok(tok) {}
+  RequestState* req;
+  int32_t index;
+  std::unique_ptr<Sequence> seq;
+  Sampler sampler;
+  StreamingDetokenizer detok;
+  std::string text;    // decoded output so far
+  size_t emitted = 0;  // bytes of `text` already sent
+  bool done = false;
+};
+
+namespace {
+
+SamplingParams sample_params(const SamplingParams& base, int32_t index) {
+  SamplingParams p = base;
+  p.seed = base.seed + static_cast<uint64_t>(index) * 0x9e3779b97f4a7c15ull;
+  return p;
+}
+
+// Length of the longest suffix of `text` that is a proper prefix of a stop string.
+size_t held_back(const std::string& text, const std::vector<std::string>& stops) {
+  size_t hold = 0;
+  for (const auto& s : stops)
+    for (size_t len = std::min(s.size() - 1, text.size()); len > hold; --len)
+      if (text.compare(text.size() - len, len, s, 0, len) == 0) {
+        hold = len;
+        break;
+      }
+  return hold;
+}
+
+}  // namespace
+
+Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config)
+    : model_(model), tokenizer_(tokenizer), pool_(pool), config_(config) {
+  const auto& hp = model.hparams();
+  if (tokenizer.n_vocab() != hp.n_vocab)
+    throw ConfigError(fmt::format("the tokenizer has {} tokens but the model's vocabulary is {}",
+                                  tokenizer.n_vocab(), hp.n_vocab));
+  max_seq_len_ = config.max_seq_len > 0 ? config.max_seq_len : hp.n_ctx_train;
+  if (config_.num_blocks <= 0)
+    config_.num_blocks =
+        static_cast<int32_t>((max_seq_len_ + config.block_size - 1) / config.block_size);
+  kv_ = std::make_unique<KvCacheManager>(config_.num_blocks, config_.block_size,
+                                         config_.prefix_caching);
+  if (config_.placements.empty()) config_.placements = {{"host", 0, hp.n_layer}};
+  pool_storage_ = std::make_unique<KvCacheStorage>(
+      model.kv_shape(config_.num_blocks, config_.block_size, config_.kv_type), config_.placements);
+  scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *kv_);
+}
+
+Engine::~Engine() = default;
+
+uint64_t Engine::submit(Request req, EventFn on_event) {
+  const int64_t n_prompt = static_cast<int64_t>(req.prompt.size());
+  if (n_prompt == 0) throw ConfigError("the prompt is empty");
+  for (int32_t id : req.prompt)
+    if (id < 0 || id >= model_.hparams().n_vocab)
+      throw ConfigError(fmt::format("token id {} is outside the vocabulary (0..{})", id,
+                                    model_.hparams().n_vocab - 1));
+  if (n_prompt >= max_seq_len_)
+    throw ConfigError(
+        fmt::format("the prompt is {} tokens, but the context is {} tokens (at "
+                    "least one must be left to generate)",
+                    n_prompt, max_seq_len_));
+  if (req.max_tokens < 0) throw ConfigError("max_tokens must be >= 0");
+  if (req.n < 1 || req.n > 128)
+    throw ConfigError(fmt::format("n must be in [1, 128], got {}", req.n));
+  for (const auto& s : req.stop)
+    if (s.empty()) throw ConfigError("stop strings must not be empty");
+  req.sampling.validate();
+
+  auto rs = std::make_unique<RequestState>();
+  rs->id = next_request_id_++;
+  const int64_t max_total = std::min<int64_t>(n_prompt + req.max_tokens, max_seq_len_);
+  auto seq = std::make_unique<Sequence>(next_seq_id_++, req.prompt, max_total, config_.block_size);
+  scheduler_->add(seq.get());  // may throw: nothing registered yet
+  auto st = std::make_unique<SeqState>(rs.get(), 0, std::move(seq), sample_params(req.sampling, 0),
+                                       tokenizer_);
+  by_seq_[st->seq.get()] = st.get();
+  rs->req = std::move(req);
+  rs->on_event = std::move(on_event);
+  rs->seqs.push_back(std::move(st));
+  stats_.prompt_tokens += static_cast<uint64_t>(n_prompt);
+  const uint64_t id = rs->id;
+  requests_[id] = std::move(rs);
+  if (requests_[id]->req.max_tokens == 0) {
+    finish_seq(*requests_[id]->seqs[0], "length");
+    drop_finished_requests();
+  }
+  return id;
+}
+
+void Engine::abort(uint64_t request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  for (auto& st : it->second->seqs) finish_seq(*st, "abort");
+  drop_finished_requests();
+}
+
+void Engine::drop_finished_requests() {
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    RequestState& rs = *it->second;
+    const bool all_done =
+        std::all_of(rs.seqs.begin(), rs.seqs.end(), [](const auto& s) { return s->done; });
+    if (!all_done) {
+      ++it;
+      continue;
+    }
+    for (auto& s : rs.seqs) by_seq_.erase(s->seq.get());
+    ++stats_.requests_finished;
+    it = requests_.erase(it);
+  }
+}
+
+void Engine::finish_seq(SeqState& st, const std::string& reason, int32_t token) {
+  if (st.done) return;
+  st.done = true;
+  scheduler_->finish(st.seq.get());
+  // A stop string already cut the text; otherwise release what the detokenizer holds.
+  if (reason != "stop" || st.req->req.stop.empty()) st.text += st.detok.flush();
+  SeqEvent ev;
+  ev.request_id = st.req->id;
+  ev.index = st.index;
+  ev.token = token;
+  if (reason != "abort" && st.emitted < st.text.size()) ev.text = st.text.substr(st.emitted);
+  st.emitted = st.text.size();
+  ev.finished = true;
+  ev.finish_reason = reason;
+  ev.prompt_tokens = st.seq->n_prompt;
+  ev.cached_prompt_tokens = st.seq->n_cached_prompt;
+  ev.generated_tokens = st.seq->n_generated();
+  if (st.req->on_event) st.req->on_event(ev);
+}
+
+void Engine::fork_samples(SeqState& parent) {
+  RequestState& rs = *parent.req;
+  for (int32_t i = 1; i < rs.req.n; ++i) {
+    auto seq = std::make_unique<Sequence>(next_seq_id_++, parent.seq->tokens, parent.seq->max_total,
+                                          config_.block_size);
+    seq->n_prompt = parent.seq->n_prompt;
+    seq->n_cached_prompt = parent.seq->n_cached_prompt;
+    scheduler_->add_fork(parent.seq.get(), seq.get());
+    auto st = std::make_unique<SeqState>(&rs, i, std::move(seq), sample_params(rs.req.sampling, i),
+                                         tokenizer_);
+    by_seq_[st->seq.get()] = st.get();
+    rs.seqs.push_back(std::move(st));
+  }
+}
+
+void Engine::sample_and_emit(SeqState& st, const float* logits) {
+  Sequence& seq = *st.seq;
+  const int32_t id = st.sampler.sample(logits, model_.hparams().n_vocab, seq.tokens);
+  seq.tokens.push_back(id);
+  ++stats_.generated_tokens;
+  const Request& req = st.req->req;
+
+  std::string reason;
+  if (tokenizer_.is_eog(id) && !req.ignore_eos) {
+    reason = "stop";
+  } else {
+    st.text += st.detok.push(id);
+    if (!req.stop.empty()) {
+      size_t cut = std::string::npos;
+      const size_t longest =
+          std::max_element(req.stop.begin(), req.stop.end(), [](auto& a, auto& b) {
+            return a.size() < b.size();
+          })->size();
+      const size_t from = st.emitted > longest ? st.emitted - longest : 0;
+      for (const auto& s : req.stop) {
+        size_t p = st.text.find(s, from);
+        if (p != std::string::npos && p < cut) cut = p;
+      }
+      if (cut != std::string::npos) {
+        st.text.resize(cut);
+        reason = "stop";
+      }
+    }
+    if (reason.empty() && static_cast<int64_t>(seq.tokens.size()) >= seq.max_total)
+      reason = "length";
+  }
+  if (!reason.empty()) {
+    finish_seq(st, reason, id);  // the token's text goes out with the final event
+    return;
+  }
+  SeqEvent ev;
+  ev.request_id = st.req->id;
+  ev.index = st.index;
+  ev.token = id;
+  const size_t safe = st.text.size() - (req.stop.empty() ? 0 : held_back(st.text, req.stop));
+  if (safe > st.emitted) {
+    ev.text = st.text.substr(st.emitted, safe - st.emitted);
+    st.emitted = safe;
+  }
+  ev.prompt_tokens = seq.n_prompt;
+  ev.cached_prompt_tokens = seq.n_cached_prompt;
+  ev.generated_tokens = seq.n_generated();
+  if (st.req->on_event) st.req->on_event(ev);
+}
+
+bool Engine::step() {
+  SchedulerOutput out = scheduler_->schedule();
+  stats_.preemptions += out.preempted.size();
+  if (out.empty()) return false;
+  for (const auto& c : out.copies) pool_storage_->copy_block(c.src, c.dst);
+
+  batch_.clear();
+  std::vector<SeqState*> sampled;
+  for (const auto& sc : out.scheduled) {
+    Sequence* s = sc.seq;
+    const int32_t idx = batch_.add_sequence(s->blocks);
+    const int64_t end = s->n_computed + sc.n_tokens;
+    const bool reaches_end = end == static_cast<int64_t>(s->tokens.size());
+    for (int64_t p = s->n_computed; p < end; ++p)
+      batch_.add_token(idx, s->tokens[static_cast<size_t>(p)], static_cast<int32_t>(p),
+                       reaches_end && p + 1 == end);
+    if (reaches_end) sampled.push_back(by_seq_.at(s));
+    stats_.tokens_computed += static_cast<uint64_t>(sc.n_tokens);
+    if (s->n_computed < s->n_prompt)
+      stats_.prompt_tokens_computed +=
+          static_cast<uint64_t>(std::min(end, s->n_prompt) - s->n_computed);
+  }
+  model_.forward(batch_, *pool_storage_, pool_, logits_);
+  scheduler_->update_after_step(out);
+  ++stats_.steps;
+
+  const int64_t V = model_.hparams().n_vocab;
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    SeqState& st = *sampled[i];
+    if (st.done) continue;
+    const float* row = logits_.data() + static_cast<int64_t>(i) * V;
+    if (st.seq->n_generated() == 0 && st.index == 0)
+      stats_.cached_prompt_tokens += static_cast<uint64_t>(st.seq->n_cached_prompt);
+    if (st.req->req.n > 1 && st.req->seqs.size() == 1) {
+      // End of the shared prompt: the other samples fork here and draw from the same logits.
+      fork_samples(st);
+      for (auto& sib : st.req->seqs) sample_and_emit(*sib, row);
+    } else {
+      sample_and_emit(st, row);
+    }
+  }
+  drop_finished_requests();
+  return true;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s = stats_;
+  s.running = static_cast<int32_t>(scheduler_->running().size());
+  s.waiting = static_cast<int32_t>(scheduler_->waiting().size());
+  s.blocks = kv_->allocator().stats();
+  s.preemptions = scheduler_->total_preemptions();
+  for (const Sequence* seq : scheduler_->running()) {
+    s.slots_allocated += seq->blocks.capacity_tokens();
+    s.tokens_stored += std::min<int64_t>(seq->n_computed, seq->blocks.capacity_tokens());
+  }
+  return s;
+}
+
+}  // namespace pagellm

@@ -1,0 +1,94 @@
+// The engine: owns the KV cache, the scheduler and the requests, and runs
+// steps (schedule -> copy-on-write -> one batched forward pass -> sample ->
+// stream). Not thread-safe: one thread owns an Engine (see AsyncEngine for
+// the threaded front). Events are delivered synchronously from step().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "kvcache/kv_cache_manager.h"
+#include "kvcache/kv_cache_storage.h"
+#include "model/llama_model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/thread_pool.h"
+
+namespace pagellm {
+
+struct EngineConfig {
+  int32_t num_blocks = 0;  // KV cache size in blocks (0: enough for max_seq_len)
+  int32_t block_size = 16;
+  DType kv_type = DType::F16;
+  bool prefix_caching = true;
+  int32_t max_seq_len = 0;  // 0: the model's trained context
+  SchedulerConfig scheduler;
+  // Layer ranges per device for the KV pools (empty: all layers on the host).
+  std::vector<KvPoolPlacement> placements;
+};
+
+struct EngineStats {
+  uint64_t steps = 0;
+  uint64_t requests_finished = 0;
+  uint64_t prompt_tokens = 0;           // prompt tokens of admitted requests
+  uint64_t tokens_computed = 0;         // tokens run through the model (prefill, recompute, decode)
+  uint64_t prompt_tokens_computed = 0;  // of those, prompt positions
+  uint64_t cached_prompt_tokens = 0;    // prompt tokens served by the prefix cache
+  uint64_t generated_tokens = 0;
+  uint64_t preemptions = 0;
+  int32_t running = 0;
+  int32_t waiting = 0;
+  BlockAllocatorStats blocks;
+  int64_t slots_allocated = 0;  // block slots held by running sequences
+  int64_t tokens_stored = 0;    // tokens in those slots
+};
+
+class Engine {
+ public:
+  Engine(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config);
+  ~Engine();
+
+  // Queues a request. Throws ConfigError for invalid input (empty prompt,
+  // out-of-vocabulary ids, prompt over the context or the cache).
+  uint64_t submit(Request req, EventFn on_event);
+  // Ends a request now (finish_reason "abort"); its blocks are freed at once.
+  void abort(uint64_t request_id);
+  // Runs one step; returns false if there was nothing to do.
+  bool step();
+  bool has_work() const { return scheduler_->has_work(); }
+
+  EngineStats stats() const;
+  const EngineConfig& config() const { return config_; }
+  int64_t max_seq_len() const { return max_seq_len_; }
+  KvCacheManager& kv_manager() { return *kv_; }
+
+ private:
+  struct SeqState;
+  struct RequestState;
+
+  void sample_and_emit(SeqState& st, const float* logits);
+  void finish_seq(SeqState& st, const std::string& reason, int32_t token = -1);
+  void drop_finished_requests();
+  void fork_samples(SeqState& parent);
+
+  LlamaModel& model_;
+  const Tokenizer& tokenizer_;
+  ThreadPool& pool_;
+  EngineConfig config_;
+  int64_t max_seq_len_;
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<KvCacheStorage> pool_storage_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::map<uint64_t, std::unique_ptr<RequestState>> requests_;
+  std::map<const Sequence*, SeqState*> by_seq_;
+  uint64_t next_request_id_ = 1;
+  uint64_t next_seq_id_ = 1;
+  EngineStats stats_;
+  Batch batch_;
+  std::vector<float> logits_;
+};
+
+}  // namespace pagellm

@@ -1,0 +1,38 @@
+// What a client asks the engine for, and what it hears back.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace pagellm {
+
+struct Request {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int32_t max_tokens = 128;
+  int32_t n = 1;  // independent samples sharing the prompt's KV blocks
+  bool ignore_eos = false;
+  std::vector<std::string> stop;  // stop strings (not included in the output)
+};
+
+// One event per generated token (and one final event per sample).
+struct SeqEvent {
+  uint64_t request_id = 0;
+  int32_t index = 0;   // which of the n samples
+  int32_t token = -1;  // -1: no token in this event
+  std::string text;    // new text (complete UTF-8), may be empty
+  bool finished = false;
+  std::string finish_reason;  // "stop", "length", "abort", "error" (when finished)
+  std::string error;          // set with finish_reason "error": why the request was refused
+  int64_t prompt_tokens = 0;
+  int64_t cached_prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+};
+
+using EventFn = std::function<void(const SeqEvent&)>;
+
+}  // namespace pagellm

@@ -1,0 +1,116 @@
+#include "engine/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace pagellm {
+
+int64_t SchedulerOutput::n_tokens() const {
+  int64_t n = 0;
+  for (const auto& s : scheduled) n += s.n_tokens;
+  return n;
+}
+
+Scheduler::Scheduler(SchedulerConfig config, KvCacheManager& kv) : config_(config), kv_(kv) {
+  if (config.max_num_seqs <= 0 || config.max_batched_tokens <= 0)
+    throw ConfigError("max-num-seqs and max-batched-tokens must be positive");
+}
+
+void Scheduler::add(Sequence* seq) {
+  const int64_t capacity = kv_.capacity_tokens();
+  if (seq->n_prompt + 1 > capacity)
+    throw ConfigError(fmt::format(
+        "the prompt ({} tokens) plus one generated token does not fit in the KV cache of {} "
+        "tokens ({} blocks of {})",
+        seq->n_prompt, capacity, kv_.allocator().num_blocks(), kv_.block_size()));
+  seq->max_total = std::min(seq->max_total, capacity);
+  seq->status = SeqStatus::kWaiting;
+  waiting_.push_back(seq);
+}
+
+void Scheduler::preempt(Sequence* seq) {
+  running_.erase(std::find(running_.begin(), running_.end(), seq));
+  kv_.free(seq->blocks);
+  seq->n_computed = 0;
+  seq->status = SeqStatus::kWaiting;
+  ++seq->preemptions;
+  ++preemptions_;
+  waiting_.push_front(seq);
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  int64_t budget = config_.max_batched_tokens;
+
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* s = running_[i];
+    const int64_t n = std::min(s->n_pending(), budget);
+    bool self_preempted = false;
+    while (!kv_.reserve(s->blocks, s->n_computed, s->n_computed + n, out.copies)) {
+      Sequence* victim = running_.back();
+      preempt(victim);
+      out.preempted.push_back(victim);
+      if (victim == s) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;  // s was the last running sequence
+    out.scheduled.push_back({s, n});
+    budget -= n;
+    ++i;
+  }
+
+  // Admitting while preempting would thrash: wait for the next step.
+  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
+         static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    Sequence* s = waiting_.front();
+    if (s->blocks.blocks().empty()) {
+      s->n_computed = kv_.match_prefix(s->tokens, s->blocks);
+      s->n_cached_prompt = std::min(s->n_computed, s->n_prompt);
+    }
+    const int64_t n = std::min(s->n_pending(), budget);
+    if (!kv_.reserve(s->blocks, s->n_computed, s->n_computed + n, out.copies)) {
+      kv_.free(s->blocks);  // give back the prefix blocks until it can run
+      s->n_computed = 0;
+      break;
+    }
+    waiting_.pop_front();
+    s->status = SeqStatus::kRunning;
+    s->admitted_order = ++admit_counter_;
+    running_.push_back(s);
+    out.scheduled.push_back({s, n});
+    budget -= n;
+  }
+  return out;
+}
+
+void Scheduler::update_after_step(const SchedulerOutput& out) {
+  for (const auto& sc : out.scheduled) {
+    Sequence* s = sc.seq;
+    s->n_computed += sc.n_tokens;
+    kv_.commit(s->tokens, s->blocks, s->n_computed);
+  }
+}
+
+void Scheduler::finish(Sequence* seq) {
+  auto it = std::find(running_.begin(), running_.end(), seq);
+  if (it != running_.end()) running_.erase(it);
+  auto wt = std::find(waiting_.begin(), waiting_.end(), seq);
+  if (wt != waiting_.end()) waiting_.erase(wt);
+  kv_.free(seq->blocks);
+  seq->status = SeqStatus::kFinished;
+}
+
+void Scheduler::add_fork(Sequence* parent, Sequence* child) {
+  kv_.fork(parent->blocks, child->blocks);
+  child->n_computed = parent->n_computed;
+  child->status = SeqStatus::kRunning;
+  child->admitted_order = ++admit_counter_;
+  running_.push_back(child);
+}
+
+}  // namespace pagellm

@@ -1,0 +1,78 @@
+// The scheduler: a pure step from the running and waiting sequences and the
+// KV cache's free blocks to `{sequence: tokens to run}` for one forward pass.
+//
+// Policy (FCFS, chunked prefill, preemption by recompute):
+//  1. Running sequences first, in admission order: each gets its pending
+//     tokens (1 for a decode, a chunk for an unfinished prefill) within the
+//     token budget. If the cache cannot hold them, the most recently admitted
+//     running sequence is preempted (blocks freed, full blocks stay in the
+//     prefix cache) and requeued at the front of the waiting queue, until the
+//     sequence fits or is itself the one preempted.
+//  2. Then waiting sequences in arrival order while sequences and budget
+//     remain: the prefix cache covers what it can, a chunk of the rest is
+//     scheduled. The first one that does not fit stops admission (no
+//     overtaking).
+// A sequence whose prompt cannot fit in the whole cache is rejected when added.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "kvcache/kv_cache_manager.h"
+
+namespace pagellm {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 64;
+  int32_t max_batched_tokens = 2048;
+};
+
+struct ScheduledSeq {
+  Sequence* seq;
+  int64_t n_tokens;  // tokens [seq->n_computed, seq->n_computed + n_tokens) run this step
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledSeq> scheduled;  // running ones first, then newly admitted
+  std::vector<BlockCopy> copies;        // copy-on-write, before the forward pass
+  std::vector<Sequence*> preempted;
+  int64_t n_tokens() const;
+  bool empty() const { return scheduled.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerConfig config, KvCacheManager& kv);
+
+  const SchedulerConfig& config() const { return config_; }
+  // Queues a new sequence. Throws ConfigError if its prompt can never fit in
+  // the cache (message names the capacity).
+  void add(Sequence* seq);
+  SchedulerOutput schedule();
+  // After the forward pass: n_computed advances by what ran, full blocks are
+  // hashed into the prefix cache.
+  void update_after_step(const SchedulerOutput& out);
+  // Removes a sequence (finished or aborted) and frees its blocks at once.
+  void finish(Sequence* seq);
+  // Adds `child`, a fork of running `parent` sharing its blocks, as running.
+  void add_fork(Sequence* parent, Sequence* child);
+
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
+  const std::vector<Sequence*>& running() const { return running_; }
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  uint64_t total_preemptions() const { return preemptions_; }
+
+ private:
+  void preempt(Sequence* seq);
+
+  SchedulerConfig config_;
+  KvCacheManager& kv_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;  // admission order
+  uint64_t admit_counter_ = 0;
+  uint64_t preemptions_ = 0;
+};
+
+}  // namespace pagellm

@@ -1,0 +1,114 @@
+#include "engine/async_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "support/test_support.h"
+
+namespace pagellm {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Fixture {
+  Fixture() {
+    model = LlamaModel::load(test::data_path("stories260K.gguf"));
+    tok = Tokenizer::from_gguf(model->file());
+  }
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tok;
+};
+
+std::vector<int32_t> drain(RequestStream& s, std::string* reason = nullptr,
+                           std::string* error = nullptr) {
+  std::vector<int32_t> ids;
+  while (!s.finished()) {
+    auto ev = s.next(10s);
+    if (!ev) break;
+    if (ev->token >= 0) ids.push_back(ev->token);
+    if (ev->finished && reason) *reason = ev->finish_reason;
+    if (ev->finished && error) *error = ev->error;
+  }
+  return ids;
+}
+
+Request greedy(const Tokenizer& tok, const std::string& text, int n) {
+  Request r;
+  r.prompt = tok.encode(text);
+  r.max_tokens = n;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0;
+  return r;
+}
+
+TEST(AsyncEngine, ConcurrentClientsGetTheirSoloResults) {
+  Fixture f;
+  ThreadPool pool(2);
+  EngineConfig cfg;
+  cfg.num_blocks = 128;
+  const char* texts[] = {"Once upon a time", "Lily wanted", "The dog", "Tom had a big red ball"};
+  std::vector<std::vector<int32_t>> solo;
+  {
+    Engine e(*f.model, *f.tok, pool, cfg);
+    AsyncEngine ae(e, 16);
+    for (const char* t : texts) {
+      auto s = ae.submit(greedy(*f.tok, t, 24));
+      solo.push_back(drain(*s));
+    }
+  }
+  Engine e(*f.model, *f.tok, pool, cfg);
+  AsyncEngine ae(e, 16);
+  std::vector<std::vector<int32_t>> got(8);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 8; ++i)
+    clients.emplace_back([&, i] { got[i] = drain(*ae.submit(greedy(*f.tok, texts[i % 4], 24))); });
+  for (auto& c : clients) c.join();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(got[i], solo[i % 4]) << i;
+  EXPECT_EQ(ae.in_flight(), 0);
+}
+
+TEST(AsyncEngine, CancelFreesBlocksAndErrorsComeBackAsEvents) {
+  Fixture f;
+  ThreadPool pool(2);
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  Engine e(*f.model, *f.tok, pool, cfg);
+  AsyncEngine ae(e, 2);
+  auto s = ae.submit(greedy(*f.tok, "Once upon a time", 400));
+  ASSERT_TRUE(s->next(10s).has_value());  // first token arrived
+  s->cancel();
+  std::string reason;
+  drain(*s, &reason);
+  EXPECT_EQ(reason, "abort");
+  for (int i = 0; i < 200 && ae.stats().blocks.used != 0; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(ae.stats().blocks.used, 0);
+
+  Request bad;
+  bad.prompt = {1, 99999};
+  std::string error;
+  drain(*ae.submit(bad), &reason, &error);
+  EXPECT_EQ(reason, "error");
+  EXPECT_NE(error.find("outside the vocabulary"), std::string::npos) << error;
+  EXPECT_EQ(ae.in_flight(), 0);
+}
+
+TEST(AsyncEngine, QueueFull) {
+  Fixture f;
+  ThreadPool pool(1);
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  Engine e(*f.model, *f.tok, pool, cfg);
+  AsyncEngine ae(e, 2);
+  auto a = ae.submit(greedy(*f.tok, "Once", 300));
+  auto b = ae.submit(greedy(*f.tok, "Once", 300));
+  EXPECT_THROW(ae.submit(greedy(*f.tok, "Once", 3)), QueueFullError);
+  a->cancel();
+  b->cancel();
+  drain(*a);
+  drain(*b);
+  EXPECT_EQ(ae.in_flight(), 0);
+}
+
+}  // namespace
+}  // namespace pagellm

@@ -1,0 +1,318 @@
+// The engine end to end on real models: batch invariance (alone vs in a batch
+// of 32, with chunked prefill and with preemption), prefix caching, n > 1
+// sampling with copy-on-write, stop strings, abort.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "support/test_support.h"
+#include "util/error.h"
+
+namespace pagellm {
+namespace {
+
+struct Loaded {
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tok;
+};
+
+Loaded load(const std::string& rel) {
+  Loaded l;
+  l.model = LlamaModel::load(test::data_path(rel));
+  l.tok = Tokenizer::from_gguf(l.model->file());
+  return l;
+}
+
+std::vector<std::vector<int32_t>> make_prompts(const Tokenizer& tok, int n) {
+  const char* texts[] = {"Once upon a time",
+                         "Lily wanted",
+                         "The little cat was sad because",
+                         "One day, Tom and his dog went to the park.",
+                         "Ben had 3 red cars",
+                         "The sun was hot and",
+                         "Sam and Sue",
+                         "In the big forest there"};
+  std::mt19937 rng(123);
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < n; ++i) {
+    auto ids = tok.encode(texts[i % 8]);
+    // Vary lengths and content: append random in-vocab ids.
+    std::uniform_int_distribution<int> len(0, 20), id(3, tok.n_vocab() - 1);
+    for (int k = len(rng) + i % 5; k > 0; --k) ids.push_back(id(rng));
+    out.push_back(ids);
+  }
+  return out;
+}
+
+using Outputs = std::map<uint64_t, std::vector<int32_t>>;
+
+// Runs every prompt through one engine (all submitted at once); returns each
+// request's generated ids in prompt order.
+std::vector<std::vector<int32_t>> run_all(Loaded& m,
+                                          const std::vector<std::vector<int32_t>>& prompts,
+                                          EngineConfig cfg, int gen, EngineStats* stats = nullptr) {
+  ThreadPool pool(2);
+  Engine engine(*m.model, *m.tok, pool, cfg);
+  Outputs outs;
+  std::vector<uint64_t> ids;
+  for (const auto& p : prompts) {
+    Request r;
+    r.prompt = p;
+    r.sampling.temperature = 0;
+    r.max_tokens = gen;
+    r.ignore_eos = true;
+    ids.push_back(engine.submit(r, [&outs](const SeqEvent& ev) {
+      if (ev.token >= 0) outs[ev.request_id].push_back(ev.token);
+    }));
+  }
+  while (engine.has_work()) engine.step();
+  EXPECT_EQ(engine.kv_manager().allocator().num_used(), 0) << "leaked blocks";
+  if (stats) *stats = engine.stats();
+  std::vector<std::vector<int32_t>> res;
+  for (uint64_t id : ids) res.push_back(outs[id]);
+  return res;
+}
+
+EngineConfig solo_config() {
+  EngineConfig c;
+  c.num_blocks = 64;
+  c.scheduler.max_num_seqs = 1;
+  c.prefix_caching = false;
+  return c;
+}
+
+void check_batch_invariance(const std::string& model_file) {
+  Loaded m = load(model_file);
+  auto prompts = make_prompts(*m.tok, 32);
+  const int gen = 20;
+  std::vector<std::vector<int32_t>> solo;
+  for (const auto& p : prompts) solo.push_back(run_all(m, {p}, solo_config(), gen)[0]);
+
+  EngineConfig batched;
+  batched.num_blocks = 256;
+  batched.scheduler.max_num_seqs = 64;
+  batched.scheduler.max_batched_tokens = 300;
+  EngineStats st;
+  auto together = run_all(m, prompts, batched, gen, &st);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(together[i], solo[i]) << "request " << i;
+  EXPECT_EQ(st.preemptions, 0u);
+
+  // Tiny chunks: every prompt is prefilled over several steps.
+  batched.scheduler.max_batched_tokens = 7;
+  auto chunked = run_all(m, prompts, batched, gen);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(chunked[i], solo[i]) << "request " << i;
+
+  // A cache far too small for 32 sequences at once: preemption and recompute.
+  EngineConfig tight = batched;
+  tight.num_blocks = 12;
+  tight.scheduler.max_batched_tokens = 64;
+  auto preempted = run_all(m, prompts, tight, gen, &st);
+  EXPECT_GT(st.preemptions, 0u);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(preempted[i], solo[i]) << "request " << i;
+  std::printf("%s: 32 requests; preemptions with a 12-block cache: %llu\n", model_file.c_str(),
+              static_cast<unsigned long long>(st.preemptions));
+}
+
+TEST(EngineBatchInvariance, Stories260K) {
+  check_batch_invariance("stories260K.gguf");
+}
+
+TEST(EngineBatchInvariance, RandomQ4_0) {
+  check_batch_invariance("golden/random/rand-llama-tok512-Q4_0.gguf");
+}
+
+// Layers split over 2 and 3 devices (each with its own KV pool) give the same
+// tokens as one device, batched and under preemption.
+void check_multi_device(const std::string& model_file) {
+  Loaded m = load(model_file);
+  const int32_t L = m.model->hparams().n_layer;
+  auto prompts = make_prompts(*m.tok, 16);
+  const int gen = 16;
+  std::vector<std::vector<int32_t>> solo;
+  for (const auto& p : prompts) solo.push_back(run_all(m, {p}, solo_config(), gen)[0]);
+  const std::vector<std::vector<KvPoolPlacement>> splits = {
+      {{"cpu:0", 0, L / 2}, {"host", L / 2, L}},
+      {{"cpu:0", 0, 1}, {"cpu:1", 1, L - 1}, {"host", L - 1, L}}};
+  for (const auto& placements : splits) {
+    EngineConfig cfg;
+    cfg.num_blocks = 10;  // tight: forces preemption
+    cfg.scheduler.max_batched_tokens = 48;
+    cfg.placements = placements;
+    EngineStats st;
+    auto got = run_all(m, prompts, cfg, gen, &st);
+    EXPECT_GT(st.preemptions, 0u);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(got[i], solo[i]) << placements.size() << " devices, request " << i;
+  }
+}
+
+TEST(EngineMultiDevice, Stories260K) {
+  check_multi_device("stories260K.gguf");
+}
+TEST(EngineMultiDevice, RandomQ8_0) {
+  check_multi_device("golden/random/rand-llama-tok512-Q8_0.gguf");
+}
+
+TEST(EnginePrefixCache, SecondRequestComputesOnlyUnsharedTokens) {
+  Loaded m = load("stories260K.gguf");
+  std::vector<int32_t> shared = m.tok->encode(
+      "Once upon a time, in a small town near the sea, there lived a little girl named Mia. Mia "
+      "had a red kite that she loved more than anything.");
+  ASSERT_GT(shared.size(), 40u);
+  std::vector<int32_t> p1 = shared, p2 = shared;
+  for (int32_t t : m.tok->encode(" One day", false)) p1.push_back(t);
+  for (int32_t t : m.tok->encode(" The dog", false)) p2.push_back(t);
+
+  auto uncached = run_all(m, {p2}, solo_config(), 16);
+
+  ThreadPool pool(2);
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  Engine engine(*m.model, *m.tok, pool, cfg);
+  std::vector<int32_t> out2;
+  Request r;
+  r.sampling.temperature = 0;
+  r.max_tokens = 16;
+  r.ignore_eos = true;
+  r.prompt = p1;
+  engine.submit(r, nullptr);
+  while (engine.has_work()) engine.step();
+  const auto before = engine.stats();
+  r.prompt = p2;
+  engine.submit(r, [&](const SeqEvent& ev) {
+    if (ev.token >= 0) out2.push_back(ev.token);
+  });
+  while (engine.has_work()) engine.step();
+  const auto after = engine.stats();
+  const uint64_t full_blocks = shared.size() / 16;  // only whole blocks are shared
+  const uint64_t computed = after.prompt_tokens_computed - before.prompt_tokens_computed;
+  EXPECT_EQ(after.cached_prompt_tokens - before.cached_prompt_tokens, full_blocks * 16);
+  EXPECT_EQ(computed, p2.size() - full_blocks * 16);
+  EXPECT_EQ(out2, uncached[0]);
+  EXPECT_GT(after.blocks.prefix_hits, 0u);
+}
+
+TEST(EngineSampling, NGreaterThanOneSharesPromptBlocks) {
+  Loaded m = load("stories260K.gguf");
+  ThreadPool pool(2);
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  cfg.prefix_caching = false;
+  Engine engine(*m.model, *m.tok, pool, cfg);
+  Request r;
+  r.prompt =
+      m.tok->encode("Once upon a time, there was a little girl named Lily. She loved to play");
+  const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
+  ASSERT_GT(n_prompt % 16, 0);  // the last prompt block is partial: copy-on-write
+  r.n = 4;
+  r.max_tokens = 6;
+  r.ignore_eos = true;
+  r.sampling.temperature = 1.0f;
+  r.sampling.top_k = 0;
+  r.sampling.top_p = 1.0f;
+  r.sampling.min_p = 0;
+  r.sampling.seed = 5;
+  std::map<int, std::vector<int32_t>> outs;
+  engine.submit(r, [&](const SeqEvent& ev) {
+    if (ev.token >= 0) outs[ev.index].push_back(ev.token);
+  });
+  engine.step();  // prefill + first sample of all 4
+  const int64_t prompt_blocks = (n_prompt + 15) / 16;
+  // All four share the prompt's blocks.
+  EXPECT_EQ(engine.kv_manager().allocator().num_used(), prompt_blocks);
+  engine.step();  // each writes its first token: the shared partial block is copied 3 times
+  EXPECT_EQ(engine.kv_manager().allocator().num_used(), prompt_blocks + 3);
+  while (engine.has_work()) engine.step();
+  EXPECT_EQ(engine.kv_manager().allocator().num_used(), 0);
+  ASSERT_EQ(outs.size(), 4u);
+  for (auto& [i, o] : outs) EXPECT_EQ(o.size(), 6u);
+  // Index 0 uses the request's seed: it equals an n = 1 run with that seed.
+  Request solo = r;
+  solo.n = 1;
+  std::vector<int32_t> one;
+  Engine e2(*m.model, *m.tok, pool, cfg);
+  e2.submit(solo, [&](const SeqEvent& ev) {
+    if (ev.token >= 0) one.push_back(ev.token);
+  });
+  while (e2.has_work()) e2.step();
+  EXPECT_EQ(outs[0], one);
+}
+
+TEST(EngineStops, StopStringEndsAndIsCut) {
+  Loaded m = load("stories260K.gguf");
+  ThreadPool pool(2);
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  // Reference: the greedy text without a stop.
+  auto ref_ids = run_all(m, {m.tok->encode("Once upon a time")}, solo_config(), 40)[0];
+  std::string ref = m.tok->decode(ref_ids);
+  // A stop string taken from the middle of the reference text: the output must
+  // end right before its first occurrence.
+  ASSERT_GT(ref.size(), 40u) << ref;
+  const std::string stop = ref.substr(ref.size() / 2, 4);
+  const size_t at = ref.find(stop);
+  Engine engine(*m.model, *m.tok, pool, cfg);
+  Request r;
+  r.prompt = m.tok->encode("Once upon a time");
+  r.sampling.temperature = 0;
+  r.max_tokens = 40;
+  r.stop = {stop, "never-there"};
+  std::string text, reason;
+  engine.submit(r, [&](const SeqEvent& ev) {
+    text += ev.text;
+    if (ev.finished) reason = ev.finish_reason;
+  });
+  while (engine.has_work()) engine.step();
+  EXPECT_EQ(reason, "stop");
+  EXPECT_EQ(text, ref.substr(0, at));
+}
+
+TEST(EngineAbort, FreesBlocksAtOnce) {
+  Loaded m = load("stories260K.gguf");
+  ThreadPool pool(2);
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  Engine engine(*m.model, *m.tok, pool, cfg);
+  Request r;
+  r.prompt = m.tok->encode("Once upon a time");
+  r.max_tokens = 100;
+  r.ignore_eos = true;
+  std::string reason;
+  uint64_t id = engine.submit(r, [&](const SeqEvent& ev) {
+    if (ev.finished) reason = ev.finish_reason;
+  });
+  engine.step();
+  engine.step();
+  EXPECT_GT(engine.kv_manager().allocator().num_used(), 0);
+  engine.abort(id);
+  EXPECT_EQ(reason, "abort");
+  EXPECT_EQ(engine.kv_manager().allocator().num_used(), 0);
+  EXPECT_FALSE(engine.has_work());
+}
+
+TEST(EngineErrors, BadRequests) {
+  Loaded m = load("stories260K.gguf");
+  ThreadPool pool(1);
+  EngineConfig cfg;
+  cfg.num_blocks = 8;
+  Engine engine(*m.model, *m.tok, pool, cfg);
+  Request r;
+  EXPECT_THROW(engine.submit(r, nullptr), ConfigError);  // empty
+  r.prompt = {1, 5000};
+  EXPECT_THROW(engine.submit(r, nullptr), ConfigError);  // out of vocab
+  r.prompt.assign(200, 5);
+  EXPECT_THROW(engine.submit(r, nullptr), ConfigError);  // over the 128-token cache
+  r.prompt.assign(600, 5);
+  EXPECT_THROW(engine.submit(r, nullptr), ConfigError);  // over the context (512)
+  r.prompt = {1, 5};
+  r.sampling.temperature = -1;
+  EXPECT_THROW(engine.submit(r, nullptr), ConfigError);
+  EXPECT_FALSE(engine.has_work());
+  EXPECT_EQ(engine.kv_manager().allocator().num_used(), 0);
+}
+
+}  // namespace
+}  // namespace pagellm
