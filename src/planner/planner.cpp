@@ -53,6 +53,28 @@ KvPoolShape Plan::kv_pool_shape(const DevicePlan& d) const {
   return s;
 }
 
+KvPoolShape Plan::kv_base_shape() const {
+  KvPoolShape s;
+  s.layer_begin = 0;
+  s.layer_end = n_layer;
+  s.num_blocks = num_blocks;
+  s.block_size = block_size;
+  s.n_kv_heads = n_kv_heads;
+  s.head_dim = head_dim;
+  s.dtype = kv_type;
+  return s;
+}
+
+std::vector<KvPoolPlacement> Plan::kv_placements() const {
+  std::vector<KvPoolPlacement> out;
+  for (int32_t l = 0; l < n_layer;) {
+    const DevicePlan& d = device_of_layer(l);
+    out.push_back({d.name(), d.first_layer, d.last_layer + 1});
+    l = d.last_layer + 1;
+  }
+  return out;
+}
+
 std::string Plan::device_map() const {
   DeviceMap map;
   for (int32_t l = 0; l < n_layer;) {

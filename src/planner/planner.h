@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "kvcache/kv_cache_storage.h"
 #include "kvcache/kv_pool.h"
 #include "planner/device_map.h"
 #include "planner/model_footprint.h"
@@ -129,6 +130,11 @@ struct Plan {
   // The KV pool of a device that holds layers (its layer range, the plan's
   // block count).
   KvPoolShape kv_pool_shape(const DevicePlan& d) const;
+  // For KvCacheStorage: the shape shared by every pool (blocks, block size,
+  // heads, dtype; layer range 0..n_layer), and the devices' layer ranges in
+  // layer order (a manual map may list devices in another order).
+  KvPoolShape kv_base_shape() const;
+  std::vector<KvPoolPlacement> kv_placements() const;
   // The placement as a --device-map string ("0-11:cpu:0,12-23:host").
   std::string device_map() const;
 };

@@ -465,6 +465,26 @@ TEST_F(VirtualPair, PlanGivesKvPoolShapes) {
     EXPECT_EQ(p.device_of_layer(d.first_layer).name(), d.name());
   }
   EXPECT_THROW(p.device_of_layer(24), Error);
+  const KvPoolShape base = p.kv_base_shape();
+  EXPECT_EQ(base.layer_end, 24);
+  EXPECT_EQ(base.num_blocks, p.num_blocks);
+  // Ready for KvCacheStorage: layer order, whatever the device order.
+  PlanRequest req = request(1024, 64);
+  req.device_map = parse_device_map("0-9:cpu:1,10-19:cpu:0,20-23:host");
+  const Plan m = make_plan(req, fp, devs);
+  const auto placements = m.kv_placements();
+  ASSERT_EQ(placements.size(), 3u);
+  EXPECT_EQ(placements[0].device, "cpu:1");
+  EXPECT_EQ(placements[0].layer_begin, 0);
+  EXPECT_EQ(placements[0].layer_end, 10);
+  EXPECT_EQ(placements[1].device, "cpu:0");
+  EXPECT_EQ(placements[2].device, "host");
+  EXPECT_EQ(placements[2].layer_end, 24);
+  KvPoolShape small = m.kv_base_shape();
+  small.num_blocks = 2;  // keep the test's allocation tiny
+  KvCacheStorage storage(small, placements);
+  EXPECT_EQ(storage.pools().size(), 3u);
+  EXPECT_EQ(storage.pool_for_layer(15).shape().layer_begin, 10);
 }
 
 TEST(Planner, RejectsBadRequests) {
