@@ -89,8 +89,8 @@ namespace {
 
 using namespace planner_detail;
 
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
+int64_t ceil_div(int64_t a, int64_t b) {  // a >= 0, b > 0; no overflow
+  return a / b + (a % b != 0);
 }
 
 // Appends `item` to `s`, after `sep` unless `s` is empty.
@@ -111,7 +111,7 @@ class Planner {
       : req_(req), fp_(fp), m_(m) {
     bs_ = req.block_size;
     per_seq_ = ceil_div(req.max_seq_len, bs_);
-    cap_ = std::min<int64_t>(kMaxBlocks, per_seq_ * req.max_num_seqs);
+    cap_ = per_seq_ > kMaxBlocks / req.max_num_seqs ? kMaxBlocks : per_seq_ * req.max_num_seqs;
     min_tokens_ = req.min_kv_tokens > 0 ? req.min_kv_tokens : req.max_seq_len;
     min_blocks_ = std::max<int64_t>(1, ceil_div(min_tokens_, bs_));
     if (req.kv_mode == KvMode::kTokens) asked_ = ceil_div(req.kv_tokens, bs_);

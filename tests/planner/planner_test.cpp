@@ -504,6 +504,18 @@ TEST(Planner, RejectsBadRequests) {
   EXPECT_THROW(make_plan(request(16, 1), fp, {vcpu(0, 100)}), ConfigError);  // no host
 }
 
+TEST(Planner, HugeNumbersDoNotOverflow) {
+  const ModelFootprint fp = synth_model(4, 100, 1);
+  const std::vector<PlanDevice> devs = {host(uint64_t{1} << 40)};
+  PlanRequest req = request(int64_t{1} << 62, 1 << 30);
+  req.min_kv_tokens = 1;
+  const Plan p = make_plan(req, fp, devs);
+  EXPECT_EQ(p.num_blocks, INT32_MAX);  // the block count's own limit
+  req.kv_mode = KvMode::kTokens;
+  req.kv_tokens = INT64_MAX;
+  EXPECT_EQ(make_plan(req, fp, devs).num_blocks, INT32_MAX);
+}
+
 TEST(Planner, FormatsTableAndJson) {
   const ModelFootprint fp = synth_model(4, 100 * kMiB, 16 * kKiB, 8 * kMiB);
   const std::vector<PlanDevice> devs = {vcpu(0, 1 * kGiB), host(4 * kGiB, 512 * kMiB)};
