@@ -15,6 +15,7 @@ Runner add_make_model(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_chat(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
+Runner add_plan(CLI::App& app);
 
 // The model shipped in the repo (tests/data/stories260K.gguf).
 std::string default_model_path();

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add(pagellm::cli::add_bench);
   add(pagellm::cli::add_chat);
   add(pagellm::cli::add_tokenize);
+  add(pagellm::cli::add_plan);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
