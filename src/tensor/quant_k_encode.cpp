@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 
 #include "tensor/fp16.h"
 #include "tensor/quant_internal.h"
@@ -39,11 +40,12 @@ float affine_error(int n, const float* x, const float* w, const uint8_t* q, floa
 
 // Fits x[i] ~ scale * q[i] + min with integer q[i] in [0, nmax], scale >= 0,
 // min <= 0 (the represented range always contains zero). Candidates: the
-// plain min/max mapping, then mappings of [min x, max x] onto slightly more or
-// fewer levels; for each candidate rounding the weighted least-squares
-// (scale, min) is solved in closed form, and the candidate with the lowest
-// weighted error wins. Writes the levels to q, returns scale and sets
-// *neg_min = -min.
+// plain mapping of [min(x, 0), max x] onto the levels, then mappings onto
+// slightly fewer or more levels (nmax + first_stretch + k * stretch_step),
+// each anchored at the best offset found so far; for each candidate rounding
+// the weighted least-squares (scale, min) is solved in closed form, and the
+// candidate with the lowest weighted error wins. Writes the levels to q,
+// returns scale and sets *neg_min = -min.
 float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* q, uint8_t* scratch,
                  const AffineSearch& search, float* neg_min) {
   float lo = x[0], hi = x[0], sum_w = w[0], sum_wx = w[0] * x[0];
@@ -59,20 +61,22 @@ float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* q, ui
     *neg_min = -lo;
     return 0.0f;
   }
-  const float range = hi - lo;
-  float inv = static_cast<float>(nmax) / range;
+  float inv = static_cast<float>(nmax) / (hi - lo);
   float scale = 1.0f / inv, min = lo;
   for (int i = 0; i < n; ++i)
     q[i] = static_cast<uint8_t>(clamp_int(nearest_int(inv * (x[i] - lo)), 0, nmax));
   float best = affine_error(n, x, w, q, scale, min, search.abs_error);
 
   for (int k = 0; k <= search.steps; ++k) {
-    inv = (static_cast<float>(nmax) + search.first_stretch +
-           search.stretch_step * static_cast<float>(k)) /
-          range;
+    // The candidate grid is anchored at the best offset found so far, and the
+    // level count is summed in this order, as GGML's reference quantizer does,
+    // so that results match GGML-made files bit for bit.
+    inv = (search.first_stretch + search.stretch_step * static_cast<float>(k) +
+           static_cast<float>(nmax)) /
+          (hi - min);
     float sum_wl = 0.0f, sum_wl2 = 0.0f, sum_wxl = 0.0f;
     for (int i = 0; i < n; ++i) {
-      const int l = clamp_int(nearest_int(inv * (x[i] - lo)), 0, nmax);
+      const int l = clamp_int(nearest_int(inv * (x[i] - min)), 0, nmax);
       scratch[i] = static_cast<uint8_t>(l);
       const float fl = static_cast<float>(l);
       sum_wl += w[i] * fl;
@@ -113,7 +117,10 @@ float fit_symmetric(int n, int nmax, const float* x, uint8_t* q) {
     return 0.0f;
   }
   uint8_t cand[32];
-  float best_score = 0.0f, scale = 0.0f;
+  // best holds the explained energy sum_xl^2 / sum_l2 of the kept candidate as
+  // scale * sum_xl, compared by cross-multiplying (GGML's arithmetic, so that
+  // near-ties resolve the same way).
+  float best = 0.0f, scale = 0.0f;
   bool have = false;
   for (int k : {0, -9, -8, -7, -6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
     const float inv = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(k)) / max;
@@ -126,11 +133,10 @@ float fit_symmetric(int n, int nmax, const float* x, uint8_t* q) {
       sum_l2 += w * fl * fl;
     }
     if (!(sum_l2 > 0.0f)) continue;
-    const float score = sum_xl * sum_xl / sum_l2;
-    if (!have || score > best_score) {
+    if (!have || sum_xl * sum_xl > best * sum_l2) {
       have = true;
-      best_score = score;
       scale = sum_xl / sum_l2;
+      best = scale * sum_xl;
       std::memcpy(q, cand, static_cast<size_t>(n));
     }
   }
@@ -165,8 +171,11 @@ float fit_symmetric_refine(int n, int nmax, const float* x, uint8_t* q) {
     int changed = 0;
     for (int i = 0; i < n; ++i) {
       const float w = x[i] * x[i], fl = static_cast<float>(l[i]);
-      float xl = sum_xl - w * x[i] * fl;    // sums without element i
-      if (!(xl * sum_xl > 0.0f)) continue;  // the others alone must fix the scale's sign
+      float xl = sum_xl - w * x[i] * fl;  // sums without element i
+      // As in GGML's reference, refine only while the partial sum is positive,
+      // which happens when the largest element is negative; kept so that the
+      // output is bit-identical.
+      if (!(xl > 0.0f)) continue;
       float l2 = sum_l2 - w * fl * fl;
       const int nl = clamp_int(nearest_int(x[i] * l2 / xl), -nmax, nmax - 1);
       if (nl == l[i]) continue;
@@ -232,10 +241,7 @@ void encode_affine_k(const float* x, int nmax, const AffineSearch& search, f16_t
   for (int j = 0; j < 8; ++j) {
     const float sd = d * static_cast<float>(ls[j]);
     uint8_t* qj = q + 32 * j;
-    if (sd == 0.0f) {
-      std::memset(qj, 0, 32);
-      continue;
-    }
+    if (sd == 0.0f) continue;  // decodes to -dm whatever the levels; keep the fit's
     const float dm = dmin * static_cast<float>(lm[j]);
     for (int i = 0; i < 32; ++i)
       qj[i] = static_cast<uint8_t>(clamp_int(nearest_int((x[32 * j + i] + dm) / sd), 0, nmax));
@@ -279,10 +285,7 @@ void quantize_q2_k(const float* x, BlockQ2_K* y, int64_t nb) {
     const float d = fp16_to_fp32(y[b].d), dmin = fp16_to_fp32(y[b].dmin);
     for (int j = 0; j < 16; ++j) {
       const float sd = d * static_cast<float>(ls[j]);
-      if (sd == 0.0f) {
-        std::memset(q + 16 * j, 0, 16);
-        continue;
-      }
+      if (sd == 0.0f) continue;  // keep the fit's levels (they decode alike)
       const float dm = dmin * static_cast<float>(lm[j]);
       for (int i = 0; i < 16; ++i)
         q[16 * j + i] =
@@ -324,10 +327,7 @@ void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
     const float d = fp16_to_fp32(y[b].d);
     for (int j = 0; j < 16; ++j) {
       const float sd = d * static_cast<float>(ls[j]);
-      if (sd == 0.0f) {
-        std::memset(q + 16 * j, 4, 16);  // level 0
-        continue;
-      }
+      if (sd == 0.0f) continue;  // keep the fit's levels (they decode to 0)
       for (int i = 0; i < 16; ++i)
         q[16 * j + i] = static_cast<uint8_t>(clamp_int(nearest_int(x[16 * j + i] / sd), -4, 3) + 4);
     }
@@ -384,7 +384,7 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
         max_scale = scale[j];
       }
     }
-    if (amax == 0.0f) {
+    if (amax < kTinyGroupMax) {
       std::memset(&y[b], 0, sizeof(BlockQ6_K));
       continue;
     }
@@ -396,10 +396,7 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
     const float d = fp16_to_fp32(y[b].d);
     for (int j = 0; j < 16; ++j) {
       const float sd = d * static_cast<float>(y[b].scales[j]);
-      if (sd == 0.0f) {
-        std::memset(q + 16 * j, 32, 16);  // level 0
-        continue;
-      }
+      if (sd == 0.0f) continue;  // keep the fit's levels (they decode to 0)
       for (int i = 0; i < 16; ++i)
         q[16 * j + i] =
             static_cast<uint8_t>(clamp_int(nearest_int(x[16 * j + i] / sd), -32, 31) + 32);

@@ -21,6 +21,16 @@ inline int trunc_clamped(float v, int hi) {
   return static_cast<int>(v);
 }
 
+// std::round (ties away from zero) for |v| < 2^22, branch-light: round to
+// nearest even, then move exact ties that went toward zero one step away.
+inline int round_half_away(float v) {
+  int r = nearest_int(v);
+  const float diff = v - static_cast<float>(r);
+  if (diff == 0.5f && v > 0.0f) ++r;
+  if (diff == -0.5f && v < 0.0f) --r;
+  return r;
+}
+
 inline uint32_t load_u32(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);  // blocks are little-endian, as is every supported host
@@ -190,10 +200,8 @@ float quantize_8bit(const float* x, int8_t* qs, int n, int* qsum) {
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   int sum = 0;
   for (int j = 0; j < n; ++j) {
-    float v = std::round(x[j] * id);
-    v = v > -127.0f ? v : -127.0f;  // no-ops except for NaN input
-    v = v < 127.0f ? v : 127.0f;
-    qs[j] = static_cast<int8_t>(v);
+    // |x * id| <= 127 by construction; the clamp only guards NaN/inf input.
+    qs[j] = static_cast<int8_t>(clamp_int(round_half_away(x[j] * id), -127, 127));
     sum += qs[j];
   }
   *qsum = sum;
