@@ -171,13 +171,14 @@ BENCHMARK(BM_GemvCached)->Apply([](benchmark::internal::Benchmark* b) {
 
 // Sum of 64-bit words over `bytes` (a multiple of 128), four independent
 // accumulators, vector loads where available: far below the core's add rate.
-// With `prefetch`, also hints the line 4 KiB ahead into L2 (as the kernels do).
-uint64_t sum_bytes(const uint8_t* p, size_t bytes, bool prefetch) {
+// With prefetch > 0, also hints the line that many bytes ahead into L2 (as the
+// kernels do for their weights).
+uint64_t sum_bytes(const uint8_t* p, size_t bytes, size_t prefetch) {
 #if defined(__AVX2__)
   const auto* v = reinterpret_cast<const __m256i*>(p);
   __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
   for (size_t i = 0; i < bytes / 32; i += 4) {
-    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(v + i) + 4096, _MM_HINT_T1);
+    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(v + i) + prefetch, _MM_HINT_T1);
     s0 = _mm256_add_epi64(s0, _mm256_load_si256(v + i));
     s1 = _mm256_add_epi64(s1, _mm256_load_si256(v + i + 1));
     s2 = _mm256_add_epi64(s2, _mm256_load_si256(v + i + 2));
@@ -202,7 +203,7 @@ uint64_t sum_bytes(const uint8_t* p, size_t bytes, bool prefetch) {
 // Roofline: every thread sums its share of a 512 MiB buffer with 256-bit loads
 // and four independent accumulators (far below the core's add throughput).
 void BM_StreamRead(benchmark::State& state) {
-  const bool prefetch = state.range(0) != 0;
+  const auto prefetch = static_cast<size_t>(state.range(0));
   const size_t bytes = kRotateBytes;
   Buffer buf = alloc(bytes);
   std::memset(buf.get(), 1, bytes);
@@ -225,7 +226,8 @@ void BM_StreamRead(benchmark::State& state) {
 BENCHMARK(BM_StreamRead)
     ->ArgName("prefetch")
     ->Arg(0)
-    ->Arg(1)
+    ->Arg(4096)
+    ->Arg(16384)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
