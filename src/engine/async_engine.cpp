@@ -98,6 +98,7 @@ void AsyncEngine::loop() {
   std::map<uint64_t, uint64_t> ticket_to_request;
   std::map<uint64_t, std::shared_ptr<RequestStream>> streams;  // by ticket
   std::map<uint64_t, int32_t> open_samples;                    // by ticket
+  std::string failure;  // set while aborting everything after a failed step
   auto finish_ticket = [&](uint64_t ticket) {
     ticket_to_request.erase(ticket);
     streams.erase(ticket);
@@ -126,8 +127,16 @@ void AsyncEngine::loop() {
           const uint64_t id = engine_.submit(std::move(c.req), [&, ticket](const SeqEvent& ev) {
             auto it = streams.find(ticket);
             if (it == streams.end()) return;
-            it->second->push(ev);
+            auto target = it->second;
+            SeqEvent out = ev;
+            if (!failure.empty() && ev.finished && ev.finish_reason == "abort") {
+              out.finish_reason = "error";
+              out.error = failure;
+            }
+            // Count the request out before its last event is visible, so a
+            // client that read it can submit again at once.
             if (ev.finished && --open_samples[ticket] == 0) finish_ticket(ticket);
+            target->push(out);
           });
           if (streams.count(ticket)) ticket_to_request[ticket] = id;
         } catch (const Error& e) {
@@ -135,11 +144,11 @@ void AsyncEngine::loop() {
           ev.finished = true;
           ev.finish_reason = "error";
           ev.error = e.what();
+          if (streams.count(ticket)) finish_ticket(ticket);
           for (int32_t i = 0; i < stream->n_samples_; ++i) {
             ev.index = i;
             stream->push(ev);
           }
-          if (streams.count(ticket)) finish_ticket(ticket);
         }
       } else {
         auto it = ticket_to_request.find(c.ticket);
@@ -157,18 +166,12 @@ void AsyncEngine::loop() {
         engine_.step();
       } catch (const std::exception& e) {
         // Not expected (requests are validated on submit); fail what is in
-        // flight rather than take the process down.
-        for (auto& [ticket, id] : std::map<uint64_t, uint64_t>(ticket_to_request)) {
-          auto stream = streams.count(ticket) ? streams[ticket] : nullptr;
+        // flight rather than take the process down. The aborts' final events
+        // reach the clients as errors.
+        failure = std::string("internal error: ") + e.what();
+        for (auto& [ticket, id] : std::map<uint64_t, uint64_t>(ticket_to_request))
           engine_.abort(id);
-          if (stream) {
-            SeqEvent ev;
-            ev.finished = true;
-            ev.finish_reason = "error";
-            ev.error = std::string("internal error: ") + e.what();
-            stream->push(ev);
-          }
-        }
+        failure.clear();
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
