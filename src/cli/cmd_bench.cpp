@@ -117,7 +117,7 @@ Runner add_bench(CLI::App& app) {
   sub->add_option("-t,--threads", a->threads, "Threads (default: physical cores)");
   sub->add_option("-c,--kv-tokens", a->kv_tokens,
                   "KV cache size in tokens (default: concurrency x (prompt + gen))");
-  sub->add_option("--kv-type", a->kv_type, "KV cache type: f16 or f32");
+  sub->add_option("--kv-type", a->kv_type, "KV cache type: f16, f32 or q8_0");
   sub->add_option("--block-size", a->block_size, "KV block size (8, 16, 32)");
   sub->add_option("--max-num-seqs", a->max_num_seqs, "Most sequences per step")
       ->check(CLI::PositiveNumber);

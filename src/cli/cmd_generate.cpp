@@ -53,8 +53,6 @@ int run_generate(const GenerateArgs& a) {
   opts.context = a.context;
   opts.ignore_eos = a.ignore_eos;
   opts.kv_type = parse_dtype(a.kv_type);
-  if (opts.kv_type != DType::F16 && opts.kv_type != DType::F32)
-    throw ConfigError(fmt::format("--kv-type {} is not supported (f16, f32)", a.kv_type));
   opts.sampling.temperature = a.temp;
   opts.sampling.top_k = a.top_k;
   opts.sampling.top_p = a.top_p;
@@ -129,7 +127,7 @@ Runner add_generate(CLI::App& app) {
   sub->add_option("-c,--ctx-size,--kv-tokens", a->context,
                   "Context size in tokens (default: the model's trained context)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--kv-type", a->kv_type, "KV cache type: f16 or f32");
+  sub->add_option("--kv-type", a->kv_type, "KV cache type: f16, f32 or q8_0");
   sub->add_flag("--json", a->json, "Print one JSON object instead of streaming text");
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-sequence");
   sub->add_flag("--no-mmap", a->no_mmap, "Read the weights into memory instead of mmap");

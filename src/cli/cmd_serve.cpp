@@ -31,6 +31,7 @@ struct ServeArgs {
   int port = 8080;
   std::string api_key;
   std::string alias;
+  std::string chat_template;
   int32_t max_queue = 256;
   int threads = 0;
   int64_t kv_tokens = 0;
@@ -128,7 +129,9 @@ int run_serve(const ServeArgs& a) {
     cfg.num_blocks = static_cast<int32_t>((tokens + a.block_size - 1) / a.block_size);
     engine = std::make_unique<Engine>(*model, *tok, *pool, cfg);
     async = std::make_unique<AsyncEngine>(*engine, a.max_queue);
-    chat = ChatPrompt::for_model(model->file());
+    chat = ChatPrompt::for_model(model->file(), tok->vocab(), a.chat_template);
+    if (!chat->warning().empty())
+      std::fprintf(stderr, "pagellm serve: chat template: %s\n", chat->warning().c_str());
 
     auto ctx = std::make_shared<ServingContext>();
     ctx->created = std::chrono::duration_cast<std::chrono::seconds>(
@@ -147,7 +150,7 @@ int run_serve(const ServeArgs& a) {
         "pagellm serve: ready: model %s (%s), context %lld tokens, KV cache %d blocks of %d, "
         "chat template %s, %d threads\n",
         hopts.model_id.c_str(), path.c_str(), static_cast<long long>(ctx->limits.max_context),
-        cfg.num_blocks, cfg.block_size, chat->name().c_str(), pool->size());
+        cfg.num_blocks, cfg.block_size, chat->description().c_str(), pool->size());
     std::fflush(stdout);
   } catch (...) {
     stop_http();
@@ -184,6 +187,8 @@ Runner add_serve(CLI::App& app) {
   sub->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on /v1/*")
       ->envname("PAGELLM_API_KEY");
   sub->add_option("--alias", a->alias, "Model name in the API (default: the file's stem)");
+  sub->add_option("--chat-template", a->chat_template,
+                  "Chat template: a built-in name or a Jinja file (default: the model's own)");
   sub->add_option("--max-queue", a->max_queue,
                   "Requests in flight (running and waiting) before 503 (default 256)")
       ->check(CLI::PositiveNumber);

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add(pagellm::cli::add_inspect);
   add(pagellm::cli::add_make_model);
   add(pagellm::cli::add_bench);
+  add(pagellm::cli::add_tokenize);
   add(pagellm::cli::add_serve);
   try {
     app.parse(argc, argv);

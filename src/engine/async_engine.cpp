@@ -133,8 +133,7 @@ void AsyncEngine::loop() {
               out.finish_reason = "error";
               out.error = failure;
             }
-            // Count the request out before its last event is visible, so a
-            // client that read it can submit again at once.
+            // Count the request out before its last event is visible to the client.
             if (ev.finished && --open_samples[ticket] == 0) finish_ticket(ticket);
             target->push(out);
           });
@@ -163,7 +162,13 @@ void AsyncEngine::loop() {
     }
     if (engine_.has_work()) {
       try {
-        engine_.step();
+        if (!engine_.step()) {
+          // Work is waiting but none can run (admission paused by the swap
+          // guard): wait for a command or the next memory check.
+          std::unique_lock<std::mutex> lock(mu_);
+          cv_.wait_for(lock, std::chrono::milliseconds(20),
+                       [&] { return stop_ || !commands_.empty(); });
+        }
       } catch (const std::exception& e) {
         // Not expected (requests are validated on submit); fail what is in
         // flight rather than take the process down. The aborts' final events

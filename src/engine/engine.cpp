@@ -68,8 +68,9 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, 
         static_cast<int32_t>((max_seq_len_ + config.block_size - 1) / config.block_size);
   kv_ = std::make_unique<KvCacheManager>(config_.num_blocks, config_.block_size,
                                          config_.prefix_caching);
-  pool_storage_ = std::make_unique<KvPool>(
-      model.kv_shape(config_.num_blocks, config_.block_size, config_.kv_type));
+  if (config_.placements.empty()) config_.placements = {{"host", 0, hp.n_layer}};
+  pool_storage_ = std::make_unique<KvCacheStorage>(
+      model.kv_shape(config_.num_blocks, config_.block_size, config_.kv_type), config_.placements);
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *kv_);
 }
 
@@ -240,6 +241,15 @@ void Engine::sample_and_emit(SeqState& st, const float* logits) {
 }
 
 bool Engine::step() {
+  if (config_.memory_ok) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_memory_check_ >= std::chrono::milliseconds(config_.memory_check_ms)) {
+      last_memory_check_ = now;
+      const bool paused = !config_.memory_ok();
+      if (paused && !scheduler_->admission_paused()) ++stats_.admission_pauses;
+      scheduler_->set_admission_paused(paused);
+    }
+  }
   SchedulerOutput out = scheduler_->schedule();
   stats_.preemptions += out.preempted.size();
   if (out.empty()) return false;
@@ -290,6 +300,7 @@ EngineStats Engine::stats() const {
   s.waiting = static_cast<int32_t>(scheduler_->waiting().size());
   s.blocks = kv_->allocator().stats();
   s.preemptions = scheduler_->total_preemptions();
+  s.admission_paused = scheduler_->admission_paused();
   for (const Sequence* seq : scheduler_->running()) {
     s.slots_allocated += seq->blocks.capacity_tokens();
     s.tokens_stored += std::min<int64_t>(seq->n_computed, seq->blocks.capacity_tokens());

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "tensor/convert.h"
 #include "tensor/fp16.h"
 #include "util/error.h"
 #include "util/sizes.h"
@@ -13,7 +14,7 @@
 namespace pagellm {
 
 size_t KvPoolShape::slot_bytes() const {
-  return static_cast<size_t>(n_kv_heads) * head_dim * dtype_type_size(dtype);
+  return static_cast<size_t>(n_kv_heads) * dtype_row_bytes(dtype, head_dim);
 }
 size_t KvPoolShape::layer_bytes() const {
   return 2 * static_cast<size_t>(num_blocks) * block_size * slot_bytes();
@@ -23,9 +24,14 @@ size_t KvPoolShape::total_bytes() const {
 }
 
 KvPool::KvPool(const KvPoolShape& shape) : shape_(shape) {
-  if (shape.dtype != DType::F16 && shape.dtype != DType::F32)
-    throw ConfigError(fmt::format("unsupported KV cache type '{}' (supported: f16, f32)",
+  if (shape.dtype != DType::F16 && shape.dtype != DType::F32 && shape.dtype != DType::Q8_0)
+    throw ConfigError(fmt::format("unsupported KV cache type '{}' (supported: f16, f32, q8_0)",
                                   dtype_name(shape.dtype)));
+  if (shape.dtype == DType::Q8_0 && shape.head_dim % 32 != 0)
+    throw ConfigError(
+        fmt::format("a q8_0 KV cache needs a head size that is a multiple of 32 "
+                    "(this model's is {})",
+                    shape.head_dim));
   if (shape.block_size <= 0 || shape.num_blocks < 0 || shape.n_kv_heads <= 0 ||
       shape.head_dim <= 0 || shape.layer_end < shape.layer_begin)
     throw ConfigError(fmt::format("invalid KV pool shape: {} blocks of {} tokens, {} heads of {}",
@@ -72,6 +78,14 @@ void KvPool::write(int32_t layer, int64_t slot, const float* k_row, const float*
   if (shape_.dtype == DType::F32) {
     std::memcpy(kd, k_row, static_cast<size_t>(n) * 4);
     std::memcpy(vd, v_row, static_cast<size_t>(n) * 4);
+    return;
+  }
+  if (shape_.dtype == DType::Q8_0) {
+    const size_t row_bytes = dtype_row_bytes(DType::Q8_0, shape_.head_dim);
+    for (int32_t h = 0; h < shape_.n_kv_heads; ++h) {
+      quantize_row(DType::Q8_0, k_row + h * shape_.head_dim, kd + h * row_bytes, shape_.head_dim);
+      quantize_row(DType::Q8_0, v_row + h * shape_.head_dim, vd + h * row_bytes, shape_.head_dim);
+    }
     return;
   }
   auto* kh = reinterpret_cast<uint16_t*>(kd);

@@ -2,6 +2,7 @@
 //
 // Layout, per layer, for K and for V separately:
 //   [num_blocks * block_size slots][n_kv_heads][head_dim] elements of `dtype`
+//   (F16, F32, or Q8_0: each head row is head_dim / 32 Q8_0 blocks)
 // i.e. a slot is one token's K (or V) for all KV heads, contiguous; a block is
 // block_size consecutive slots. Kernels address it through block tables.
 #pragma once
@@ -22,7 +23,7 @@ struct KvPoolShape {
   int32_t block_size = 16;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
-  DType dtype = DType::F16;  // F16 or F32
+  DType dtype = DType::F16;  // F16, F32 or Q8_0
 
   size_t slot_bytes() const;   // one token, one layer, K or V
   size_t layer_bytes() const;  // K + V of one layer

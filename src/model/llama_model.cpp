@@ -20,6 +20,7 @@ struct LlamaModel::Workspace {
       if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
     };
     grow(x, n_tokens * hp.n_embd);
+    grow(x_next, n_tokens * hp.n_embd);
     grow(h, n_tokens * hp.n_embd);
     grow(q, n_tokens * hp.n_embd);
     grow(k, n_tokens * hp.n_embd_kv());
@@ -28,7 +29,7 @@ struct LlamaModel::Workspace {
     grow(gate, n_tokens * hp.n_ff);
     grow(up, n_tokens * hp.n_ff);
   }
-  std::vector<float> x, h, q, k, v, attn, gate, up;
+  std::vector<float> x, x_next, h, q, k, v, attn, gate, up;
   std::vector<const int32_t*> tables;
   RopeCache rope;
   Linear linear;
@@ -57,7 +58,7 @@ KvPoolShape LlamaModel::kv_shape(int32_t num_blocks, int32_t block_size, DType k
   return s;
 }
 
-void LlamaModel::forward(const Batch& batch, KvPool& kv, ThreadPool& pool,
+void LlamaModel::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
                          std::vector<float>& logits) {
   const int64_t T = batch.n_tokens();
   const int64_t E = hp_.n_embd, KV = hp_.n_embd_kv(), F = hp_.n_ff, V = hp_.n_vocab;
@@ -87,15 +88,24 @@ void LlamaModel::forward(const Batch& batch, KvPool& kv, ThreadPool& pool,
   pa.n_heads = hp_.n_head;
   pa.n_kv_heads = hp_.n_head_kv;
   pa.head_dim = hp_.head_dim;
-  pa.kv_type = kv.shape().dtype;
-  pa.block_size = kv.shape().block_size;
+  pa.kv_type = kv.pools().front()->shape().dtype;
+  pa.block_size = kv.pools().front()->shape().block_size;
   pa.token_seq = batch.token_seq.data();
   pa.token_pos = batch.positions.data();
   pa.block_tables = ws.tables.data();
   pa.scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
 
+  KvPool* prev_pool = nullptr;
   for (int32_t l = 0; l < hp_.n_layer; ++l) {
     const LayerWeights& L = w_.layers[static_cast<size_t>(l)];
+    KvPool& pool_l = kv.pool_for_layer(l);
+    if (prev_pool && prev_pool != &pool_l) {
+      // Device boundary: the next device receives the hidden state in its own buffer.
+      std::swap(ws.x, ws.x_next);
+      std::copy(ws.x_next.begin(), ws.x_next.begin() + T * E, ws.x.begin());
+      transfer_bytes_ += static_cast<uint64_t>(T * E) * sizeof(float);
+    }
+    prev_pool = &pool_l;
     rms_norm(ws.x.data(), L.attn_norm, ws.h.data(), T, E, hp_.rms_eps);
     ws.linear(ws.h.data(), T, {{&L.wq, ws.q.data()}, {&L.wk, ws.k.data()}, {&L.wv, ws.v.data()}},
               pool);
@@ -107,9 +117,10 @@ void LlamaModel::forward(const Batch& batch, KvPool& kv, ThreadPool& pool,
     // Attention reads every K/V back from the cache, after rounding to its
     // dtype, including this step's tokens: results do not depend on chunking.
     for (int64_t t = 0; t < T; ++t)
-      kv.write(l, batch.slots[static_cast<size_t>(t)], ws.k.data() + t * KV, ws.v.data() + t * KV);
-    pa.k_cache = kv.k(l);
-    pa.v_cache = kv.v(l);
+      pool_l.write(l, batch.slots[static_cast<size_t>(t)], ws.k.data() + t * KV,
+                   ws.v.data() + t * KV);
+    pa.k_cache = pool_l.k(l);
+    pa.v_cache = pool_l.v(l);
     paged_attention(pa, pool);
     ws.linear(L.wo, ws.attn.data(), T, ws.h.data(), pool);
     add_inplace(ws.x.data(), ws.h.data(), T * E);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gguf/gguf_reader.h"
+#include "kvcache/kv_cache_storage.h"
 #include "kvcache/kv_pool.h"
 #include "model/batch.h"
 #include "model/hparams.h"
@@ -38,7 +39,12 @@ class LlamaModel {
   // Runs one step: writes every token's K/V at its slot, then returns the
   // logits of batch.logit_tokens, row after row, in `logits`
   // ([logit_tokens.size()][n_vocab]). Throws ConfigError on a bad token id.
-  void forward(const Batch& batch, KvPool& kv, ThreadPool& pool, std::vector<float>& logits);
+  // Each layer uses the pool that holds it; where consecutive layers sit on
+  // different devices the hidden state is handed over (copied) between them.
+  void forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
+               std::vector<float>& logits);
+  // Bytes of hidden state moved between devices so far.
+  uint64_t transfer_bytes() const { return transfer_bytes_; }
 
  private:
   LlamaModel() = default;
@@ -48,6 +54,7 @@ class LlamaModel {
   ModelHParams hp_;
   ModelWeights w_;
   std::unique_ptr<Workspace> ws_;
+  uint64_t transfer_bytes_ = 0;
 };
 
 }  // namespace pagellm

@@ -188,7 +188,6 @@ void HttpServer::Impl::setup() {
       snap.ready = true;
       snap.engine = c->engine->stats();
       snap.requests_in_flight = c->engine->in_flight();
-      snap.admission_paused = c->admission_paused && c->admission_paused();
     }
     res.set_content(metrics.render(snap), "text/plain; version=0.0.4; charset=utf-8");
   });

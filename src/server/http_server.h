@@ -35,8 +35,7 @@ struct ServingContext {
   AsyncEngine* engine = nullptr;
   const ChatPrompt* chat = nullptr;
   ModelLimits limits;
-  nlohmann::json plan;                     // GET /v1/plan
-  std::function<bool()> admission_paused;  // the swap guard's state (may be empty)
+  nlohmann::json plan;  // GET /v1/plan
 };
 
 struct HttpServerOptions {

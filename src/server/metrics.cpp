@@ -97,7 +97,10 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
          static_cast<double>(e.steps));
   metric(out, "pagellm_admission_paused", "gauge",
          "1 while the swap guard holds back admission of new sequences",
-         snap.admission_paused ? 1 : 0);
+         e.admission_paused ? 1 : 0);
+  metric(out, "pagellm_admission_pauses_total", "counter",
+         "Times the swap guard started holding back admission",
+         static_cast<double>(e.admission_pauses));
   ttft.render(out, "pagellm_time_to_first_token_seconds",
               "Time from receiving a request to its first generated token");
   inter_token.render(out, "pagellm_inter_token_latency_seconds",

@@ -36,7 +36,6 @@ struct MetricsSnapshot {
   bool ready = false;              // the model is loaded
   EngineStats engine;              // valid when ready
   int32_t requests_in_flight = 0;  // engine requests submitted and not finished
-  bool admission_paused = false;   // the swap guard holds back admission
 };
 
 class ServerMetrics {

@@ -344,8 +344,8 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
   std::vector<std::vector<int32_t>> prompts;
   const char* prompt_param = req.endpoint == Endpoint::kChat ? "messages" : "prompt";
   if (req.endpoint == Endpoint::kChat) {
-    const std::string text = chat.render(req.messages);
-    prompts.push_back(tokenizer.encode(text, /*add_special=*/!chat.renders_bos(),
+    const RenderedPrompt rendered = chat.render(req.messages);
+    prompts.push_back(tokenizer.encode(rendered.text, /*add_special=*/rendered.add_bos,
                                        /*parse_special=*/true));
   } else {
     for (size_t i = 0; i < req.prompts.size(); ++i) {

@@ -1,7 +1,9 @@
 #include "tokenizer/tokenizer.h"
 
 #include "gguf/gguf_reader.h"
+#include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/spm_tokenizer.h"
+#include "tokenizer/wpm_tokenizer.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -12,6 +14,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
 
 std::unique_ptr<Tokenizer> Tokenizer::create(Vocab vocab) {
   if (vocab.model() == "llama") return std::make_unique<SpmTokenizer>(std::move(vocab));
+  if (vocab.model() == "gpt2") return std::make_unique<BpeTokenizer>(std::move(vocab));
+  if (vocab.model() == "bert") return std::make_unique<WpmTokenizer>(std::move(vocab));
   throw ConfigError("tokenizer model '" + vocab.model() + "' is not supported yet");
 }
 
@@ -59,6 +63,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
     }
   }
   if (add_special && vocab_.add_eos()) out.push_back(vocab_.eos());
+  if (add_special && vocab_.add_sep()) out.push_back(vocab_.sep());
   return out;
 }
 

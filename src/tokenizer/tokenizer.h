@@ -1,10 +1,12 @@
 // The tokenizer facade: text <-> token ids for one vocabulary. The algorithm is
 // chosen by `tokenizer.ggml.model` ("llama": SentencePiece-style, see
-// spm_tokenizer.h); the rest is shared by all algorithms:
+// spm_tokenizer.h; "gpt2": byte-level BPE, see bpe_tokenizer.h; "bert":
+// WordPiece, see wpm_tokenizer.h); the rest is shared by all algorithms:
 //
 //  * encode() first cuts the text at special tokens (see split_special), then
-//    hands each stretch of plain text to the algorithm, and adds BOS/EOS when
-//    asked for `add_special` and the vocabulary says so (add_bos / add_eos).
+//    hands each stretch of plain text to the algorithm, and adds BOS/EOS/SEP
+//    when asked for `add_special` and the vocabulary says so (add_bos /
+//    add_eos / add_sep).
 //  * decode() concatenates token_to_piece() of each id (raw bytes; pieces may
 //    hold partial UTF-8 characters, see StreamingDetokenizer for streaming).
 #pragma once
@@ -40,7 +42,7 @@ class Tokenizer {
   int32_t eos_id() const { return vocab_.eos(); }
   bool is_eog(int32_t id) const { return vocab_.is_eog(id); }
 
-  // Text -> ids. add_special: prepend BOS / append EOS where the vocabulary
+  // Text -> ids. add_special: prepend BOS / append EOS, SEP where the vocabulary
   // asks for them. parse_special: also recognise the text of CONTROL and
   // UNKNOWN tokens (e.g. "<s>") in `text`; USER_DEFINED tokens are always
   // recognised. Empty text gives no text tokens.

@@ -72,4 +72,44 @@ bool utf8_is_valid(std::string_view s) {
   return true;
 }
 
+std::u32string utf8_decode(std::string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const Utf8Scan scan = utf8_scan(s.substr(i));
+    if (scan.kind != Utf8Scan::Kind::kValid) {
+      out.append(scan.length, U'\uFFFD');
+    } else {
+      const auto b0 = static_cast<uint8_t>(s[i]);
+      char32_t cp = scan.length == 1   ? b0
+                    : scan.length == 2 ? b0 & 0x1F
+                    : scan.length == 3 ? b0 & 0x0F
+                                       : b0 & 0x07;
+      for (size_t k = 1; k < scan.length; ++k)
+        cp = (cp << 6) | (static_cast<uint8_t>(s[i + k]) & 0x3F);
+      out.push_back(cp);
+    }
+    i += scan.length;
+  }
+  return out;
+}
+
+void utf8_append(char32_t cp, std::string& out) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
 }  // namespace pagellm

@@ -45,4 +45,9 @@ void utf8_append_sanitized(std::string_view s, std::string& out);
 // True when `s` is entirely well-formed UTF-8.
 bool utf8_is_valid(std::string_view s);
 
+// The code points of `s`; each byte of an ill-formed part becomes U+FFFD.
+std::u32string utf8_decode(std::string_view s);
+// Appends the UTF-8 form of `cp` (a Unicode scalar value).
+void utf8_append(char32_t cp, std::string& out);
+
 }  // namespace pagellm

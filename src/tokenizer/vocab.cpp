@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "gguf/gguf_reader.h"
+#include "tokenizer/pre_tokenizer.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -28,6 +29,8 @@ constexpr const char* kKeyEot = "tokenizer.ggml.eot_token_id";
 constexpr const char* kKeyEom = "tokenizer.ggml.eom_token_id";
 constexpr const char* kKeyAddBos = "tokenizer.ggml.add_bos_token";
 constexpr const char* kKeyAddEos = "tokenizer.ggml.add_eos_token";
+constexpr const char* kKeyAddSep = "tokenizer.ggml.add_sep_token";
+constexpr const char* kKeyCls = "tokenizer.ggml.cls_token_id";
 constexpr const char* kKeyAddSpacePrefix = "tokenizer.ggml.add_space_prefix";
 
 // Texts that mark the end of a turn in common chat vocabularies.
@@ -36,15 +39,15 @@ constexpr std::array<std::string_view, 7> kEogTexts = {
 };
 
 struct ModelDefaults {
-  int32_t bos, eos, unk;
-  bool add_bos, add_space_prefix;
+  int32_t bos, eos, unk, sep;
+  bool add_bos, add_sep, add_space_prefix;
 };
 
 ModelDefaults defaults_for(const std::string& model) {
-  if (model == "llama") return {1, 2, 0, true, true};
-  if (model == "gpt2") return {11, 11, kNoToken, false, false};
-  if (model == "bert") return {101, kNoToken, 100, true, false};
-  return {kNoToken, kNoToken, kNoToken, false, false};
+  if (model == "llama") return {1, 2, 0, kNoToken, true, false, true};
+  if (model == "gpt2") return {11, 11, kNoToken, kNoToken, false, false, false};
+  if (model == "bert") return {101, kNoToken, 100, 102, true, true, false};
+  return {kNoToken, kNoToken, kNoToken, kNoToken, false, false, false};
 }
 
 int hex_digit(char c) {
@@ -142,7 +145,8 @@ Vocab::Vocab(Spec spec, const std::string& source) {
   }
   for (int b = 0; b < 256; ++b) byte_tokens_[b] = find(byte_text(static_cast<uint8_t>(b)));
 
-  const ModelDefaults def = defaults_for(model_);
+  ModelDefaults def = defaults_for(model_);
+  if (model_ == "gpt2" && PreTokenizer::adds_bos_by_default(pre_)) def.add_bos = true;
   auto special = [&](const std::optional<int32_t>& given, int32_t fallback, const char* key) {
     const int32_t id = given.value_or(fallback);
     if (id == kNoToken) return kNoToken;
@@ -156,17 +160,20 @@ Vocab::Vocab(Spec spec, const std::string& source) {
   bos_ = special(spec.bos, fit(def.bos), kKeyBos);
   eos_ = special(spec.eos, fit(def.eos), kKeyEos);
   unk_ = special(spec.unk, fit(def.unk), kKeyUnk);
-  sep_ = special(spec.sep, kNoToken, kKeySep);
+  sep_ = special(spec.sep, fit(def.sep), kKeySep);
   pad_ = special(spec.pad, kNoToken, kKeyPad);
   eot_ = special(spec.eot, kNoToken, kKeyEot);
   eom_ = special(spec.eom, kNoToken, kKeyEom);
   add_bos_ = spec.add_bos.value_or(def.add_bos);
   add_eos_ = spec.add_eos.value_or(false);
+  add_sep_ = spec.add_sep.value_or(def.add_sep && sep_ != kNoToken);
   add_space_prefix_ = spec.add_space_prefix.value_or(def.add_space_prefix);
   if (add_bos_ && bos_ == kNoToken)
     fail(fmt::format("'{}' is set but there is no BOS token", kKeyAddBos));
   if (add_eos_ && eos_ == kNoToken)
     fail(fmt::format("'{}' is set but there is no EOS token", kKeyAddEos));
+  if (add_sep_ && sep_ == kNoToken)
+    fail(fmt::format("'{}' is set but there is no SEP token", kKeyAddSep));
 
   for (int32_t id : {eos_, eot_, eom_}) {
     if (id != kNoToken) eog_ids_.push_back(id);
@@ -296,6 +303,7 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
   }
 
   spec.bos = read_id(file, kKeyBos);
+  if (!spec.bos) spec.bos = read_id(file, kKeyCls);
   spec.eos = read_id(file, kKeyEos);
   spec.unk = read_id(file, kKeyUnk);
   spec.sep = read_id(file, kKeySep);
@@ -304,6 +312,7 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
   spec.eom = read_id(file, kKeyEom);
   spec.add_bos = file.get_bool(kKeyAddBos);
   spec.add_eos = file.get_bool(kKeyAddEos);
+  spec.add_sep = file.get_bool(kKeyAddSep);
   spec.add_space_prefix = file.get_bool(kKeyAddSpacePrefix);
   return Vocab(std::move(spec), file.path());
 }

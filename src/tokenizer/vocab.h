@@ -13,12 +13,15 @@
 //   tokenizer.ggml.bos_token_id, eos_token_id, unknown_token_id, seperator_token_id
 //   (sic), padding_token_id, eot_token_id, eom_token_id
 //                                 integer ids; 0xFFFFFFFF (or -1) means "none"
-//   tokenizer.ggml.add_bos_token, add_eos_token, add_space_prefix   bool
+//   tokenizer.ggml.cls_token_id   integer: used as BOS when bos_token_id is absent
+//   tokenizer.ggml.add_bos_token, add_eos_token, add_sep_token, add_space_prefix   bool
 //
 // Defaults follow llama.cpp: for "llama" BOS 1, EOS 2, UNK 0, add_bos true,
 // add_space_prefix true; for "gpt2" BOS = EOS = 11, no UNK, add_bos false,
-// add_space_prefix false. An empty token text becomes "[EMPTY_<id>]". When two
-// tokens share a text, look-up by text finds the later id.
+// add_space_prefix false, except that the "llama3"-style, "tekken" and
+// "chameleon" pre-tokenizers add BOS; for "bert" BOS (= CLS) 101, SEP 102,
+// UNK 100, add_bos and add_sep true (CLS ... SEP). An empty token text becomes "[EMPTY_<id>]". When
+// two tokens share a text, look-up by text finds the later id.
 //
 // Validation (FormatError naming the key): array element types, scores and
 // token_type lengths equal to the token count, token types in 0..6, special ids
@@ -66,7 +69,7 @@ class Vocab {
     std::vector<std::string> merges;
     // nullopt: the model's default; kNoToken: none.
     std::optional<int32_t> bos, eos, unk, sep, pad, eot, eom;
-    std::optional<bool> add_bos, add_eos, add_space_prefix;
+    std::optional<bool> add_bos, add_eos, add_sep, add_space_prefix;
   };
 
   // Validates; `source` (a file name) prefixes error messages. Throws FormatError.
@@ -101,6 +104,8 @@ class Vocab {
   int32_t eom() const { return eom_; }
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
+  // Append SEP when adding special tokens (BERT-style vocabularies).
+  bool add_sep() const { return add_sep_; }
   bool add_space_prefix() const { return add_space_prefix_; }
   const std::vector<std::string>& merges() const { return merges_; }
 
@@ -130,7 +135,7 @@ class Vocab {
   int32_t byte_tokens_[256];
   int32_t bos_ = kNoToken, eos_ = kNoToken, unk_ = kNoToken, sep_ = kNoToken, pad_ = kNoToken,
           eot_ = kNoToken, eom_ = kNoToken;
-  bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
+  bool add_bos_ = false, add_eos_ = false, add_sep_ = false, add_space_prefix_ = false;
   std::vector<int32_t> eog_ids_;  // sorted
   std::vector<int32_t> special_tokens_;
 };

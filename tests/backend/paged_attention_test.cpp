@@ -9,16 +9,18 @@
 #include <numeric>
 #include <random>
 
+#include "tensor/convert.h"
 #include "tensor/fp16.h"
 
 namespace pagellm {
 namespace {
 
 struct CacheFixture {
-  int n_heads = 8, n_kv = 2, d = 16, bs = 4, n_blocks = 40;
+  int n_heads = 8, n_kv = 2, d = 32, bs = 4, n_blocks = 40;
   DType kv_type = DType::F32;
   std::vector<float> k, v;       // cache [slots][n_kv][d] as floats (already rounded)
   std::vector<uint16_t> kh, vh;  // f16 copy
+  std::vector<uint8_t> kq, vq;   // q8_0 copy
   std::vector<std::vector<int32_t>> tables;
   std::vector<int> lens;
 
@@ -39,6 +41,17 @@ struct CacheFixture {
         vh[i] = fp32_to_fp16(v[i]), v[i] = fp16_to_fp32(vh[i]);
       }
     }
+    if (t == DType::Q8_0) {
+      const size_t rb = dtype_row_bytes(DType::Q8_0, d), rows = k.size() / d;
+      kq.resize(rows * rb);
+      vq.resize(rows * rb);
+      for (size_t r = 0; r < rows; ++r) {
+        quantize_row(DType::Q8_0, &k[r * d], &kq[r * rb], d);
+        quantize_row(DType::Q8_0, &v[r * d], &vq[r * rb], d);
+        dequantize_row(DType::Q8_0, &kq[r * rb], &k[r * d], d);
+        dequantize_row(DType::Q8_0, &vq[r * rb], &v[r * d], d);
+      }
+    }
     std::vector<int32_t> ids(n_blocks);
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), rng);
@@ -49,8 +62,16 @@ struct CacheFixture {
       tables.push_back(tab);
     }
   }
-  const void* kc() const { return kv_type == DType::F16 ? (const void*)kh.data() : k.data(); }
-  const void* vc() const { return kv_type == DType::F16 ? (const void*)vh.data() : v.data(); }
+  const void* kc() const {
+    return kv_type == DType::F16    ? (const void*)kh.data()
+           : kv_type == DType::Q8_0 ? (const void*)kq.data()
+                                    : k.data();
+  }
+  const void* vc() const {
+    return kv_type == DType::F16    ? (const void*)vh.data()
+           : kv_type == DType::Q8_0 ? (const void*)vq.data()
+                                    : v.data();
+  }
 };
 
 // Naive: gather positions 0..pos of the sequence and do softmax in double.
@@ -111,7 +132,7 @@ std::vector<float> run(const CacheFixture& s, const Tokens& t, const std::vector
 }
 
 TEST(PagedAttention, MatchesNaiveAcrossSequencesAndTypes) {
-  for (DType t : {DType::F32, DType::F16}) {
+  for (DType t : {DType::F32, DType::F16, DType::Q8_0}) {
     std::mt19937 rng(5);
     CacheFixture s;
     s.build(rng, {13, 1, 37}, t);

@@ -124,6 +124,38 @@ TEST(EngineBatchInvariance, RandomQ4_0) {
   check_batch_invariance("golden/random/rand-llama-tok512-Q4_0.gguf");
 }
 
+// Layers split over 2 and 3 devices (each with its own KV pool) give the same
+// tokens as one device, batched and under preemption.
+void check_multi_device(const std::string& model_file) {
+  Loaded m = load(model_file);
+  const int32_t L = m.model->hparams().n_layer;
+  auto prompts = make_prompts(*m.tok, 16);
+  const int gen = 16;
+  std::vector<std::vector<int32_t>> solo;
+  for (const auto& p : prompts) solo.push_back(run_all(m, {p}, solo_config(), gen)[0]);
+  const std::vector<std::vector<KvPoolPlacement>> splits = {
+      {{"cpu:0", 0, L / 2}, {"host", L / 2, L}},
+      {{"cpu:0", 0, 1}, {"cpu:1", 1, L - 1}, {"host", L - 1, L}}};
+  for (const auto& placements : splits) {
+    EngineConfig cfg;
+    cfg.num_blocks = 10;  // tight: forces preemption
+    cfg.scheduler.max_batched_tokens = 48;
+    cfg.placements = placements;
+    EngineStats st;
+    auto got = run_all(m, prompts, cfg, gen, &st);
+    EXPECT_GT(st.preemptions, 0u);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(got[i], solo[i]) << placements.size() << " devices, request " << i;
+  }
+}
+
+TEST(EngineMultiDevice, Stories260K) {
+  check_multi_device("stories260K.gguf");
+}
+TEST(EngineMultiDevice, RandomQ8_0) {
+  check_multi_device("golden/random/rand-llama-tok512-Q8_0.gguf");
+}
+
 TEST(EnginePrefixCache, SecondRequestComputesOnlyUnsharedTokens) {
   Loaded m = load("stories260K.gguf");
   std::vector<int32_t> shared = m.tok->encode(
@@ -280,6 +312,36 @@ TEST(EngineErrors, BadRequests) {
   EXPECT_THROW(engine.submit(r, nullptr), ConfigError);
   EXPECT_FALSE(engine.has_work());
   EXPECT_EQ(engine.kv_manager().allocator().num_used(), 0);
+}
+
+}  // namespace
+}  // namespace pagellm
+
+namespace pagellm {
+namespace {
+
+TEST(EngineSwapGuard, LowMemoryHoldsNewRequestsBack) {
+  Loaded m = load("stories260K.gguf");
+  ThreadPool pool(1);
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  bool memory_ok = false;
+  cfg.memory_ok = [&] { return memory_ok; };
+  cfg.memory_check_ms = 0;
+  Engine engine(*m.model, *m.tok, pool, cfg);
+  Request r;
+  r.prompt = m.tok->encode("Once upon a time");
+  r.max_tokens = 4;
+  int tokens = 0;
+  engine.submit(r, [&](const SeqEvent& ev) { tokens += ev.token >= 0; });
+  EXPECT_FALSE(engine.step());  // nothing admitted
+  EXPECT_TRUE(engine.stats().admission_paused);
+  EXPECT_EQ(engine.stats().admission_pauses, 1u);
+  EXPECT_EQ(tokens, 0);
+  memory_ok = true;
+  while (engine.has_work()) engine.step();
+  EXPECT_EQ(tokens, 4);
+  EXPECT_FALSE(engine.stats().admission_paused);
 }
 
 }  // namespace

@@ -41,7 +41,8 @@ RunResult run_greedy(LlamaModel& model, const std::vector<int32_t>& prompt, int 
   const int32_t bs = 16;
   const int64_t total = static_cast<int64_t>(prompt.size()) + n;
   BlockAllocator alloc(static_cast<int32_t>((total + bs - 1) / bs));
-  KvPool kv(model.kv_shape(alloc.num_blocks(), bs, kv_type));
+  KvCacheStorage kv(model.kv_shape(alloc.num_blocks(), bs, kv_type),
+                    {{"host", 0, model.hparams().n_layer}});
   BlockTable table(bs);
   EXPECT_TRUE(table.reserve(alloc, total));
   const int64_t V = model.hparams().n_vocab;
@@ -167,9 +168,12 @@ INSTANTIATE_TEST_SUITE_P(Types, GoldenRandom,
                                            RandomCase{"rand-llama-tok512-Q6_K", 3e-2, DType::F16},
                                            RandomCase{"rand-llama-spm32k-Q4_0", 3e-2, DType::F16},
                                            RandomCase{"rand-qwen2-tok512-F32", 1e-5, DType::F32},
-                                           RandomCase{"rand-qwen2-tok512-Q8_0", 3e-2, DType::F16}),
+                                           RandomCase{"rand-qwen2-tok512-Q8_0", 3e-2, DType::F16},
+                                           // q8_0 KV cache: K/V rounded to 8 bits per 32-block.
+                                           RandomCase{"rand-llama-tok512-F32", 3e-2, DType::Q8_0}),
                          [](const auto& info) {
-                           std::string s = info.param.file;
+                           std::string s =
+                               std::string(info.param.file) + "_kv_" + dtype_name(info.param.kv);
                            for (char& ch : s)
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return s;

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "tokenizer/byte_level.h"
 #include "tokenizer/vocab.h"
 
 namespace pagellm::test {
@@ -30,6 +31,33 @@ inline Vocab::Spec tiny_spec(const std::vector<std::pair<std::string, float>>& p
     }
   }
   for (const auto& [text, score] : pieces) add(text, score, TokenType::kNormal);
+  return s;
+}
+
+// A small byte-level BPE vocabulary: ids 0..255 are the byte-level characters
+// of bytes 0..255 (NORMAL), then one NORMAL token per merge (left + right, in
+// merge order), then `<|endoftext|>` (CONTROL, BOS = EOS). Merges are given as
+// raw byte strings and written in the byte-level alphabet ("a b", " a" -> "Ġ a").
+inline Vocab::Spec tiny_bpe_spec(const std::vector<std::pair<std::string, std::string>>& merges,
+                                 const std::string& pre = "gpt-2") {
+  Vocab::Spec s;
+  s.model = "gpt2";
+  s.pre = pre;
+  for (int b = 0; b < 256; ++b) {
+    s.tokens.emplace_back(byte_level_char(static_cast<uint8_t>(b)));
+    s.types.push_back(TokenType::kNormal);
+  }
+  for (const auto& [left, right] : merges) {
+    const std::string l = byte_level_encode(left), r = byte_level_encode(right);
+    s.merges.push_back(l + " " + r);
+    s.tokens.push_back(l + r);
+    s.types.push_back(TokenType::kNormal);
+  }
+  const auto eot = static_cast<int32_t>(s.tokens.size());
+  s.tokens.emplace_back("<|endoftext|>");
+  s.types.push_back(TokenType::kControl);
+  s.bos = eot;
+  s.eos = eot;
   return s;
 }
 

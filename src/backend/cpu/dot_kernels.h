@@ -33,30 +33,41 @@ DotTileFn legacy_dot_tile(DType wtype, CpuIsa isa);  // Q4_0..Q8_0; Avx2/Avx512
 DotTileFn kquant_dot_tile(DType wtype, CpuIsa isa);  // Q2_K..Q6_K; Avx2/Avx512
 
 // Drives a kernel K over a rows x cols tile. K provides
-//   static constexpr int kRows, kCols;  // register tile for batches (cols >= kCols)
-//   static constexpr int kGemvRows;     // rows per step when a single column is left
+//   static constexpr int kRows, kCols;  // register tile for batches of columns
+//   static constexpr int kGemvRows;     // rows per step for a single column
 //   template <int RB, int CB> static void micro(int64_t n, const uint8_t* w, size_t ws,
 //       const uint8_t* x, size_t xs, float* out, int64_t os);
-// Activation-column groups are the outer loop so a group stays in L1 while
-// the rows of the tile pass by.
+// Columns go in groups of kCols, then one group of the 1..kCols-1 left (so a
+// batch of 2 or 3 still reads each weight once). Column groups are the outer
+// loop so a group stays in L1 while the rows of the tile pass by.
+template <class K, int R, int C>
+void sweep_rows(int64_t n, const uint8_t* w, size_t ws, int64_t rows, const uint8_t* x, size_t xs,
+                float* out, int64_t os) {
+  int64_t r = 0;
+  for (; r + R <= rows; r += R) K::template micro<R, C>(n, w + r * ws, ws, x, xs, out + r, os);
+  for (; r < rows; ++r) K::template micro<1, C>(n, w + r * ws, ws, x, xs, out + r, os);
+}
+
+template <class K, int C>
+void sweep_tail(int64_t left, int64_t n, const uint8_t* w, size_t ws, int64_t rows,
+                const uint8_t* x, size_t xs, float* out, int64_t os) {
+  if (left == C) {
+    constexpr int R = C == 1 ? K::kGemvRows : K::kRows;
+    return sweep_rows<K, R, C>(n, w, ws, rows, x, xs, out, os);
+  }
+  if constexpr (C > 1) sweep_tail<K, C - 1>(left, n, w, ws, rows, x, xs, out, os);
+}
+
 template <class K>
 void run_tile(int64_t n, const uint8_t* w, size_t ws, int64_t rows, const uint8_t* x, size_t xs,
               int64_t cols, float* out, int64_t os) {
-  constexpr int RB = K::kRows, CB = K::kCols, GR = K::kGemvRows;
+  constexpr int CB = K::kCols;
   int64_t c = 0;
-  for (; c + CB <= cols; c += CB) {
-    int64_t r = 0;
-    for (; r + RB <= rows; r += RB)
-      K::template micro<RB, CB>(n, w + r * ws, ws, x + c * xs, xs, out + c * os + r, os);
-    for (; r < rows; ++r)
-      K::template micro<1, CB>(n, w + r * ws, ws, x + c * xs, xs, out + c * os + r, os);
-  }
-  for (; c < cols; ++c) {
-    int64_t r = 0;
-    for (; r + GR <= rows; r += GR)
-      K::template micro<GR, 1>(n, w + r * ws, ws, x + c * xs, xs, out + c * os + r, os);
-    for (; r < rows; ++r)
-      K::template micro<1, 1>(n, w + r * ws, ws, x + c * xs, xs, out + c * os + r, os);
+  for (; c + CB <= cols; c += CB)
+    sweep_rows<K, K::kRows, CB>(n, w, ws, rows, x + c * xs, xs, out + c * os, os);
+  if (c < cols) {
+    if constexpr (CB > 1)
+      sweep_tail<K, CB - 1>(cols - c, n, w, ws, rows, x + c * xs, xs, out + c * os, os);
   }
 }
 

@@ -15,8 +15,8 @@ namespace {
 
 // Weight bytes per row tile when several activation rows are multiplied: the
 // tile is re-read from L2 once per group of activation rows.
-constexpr size_t kTileBytes = 192 * 1024;
-// Output rows per scheduling unit (a multiple of every kernel's row block).
+constexpr size_t kTileBytes = 128 * 1024;
+// Output rows per scheduling unit for the thread split.
 constexpr int64_t kRowGrain = 16;
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tensor/blocks.h"
 #include "tensor/fp16.h"
 
 #if defined(__AVX2__)
@@ -13,8 +14,17 @@ namespace pagellm {
 
 namespace {
 
-// Loads n elements of a K or V row into f32.
-inline void load_row(const void* base, DType type, int64_t offset, int n, float* dst) {
+// Loads head row `row` (= slot * n_kv_heads + kv_head) of n elements into f32.
+inline void load_row(const void* base, DType type, int64_t row, int n, float* dst) {
+  if (type == DType::Q8_0) {
+    const auto* blk = static_cast<const BlockQ8_0*>(base) + row * (n / QK8_0);
+    for (int b = 0; b < n / QK8_0; ++b) {
+      const float d = fp16_to_fp32(blk[b].d);
+      for (int i = 0; i < QK8_0; ++i) dst[b * QK8_0 + i] = d * static_cast<float>(blk[b].qs[i]);
+    }
+    return;
+  }
+  const int64_t offset = row * n;
   if (type == DType::F32) {
     const float* src = static_cast<const float*>(base) + offset;
     for (int i = 0; i < n; ++i) dst[i] = src[i];
@@ -46,7 +56,6 @@ inline float dot(const float* a, const float* b, int n) {
 void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool) {
   const int group = a.n_heads / a.n_kv_heads;
   const int d = a.head_dim;
-  const int64_t kv_row = static_cast<int64_t>(a.n_kv_heads) * d;
   const int64_t work = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads;
 
   pool.parallel_for(work, [&](int64_t begin, int64_t end, int) {
@@ -64,9 +73,9 @@ void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool) {
       for (int32_t p = 0; p < n_ctx; ++p) {
         const int64_t slot =
             static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
-        const int64_t off = slot * kv_row + static_cast<int64_t>(kvh) * d;
-        load_row(a.k_cache, a.kv_type, off, d, kbuf.data());
-        load_row(a.v_cache, a.kv_type, off, d, vbuf.data());
+        const int64_t row = slot * a.n_kv_heads + kvh;
+        load_row(a.k_cache, a.kv_type, row, d, kbuf.data());
+        load_row(a.v_cache, a.kv_type, row, d, vbuf.data());
         for (int g = 0; g < group; ++g) {
           const float s = dot(q0 + g * d, kbuf.data(), d) * a.scale;
           float* accg = acc.data() + g * d;

@@ -4,7 +4,8 @@
 // Layouts:
 //   q    [n_tokens][n_heads][head_dim] f32, row stride q_stride floats
 //   out  [n_tokens][n_heads][head_dim] f32, row stride out_stride floats
-//   k_cache, v_cache  [slots][n_kv_heads][head_dim] of kv_type (F16 or F32);
+//   k_cache, v_cache  [slots][n_kv_heads][head_dim] of kv_type (F16, F32, or Q8_0:
+//        each head row is head_dim / 32 Q8_0 blocks);
 //        slot = block_table[p / block_size] * block_size + p % block_size
 //   token_seq[t]  index of the sequence token t belongs to
 //   token_pos[t]  its position; it attends to positions 0..token_pos[t] of its

@@ -48,10 +48,28 @@ inline float load_f16(const void* p) {
   return _cvtsh_ss(h);
 }
 
+// The f16 at p, converted and broadcast to 8 lanes.
+inline __m256 bcast_f16(const void* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
+}
+
 inline uint32_t load_u32(const void* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
   return v;
+}
+
+// Software prefetch of weights: the kernels interleave a few rows at a time,
+// short streams the hardware prefetcher does not follow well, so each kernel
+// hints the same offset kPrefetchGroups row groups ahead into L2 (prefetcht1).
+// Measured on Zen 4 (single-thread Q4_K GEMV from DRAM): no hint 5.5 GB/s,
+// L1 hint 10 GB/s, L2 hint 4 groups ahead 19 GB/s. A hint past the end of the
+// matrix is harmless.
+constexpr int kPrefetchGroups = 4;
+inline void prefetch(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
 }
 
 inline __m256i load256(const void* p) {

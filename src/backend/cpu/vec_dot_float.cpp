@@ -47,6 +47,7 @@ struct FloatKernAvx2 {
       for (int c = 0; c < CB; ++c)
         xv[c] = _mm256_loadu_ps(reinterpret_cast<const float*>(x + c * xs) + i);
       for (int r = 0; r < RB; ++r) {
+        simd::prefetch(w + (r + simd::kPrefetchGroups * RB) * ws + i * L::kBytes);
         __m256 wv = L::load(w + r * ws + i * L::kBytes);
         for (int c = 0; c < CB; ++c) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
       }
@@ -99,7 +100,7 @@ struct BF16x16 {
 
 template <class L>
 struct FloatKernAvx512 {
-  static constexpr int kRows = 4, kCols = 4, kGemvRows = 4;
+  static constexpr int kRows = 8, kCols = 3, kGemvRows = 4;
 
   template <int RB, int CB>
   static void micro(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out,
@@ -113,6 +114,7 @@ struct FloatKernAvx512 {
       for (int c = 0; c < CB; ++c)
         xv[c] = _mm512_loadu_ps(reinterpret_cast<const float*>(x + c * xs) + i);
       for (int r = 0; r < RB; ++r) {
+        simd::prefetch(w + (r + simd::kPrefetchGroups * RB) * ws + i * L::kBytes);
         __m512 wv = L::load(w + r * ws + i * L::kBytes);
         for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_fmadd_ps(wv, xv[c], acc[r][c]);
       }

@@ -172,7 +172,7 @@ struct Q6K {
 
 template <class T, bool kVnni>
 struct KQuantKern {
-  static constexpr int kRows = PAGELLM_HAVE_AVX512 ? 4 : 2, kCols = 2, kGemvRows = 4;
+  static constexpr int kRows = 2, kCols = PAGELLM_HAVE_AVX512 ? 4 : 2, kGemvRows = 4;
   using Block = typename T::Block;
 
   template <int RB, int CB>
@@ -189,7 +189,12 @@ struct KQuantKern {
       for (int c = 0; c < CB; ++c) xb[c] = reinterpret_cast<const BlockQ8_K*>(x + c * xs) + b;
 
       Row row[RB];
-      for (int r = 0; r < RB; ++r) row[r] = T::row(wb[r]);
+      for (int r = 0; r < RB; ++r) {
+        const uint8_t* next =
+            reinterpret_cast<const uint8_t*>(wb[r]) + simd::kPrefetchGroups * RB * ws;
+        for (size_t off = 0; off < sizeof(Block); off += 64) simd::prefetch(next + off);
+        row[r] = T::row(wb[r]);
+      }
       __m256i L[RB][CB];
       for (int c = 0; c < CB; ++c) {
         const __m256i bsums = load256(xb[c]->bsums);

@@ -2,7 +2,7 @@
 // AVX-512 VNNI. One 32-element block fills one 256-bit register. Per block and
 // (weight row, activation row) pair:
 //   lanes = exact int32 partial sums of q_w * q_x (lane i: elements 4i..4i+3)
-//   acc   = fma(float(lanes), broadcast(d_w * d_x), acc)
+//   acc   = fma(float(lanes), broadcast(d_w) * broadcast(d_x), acc)
 //   acc   = fma(broadcast(m_w), {s_x, 0, ..., 0}, acc)       (Q4_1 / Q5_1 only)
 // and the output is simd::hsum(acc). The integer lanes are exact, so the AVX2
 // (maddubs) and VNNI (dpbusd) variants give bit-identical results.
@@ -19,6 +19,7 @@ namespace pagellm::cpu::detail {
 #if PAGELLM_HAVE_AVX2
 namespace {
 
+using simd::bcast_f16;
 using simd::dot_u8s8;
 using simd::load128;
 using simd::load256;
@@ -40,16 +41,16 @@ inline __m256i nibbles(const uint8_t* qs) {
 
 struct ColQ8_0 {
   __m256i y, base;
-  float d;
+  __m256 d;  // broadcast
 };
 struct ColQ8_1 {
   __m256i y;
   __m256 s;  // {s, 0, ..., 0}
-  float d;
+  __m256 d;
 };
 struct Row {
   __m256i u;
-  float d, m;
+  __m256 d, m;  // broadcast
 };
 
 // Offset activation (Q8_0) with unsigned weight codes q - kOffset.
@@ -59,7 +60,7 @@ inline ColQ8_0 col_q8_0(const uint8_t* x, int64_t b) {
   ColQ8_0 c;
   c.y = load256(xb->qs);
   c.base = neg_offset_sums<kVnni>(c.y, kOffset);
-  c.d = load_f16(&xb->d);
+  c.d = bcast_f16(&xb->d);
   return c;
 }
 
@@ -68,43 +69,46 @@ inline ColQ8_1 col_q8_1(const uint8_t* x, int64_t b) {
   ColQ8_1 c;
   c.y = load256(xb->qs);
   c.s = _mm256_setr_ps(load_f16(&xb->s), 0, 0, 0, 0, 0, 0, 0);
-  c.d = load_f16(&xb->d);
+  c.d = bcast_f16(&xb->d);
   return c;
 }
 
 template <bool kVnni>
 struct Q4_0 {
+  static constexpr size_t kBlockBytes = sizeof(BlockQ4_0);
   using Col = ColQ8_0;
   static constexpr bool kHasMin = false;
   static Col col(const uint8_t* x, int64_t b) { return col_q8_0<kVnni, 8>(x, b); }
   static Row row(const uint8_t* w, int64_t b) {
     const auto* wb = reinterpret_cast<const BlockQ4_0*>(w) + b;
-    return {nibbles(wb->qs), load_f16(&wb->d), 0.0f};
+    return {nibbles(wb->qs), bcast_f16(&wb->d), _mm256_setzero_ps()};
   }
   static __m256i lanes(const Row& r, const Col& c) { return dot_u8s8<kVnni>(c.base, r.u, c.y); }
 };
 
 template <bool kVnni>
 struct Q5_0 {
+  static constexpr size_t kBlockBytes = sizeof(BlockQ5_0);
   using Col = ColQ8_0;
   static constexpr bool kHasMin = false;
   static Col col(const uint8_t* x, int64_t b) { return col_q8_0<kVnni, 16>(x, b); }
   static Row row(const uint8_t* w, int64_t b) {
     const auto* wb = reinterpret_cast<const BlockQ5_0*>(w) + b;
     __m256i hi = simd::bytes_from_bits(simd::load_u32(wb->qh), _mm256_set1_epi8(16));
-    return {_mm256_or_si256(nibbles(wb->qs), hi), load_f16(&wb->d), 0.0f};
+    return {_mm256_or_si256(nibbles(wb->qs), hi), bcast_f16(&wb->d), _mm256_setzero_ps()};
   }
   static __m256i lanes(const Row& r, const Col& c) { return dot_u8s8<kVnni>(c.base, r.u, c.y); }
 };
 
 template <bool kVnni>
 struct Q4_1 {
+  static constexpr size_t kBlockBytes = sizeof(BlockQ4_1);
   using Col = ColQ8_1;
   static constexpr bool kHasMin = true;
   static Col col(const uint8_t* x, int64_t b) { return col_q8_1(x, b); }
   static Row row(const uint8_t* w, int64_t b) {
     const auto* wb = reinterpret_cast<const BlockQ4_1*>(w) + b;
-    return {nibbles(wb->qs), load_f16(&wb->d), load_f16(&wb->m)};
+    return {nibbles(wb->qs), bcast_f16(&wb->d), bcast_f16(&wb->m)};
   }
   static __m256i lanes(const Row& r, const Col& c) {
     return dot_u8s8<kVnni>(_mm256_setzero_si256(), r.u, c.y);
@@ -113,13 +117,14 @@ struct Q4_1 {
 
 template <bool kVnni>
 struct Q5_1 {
+  static constexpr size_t kBlockBytes = sizeof(BlockQ5_1);
   using Col = ColQ8_1;
   static constexpr bool kHasMin = true;
   static Col col(const uint8_t* x, int64_t b) { return col_q8_1(x, b); }
   static Row row(const uint8_t* w, int64_t b) {
     const auto* wb = reinterpret_cast<const BlockQ5_1*>(w) + b;
     __m256i hi = simd::bytes_from_bits(simd::load_u32(wb->qh), _mm256_set1_epi8(16));
-    return {_mm256_or_si256(nibbles(wb->qs), hi), load_f16(&wb->d), load_f16(&wb->m)};
+    return {_mm256_or_si256(nibbles(wb->qs), hi), bcast_f16(&wb->d), bcast_f16(&wb->m)};
   }
   static __m256i lanes(const Row& r, const Col& c) {
     return dot_u8s8<kVnni>(_mm256_setzero_si256(), r.u, c.y);
@@ -130,16 +135,17 @@ struct Q5_1 {
 // multiplies |w| by y with w's sign (no int16 overflow: 128 * 127 * 2 < 2^15).
 template <bool kVnni>
 struct Q8_0 {
+  static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
   using Col = ColQ8_0;
   static constexpr bool kHasMin = false;
   static Col col(const uint8_t* x, int64_t b) {
     if constexpr (kVnni) return col_q8_0<true, 128>(x, b);
     const auto* xb = reinterpret_cast<const BlockQ8_0*>(x) + b;
-    return {load256(xb->qs), _mm256_setzero_si256(), load_f16(&xb->d)};
+    return {load256(xb->qs), _mm256_setzero_si256(), bcast_f16(&xb->d)};
   }
   static Row row(const uint8_t* w, int64_t b) {
     const auto* wb = reinterpret_cast<const BlockQ8_0*>(w) + b;
-    return {load256(wb->qs), load_f16(&wb->d), 0.0f};
+    return {load256(wb->qs), bcast_f16(&wb->d), _mm256_setzero_ps()};
   }
   static __m256i lanes(const Row& r, const Col& c) {
     if constexpr (kVnni)
@@ -164,12 +170,12 @@ struct LegacyKern {
       typename T::Col col[CB];
       for (int c = 0; c < CB; ++c) col[c] = T::col(x + c * xs, b);
       for (int r = 0; r < RB; ++r) {
+        simd::prefetch(w + (r + simd::kPrefetchGroups * RB) * ws + b * T::kBlockBytes);
         const Row row = T::row(w + r * ws, b);
         for (int c = 0; c < CB; ++c) {
           __m256 l = _mm256_cvtepi32_ps(T::lanes(row, col[c]));
-          acc[r][c] = _mm256_fmadd_ps(l, _mm256_set1_ps(row.d * col[c].d), acc[r][c]);
-          if constexpr (T::kHasMin)
-            acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(row.m), col[c].s, acc[r][c]);
+          acc[r][c] = _mm256_fmadd_ps(l, _mm256_mul_ps(row.d, col[c].d), acc[r][c]);
+          if constexpr (T::kHasMin) acc[r][c] = _mm256_fmadd_ps(row.m, col[c].s, acc[r][c]);
         }
       }
     }
