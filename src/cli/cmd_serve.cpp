@@ -145,13 +145,13 @@ int run_serve(const ServeArgs& a) {
     ctx->limits.max_context = std::min<int64_t>(
         engine->max_seq_len(), static_cast<int64_t>(cfg.num_blocks) * cfg.block_size);
     ctx->plan = kv_plan(*model, *engine, path);
-    server.set_ready(ctx);
     std::printf(
         "pagellm serve: ready: model %s (%s), context %lld tokens, KV cache %d blocks of %d, "
         "chat template %s, %d threads\n",
         hopts.model_id.c_str(), path.c_str(), static_cast<long long>(ctx->limits.max_context),
         cfg.num_blocks, cfg.block_size, chat->description().c_str(), pool->size());
     std::fflush(stdout);
+    server.set_ready(ctx);
   } catch (...) {
     stop_http();
     throw;

@@ -106,7 +106,8 @@ void HttpServer::Impl::setup() {
   svr.new_task_queue = [max = opts.max_threads] { return new ElasticTaskQueue(max); };
   svr.set_tcp_nodelay(true);
   svr.set_keep_alive_max_count(1000);
-  svr.set_keep_alive_timeout(5);
+  // Idle keep-alive connections hold shutdown up to this long.
+  svr.set_keep_alive_timeout(2);
   svr.set_read_timeout(30);
   svr.set_write_timeout(10);
   svr.set_payload_max_length(opts.max_body_bytes);

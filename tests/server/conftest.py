@@ -83,6 +83,16 @@ class Server:
             time.sleep(0.05)
         raise RuntimeError(f"server not ready after {timeout} s: {self.output()}")
 
+    def wait_output(self, text, timeout=10.0):
+        """Waits until a line of stdout or stderr contains `text`; returns it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.stdout_lines + self.stderr_lines:
+                if text in line:
+                    return line
+            time.sleep(0.02)
+        raise AssertionError(f"no output line contains {text!r}: {self.output()}")
+
     def access_log(self):
         out = []
         for line in list(self.stderr_lines):
@@ -94,6 +104,16 @@ class Server:
                 if entry.get("event") == "access":
                     out.append(entry)
         return out
+
+    def wait_access(self, predicate, timeout=10.0):
+        """Waits for an access-log entry that satisfies `predicate`; returns the last one."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = [e for e in self.access_log() if predicate(e)]
+            if found:
+                return found[-1]
+            time.sleep(0.02)
+        raise AssertionError(f"no such access-log entry: {self.output()}")
 
     def metrics(self):
         """The /metrics samples as {name or name{labels}: value}."""

@@ -141,9 +141,9 @@ def test_access_log(server, client_for):
     stream = client_for(server).completions.create(model="stories", prompt="Once", max_tokens=5,
                                                    stream=True, seed=4)
     list(stream)
-    time.sleep(0.2)
+    entry = server.wait_access(lambda e: e["id"] == out.id)
+    server.wait_access(lambda e: e["path"] == "/v1/completions" and e.get("stream"))
     log = server.access_log()
-    entry = next(e for e in log if e["id"] == out.id)
     assert entry["method"] == "POST" and entry["path"] == "/v1/chat/completions"
     assert entry["status"] == 200 and entry["stream"] is False
     assert entry["prompt_tokens"] == out.usage.prompt_tokens
