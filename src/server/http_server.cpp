@@ -78,6 +78,7 @@ struct HttpServer::Impl {
   std::atomic<bool> draining{false};
   std::atomic<int> active{0};
   std::atomic<uint64_t> next_id{1};
+  int listen_fd = -1;
 
   std::shared_ptr<const ServingContext> context() {
     std::lock_guard<std::mutex> lock(ctx_mu);
@@ -111,6 +112,10 @@ void HttpServer::Impl::setup() {
   svr.set_read_timeout(30);
   svr.set_write_timeout(10);
   svr.set_payload_max_length(opts.max_body_bytes);
+  svr.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd = sock;
+  });
 
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_current = Current{};
@@ -336,6 +341,9 @@ int HttpServer::bind(const std::string& host, int port) {
     bound = 0;
   }
   if (bound <= 0) throw SystemError(fmt::format("cannot listen on {}:{}", host, port));
+  // httplib listens with a backlog of 5: a burst of new connections would
+  // have SYNs dropped (and retried a second later). Raise it.
+  if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, SOMAXCONN);
   return bound;
 }
 
