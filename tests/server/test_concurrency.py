@@ -45,6 +45,46 @@ def test_parallel_streams_match_solo(server, client_for):
     server.wait_metric("pagellm_kv_blocks_used", lambda v: v == 0)
 
 
+def test_burst_of_64_connections(server, client_for):
+    """64 clients at once: none waits for a dropped SYN (a listen backlog
+    too short) or a busy thread; all 64 streams complete."""
+    latencies, errors = [], []
+
+    def health():
+        start = time.monotonic()
+        try:
+            with requests.Session() as s:
+                assert s.get(server.url + "/health", timeout=10).status_code == 200
+            latencies.append(time.monotonic() - start)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=health) for _ in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors and len(latencies) == 64
+    assert max(latencies) < 0.9  # a dropped SYN is retried after 1 s
+
+    results = [None] * 64
+
+    def complete(i):
+        try:
+            results[i] = stream_completion(client_for(server), i)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=complete, args=(i,)) for i in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    assert all(r is not None and r[1] in ("stop", "length") for r in results)
+    server.wait_metric("pagellm_kv_blocks_used", lambda v: v == 0)
+
+
 def test_short_requests_are_not_starved_by_long_streams(start_server, slow_model, client_for):
     srv = start_server("-c", "16384", model=slow_model)
     opened = []
