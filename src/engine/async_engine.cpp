@@ -156,7 +156,13 @@ void AsyncEngine::loop() {
     }
     if (engine_.has_work()) {
       try {
-        engine_.step();
+        if (!engine_.step()) {
+          // Work is waiting but none can run (admission paused by the swap
+          // guard): wait for a command or the next memory check.
+          std::unique_lock<std::mutex> lock(mu_);
+          cv_.wait_for(lock, std::chrono::milliseconds(20),
+                       [&] { return stop_ || !commands_.empty(); });
+        }
       } catch (const std::exception& e) {
         // Not expected (requests are validated on submit); fail what is in
         // flight rather than take the process down.

@@ -220,6 +220,15 @@ void Engine::sample_and_emit(SeqState& st, const float* logits) {
 }
 
 bool Engine::step() {
+  if (config_.memory_ok) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_memory_check_ >= std::chrono::milliseconds(config_.memory_check_ms)) {
+      last_memory_check_ = now;
+      const bool paused = !config_.memory_ok();
+      if (paused && !scheduler_->admission_paused()) ++stats_.admission_pauses;
+      scheduler_->set_admission_paused(paused);
+    }
+  }
   SchedulerOutput out = scheduler_->schedule();
   stats_.preemptions += out.preempted.size();
   if (out.empty()) return false;
@@ -270,6 +279,7 @@ EngineStats Engine::stats() const {
   s.waiting = static_cast<int32_t>(scheduler_->waiting().size());
   s.blocks = kv_->allocator().stats();
   s.preemptions = scheduler_->total_preemptions();
+  s.admission_paused = scheduler_->admission_paused();
   for (const Sequence* seq : scheduler_->running()) {
     s.slots_allocated += seq->blocks.capacity_tokens();
     s.tokens_stored += std::min<int64_t>(seq->n_computed, seq->blocks.capacity_tokens());

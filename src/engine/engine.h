@@ -4,7 +4,9 @@
 // the threaded front). Events are delivered synchronously from step().
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -28,6 +30,10 @@ struct EngineConfig {
   SchedulerConfig scheduler;
   // Layer ranges per device for the KV pools (empty: all layers on the host).
   std::vector<KvPoolPlacement> placements;
+  // Swap guard while serving: called at most every `memory_check_ms`; while it
+  // returns false, no new sequence is admitted. Empty: never paused.
+  std::function<bool()> memory_ok;
+  int32_t memory_check_ms = 100;
 };
 
 struct EngineStats {
@@ -42,8 +48,10 @@ struct EngineStats {
   int32_t running = 0;
   int32_t waiting = 0;
   BlockAllocatorStats blocks;
-  int64_t slots_allocated = 0;  // block slots held by running sequences
-  int64_t tokens_stored = 0;    // tokens in those slots
+  int64_t slots_allocated = 0;    // block slots held by running sequences
+  int64_t tokens_stored = 0;      // tokens in those slots
+  bool admission_paused = false;  // the swap guard holds new sequences back
+  uint64_t admission_pauses = 0;  // times it started holding them back
 };
 
 class Engine {
@@ -87,6 +95,7 @@ class Engine {
   uint64_t next_request_id_ = 1;
   uint64_t next_seq_id_ = 1;
   EngineStats stats_;
+  std::chrono::steady_clock::time_point last_memory_check_{};
   Batch batch_;
   std::vector<float> logits_;
 };

@@ -65,7 +65,7 @@ SchedulerOutput Scheduler::schedule() {
   }
 
   // Admitting while preempting would thrash: wait for the next step.
-  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
+  while (!admission_paused_ && out.preempted.empty() && !waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Sequence* s = waiting_.front();
     if (s->blocks.blocks().empty()) {

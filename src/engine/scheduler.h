@@ -62,6 +62,10 @@ class Scheduler {
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   const std::vector<Sequence*>& running() const { return running_; }
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  // While paused, no waiting sequence is admitted (running ones continue);
+  // the engine pauses when host memory runs low (swap guard).
+  void set_admission_paused(bool paused) { admission_paused_ = paused; }
+  bool admission_paused() const { return admission_paused_; }
   uint64_t total_preemptions() const { return preemptions_; }
 
  private:
@@ -73,6 +77,7 @@ class Scheduler {
   std::vector<Sequence*> running_;  // admission order
   uint64_t admit_counter_ = 0;
   uint64_t preemptions_ = 0;
+  bool admission_paused_ = false;
 };
 
 }  // namespace pagellm

@@ -316,3 +316,33 @@ TEST(EngineErrors, BadRequests) {
 
 }  // namespace
 }  // namespace pagellm
+
+namespace pagellm {
+namespace {
+
+TEST(EngineSwapGuard, LowMemoryHoldsNewRequestsBack) {
+  Loaded m = load("stories260K.gguf");
+  ThreadPool pool(1);
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  bool memory_ok = false;
+  cfg.memory_ok = [&] { return memory_ok; };
+  cfg.memory_check_ms = 0;
+  Engine engine(*m.model, *m.tok, pool, cfg);
+  Request r;
+  r.prompt = m.tok->encode("Once upon a time");
+  r.max_tokens = 4;
+  int tokens = 0;
+  engine.submit(r, [&](const SeqEvent& ev) { tokens += ev.token >= 0; });
+  EXPECT_FALSE(engine.step());  // nothing admitted
+  EXPECT_TRUE(engine.stats().admission_paused);
+  EXPECT_EQ(engine.stats().admission_pauses, 1u);
+  EXPECT_EQ(tokens, 0);
+  memory_ok = true;
+  while (engine.has_work()) engine.step();
+  EXPECT_EQ(tokens, 4);
+  EXPECT_FALSE(engine.stats().admission_paused);
+}
+
+}  // namespace
+}  // namespace pagellm

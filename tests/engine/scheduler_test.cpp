@@ -133,3 +133,26 @@ TEST(Scheduler, SingleSequenceFillingTheCacheNeverDeadlocks) {
 
 }  // namespace
 }  // namespace pagellm
+
+namespace pagellm {
+namespace {
+
+TEST(Scheduler, PausedAdmissionKeepsRunningSequencesGoing) {
+  KvCacheManager kv(16, 16, false);
+  Scheduler s({.max_num_seqs = 4, .max_batched_tokens = 64}, kv);
+  auto a = make_seq(1, 8), b = make_seq(2, 8);
+  s.add(a.get());
+  complete_step(s, s.schedule());
+  s.add(b.get());
+  s.set_admission_paused(true);
+  auto out = s.schedule();
+  ASSERT_EQ(out.scheduled.size(), 1u);  // a decodes, b waits
+  EXPECT_EQ(out.scheduled[0].seq, a.get());
+  complete_step(s, out);
+  s.set_admission_paused(false);
+  out = s.schedule();
+  EXPECT_EQ(out.scheduled.size(), 2u);
+}
+
+}  // namespace
+}  // namespace pagellm
