@@ -17,6 +17,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# Python packages the tests use (from PyPI), installed only when missing.
+py_missing=()
+for mod in pytest jinja2; do
+  python3 -c "import $mod" 2>/dev/null || py_missing+=("$mod")
+done
+if [ ${#py_missing[@]} -gt 0 ]; then
+  echo "setup: pip installing ${py_missing[*]}"
+  python3 -m pip install -q --disable-pip-version-check "${py_missing[@]}"
+fi
+
 BUILD_DIR=${BUILD_DIR:-build}
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -77,6 +77,12 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, 
   pool_storage_ = std::make_unique<KvCacheStorage>(
       model.kv_shape(config_.num_blocks, config_.block_size, config_.kv_type), config_.placements);
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *kv_);
+  // Everything a step needs is allocated now: the plan counted it, and a step
+  // must never be the one that runs the machine out of memory.
+  const int64_t max_tokens = config_.scheduler.max_batched_tokens;
+  const int64_t max_rows = std::min<int64_t>(max_tokens, config_.scheduler.max_num_seqs);
+  model.reserve_workspace(max_tokens, max_rows);
+  logits_.assign(static_cast<size_t>(max_rows * hp.n_vocab), 0.0f);
 }
 
 Engine::~Engine() = default;

@@ -61,6 +61,17 @@ KvPoolShape LlamaModel::kv_shape(int32_t num_blocks, int32_t block_size, DType k
   return s;
 }
 
+void LlamaModel::reserve_workspace(int64_t max_tokens, int64_t max_logit_rows) {
+  ws_->resize(hp_, max_tokens);
+  const int64_t E = hp_.n_embd, F = hp_.n_ff;
+  for (const auto& L : w_.layers) {
+    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up})
+      ws_->linear.reserve(m->type, E, max_tokens);
+    ws_->linear.reserve(L.w_down.type, F, max_tokens);
+  }
+  ws_->linear.reserve(w_.output.type, E, max_logit_rows);
+}
+
 void LlamaModel::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
                          std::vector<float>& logits) {
   const int64_t T = batch.n_tokens();
