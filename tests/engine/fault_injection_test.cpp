@@ -130,11 +130,11 @@ TEST(FaultInjection, WorkspaceFailureEndsTheBatchItHitOnly) {
   std::vector<Request> reqs;
   for (int i = 0; i < 4; ++i) reqs.push_back(greedy(*m.tok, i));
   const auto want = solo(m, reqs);
+  ThreadPool pool(2);
+  Engine e(*m.model, *m.tok, pool, config(/*max_num_seqs=*/2));
   FaultScope faults;
   // Two sequences run at a time: the 4th step's batch is requests 1 and 2.
   FaultInjector::arm("model.workspace", {.skip = 3});
-  ThreadPool pool(2);
-  Engine e(*m.model, *m.tok, pool, config(/*max_num_seqs=*/2));
   auto got = run(e, reqs);
   for (int i = 0; i < 4; ++i) {
     const Outcome& o = got[static_cast<uint64_t>(i + 1)];
