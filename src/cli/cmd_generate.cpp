@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/sampling_options.h"
 #include "engine/generator.h"
 #include "util/error.h"
 #include "util/memory_stats.h"
@@ -25,14 +26,8 @@ struct GenerateArgs {
   std::string model;
   std::string prompt;
   int32_t n_predict = 128;
-  float temp = 0.8f;
-  int32_t top_k = 40;
-  float top_p = 0.95f;
-  float min_p = 0.05f;
-  float repeat_penalty = 1.0f;
-  int32_t repeat_last_n = 64;
-  uint64_t seed = 0;
-  bool seed_set = false;
+  SamplingOptions sampling;
+  bool parse_special = false;
   int threads = 0;
   int32_t context = 0;
   std::string kv_type = "f16";
@@ -53,15 +48,10 @@ int run_generate(const GenerateArgs& a) {
   opts.context = a.context;
   opts.ignore_eos = a.ignore_eos;
   opts.kv_type = parse_dtype(a.kv_type);
-  opts.sampling.temperature = a.temp;
-  opts.sampling.top_k = a.top_k;
-  opts.sampling.top_p = a.top_p;
-  opts.sampling.min_p = a.min_p;
-  opts.sampling.repetition_penalty = a.repeat_penalty;
-  opts.sampling.repeat_last_n = a.repeat_last_n;
-  opts.sampling.seed = a.seed_set ? a.seed : std::random_device{}();
+  opts.sampling = a.sampling.resolve();
 
-  std::vector<int32_t> prompt_ids = tokenizer->encode(a.prompt, /*add_special=*/true);
+  std::vector<int32_t> prompt_ids =
+      tokenizer->encode(a.prompt, /*add_special=*/true, a.parse_special);
   Generator gen(*model, *tokenizer, pool);
   GenerateResult r;
   if (a.json) {
@@ -114,14 +104,9 @@ Runner add_generate(CLI::App& app) {
   sub->add_option("-p,--prompt", a->prompt, "Prompt text");
   sub->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--temp", a->temp, "Temperature (0 = greedy)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--top-k", a->top_k, "Top-k (0 = off)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--top-p", a->top_p, "Top-p (1 = off)")->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--min-p", a->min_p, "Min-p (0 = off)")->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--repeat-penalty", a->repeat_penalty, "Repetition penalty (1 = off)");
-  sub->add_option("--repeat-last-n", a->repeat_last_n, "Tokens the repetition penalty looks at");
-  sub->add_option_function<uint64_t>(
-      "--seed", [a](const uint64_t& s) { a->seed = s, a->seed_set = true; }, "Random seed");
+  a->sampling.add_to(*sub);
+  sub->add_flag("--parse-special", a->parse_special,
+                "Match special-token text (e.g. <|im_start|>) in the prompt");
   sub->add_option("-t,--threads", a->threads, "Threads (default: physical cores)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("-c,--ctx-size,--kv-tokens", a->context,

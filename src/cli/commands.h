@@ -13,7 +13,9 @@ Runner add_generate(CLI::App& app);
 Runner add_inspect(CLI::App& app);
 Runner add_make_model(CLI::App& app);
 Runner add_bench(CLI::App& app);
+Runner add_chat(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
+Runner add_plan(CLI::App& app);
 Runner add_serve(CLI::App& app);
 
 // The model shipped in the repo (tests/data/stories260K.gguf).

@@ -20,7 +20,9 @@ int main(int argc, char** argv) {
   add(pagellm::cli::add_inspect);
   add(pagellm::cli::add_make_model);
   add(pagellm::cli::add_bench);
+  add(pagellm::cli::add_chat);
   add(pagellm::cli::add_tokenize);
+  add(pagellm::cli::add_plan);
   add(pagellm::cli::add_serve);
   try {
     app.parse(argc, argv);

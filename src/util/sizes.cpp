@@ -59,4 +59,15 @@ std::string format_size(uint64_t bytes) {
   return fmt::format("{:.2f} {}", v, units[u]);
 }
 
+std::string format_count(int64_t n) {
+  const bool neg = n < 0;
+  uint64_t v = neg ? 0 - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
+  std::string digits = std::to_string(v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return neg ? "-" + out : out;
+}
+
 }  // namespace pagellm

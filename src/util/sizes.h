@@ -13,4 +13,7 @@ uint64_t parse_size(const std::string& text);
 // "1.50 GiB", "512.00 MiB", "17 B".
 std::string format_size(uint64_t bytes);
 
+// A count with thousands separators: "12,288", "-1,000".
+std::string format_count(int64_t n);
+
 }  // namespace pagellm

@@ -1,0 +1,186 @@
+// pagellm chat: a terminal chat rendered with the model's chat template.
+// Interactive on a terminal (one user turn per line; /reset, /exit), or
+// scripted with --message (repeatable) and --json.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/sampling_options.h"
+#include "engine/engine.h"
+#include "tokenizer/chat_template.h"
+#include "util/error.h"
+
+namespace pagellm::cli {
+
+namespace {
+
+struct ChatArgs {
+  std::string model;
+  std::string system;
+  std::string chat_template;
+  std::vector<std::string> messages;
+  int32_t n_predict = 512;
+  int threads = 0;
+  int32_t context = 0;
+  std::string kv_type = "f16";
+  SamplingOptions sampling;
+  bool json = false;
+};
+
+class ChatSession {
+ public:
+  ChatSession(const ChatArgs& a, LlamaModel& model, const Tokenizer& tok, Engine& engine)
+      : a_(a),
+        model_(model),
+        tok_(tok),
+        engine_(engine),
+        tmpl_(resolve_chat_template(chat_template_from_gguf(model.file()), a.chat_template,
+                                    &tok.vocab())) {
+    if (!tmpl_.warning.empty()) std::fprintf(stderr, "warning: %s\n", tmpl_.warning.c_str());
+    reset();
+  }
+
+  void reset() {
+    messages_.clear();
+    if (!a_.system.empty()) messages_.push_back({"system", a_.system});
+  }
+
+  // Renders the conversation plus `user`, runs it, streams the reply through
+  // `on_text`, and records both turns.
+  nlohmann::json turn(const std::string& user,
+                      const std::function<void(const std::string&)>& on_text) {
+    messages_.push_back({"user", user});
+    ChatRenderOptions ro = ChatRenderOptions::for_vocab(tok_.vocab());
+    ro.add_generation_prompt = true;
+    const std::string prompt = tmpl_.tmpl.render(messages_, ro);
+    // Templates write BOS themselves when the model wants it; add it only if not.
+    const std::string bos =
+        tok_.vocab().contains(tok_.bos_id()) ? tok_.vocab().text(tok_.bos_id()) : "";
+    const bool has_bos = !bos.empty() && prompt.rfind(bos, 0) == 0;
+    std::vector<int32_t> ids =
+        tok_.encode(prompt, /*add_special=*/!has_bos, /*parse_special=*/true);
+    Request req;
+    req.prompt = ids;
+    req.max_tokens = a_.n_predict;
+    req.sampling = sampling_;
+    req.sampling.seed += turns_++;
+    std::string reply, reason;
+    std::vector<int32_t> out_ids;
+    engine_.submit(req, [&](const SeqEvent& ev) {
+      if (ev.token >= 0) out_ids.push_back(ev.token);
+      reply += ev.text;
+      if (!ev.text.empty() && on_text) on_text(ev.text);
+      if (ev.finished) reason = ev.finish_reason;
+    });
+    while (engine_.has_work()) engine_.step();
+    messages_.push_back({"assistant", reply});
+    return {{"user", user},
+            {"prompt", prompt},
+            {"prompt_ids", ids},
+            {"reply", reply},
+            {"output_ids", out_ids},
+            {"finish_reason", reason},
+            {"template", tmpl_.tmpl.name()},
+            {"template_origin", tmpl_.origin}};
+  }
+
+  void set_sampling(SamplingParams p) { sampling_ = p; }
+
+ private:
+  const ChatArgs& a_;
+  LlamaModel& model_;
+  const Tokenizer& tok_;
+  Engine& engine_;
+  ResolvedChatTemplate tmpl_;
+  std::vector<ChatMessage> messages_;
+  SamplingParams sampling_;
+  uint64_t turns_ = 0;
+};
+
+int run_chat(const ChatArgs& a) {
+  auto model = LlamaModel::load(a.model.empty() ? default_model_path() : a.model);
+  auto tok = Tokenizer::from_gguf(model->file());
+  ThreadPool pool(a.threads > 0 ? a.threads : ThreadPool::physical_cores());
+  EngineConfig cfg;
+  cfg.kv_type = parse_dtype(a.kv_type);
+  cfg.max_seq_len = a.context;  // 0: the model's trained context
+  cfg.scheduler.max_num_seqs = 1;
+  Engine engine(*model, *tok, pool, cfg);  // prefix caching reuses earlier turns
+  ChatSession chat(a, *model, *tok, engine);
+  chat.set_sampling(a.sampling.resolve());
+
+  if (!a.messages.empty()) {
+    nlohmann::json turns = nlohmann::json::array();
+    for (const auto& m : a.messages) {
+      auto t = chat.turn(
+          m, a.json ? std::function<void(const std::string&)>() : [](const std::string& s) {
+            std::fputs(s.c_str(), stdout);
+            std::fflush(stdout);
+          });
+      if (!a.json) std::fputs("\n", stdout);
+      turns.push_back(t);
+    }
+    if (a.json)
+      std::puts(nlohmann::json({{"turns", turns}})
+                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                    .c_str());
+    return 0;
+  }
+
+  const bool tty = ::isatty(STDIN_FILENO);
+  if (tty)
+    std::fprintf(stderr, "chat with %s (empty line or /exit to quit, /reset to start over)\n",
+                 model->file().path().c_str());
+  std::string line;
+  for (;;) {
+    if (tty) std::fputs("> ", stdout), std::fflush(stdout);
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line.empty()) {
+      if (tty) break;
+      continue;
+    }
+    if (line == "/reset") {
+      chat.reset();
+      continue;
+    }
+    try {
+      chat.turn(line, [](const std::string& s) {
+        std::fputs(s.c_str(), stdout);
+        std::fflush(stdout);
+      });
+    } catch (const ConfigError& e) {
+      std::fprintf(stderr, "\nerror: %s (try /reset)\n", e.what());
+    }
+    std::fputs("\n", stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_chat(CLI::App& app) {
+  auto a = std::make_shared<ChatArgs>();
+  CLI::App* sub = app.add_subcommand("chat", "Chat with a model using its chat template");
+  sub->add_option("-m,--model", a->model, "GGUF model (default: the model shipped in the repo)");
+  sub->add_option("--system", a->system, "System message");
+  sub->add_option("--chat-template", a->chat_template,
+                  "Template to use instead of the model's: a built-in name (chatml, llama2, "
+                  "llama3, mistral, zephyr, phi3, gemma) or a file");
+  sub->add_option("--message", a->messages,
+                  "A user turn (repeatable); answers them in order and exits instead of reading "
+                  "the terminal");
+  sub->add_option("-n,--n-predict", a->n_predict, "Most tokens per reply")
+      ->check(CLI::PositiveNumber);
+  a->sampling.add_to(*sub);
+  sub->add_option("-t,--threads", a->threads, "Threads (default: physical cores)");
+  sub->add_option("-c,--ctx-size", a->context, "Context size in tokens (default: the model's)");
+  sub->add_option("--kv-type", a->kv_type, "KV cache type: f16, f32 or q8_0");
+  sub->add_flag("--json", a->json, "With --message: print one JSON object with every turn");
+  return [a] { return run_chat(*a); };
+}
+
+}  // namespace pagellm::cli

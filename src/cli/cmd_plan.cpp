@@ -1,0 +1,76 @@
+// pagellm plan: print the memory plan (devices, layer ranges, weights, KV
+// cache, workspace, headroom, free after) from the model's metadata only.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/plan_options.h"
+#include "planner/plan_format.h"
+#include "util/sizes.h"
+
+namespace pagellm::cli {
+
+namespace {
+
+constexpr int kRefused = 2;  // the plan does not fit
+
+struct PlanArgs {
+  std::string model;
+  bool json = false;
+  PlanOptions opts;
+};
+
+int run_plan(const PlanArgs& a) {
+  const std::string path = a.model.empty() ? default_model_path() : a.model;
+  auto f = GgufFile::open(path);  // maps the file; no weight is touched
+  const ModelHParams hp = ModelHParams::from_gguf(*f);
+  const ModelFootprint fp = model_footprint(*f, hp, a.opts.footprint_options());
+  const PlanRequest req = a.opts.request(hp);
+  SystemProbe probe;
+  const std::vector<PlanDevice> devices = a.opts.measure_devices(probe);
+  nlohmann::json model = {{"path", path},
+                          {"arch", hp.arch},
+                          {"n_layer", hp.n_layer},
+                          {"n_ctx_train", hp.n_ctx_train},
+                          {"weight_bytes", fp.total_weight_bytes()}};
+  try {
+    const Plan plan = make_plan(req, fp, devices);
+    if (a.json) {
+      nlohmann::json j = plan_to_json(plan);
+      j["model"] = model;
+      std::puts(j.dump(2).c_str());
+    } else {
+      fmt::print("model: {} ({}, {} layers, trained context {}, weights {})\n", path, hp.arch,
+                 hp.n_layer, format_count(hp.n_ctx_train), format_size(fp.total_weight_bytes()));
+      fmt::print("{}", format_plan_table(plan));
+    }
+    return 0;
+  } catch (const PlanError& e) {
+    if (a.json) {
+      nlohmann::json j = plan_error_to_json(e);
+      j["model"] = model;
+      std::puts(j.dump(2).c_str());
+    }
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kRefused;
+  }
+}
+
+}  // namespace
+
+Runner add_plan(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "plan",
+      "Print the memory plan (layer placement, KV cache size) without loading weights; exit "
+      "code 2 when it does not fit");
+  sub->add_option("-m,--model", a->model,
+                  "GGUF model file (default: the model shipped in the repo)");
+  sub->add_flag("--json", a->json, "Print JSON with exact byte counts");
+  a->opts.add_to(*sub);
+  return [a] { return run_plan(*a); };
+}
+
+}  // namespace pagellm::cli

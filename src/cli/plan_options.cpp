@@ -1,0 +1,94 @@
+#include "cli/plan_options.h"
+
+#include <fmt/format.h>
+
+#include "planner/device_map.h"
+#include "util/error.h"
+#include "util/sizes.h"
+
+namespace pagellm::cli {
+
+void PlanOptions::add_to(CLI::App& sub) {
+  sub.add_option("--device", devices,
+                 "Device to use besides the host (repeatable): cuda:N, cuda:N=SIZE (at most SIZE "
+                 "of it), or cpu:N=SIZE, a virtual CPU device with a memory cap (default: every "
+                 "CUDA device)");
+  sub.add_option("--device-map", device_map,
+                 "Manual layer placement, e.g. \"0-11:cpu:0,12-23:cpu:1\" (FIRST-LAST:DEVICE, "
+                 "DEVICE = host, cpu:N or cuda:N; every layer once, one range per device)");
+  auto* tokens =
+      sub.add_option("-c,--kv-tokens,--ctx-size", kv_tokens, "KV cache for N tokens in total")
+          ->check(CLI::PositiveNumber);
+  auto* mem = sub.add_option("--kv-mem", kv_mem, "At most SIZE of KV cache on any one device");
+  auto* frac = sub.add_option("--kv-fraction", kv_fraction,
+                              "KV cache: fraction F of what is free after weights, per device")
+                   ->check(CLI::Range(0.0, 1.0));
+  tokens->excludes(mem)->excludes(frac);
+  mem->excludes(frac);
+  sub.add_option("--kv-type", kv_type, "KV cache type: f16, f32 or q8_0")->capture_default_str();
+  sub.add_option("--headroom", headroom,
+                 "Memory kept free on every device (default: max(5% of free, 512 MiB); 5% of the "
+                 "cap for virtual cpu:N devices)");
+  sub.add_option("--max-seq-len", max_seq_len,
+                 "Longest sequence (default: the model's trained context)")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--max-num-seqs", max_num_seqs, "Most sequences at once")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub.add_option("--min-kv-tokens", min_kv_tokens,
+                 "Smallest acceptable cache (default: --max-seq-len)")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--block-size", block_size, "Tokens per KV block")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  sub.add_option("--max-batched-tokens", max_batched_tokens,
+                 "Most tokens in one step (sizes the activation workspace)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub.add_flag("--no-cpu-offload", no_cpu_offload,
+               "Never put layers on the host CPU; shrink the cache instead (down to "
+               "--min-kv-tokens)");
+}
+
+PlanRequest PlanOptions::request(const ModelHParams& hp) const {
+  PlanRequest r;
+  if (kv_tokens > 0) {
+    r.kv_mode = KvMode::kTokens;
+    r.kv_tokens = kv_tokens;
+  } else if (!kv_mem.empty()) {
+    r.kv_mode = KvMode::kMemory;
+    r.kv_mem_bytes = parse_size(kv_mem);
+  } else if (kv_fraction > 0) {
+    r.kv_mode = KvMode::kFraction;
+    r.kv_fraction = kv_fraction;
+  }
+  r.block_size = block_size;
+  r.max_seq_len = max_seq_len > 0 ? max_seq_len : hp.n_ctx_train;
+  r.max_num_seqs = max_num_seqs;
+  r.min_kv_tokens = min_kv_tokens;
+  r.no_cpu_offload = no_cpu_offload;
+  if (!device_map.empty()) r.device_map = parse_device_map(device_map);
+  return r;
+}
+
+FootprintOptions PlanOptions::footprint_options() const {
+  FootprintOptions o;
+  o.kv_type = parse_dtype(kv_type);
+  o.max_batched_tokens = max_batched_tokens;
+  o.max_num_seqs = max_num_seqs;
+  return o;
+}
+
+std::vector<PlanDevice> PlanOptions::measure_devices(MemoryProbe& probe) const {
+  std::optional<uint64_t> room;
+  if (!headroom.empty()) room = parse_size(headroom);
+  return pagellm::measure_devices(parse_devices(devices), probe, room);
+}
+
+Plan PlanOptions::make_plan(const GgufFile& f, const ModelHParams& hp, MemoryProbe& probe) const {
+  const PlanRequest req = request(hp);
+  const ModelFootprint fp = model_footprint(f, hp, footprint_options());
+  return pagellm::make_plan(req, fp, measure_devices(probe));
+}
+
+}  // namespace pagellm::cli

@@ -1,0 +1,82 @@
+#include "device/device.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+
+#include "util/error.h"
+#include "util/sizes.h"
+
+namespace pagellm {
+
+const char* device_kind_name(DeviceKind kind) {
+  return kind == DeviceKind::kCuda ? "cuda" : "cpu";
+}
+
+std::string Device::name() const {
+  if (is_host()) return "host";
+  return fmt::format("{}:{}", device_kind_name(kind), index);
+}
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+}  // namespace
+
+Device parse_device_name(const std::string& text) {
+  const std::string name = trim(text);
+  if (name == "host") return Device::host();
+  const size_t colon = name.find(':');
+  const std::string kind = colon == std::string::npos ? name : name.substr(0, colon);
+  Device d;
+  if (kind == "cpu")
+    d.kind = DeviceKind::kCpu;
+  else if (kind == "cuda")
+    d.kind = DeviceKind::kCuda;
+  else
+    throw ConfigError(fmt::format("invalid device '{}': expected host, cpu:N or cuda:N", name));
+  const std::string idx = colon == std::string::npos ? "" : name.substr(colon + 1);
+  if (idx.empty() || idx.size() > 4 || idx.find_first_not_of("0123456789") != std::string::npos)
+    throw ConfigError(
+        fmt::format("invalid device '{}': expected {}:N with N a device number", name, kind));
+  d.index = std::stoi(idx);
+  return d;
+}
+
+Device parse_device(const std::string& spec) {
+  const size_t eq = spec.find('=');
+  Device d = parse_device_name(spec.substr(0, eq));
+  if (d.is_host())
+    throw ConfigError(fmt::format(
+        "invalid device '{}': the host is always used; declare cpu:N=SIZE for a virtual device",
+        spec));
+  if (eq != std::string::npos) {
+    const uint64_t cap = parse_size(trim(spec.substr(eq + 1)));
+    if (cap == 0) throw ConfigError(fmt::format("invalid device '{}': the size is zero", spec));
+    d.memory_cap = cap;
+  }
+  if (d.is_virtual() && !d.memory_cap)
+    throw ConfigError(
+        fmt::format("invalid device '{}': a virtual CPU device needs a memory size, e.g. {}=2GiB",
+                    spec, d.name()));
+  return d;
+}
+
+std::vector<Device> parse_devices(const std::vector<std::string>& specs) {
+  std::vector<Device> out;
+  for (const auto& s : specs) {
+    Device d = parse_device(s);
+    for (const auto& o : out)
+      if (o == d) throw ConfigError(fmt::format("device {} is declared twice", d.name()));
+    out.push_back(d);
+  }
+  return out;
+}
+
+}  // namespace pagellm

@@ -1,0 +1,227 @@
+#include "planner/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pagellm::planner_detail {
+
+CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
+                     std::vector<PlanDevice> devices)
+    : req_(req), fp_(fp), dev_(std::move(devices)) {
+  n_ = fp.n_layer;
+  k_ = static_cast<int>(dev_.size()) - 1;
+  prefix_.assign(static_cast<size_t>(n_) + 1, 0);
+  for (int l = 0; l < n_; ++l)
+    prefix_[static_cast<size_t>(l) + 1] =
+        prefix_[static_cast<size_t>(l)] + fp.layer_weight_bytes[static_cast<size_t>(l)];
+  kvb_ = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(req.block_size);
+  if (req.kv_mode == KvMode::kFraction) {
+    num_ = static_cast<uint64_t>(std::llround(req.kv_fraction * kFractionScale));
+    num_ = std::clamp<uint64_t>(num_, 1, kFractionScale);
+    den_ = kFractionScale;
+  }
+}
+
+uint64_t CostModel::weights(int i, int s, int e) const {
+  uint64_t w = prefix_[static_cast<size_t>(e)] - prefix_[static_cast<size_t>(s)];
+  if (e > s && e == n_)
+    w += i == host() ? fp_.output_weight_bytes_on_host : fp_.output_weight_bytes;
+  if (i == host()) w += fp_.host_weight_bytes;
+  return w;
+}
+
+uint64_t CostModel::workspace(int i, int s, int e) const {
+  uint64_t w = 0;
+  if (e > s) w += fp_.layer_workspace_bytes;
+  if (e > s && e == n_) w += fp_.output_workspace_bytes;
+  if (i == host()) w += fp_.host_workspace_bytes;
+  return w;
+}
+
+bool CostModel::own_ok(int i, int s, int e, int64_t blocks) const {
+  const i128 v = kv(s, e, blocks);
+  if (req_.kv_mode == KvMode::kMemory && v > static_cast<i128>(req_.kv_mem_bytes)) return false;
+  if (i == host()) return true;
+  const uint64_t f = fixed(i, s, e), c = dev(i).budget_bytes();
+  if (f > c) return false;
+  return static_cast<i128>(den_) * v <= static_cast<i128>(num_) * (c - f);
+}
+
+CostModel::Dp CostModel::run(int64_t blocks) const {
+  const size_t W = static_cast<size_t>(n_) + 1;
+  const i128 inf = std::numeric_limits<i128>::max() / 4;
+  Dp dp;
+  dp.cost.assign((static_cast<size_t>(k_) + 1) * W, inf);
+  dp.from.assign((static_cast<size_t>(k_) + 1) * W, -1);
+  dp.host_ok.assign(W, 0);
+  dp.cost[0] = 0;
+  const i128 limit = pool_limit();
+  for (int j = 1; j <= k_; ++j) {
+    const int d = j - 1;
+    for (int p = 0; p <= n_; ++p) {
+      const i128 base = dp.cost[static_cast<size_t>(j - 1) * W + static_cast<size_t>(p)];
+      if (base >= inf) continue;
+      for (int q = p; q <= n_; ++q) {
+        // Both the device's own use and its pool use grow with q: stop at the first miss.
+        if (!own_ok(d, p, q, blocks)) break;
+        const i128 c = base + shared_cost(d, p, q, blocks);
+        if (c > limit) break;
+        i128& best = dp.cost[static_cast<size_t>(j) * W + static_cast<size_t>(q)];
+        if (c < best) {
+          best = c;
+          dp.from[static_cast<size_t>(j) * W + static_cast<size_t>(q)] = p;
+        }
+      }
+    }
+  }
+  for (int p = 0; p <= n_; ++p) {
+    const i128 base = dp.cost[static_cast<size_t>(k_) * W + static_cast<size_t>(p)];
+    if (base >= inf || !own_ok(host(), p, n_, blocks)) continue;
+    dp.host_ok[static_cast<size_t>(p)] = base + shared_cost(host(), p, n_, blocks) <= limit;
+  }
+  return dp;
+}
+
+bool CostModel::host_layers_allowed(int h) const {
+  if (k_ == 0) return h == n_;
+  if (req_.no_cpu_offload) return h == 0;
+  return true;
+}
+
+std::optional<int> CostModel::min_host_layers(int64_t blocks) const {
+  const Dp dp = run(blocks);
+  for (int h = 0; h <= n_; ++h)
+    if (host_layers_allowed(h) && dp.host_ok[static_cast<size_t>(n_ - h)]) return h;
+  return std::nullopt;
+}
+
+std::vector<LayerRange> CostModel::placement(int64_t blocks, int h) const {
+  const Dp dp = run(blocks);
+  const size_t W = static_cast<size_t>(n_) + 1;
+  std::vector<LayerRange> r(dev_.size());
+  int q = n_ - h;
+  r[static_cast<size_t>(host())] = {q, n_};
+  for (int j = k_; j >= 1; --j) {
+    const int p = dp.from[static_cast<size_t>(j) * W + static_cast<size_t>(q)];
+    r[static_cast<size_t>(j - 1)] = {p, q};
+    q = p;
+  }
+  return r;
+}
+
+std::vector<LayerRange> CostModel::packed_placement(int64_t blocks, int h) const {
+  const int m = n_ - h;  // accelerators hold [0, m)
+  const size_t W = static_cast<size_t>(m) + 1;
+  const i128 inf = std::numeric_limits<i128>::max() / 4;
+  // suf[j][q]: least pool use of accelerators j..k-1 holding [q, m).
+  std::vector<i128> suf((static_cast<size_t>(k_) + 1) * W, inf);
+  suf[static_cast<size_t>(k_) * W + static_cast<size_t>(m)] = 0;
+  for (int j = k_ - 1; j >= 0; --j)
+    for (int q = 0; q <= m; ++q)
+      for (int e = q; e <= m; ++e) {
+        if (!own_ok(j, q, e, blocks)) break;
+        const i128 rest = suf[static_cast<size_t>(j + 1) * W + static_cast<size_t>(e)];
+        if (rest >= inf) continue;
+        i128& best = suf[static_cast<size_t>(j) * W + static_cast<size_t>(q)];
+        best = std::min(best, rest + shared_cost(j, q, e, blocks));
+      }
+  const i128 budget = pool_limit() - shared_cost(host(), m, n_, blocks);
+  std::vector<LayerRange> r(dev_.size());
+  r[static_cast<size_t>(host())] = {m, n_};
+  i128 used = 0;
+  int p = 0;
+  for (int j = 0; j < k_; ++j) {
+    int take = p;
+    for (int q = m; q >= p; --q) {
+      const i128 rest = suf[static_cast<size_t>(j + 1) * W + static_cast<size_t>(q)];
+      if (rest >= inf || !own_ok(j, p, q, blocks)) continue;
+      if (used + shared_cost(j, p, q, blocks) + rest <= budget) {
+        take = q;
+        break;
+      }
+    }
+    r[static_cast<size_t>(j)] = {p, take};
+    used += shared_cost(j, p, take, blocks);
+    p = take;
+  }
+  return r;
+}
+
+int64_t CostModel::search_limit() const {
+  uint64_t most = 0;
+  for (const auto& d : dev_) most = std::max(most, d.budget_bytes());
+  int64_t hi = static_cast<int64_t>(std::min<uint64_t>(most / kvb_ + 1, kMaxBlocks));
+  if (req_.kv_mode == KvMode::kMemory)
+    hi = std::min<int64_t>(hi, static_cast<int64_t>(req_.kv_mem_bytes / kvb_ + 1));
+  return hi;
+}
+
+std::vector<Bound> CostModel::bounds(const std::vector<LayerRange>& r) const {
+  std::vector<Bound> out;
+  auto per = [&](uint64_t room, uint64_t layers, uint64_t num, uint64_t den) -> int64_t {
+    if (layers == 0) return kNoBound;
+    const i128 b = static_cast<i128>(num) * room / (static_cast<i128>(den) * kvb_ * layers);
+    return b > kNoBound ? kNoBound : static_cast<int64_t>(b);
+  };
+  const BindingLimit mem = fraction() ? BindingLimit::kKvFraction : BindingLimit::kDeviceMemory;
+  uint64_t pool_fixed = 0, pool_layers = 0;
+  for (int i = 0; i <= k_; ++i) {
+    const LayerRange& x = r[static_cast<size_t>(i)];
+    const uint64_t layers = static_cast<uint64_t>(x.size());
+    if (req_.kv_mode == KvMode::kMemory && layers > 0)
+      out.push_back({i, false, BindingLimit::kKvMem, per(req_.kv_mem_bytes, layers, 1, 1)});
+    if (shared(i)) {
+      pool_fixed += fixed(i, x.begin, x.end);
+      pool_layers += layers;
+    }
+    if (i == host()) continue;
+    const uint64_t f = fixed(i, x.begin, x.end), c = dev(i).budget_bytes();
+    out.push_back({i, false, f > c ? BindingLimit::kDeviceMemory : mem,
+                   f > c ? -1 : per(c - f, layers, num_, den_)});
+  }
+  const uint64_t c = dev(host()).budget_bytes();
+  out.push_back({host(), true,
+                 pool_fixed > c ? BindingLimit::kHostMemory
+                 : fraction()   ? BindingLimit::kKvFraction
+                                : BindingLimit::kHostMemory,
+                 pool_fixed > c ? -1 : per(c - pool_fixed, pool_layers, num_, den_)});
+  return out;
+}
+
+int64_t CostModel::max_blocks(const std::vector<LayerRange>& r) const {
+  int64_t b = kNoBound;
+  for (const auto& x : bounds(r)) b = std::min(b, x.max_blocks);
+  return b;
+}
+
+std::vector<Deficit> CostModel::deficits(const std::vector<LayerRange>& r, int64_t blocks) const {
+  std::vector<Deficit> out;
+  auto budget_for = [&](uint64_t f, i128 kv_bytes) -> uint64_t {
+    // Smallest budget c with num*(c - f) >= den*kv.
+    const i128 extra = (static_cast<i128>(den_) * kv_bytes + num_ - 1) / num_;
+    return f + static_cast<uint64_t>(extra);
+  };
+  const BindingLimit mem = fraction() ? BindingLimit::kKvFraction : BindingLimit::kDeviceMemory;
+  uint64_t pool_fixed = 0;
+  i128 pool_kv = 0;
+  for (int i = 0; i <= k_; ++i) {
+    const LayerRange& x = r[static_cast<size_t>(i)];
+    const i128 v = kv(x.begin, x.end, blocks);
+    if (req_.kv_mode == KvMode::kMemory && v > static_cast<i128>(req_.kv_mem_bytes))
+      out.push_back({i, false, BindingLimit::kKvMem, static_cast<uint64_t>(v), req_.kv_mem_bytes});
+    if (shared(i)) {
+      pool_fixed += fixed(i, x.begin, x.end);
+      pool_kv += v;
+    }
+    if (i == host()) continue;
+    const uint64_t need = budget_for(fixed(i, x.begin, x.end), v), c = dev(i).budget_bytes();
+    if (need > c) out.push_back({i, false, mem, need, c});
+  }
+  const uint64_t need = budget_for(pool_fixed, pool_kv), c = dev(host()).budget_bytes();
+  if (need > c)
+    out.push_back({host(), true, fraction() ? BindingLimit::kKvFraction : BindingLimit::kHostMemory,
+                   need, c});
+  return out;
+}
+
+}  // namespace pagellm::planner_detail

@@ -1,0 +1,141 @@
+#include "planner/device_map.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "util/error.h"
+
+namespace pagellm {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+int32_t parse_layer(const std::string& text, const std::string& entry) {
+  const std::string s = trim(text);
+  if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos)
+    throw ConfigError(fmt::format(
+        "invalid --device-map entry '{}': expected FIRST-LAST:DEVICE, e.g. 0-11:cpu:0", entry));
+  return std::stoi(s);
+}
+
+std::string range_text(int32_t first, int32_t last) {
+  return first == last ? std::to_string(first) : fmt::format("{}-{}", first, last);
+}
+
+}  // namespace
+
+DeviceMap parse_device_map(const std::string& text) {
+  DeviceMap map;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    const std::string entry =
+        trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (entry.empty())
+      throw ConfigError(fmt::format("invalid --device-map '{}': empty entry", text));
+    const size_t colon = entry.find(':');
+    if (colon == std::string::npos)
+      throw ConfigError(fmt::format(
+          "invalid --device-map entry '{}': expected FIRST-LAST:DEVICE, e.g. 0-11:cpu:0", entry));
+    const std::string range = entry.substr(0, colon);
+    DeviceMapEntry e;
+    const size_t dash = range.find('-');
+    e.first_layer = parse_layer(range.substr(0, dash), entry);
+    e.last_layer =
+        dash == std::string::npos ? e.first_layer : parse_layer(range.substr(dash + 1), entry);
+    if (e.last_layer < e.first_layer)
+      throw ConfigError(fmt::format("invalid --device-map entry '{}': {} is after {}", entry,
+                                    e.first_layer, e.last_layer));
+    try {
+      e.device = parse_device_name(entry.substr(colon + 1));
+    } catch (const ConfigError& err) {
+      throw ConfigError(fmt::format("invalid --device-map entry '{}': {}", entry, err.what()));
+    }
+    map.push_back(e);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return map;
+}
+
+std::vector<LayerRange> resolve_device_map(const DeviceMap& map, int32_t n_layer,
+                                           const std::vector<Device>& devices) {
+  std::vector<int> owner(static_cast<size_t>(n_layer), -1);
+  for (const auto& e : map) {
+    auto it = std::find(devices.begin(), devices.end(), e.device);
+    if (it == devices.end())
+      throw ConfigError(fmt::format(
+          "--device-map uses {}, which is not declared (add --device {}{})", e.device.name(),
+          e.device.name(), e.device.kind == DeviceKind::kCpu ? "=SIZE" : ""));
+    if (e.last_layer >= n_layer)
+      throw ConfigError(
+          fmt::format("--device-map maps layer {} to {}, but the model has {} "
+                      "layers (0-{})",
+                      e.last_layer, e.device.name(), n_layer, n_layer - 1));
+    const int d = static_cast<int>(it - devices.begin());
+    for (int32_t l = e.first_layer; l <= e.last_layer; ++l) {
+      int& o = owner[static_cast<size_t>(l)];
+      if (o >= 0)
+        throw ConfigError(fmt::format("--device-map maps layer {} twice ({} and {})", l,
+                                      devices[static_cast<size_t>(o)].name(), e.device.name()));
+      o = d;
+    }
+  }
+  // Unmapped layers, as ranges.
+  std::string missing;
+  for (int32_t l = 0; l < n_layer;) {
+    if (owner[static_cast<size_t>(l)] >= 0) {
+      ++l;
+      continue;
+    }
+    int32_t m = l;
+    while (m + 1 < n_layer && owner[static_cast<size_t>(m + 1)] < 0) ++m;
+    if (!missing.empty()) missing += ", ";
+    missing += range_text(l, m);
+    l = m + 1;
+  }
+  if (!missing.empty())
+    throw ConfigError(fmt::format(
+        "--device-map does not map layer{} {} (the model has {} layers; map every layer, "
+        "using host for layers on the CPU)",
+        missing.find_first_of(",-") == std::string::npos ? "" : "s", missing, n_layer));
+
+  std::vector<LayerRange> ranges(devices.size());
+  std::vector<bool> seen(devices.size(), false);
+  for (int32_t l = 0; l < n_layer;) {
+    const int d = owner[static_cast<size_t>(l)];
+    int32_t m = l;
+    while (m + 1 < n_layer && owner[static_cast<size_t>(m + 1)] == d) ++m;
+    auto& r = ranges[static_cast<size_t>(d)];
+    if (seen[static_cast<size_t>(d)])
+      throw ConfigError(
+          fmt::format("--device-map gives {} layers {} and {}: a device holds one contiguous range",
+                      devices[static_cast<size_t>(d)].name(), range_text(r.begin, r.end - 1),
+                      range_text(l, m)));
+    seen[static_cast<size_t>(d)] = true;
+    r = {l, m + 1};
+    l = m + 1;
+  }
+  return ranges;
+}
+
+std::string format_device_map(const DeviceMap& map) {
+  std::string s;
+  for (const auto& e : map) {
+    if (!s.empty()) s += ',';
+    s += range_text(e.first_layer, e.last_layer);
+    s += ':';
+    s += e.device.name();
+  }
+  return s;
+}
+
+}  // namespace pagellm

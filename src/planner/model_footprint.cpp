@@ -1,0 +1,118 @@
+#include "planner/model_footprint.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace pagellm {
+
+uint64_t ModelFootprint::total_layer_weight_bytes() const {
+  uint64_t s = 0;
+  for (uint64_t b : layer_weight_bytes) s += b;
+  return s;
+}
+
+uint64_t ModelFootprint::total_weight_bytes() const {
+  return total_layer_weight_bytes() + host_weight_bytes + output_weight_bytes_on_host;
+}
+
+uint64_t kv_bytes_per_token_layer(DType kv_type, int32_t n_kv_heads, int32_t head_dim) {
+  if (kv_type != DType::F16 && kv_type != DType::F32 && kv_type != DType::Q8_0)
+    throw ConfigError(
+        fmt::format("KV cache type '{}' is not supported (f16, f32, q8_0)", dtype_name(kv_type)));
+  if (n_kv_heads <= 0 || head_dim <= 0)
+    throw ConfigError(fmt::format("invalid KV shape: {} heads of {}", n_kv_heads, head_dim));
+  if (head_dim % dtype_block_size(kv_type) != 0)
+    throw ConfigError(
+        fmt::format("KV cache type '{}' needs a head size that is a multiple of {} "
+                    "(the model's is {})",
+                    dtype_name(kv_type), dtype_block_size(kv_type), head_dim));
+  return 2 * static_cast<uint64_t>(n_kv_heads) * dtype_row_bytes(kv_type, head_dim);
+}
+
+namespace {
+
+// Layer index of "blk.N.rest", or -1.
+int64_t layer_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  size_t dot = name.find('.', 4);
+  if (dot == std::string::npos || dot == 4) return -1;
+  int64_t v = 0;
+  for (size_t i = 4; i < dot; ++i) {
+    if (name[i] < '0' || name[i] > '9' || v > (1 << 20)) return -1;
+    v = v * 10 + (name[i] - '0');
+  }
+  return v;
+}
+
+}  // namespace
+
+ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorSize>& tensors,
+                               const FootprintOptions& opts) {
+  if (opts.max_batched_tokens <= 0)
+    throw ConfigError(
+        fmt::format("--max-batched-tokens must be positive (got {})", opts.max_batched_tokens));
+  if (opts.max_num_seqs <= 0)
+    throw ConfigError(fmt::format("--max-num-seqs must be positive (got {})", opts.max_num_seqs));
+  ModelFootprint fp;
+  fp.arch = hp.arch;
+  fp.n_layer = hp.n_layer;
+  fp.n_ctx_train = hp.n_ctx_train;
+  fp.n_kv_heads = hp.n_head_kv;
+  fp.head_dim = hp.head_dim;
+  fp.layer_weight_bytes.assign(static_cast<size_t>(hp.n_layer), 0);
+
+  bool has_output = false;
+  uint64_t embd_bytes = 0, output_bytes = 0, output_norm_bytes = 0;
+  for (const auto& t : tensors) {
+    fp.weight_bytes_by_type[dtype_name(t.type)] += t.bytes;
+    const int64_t layer = layer_of(t.name);
+    if (layer >= 0) {
+      if (layer >= hp.n_layer)
+        throw FormatError(
+            fmt::format("tensor '{}' belongs to layer {}, but the model has {} layers", t.name,
+                        layer, hp.n_layer));
+      fp.layer_weight_bytes[static_cast<size_t>(layer)] += t.bytes;
+    } else if (t.name == "output.weight") {
+      has_output = true;
+      output_bytes = t.bytes;
+    } else if (t.name == "output_norm.weight") {
+      output_norm_bytes = t.bytes;
+    } else {
+      if (t.name == "token_embd.weight") embd_bytes = t.bytes;
+      fp.host_weight_bytes += t.bytes;  // embeddings and anything else outside the layers
+    }
+  }
+  // Tied output: the projection reads the embedding matrix; on another device
+  // it needs its own copy.
+  fp.output_weight_bytes = output_norm_bytes + (has_output ? output_bytes : embd_bytes);
+  fp.output_weight_bytes_on_host = output_norm_bytes + (has_output ? output_bytes : 0);
+
+  fp.kv_type = opts.kv_type;
+  fp.kv_bytes_per_token_layer = kv_bytes_per_token_layer(opts.kv_type, hp.n_head_kv, hp.head_dim);
+
+  const uint64_t T = static_cast<uint64_t>(opts.max_batched_tokens);
+  const uint64_t R = std::min<uint64_t>(T, static_cast<uint64_t>(opts.max_num_seqs));
+  const uint64_t E = static_cast<uint64_t>(hp.n_embd), KV = static_cast<uint64_t>(hp.n_embd_kv()),
+                 F = static_cast<uint64_t>(hp.n_ff), V = static_cast<uint64_t>(hp.n_vocab);
+  const uint64_t widest = std::max(E, F);
+  fp.max_batched_tokens = opts.max_batched_tokens;
+  fp.layer_workspace_bytes = 4 * T * (4 * E + 2 * KV + 2 * F) +
+                             2 * T * ((widest + 255) / 256) * 292 +
+                             4 * T * static_cast<uint64_t>(hp.n_rot) + (uint64_t{1} << 20);
+  fp.output_workspace_bytes = 4 * R * (V + E);
+  fp.host_workspace_bytes = 4 * T * E + 4 * R * V;
+  return fp;
+}
+
+ModelFootprint model_footprint(const GgufFile& f, const ModelHParams& hp,
+                               const FootprintOptions& opts) {
+  std::vector<TensorSize> sizes;
+  sizes.reserve(f.tensors().size());
+  for (const auto& t : f.tensors()) sizes.push_back({t.name, t.type, t.n_bytes});
+  return model_footprint(hp, sizes, opts);
+}
+
+}  // namespace pagellm

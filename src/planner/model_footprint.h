@@ -1,0 +1,84 @@
+// What a model needs in memory, from its GGUF metadata and tensor table only
+// (no weight is read): weight bytes per layer and outside the layers, KV bytes
+// per token per layer for a KV cache type, and the activation workspace for
+// the largest batch.
+//
+// Workspace (bytes), with T = max_batched_tokens, R = min(T, max_num_seqs)
+// rows of logits, E = n_embd, KV = n_head_kv * head_dim, F = n_ff, V = n_vocab:
+//   per device that runs layers:
+//     4*T*(4E + 2KV + 2F)                  f32 activations x, h, q, attn, k, v, gate, up
+//     + 2 * T * ceil(max(E,F)/256) * 292   quantized activations (up to two Q8 formats,
+//                                          at most 292 bytes per 256 values, Q8_K)
+//     + 4*T*n_rot                          RoPE cos/sin for the batch's positions
+//     + 1 MiB                              block-table pointers, per-thread scratch
+//   on the device of the last layer:  4*R*(V + E)   output-norm rows and logits
+//   on the host:                      4*T*E + 4*R*V embedded rows in, logits back
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_reader.h"
+#include "model/hparams.h"
+#include "tensor/dtype.h"
+
+namespace pagellm {
+
+struct FootprintOptions {
+  DType kv_type = DType::F16;  // f16, f32 or q8_0 (34 bytes per 32 values)
+  int32_t max_batched_tokens = 2048;
+  int32_t max_num_seqs = 64;  // bounds the rows of logits per step
+};
+
+struct ModelFootprint {
+  std::string arch;
+  int32_t n_layer = 0;
+  int32_t n_ctx_train = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+
+  // Weights (bytes as stored: each tensor's type decides its size).
+  std::vector<uint64_t> layer_weight_bytes;  // "blk.N.*", per layer
+  uint64_t host_weight_bytes = 0;    // token embedding and other tensors outside the layers;
+                                     // the embedding lookup runs on the host
+  uint64_t output_weight_bytes = 0;  // output norm + projection, on the last layer's device
+  // The same when that device is the host: a tied projection (no output.weight)
+  // reuses the host's embedding rather than a copy.
+  uint64_t output_weight_bytes_on_host = 0;
+  std::map<std::string, uint64_t> weight_bytes_by_type;  // "q4_k" -> bytes, for display
+
+  // KV cache.
+  DType kv_type = DType::F16;
+  uint64_t kv_bytes_per_token_layer = 0;  // K + V of one token in one layer
+
+  // Activation workspace (see the formula above).
+  int32_t max_batched_tokens = 0;
+  uint64_t layer_workspace_bytes = 0;
+  uint64_t output_workspace_bytes = 0;
+  uint64_t host_workspace_bytes = 0;
+
+  uint64_t total_layer_weight_bytes() const;
+  uint64_t total_weight_bytes() const;  // layers + host + output (not counting a tied copy)
+};
+
+// Bytes of K + V for one token of one layer: 2 * n_kv_heads * row bytes of
+// head_dim values in `kv_type`. Throws ConfigError for a type the cache cannot
+// hold (f16, f32 and q8_0 are allowed) or a head size that is not a multiple of
+// its block.
+uint64_t kv_bytes_per_token_layer(DType kv_type, int32_t n_kv_heads, int32_t head_dim);
+
+// The footprint from tensor names and sizes (the GGUF tensor table).
+struct TensorSize {
+  std::string name;
+  DType type;
+  uint64_t bytes;
+};
+ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorSize>& tensors,
+                               const FootprintOptions& opts = {});
+// The same from an open GGUF file; reads metadata and the tensor table only.
+ModelFootprint model_footprint(const GgufFile& f, const ModelHParams& hp,
+                               const FootprintOptions& opts = {});
+
+}  // namespace pagellm

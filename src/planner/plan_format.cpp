@@ -1,0 +1,99 @@
+#include "planner/plan_format.h"
+
+#include <fmt/format.h>
+
+#include "util/sizes.h"
+
+namespace pagellm {
+
+const char* kv_mode_name(KvMode m) {
+  switch (m) {
+    case KvMode::kAuto:
+      return "auto";
+    case KvMode::kTokens:
+      return "kv_tokens";
+    case KvMode::kMemory:
+      return "kv_mem";
+    case KvMode::kFraction:
+      return "kv_fraction";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string layers_cell(const DevicePlan& d) {
+  if (!d.has_layers()) return "-";
+  if (d.first_layer == d.last_layer) return std::to_string(d.first_layer);
+  return fmt::format("{}-{}", d.first_layer, d.last_layer);
+}
+
+}  // namespace
+
+std::string format_plan_table(const Plan& p) {
+  std::string out;
+  const char* row = "{:<8} {:<5} {:>7} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n";
+  out += fmt::format(fmt::runtime(row), "device", "kind", "layers", "weights", "KV cache",
+                     "workspace", "headroom", "free", "free after");
+  bool shared_note = false;
+  for (const auto& d : p.devices) {
+    out += fmt::format(fmt::runtime(row), d.name(), device_kind_name(d.device.kind), layers_cell(d),
+                       format_size(d.weight_bytes), format_size(d.kv_bytes),
+                       format_size(d.workspace_bytes), format_size(d.headroom_bytes),
+                       format_size(d.free_bytes), format_size(d.free_after_bytes));
+    shared_note |= d.device.is_virtual();
+  }
+  if (shared_note)
+    out += "(virtual cpu:N devices share host RAM: host's free after counts their use too)\n";
+  out += fmt::format("KV cache: {} blocks x {} tokens = {} tokens ({}, {} per token)\n",
+                     format_count(p.num_blocks), p.block_size, format_count(p.kv_tokens),
+                     dtype_name(p.kv_type), format_size(p.kv_bytes_per_token));
+  out += fmt::format("max_seq_len {}: {} concurrent full-length sequence{} (max_num_seqs {})\n",
+                     format_count(p.max_seq_len), format_count(p.max_concurrent_full_sequences),
+                     p.max_concurrent_full_sequences == 1 ? "" : "s", p.max_num_seqs);
+  out += fmt::format("layers on the host CPU: {}\n", p.host_layers());
+  out += fmt::format("binding limit: {} ({})\n", binding_limit_name(p.binding_limit),
+                     p.binding_detail);
+  return out;
+}
+
+nlohmann::json plan_to_json(const Plan& p) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (const auto& d : p.devices)
+    devices.push_back({{"name", d.name()},
+                       {"kind", device_kind_name(d.device.kind)},
+                       {"virtual", d.device.is_virtual()},
+                       {"first_layer", d.first_layer},
+                       {"last_layer", d.last_layer},
+                       {"holds_output", d.holds_output},
+                       {"weight_bytes", d.weight_bytes},
+                       {"kv_bytes", d.kv_bytes},
+                       {"workspace_bytes", d.workspace_bytes},
+                       {"headroom_bytes", d.headroom_bytes},
+                       {"free_bytes", d.free_bytes},
+                       {"free_after_bytes", d.free_after_bytes}});
+  nlohmann::json j;
+  j["devices"] = devices;
+  j["block_size"] = p.block_size;
+  j["num_blocks"] = p.num_blocks;
+  j["kv_tokens"] = p.kv_tokens;
+  j["kv_type"] = dtype_name(p.kv_type);
+  j["kv_bytes_per_token"] = p.kv_bytes_per_token;
+  j["kv_mode"] = kv_mode_name(p.kv_mode);
+  j["max_seq_len"] = p.max_seq_len;
+  j["max_num_seqs"] = p.max_num_seqs;
+  j["max_concurrent_full_sequences"] = p.max_concurrent_full_sequences;
+  j["binding_limit"] = binding_limit_name(p.binding_limit);
+  j["binding_device"] = p.binding_device;
+  j["binding_detail"] = p.binding_detail;
+  j["device_map"] = p.device_map();
+  j["host_layers"] = p.host_layers();
+  j["manual_map"] = p.manual_map;
+  return j;
+}
+
+nlohmann::json plan_error_to_json(const PlanError& e) {
+  return {{"error", e.what()}, {"largest_kv_tokens", e.largest_kv_tokens()}};
+}
+
+}  // namespace pagellm

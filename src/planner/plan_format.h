@@ -1,0 +1,32 @@
+// A plan for people (a table with human-readable sizes) and for programs
+// (JSON with exact byte counts).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "planner/planner.h"
+
+namespace pagellm {
+
+// One row per device (layers, weights, KV cache, workspace, headroom, free,
+// free after), then blocks, tokens of cache, concurrent full-length sequences
+// and the binding limit. Lines end with '\n'.
+std::string format_plan_table(const Plan& plan);
+
+// {"devices": [{"name", "kind", "virtual", "first_layer", "last_layer",
+//   "weight_bytes", "kv_bytes", "workspace_bytes", "headroom_bytes",
+//   "free_bytes", "free_after_bytes", "holds_output"}...],
+//  "block_size", "num_blocks", "kv_tokens", "kv_type", "kv_bytes_per_token",
+//  "kv_mode", "max_seq_len", "max_num_seqs", "max_concurrent_full_sequences",
+//  "binding_limit", "binding_device", "binding_detail", "device_map",
+//  "host_layers", "manual_map"}
+nlohmann::json plan_to_json(const Plan& plan);
+
+// {"error": message, "largest_kv_tokens": n (-1: not even the weights fit)}
+nlohmann::json plan_error_to_json(const PlanError& e);
+
+// "auto", "kv_tokens", "kv_mem", "kv_fraction".
+const char* kv_mode_name(KvMode m);
+
+}  // namespace pagellm

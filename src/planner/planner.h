@@ -1,0 +1,169 @@
+// The memory planner: from the model's footprint, the devices' free memory and
+// the user's KV request, decides which device holds which layers and how many
+// KV blocks there are. Pure: no I/O, nothing allocated; unit-testable.
+//
+// Model of memory. Devices are ordered as in the pipeline, the host last. A
+// device holding layers [s, e) uses
+//   weights of its layers + layer workspace (when e > s)
+//   + output norm/projection and logits workspace (when it holds the last layer)
+//   + token embedding and host workspace (the host only)
+//   + KV: (e - s) * kv_bytes_per_token_layer * block_size * num_blocks.
+// One block count for all devices (a block id is a slot range in every
+// layer's pool), so the count is what the tightest device allows.
+// Constraints:
+//   * every non-host device: its use <= free - headroom;
+//   * swap guard: the host and all virtual CPU devices share host RAM, so the
+//     sum of their uses <= the host's free (MemAvailable or cgroup room)
+//     - headroom. Weights are mmap'd but counted as resident. Swap never counts;
+//   * --kv-mem S: the KV of each device <= S;
+//   * --kv-fraction F: on each device KV <= F * (budget - weights - workspace),
+//     and over host RAM, total shared KV <= F * (host budget - shared fixed use).
+//
+// Placement (without --device-map): accelerators (GPUs and virtual CPU
+// devices) in order of most free memory first, then the host; layers are
+// split into contiguous ranges in that order, so host layers are the last
+// ones ("CPU offload"). Requests:
+//   --kv-tokens N: reserve the cache first: blocks = ceil(N / block_size)
+//     (capped at max_seq_len x max_num_seqs), then the placement with the
+//     fewest host layers that fits, packing layers onto the first devices
+//     (each takes as many as it can while the rest still fits). With
+//     --no-cpu-offload the cache shrinks instead (down to --min-kv-tokens).
+//   none, --kv-mem, --kv-fraction: the cache is as large as fits, capped at
+//     max_seq_len x max_num_seqs tokens. Layers go to the host only as far as
+//     needed to keep --min-kv-tokens (default: one sequence of max_seq_len)
+//     of cache; then the block count is maximised for that number of host
+//     layers, balancing layers across unequal accelerators.
+// In all modes, the accelerators' ranges are chosen by an exact search (a
+// dynamic programme over devices x layers, inside a binary search on the
+// block count), so the count is the optimum among contiguous placements.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvcache/kv_cache_storage.h"
+#include "kvcache/kv_pool.h"
+#include "planner/device_map.h"
+#include "planner/model_footprint.h"
+#include "planner/plan_device.h"
+#include "util/error.h"
+
+namespace pagellm {
+
+enum class KvMode {
+  kAuto,      // no request: as large as fits, capped at max_seq_len x max_num_seqs
+  kTokens,    // --kv-tokens N / -c N
+  kMemory,    // --kv-mem SIZE: at most SIZE of cache on any one device
+  kFraction,  // --kv-fraction F: fraction F of what is free after weights
+};
+
+struct PlanRequest {
+  KvMode kv_mode = KvMode::kAuto;
+  int64_t kv_tokens = 0;      // kTokens
+  uint64_t kv_mem_bytes = 0;  // kMemory
+  double kv_fraction = 0;     // kFraction, in (0, 1]
+  int32_t block_size = 16;
+  int64_t max_seq_len = 0;  // 0: the model's trained context
+  int32_t max_num_seqs = 64;
+  int64_t min_kv_tokens = 0;  // 0: max_seq_len
+  bool no_cpu_offload = false;
+  std::optional<DeviceMap> device_map;  // overrides the placement
+};
+
+// What limited the number of blocks.
+enum class BindingLimit {
+  kSeqCap,        // max_seq_len x max_num_seqs: more would not be used
+  kKvTokens,      // the --kv-tokens request itself
+  kDeviceMemory,  // a device's free memory minus headroom
+  kHostMemory,    // host RAM shared by the host and virtual CPU devices (swap guard)
+  kKvMem,         // --kv-mem on a device
+  kKvFraction,    // --kv-fraction on a device or on host RAM
+};
+// "max_seq_len_x_max_num_seqs", "kv_tokens", "device_memory", "host_memory",
+// "kv_mem", "kv_fraction".
+const char* binding_limit_name(BindingLimit b);
+
+struct DevicePlan {
+  Device device;
+  int32_t first_layer = -1;  // inclusive; -1/-1 when the device holds no layer
+  int32_t last_layer = -1;
+  bool holds_output = false;  // output norm + projection (with the last layer)
+  uint64_t weight_bytes = 0;
+  uint64_t kv_bytes = 0;
+  uint64_t workspace_bytes = 0;
+  uint64_t headroom_bytes = 0;
+  uint64_t free_bytes = 0;
+  // free - use; for the host, free - the use of the host and all virtual CPU
+  // devices (they share its RAM).
+  uint64_t free_after_bytes = 0;
+
+  std::string name() const { return device.name(); }
+  bool has_layers() const { return first_layer >= 0; }
+  int32_t n_layers() const { return has_layers() ? last_layer - first_layer + 1 : 0; }
+  uint64_t used_bytes() const { return weight_bytes + kv_bytes + workspace_bytes; }
+};
+
+struct Plan {
+  std::vector<DevicePlan> devices;  // in pipeline order, the host last
+  int32_t n_layer = 0;
+  int32_t block_size = 0;
+  int32_t num_blocks = 0;
+  int64_t kv_tokens = 0;  // num_blocks * block_size
+  int64_t max_seq_len = 0;
+  int32_t max_num_seqs = 0;
+  int64_t max_concurrent_full_sequences = 0;  // num_blocks / ceil(max_seq_len / block_size)
+  BindingLimit binding_limit = BindingLimit::kSeqCap;
+  std::string binding_device;  // the device (or "host") whose limit binds; empty otherwise
+  std::string binding_detail;  // one human sentence
+  KvMode kv_mode = KvMode::kAuto;
+  bool manual_map = false;
+  DType kv_type = DType::F16;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+  uint64_t kv_bytes_per_token = 0;  // all layers
+
+  int32_t host_layers() const;
+  // The device that runs `layer`.
+  const DevicePlan& device_of_layer(int32_t layer) const;
+  // The KV pool of a device that holds layers (its layer range, the plan's
+  // block count).
+  KvPoolShape kv_pool_shape(const DevicePlan& d) const;
+  // For KvCacheStorage: the shape shared by every pool (blocks, block size,
+  // heads, dtype; layer range 0..n_layer), and the devices' layer ranges in
+  // layer order (a manual map may list devices in another order).
+  KvPoolShape kv_base_shape() const;
+  std::vector<KvPoolPlacement> kv_placements() const;
+  // The placement as a --device-map string ("0-11:cpu:0,12-23:host").
+  std::string device_map() const;
+};
+
+// A plan that does not fit: the message says why and what would fit.
+class PlanError : public Error {
+ public:
+  PlanError(const std::string& msg, int64_t largest_kv_tokens)
+      : Error(msg), largest_kv_tokens_(largest_kv_tokens) {}
+  // Tokens of cache of the largest plan that fits under the same flags; -1
+  // when not even the weights fit.
+  int64_t largest_kv_tokens() const { return largest_kv_tokens_; }
+
+ private:
+  int64_t largest_kv_tokens_;
+};
+
+// Plans. `devices` must end with the host (as measure_devices returns them).
+// Throws PlanError when nothing fits as asked (before anything is allocated),
+// ConfigError for an invalid request or device map.
+Plan make_plan(const PlanRequest& req, const ModelFootprint& fp,
+               const std::vector<PlanDevice>& devices);
+
+// The largest block count a given placement holds under the request's KV mode
+// (not capped at max_seq_len x max_num_seqs), or -1 when its weights and
+// workspace alone do not fit. `ranges[i]` is the layer range of devices[i]
+// (the host last). For tests and for checking a manual map.
+int64_t max_blocks_for_placement(const PlanRequest& req, const ModelFootprint& fp,
+                                 const std::vector<PlanDevice>& devices,
+                                 const std::vector<LayerRange>& ranges);
+
+}  // namespace pagellm

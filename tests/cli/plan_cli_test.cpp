@@ -1,0 +1,164 @@
+// End-to-end tests of `pagellm plan`: the table, the JSON keys, refusals with
+// exit code 2, and the swap guard on the real machine.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace pagellm {
+namespace {
+
+using nlohmann::json;
+
+struct CmdResult {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CmdResult run_plan(const std::string& args) {
+  test::TempPath err_path(".err");
+  std::string cmd = std::string(PAGELLM_BINARY) + " plan " + args + " 2>" + err_path.path;
+  FILE* p = popen(cmd.c_str(), "r");
+  CmdResult r{-1, "", ""};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_path.path);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  return r;
+}
+
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(PlanCli, Table) {
+  CmdResult r = run_plan("--device cpu:0=64MiB --device cpu:1=32MiB --headroom 0 -c 4096");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "stories260K.gguf (llama, 5 layers, trained context 512")) << r.out;
+  EXPECT_TRUE(has(r.out,
+                  "device   kind   layers     weights    KV cache   workspace    headroom"
+                  "        free  free after"))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "\ncpu:0    cpu       0-4 ")) << r.out;  // fits on the first device
+  EXPECT_TRUE(has(r.out, "\ncpu:1    cpu         -         0 B")) << r.out;
+  EXPECT_TRUE(has(r.out, "\nhost     cpu         -  ")) << r.out;
+  EXPECT_TRUE(has(r.out, "KV cache: 256 blocks x 16 tokens = 4,096 tokens (f16, 640 B per token)"))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "max_seq_len 512: 8 concurrent full-length sequences")) << r.out;
+  EXPECT_TRUE(has(r.out, "binding limit: kv_tokens")) << r.out;
+}
+
+TEST(PlanCli, JsonKeysAndExactBytes) {
+  CmdResult r = run_plan("--json --device cpu:0=64MiB --headroom 0 -c 1000 --kv-type f32");
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = json::parse(r.out);
+  for (const char* key : {"devices", "block_size", "num_blocks", "kv_tokens", "max_seq_len",
+                          "max_concurrent_full_sequences", "binding_limit"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["block_size"], 16);
+  EXPECT_EQ(j["num_blocks"], 63);  // 1000 tokens, rounded up to blocks
+  EXPECT_EQ(j["kv_tokens"], 1008);
+  EXPECT_EQ(j["max_seq_len"], 512);
+  EXPECT_EQ(j["max_concurrent_full_sequences"], 1);
+  EXPECT_EQ(j["binding_limit"], "kv_tokens");
+  EXPECT_EQ(j["kv_type"], "f32");
+  ASSERT_EQ(j["devices"].size(), 2u);
+  const json& d = j["devices"][0];
+  EXPECT_EQ(d["name"], "cpu:0");
+  EXPECT_EQ(d["kind"], "cpu");
+  EXPECT_EQ(d["first_layer"], 0);
+  EXPECT_EQ(d["last_layer"], 4);
+  EXPECT_EQ(d["kv_bytes"], 1008u * 5 * 256);  // f32: 256 B per token per layer
+  EXPECT_EQ(d["headroom_bytes"], 0);
+  EXPECT_EQ(d["free_bytes"], 64u << 20);
+  EXPECT_EQ(d["free_after_bytes"].get<uint64_t>(), (64u << 20) - d["weight_bytes"].get<uint64_t>() -
+                                                       d["kv_bytes"].get<uint64_t>() -
+                                                       d["workspace_bytes"].get<uint64_t>());
+  const json& h = j["devices"][1];
+  EXPECT_EQ(h["name"], "host");
+  EXPECT_EQ(h["first_layer"], -1);
+  EXPECT_EQ(h["last_layer"], -1);
+  EXPECT_EQ(h["weight_bytes"], 4 * 64 * 512);  // the token embedding stays on the host
+  for (const char* key : {"weight_bytes", "kv_bytes", "workspace_bytes", "headroom_bytes",
+                          "free_bytes", "free_after_bytes"})
+    EXPECT_TRUE(h.contains(key)) << key;
+  EXPECT_EQ(j["model"]["n_layer"], 5);
+}
+
+TEST(PlanCli, ManualDeviceMap) {
+  CmdResult r = run_plan(
+      "--json --device cpu:0=64MiB --device cpu:1=64MiB --headroom 0 "
+      "--device-map 0-1:cpu:1,2-3:cpu:0,4:host");
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["device_map"], "0-1:cpu:1,2-3:cpu:0,4:host");
+  EXPECT_EQ(j["devices"][1]["name"], "cpu:1");
+  EXPECT_EQ(j["devices"][1]["first_layer"], 0);
+  EXPECT_EQ(j["devices"][1]["last_layer"], 1);
+  EXPECT_EQ(j["devices"][2]["first_layer"], 4);
+
+  r = run_plan("--device cpu:0=64MiB --device-map 0-3:cpu:0");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(has(r.err, "does not map layer 4")) << r.err;
+}
+
+TEST(PlanCli, RefusalExitsWithCode2) {
+  // 1 MiB cannot hold the layers, and --no-cpu-offload keeps them off the host.
+  CmdResult r = run_plan("--json --device cpu:0=1MiB --headroom 0 --no-cpu-offload");
+  EXPECT_EQ(r.code, 2);
+  json j = json::parse(r.out);
+  ASSERT_TRUE(j.contains("error"));
+  EXPECT_TRUE(has(j["error"], "does not fit without CPU offload (--no-cpu-offload)")) << j["error"];
+  EXPECT_EQ(j["largest_kv_tokens"], -1);
+  EXPECT_TRUE(has(r.err, "error: ")) << r.err;
+
+  r = run_plan("--device cpu:0=1MiB --headroom 0 --no-cpu-offload");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_TRUE(has(r.err, "error: ")) << r.err;
+}
+
+TEST(PlanCli, SwapGuardRefusesWhatExceedsHostRam) {
+  // The virtual device's cap would hold 640 GB of cache, but it is carved out
+  // of host RAM: the plan is refused (and nothing was allocated to find out).
+  CmdResult r = run_plan(
+      "--json --device cpu:0=64TiB -c 1000000000 --max-seq-len 1000000000 --max-num-seqs 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  json j = json::parse(r.out);
+  const std::string msg = j["error"];
+  EXPECT_TRUE(has(msg, "a KV cache of 1,000,000,000 tokens")) << msg;
+  EXPECT_TRUE(has(msg, "of host RAM (shared by cpu:0, host)")) << msg;
+  EXPECT_GT(j["largest_kv_tokens"].get<int64_t>(), 0);
+}
+
+TEST(PlanCli, FlagsAndHelp) {
+  CmdResult r = run_plan("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* flag :
+       {"--device", "--device-map", "--kv-tokens", "--kv-mem", "--kv-fraction", "--headroom",
+        "--max-seq-len", "--max-num-seqs", "--min-kv-tokens", "--no-cpu-offload", "--json"})
+    EXPECT_TRUE(has(r.out, flag)) << flag;
+  r = run_plan("-c 100 --kv-mem 1GiB");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.code, 2);
+  r = run_plan("--device cpu:0");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(has(r.err, "needs a memory size")) << r.err;
+  r = run_plan("--kv-mem 1MiB --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["binding_limit"], "kv_mem");
+  r = run_plan("--kv-fraction 0.5 --json --device cpu:0=16MiB");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["kv_mode"], "kv_fraction");
+}
+
+}  // namespace
+}  // namespace pagellm

@@ -1,0 +1,200 @@
+// Synthetic models and devices for planner tests, and a brute-force planner
+// that tries every contiguous placement.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "planner/planner.h"
+
+namespace pagellm::test {
+
+constexpr uint64_t kKiB = 1024, kMiB = kKiB << 10, kGiB = kMiB << 10;
+
+// n layers of `layer_bytes` each, KV `kvl` bytes per token per layer.
+inline ModelFootprint synth_model(int32_t n, uint64_t layer_bytes, uint64_t kvl,
+                                  uint64_t layer_ws = 0, uint64_t host_w = 0, uint64_t out_w = 0) {
+  ModelFootprint fp;
+  fp.arch = "llama";
+  fp.n_layer = n;
+  fp.n_ctx_train = 4096;
+  fp.n_kv_heads = 8;
+  fp.head_dim = 128;
+  fp.layer_weight_bytes.assign(static_cast<size_t>(n), layer_bytes);
+  fp.host_weight_bytes = host_w;
+  fp.output_weight_bytes = out_w;
+  fp.output_weight_bytes_on_host = out_w;
+  fp.kv_type = DType::F16;
+  fp.kv_bytes_per_token_layer = kvl;
+  fp.max_batched_tokens = 2048;
+  fp.layer_workspace_bytes = layer_ws;
+  return fp;
+}
+
+inline PlanDevice gpu(int32_t i, uint64_t free, uint64_t headroom = 0) {
+  return {Device{DeviceKind::kCuda, i, std::nullopt}, free, headroom};
+}
+inline PlanDevice vcpu(int32_t i, uint64_t cap, uint64_t headroom = 0) {
+  return {Device{DeviceKind::kCpu, i, cap}, cap, headroom};
+}
+inline PlanDevice host(uint64_t free, uint64_t headroom = 0) {
+  return {Device::host(), free, headroom};
+}
+
+inline PlanRequest request(int64_t max_seq_len, int32_t max_num_seqs, int32_t block_size = 16) {
+  PlanRequest r;
+  r.max_seq_len = max_seq_len;
+  r.max_num_seqs = max_num_seqs;
+  r.block_size = block_size;
+  return r;
+}
+
+// Every placement of n layers in contiguous ranges over the devices in order
+// (empty ranges allowed; the host, last, gets the tail).
+inline std::vector<std::vector<LayerRange>> all_placements(int32_t n, size_t n_devices) {
+  std::vector<std::vector<LayerRange>> out;
+  std::vector<LayerRange> cur(n_devices);
+  auto rec = [&](auto&& self, size_t i, int32_t start) -> void {
+    if (i + 1 == n_devices) {
+      cur[i] = {start, n};
+      out.push_back(cur);
+      return;
+    }
+    for (int32_t e = start; e <= n; ++e) {
+      cur[i] = {start, e};
+      self(self, i + 1, e);
+    }
+  };
+  rec(rec, 0, 0);
+  return out;
+}
+
+// What make_plan should return, by trying every placement.
+struct Expected {
+  bool fits = false;
+  int64_t blocks = 0;       // when it fits
+  int32_t host_layers = 0;  // when it fits
+  int64_t largest = -1;     // blocks of the largest plan that fits (for refusals)
+};
+
+inline Expected brute_force(const PlanRequest& req, const ModelFootprint& fp,
+                            std::vector<PlanDevice> devices) {
+  std::stable_sort(
+      devices.begin(), devices.end() - 1,
+      [](const PlanDevice& a, const PlanDevice& b) { return a.free_bytes > b.free_bytes; });
+  const int32_t n = fp.n_layer;
+  const int64_t bs = req.block_size;
+  const int64_t per_seq = (req.max_seq_len + bs - 1) / bs;
+  const int64_t cap = std::min<int64_t>(INT32_MAX, per_seq * req.max_num_seqs);
+  const int64_t min_tokens = req.min_kv_tokens > 0 ? req.min_kv_tokens : req.max_seq_len;
+  const int64_t min_blocks = std::max<int64_t>(1, (min_tokens + bs - 1) / bs);
+  const size_t k = devices.size() - 1;
+  auto allowed = [&](int32_t h) {
+    if (k == 0) return h == n;
+    if (req.no_cpu_offload) return h == 0;
+    return true;
+  };
+  struct Option {
+    int32_t h;
+    int64_t blocks;
+  };
+  std::vector<Option> opts;
+  for (const auto& r : all_placements(n, devices.size())) {
+    const int32_t h = r.back().size();
+    if (!allowed(h)) continue;
+    opts.push_back({h, max_blocks_for_placement(req, fp, devices, r)});
+  }
+  Expected e;
+  for (const auto& o : opts) e.largest = std::max(e.largest, o.blocks);
+  auto min_h_at = [&](int64_t b) -> std::optional<int32_t> {
+    std::optional<int32_t> best;
+    for (const auto& o : opts)
+      if (o.blocks >= b && (!best || o.h < *best)) best = o.h;
+    return best;
+  };
+  auto most_with_h = [&](int32_t h) {
+    int64_t m = -1;
+    for (const auto& o : opts)
+      if (o.h == h) m = std::max(m, o.blocks);
+    return m;
+  };
+  if (req.kv_mode == KvMode::kTokens) {
+    const int64_t target = std::min<int64_t>((req.kv_tokens + bs - 1) / bs, cap);
+    if (auto h = min_h_at(target)) {
+      e.fits = true;
+      e.blocks = target;
+      e.host_layers = *h;
+    } else if (req.no_cpu_offload && e.largest >= std::min(min_blocks, target)) {
+      e.fits = true;
+      e.blocks = e.largest;
+      e.host_layers = 0;
+    }
+    return e;
+  }
+  const int64_t floor = std::min(min_blocks, cap);
+  if (auto h = min_h_at(floor)) {
+    e.fits = true;
+    e.host_layers = *h;
+    e.blocks = std::min(most_with_h(*h), cap);
+  }
+  return e;
+}
+
+// Checks a plan against every budget; returns what is exceeded ("" when none).
+inline std::string budget_violations(const Plan& p, const PlanRequest& req,
+                                     const std::vector<PlanDevice>& devices) {
+  std::string bad;
+  auto find = [&](const Device& d) -> const PlanDevice& {
+    for (const auto& x : devices)
+      if (x.device == d) return x;
+    throw std::runtime_error("device not in the input");
+  };
+  const uint64_t num = req.kv_mode == KvMode::kFraction
+                           ? static_cast<uint64_t>(std::llround(req.kv_fraction * 1e6))
+                           : 1;
+  const uint64_t den = req.kv_mode == KvMode::kFraction ? 1000000 : 1;
+  unsigned __int128 pool_fixed = 0, pool_kv = 0;
+  int32_t covered = 0;
+  std::vector<LayerRange> ranges;
+  for (const auto& d : p.devices) {
+    const PlanDevice& in = find(d.device);
+    const uint64_t fixed = d.weight_bytes + d.workspace_bytes;
+    if (d.kv_bytes != static_cast<uint64_t>(d.n_layers()) * p.kv_bytes_per_token / p.n_layer *
+                          p.block_size * p.num_blocks)
+      bad += d.name() + ": KV bytes do not match the layer count; ";
+    if (req.kv_mode == KvMode::kMemory && d.kv_bytes > req.kv_mem_bytes)
+      bad += d.name() + ": over --kv-mem; ";
+    if (d.device.shares_host_memory()) {
+      pool_fixed += fixed;
+      pool_kv += d.kv_bytes;
+    }
+    if (!d.device.is_host()) {
+      if (d.used_bytes() > in.budget_bytes()) bad += d.name() + ": over its budget; ";
+      if (fixed > in.budget_bytes() ||
+          static_cast<unsigned __int128>(den) * d.kv_bytes >
+              static_cast<unsigned __int128>(num) * (in.budget_bytes() - fixed))
+        bad += d.name() + ": over its KV share; ";
+    }
+    if (d.has_layers()) ranges.push_back({d.first_layer, d.last_layer + 1});
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const LayerRange& a, const LayerRange& b) { return a.begin < b.begin; });
+  for (const auto& r : ranges) {
+    if (r.begin != covered) bad += "layers not covered once; ";
+    covered = r.end;
+  }
+  if (covered != p.n_layer) bad += "not every layer is placed; ";
+  const uint64_t hb = devices.back().budget_bytes();
+  if (pool_fixed + pool_kv > hb) bad += "host RAM pool over its budget (swap guard); ";
+  if (pool_fixed > hb || static_cast<unsigned __int128>(den) * pool_kv >
+                             static_cast<unsigned __int128>(num) * (hb - pool_fixed))
+    bad += "host RAM pool over its KV share; ";
+  return bad;
+}
+
+}  // namespace pagellm::test

@@ -1,0 +1,155 @@
+// Property tests over random small cases: the planner's block count and
+// number of host layers equal the brute-force optimum over every contiguous
+// placement, no plan exceeds any budget, and refusals report the largest
+// cache that fits.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "planner/planner.h"
+#include "planner_fixtures.h"
+#include "util/error.h"
+
+namespace pagellm {
+namespace {
+
+using namespace test;
+
+struct Case {
+  PlanRequest req;
+  ModelFootprint fp;
+  std::vector<PlanDevice> devs;
+  std::string text;
+};
+
+Case random_case(std::mt19937_64& rng) {
+  auto u = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  Case c;
+  const int32_t n = static_cast<int32_t>(u(1, 6));
+  c.fp = synth_model(n, 0, static_cast<uint64_t>(u(1, 8)), static_cast<uint64_t>(u(0, 60)),
+                     static_cast<uint64_t>(u(0, 80)), static_cast<uint64_t>(u(0, 80)));
+  for (auto& w : c.fp.layer_weight_bytes) w = static_cast<uint64_t>(u(1, 300));
+  c.fp.output_weight_bytes_on_host = u(0, 1) ? c.fp.output_weight_bytes : 0;  // tied or not
+  c.fp.output_workspace_bytes = static_cast<uint64_t>(u(0, 40));
+  c.fp.host_workspace_bytes = static_cast<uint64_t>(u(0, 40));
+  const int k = static_cast<int>(u(0, 3));
+  for (int i = 0; i < k; ++i) {
+    const uint64_t free = static_cast<uint64_t>(u(0, 2500));
+    const uint64_t room = static_cast<uint64_t>(u(0, 100));
+    c.devs.push_back(u(0, 1) ? gpu(i, free, room) : vcpu(i, free, room));
+  }
+  c.devs.push_back(host(static_cast<uint64_t>(u(0, 5000)), static_cast<uint64_t>(u(0, 300))));
+  c.req = request(u(1, 64), static_cast<int32_t>(u(1, 8)), static_cast<int32_t>(1 << u(0, 2)));
+  if (u(0, 2) == 0) c.req.min_kv_tokens = u(1, 64);
+  switch (u(0, 3)) {
+    case 0:
+      break;
+    case 1:
+      c.req.kv_mode = KvMode::kTokens;
+      c.req.kv_tokens = u(1, 300);
+      break;
+    case 2:
+      c.req.kv_mode = KvMode::kMemory;
+      c.req.kv_mem_bytes = static_cast<uint64_t>(u(1, 1500));
+      break;
+    case 3: {
+      static const double fractions[] = {0.1, 0.25, 1.0 / 3, 0.5, 0.9, 1.0};
+      c.req.kv_mode = KvMode::kFraction;
+      c.req.kv_fraction = fractions[u(0, 5)];
+      break;
+    }
+  }
+  c.req.no_cpu_offload = k > 0 && u(0, 3) == 0;
+  c.text = "n=" + std::to_string(n) + " k=" + std::to_string(k) +
+           " mode=" + std::to_string(static_cast<int>(c.req.kv_mode)) +
+           " no_offload=" + std::to_string(c.req.no_cpu_offload);
+  return c;
+}
+
+TEST(PlannerProperty, MatchesBruteForceAndStaysWithinBudgets) {
+  std::mt19937_64 rng(20240611);
+  int fits = 0, refused = 0, offloaded = 0, balanced_multi = 0;
+  for (int iter = 0; iter < 4000; ++iter) {
+    const Case c = random_case(rng);
+    const Expected e = brute_force(c.req, c.fp, c.devs);
+    try {
+      const Plan p = make_plan(c.req, c.fp, c.devs);
+      ASSERT_TRUE(e.fits) << c.text << " (planner fits, brute force does not)";
+      ASSERT_EQ(p.num_blocks, e.blocks) << c.text;
+      ASSERT_EQ(p.host_layers(), e.host_layers) << c.text;
+      ASSERT_EQ(budget_violations(p, c.req, c.devs), "") << c.text;
+      // The chosen placement holds at least the planned blocks.
+      std::vector<LayerRange> r;
+      std::vector<PlanDevice> ordered;
+      for (const auto& d : p.devices) {
+        r.push_back(d.has_layers() ? LayerRange{d.first_layer, d.last_layer + 1} : LayerRange{});
+        for (const auto& in : c.devs)
+          if (in.device == d.device) ordered.push_back(in);
+      }
+      // Empty ranges anywhere are fine for the cost model as long as the host is last.
+      ASSERT_GE(max_blocks_for_placement(c.req, c.fp, ordered, r), p.num_blocks) << c.text;
+      ++fits;
+      offloaded += p.host_layers() > 0 && c.devs.size() > 1;
+      int with_layers = 0;
+      for (const auto& d : p.devices) with_layers += d.has_layers();
+      balanced_multi += with_layers > 1;
+    } catch (const PlanError& err) {
+      ASSERT_FALSE(e.fits) << c.text << ": " << err.what();
+      ASSERT_EQ(err.largest_kv_tokens(), e.largest < 0 ? -1 : e.largest * c.req.block_size)
+          << c.text << ": " << err.what();
+      ++refused;
+    }
+  }
+  // The random cases exercise every outcome.
+  EXPECT_GT(fits, 1000);
+  EXPECT_GT(refused, 300);
+  EXPECT_GT(offloaded, 100);
+  EXPECT_GT(balanced_multi, 300);
+}
+
+TEST(PlannerProperty, ManualMapsHoldWhatTheirPlacementAllows) {
+  std::mt19937_64 rng(7);
+  int fits = 0, refused = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    Case c = random_case(rng);
+    const auto all = all_placements(c.fp.n_layer, c.devs.size());
+    const auto& r = all[std::uniform_int_distribution<size_t>(0, all.size() - 1)(rng)];
+    DeviceMap map;
+    for (size_t i = 0; i < r.size(); ++i)
+      if (!r[i].empty()) map.push_back({r[i].begin, r[i].end - 1, c.devs[i].device});
+    c.req.device_map = map;
+    if (c.req.no_cpu_offload && !r.back().empty()) {
+      EXPECT_THROW(make_plan(c.req, c.fp, c.devs), ConfigError);
+      continue;
+    }
+    const int64_t bs = c.req.block_size;
+    const int64_t cap = (c.req.max_seq_len + bs - 1) / bs * c.req.max_num_seqs;
+    const int64_t min_tokens = c.req.min_kv_tokens > 0 ? c.req.min_kv_tokens : c.req.max_seq_len;
+    const int64_t floor = std::min(std::max<int64_t>(1, (min_tokens + bs - 1) / bs), cap);
+    const int64_t most = max_blocks_for_placement(c.req, c.fp, c.devs, r);
+    const int64_t want =
+        c.req.kv_mode == KvMode::kTokens ? std::min((c.req.kv_tokens + bs - 1) / bs, cap) : floor;
+    try {
+      const Plan p = make_plan(c.req, c.fp, c.devs);
+      ASSERT_GE(most, want) << c.text;
+      ASSERT_EQ(p.num_blocks, c.req.kv_mode == KvMode::kTokens ? want : std::min(most, cap))
+          << c.text;
+      for (size_t i = 0; i < r.size(); ++i) {
+        ASSERT_EQ(p.devices[i].device, c.devs[i].device) << c.text;  // declared order
+        ASSERT_EQ(p.devices[i].n_layers(), r[i].size()) << c.text;
+      }
+      ASSERT_EQ(budget_violations(p, c.req, c.devs), "") << c.text;
+      ++fits;
+    } catch (const PlanError& e) {
+      ASSERT_LT(most, want) << c.text << ": " << e.what();
+      ++refused;
+    }
+  }
+  EXPECT_GT(fits, 300);
+  EXPECT_GT(refused, 300);
+}
+
+}  // namespace
+}  // namespace pagellm

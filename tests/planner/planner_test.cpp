@@ -1,0 +1,542 @@
+// Planner scenarios: synthetic device sets (GPUs of unequal memory, virtual
+// CPU devices, only the host, a host under a cgroup limit), every KV mode,
+// automatic and manual placement, --no-cpu-offload, the swap guard, and
+// refusals with their messages. Block counts are checked against the brute
+// force of planner_fixtures.h.
+#include "planner/planner.h"
+
+#include <gtest/gtest.h>
+
+#include "planner/plan_format.h"
+#include "planner_fixtures.h"
+#include "util/memory_stats.h"
+#include "util/sizes.h"
+
+namespace pagellm {
+namespace {
+
+using namespace test;
+
+// Runs make_plan and checks it against the brute force and the budgets.
+Plan plan_checked(const PlanRequest& req, const ModelFootprint& fp,
+                  const std::vector<PlanDevice>& devs) {
+  const Plan p = make_plan(req, fp, devs);
+  const Expected e = brute_force(req, fp, devs);
+  EXPECT_TRUE(e.fits);
+  EXPECT_EQ(p.num_blocks, e.blocks);
+  EXPECT_EQ(p.host_layers(), e.host_layers);
+  EXPECT_EQ(p.kv_tokens, int64_t{p.num_blocks} * p.block_size);
+  EXPECT_EQ(budget_violations(p, req, devs), "");
+  return p;
+}
+
+std::string refusal(const PlanRequest& req, const ModelFootprint& fp,
+                    const std::vector<PlanDevice>& devs, int64_t* largest = nullptr) {
+  try {
+    make_plan(req, fp, devs);
+  } catch (const PlanError& e) {
+    if (largest) *largest = e.largest_kv_tokens();
+    return e.what();
+  }
+  return "no refusal";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// ---- small cases computed by hand ----
+
+TEST(Planner, BalancesUnequalDevicesByHand) {
+  // 4 layers of 100 B, 1 B of KV per token per layer, blocks of 1 token.
+  // cpu:0 holds a layers, cpu:1 4-a: a=1 -> 66 blocks, a=2 -> 150, a=3 -> 233, a=4 -> 150.
+  const ModelFootprint fp = synth_model(4, 100, 1);
+  PlanRequest req = request(100000, 1, 1);
+  req.min_kv_tokens = 1;
+  const std::vector<PlanDevice> devs = {vcpu(0, 1000), vcpu(1, 500), host(10000)};
+  const Plan p = plan_checked(req, fp, devs);
+  EXPECT_EQ(p.num_blocks, 233);
+  ASSERT_EQ(p.devices.size(), 3u);
+  EXPECT_EQ(p.devices[0].name(), "cpu:0");
+  EXPECT_EQ(p.devices[0].first_layer, 0);
+  EXPECT_EQ(p.devices[0].last_layer, 2);
+  EXPECT_EQ(p.devices[0].kv_bytes, 3u * 233);
+  EXPECT_EQ(p.devices[0].free_after_bytes, 1u);
+  EXPECT_EQ(p.devices[1].first_layer, 3);
+  EXPECT_EQ(p.devices[1].last_layer, 3);
+  EXPECT_EQ(p.devices[1].free_after_bytes, 500u - 333);
+  EXPECT_EQ(p.devices[2].first_layer, -1);
+  EXPECT_EQ(p.devices[2].last_layer, -1);
+  // The host's RAM is shared with cpu:0 and cpu:1.
+  EXPECT_EQ(p.devices[2].free_after_bytes, 10000u - 999 - 333);
+  EXPECT_EQ(p.binding_limit, BindingLimit::kDeviceMemory);
+  EXPECT_EQ(p.binding_device, "cpu:0");
+  EXPECT_EQ(p.device_map(), "0-2:cpu:0,3:cpu:1");
+}
+
+TEST(Planner, SwapGuardCountsVirtualDevicesTogether) {
+  // Same, but host RAM (which cpu:0 and cpu:1 share) has 1200 B: 400 + 4B <= 1200.
+  const ModelFootprint fp = synth_model(4, 100, 1);
+  PlanRequest req = request(100000, 1, 1);
+  req.min_kv_tokens = 1;
+  const std::vector<PlanDevice> devs = {vcpu(0, 1000), vcpu(1, 500), host(1200)};
+  const Plan p = plan_checked(req, fp, devs);
+  EXPECT_EQ(p.num_blocks, 200);
+  EXPECT_EQ(p.binding_limit, BindingLimit::kHostMemory);
+  EXPECT_EQ(p.binding_device, "host");
+  EXPECT_TRUE(contains(p.binding_detail, "shared by cpu:0, cpu:1, host")) << p.binding_detail;
+  EXPECT_EQ(p.devices[2].free_after_bytes, 0u);
+  // Asking for more is refused, naming host RAM.
+  req.kv_mode = KvMode::kTokens;
+  req.kv_tokens = 250;
+  int64_t largest = 0;
+  const std::string msg = refusal(req, fp, devs, &largest);
+  EXPECT_EQ(largest, 200);
+  EXPECT_TRUE(contains(msg, "a KV cache of 250 tokens (250 blocks of 1) does not fit")) << msg;
+  EXPECT_TRUE(contains(msg,
+                       "largest cache that fits: 200 tokens; or free 50 B on cpu:0 and 200 B of "
+                       "host RAM (shared by cpu:0, cpu:1, host) (with layers 0-2 on cpu:0, layer 3 "
+                       "on cpu:1)"))
+      << msg;
+}
+
+TEST(Planner, SwapGuardWithFakeProbe) {
+  // A GPU-less machine with 9 GiB available and two virtual devices of 8 GiB
+  // each: each fits alone, together they would swap.
+  FakeProbe probe = FakeProbe::with_host(9 * kGiB);
+  const auto devs = measure_devices(
+      {Device{DeviceKind::kCpu, 0, 8 * kGiB}, Device{DeviceKind::kCpu, 1, 8 * kGiB}}, probe, 0);
+  const ModelFootprint fp = synth_model(8, 256 * kMiB, 64 * kKiB);  // 2 GiB of weights
+  PlanRequest req = request(4096, 64);
+  req.kv_mode = KvMode::kTokens;
+  req.kv_tokens = 16384;  // 8 GiB of KV: 10 GiB in all, 5 GiB on each device
+  EXPECT_TRUE(contains(refusal(req, fp, devs), "host RAM")) << refusal(req, fp, devs);
+  req.kv_tokens = 12288;  // 6 GiB of KV: 8 GiB in all
+  const Plan p = plan_checked(req, fp, devs);
+  EXPECT_EQ(p.kv_tokens, 12288);
+  uint64_t shared = 0;
+  for (const auto& d : p.devices) shared += d.used_bytes();
+  EXPECT_LE(shared, 9 * kGiB);
+}
+
+TEST(Planner, SwapGuardOnThisMachineAllocatesNothing) {
+  // A virtual device whose cap is far beyond this machine's RAM: the cap
+  // would hold the cache, host RAM would not. The refusal comes from the
+  // numbers alone; memory use does not grow.
+  SystemProbe probe;
+  const auto devs = measure_devices({Device{DeviceKind::kCpu, 0, uint64_t{64} << 40}}, probe);
+  const uint64_t avail = devs.back().free_bytes;
+  const ModelFootprint fp = synth_model(8, 16 * kMiB, 64 * kKiB);  // 512 KiB per token
+  PlanRequest req = request(int64_t{1} << 30, 1);
+  req.kv_mode = KvMode::kTokens;
+  req.kv_tokens = static_cast<int64_t>(2 * avail / (512 * kKiB));  // twice the RAM available
+  const uint64_t rss_before = current_rss_bytes();
+  int64_t largest = 0;
+  const std::string msg = refusal(req, fp, devs, &largest);
+  EXPECT_TRUE(contains(msg, "of host RAM (shared by cpu:0, host)")) << msg;
+  EXPECT_GT(largest, 0);
+  EXPECT_LT(static_cast<uint64_t>(largest) * 512 * kKiB, avail);
+  EXPECT_LT(current_rss_bytes(), rss_before + 64 * kMiB);
+}
+
+// ---- 24 GiB + 12 GiB GPUs and a 64 GiB host ----
+
+struct TwoGpus : ::testing::Test {
+  TwoGpus() {
+    FakeProbe probe = FakeProbe::with_host(64 * kGiB);
+    probe.gpus = {{24 * kGiB, 24 * kGiB}, {12 * kGiB, 12 * kGiB}};
+    devs = measure_devices({}, probe);  // every GPU, default headroom
+    // A 7B-like model: 32 layers of 400 MiB, 16 KiB of f16 KV per token per layer.
+    fp = synth_model(32, 400 * kMiB, 16 * kKiB, 256 * kMiB, 250 * kMiB, 250 * kMiB);
+    fp.host_workspace_bytes = 64 * kMiB;
+    fp.output_workspace_bytes = 16 * kMiB;
+  }
+  std::vector<PlanDevice> devs;
+  ModelFootprint fp;
+};
+
+TEST_F(TwoGpus, DefaultHeadroom) {
+  ASSERT_EQ(devs.size(), 3u);
+  EXPECT_EQ(devs[0].device.name(), "cuda:0");
+  EXPECT_EQ(devs[0].headroom_bytes, 24 * kGiB / 20);
+  EXPECT_EQ(devs[1].headroom_bytes, 12 * kGiB / 20);
+  EXPECT_EQ(devs[2].device.name(), "host");
+  EXPECT_EQ(devs[2].headroom_bytes, 64 * kGiB / 20);
+  FakeProbe small = FakeProbe::with_host(4 * kGiB);
+  EXPECT_EQ(measure_devices({}, small)[0].headroom_bytes, 512 * kMiB);  // the floor
+  // A virtual device keeps 5% of its cap.
+  EXPECT_EQ(measure_devices({Device{DeviceKind::kCpu, 0, 2 * kGiB}}, small)[0].headroom_bytes,
+            2 * kGiB / 20);
+}
+
+TEST_F(TwoGpus, AutoKeepsLayersOnGpusAndBalances) {
+  const Plan p = plan_checked(request(4096, 64), fp, devs);
+  EXPECT_EQ(p.host_layers(), 0);
+  EXPECT_EQ(p.devices[0].name(), "cuda:0");
+  EXPECT_EQ(p.devices[0].first_layer, 0);
+  EXPECT_GT(p.devices[0].n_layers(), p.devices[1].n_layers());
+  EXPECT_EQ(p.devices[0].n_layers() + p.devices[1].n_layers(), 32);
+  EXPECT_TRUE(p.devices[1].holds_output);
+  EXPECT_EQ(p.binding_limit, BindingLimit::kDeviceMemory);
+  // About 20 GiB of cache at 512 KiB per token.
+  EXPECT_GT(p.kv_tokens, 38000);
+  EXPECT_LT(p.kv_tokens, 44000);
+  EXPECT_EQ(p.max_concurrent_full_sequences, p.num_blocks / 256);
+  // The host holds the embeddings and its workspace only.
+  EXPECT_EQ(p.devices[2].weight_bytes, 250 * kMiB);
+  EXPECT_EQ(p.devices[2].workspace_bytes, 64 * kMiB);
+  EXPECT_EQ(p.devices[2].kv_bytes, 0u);
+}
+
+TEST_F(TwoGpus, AutoIsCappedAtMaxSeqLenTimesMaxNumSeqs) {
+  const Plan p = plan_checked(request(1024, 4), fp, devs);
+  EXPECT_EQ(p.kv_tokens, 4096);
+  EXPECT_EQ(p.max_concurrent_full_sequences, 4);
+  EXPECT_EQ(p.binding_limit, BindingLimit::kSeqCap);
+  EXPECT_EQ(p.host_layers(), 0);
+}
+
+TEST_F(TwoGpus, KvTokensThatFit) {
+  PlanRequest req = request(4096, 64);
+  req.kv_mode = KvMode::kTokens;
+  req.kv_tokens = 16000;  // rounded up to whole blocks
+  const Plan p = plan_checked(req, fp, devs);
+  EXPECT_EQ(p.kv_tokens, 16000);
+  EXPECT_EQ(p.num_blocks, 1000);
+  EXPECT_EQ(p.binding_limit, BindingLimit::kKvTokens);
+  EXPECT_EQ(p.host_layers(), 0);
+  // Everything fits on the larger GPU: it takes all layers (no hop to cuda:1).
+  EXPECT_EQ(p.devices[0].n_layers(), 32);
+  EXPECT_FALSE(p.devices[1].has_layers());
+  req.kv_tokens = 16001;
+  EXPECT_EQ(plan_checked(req, fp, devs).num_blocks, 1001);
+}
+
+TEST_F(TwoGpus, KvTokensReservedFirstThenLayersOffloaded) {
+  PlanRequest req = request(4096, 64);
+  req.kv_mode = KvMode::kTokens;
+  req.kv_tokens = 100000;  // ~49 GiB of cache: more than the GPUs have
+  const Plan p = plan_checked(req, fp, devs);
+  EXPECT_EQ(p.kv_tokens, 100000);
+  EXPECT_GT(p.host_layers(), 0);
+  EXPECT_TRUE(p.devices[0].has_layers());
+  EXPECT_TRUE(p.devices[1].has_layers());
+  EXPECT_EQ(p.devices[2].last_layer, 31);
+  EXPECT_TRUE(p.devices[2].holds_output);
+}
+
+TEST_F(TwoGpus, KvTokensCappedAtWhatCanBeUsed) {
+  PlanRequest req = request(1024, 2);
+  req.kv_mode = KvMode::kTokens;
+  req.kv_tokens = 100000;
+  const Plan p = plan_checked(req, fp, devs);
+  EXPECT_EQ(p.kv_tokens, 2048);
+  EXPECT_EQ(p.binding_limit, BindingLimit::kSeqCap);
+}
+
+TEST_F(TwoGpus, KvTokensTooLargeIsRefusedWithWhatFits) {
+  PlanRequest req = request(8192, 64);
+  req.kv_mode = KvMode::kTokens;
+  req.kv_tokens = 250000;  // 122 GiB of cache
+  int64_t largest = 0;
+  const std::string msg = refusal(req, fp, devs, &largest);
+  const Expected e = brute_force(req, fp, devs);
+  EXPECT_FALSE(e.fits);
+  EXPECT_EQ(largest, e.largest * 16);
+  EXPECT_TRUE(contains(msg,
+                       "a KV cache of 250,000 tokens (15,625 blocks of 16) does not fit; "
+                       "largest cache that fits: " +
+                           format_count(largest) + " tokens; or free "))
+      << msg;
+}
+
+TEST_F(TwoGpus, KvMemLimitsEachDevice) {
+  PlanRequest req = request(4096, 64);
+  req.kv_mode = KvMode::kMemory;
+  req.kv_mem_bytes = 4 * kGiB;
+  const Plan p = plan_checked(req, fp, devs);
+  EXPECT_EQ(p.binding_limit, BindingLimit::kKvMem);
+  EXPECT_EQ(p.host_layers(), 0);
+  for (const auto& d : p.devices) EXPECT_LE(d.kv_bytes, 4 * kGiB);
+  // Layers are balanced so the fuller device's share decides: 4 GiB over 16 layers.
+  EXPECT_EQ(p.kv_tokens, 4 * kGiB / (16 * 16 * kKiB) / 16 * 16);
+}
+
+TEST_F(TwoGpus, KvFractionOfWhatIsFreeAfterWeights) {
+  PlanRequest req = request(4096, 64);
+  req.kv_mode = KvMode::kFraction;
+  req.kv_fraction = 0.5;
+  const Plan half = plan_checked(req, fp, devs);
+  EXPECT_EQ(half.binding_limit, BindingLimit::kKvFraction);
+  req.kv_fraction = 1.0;
+  const Plan all = plan_checked(req, fp, devs);
+  const Plan autop = plan_checked(request(4096, 64), fp, devs);
+  EXPECT_EQ(all.num_blocks, autop.num_blocks);
+  EXPECT_NEAR(static_cast<double>(half.num_blocks) / all.num_blocks, 0.5, 0.05);
+}
+
+TEST_F(TwoGpus, NoCpuOffloadShrinksTheCacheInstead) {
+  PlanRequest req = request(4096, 64);
+  req.kv_mode = KvMode::kTokens;
+  req.kv_tokens = 100000;
+  req.no_cpu_offload = true;
+  const Plan p = plan_checked(req, fp, devs);
+  EXPECT_EQ(p.host_layers(), 0);
+  EXPECT_LT(p.kv_tokens, 100000);
+  EXPECT_EQ(p.binding_limit, BindingLimit::kDeviceMemory);
+  EXPECT_TRUE(contains(p.binding_detail, "--no-cpu-offload")) << p.binding_detail;
+  // Down to --min-kv-tokens, not below.
+  req.min_kv_tokens = p.kv_tokens + 16;
+  const std::string msg = refusal(req, fp, devs);
+  EXPECT_TRUE(contains(msg, "largest cache that fits without CPU offload (--no-cpu-offload): " +
+                                format_count(p.kv_tokens) + " tokens, less than --min-kv-tokens"))
+      << msg;
+  EXPECT_TRUE(contains(msg, "with CPU offload, ")) << msg;
+}
+
+TEST_F(TwoGpus, ModelTooLargeForGpusOffloadsTheFewestLayers) {
+  // 64 layers of 600 MiB: 37.5 GiB, more than both GPUs.
+  ModelFootprint big = synth_model(64, 600 * kMiB, 16 * kKiB, 256 * kMiB, 250 * kMiB, 250 * kMiB);
+  const Plan p = plan_checked(request(4096, 64), big, devs);
+  EXPECT_GT(p.host_layers(), 0);
+  EXPECT_GE(p.kv_tokens, 4096);  // one full sequence, the default --min-kv-tokens
+  PlanRequest req = request(4096, 64);
+  req.no_cpu_offload = true;
+  const std::string msg = refusal(req, big, devs);
+  EXPECT_TRUE(contains(msg, "without CPU offload (--no-cpu-offload)")) << msg;
+  EXPECT_TRUE(contains(msg, "the model does not fit even without a KV cache")) << msg;
+  EXPECT_TRUE(contains(msg, "with CPU offload, ")) << msg;
+}
+
+TEST_F(TwoGpus, OrderIsMostFreeFirst) {
+  std::vector<PlanDevice> swapped = {gpu(0, 12 * kGiB, 512 * kMiB), gpu(1, 24 * kGiB, 512 * kMiB),
+                                     host(64 * kGiB, 512 * kMiB)};
+  const Plan p = plan_checked(request(4096, 64), fp, swapped);
+  EXPECT_EQ(p.devices[0].name(), "cuda:1");
+  EXPECT_EQ(p.devices[0].first_layer, 0);
+  EXPECT_EQ(p.devices[1].name(), "cuda:0");
+}
+
+// ---- 80 + 80 + 40 GiB ----
+
+TEST(Planner, ThreeUnequalGpus) {
+  const std::vector<PlanDevice> devs = {gpu(0, 80 * kGiB, 4 * kGiB), gpu(1, 80 * kGiB, 4 * kGiB),
+                                        gpu(2, 40 * kGiB, 2 * kGiB), host(256 * kGiB, 12 * kGiB)};
+  // A 70B-like model at 8 bits: 80 layers of 860 MiB, GQA KV of 4 KiB per token per layer.
+  const ModelFootprint fp = synth_model(80, 860 * kMiB, 4 * kKiB, 512 * kMiB, 1 * kGiB, 1 * kGiB);
+  const Plan p = plan_checked(request(8192, 64), fp, devs);
+  EXPECT_EQ(p.host_layers(), 0);
+  const int a = p.devices[0].n_layers(), b = p.devices[1].n_layers(), c = p.devices[2].n_layers();
+  EXPECT_EQ(a + b + c, 80);
+  EXPECT_LT(c, a);  // the 40 GiB device holds fewer layers
+  EXPECT_LT(c, b);
+  EXPECT_EQ(p.binding_limit, BindingLimit::kDeviceMemory);
+  // Compare with an even split: balancing must do at least as well.
+  const int64_t even = max_blocks_for_placement(request(8192, 64), fp, devs,
+                                                {{0, 27}, {27, 54}, {54, 80}, {80, 80}});
+  EXPECT_GT(p.num_blocks, even);
+}
+
+// ---- only the host ----
+
+TEST(Planner, OnlyHost) {
+  const std::vector<PlanDevice> devs = {host(16 * kGiB, 800 * kMiB)};
+  const ModelFootprint fp = synth_model(22, 40 * kMiB, 2 * kKiB, 64 * kMiB, 60 * kMiB, 60 * kMiB);
+  const Plan p = plan_checked(request(2048, 64), fp, devs);
+  ASSERT_EQ(p.devices.size(), 1u);
+  EXPECT_EQ(p.devices[0].first_layer, 0);
+  EXPECT_EQ(p.devices[0].last_layer, 21);
+  EXPECT_EQ(p.host_layers(), 22);
+  EXPECT_EQ(p.binding_limit, BindingLimit::kSeqCap);
+  EXPECT_EQ(p.kv_tokens, 2048 * 64);
+  PlanRequest req = request(2048, 64);
+  req.no_cpu_offload = true;
+  EXPECT_THROW(make_plan(req, fp, devs), ConfigError);
+}
+
+TEST(Planner, TinyHostUnderCgroupLimit) {
+  FakeProbe probe = FakeProbe::with_host(60 * kGiB);
+  probe.host_info.cgroup_limit = 1 * kGiB;
+  probe.host_info.cgroup_usage = 200 * kMiB;
+  const auto devs = measure_devices({}, probe);
+  ASSERT_EQ(devs.size(), 1u);
+  EXPECT_EQ(devs[0].free_bytes, 824 * kMiB);
+  EXPECT_EQ(devs[0].headroom_bytes, 512 * kMiB);  // max(5% of free, 512 MiB)
+  // 240 MiB of layers + 20 MiB of embeddings: 52 MiB left for the cache.
+  const ModelFootprint fp = synth_model(8, 30 * kMiB, 16 * kKiB, 0, 20 * kMiB, 0);
+  const Plan p = plan_checked(request(256, 64), fp, devs);
+  EXPECT_EQ(p.binding_limit, BindingLimit::kHostMemory);
+  EXPECT_EQ(p.kv_tokens, 52 * kMiB / (128 * kKiB) / 16 * 16);
+  // One sequence of 1024 tokens (128 MiB) does not fit.
+  int64_t largest = 0;
+  const std::string msg = refusal(request(1024, 64), fp, devs, &largest);
+  EXPECT_EQ(largest, p.kv_tokens);
+  EXPECT_TRUE(contains(msg, "largest cache that fits: " + format_count(largest) +
+                                " tokens, less than one sequence of --max-seq-len 1,024 (1,024 "
+                                "tokens); lower --max-seq-len or --min-kv-tokens, or free "))
+      << msg;
+  EXPECT_TRUE(contains(msg, "of host RAM")) << msg;
+  // Weights alone too large.
+  const ModelFootprint big = synth_model(8, 64 * kMiB, 16 * kKiB);
+  const std::string w = refusal(request(256, 64), big, devs, &largest);
+  EXPECT_EQ(largest, -1);
+  EXPECT_TRUE(contains(w, "the model does not fit even without a KV cache")) << w;
+  EXPECT_TRUE(contains(w, "free 200.00 MiB of host RAM")) << w;
+}
+
+// ---- manual device map ----
+
+struct VirtualPair : ::testing::Test {
+  VirtualPair() : fp(synth_model(24, 64 * kMiB, 32 * kKiB, 16 * kMiB, 32 * kMiB, 32 * kMiB)) {
+    devs = {vcpu(0, 2 * kGiB), vcpu(1, 6 * kGiB), host(20 * kGiB, 1 * kGiB)};
+  }
+  ModelFootprint fp;
+  std::vector<PlanDevice> devs;
+};
+
+TEST_F(VirtualPair, ManualMapOverridesPlacement) {
+  PlanRequest req = request(1024, 64);
+  req.device_map = parse_device_map("0-11:cpu:0,12-23:cpu:1");
+  const Plan p = make_plan(req, fp, devs);
+  EXPECT_TRUE(p.manual_map);
+  EXPECT_EQ(p.device_map(), "0-11:cpu:0,12-23:cpu:1");
+  EXPECT_EQ(p.devices[0].name(), "cpu:0");
+  EXPECT_EQ(p.devices[0].first_layer, 0);
+  EXPECT_EQ(p.devices[0].last_layer, 11);
+  EXPECT_EQ(p.devices[1].first_layer, 12);
+  EXPECT_EQ(p.host_layers(), 0);
+  // cpu:0 binds: 2 GiB - 12 * 64 MiB - 16 MiB for 12 layers of KV.
+  EXPECT_EQ(p.binding_device, "cpu:0");
+  EXPECT_EQ(p.num_blocks, (2 * kGiB - 12 * 64 * kMiB - 16 * kMiB) / (12 * 32 * kKiB * 16));
+  EXPECT_EQ(budget_violations(p, req, devs), "");
+  // The automatic plan balances better.
+  PlanRequest autoreq = request(1024, 64);
+  EXPECT_GT(plan_checked(autoreq, fp, devs).num_blocks, p.num_blocks);
+}
+
+TEST_F(VirtualPair, ManualMapRefusalSaysWhatToFree) {
+  PlanRequest req = request(1024, 64);
+  req.kv_mode = KvMode::kTokens;
+  req.kv_tokens = 8192;
+  req.device_map = parse_device_map("0-19:cpu:0,20-23:host");
+  const std::string msg = refusal(req, fp, devs);
+  EXPECT_TRUE(contains(msg,
+                       "the --device-map placement (layers 0-19 on cpu:0, layers 20-23 on "
+                       "host) does not fit a KV cache of 8,192 tokens; largest cache that "
+                       "fits with this map: 1,200 tokens; or free "))
+      << msg;
+  EXPECT_TRUE(contains(msg, "on cpu:0")) << msg;
+  // 24 layers (1.5 GiB), their workspace and the output do not fit in 1 GiB.
+  const std::vector<PlanDevice> small = {vcpu(0, 1 * kGiB), vcpu(1, 6 * kGiB), devs[2]};
+  req.device_map = parse_device_map("0-23:cpu:0");
+  const std::string w = refusal(req, fp, small);
+  EXPECT_TRUE(contains(w, "does not fit even without a KV cache; free 560.00 MiB on cpu:0")) << w;
+}
+
+TEST_F(VirtualPair, ManualMapErrors) {
+  PlanRequest req = request(1024, 64);
+  auto config_error = [&](const std::string& map) {
+    req.device_map = parse_device_map(map);
+    try {
+      make_plan(req, fp, devs);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_TRUE(contains(config_error("0-11:cpu:0,12-23:cpu:2"),
+                       "--device-map uses cpu:2, which is not declared (add --device cpu:2=SIZE)"));
+  EXPECT_TRUE(contains(config_error("0-11:cpu:0"), "does not map layers 12-23"));
+  req.no_cpu_offload = true;
+  EXPECT_TRUE(contains(config_error("0-11:cpu:0,12-23:host"),
+                       "--device-map puts layers 12-23 on host, but --no-cpu-offload forbids"));
+}
+
+TEST_F(VirtualPair, PlanGivesKvPoolShapes) {
+  const Plan p = plan_checked(request(1024, 64), fp, devs);
+  for (const auto& d : p.devices) {
+    if (!d.has_layers()) continue;
+    const KvPoolShape s = p.kv_pool_shape(d);
+    EXPECT_EQ(s.layer_begin, d.first_layer);
+    EXPECT_EQ(s.layer_end, d.last_layer + 1);
+    EXPECT_EQ(s.num_blocks, p.num_blocks);
+    EXPECT_EQ(s.block_size, 16);
+    EXPECT_EQ(s.dtype, DType::F16);
+    EXPECT_EQ(p.device_of_layer(d.first_layer).name(), d.name());
+  }
+  EXPECT_THROW(p.device_of_layer(24), Error);
+  const KvPoolShape base = p.kv_base_shape();
+  EXPECT_EQ(base.layer_end, 24);
+  EXPECT_EQ(base.num_blocks, p.num_blocks);
+  // Ready for KvCacheStorage: layer order, whatever the device order.
+  PlanRequest req = request(1024, 64);
+  req.device_map = parse_device_map("0-9:cpu:1,10-19:cpu:0,20-23:host");
+  const Plan m = make_plan(req, fp, devs);
+  const auto placements = m.kv_placements();
+  ASSERT_EQ(placements.size(), 3u);
+  EXPECT_EQ(placements[0].device, "cpu:1");
+  EXPECT_EQ(placements[0].layer_begin, 0);
+  EXPECT_EQ(placements[0].layer_end, 10);
+  EXPECT_EQ(placements[1].device, "cpu:0");
+  EXPECT_EQ(placements[2].device, "host");
+  EXPECT_EQ(placements[2].layer_end, 24);
+  KvPoolShape small = m.kv_base_shape();
+  small.num_blocks = 2;  // keep the test's allocation tiny
+  KvCacheStorage storage(small, placements);
+  EXPECT_EQ(storage.pools().size(), 3u);
+  EXPECT_EQ(storage.pool_for_layer(15).shape().layer_begin, 10);
+}
+
+TEST(Planner, RejectsBadRequests) {
+  const ModelFootprint fp = synth_model(4, 100, 1);
+  const std::vector<PlanDevice> devs = {host(10000)};
+  PlanRequest req = request(16, 1);
+  req.kv_mode = KvMode::kFraction;
+  req.kv_fraction = 1.5;
+  EXPECT_THROW(make_plan(req, fp, devs), ConfigError);
+  req = request(16, 1, 0);
+  EXPECT_THROW(make_plan(req, fp, devs), ConfigError);
+  req = request(0, 1);
+  EXPECT_THROW(make_plan(req, fp, devs), ConfigError);
+  req = request(16, 1);
+  req.kv_mode = KvMode::kTokens;
+  EXPECT_THROW(make_plan(req, fp, devs), ConfigError);                       // no token count
+  EXPECT_THROW(make_plan(request(16, 1), fp, {vcpu(0, 100)}), ConfigError);  // no host
+}
+
+TEST(Planner, HugeNumbersDoNotOverflow) {
+  const ModelFootprint fp = synth_model(4, 100, 1);
+  const std::vector<PlanDevice> devs = {host(uint64_t{1} << 40)};
+  PlanRequest req = request(int64_t{1} << 62, 1 << 30);
+  req.min_kv_tokens = 1;
+  const Plan p = make_plan(req, fp, devs);
+  EXPECT_EQ(p.num_blocks, INT32_MAX);  // the block count's own limit
+  req.kv_mode = KvMode::kTokens;
+  req.kv_tokens = INT64_MAX;
+  EXPECT_EQ(make_plan(req, fp, devs).num_blocks, INT32_MAX);
+}
+
+TEST(Planner, FormatsTableAndJson) {
+  const ModelFootprint fp = synth_model(4, 100 * kMiB, 16 * kKiB, 8 * kMiB);
+  const std::vector<PlanDevice> devs = {vcpu(0, 1 * kGiB), host(4 * kGiB, 512 * kMiB)};
+  const Plan p = make_plan(request(512, 8), fp, devs);
+  const std::string t = format_plan_table(p);
+  EXPECT_TRUE(contains(t, "device   kind   layers     weights    KV cache")) << t;
+  EXPECT_TRUE(contains(t, "cpu:0    cpu       0-3  400.00 MiB")) << t;
+  EXPECT_TRUE(contains(t, "KV cache: 256 blocks x 16 tokens = 4,096 tokens")) << t;
+  EXPECT_TRUE(contains(t, "max_seq_len 512: 8 concurrent full-length sequences")) << t;
+  EXPECT_TRUE(contains(t, "binding limit: max_seq_len_x_max_num_seqs")) << t;
+  const nlohmann::json j = plan_to_json(p);
+  EXPECT_EQ(j["num_blocks"], 256);
+  EXPECT_EQ(j["kv_tokens"], 4096);
+  EXPECT_EQ(j["devices"][0]["weight_bytes"], 400 * kMiB);
+  EXPECT_EQ(j["devices"][1]["first_layer"], -1);
+  EXPECT_EQ(j["devices"][1]["last_layer"], -1);
+  EXPECT_EQ(j["binding_limit"], "max_seq_len_x_max_num_seqs");
+  const nlohmann::json e = plan_error_to_json(PlanError("no room", 128));
+  EXPECT_EQ(e["error"], "no room");
+  EXPECT_EQ(e["largest_kv_tokens"], 128);
+}
+
+}  // namespace
+}  // namespace pagellm
