@@ -1,7 +1,11 @@
 // pagellm serve: the OpenAI-compatible HTTP server.
 //
-// Start-up: bind the port (so /health answers 503 "loading" at once), load
-// the model, build the engine and its thread, then serve. SIGINT/SIGTERM: new
+// Start-up: bind the port (so /health answers 503 "loading" at once), plan
+// memory from the model's metadata (the same planner and flags as `pagellm
+// plan`; a plan that does not fit is refused before anything is allocated),
+// load the model, build the engine and its thread, then serve. While serving,
+// the swap guard pauses admission whenever usable host RAM falls below the
+// plan's headroom. SIGINT/SIGTERM: new
 // requests get 503, in-flight ones have --shutdown-timeout seconds to finish
 // (the rest are aborted, their streams end with an error event), then the
 // server closes and the process exits 0.
@@ -16,7 +20,10 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/plan_options.h"
+#include "device/memory_probe.h"
 #include "engine/async_engine.h"
+#include "planner/plan_format.h"
 #include "server/chat_prompt.h"
 #include "server/http_server.h"
 #include "util/error.h"
@@ -34,47 +41,26 @@ struct ServeArgs {
   std::string chat_template;
   int32_t max_queue = 256;
   int threads = 0;
-  int64_t kv_tokens = 0;
-  std::string kv_type = "f16";
-  int32_t block_size = 16;
-  int32_t max_num_seqs = 64;
-  int32_t max_batched_tokens = 2048;
   bool no_prefix_cache = false;
   double shutdown_timeout_s = 10.0;
   int load_delay_ms = 0;  // test hook: hold /health at "loading" this long
+  PlanOptions plan;       // devices, KV cache size and type, block size, batch limits
 };
 
-// Until the memory planner sizes it: every sequence at full context, capped
-// at 2 GiB of cache, and never less than one full-context sequence.
-int64_t default_kv_tokens(const LlamaModel& model, const ServeArgs& a, int64_t max_seq_len,
-                          DType kv_type) {
-  const size_t per_token = model.kv_shape(1, 1, kv_type).total_bytes();
-  const int64_t cap = per_token > 0 ? static_cast<int64_t>((2ull << 30) / per_token) : max_seq_len;
-  return std::max<int64_t>(max_seq_len, std::min<int64_t>(max_seq_len * a.max_num_seqs, cap));
-}
-
-nlohmann::json kv_plan(const LlamaModel& model, const Engine& engine, const std::string& path) {
-  const EngineConfig& cfg = engine.config();
-  const auto& hp = model.hparams();
-  return {{"source", "engine"},
-          {"model",
-           {{"path", path},
-            {"arch", hp.arch},
-            {"n_layer", hp.n_layer},
-            {"n_ctx_train", hp.n_ctx_train},
-            {"n_vocab", hp.n_vocab},
-            {"weights_bytes", model.file().tensor_data_bytes()}}},
-          {"kv_cache",
-           {{"blocks", cfg.num_blocks},
-            {"block_size", cfg.block_size},
-            {"tokens", static_cast<int64_t>(cfg.num_blocks) * cfg.block_size},
-            {"dtype", dtype_name(cfg.kv_type)},
-            {"bytes", model.kv_shape(cfg.num_blocks, cfg.block_size, cfg.kv_type).total_bytes()},
-            {"prefix_caching", cfg.prefix_caching}}},
-          {"max_seq_len", engine.max_seq_len()},
-          {"scheduler",
-           {{"max_num_seqs", cfg.scheduler.max_num_seqs},
-            {"max_batched_tokens", cfg.scheduler.max_batched_tokens}}}};
+// GET /v1/plan: the planner's plan (as `pagellm plan --json` prints it), the
+// model, and the server's own settings.
+nlohmann::json plan_json(const Plan& plan, const ServeArgs& a, const std::string& path,
+                         const ModelHParams& hp, uint64_t weight_bytes) {
+  nlohmann::json j = plan_to_json(plan);
+  j["model"] = {{"path", path},
+                {"arch", hp.arch},
+                {"n_layer", hp.n_layer},
+                {"n_ctx_train", hp.n_ctx_train},
+                {"weight_bytes", weight_bytes}};
+  j["server"] = {{"prefix_caching", !a.no_prefix_cache},
+                 {"max_batched_tokens", a.plan.max_batched_tokens},
+                 {"max_queue", a.max_queue}};
+  return j;
 }
 
 int run_serve(const ServeArgs& a) {
@@ -110,23 +96,30 @@ int run_serve(const ServeArgs& a) {
   try {
     if (a.load_delay_ms > 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(a.load_delay_ms));
+    // Plan from the metadata before any weight is touched.
+    auto file = GgufFile::open(path);
+    const ModelHParams hp = ModelHParams::from_gguf(*file);
+    SystemProbe probe;
+    const Plan plan = a.plan.make_plan(*file, hp, probe);
+    const uint64_t weight_bytes =
+        model_footprint(*file, hp, a.plan.footprint_options()).total_weight_bytes();
+    file.reset();
+
     model = LlamaModel::load(path);
     tok = Tokenizer::from_gguf(model->file());
     pool = std::make_unique<ThreadPool>(a.threads > 0 ? a.threads : ThreadPool::physical_cores());
     EngineConfig cfg;
-    cfg.block_size = a.block_size;
-    cfg.kv_type = parse_dtype(a.kv_type);
-    if (cfg.kv_type != DType::F16 && cfg.kv_type != DType::F32)
-      throw ConfigError(fmt::format("--kv-type {} is not supported (f16, f32)", a.kv_type));
-    if (a.block_size <= 0 || a.block_size > 256)
-      throw ConfigError(fmt::format("--block-size must be in [1, 256] (got {})", a.block_size));
+    cfg.num_blocks = plan.num_blocks;
+    cfg.block_size = plan.block_size;
+    cfg.kv_type = plan.kv_type;
+    cfg.max_seq_len = static_cast<int32_t>(plan.max_seq_len);
     cfg.prefix_caching = !a.no_prefix_cache;
-    cfg.scheduler.max_num_seqs = a.max_num_seqs;
-    cfg.scheduler.max_batched_tokens = a.max_batched_tokens;
-    const int64_t max_seq_len = model->hparams().n_ctx_train;
-    const int64_t tokens =
-        a.kv_tokens > 0 ? a.kv_tokens : default_kv_tokens(*model, a, max_seq_len, cfg.kv_type);
-    cfg.num_blocks = static_cast<int32_t>((tokens + a.block_size - 1) / a.block_size);
+    cfg.scheduler.max_num_seqs = a.plan.max_num_seqs;
+    cfg.scheduler.max_batched_tokens = a.plan.max_batched_tokens;
+    cfg.placements = plan.kv_placements();
+    // The swap guard: no new sequence while usable host RAM is under the headroom.
+    const uint64_t headroom = plan.devices.back().headroom_bytes;
+    cfg.memory_ok = [headroom] { return read_host_memory().usable_bytes() >= headroom; };
     engine = std::make_unique<Engine>(*model, *tok, *pool, cfg);
     async = std::make_unique<AsyncEngine>(*engine, a.max_queue);
     chat = ChatPrompt::for_model(model->file(), tok->vocab(), a.chat_template);
@@ -144,12 +137,13 @@ int run_serve(const ServeArgs& a) {
     // A prompt and its completion must fit in the context and in the cache.
     ctx->limits.max_context = std::min<int64_t>(
         engine->max_seq_len(), static_cast<int64_t>(cfg.num_blocks) * cfg.block_size);
-    ctx->plan = kv_plan(*model, *engine, path);
+    ctx->plan = plan_json(plan, a, path, hp, weight_bytes);
     std::printf(
-        "pagellm serve: ready: model %s (%s), context %lld tokens, KV cache %d blocks of %d, "
-        "chat template %s, %d threads\n",
+        "pagellm serve: ready: model %s (%s), context %lld tokens, KV cache %d blocks of %d "
+        "(%s), layers %s, chat template %s, %d threads\n",
         hopts.model_id.c_str(), path.c_str(), static_cast<long long>(ctx->limits.max_context),
-        cfg.num_blocks, cfg.block_size, chat->description().c_str(), pool->size());
+        cfg.num_blocks, cfg.block_size, dtype_name(cfg.kv_type), plan.device_map().c_str(),
+        chat->description().c_str(), pool->size());
     std::fflush(stdout);
     server.set_ready(ctx);
   } catch (...) {
@@ -193,15 +187,6 @@ Runner add_serve(CLI::App& app) {
                   "Requests in flight (running and waiting) before 503 (default 256)")
       ->check(CLI::PositiveNumber);
   sub->add_option("-t,--threads", a->threads, "Compute threads (default: physical cores)");
-  sub->add_option("-c,--kv-tokens", a->kv_tokens,
-                  "KV cache size in tokens (default: max-num-seqs full contexts, at most 2 GiB)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--kv-type", a->kv_type, "KV cache type: f16 or f32");
-  sub->add_option("--block-size", a->block_size, "KV block size in tokens (default 16)");
-  sub->add_option("--max-num-seqs", a->max_num_seqs, "Most sequences per step")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--max-batched-tokens", a->max_batched_tokens, "Most tokens per step")
-      ->check(CLI::PositiveNumber);
   sub->add_flag("--no-prefix-cache", a->no_prefix_cache, "Disable prefix caching");
   sub->add_option("--shutdown-timeout", a->shutdown_timeout_s,
                   "Seconds in-flight requests get to finish on SIGINT/SIGTERM (default 10)")
@@ -209,6 +194,7 @@ Runner add_serve(CLI::App& app) {
   sub->add_option("--debug-load-delay-ms", a->load_delay_ms,
                   "Test hook: wait this long before loading the model")
       ->group("");
+  a->plan.add_to(*sub);
   return [a] { return run_serve(*a); };
 }
 

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <thread>
 
 #include "server/access_log.h"
 #include "server/completion_session.h"
@@ -79,6 +80,7 @@ struct HttpServer::Impl {
   std::atomic<int> active{0};
   std::atomic<uint64_t> next_id{1};
   int listen_fd = -1;
+  std::atomic<bool> run_entered{false}, run_exited{false}, stopping{false};
 
   std::shared_ptr<const ServingContext> context() {
     std::lock_guard<std::mutex> lock(ctx_mu);
@@ -348,7 +350,9 @@ int HttpServer::bind(const std::string& host, int port) {
 }
 
 void HttpServer::run() {
-  impl_->svr.listen_after_bind();
+  impl_->run_entered = true;
+  if (!impl_->stopping) impl_->svr.listen_after_bind();
+  impl_->run_exited = true;
 }
 
 void HttpServer::set_ready(std::shared_ptr<const ServingContext> context) {
@@ -365,6 +369,11 @@ int HttpServer::active_requests() const {
 }
 
 void HttpServer::stop() {
+  impl_->stopping = true;
+  // httplib's stop() does nothing until the listen loop runs: if run() has
+  // been entered, wait for the loop to start (or for run() to give up).
+  while (impl_->run_entered && !impl_->run_exited && !impl_->svr.is_running())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   impl_->svr.stop();
 }
 

@@ -67,6 +67,7 @@ class HttpServer {
   // Completion requests being answered, streams included.
   int active_requests() const;
   // Stops listening, closes connections, joins the connection threads.
+  // Safe to call from another thread before run() has started.
   void stop();
 
   ServerMetrics& metrics();

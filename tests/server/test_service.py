@@ -1,10 +1,14 @@
 """Health, metrics, models, plan, API keys, access log, start-up and shutdown."""
+import json
 import re
 import signal
+import subprocess
 import threading
 import time
 
 import requests
+
+from conftest import STORIES
 
 MSGS = [{"role": "user", "content": "Hi"}]
 
@@ -86,28 +90,64 @@ def test_prefix_cache_counters_move(server, client_for):
     assert after["pagellm_prefix_cache_hits_total"] > before["pagellm_prefix_cache_hits_total"]
 
 
-def test_models_and_plan(server):
+def test_models_and_plan(server, pagellm_bin):
     r = requests.get(server.url + "/v1/models", timeout=10).json()
     assert r["object"] == "list"
     (m,) = r["data"]
     assert m["id"] == "stories" and m["object"] == "model" and isinstance(m["created"], int)
     assert m["max_model_len"] == 512
     plan = requests.get(server.url + "/v1/plan", timeout=10).json()
-    kv = plan["kv_cache"]
-    assert kv["blocks"] > 0 and kv["block_size"] == 16
-    assert kv["tokens"] == kv["blocks"] * kv["block_size"]
-    assert kv["bytes"] > 0
-    assert requests.get(server.url + "/metrics", timeout=10).text.count(
-        f"pagellm_kv_blocks_total {kv['blocks']}") == 1
+    assert plan["num_blocks"] > 0 and plan["block_size"] == 16
+    assert plan["kv_tokens"] == plan["num_blocks"] * plan["block_size"]
+    assert plan["max_seq_len"] == 512 and plan["kv_type"] == "f16"
+    assert plan["devices"][-1]["name"] == "host"
+    assert plan["devices"][-1]["kv_bytes"] == plan["kv_tokens"] * plan["kv_bytes_per_token"]
+    assert plan["model"]["n_layer"] == 5
+    assert plan["server"] == {"prefix_caching": True, "max_batched_tokens": 2048,
+                              "max_queue": 256}
+    # The same plan `pagellm plan` makes (here the cache is capped by
+    # max_seq_len x max_num_seqs, so it does not depend on free memory).
+    out = subprocess.run([pagellm_bin, "plan", "-m", str(STORIES), "--json"], check=True,
+                         capture_output=True, text=True, timeout=60)
+    cli = json.loads(out.stdout)
+    for key in ("num_blocks", "kv_tokens", "block_size", "binding_limit", "device_map",
+                "max_concurrent_full_sequences"):
+        assert plan[key] == cli[key], key
+    assert f"pagellm_kv_blocks_total {plan['num_blocks']}" in \
+        requests.get(server.url + "/metrics", timeout=10).text
 
 
-def test_kv_flags_reach_the_engine(start_server):
+def test_plan_flags_reach_the_engine(start_server):
     srv = start_server("-c", "1000", "--block-size", "8", "--no-prefix-cache",
                        "--max-num-seqs", "4", "--max-batched-tokens", "256", "--kv-type", "f32")
     plan = requests.get(srv.url + "/v1/plan", timeout=10).json()
-    assert plan["kv_cache"]["blocks"] == 125 and plan["kv_cache"]["block_size"] == 8
-    assert plan["kv_cache"]["dtype"] == "f32" and plan["kv_cache"]["prefix_caching"] is False
-    assert plan["scheduler"] == {"max_batched_tokens": 256, "max_num_seqs": 4}
+    assert plan["num_blocks"] == 125 and plan["block_size"] == 8 and plan["kv_type"] == "f32"
+    assert plan["kv_mode"] == "kv_tokens" and plan["max_num_seqs"] == 4
+    assert plan["server"]["prefix_caching"] is False
+    assert plan["server"]["max_batched_tokens"] == 256
+    metrics = srv.metrics()
+    assert metrics["pagellm_kv_blocks_total"] == 125
+
+
+def test_virtual_devices_give_the_host_tokens(start_server, client_for):
+    host = start_server()
+    split = start_server("--device", "cpu:0=64MiB", "--device-map", "0-2:cpu:0,3-4:host")
+    plan = requests.get(split.url + "/v1/plan", timeout=10).json()
+    assert [d["name"] for d in plan["devices"]] == ["cpu:0", "host"]
+    assert plan["device_map"] == "0-2:cpu:0,3-4:host"
+    kwargs = dict(model="x", prompt="Once upon a time", max_tokens=40, temperature=0.8, seed=21)
+    a = client_for(host).completions.create(**kwargs).choices[0].text
+    b = client_for(split).completions.create(**kwargs).choices[0].text
+    assert a == b
+
+
+def test_plan_that_does_not_fit_is_refused(pagellm_bin):
+    for flags in (["--headroom", "1000TiB"],
+                  ["--device", "cpu:0=1MiB", "--device-map", "0-4:cpu:0"]):
+        out = subprocess.run([pagellm_bin, "serve", "-m", str(STORIES), "--port", "0", *flags],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1
+        assert "does not fit" in out.stderr
 
 
 def test_api_key(start_server, client_for):
