@@ -171,11 +171,14 @@ BENCHMARK(BM_GemvCached)->Apply([](benchmark::internal::Benchmark* b) {
 
 // Sum of 64-bit words over `bytes` (a multiple of 128), four independent
 // accumulators, vector loads where available: far below the core's add rate.
-uint64_t sum_bytes(const uint8_t* p, size_t bytes) {
+// With prefetch > 0, also hints the line that many bytes ahead into L2 (as the
+// kernels do for their weights).
+uint64_t sum_bytes(const uint8_t* p, size_t bytes, size_t prefetch) {
 #if defined(__AVX2__)
   const auto* v = reinterpret_cast<const __m256i*>(p);
   __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
   for (size_t i = 0; i < bytes / 32; i += 4) {
+    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(v + i) + prefetch, _MM_HINT_T1);
     s0 = _mm256_add_epi64(s0, _mm256_load_si256(v + i));
     s1 = _mm256_add_epi64(s1, _mm256_load_si256(v + i + 1));
     s2 = _mm256_add_epi64(s2, _mm256_load_si256(v + i + 2));
@@ -184,6 +187,7 @@ uint64_t sum_bytes(const uint8_t* p, size_t bytes) {
   __m256i s = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
   return static_cast<uint64_t>(_mm256_extract_epi64(s, 0));
 #else
+  (void)prefetch;
   const auto* v = reinterpret_cast<const uint64_t*>(p);
   uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   for (size_t i = 0; i < bytes / 8; i += 4) {
@@ -199,6 +203,7 @@ uint64_t sum_bytes(const uint8_t* p, size_t bytes) {
 // Roofline: every thread sums its share of a 512 MiB buffer with 256-bit loads
 // and four independent accumulators (far below the core's add throughput).
 void BM_StreamRead(benchmark::State& state) {
+  const auto prefetch = static_cast<size_t>(state.range(0));
   const size_t bytes = kRotateBytes;
   Buffer buf = alloc(bytes);
   std::memset(buf.get(), 1, bytes);
@@ -207,7 +212,7 @@ void BM_StreamRead(benchmark::State& state) {
     pool().parallel_for(
         static_cast<int64_t>(bytes / 128),
         [&](int64_t b, int64_t e, int t) {
-          sums[t] = sum_bytes(buf.get() + 128 * b, 128 * (e - b));
+          sums[t] = sum_bytes(buf.get() + 128 * b, 128 * (e - b), prefetch);
         },
         64);
     benchmark::DoNotOptimize(sums.data());
@@ -218,7 +223,13 @@ void BM_StreamRead(benchmark::State& state) {
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) / 1e9,
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_StreamRead)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_StreamRead)
+    ->ArgName("prefetch")
+    ->Arg(0)
+    ->Arg(4096)
+    ->Arg(16384)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

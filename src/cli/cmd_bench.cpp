@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/engine_setup.h"
 #include "engine/bench_runner.h"
 #include "util/error.h"
 #include "util/memory_stats.h"
@@ -15,39 +16,29 @@ namespace pagellm::cli {
 namespace {
 
 struct BenchArgs {
-  std::string model;
+  ModelOptions model;
+  PlanOptions plan;
   BenchSpec spec;
-  int threads = 0;
-  int64_t kv_tokens = 0;
-  std::string kv_type = "f16";
-  int32_t block_size = 16;
-  int32_t max_num_seqs = 64;
-  int32_t max_batched_tokens = 2048;
   bool no_prefix_cache = false;
   bool json = false;
+  bool plan_max_num_seqs_given = false;
 };
 
-int run_bench_cmd(const BenchArgs& a) {
-  auto model = LlamaModel::load(a.model.empty() ? default_model_path() : a.model);
-  auto tok = Tokenizer::from_gguf(model->file());
-  ThreadPool pool(a.threads > 0 ? a.threads : ThreadPool::physical_cores());
+int run_bench_cmd(BenchArgs a) {
   const BenchSpec& s = a.spec;
-  EngineConfig cfg;
-  cfg.block_size = a.block_size;
-  cfg.kv_type = parse_dtype(a.kv_type);
+  // Size the cache for the load unless told otherwise: `concurrency`
+  // sequences of prompt + generation.
+  if (a.plan.max_seq_len == 0) {
+    const int64_t bs = a.plan.block_size;
+    a.plan.max_seq_len = (s.prompt_len + s.gen_len + bs - 1) / bs * bs;
+  }
+  if (!a.plan_max_num_seqs_given) a.plan.max_num_seqs = s.concurrency;
+  EngineSetup setup = setup_engine(a.model, a.plan, /*log_plan=*/!a.json);
+  EngineConfig cfg = setup.config;
   cfg.prefix_caching = !a.no_prefix_cache;
-  cfg.scheduler.max_num_seqs = a.max_num_seqs;
-  cfg.scheduler.max_batched_tokens = a.max_batched_tokens;
-  const int64_t per_seq = s.prompt_len + s.gen_len;
-  if (per_seq >= model->hparams().n_ctx_train)
-    throw ConfigError(fmt::format("--prompt-len + --gen-len = {} exceeds the model's context {}",
-                                  per_seq, model->hparams().n_ctx_train));
-  // Default cache: every concurrent sequence at full length.
-  const int64_t tokens =
-      a.kv_tokens > 0 ? a.kv_tokens
-                      : std::min<int64_t>(s.concurrency, a.max_num_seqs) * (per_seq + a.block_size);
-  cfg.num_blocks = static_cast<int32_t>((tokens + a.block_size - 1) / a.block_size);
-  Engine engine(*model, *tok, pool, cfg);
+  Engine engine(*setup.model, *setup.tokenizer, *setup.pool, cfg);
+  auto& model = setup.model;
+  auto& pool = setup.pool;
 
   const bool tty = ::isatty(STDERR_FILENO) && !a.json;
   auto progress = [&](int32_t done, int32_t total) {
@@ -64,7 +55,7 @@ int run_bench_cmd(const BenchArgs& a) {
                         {"prompt_len", s.prompt_len},
                         {"gen_len", s.gen_len},
                         {"shared_prefix", s.shared_prefix},
-                        {"threads", pool.size()},
+                        {"threads", pool->size()},
                         {"kv_blocks", cfg.num_blocks},
                         {"block_size", cfg.block_size},
                         {"prompt_tokens", r.prompt_tokens},
@@ -87,7 +78,7 @@ int run_bench_cmd(const BenchArgs& a) {
   }
   fmt::print(
       "requests {} (concurrency {}), prompt {} + gen {} tokens, {} threads, KV {} blocks of {}\n",
-      r.requests, r.concurrency, s.prompt_len, s.gen_len, pool.size(), cfg.num_blocks,
+      r.requests, r.concurrency, s.prompt_len, s.gen_len, pool->size(), cfg.num_blocks,
       cfg.block_size);
   fmt::print("  duration {:.2f} s: {:.2f} requests/s, {:.1f} generated tokens/s\n", r.duration_s,
              r.requests_per_s, r.generated_tokens_per_s);
@@ -104,7 +95,8 @@ int run_bench_cmd(const BenchArgs& a) {
 Runner add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* sub = app.add_subcommand("bench", "Measure engine throughput and latency in-process");
-  sub->add_option("-m,--model", a->model, "GGUF model (default: the model shipped in the repo)");
+  a->model.add_to(*sub);
+  a->plan.add_to(*sub);
   sub->add_option("--concurrency", a->spec.concurrency, "Requests in flight")
       ->check(CLI::PositiveNumber);
   sub->add_option("--requests", a->spec.requests, "Requests in total")->check(CLI::PositiveNumber);
@@ -114,18 +106,13 @@ Runner add_bench(CLI::App& app) {
   sub->add_option("--shared-prefix", a->spec.shared_prefix, "Tokens every prompt shares")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--seed", a->spec.seed, "Seed of the random prompts");
-  sub->add_option("-t,--threads", a->threads, "Threads (default: physical cores)");
-  sub->add_option("-c,--kv-tokens", a->kv_tokens,
-                  "KV cache size in tokens (default: concurrency x (prompt + gen))");
-  sub->add_option("--kv-type", a->kv_type, "KV cache type: f16, f32 or q8_0");
-  sub->add_option("--block-size", a->block_size, "KV block size (8, 16, 32)");
-  sub->add_option("--max-num-seqs", a->max_num_seqs, "Most sequences per step")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--max-batched-tokens", a->max_batched_tokens, "Most tokens per step")
-      ->check(CLI::PositiveNumber);
   sub->add_flag("--no-prefix-cache", a->no_prefix_cache, "Disable prefix caching");
   sub->add_flag("--json", a->json, "Print one JSON object");
-  return [a] { return run_bench_cmd(*a); };
+  return [a, sub] {
+    BenchArgs args = *a;
+    args.plan_max_num_seqs_given = sub->count("--max-num-seqs") > 0;
+    return run_bench_cmd(args);
+  };
 }
 
 }  // namespace pagellm::cli

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/engine_setup.h"
 #include "cli/sampling_options.h"
 #include "engine/engine.h"
 #include "tokenizer/chat_template.h"
@@ -19,14 +20,12 @@ namespace pagellm::cli {
 namespace {
 
 struct ChatArgs {
-  std::string model;
+  ModelOptions model;
+  PlanOptions plan;
   std::string system;
   std::string chat_template;
   std::vector<std::string> messages;
   int32_t n_predict = 512;
-  int threads = 0;
-  int32_t context = 0;
-  std::string kv_type = "f16";
   SamplingOptions sampling;
   bool json = false;
 };
@@ -102,14 +101,13 @@ class ChatSession {
 };
 
 int run_chat(const ChatArgs& a) {
-  auto model = LlamaModel::load(a.model.empty() ? default_model_path() : a.model);
-  auto tok = Tokenizer::from_gguf(model->file());
-  ThreadPool pool(a.threads > 0 ? a.threads : ThreadPool::physical_cores());
-  EngineConfig cfg;
-  cfg.kv_type = parse_dtype(a.kv_type);
-  cfg.max_seq_len = a.context;  // 0: the model's trained context
-  cfg.scheduler.max_num_seqs = 1;
-  Engine engine(*model, *tok, pool, cfg);  // prefix caching reuses earlier turns
+  ChatArgs args = a;
+  if (args.plan.kv_tokens > 0 && args.plan.max_seq_len == 0)
+    args.plan.max_seq_len = args.plan.kv_tokens;
+  EngineSetup setup = setup_engine(args.model, args.plan, /*log_plan=*/false);
+  auto& model = setup.model;
+  auto& tok = setup.tokenizer;
+  Engine engine(*model, *tok, *setup.pool, setup.config);  // prefix caching reuses earlier turns
   ChatSession chat(a, *model, *tok, engine);
   chat.set_sampling(a.sampling.resolve());
 
@@ -165,7 +163,10 @@ int run_chat(const ChatArgs& a) {
 Runner add_chat(CLI::App& app) {
   auto a = std::make_shared<ChatArgs>();
   CLI::App* sub = app.add_subcommand("chat", "Chat with a model using its chat template");
-  sub->add_option("-m,--model", a->model, "GGUF model (default: the model shipped in the repo)");
+  a->plan.max_num_seqs = 1;
+  a->plan.max_batched_tokens = 512;  // prefill chunk: a smaller workspace for one sequence
+  a->model.add_to(*sub);
+  a->plan.add_to(*sub);
   sub->add_option("--system", a->system, "System message");
   sub->add_option("--chat-template", a->chat_template,
                   "Template to use instead of the model's: a built-in name (chatml, llama2, "
@@ -176,9 +177,6 @@ Runner add_chat(CLI::App& app) {
   sub->add_option("-n,--n-predict", a->n_predict, "Most tokens per reply")
       ->check(CLI::PositiveNumber);
   a->sampling.add_to(*sub);
-  sub->add_option("-t,--threads", a->threads, "Threads (default: physical cores)");
-  sub->add_option("-c,--ctx-size", a->context, "Context size in tokens (default: the model's)");
-  sub->add_option("--kv-type", a->kv_type, "KV cache type: f16, f32 or q8_0");
   sub->add_flag("--json", a->json, "With --message: print one JSON object with every turn");
   return [a] { return run_chat(*a); };
 }

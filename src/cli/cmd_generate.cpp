@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/engine_setup.h"
 #include "cli/sampling_options.h"
 #include "engine/generator.h"
 #include "util/error.h"
@@ -23,36 +24,28 @@ std::string default_model_path() {
 namespace {
 
 struct GenerateArgs {
-  std::string model;
+  ModelOptions model;
+  PlanOptions plan;
   std::string prompt;
   int32_t n_predict = 128;
   SamplingOptions sampling;
   bool parse_special = false;
-  int threads = 0;
-  int32_t context = 0;
-  std::string kv_type = "f16";
   bool json = false;
   bool ignore_eos = false;
-  bool no_mmap = false;
-  bool mlock = false;
 };
 
-int run_generate(const GenerateArgs& a) {
-  auto model = LlamaModel::load(a.model.empty() ? default_model_path() : a.model,
-                                {.use_mmap = !a.no_mmap, .mlock = a.mlock});
-  auto tokenizer = Tokenizer::from_gguf(model->file());
-  ThreadPool pool(a.threads > 0 ? a.threads : ThreadPool::physical_cores());
-
+int run_generate(GenerateArgs a) {
+  // One sequence: -c is its context unless --max-seq-len says otherwise.
+  if (a.plan.kv_tokens > 0 && a.plan.max_seq_len == 0) a.plan.max_seq_len = a.plan.kv_tokens;
+  EngineSetup s = setup_engine(a.model, a.plan, /*log_plan=*/true);
+  Generator gen(*s.model, *s.tokenizer, *s.pool, s.config);
   GenerateOptions opts;
   opts.max_tokens = a.n_predict;
-  opts.context = a.context;
   opts.ignore_eos = a.ignore_eos;
-  opts.kv_type = parse_dtype(a.kv_type);
   opts.sampling = a.sampling.resolve();
 
   std::vector<int32_t> prompt_ids =
-      tokenizer->encode(a.prompt, /*add_special=*/true, a.parse_special);
-  Generator gen(*model, *tokenizer, pool);
+      s.tokenizer->encode(a.prompt, /*add_special=*/true, a.parse_special);
   GenerateResult r;
   if (a.json) {
     r = gen.generate(prompt_ids, opts);
@@ -81,7 +74,8 @@ int run_generate(const GenerateArgs& a) {
     j["prefill_seconds"] = r.prefill_seconds;
     j["decode_seconds"] = r.decode_seconds;
     j["stop_reason"] = r.stop_reason;
-    j["threads"] = pool.size();
+    j["threads"] = s.pool->size();
+    j["kv_tokens"] = s.plan.kv_tokens;
     j["peak_rss_bytes"] = peak_rss_bytes();
     std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
@@ -89,7 +83,7 @@ int run_generate(const GenerateArgs& a) {
                  "prompt %zu tokens, generated %zu tokens (%s); prefill %.1f tokens/s, decode %.1f "
                  "tokens/s; %d threads; peak RSS %.1f MiB\n",
                  r.prompt_ids.size(), r.output_ids.size(), r.stop_reason.c_str(), prefill_tps,
-                 decode_tps, pool.size(), peak_rss_bytes() / 1048576.0);
+                 decode_tps, s.pool->size(), peak_rss_bytes() / 1048576.0);
   }
   return 0;
 }
@@ -98,25 +92,19 @@ int run_generate(const GenerateArgs& a) {
 
 Runner add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
+  a->plan.max_num_seqs = 1;  // one sequence: the cache never needs more than its context
+  a->plan.max_batched_tokens = 512;  // prefill chunk: a smaller workspace for one sequence
   CLI::App* sub = app.add_subcommand("generate", "Generate text from a prompt");
-  sub->add_option("-m,--model", a->model,
-                  "GGUF model file (default: the model shipped in the repo)");
+  a->model.add_to(*sub);
+  a->plan.add_to(*sub);
   sub->add_option("-p,--prompt", a->prompt, "Prompt text");
   sub->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")
       ->check(CLI::NonNegativeNumber);
   a->sampling.add_to(*sub);
   sub->add_flag("--parse-special", a->parse_special,
                 "Match special-token text (e.g. <|im_start|>) in the prompt");
-  sub->add_option("-t,--threads", a->threads, "Threads (default: physical cores)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("-c,--ctx-size,--kv-tokens", a->context,
-                  "Context size in tokens (default: the model's trained context)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--kv-type", a->kv_type, "KV cache type: f16, f32 or q8_0");
   sub->add_flag("--json", a->json, "Print one JSON object instead of streaming text");
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-sequence");
-  sub->add_flag("--no-mmap", a->no_mmap, "Read the weights into memory instead of mmap");
-  sub->add_flag("--mlock", a->mlock, "Lock the weights in RAM");
   return [a] { return run_generate(*a); };
 }
 

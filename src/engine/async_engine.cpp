@@ -138,7 +138,7 @@ void AsyncEngine::loop() {
             target->push(out);
           });
           if (streams.count(ticket)) ticket_to_request[ticket] = id;
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {  // refused (Error), or out of memory
           SeqEvent ev;
           ev.finished = true;
           ev.finish_reason = "error";
@@ -170,13 +170,28 @@ void AsyncEngine::loop() {
                        [&] { return stop_ || !commands_.empty(); });
         }
       } catch (const std::exception& e) {
-        // Not expected (requests are validated on submit); fail what is in
-        // flight rather than take the process down. The aborts' final events
-        // reach the clients as errors.
-        failure = std::string("internal error: ") + e.what();
-        for (auto& [ticket, id] : std::map<uint64_t, uint64_t>(ticket_to_request))
-          engine_.abort(id);
-        failure.clear();
+        // Not expected (the engine turns failures of a request into that
+        // request's error); fail what is in flight rather than take the
+        // process down.
+        const std::string error = std::string("internal error: ") + e.what();
+        for (auto& [ticket, id] : std::map<uint64_t, uint64_t>(ticket_to_request)) {
+          try {
+            engine_.fail(id, error);
+          } catch (const std::exception&) {
+            if (auto it = streams.find(ticket); it != streams.end()) {
+              auto stream = it->second;
+              finish_ticket(ticket);
+              SeqEvent ev;
+              ev.finished = true;
+              ev.finish_reason = "error";
+              ev.error = error;
+              for (int32_t i = 0; i < stream->n_samples_; ++i) {
+                ev.index = i;
+                stream->push(ev);
+              }
+            }
+          }
+        }
       }
     }
     std::lock_guard<std::mutex> lock(mu_);

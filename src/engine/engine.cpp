@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <new>
 
 #include "tokenizer/detokenizer.h"
 #include "util/error.h"
+#include "util/fault_injector.h"
 
 namespace pagellm {
 
@@ -54,6 +56,13 @@ size_t held_back(const std::string& text, const std::vector<std::string>& stops)
   return hold;
 }
 
+// The error text for a failure during `what` of a step.
+std::string describe_failure(const std::exception& e, const char* what) {
+  if (dynamic_cast<const std::bad_alloc*>(&e)) return fmt::format("out of memory during {}", what);
+  if (dynamic_cast<const Error*>(&e)) return fmt::format("{} failed: {}", what, e.what());
+  return fmt::format("internal error during {}: {}", what, e.what());
+}
+
 }  // namespace
 
 Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config)
@@ -72,6 +81,12 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, 
   pool_storage_ = std::make_unique<KvCacheStorage>(
       model.kv_shape(config_.num_blocks, config_.block_size, config_.kv_type), config_.placements);
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *kv_);
+  // Everything a step needs is allocated now: the plan counted it, and a step
+  // must never be the one that runs the machine out of memory.
+  const int64_t max_tokens = config_.scheduler.max_batched_tokens;
+  const int64_t max_rows = std::min<int64_t>(max_tokens, config_.scheduler.max_num_seqs);
+  model.reserve_workspace(max_tokens, max_rows);
+  logits_.assign(static_cast<size_t>(max_rows * hp.n_vocab), 0.0f);
 }
 
 Engine::~Engine() = default;
@@ -101,9 +116,10 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
   rs->id = next_request_id_++;
   const int64_t max_total = std::min<int64_t>(n_prompt + req.max_tokens, max_seq_len_);
   auto seq = std::make_unique<Sequence>(next_seq_id_++, req.prompt, max_total, config_.block_size);
-  scheduler_->add(seq.get());  // may throw: nothing registered yet
   auto st = std::make_unique<SeqState>(rs.get(), 0, std::move(seq), sample_params(req.sampling, 0),
                                        tokenizer_);
+  rs->seqs.reserve(static_cast<size_t>(req.n));
+  scheduler_->add(st->seq.get());  // may throw: nothing registered yet
   by_seq_[st->seq.get()] = st.get();
   rs->req = std::move(req);
   rs->on_event = std::move(on_event);
@@ -125,6 +141,17 @@ void Engine::abort(uint64_t request_id) {
   drop_finished_requests();
 }
 
+void Engine::fail(uint64_t request_id, const std::string& error) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  fail_request(*it->second, error);
+  drop_finished_requests();
+}
+
+void Engine::fail_request(RequestState& rs, const std::string& error) {
+  for (auto& st : rs.seqs) finish_seq(*st, "error", -1, error);
+}
+
 void Engine::drop_finished_requests() {
   for (auto it = requests_.begin(); it != requests_.end();) {
     RequestState& rs = *it->second;
@@ -140,7 +167,8 @@ void Engine::drop_finished_requests() {
   }
 }
 
-void Engine::finish_seq(SeqState& st, const std::string& reason, int32_t token) {
+void Engine::finish_seq(SeqState& st, const std::string& reason, int32_t token,
+                        const std::string& error) {
   if (st.done) return;
   st.done = true;
   scheduler_->finish(st.seq.get());
@@ -150,7 +178,8 @@ void Engine::finish_seq(SeqState& st, const std::string& reason, int32_t token) 
   ev.request_id = st.req->id;
   ev.index = st.index;
   ev.token = token;
-  if (reason != "abort" && st.emitted < st.text.size()) ev.text = st.text.substr(st.emitted);
+  if (reason != "abort" && reason != "error" && st.emitted < st.text.size())
+    ev.text = st.text.substr(st.emitted);
   st.emitted = st.text.size();
   ev.finished = true;
   ev.finish_reason = reason;
@@ -159,6 +188,7 @@ void Engine::finish_seq(SeqState& st, const std::string& reason, int32_t token) 
     ev.logprob = st.logprob;
     ev.top_logprobs = st.top_logprobs;
   }
+  ev.error = error;
   ev.prompt_tokens = st.seq->n_prompt;
   ev.cached_prompt_tokens = st.seq->n_cached_prompt;
   ev.generated_tokens = st.seq->n_generated();
@@ -172,16 +202,19 @@ void Engine::fork_samples(SeqState& parent) {
                                           config_.block_size);
     seq->n_prompt = parent.seq->n_prompt;
     seq->n_cached_prompt = parent.seq->n_cached_prompt;
-    scheduler_->add_fork(parent.seq.get(), seq.get());
     auto st = std::make_unique<SeqState>(&rs, i, std::move(seq), sample_params(rs.req.sampling, i),
                                          tokenizer_);
-    by_seq_[st->seq.get()] = st.get();
-    rs.seqs.push_back(std::move(st));
+    auto& slot = by_seq_[st->seq.get()];
+    rs.seqs.push_back(std::move(st));  // capacity reserved at submit: no throw
+    slot = rs.seqs.back().get();
+    scheduler_->add_fork(parent.seq.get(), slot->seq.get());
   }
 }
 
 void Engine::sample_and_emit(SeqState& st, const float* logits) {
   Sequence& seq = *st.seq;
+  if (FaultInjector::hit("engine.sample", static_cast<int64_t>(st.req->id)))
+    throw InjectedFault("injected fault while sampling");
   const int32_t id = st.sampler.sample(logits, model_.hparams().n_vocab, seq.tokens,
                                        static_cast<size_t>(seq.n_prompt));
   seq.tokens.push_back(id);
@@ -252,6 +285,15 @@ bool Engine::step() {
   }
   SchedulerOutput out = scheduler_->schedule();
   stats_.preemptions += out.preempted.size();
+  if (!out.failed.empty()) {
+    for (const auto& f : out.failed) fail_request(*by_seq_.at(f.seq)->req, f.error);
+    // Samples of a failed request may have been scheduled: they are finished now.
+    std::erase_if(out.scheduled, [&](const ScheduledSeq& sc) { return by_seq_.at(sc.seq)->done; });
+    if (out.empty()) {
+      drop_finished_requests();
+      return true;
+    }
+  }
   if (out.empty()) return false;
   for (const auto& c : out.copies) pool_storage_->copy_block(c.src, c.dst);
 
@@ -271,7 +313,15 @@ bool Engine::step() {
       stats_.prompt_tokens_computed +=
           static_cast<uint64_t>(std::min(end, s->n_prompt) - s->n_computed);
   }
-  model_.forward(batch_, *pool_storage_, pool_, logits_);
+  try {
+    model_.forward(batch_, *pool_storage_, pool_, logits_);
+  } catch (const std::exception& e) {
+    // Nothing of this step is committed; the batch's requests end with the error.
+    const std::string error = describe_failure(e, "the forward pass");
+    for (const auto& sc : out.scheduled) fail_request(*by_seq_.at(sc.seq)->req, error);
+    drop_finished_requests();
+    return true;
+  }
   scheduler_->update_after_step(out);
   ++stats_.steps;
 
@@ -282,12 +332,16 @@ bool Engine::step() {
     const float* row = logits_.data() + static_cast<int64_t>(i) * V;
     if (st.seq->n_generated() == 0 && st.index == 0)
       stats_.cached_prompt_tokens += static_cast<uint64_t>(st.seq->n_cached_prompt);
-    if (st.req->req.n > 1 && st.req->seqs.size() == 1) {
-      // End of the shared prompt: the other samples fork here and draw from the same logits.
-      fork_samples(st);
-      for (auto& sib : st.req->seqs) sample_and_emit(*sib, row);
-    } else {
-      sample_and_emit(st, row);
+    try {
+      if (st.req->req.n > 1 && st.req->seqs.size() == 1) {
+        // End of the shared prompt: the other samples fork here and draw from the same logits.
+        fork_samples(st);
+        for (auto& sib : st.req->seqs) sample_and_emit(*sib, row);
+      } else {
+        sample_and_emit(st, row);
+      }
+    } catch (const std::exception& e) {
+      fail_request(*st.req, describe_failure(e, "sampling"));
     }
   }
   drop_finished_requests();

@@ -64,7 +64,13 @@ class Engine {
   uint64_t submit(Request req, EventFn on_event);
   // Ends a request now (finish_reason "abort"); its blocks are freed at once.
   void abort(uint64_t request_id);
-  // Runs one step; returns false if there was nothing to do.
+  // Ends a request now with finish_reason "error" and `error` as the reason.
+  void fail(uint64_t request_id, const std::string& error);
+  // Runs one step; returns false if there was nothing to do. A failure that
+  // belongs to some requests (out of memory reserving a sequence's blocks or
+  // in the forward pass, an exception while sampling one request) ends those
+  // requests with finish_reason "error" and frees their blocks; the others
+  // carry on unchanged.
   bool step();
   bool has_work() const { return scheduler_->has_work(); }
 
@@ -78,7 +84,9 @@ class Engine {
   struct RequestState;
 
   void sample_and_emit(SeqState& st, const float* logits);
-  void finish_seq(SeqState& st, const std::string& reason, int32_t token = -1);
+  void finish_seq(SeqState& st, const std::string& reason, int32_t token = -1,
+                  const std::string& error = {});
+  void fail_request(RequestState& rs, const std::string& error);
   void drop_finished_requests();
   void fork_samples(SeqState& parent);
 

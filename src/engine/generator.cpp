@@ -4,7 +4,6 @@
 
 #include <chrono>
 
-#include "engine/engine.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -15,13 +14,27 @@ double now_seconds() {
 }
 }  // namespace
 
-Generator::Generator(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool)
-    : model_(model), tokenizer_(tokenizer), pool_(pool) {}
+EngineConfig single_sequence_config(const LlamaModel& model, int64_t context, DType kv_type,
+                                    int32_t block_size) {
+  EngineConfig cfg;
+  const int64_t ctx = context > 0 ? context : model.hparams().n_ctx_train;
+  cfg.block_size = block_size;
+  cfg.num_blocks = static_cast<int32_t>((ctx + block_size - 1) / block_size);
+  cfg.kv_type = kv_type;
+  cfg.max_seq_len = static_cast<int32_t>(ctx);
+  cfg.scheduler.max_num_seqs = 1;
+  return cfg;
+}
+
+Generator::Generator(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool,
+                     EngineConfig config)
+    : engine_(std::make_unique<Engine>(model, tokenizer, pool, std::move(config))) {}
+
+Generator::~Generator() = default;
 
 GenerateResult Generator::generate(const std::vector<int32_t>& prompt_ids,
                                    const GenerateOptions& opts, const OnToken& on_token) {
-  const auto& hp = model_.hparams();
-  const int64_t context = opts.context > 0 ? opts.context : hp.n_ctx_train;
+  const int64_t context = engine_->max_seq_len();
   if (opts.max_tokens < 0)
     throw ConfigError(fmt::format("-n must be >= 0, got {}", opts.max_tokens));
   if (prompt_ids.empty()) throw ConfigError("the prompt is empty (no tokens to start from)");
@@ -31,16 +44,6 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt_ids,
         fmt::format("the prompt is {} tokens, which does not fit the context of {} "
                     "tokens (leave room for at least one generated token; raise -c)",
                     n_prompt, context));
-  const int64_t total = std::min<int64_t>(context, n_prompt + opts.max_tokens);
-  EngineConfig cfg;
-  cfg.block_size = opts.block_size;
-  cfg.num_blocks = static_cast<int32_t>((total + opts.block_size - 1) / opts.block_size);
-  cfg.kv_type = opts.kv_type;
-  cfg.max_seq_len = static_cast<int32_t>(context);
-  cfg.scheduler.max_batched_tokens = opts.max_batch;
-  cfg.scheduler.max_num_seqs = 1;
-  Engine engine(model_, tokenizer_, pool_, cfg);
-
   Request req;
   req.prompt = prompt_ids;
   req.sampling = opts.sampling;
@@ -50,7 +53,7 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt_ids,
   res.prompt_ids = prompt_ids;
   double t_first = 0;
   const double t0 = now_seconds();
-  engine.submit(req, [&](const SeqEvent& ev) {
+  engine_->submit(req, [&](const SeqEvent& ev) {
     if (ev.token >= 0) {
       if (res.output_ids.empty()) t_first = now_seconds();
       res.output_ids.push_back(ev.token);
@@ -59,7 +62,7 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt_ids,
     if (on_token && (ev.token >= 0 || !ev.text.empty())) on_token(ev.token, ev.text);
     if (ev.finished) res.stop_reason = ev.finish_reason == "stop" ? "eos" : ev.finish_reason;
   });
-  while (engine.has_work()) engine.step();
+  while (engine_->has_work()) engine_->step();
   const double t_end = now_seconds();
   res.prefill_seconds = (res.output_ids.empty() ? t_end : t_first) - t0;
   res.decode_seconds = res.output_ids.empty() ? 0 : t_end - t_first;

@@ -1,28 +1,21 @@
-// Runs one request end to end on one sequence: prompt prefill (in chunks of
-// at most max_batch tokens), then token-by-token decode with sampling, over a
-// paged KV cache sized for prompt + max_tokens. The multi-sequence scheduler
-// replaces this loop in the engine; the forward pass already takes batches.
+// Runs one request at a time end to end through an Engine: prompt prefill
+// (chunked by the engine's token budget), then token-by-token decode with
+// sampling, streaming text as it completes. Used by `pagellm generate`.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "engine/sampler.h"
-#include "model/llama_model.h"
-#include "tokenizer/tokenizer.h"
-#include "util/thread_pool.h"
+#include "engine/engine.h"
 
 namespace pagellm {
 
 struct GenerateOptions {
   int32_t max_tokens = 128;  // tokens to generate (-n)
-  int32_t context = 0;       // KV cache size in tokens; 0 = the model's trained context
   bool ignore_eos = false;
-  DType kv_type = DType::F16;
-  int32_t block_size = 16;
-  int32_t max_batch = 512;  // prefill chunk
   SamplingParams sampling;
 };
 
@@ -30,17 +23,19 @@ struct GenerateResult {
   std::vector<int32_t> prompt_ids;
   std::vector<int32_t> output_ids;
   std::string text;
-  double prefill_seconds = 0;
-  double decode_seconds = 0;  // from the first to the last generated token
-  std::string stop_reason;    // "eos", "length", "context"
+  double prefill_seconds = 0;  // until the first token
+  double decode_seconds = 0;   // from the first to the last generated token
+  std::string stop_reason;     // "eos", "length", "context"
 };
 
 class Generator {
  public:
-  Generator(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool);
+  // The engine (and its KV cache) is built once from `config`.
+  Generator(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config);
+  ~Generator();
 
   // Called with each new token and the text it completes (may be empty while
-  // a UTF-8 character is split across tokens).
+  // a UTF-8 character is split across tokens; id -1 for trailing text).
   using OnToken = std::function<void(int32_t id, const std::string& text)>;
 
   // Throws ConfigError when the prompt does not fit the context.
@@ -48,9 +43,12 @@ class Generator {
                           const OnToken& on_token = {});
 
  private:
-  LlamaModel& model_;
-  const Tokenizer& tokenizer_;
-  ThreadPool& pool_;
+  std::unique_ptr<Engine> engine_;
 };
+
+// An EngineConfig for one sequence of up to `context` tokens (0: the model's
+// trained context), all layers on the host.
+EngineConfig single_sequence_config(const LlamaModel& model, int64_t context, DType kv_type,
+                                    int32_t block_size = 16);
 
 }  // namespace pagellm

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <new>
 
 #include "util/error.h"
+#include "util/fault_injector.h"
 
 namespace pagellm {
 
@@ -31,6 +33,20 @@ void Scheduler::add(Sequence* seq) {
   waiting_.push_back(seq);
 }
 
+Scheduler::Reserve Scheduler::reserve(Sequence* seq, int64_t n, SchedulerOutput& out) {
+  try {
+    if (FaultInjector::hit("kv.reserve", static_cast<int64_t>(seq->id))) throw std::bad_alloc();
+    return kv_.reserve(seq->blocks, seq->n_computed, seq->n_computed + n, out.copies)
+               ? Reserve::kOk
+               : Reserve::kNoRoom;
+  } catch (const std::bad_alloc&) {
+    out.failed.push_back({seq, "out of memory while reserving KV cache blocks"});
+  } catch (const std::exception& e) {
+    out.failed.push_back({seq, std::string("KV cache reservation failed: ") + e.what()});
+  }
+  return Reserve::kFailed;
+}
+
 void Scheduler::preempt(Sequence* seq) {
   running_.erase(std::find(running_.begin(), running_.end(), seq));
   kv_.free(seq->blocks);
@@ -49,7 +65,8 @@ SchedulerOutput Scheduler::schedule() {
     Sequence* s = running_[i];
     const int64_t n = std::min(s->n_pending(), budget);
     bool self_preempted = false;
-    while (!kv_.reserve(s->blocks, s->n_computed, s->n_computed + n, out.copies)) {
+    Reserve r;
+    while ((r = reserve(s, n, out)) == Reserve::kNoRoom) {
       Sequence* victim = running_.back();
       preempt(victim);
       out.preempted.push_back(victim);
@@ -58,7 +75,11 @@ SchedulerOutput Scheduler::schedule() {
         break;
       }
     }
-    if (self_preempted) break;  // s was the last running sequence
+    if (self_preempted) break;    // s was the last running sequence
+    if (r == Reserve::kFailed) {  // stays running until the engine finishes it
+      ++i;
+      continue;
+    }
     out.scheduled.push_back({s, n});
     budget -= n;
     ++i;
@@ -73,7 +94,14 @@ SchedulerOutput Scheduler::schedule() {
       s->n_cached_prompt = std::min(s->n_computed, s->n_prompt);
     }
     const int64_t n = std::min(s->n_pending(), budget);
-    if (!kv_.reserve(s->blocks, s->n_computed, s->n_computed + n, out.copies)) {
+    const Reserve r = reserve(s, n, out);
+    if (r == Reserve::kFailed) {
+      waiting_.pop_front();
+      kv_.free(s->blocks);
+      s->n_computed = 0;
+      continue;
+    }
+    if (r == Reserve::kNoRoom) {
       kv_.free(s->blocks);  // give back the prefix blocks until it can run
       s->n_computed = 0;
       break;

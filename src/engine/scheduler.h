@@ -12,11 +12,14 @@
 //     remain: the prefix cache covers what it can, a chunk of the rest is
 //     scheduled. The first one that does not fit stops admission (no
 //     overtaking).
+// A reservation that throws (out of memory) fails only that sequence: it is
+// reported in SchedulerOutput::failed and the others are scheduled as usual.
 // A sequence whose prompt cannot fit in the whole cache is rejected when added.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "engine/sequence.h"
@@ -34,10 +37,18 @@ struct ScheduledSeq {
   int64_t n_tokens;  // tokens [seq->n_computed, seq->n_computed + n_tokens) run this step
 };
 
+// A sequence whose KV reservation threw (e.g. out of memory): it was not
+// scheduled, and the engine ends its request with an error.
+struct SchedulerFailure {
+  Sequence* seq;
+  std::string error;
+};
+
 struct SchedulerOutput {
   std::vector<ScheduledSeq> scheduled;  // running ones first, then newly admitted
   std::vector<BlockCopy> copies;        // copy-on-write, before the forward pass
   std::vector<Sequence*> preempted;
+  std::vector<SchedulerFailure> failed;
   int64_t n_tokens() const;
   bool empty() const { return scheduled.empty(); }
 };
@@ -69,6 +80,9 @@ class Scheduler {
   uint64_t total_preemptions() const { return preemptions_; }
 
  private:
+  enum class Reserve { kOk, kNoRoom, kFailed };
+  // Room for `seq`'s next `n` tokens; a throw is caught and recorded in out.failed.
+  Reserve reserve(Sequence* seq, int64_t n, SchedulerOutput& out);
   void preempt(Sequence* seq);
 
   SchedulerConfig config_;

@@ -277,7 +277,14 @@ void GgufFile::parse() {
         c.fail(fmt::format("tensor '{}' offset", next.name), pending[order[k + 1]].info_at,
                fmt::format("data overlaps tensor '{}'", ti.name));
     }
-    ti.data = file_->data() + data_offset_ + ti.offset;
+    // The mapping (or read buffer) is page- (64-byte-) aligned, so file
+    // offsets align as memory does; kernels read blocks through typed pointers.
+    const uint64_t file_at = data_offset_ + ti.offset;
+    if (file_at % dtype_alignment(ti.type) != 0)
+      c.fail(fmt::format("tensor '{}' offset", ti.name), pending[order[k]].info_at,
+             fmt::format("{} data at file offset {} is not aligned to {} bytes",
+                         dtype_name(ti.type), file_at, dtype_alignment(ti.type)));
+    ti.data = file_->data() + file_at;
   }
 }
 

@@ -35,6 +35,7 @@ class BlockTable {
   void release(BlockAllocator& alloc);
 
   // For the cache manager.
+  void reserve_capacity(size_t n_blocks) { blocks_.reserve(n_blocks); }
   void append_block(int32_t id) { blocks_.push_back(id); }
   void replace_block(size_t index, int32_t id) { blocks_[index] = id; }
   std::vector<uint64_t>& hashes() { return hashes_; }

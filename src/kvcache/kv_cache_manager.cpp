@@ -42,8 +42,14 @@ bool KvCacheManager::reserve(BlockTable& table, int64_t write_from, int64_t n_to
     if (alloc_.block(table.blocks()[static_cast<size_t>(i)]).ref_count > 1)
       shared.push_back(static_cast<size_t>(i));
   const int32_t grow = table.blocks_needed(n_tokens);
+  // Every allocation that can throw happens before the first block is taken,
+  // so a failure (out of memory) leaves the table and the allocator as they were.
+  const int32_t take = grow + static_cast<int32_t>(shared.size());
   std::vector<int32_t> fresh;
-  if (!alloc_.allocate(grow + static_cast<int32_t>(shared.size()), fresh)) return false;
+  fresh.reserve(static_cast<size_t>(take));
+  copies.reserve(copies.size() + shared.size());
+  table.reserve_capacity(static_cast<size_t>(existing + grow));
+  if (!alloc_.allocate(take, fresh)) return false;
   size_t k = 0;
   for (size_t idx : shared) {
     const int32_t old = table.blocks()[idx];

@@ -39,8 +39,11 @@ KvPool::KvPool(const KvPoolShape& shape) : shape_(shape) {
                                   shape.head_dim));
   bytes_ = shape.total_bytes();
   if (bytes_ == 0) return;
-  // Anonymous mapping: zeroed pages, returned to the OS on destruction.
-  void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // Anonymous mapping: zeroed pages, returned to the OS on destruction;
+  // populated now so the cache the plan reserved is really resident (a cache
+  // that faults in later could meet a machine that has run out of memory).
+  void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED)
     throw SystemError(
         errno_message("cannot allocate " + format_size(bytes_) + " of KV cache", errno));

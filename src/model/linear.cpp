@@ -1,4 +1,5 @@
 #include "model/linear.h"
+#include <cstring>
 
 #include <vector>
 
@@ -23,6 +24,16 @@ void Linear::operator()(const float* x, int64_t n_tokens, std::initializer_list<
     cpu::WeightMatrix cw{w.type, w.n_in, w.n_out, w.data, w.row_bytes};
     cpu::matmul(cw, *act, o.y, w.n_out, pool);
   }
+}
+
+void Linear::reserve(DType type, int64_t n_in, int64_t rows) {
+  const DType dt = cpu::dot_type(type);
+  if (dt == DType::F32) return;  // float activations are used in place
+  const size_t row = (cpu::activation_row_bytes(type, n_in) + 63) & ~size_t{63};
+  const size_t bytes = row * static_cast<size_t>(rows);
+  auto& scratch = scratch_[dt];
+  if (scratch.capacity() >= bytes) return;
+  std::memset(scratch.reserve(bytes), 0, bytes);
 }
 
 }  // namespace pagellm

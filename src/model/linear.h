@@ -28,6 +28,9 @@ class Linear {
                   ThreadPool& pool) {
     (*this)(x, n_tokens, {Output{&w, y}}, pool);
   }
+  // Allocates (and touches) the scratch for `rows` activation rows of n_in
+  // values for weights of `type`, so later calls need no new memory.
+  void reserve(DType type, int64_t n_in, int64_t rows);
 
  private:
   std::map<DType, cpu::MatmulScratch> scratch_;  // one per activation dot type

@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <new>
 
 #include "backend/cpu/ops.h"
 #include "backend/cpu/paged_attention.h"
 #include "model/linear.h"
 #include "tensor/convert.h"
 #include "util/error.h"
+#include "util/fault_injector.h"
 
 namespace pagellm {
 
@@ -16,6 +18,7 @@ struct LlamaModel::Workspace {
   explicit Workspace(const ModelHParams& hp)
       : rope(hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale) {}
   void resize(const ModelHParams& hp, int64_t n_tokens) {
+    if (FaultInjector::hit("model.workspace")) throw std::bad_alloc();
     auto grow = [](std::vector<float>& v, int64_t n) {
       if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
     };
@@ -58,11 +61,25 @@ KvPoolShape LlamaModel::kv_shape(int32_t num_blocks, int32_t block_size, DType k
   return s;
 }
 
+void LlamaModel::reserve_workspace(int64_t max_tokens, int64_t max_logit_rows) {
+  ws_->resize(hp_, max_tokens);
+  const int64_t E = hp_.n_embd, F = hp_.n_ff;
+  for (const auto& L : w_.layers) {
+    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up})
+      ws_->linear.reserve(m->type, E, max_tokens);
+    ws_->linear.reserve(L.w_down.type, F, max_tokens);
+  }
+  ws_->linear.reserve(w_.output.type, E, max_logit_rows);
+}
+
 void LlamaModel::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
                          std::vector<float>& logits) {
   const int64_t T = batch.n_tokens();
   const int64_t E = hp_.n_embd, KV = hp_.n_embd_kv(), F = hp_.n_ff, V = hp_.n_vocab;
   Workspace& ws = *ws_;
+  // A model file truncated under its mapping fails the step cleanly (see
+  // SigbusGuard) instead of killing the process: checked before and after.
+  file_->check_intact();
   ws.resize(hp_, T);
   if (T == 0) {
     logits.clear();
@@ -139,6 +156,7 @@ void LlamaModel::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& poo
   }
   logits.resize(static_cast<size_t>(n_out * V));
   ws.linear(w_.output, ws.h.data(), n_out, logits.data(), pool);
+  file_->check_intact();
 }
 
 }  // namespace pagellm

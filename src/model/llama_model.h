@@ -43,6 +43,10 @@ class LlamaModel {
   // different devices the hidden state is handed over (copied) between them.
   void forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
                std::vector<float>& logits);
+  // Allocates and touches the activation workspace for batches of up to
+  // `max_tokens` tokens and `max_logit_rows` rows of logits, so that the
+  // memory the plan counted is resident from the start and steps never grow it.
+  void reserve_workspace(int64_t max_tokens, int64_t max_logit_rows);
   // Bytes of hidden state moved between devices so far.
   uint64_t transfer_bytes() const { return transfer_bytes_; }
 

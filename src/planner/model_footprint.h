@@ -6,13 +6,14 @@
 // Workspace (bytes), with T = max_batched_tokens, R = min(T, max_num_seqs)
 // rows of logits, E = n_embd, KV = n_head_kv * head_dim, F = n_ff, V = n_vocab:
 //   per device that runs layers:
-//     4*T*(4E + 2KV + 2F)                  f32 activations x, h, q, attn, k, v, gate, up
+//     4*T*(5E + 2KV + 2F)                  f32 activations x, x (next device), h, q, attn,
+//                                          k, v, gate, up
 //     + 2 * T * ceil(max(E,F)/256) * 292   quantized activations (up to two Q8 formats,
 //                                          at most 292 bytes per 256 values, Q8_K)
 //     + 4*T*n_rot                          RoPE cos/sin for the batch's positions
 //     + 1 MiB                              block-table pointers, per-thread scratch
 //   on the device of the last layer:  4*R*(V + E)   output-norm rows and logits
-//   on the host:                      4*T*E + 4*R*V embedded rows in, logits back
+//   on the host:                      4*R*V         logits back for sampling
 #pragma once
 
 #include <cstdint>

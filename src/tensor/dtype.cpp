@@ -39,6 +39,10 @@ const DTypeTraits& dtype_traits(DType t) {
   throw Error("unknown tensor type id " + std::to_string(static_cast<uint32_t>(t)));
 }
 
+size_t dtype_alignment(DType t) {
+  return t == DType::F32 || t == DType::Q8_K ? 4 : 2;
+}
+
 size_t dtype_row_bytes(DType t, int64_t n) {
   const auto& tr = dtype_traits(t);
   return static_cast<size_t>(n / tr.block_size) * tr.type_size;

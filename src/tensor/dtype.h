@@ -53,6 +53,10 @@ inline size_t dtype_type_size(DType t) {
   return dtype_traits(t).type_size;
 }
 
+// Alignment in bytes that rows of this type need in memory (the widest
+// field of a block: 4 for F32 and Q8_K, 2 for the others).
+size_t dtype_alignment(DType t);
+
 // Bytes for `n` elements (n must be a multiple of the block size).
 size_t dtype_row_bytes(DType t, int64_t n);
 

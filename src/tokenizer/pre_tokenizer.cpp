@@ -141,7 +141,9 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
   for (const UnicodeRegex& re : regexes_) {
     next.clear();
     next.reserve(pieces.size() * 2);
-    for (const auto& [begin, end] : pieces) {
+    for (const auto& piece : pieces) {
+      // Plain names: lambdas capturing structured bindings need clang 16.
+      const size_t begin = piece.first, end = piece.second;
       size_t done = begin;
       re.for_each_match(text.substr(begin, end - begin), [&](size_t b, size_t e) {
         if (begin + b > done) next.emplace_back(done, begin + b);

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "util/error.h"
+#include "util/sigbus_guard.h"
 
 namespace pagellm {
 
@@ -37,9 +38,13 @@ MappedFile::MappedFile(const std::string& path, Mode mode) : path_(path), mode_(
   if (mode == Mode::kMmap) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
     int err = errno;
-    ::close(fd);
-    if (p == MAP_FAILED) throw SystemError(errno_message("cannot mmap '" + path + "'", err));
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      throw SystemError(errno_message("cannot mmap '" + path + "'", err));
+    }
     data_ = static_cast<uint8_t*>(p);
+    fd_ = fd;
+    guard_ = SigbusGuard::watch(data_, size_);
     return;
   }
   size_t alloc = (size_ + kReadAlign - 1) / kReadAlign * kReadAlign;
@@ -67,7 +72,9 @@ MappedFile::MappedFile(const std::string& path, Mode mode) : path_(path), mode_(
 MappedFile::~MappedFile() {
   if (!data_) return;
   if (mode_ == Mode::kMmap) {
+    SigbusGuard::unwatch(guard_);
     ::munmap(data_, size_);
+    ::close(fd_);
   } else {
     if (locked_) ::munlock(data_, size_);
     std::free(data_);
@@ -92,6 +99,16 @@ void MappedFile::prefetch(size_t offset, size_t len) const {
   uintptr_t begin = reinterpret_cast<uintptr_t>(data_ + offset) & ~static_cast<uintptr_t>(page - 1);
   uintptr_t end = reinterpret_cast<uintptr_t>(data_ + offset + len);
   ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+}
+
+void MappedFile::check_intact() const {
+  if (mode_ != Mode::kMmap || !data_) return;
+  struct stat st {};
+  if (::fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) < size_)
+    throw SystemError("'" + path_ + "' was truncated while in use (" + std::to_string(st.st_size) +
+                      " bytes, " + std::to_string(size_) + " when opened)");
+  if (SigbusGuard::damaged(guard_))
+    throw SystemError("'" + path_ + "' shrank while in use: part of it could not be read");
 }
 
 }  // namespace pagellm

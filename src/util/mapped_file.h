@@ -28,12 +28,20 @@ class MappedFile {
   // Hints that the range will be read (MADV_WILLNEED); no-op when read into memory.
   void prefetch(size_t offset, size_t len) const;
 
+  // Throws SystemError if the file shrank since it was mapped (checked with
+  // fstat, and through SigbusGuard when a read past its new end was
+  // repaired with zeros); what was computed from the data since the last
+  // check is then unreliable. No-op when read into memory.
+  void check_intact() const;
+
  private:
   std::string path_;
   Mode mode_;
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
   bool locked_ = false;
+  int fd_ = -1;     // kept open while mapped, for check_intact()
+  int guard_ = -1;  // SigbusGuard handle of the mapping
 };
 
 }  // namespace pagellm

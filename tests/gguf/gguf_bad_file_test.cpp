@@ -161,6 +161,29 @@ TEST(GgufBadFile, TensorOffsets) {
   EXPECT_ERROR(one_tensor({32}, 0, 1ull << 63), "beyond");
 }
 
+// With general.alignment 1 a tensor may start at any offset; one whose blocks
+// would be read through misaligned pointers is refused (found by UBSan).
+TEST(GgufBadFile, TensorDataMisalignedForItsType) {
+  // One tensor whose data starts `rem` bytes past a multiple of 4 in the file.
+  auto at = [](uint32_t type, uint64_t ne0, uint64_t rem) {
+    auto build = [&](uint64_t offset) {
+      return Raw().header(3, 1, 1).kv_u32("general.alignment", 1).tensor("w", {ne0}, type, offset);
+    };
+    const uint64_t data_start = build(0).bytes.size();  // alignment 1: no padding
+    const uint64_t offset = (4 + rem - data_start % 4) % 4;
+    return build(offset).zeros(offset + 256).bytes;
+  };
+  const uint32_t f16 = static_cast<uint32_t>(DType::F16), q8 = static_cast<uint32_t>(DType::Q8_0);
+  EXPECT_ERROR(at(0, 8, 2), "tensor 'w' offset", "f32 data at file offset", "aligned to 4 bytes");
+  EXPECT_ERROR(at(f16, 8, 1), "f16 data", "aligned to 2 bytes");
+  EXPECT_ERROR(at(q8, 32, 3), "q8_0 data", "aligned to 2 bytes");
+  for (auto [type, rem] : {std::pair{0u, 0ull}, {f16, 2ull}, {q8, 2ull}}) {
+    TempPath tmp(".gguf");
+    test::write_file(tmp.path, at(type, type == q8 ? 32 : 8, rem));
+    EXPECT_NO_THROW(GgufFile::open(tmp.path)) << type << " at " << rem;
+  }
+}
+
 TEST(GgufBadFile, DuplicateAndOverlappingTensors) {
   EXPECT_ERROR(
       Raw().header(3, 2, 0).tensor("w", {8}, 0, 0).tensor("w", {8}, 0, 32).pad().zeros(64).bytes,

@@ -34,9 +34,11 @@ inline __m256i neg_offset_sums(__m256i y, int offset) {
 }
 
 // 32 nibbles: low nibbles of q[0..16) then high nibbles, as bytes 0..15.
+// (Both halves hold q; the upper one is shifted right by 4.)
 inline __m256i nibbles(const uint8_t* qs) {
-  __m128i q = load128(qs);
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
+  __m256i q = _mm256_broadcastsi128_si256(load128(qs));
+  q = _mm256_srlv_epi64(q, _mm256_setr_epi64x(0, 0, 4, 4));
+  return _mm256_and_si256(q, _mm256_set1_epi8(15));
 }
 
 struct ColQ8_0 {

@@ -1,0 +1,49 @@
+#include "cli/engine_setup.h"
+
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "planner/plan_format.h"
+
+namespace pagellm::cli {
+
+void ModelOptions::add_to(CLI::App& sub) {
+  sub.add_option("-m,--model", model, "GGUF model file (default: the model shipped in the repo)");
+  sub.add_option("-t,--threads", threads, "Threads (default: physical cores)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_flag("--no-mmap", no_mmap, "Read the weights into memory instead of mmap");
+  sub.add_flag("--mlock", mlock, "Lock the weights in RAM");
+}
+
+std::string ModelOptions::path() const {
+  return model.empty() ? default_model_path() : model;
+}
+
+EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log_plan) {
+  EngineSetup s;
+  {
+    // Plan from metadata alone: nothing is loaded or allocated before it fits.
+    auto meta = GgufFile::open(mo.path());
+    const ModelHParams hp = ModelHParams::from_gguf(*meta);
+    SystemProbe probe;
+    s.plan = po.make_plan(*meta, hp, probe);
+  }
+  if (log_plan) std::fputs(format_plan_table(s.plan).c_str(), stderr);
+  s.model = LlamaModel::load(mo.path(), {.use_mmap = !mo.no_mmap, .mlock = mo.mlock});
+  s.tokenizer = Tokenizer::from_gguf(s.model->file());
+  s.pool = std::make_unique<ThreadPool>(mo.threads > 0 ? mo.threads : ThreadPool::physical_cores());
+
+  EngineConfig& c = s.config;
+  c.num_blocks = s.plan.num_blocks;
+  c.block_size = s.plan.block_size;
+  c.kv_type = s.plan.kv_type;
+  c.max_seq_len = static_cast<int32_t>(s.plan.max_seq_len);
+  c.scheduler.max_num_seqs = s.plan.max_num_seqs;
+  c.scheduler.max_batched_tokens = po.max_batched_tokens;
+  c.placements = s.plan.kv_placements();
+  const uint64_t headroom = s.plan.devices.back().headroom_bytes;  // the host is last
+  c.memory_ok = [headroom] { return read_host_memory().usable_bytes() >= headroom; };
+  return s;
+}
+
+}  // namespace pagellm::cli

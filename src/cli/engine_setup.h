@@ -1,0 +1,39 @@
+// What generate, chat, bench and serve share: the model flags, and turning
+// the model + device/KV flags into a memory plan (refused before anything is
+// allocated), a loaded model and an EngineConfig that follows the plan.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "cli/plan_options.h"
+#include "engine/engine.h"
+
+namespace pagellm::cli {
+
+struct ModelOptions {
+  std::string model;  // empty: the model shipped in the repo
+  int threads = 0;    // 0: physical cores
+  bool no_mmap = false;
+  bool mlock = false;
+
+  void add_to(CLI::App& sub);
+  std::string path() const;
+};
+
+struct EngineSetup {
+  Plan plan;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ThreadPool> pool;
+  EngineConfig config;
+};
+
+// Plans from the file's metadata (throws PlanError if it does not fit),
+// prints the plan on stderr when `log_plan`, then loads the model. The
+// config's swap guard pauses admission while host RAM available drops under
+// the host's headroom.
+EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log_plan);
+
+}  // namespace pagellm::cli

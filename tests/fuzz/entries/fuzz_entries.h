@@ -1,0 +1,43 @@
+// Fuzz entry points: each takes one input of arbitrary bytes and runs it
+// through a part of pagellm that reads untrusted data. An input may be
+// refused with the documented error (pagellm::Error and its subclasses),
+// which the entry swallows; anything else (a crash, a sanitizer report, an
+// exception of another type, a broken invariant, which aborts) is a bug.
+//
+// The same functions back the libFuzzer binaries (fuzz_main.cpp, built with
+// PAGELLM_FUZZ=ON by scripts/fuzz.sh) and the GoogleTest that replays the
+// committed corpora and crash reproducers (fuzz_regression_test.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pagellm::fuzz {
+
+using EntryFn = int (*)(const uint8_t* data, size_t size);
+
+// A GGUF file: parsed and validated, its metadata and tensors walked; if it
+// is a model, loaded (hyper-parameters, weights) and run for two tokens; if
+// it has a vocabulary, a tokenizer built and used.
+int gguf(const uint8_t* data, size_t size);
+// Byte 0 picks a shipped vocabulary (tests/data), byte 1 the flags
+// (add_special, parse_special); the rest is text to encode, decode and
+// stream-detokenize. Every id must be in the vocabulary.
+int tokenizer(const uint8_t* data, size_t size);
+// A chat template source, optionally followed by a NUL byte and a JSON array
+// of OpenAI-style messages (default: a short conversation), parsed and
+// rendered under tight limits.
+int chat_template(const uint8_t* data, size_t size);
+
+struct Target {
+  std::string name;  // folder name under tests/fuzz/corpus and tests/fuzz/regressions
+  EntryFn fn;
+};
+const std::vector<Target>& targets();
+
+// Aborts with a message: an invariant of the code under test does not hold.
+[[noreturn]] void violated(const char* what);
+
+}  // namespace pagellm::fuzz

@@ -1,0 +1,22 @@
+#include <cstdio>
+#include <cstdlib>
+
+#include "entries/fuzz_entries.h"
+
+namespace pagellm::fuzz {
+
+const std::vector<Target>& targets() {
+  static const std::vector<Target> t = {
+      {"gguf", gguf},
+      {"tokenizer", tokenizer},
+      {"chat_template", chat_template},
+  };
+  return t;
+}
+
+void violated(const char* what) {
+  std::fprintf(stderr, "fuzz invariant violated: %s\n", what);
+  std::abort();
+}
+
+}  // namespace pagellm::fuzz

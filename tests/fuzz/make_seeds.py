@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Writes the committed fuzz seeds under tests/fuzz/corpus/ (rerun to refresh).
+
+gguf/           small GGUF files: every metadata type, tiny vocabularies of each
+                tokenizer family, and small random-weight models from
+                `pagellm make-model` (path given with --pagellm)
+tokenizer/      [vocab index byte][flags byte] + text from the tokenizer vectors
+chat_template/  the real and built-in chat templates, some with messages after a NUL
+
+Usage: tests/fuzz/make_seeds.py --pagellm build/pagellm
+"""
+import argparse
+import json
+import pathlib
+import struct
+import subprocess
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+CORPUS = ROOT / "tests" / "fuzz" / "corpus"
+
+# GGUF value types
+U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
+SCALAR = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
+          BOOL: "<?", U64: "<Q", I64: "<q", F64: "<d"}
+
+
+def gstr(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+def gval(t, v):
+    if t == STR:
+        return gstr(v)
+    if t == ARR:
+        et, items = v
+        return struct.pack("<IQ", et, len(items)) + b"".join(gval(et, x) for x in items)
+    return struct.pack(SCALAR[t], v)
+
+
+def gguf(kvs, tensors=(), alignment=32, version=3):
+    """kvs: [(key, type, value)]; tensors: [(name, dims, dtype, bytes)]."""
+    out = struct.pack("<IIQQ", 0x46554747, version, len(tensors), len(kvs))
+    for k, t, v in kvs:
+        out += gstr(k) + struct.pack("<I", t) + gval(t, v)
+    offset, blobs = 0, []
+    for name, dims, dtype, data in tensors:
+        out += gstr(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        out += struct.pack("<IQ", dtype, offset)
+        blobs.append(data)
+        offset += (len(data) + alignment - 1) // alignment * alignment
+    out += b"\0" * (-len(out) % alignment)
+    for b in blobs:
+        out += b + b"\0" * (-len(b) % alignment)
+    return out
+
+
+def meta_seeds():
+    every = [("u8", U8, 7), ("i8", I8, -7), ("u16", U16, 65535), ("i16", I16, -300),
+             ("u32", U32, 1 << 31), ("i32", I32, -1), ("f32", F32, 1.5), ("bool", BOOL, True),
+             ("str", STR, "h\u00e9llo \u4f60\u597d"), ("u64", U64, 1 << 63), ("i64", I64, -(1 << 62)),
+             ("f64", F64, -2.25), ("arr.i32", ARR, (I32, [1, 2, 3])),
+             ("arr.str", ARR, (STR, ["a", "", "\u2581b"])),
+             ("arr.nested", ARR, (ARR, [(U8, [1, 2]), (U8, [])])),
+             ("general.alignment", U32, 64)]
+    f16 = struct.pack("<8e", *[0.5 * i for i in range(8)])
+    q8 = struct.pack("<e", 0.1) + bytes(range(32))
+    tensors = [("a", [8], 0, struct.pack("<8f", *range(8))), ("b", [8, 1], 1, f16),
+               ("c", [32], 8, q8)]
+    yield "meta_every_type.gguf", gguf(every, tensors, alignment=64)
+    yield "meta_v2_empty.gguf", gguf([], version=2)
+    yield "meta_one_tensor.gguf", gguf([("general.architecture", STR, "llama")],
+                                       [("token_embd.weight", [8, 4], 0, bytes(128))])
+
+
+def vocab_seeds():
+    # SentencePiece-style
+    toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + \
+           ["\u2581", "\u2581a", "\u2581the", "he", "llo", "\u2581hello", "<|im_end|>"]
+    types = [2, 3, 3] + [6] * 256 + [1] * 6 + [4]
+    kv = [("general.architecture", STR, "llama"), ("tokenizer.ggml.model", STR, "llama"),
+          ("tokenizer.ggml.tokens", ARR, (STR, toks)),
+          ("tokenizer.ggml.scores", ARR, (F32, [float(-i) for i in range(len(toks))])),
+          ("tokenizer.ggml.token_type", ARR, (I32, types)),
+          ("tokenizer.ggml.bos_token_id", U32, 1), ("tokenizer.ggml.eos_token_id", U32, 2),
+          ("tokenizer.ggml.unknown_token_id", U32, 0)]
+    yield "vocab_spm.gguf", gguf(kv)
+    # byte-level BPE: GPT-2's byte alphabet, a few merges
+    alphabet = [chr(c) for c in range(33, 127)] + [chr(c) for c in range(161, 173)] + \
+               [chr(c) for c in range(174, 256)]
+    alphabet += [chr(256 + i) for i in range(256 - len(alphabet))]
+    merges = ["\u0120 t", "h e", "\u0120t he", "l l", "ll o"]
+    toks = alphabet + ["\u0120t", "he", "\u0120the", "ll", "llo", "<|endoftext|>"]
+    kv = [("general.architecture", STR, "gpt2"), ("tokenizer.ggml.model", STR, "gpt2"),
+          ("tokenizer.ggml.pre", STR, "gpt-2"), ("tokenizer.ggml.tokens", ARR, (STR, toks)),
+          ("tokenizer.ggml.token_type", ARR, (I32, [1] * (len(toks) - 1) + [3])),
+          ("tokenizer.ggml.merges", ARR, (STR, merges)),
+          ("tokenizer.ggml.bos_token_id", U32, len(toks) - 1),
+          ("tokenizer.ggml.eos_token_id", U32, len(toks) - 1)]
+    yield "vocab_bpe.gguf", gguf(kv)
+    # WordPiece
+    toks = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list("abcdefghijklmnopqrstuvwxyz.,!") + \
+           ["\u2581the", "\u2581hello", "##s", "##ing", "\u2581world"]
+    kv = [("general.architecture", STR, "bert"), ("tokenizer.ggml.model", STR, "bert"),
+          ("tokenizer.ggml.tokens", ARR, (STR, toks)),
+          ("tokenizer.ggml.token_type", ARR, (I32, [3, 2, 3, 3, 3] + [1] * (len(toks) - 5))),
+          ("tokenizer.ggml.unknown_token_id", U32, 1), ("tokenizer.ggml.seperator_token_id", U32, 3),
+          ("tokenizer.ggml.cls_token_id", U32, 2)]
+    yield "vocab_wpm.gguf", gguf(kv)
+
+
+MODELS = [  # name, make-model arguments
+    ("model_llama_q4_0.gguf", "--arch llama --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 64 --type q4_0"),
+    ("model_llama_f16_tied.gguf", "--arch llama --n-embd 16 --n-layer 2 --n-head 2 --n-head-kv 2 --n-ff 32 --type f16 --tied"),
+    ("model_qwen2_q8_0.gguf", "--arch qwen2 --n-embd 32 --n-layer 1 --n-head 4 --n-head-kv 2 --n-ff 32 --type q8_0"),
+    ("model_llama_q4_k.gguf", "--arch llama --n-embd 256 --n-layer 1 --n-head 4 --n-head-kv 1 --n-ff 256 --type q4_k --n-ctx 64"),
+]
+
+
+def model_seeds(pagellm):
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, args in MODELS:
+            out = pathlib.Path(tmp) / name
+            subprocess.run([pagellm, "make-model", *args.split(), "--vocab-from",
+                            str(DATA / "stories260K.gguf"), "--seed", "1", "-o", str(out)],
+                           check=True, stdout=subprocess.DEVNULL)
+            yield name, out.read_bytes()
+
+
+def tokenizer_seeds():
+    sep = "\n__ggml_vocab_test__\n"
+    vocabs = sorted([DATA / "stories260K.gguf"] + list((DATA / "tokenizer-vectors").glob("*.gguf")))
+    texts = []
+    for inp in sorted((DATA / "tokenizer-vectors").glob("*.inp")):
+        for t in inp.read_text(encoding="utf-8").split(sep):
+            if t and t not in texts and len(t.encode()) < 400:
+                texts.append(t)
+    texts = texts[:: max(1, len(texts) // 24)][:24]
+    texts += ["<s>hello</s> <|endoftext|>", "\u00e9\u0301 \ufb01 \U0001F600 \xff", "a" * 200]
+    for i, t in enumerate(texts):
+        yield f"text_{i:02d}", bytes([i % len(vocabs), i % 8]) + t.encode("utf-8")
+    yield "invalid_utf8", bytes([3, 7]) + b"\xc3\x28 \xe2\x82 \xf0\x9f\x98 \xed\xa0\x80 ok"
+
+
+def chat_seeds():
+    tdir = DATA / "chat-templates"
+    msgs = json.dumps({"messages": [
+        {"role": "system", "content": "sys"}, {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{\"a\": 1}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "{\"r\": 2}"},
+        {"role": "user", "content": [{"type": "text", "text": "q2"}, {"type": "image"}]}],
+        "tools": [{"type": "function", "function": {"name": "get", "description": "d",
+                   "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}],
+        "date_string": "1 Jan 2024"})
+    for i, p in enumerate(sorted(tdir.glob("*.jinja")) + sorted((tdir / "builtin").glob("*.jinja"))):
+        src = p.read_bytes()
+        yield p.name, src
+        if i % 3 == 0:
+            yield p.stem + "_tools.bin", src + b"\0" + msgs.encode()
+    yield "syntax_mix.bin", (b"{% macro m(x, y=2) %}{{ x ~ y }}{% endmacro %}{% set ns = namespace(a=0) %}"
+                             b"{% for m_ in messages if m_.role != 'tool' %}{{ loop.index }}:{{ m(m_.role) }}"
+                             b"{{ m_.content | tojson }}{% set ns.a = ns.a + 1 %}{% endfor %}"
+                             b"{{ 'x' * 3 }}{{ [1,2,3] | map('string') | join(',') }}{{ ns.a }}"
+                             b"{% if add_generation_prompt %}<|im_start|>assistant{% endif %}")
+    yield "raise.bin", b"{{ raise_exception('no') }}\0[]"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pagellm", required=True)
+    args = ap.parse_args()
+    gens = {"gguf": [meta_seeds(), vocab_seeds(), model_seeds(args.pagellm)],
+            "tokenizer": [tokenizer_seeds()], "chat_template": [chat_seeds()]}
+    for target, sources in gens.items():
+        d = CORPUS / target
+        d.mkdir(parents=True, exist_ok=True)
+        for old in d.iterdir():
+            old.unlink()
+        n = size = 0
+        for src in sources:
+            for name, data in src:
+                (d / name).write_bytes(data)
+                n += 1
+                size += len(data)
+        print(f"{target}: {n} seeds, {size} bytes")
+
+
+if __name__ == "__main__":
+    main()
