@@ -200,17 +200,28 @@ void HttpServer::Impl::setup() {
     res.set_content(metrics.render(snap), "text/plain; version=0.0.4; charset=utf-8");
   });
 
-  svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  auto model_json = [this](const ServingContext& c) {
+    return json{{"id", opts.model_id},
+                {"object", "model"},
+                {"created", c.created},
+                {"owned_by", "pagellm"},
+                {"max_model_len", c.limits.max_context}};
+  };
+  svr.Get("/v1/models", [this, model_json](const httplib::Request&, httplib::Response& res) {
     auto c = ready_or_503(res);
     if (!c) return;
-    send_json(res, 200,
-              {{"object", "list"},
-               {"data", json::array({{{"id", opts.model_id},
-                                      {"object", "model"},
-                                      {"created", c->created},
-                                      {"owned_by", "pagellm"},
-                                      {"max_model_len", c->limits.max_context}}})}});
+    send_json(res, 200, {{"object", "list"}, {"data", json::array({model_json(*c)})}});
   });
+  svr.Get(R"(/v1/models/(.+))",
+          [this, model_json](const httplib::Request& req, httplib::Response& res) {
+            auto c = ready_or_503(res);
+            if (!c) return;
+            const std::string id = req.matches[1];
+            if (id != opts.model_id)
+              return send_error(res, ApiError(404, fmt::format("The model '{}' does not exist", id),
+                                              "invalid_request_error", "model", "model_not_found"));
+            send_json(res, 200, model_json(*c));
+          });
 
   svr.Get("/v1/plan", [this](const httplib::Request&, httplib::Response& res) {
     auto c = ready_or_503(res);

@@ -234,7 +234,13 @@ def test_penalties_change_the_output(server, client_for):
 
 
 def test_models(server, client_for):
-    models = client_for(server).models.list()
+    import openai
+    client = client_for(server)
+    models = client.models.list()
     assert [m.id for m in models.data] == [MODEL]
     assert models.data[0].object == "model"
     assert models.data[0].owned_by == "pagellm"
+    assert client.models.retrieve(MODEL).id == MODEL
+    with pytest.raises(openai.NotFoundError) as e:
+        client.models.retrieve("gpt-4")
+    assert e.value.body["code"] == "model_not_found"
