@@ -24,6 +24,7 @@ std::string run_stdout(const std::string& args) {
 }
 
 TEST(PlanVsRss, HostPredictionMatchesResidentMemory) {
+  if (test::kSanitized) GTEST_SKIP() << "RSS includes the sanitizer's shadow memory";
   test::TempPath model(".gguf");
   run_stdout(
       "make-model --n-embd 1024 --n-layer 8 --n-head 16 --n-head-kv 4 --n-ff 2816 "

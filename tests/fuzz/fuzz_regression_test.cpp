@@ -16,6 +16,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+}  // namespace
+
+// Test names show the target, not its bytes.
+void PrintTo(const Target& t, std::ostream* os) {
+  *os << t.name;
+}
+
+namespace {
+
 std::vector<fs::path> inputs(const std::string& kind, const std::string& target) {
   std::vector<fs::path> files;
   const fs::path dir = fs::path(PAGELLM_FUZZ_DIR) / kind / target;

@@ -16,6 +16,21 @@ struct TempPath {
   TempPath& operator=(const TempPath&) = delete;
   std::string path;
 };
+// True in a build with AddressSanitizer (scripts/sanitize.sh): memory
+// figures (RSS) then include the sanitizer's shadow memory and quarantine.
+constexpr bool kSanitized =
+#if defined(__SANITIZE_ADDRESS__)
+    true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    true;
+#else
+    false;
+#endif
+#else
+    false;
+#endif
+
 // Whole file contents.
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& bytes);

@@ -102,11 +102,9 @@ int gguf(const uint8_t* data, size_t size) {
     run_tokenizer(*f);
   } catch (const Error&) {
   }
-  if (f->get_str("general.architecture")) {
-    try {
-      run_model(scratch.path);
-    } catch (const Error&) {
-    }
+  try {
+    if (f->get_str("general.architecture")) run_model(scratch.path);
+  } catch (const Error&) {
   }
   return 0;
 }
