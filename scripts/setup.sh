@@ -17,19 +17,29 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Python packages the tests use (from PyPI), installed only when missing.
+# Python packages the tests use (from PyPI), installed only when missing, for
+# the python3 that CMake's tests run with (PEP 668 systems need
+# --break-system-packages).
+PY=$(command -v python3)
 py_missing=()
-for mod in pytest jinja2; do
-  python3 -c "import $mod" 2>/dev/null || py_missing+=("$mod")
+for mod in pytest jinja2 openai requests; do
+  "$PY" -c "import $mod" 2>/dev/null || py_missing+=("$mod")
 done
 if [ ${#py_missing[@]} -gt 0 ]; then
   echo "setup: pip installing ${py_missing[*]}"
-  python3 -m pip install -q --disable-pip-version-check "${py_missing[@]}"
+  if ! "$PY" -m pip --version >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-pip >/dev/null
+  fi
+  pip_args=(-m pip install -q --disable-pip-version-check "${py_missing[@]}")
+  [ "$(id -u)" -eq 0 ] && pip_args+=(--root-user-action=ignore)
+  "$PY" "${pip_args[@]}" 2>/dev/null || "$PY" "${pip_args[@]}" --break-system-packages
 fi
 
 BUILD_DIR=${BUILD_DIR:-build}
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PY" >/dev/null
 fi
 # One build at a time on this machine: serialize through a lock.
 flock /tmp/pagellm-build.lock cmake --build "$BUILD_DIR" -j "$(nproc)"

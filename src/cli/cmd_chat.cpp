@@ -164,6 +164,7 @@ Runner add_chat(CLI::App& app) {
   auto a = std::make_shared<ChatArgs>();
   CLI::App* sub = app.add_subcommand("chat", "Chat with a model using its chat template");
   a->plan.max_num_seqs = 1;
+  a->plan.max_batched_tokens = 512;  // prefill chunk: a smaller workspace for one sequence
   a->model.add_to(*sub);
   a->plan.add_to(*sub);
   sub->add_option("--system", a->system, "System message");

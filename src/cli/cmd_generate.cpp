@@ -93,6 +93,7 @@ int run_generate(GenerateArgs a) {
 Runner add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   a->plan.max_num_seqs = 1;  // one sequence: the cache never needs more than its context
+  a->plan.max_batched_tokens = 512;  // prefill chunk: a smaller workspace for one sequence
   CLI::App* sub = app.add_subcommand("generate", "Generate text from a prompt");
   a->model.add_to(*sub);
   a->plan.add_to(*sub);

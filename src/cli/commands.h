@@ -16,6 +16,7 @@ Runner add_bench(CLI::App& app);
 Runner add_chat(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
 Runner add_plan(CLI::App& app);
+Runner add_serve(CLI::App& app);
 
 // The model shipped in the repo (tests/data/stories260K.gguf).
 std::string default_model_path();

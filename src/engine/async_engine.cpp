@@ -98,6 +98,7 @@ void AsyncEngine::loop() {
   std::map<uint64_t, uint64_t> ticket_to_request;
   std::map<uint64_t, std::shared_ptr<RequestStream>> streams;  // by ticket
   std::map<uint64_t, int32_t> open_samples;                    // by ticket
+  std::string failure;  // set while aborting everything after a failed step
   auto finish_ticket = [&](uint64_t ticket) {
     ticket_to_request.erase(ticket);
     streams.erase(ticket);
@@ -127,9 +128,14 @@ void AsyncEngine::loop() {
             auto it = streams.find(ticket);
             if (it == streams.end()) return;
             auto target = it->second;
+            SeqEvent out = ev;
+            if (!failure.empty() && ev.finished && ev.finish_reason == "abort") {
+              out.finish_reason = "error";
+              out.error = failure;
+            }
             // Count the request out before its last event is visible to the client.
             if (ev.finished && --open_samples[ticket] == 0) finish_ticket(ticket);
-            target->push(ev);
+            target->push(out);
           });
           if (streams.count(ticket)) ticket_to_request[ticket] = id;
         } catch (const std::exception& e) {  // refused (Error), or out of memory

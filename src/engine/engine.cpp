@@ -30,6 +30,10 @@ struct Engine::SeqState {
   std::string text;    // decoded output so far
   size_t emitted = 0;  // bytes of `text` already sent
   bool done = false;
+  // Log-probabilities of the last sampled token (when the request asks for them).
+  bool has_logprob = false;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;
 };
 
 namespace {
@@ -104,6 +108,8 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
     throw ConfigError(fmt::format("n must be in [1, 128], got {}", req.n));
   for (const auto& s : req.stop)
     if (s.empty()) throw ConfigError("stop strings must not be empty");
+  if (req.logprobs < -1 || req.logprobs > 20)
+    throw ConfigError(fmt::format("logprobs must be in [0, 20] (got {})", req.logprobs));
   req.sampling.validate();
 
   auto rs = std::make_unique<RequestState>();
@@ -177,6 +183,11 @@ void Engine::finish_seq(SeqState& st, const std::string& reason, int32_t token,
   st.emitted = st.text.size();
   ev.finished = true;
   ev.finish_reason = reason;
+  if (token >= 0 && st.has_logprob) {
+    ev.has_logprob = true;
+    ev.logprob = st.logprob;
+    ev.top_logprobs = st.top_logprobs;
+  }
   ev.error = error;
   ev.prompt_tokens = st.seq->n_prompt;
   ev.cached_prompt_tokens = st.seq->n_cached_prompt;
@@ -204,10 +215,15 @@ void Engine::sample_and_emit(SeqState& st, const float* logits) {
   Sequence& seq = *st.seq;
   if (FaultInjector::hit("engine.sample", static_cast<int64_t>(st.req->id)))
     throw InjectedFault("injected fault while sampling");
-  const int32_t id = st.sampler.sample(logits, model_.hparams().n_vocab, seq.tokens);
+  const int32_t id = st.sampler.sample(logits, model_.hparams().n_vocab, seq.tokens,
+                                       static_cast<size_t>(seq.n_prompt));
   seq.tokens.push_back(id);
   ++stats_.generated_tokens;
   const Request& req = st.req->req;
+  if (req.logprobs >= 0) {
+    st.has_logprob = true;
+    st.logprob = st.sampler.logprobs(id, req.logprobs, &st.top_logprobs).logprob;
+  }
 
   std::string reason;
   if (tokenizer_.is_eog(id) && !req.ignore_eos) {
@@ -241,6 +257,11 @@ void Engine::sample_and_emit(SeqState& st, const float* logits) {
   ev.request_id = st.req->id;
   ev.index = st.index;
   ev.token = id;
+  if (st.has_logprob) {
+    ev.has_logprob = true;
+    ev.logprob = st.logprob;
+    ev.top_logprobs = st.top_logprobs;
+  }
   const size_t safe = st.text.size() - (req.stop.empty() ? 0 : held_back(st.text, req.stop));
   if (safe > st.emitted) {
     ev.text = st.text.substr(st.emitted, safe - st.emitted);

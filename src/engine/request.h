@@ -17,6 +17,9 @@ struct Request {
   int32_t n = 1;  // independent samples sharing the prompt's KV blocks
   bool ignore_eos = false;
   std::vector<std::string> stop;  // stop strings (not included in the output)
+  // -1: no log-probabilities. k in [0, 20]: every event with a token carries
+  // that token's logprob and the k most likely tokens (see Sampler::logprobs).
+  int32_t logprobs = -1;
 };
 
 // One event per generated token (and one final event per sample).
@@ -31,6 +34,11 @@ struct SeqEvent {
   int64_t prompt_tokens = 0;
   int64_t cached_prompt_tokens = 0;
   int64_t generated_tokens = 0;
+  // When the request asked for logprobs and `token` >= 0: its log-probability
+  // and the most likely alternatives (Request::logprobs of them).
+  bool has_logprob = false;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;
 };
 
 using EventFn = std::function<void(const SeqEvent&)>;

@@ -28,6 +28,14 @@ void SamplingParams::validate() const {
   if (repeat_last_n < -1) {
     throw ConfigError(fmt::format("repeat_last_n must be >= -1 (got {})", repeat_last_n));
   }
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
+    throw ConfigError(
+        fmt::format("presence_penalty must be in [-2, 2] (got {})", presence_penalty));
+  }
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) {
+    throw ConfigError(
+        fmt::format("frequency_penalty must be in [-2, 2] (got {})", frequency_penalty));
+  }
 }
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
@@ -44,7 +52,8 @@ void Sampler::discard(uint64_t n) {
   draws_ += n;
 }
 
-int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_t> history) {
+int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_t> history,
+                        size_t n_prompt) {
   if (logits == nullptr || n_vocab <= 0) {
     throw Error(fmt::format("sampler: no logits (n_vocab {})", n_vocab));
   }
@@ -77,6 +86,26 @@ int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_
     }
   }
 
+  if ((params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) &&
+      n_prompt < history.size()) {
+    std::vector<int32_t> generated(history.begin() + static_cast<std::ptrdiff_t>(n_prompt),
+                                   history.end());
+    std::sort(generated.begin(), generated.end());
+    for (size_t i = 0; i < generated.size();) {
+      const int32_t id = generated[i];
+      size_t j = i;
+      while (j < generated.size() && generated[j] == id) ++j;
+      if (id < 0 || id >= n_vocab) {
+        throw Error(
+            fmt::format("sampler: history token {} out of range (n_vocab {})", id, n_vocab));
+      }
+      const double count = static_cast<double>(j - i);
+      penalized_[id] -= static_cast<double>(params_.presence_penalty) +
+                        count * static_cast<double>(params_.frequency_penalty);
+      i = j;
+    }
+  }
+
   int32_t best = 0;
   for (int i = 1; i < n_vocab; ++i) {
     if (penalized_[i] > penalized_[best]) best = i;
@@ -95,6 +124,44 @@ int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_
     std::sort(cands_.begin(), cands_.end(), before);
   }
   return pick(cands_, u);
+}
+
+TokenLogprob Sampler::logprobs(int32_t token, int32_t top_n, std::vector<TokenLogprob>* top) const {
+  const int n_vocab = static_cast<int>(penalized_.size());
+  if (n_vocab == 0 || token < 0 || token >= n_vocab) {
+    throw Error(fmt::format("sampler: logprobs of token {} (n_vocab {})", token, n_vocab));
+  }
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  const double max = *std::max_element(penalized_.begin(), penalized_.end());
+  double lse = max;  // log(sum(exp(l))), computed around the max
+  if (max != kNegInf) {
+    double sum = 0.0;
+    for (double l : penalized_) sum += std::exp(l - max);
+    lse = max + std::log(sum);
+  }
+  auto logprob = [&](int32_t id) -> float {
+    const double l = penalized_[static_cast<size_t>(id)];
+    if (l == kNegInf || max == kNegInf) return -std::numeric_limits<float>::infinity();
+    return static_cast<float>(l - lse);
+  };
+  if (top != nullptr) {
+    top->clear();
+    const int32_t k = std::clamp(top_n, 0, n_vocab);
+    if (k > 0) {
+      std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
+      for (int32_t i = 0; i < n_vocab; ++i) ids[static_cast<size_t>(i)] = i;
+      std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+        const double la = penalized_[static_cast<size_t>(a)];
+        const double lb = penalized_[static_cast<size_t>(b)];
+        return la > lb || (la == lb && a < b);
+      });
+      for (int32_t i = 0; i < k; ++i) {
+        const int32_t id = ids[static_cast<size_t>(i)];
+        top->push_back({id, logprob(id)});
+      }
+    }
+  }
+  return {token, logprob(token)};
 }
 
 // `cands` is sorted best first; their logits become probabilities in place.

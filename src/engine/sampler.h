@@ -4,6 +4,9 @@
 //  1. Repetition penalty: each distinct token among the last `repeat_last_n`
 //     ids of the history gets its logit divided by `repetition_penalty` when
 //     positive, multiplied by it otherwise (llama.cpp's rule).
+//  1b. Presence and frequency penalties (OpenAI's rule), over the generated
+//     tokens only (history[n_prompt:]): a token generated c > 0 times gets
+//     logit -= presence_penalty + c x frequency_penalty.
 //  2. temperature == 0: greedy, the largest logit, lowest id on ties.
 //  3. Otherwise the candidates are ordered by logit (descending, lower id
 //     first on ties), turned into probabilities softmax(logit / temperature),
@@ -20,6 +23,11 @@
 // t, its logits and its history; a resumed request can rebuild its Sampler and
 // discard() the draws already used. All arithmetic is in double, in a fixed order.
 // NaN logits count as -infinity.
+//
+// Log-probabilities (logprobs(), after sample()) are the log-softmax of the
+// logits after step 1/1b (penalties applied) and before temperature and the
+// top_k/top_p/min_p cuts: the model's distribution as penalised, the same
+// whatever the temperature.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +37,11 @@
 
 namespace pagellm {
 
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0.0f;  // natural log; -infinity for impossible tokens
+};
+
 struct SamplingParams {
   float temperature = 0.8f;         // 0 = greedy; must be >= 0
   int32_t top_k = 40;               // 0 = off; must be >= 0
@@ -36,6 +49,8 @@ struct SamplingParams {
   float min_p = 0.05f;              // 0 = off; must be in [0, 1]
   float repetition_penalty = 1.0f;  // 1 = off; must be > 0
   int32_t repeat_last_n = 64;       // 0 = off, -1 = the whole history
+  float presence_penalty = 0.0f;    // 0 = off; must be in [-2, 2]
+  float frequency_penalty = 0.0f;   // 0 = off; must be in [-2, 2]
   uint64_t seed = 0;
 
   // Throws ConfigError with the first bad field, e.g.
@@ -50,8 +65,15 @@ class Sampler {
 
   // The next token. `logits` holds n_vocab values; `history` is the ids so far
   // (prompt and generated); those the penalty looks at must be in [0, n_vocab)
-  // (else throws Error). Advances the generator once.
-  int32_t sample(const float* logits, int n_vocab, std::span<const int32_t> history);
+  // (else throws Error). The first `n_prompt` ids of `history` are the prompt,
+  // which the presence/frequency penalties ignore. Advances the generator once.
+  int32_t sample(const float* logits, int n_vocab, std::span<const int32_t> history,
+                 size_t n_prompt = 0);
+
+  // After sample(): the log-probability of `token`, and in `top` (when not
+  // null) the `top_n` most likely tokens, most likely first, lower id first on
+  // ties. See the header comment for which distribution this is.
+  TokenLogprob logprobs(int32_t token, int32_t top_n, std::vector<TokenLogprob>* top) const;
 
   // Skips `n` draws, as if sample() had been called `n` times.
   void discard(uint64_t n);

@@ -1,0 +1,201 @@
+// pagellm serve: the OpenAI-compatible HTTP server.
+//
+// Start-up: bind the port (so /health answers 503 "loading" at once), plan
+// memory from the model's metadata (the same planner and flags as `pagellm
+// plan`; a plan that does not fit is refused before anything is allocated),
+// load the model, build the engine and its thread, then serve. While serving,
+// the swap guard pauses admission whenever usable host RAM falls below the
+// plan's headroom. SIGINT/SIGTERM: new
+// requests get 503, in-flight ones have --shutdown-timeout seconds to finish
+// (the rest are aborted, their streams end with an error event), then the
+// server closes and the process exits 0.
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/plan_options.h"
+#include "device/memory_probe.h"
+#include "engine/async_engine.h"
+#include "planner/plan_format.h"
+#include "server/chat_prompt.h"
+#include "server/http_server.h"
+#include "util/error.h"
+
+namespace pagellm::cli {
+
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;
+  std::string alias;
+  std::string chat_template;
+  int32_t max_queue = 256;
+  int threads = 0;
+  bool no_prefix_cache = false;
+  double shutdown_timeout_s = 10.0;
+  int load_delay_ms = 0;  // test hook: hold /health at "loading" this long
+  PlanOptions plan;       // devices, KV cache size and type, block size, batch limits
+};
+
+// GET /v1/plan: the planner's plan (as `pagellm plan --json` prints it), the
+// model, and the server's own settings.
+nlohmann::json plan_json(const Plan& plan, const ServeArgs& a, const std::string& path,
+                         const ModelHParams& hp, uint64_t weight_bytes) {
+  nlohmann::json j = plan_to_json(plan);
+  j["model"] = {{"path", path},
+                {"arch", hp.arch},
+                {"n_layer", hp.n_layer},
+                {"n_ctx_train", hp.n_ctx_train},
+                {"weight_bytes", weight_bytes}};
+  j["server"] = {{"prefix_caching", !a.no_prefix_cache},
+                 {"max_batched_tokens", a.plan.max_batched_tokens},
+                 {"max_queue", a.max_queue}};
+  return j;
+}
+
+int run_serve(const ServeArgs& a) {
+  // Signals are taken by sigwait() below, never by a handler; every thread
+  // started from here on inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  const std::string path = a.model.empty() ? default_model_path() : a.model;
+  HttpServerOptions hopts;
+  hopts.model_id = a.alias.empty() ? std::filesystem::path(path).stem().string() : a.alias;
+  hopts.api_key = a.api_key;
+  HttpServer server(hopts);
+  const int port = server.bind(a.host, a.port);
+  std::printf("pagellm serve: listening on http://%s:%d\n", a.host.c_str(), port);
+  std::fflush(stdout);
+  std::thread http([&] { server.run(); });
+  auto stop_http = [&] {
+    server.stop();
+    http.join();
+  };
+
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<AsyncEngine> async;
+  std::unique_ptr<ChatPrompt> chat;
+  try {
+    if (a.load_delay_ms > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(a.load_delay_ms));
+    // Plan from the metadata before any weight is touched.
+    auto file = GgufFile::open(path);
+    const ModelHParams hp = ModelHParams::from_gguf(*file);
+    SystemProbe probe;
+    const Plan plan = a.plan.make_plan(*file, hp, probe);
+    const uint64_t weight_bytes =
+        model_footprint(*file, hp, a.plan.footprint_options()).total_weight_bytes();
+    file.reset();
+
+    model = LlamaModel::load(path);
+    tok = Tokenizer::from_gguf(model->file());
+    pool = std::make_unique<ThreadPool>(a.threads > 0 ? a.threads : ThreadPool::physical_cores());
+    EngineConfig cfg;
+    cfg.num_blocks = plan.num_blocks;
+    cfg.block_size = plan.block_size;
+    cfg.kv_type = plan.kv_type;
+    cfg.max_seq_len = static_cast<int32_t>(plan.max_seq_len);
+    cfg.prefix_caching = !a.no_prefix_cache;
+    cfg.scheduler.max_num_seqs = a.plan.max_num_seqs;
+    cfg.scheduler.max_batched_tokens = a.plan.max_batched_tokens;
+    cfg.placements = plan.kv_placements();
+    // The swap guard: no new sequence while usable host RAM is under the headroom.
+    const uint64_t headroom = plan.devices.back().headroom_bytes;
+    cfg.memory_ok = [headroom] { return read_host_memory().usable_bytes() >= headroom; };
+    engine = std::make_unique<Engine>(*model, *tok, *pool, cfg);
+    async = std::make_unique<AsyncEngine>(*engine, a.max_queue);
+    chat = ChatPrompt::for_model(model->file(), tok->vocab(), a.chat_template);
+    if (!chat->warning().empty())
+      std::fprintf(stderr, "pagellm serve: chat template: %s\n", chat->warning().c_str());
+
+    auto ctx = std::make_shared<ServingContext>();
+    ctx->created = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+    ctx->tokenizer = tok.get();
+    ctx->engine = async.get();
+    ctx->chat = chat.get();
+    ctx->limits.n_vocab = model->hparams().n_vocab;
+    // A prompt and its completion must fit in the context and in the cache.
+    ctx->limits.max_context = std::min<int64_t>(
+        engine->max_seq_len(), static_cast<int64_t>(cfg.num_blocks) * cfg.block_size);
+    ctx->plan = plan_json(plan, a, path, hp, weight_bytes);
+    std::printf(
+        "pagellm serve: ready: model %s (%s), context %lld tokens, KV cache %d blocks of %d "
+        "(%s), layers %s, chat template %s, %d threads\n",
+        hopts.model_id.c_str(), path.c_str(), static_cast<long long>(ctx->limits.max_context),
+        cfg.num_blocks, cfg.block_size, dtype_name(cfg.kv_type), plan.device_map().c_str(),
+        chat->description().c_str(), pool->size());
+    std::fflush(stdout);
+    server.set_ready(ctx);
+  } catch (...) {
+    stop_http();
+    throw;
+  }
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::printf("pagellm serve: %s: shutting down (up to %.0f s for in-flight requests)\n",
+              sig == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_timeout_s);
+  std::fflush(stdout);
+  server.begin_shutdown();
+  async->shutdown(std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout_s * 1000)));
+  // Aborted streams still send their error event and [DONE]: let them.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (server.active_requests() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  stop_http();
+  async.reset();
+  std::printf("pagellm serve: stopped\n");
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_serve(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* sub = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
+  sub->add_option("-m,--model", a->model, "GGUF model (default: the model shipped in the repo)");
+  sub->add_option("--host", a->host, "Address to listen on (default 127.0.0.1)");
+  sub->add_option("--port", a->port, "Port (0: any free port; default 8080)")
+      ->check(CLI::Range(0, 65535));
+  sub->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on /v1/*")
+      ->envname("PAGELLM_API_KEY");
+  sub->add_option("--alias", a->alias, "Model name in the API (default: the file's stem)");
+  sub->add_option("--chat-template", a->chat_template,
+                  "Chat template: a built-in name or a Jinja file (default: the model's own)");
+  sub->add_option("--max-queue", a->max_queue,
+                  "Requests in flight (running and waiting) before 503 (default 256)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("-t,--threads", a->threads, "Compute threads (default: physical cores)");
+  sub->add_flag("--no-prefix-cache", a->no_prefix_cache, "Disable prefix caching");
+  sub->add_option("--shutdown-timeout", a->shutdown_timeout_s,
+                  "Seconds in-flight requests get to finish on SIGINT/SIGTERM (default 10)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--debug-load-delay-ms", a->load_delay_ms,
+                  "Test hook: wait this long before loading the model")
+      ->group("");
+  a->plan.add_to(*sub);
+  return [a] { return run_serve(*a); };
+}
+
+}  // namespace pagellm::cli

@@ -1,0 +1,50 @@
+// Turns chat messages into the prompt the model expects, with the model's
+// chat template (tokenizer/chat_template.h): a --chat-template override, else
+// the model's own `tokenizer.chat_template`, else a built-in matching its
+// family, else ChatML.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/chat_template.h"
+
+namespace pagellm {
+
+class GgufFile;
+class Vocab;
+
+struct RenderedPrompt {
+  std::string text;
+  // Whether the tokenizer should add BOS: not when the template already wrote it.
+  bool add_bos = true;
+};
+
+class ChatPrompt {
+ public:
+  // The template for the model in `file`. `override_spec`: empty, a built-in
+  // name or a Jinja file (bad ones throw ConfigError / jinja::TemplateError).
+  static std::unique_ptr<ChatPrompt> for_model(const GgufFile& file, const Vocab& vocab,
+                                               std::string_view override_spec = {});
+
+  // The conversation, ending with the opening of the assistant's reply.
+  // Throws ApiError (400) when the template refuses the conversation.
+  RenderedPrompt render(const std::vector<ChatMessage>& messages) const;
+
+  // "NAME (ORIGIN)", e.g. "model (model)", "chatml (default)".
+  std::string description() const;
+  // Set when choosing the template had something to report (its own did not parse, ...).
+  const std::string& warning() const { return warning_; }
+
+ private:
+  ChatPrompt(ResolvedChatTemplate resolved, ChatRenderOptions options);
+
+  ChatTemplate tmpl_;
+  std::string origin_;
+  std::string warning_;
+  ChatRenderOptions options_;
+};
+
+}  // namespace pagellm

@@ -1,0 +1,109 @@
+// One completion request in flight: its engine requests (one per prompt, each
+// with n samples), the events coming back, and what they become: a whole
+// response, or the chunks of an SSE stream. Also feeds the latency metrics.
+//
+// Choice i of prompt p has index p x n + i. A choice that ends in "error" or
+// "abort" fails the whole request: a non-streamed one with an ApiError (400
+// when the engine refused a request before any token, 503 when the server
+// aborted it while shutting down, 500 otherwise), a stream with an error
+// event ({"error": {...}}) followed by [DONE].
+//
+// Used by one HTTP thread at a time. Destroying a session that has not
+// finished aborts its engine requests (their KV blocks are freed at once).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/async_engine.h"
+#include "server/metrics.h"
+#include "server/openai_response.h"
+
+namespace pagellm {
+
+class Tokenizer;
+
+class CompletionSession {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  CompletionSession(AsyncEngine& engine, const Tokenizer& tokenizer, ServerMetrics& metrics,
+                    const CompletionRequest& request, PreparedCompletion prepared,
+                    ResponseShape shape, Clock::time_point received);
+  ~CompletionSession();
+  CompletionSession(const CompletionSession&) = delete;
+  CompletionSession& operator=(const CompletionSession&) = delete;
+
+  // Hands every engine request to the engine. Throws ApiError 503 when the
+  // queue is full or the server is shutting down (what was already submitted
+  // is cancelled).
+  void submit();
+
+  // Non-streamed: waits for every choice and returns the response body.
+  nlohmann::ordered_json wait_all();
+
+  // Streamed: waits up to `wait` for events and returns the SSE text they
+  // make (empty if none came). `done` turns true with the text that ends the
+  // stream ([DONE] included).
+  std::string next_sse(std::chrono::milliseconds wait, bool& done);
+
+  // Aborts the engine requests that have not finished (the client went away).
+  void cancel();
+  bool finished() const { return finished_; }
+
+  // For the access log.
+  Usage usage() const;
+  double ttft_seconds() const;        // < 0 before the first token
+  std::string finish_reason() const;  // of the choices, "stop"/"length" (first one), or the failure
+  const std::string& error() const { return error_; }
+
+ private:
+  struct Choice {
+    std::string text;
+    std::vector<LogprobItem> logprobs;  // all of them (non-streamed)
+    std::vector<LogprobItem> unsent;    // not yet in a chunk (streamed)
+    bool finished = false;
+    std::string finish_reason;
+    int64_t generated = 0;
+    bool has_token = false;
+    Clock::time_point last_token;
+  };
+  struct Event {
+    size_t request;
+    SeqEvent ev;
+  };
+
+  std::vector<Event> poll(std::chrono::milliseconds wait);
+  // Applies one event; returns the stream chunks it makes when `streaming`.
+  void apply(const Event& e, bool streaming, std::string& sse);
+  void fail(const SeqEvent& ev);
+  ApiError failure() const;
+
+  AsyncEngine& engine_;
+  const Tokenizer& tokenizer_;
+  ServerMetrics& metrics_;
+  PreparedCompletion prepared_;
+  ResponseShape shape_;
+  Endpoint endpoint_;
+  bool include_usage_;
+  bool ignore_eos_;
+  int32_t n_;
+  Clock::time_point received_;
+  std::vector<std::shared_ptr<RequestStream>> streams_;
+  std::vector<Choice> choices_;
+  std::vector<int64_t> cached_;  // per request
+  size_t open_choices_ = 0;
+  bool submitted_ = false;
+  bool cancelled_ = false;
+  bool started_stream_ = false;
+  bool finished_ = false;
+  bool failed_ = false;
+  std::string fail_reason_;  // "error" or "abort"
+  std::string error_;
+  bool refused_ = false;  // the engine refused a request before any token
+  double ttft_ = -1.0;
+};
+
+}  // namespace pagellm

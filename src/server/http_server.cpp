@@ -1,0 +1,395 @@
+#include "server/http_server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "server/access_log.h"
+#include "server/completion_session.h"
+#include "server/http_threads.h"
+#include "server/openai_response.h"
+#include "server/sse.h"
+#include "util/error.h"
+
+namespace pagellm {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+// The request being answered on this connection thread: httplib runs routing,
+// the handler, the stream's content provider and the logger on one thread.
+struct Current {
+  AccessRecord record;
+  Clock::time_point start;
+  bool started = false;
+};
+thread_local Current t_current;
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool same_secret(const std::string& a, const std::string& b) {
+  // Length leaks, content does not.
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+const char* kRoutes[] = {
+    "/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/plan", "/health", "/metrics"};
+
+std::string route_label(const std::string& path) {
+  for (const char* r : kRoutes)
+    if (path == r) return r;
+  return "other";
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  if (e.status == 503) res.set_header("Retry-After", "1");
+  res.set_content(dump_json(error_json(e)), "application/json");
+  t_current.record.error = e.what();
+}
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  explicit Impl(HttpServerOptions o) : opts(std::move(o)) {}
+
+  HttpServerOptions opts;
+  httplib::Server svr;
+  ServerMetrics metrics;
+  AccessLog log;
+  std::mutex ctx_mu;
+  std::shared_ptr<const ServingContext> ctx;
+  std::atomic<bool> draining{false};
+  std::atomic<int> active{0};
+  std::atomic<uint64_t> next_id{1};
+  int listen_fd = -1;
+  std::atomic<bool> run_entered{false}, run_exited{false}, stopping{false};
+
+  std::shared_ptr<const ServingContext> context() {
+    std::lock_guard<std::mutex> lock(ctx_mu);
+    return ctx;
+  }
+
+  // The context, or a 503 (loading, shutting down) sent and nullptr.
+  std::shared_ptr<const ServingContext> ready_or_503(httplib::Response& res) {
+    if (draining) {
+      send_error(res,
+                 ApiError(503, "the server is shutting down", "server_error", "", "shutting_down"));
+      return nullptr;
+    }
+    auto c = context();
+    if (!c) send_error(res, ApiError(503, "the model is loading", "server_error", "", "loading"));
+    return c;
+  }
+
+  void setup();
+  void completions(const httplib::Request& req, httplib::Response& res, Endpoint ep);
+  void stream(std::shared_ptr<CompletionSession> session, std::shared_ptr<const ServingContext> c,
+              httplib::Response& res);
+};
+
+void HttpServer::Impl::setup() {
+  svr.new_task_queue = [max = opts.max_threads] { return new ElasticTaskQueue(max); };
+  svr.set_tcp_nodelay(true);
+  svr.set_keep_alive_max_count(1000);
+  // Idle keep-alive connections hold shutdown up to this long.
+  svr.set_keep_alive_timeout(2);
+  svr.set_read_timeout(30);
+  svr.set_write_timeout(10);
+  svr.set_payload_max_length(opts.max_body_bytes);
+  svr.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd = sock;
+  });
+
+  svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    t_current = Current{};
+    t_current.start = Clock::now();
+    t_current.started = true;
+    if (!opts.api_key.empty() && req.path.rfind("/v1/", 0) == 0) {
+      std::string auth = req.get_header_value("Authorization");
+      const std::string prefix = "Bearer ";
+      const bool ok =
+          auth.rfind(prefix, 0) == 0 && same_secret(auth.substr(prefix.size()), opts.api_key);
+      if (!ok) {
+        send_error(res, ApiError(401,
+                                 auth.empty() ? "no API key provided (Authorization: Bearer KEY)"
+                                              : "incorrect API key provided",
+                                 "invalid_request_error", "", "invalid_api_key"));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    Current& cur = t_current;
+    AccessRecord& r = cur.record;
+    if (r.id.empty()) r.id = fmt::format("req-{}", next_id++);
+    r.method = req.method;
+    r.path = req.path;
+    r.remote = req.remote_addr;
+    r.status = res.status;
+    r.duration_s =
+        cur.started ? std::chrono::duration<double>(Clock::now() - cur.start).count() : 0.0;
+    metrics.count_http(route_label(req.path), res.status);
+    log.write(r);
+    t_current = Current{};
+  });
+
+  svr.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message;
+        switch (res.status) {
+          case 404:
+            message = fmt::format("Invalid URL ({} {})", req.method, req.path);
+            break;
+          case 413:
+            message = "the request body is too large";
+            break;
+          default:
+            message = fmt::format("HTTP {}", res.status);
+        }
+        send_error(res, ApiError(res.status, message, "invalid_request_error"));
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+
+  svr.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        send_error(res, ApiError(500, "internal error: " + what, "server_error"));
+      });
+
+  svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (draining) return send_json(res, 503, {{"status", "shutting_down"}});
+    if (!context()) return send_json(res, 503, {{"status", "loading"}});
+    send_json(res, 200, {{"status", "ok"}});
+  });
+
+  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    MetricsSnapshot snap;
+    if (auto c = context()) {
+      snap.ready = true;
+      snap.engine = c->engine->stats();
+      snap.requests_in_flight = c->engine->in_flight();
+    }
+    res.set_content(metrics.render(snap), "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  auto model_json = [this](const ServingContext& c) {
+    return json{{"id", opts.model_id},
+                {"object", "model"},
+                {"created", c.created},
+                {"owned_by", "pagellm"},
+                {"max_model_len", c.limits.max_context}};
+  };
+  svr.Get("/v1/models", [this, model_json](const httplib::Request&, httplib::Response& res) {
+    auto c = ready_or_503(res);
+    if (!c) return;
+    send_json(res, 200, {{"object", "list"}, {"data", json::array({model_json(*c)})}});
+  });
+  svr.Get(R"(/v1/models/(.+))",
+          [this, model_json](const httplib::Request& req, httplib::Response& res) {
+            auto c = ready_or_503(res);
+            if (!c) return;
+            const std::string id = req.matches[1];
+            if (id != opts.model_id)
+              return send_error(res, ApiError(404, fmt::format("The model '{}' does not exist", id),
+                                              "invalid_request_error", "model", "model_not_found"));
+            send_json(res, 200, model_json(*c));
+          });
+
+  svr.Get("/v1/plan", [this](const httplib::Request&, httplib::Response& res) {
+    auto c = ready_or_503(res);
+    if (!c) return;
+    res.set_content(dump_json(c->plan), "application/json");
+  });
+
+  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    completions(req, res, Endpoint::kChat);
+  });
+  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    completions(req, res, Endpoint::kCompletion);
+  });
+
+  auto not_allowed = [](const char* allow) {
+    return [allow](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Allow", allow);
+      send_error(res, ApiError(405,
+                               fmt::format("{} is not allowed on {} (use {})", req.method, req.path,
+                                           allow),
+                               "invalid_request_error"));
+    };
+  };
+  for (const char* p : {"/v1/chat/completions", "/v1/completions"}) {
+    svr.Get(p, not_allowed("POST"));
+    svr.Put(p, not_allowed("POST"));
+    svr.Delete(p, not_allowed("POST"));
+  }
+  for (const char* p : {"/v1/models", "/v1/plan", "/health", "/metrics"}) {
+    svr.Post(p, not_allowed("GET"));
+    svr.Put(p, not_allowed("GET"));
+    svr.Delete(p, not_allowed("GET"));
+  }
+}
+
+void HttpServer::Impl::completions(const httplib::Request& req, httplib::Response& res,
+                                   Endpoint ep) {
+  const Clock::time_point received = t_current.started ? t_current.start : Clock::now();
+  AccessRecord& rec = t_current.record;
+  rec.completion = true;
+  auto c = ready_or_503(res);
+  if (!c) return;
+  ++active;
+  bool handed_to_stream = false;
+  std::shared_ptr<CompletionSession> session;
+  auto record_session = [&rec](const CompletionSession& s) {
+    const Usage u = s.usage();
+    rec.prompt_tokens = u.prompt_tokens;
+    rec.completion_tokens = u.completion_tokens;
+    rec.cached_tokens = u.cached_tokens;
+    rec.ttft_s = s.ttft_seconds();
+    rec.finish_reason = s.finish_reason();
+  };
+  try {
+    CompletionRequest cr = parse_completion_request(req.body, ep);
+    rec.stream = cr.stream;
+    PreparedCompletion prep = prepare_completion(cr, *c->tokenizer, *c->chat, c->limits);
+    ResponseShape shape(ep, new_completion_id(ep), unix_now(), opts.model_id, cr.logprobs >= 0,
+                        cr.include_usage);
+    rec.id = shape.id();
+    res.set_header("X-Request-Id", rec.id);
+    session = std::make_shared<CompletionSession>(*c->engine, *c->tokenizer, metrics, cr,
+                                                  std::move(prep), std::move(shape), received);
+    session->submit();
+    if (cr.stream) {
+      stream(session, c, res);
+      handed_to_stream = true;
+    } else {
+      json body = session->wait_all();
+      record_session(*session);
+      send_json(res, 200, body);
+    }
+  } catch (const ApiError& e) {
+    if (session) record_session(*session);
+    send_error(res, e);
+  } catch (const std::exception& e) {
+    if (session) record_session(*session);
+    send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "server_error"));
+  }
+  if (!handed_to_stream) --active;
+}
+
+void HttpServer::Impl::stream(std::shared_ptr<CompletionSession> session,
+                              std::shared_ptr<const ServingContext> c, httplib::Response& res) {
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  const auto ping = opts.stream_ping;
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [session, ping](size_t, httplib::DataSink& sink) {
+        bool done = false;
+        std::string out = session->next_sse(ping, done);
+        if (out.empty() && !done) out = sse_comment("waiting");
+        AccessRecord& rec = t_current.record;
+        const Usage u = session->usage();
+        rec.prompt_tokens = u.prompt_tokens;
+        rec.completion_tokens = u.completion_tokens;
+        rec.cached_tokens = u.cached_tokens;
+        rec.ttft_s = session->ttft_seconds();
+        rec.finish_reason = session->finish_reason();
+        if (!session->error().empty()) rec.error = session->error();
+        if (!sink.write(out.data(), out.size())) {
+          rec.error = "client disconnected";
+          session->cancel();  // frees the request's KV blocks now
+          return false;
+        }
+        if (done) sink.done();
+        return true;
+      },
+      [this, session, c](bool) {
+        session->cancel();  // no-op when the stream completed
+        --active;
+      });
+}
+
+HttpServer::HttpServer(HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {
+  impl_->setup();
+}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::bind(const std::string& host, int port) {
+  int bound = port;
+  if (port == 0) {
+    bound = impl_->svr.bind_to_any_port(host);
+    if (bound < 0) bound = 0;
+  } else if (!impl_->svr.bind_to_port(host, port)) {
+    bound = 0;
+  }
+  if (bound <= 0) throw SystemError(fmt::format("cannot listen on {}:{}", host, port));
+  // httplib listens with a backlog of 5: a burst of new connections would
+  // have SYNs dropped (and retried a second later). Raise it.
+  if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, SOMAXCONN);
+  return bound;
+}
+
+void HttpServer::run() {
+  impl_->run_entered = true;
+  if (!impl_->stopping) impl_->svr.listen_after_bind();
+  impl_->run_exited = true;
+}
+
+void HttpServer::set_ready(std::shared_ptr<const ServingContext> context) {
+  std::lock_guard<std::mutex> lock(impl_->ctx_mu);
+  impl_->ctx = std::move(context);
+}
+
+void HttpServer::begin_shutdown() {
+  impl_->draining = true;
+}
+
+int HttpServer::active_requests() const {
+  return impl_->active.load();
+}
+
+void HttpServer::stop() {
+  impl_->stopping = true;
+  // httplib's stop() does nothing until the listen loop runs: if run() has
+  // been entered, wait for the loop to start (or for run() to give up).
+  while (impl_->run_entered && !impl_->run_exited && !impl_->svr.is_running())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  impl_->svr.stop();
+}
+
+ServerMetrics& HttpServer::metrics() {
+  return impl_->metrics;
+}
+
+}  // namespace pagellm

@@ -1,0 +1,80 @@
+// The OpenAI-compatible HTTP server (cpp-httplib):
+//
+//   POST /v1/chat/completions, POST /v1/completions   (JSON or SSE stream)
+//   GET  /v1/models, GET /v1/plan
+//   GET  /health    503 while loading or shutting down, 200 when ready (never needs a key)
+//   GET  /metrics   Prometheus text (never needs a key)
+//
+// It listens before the model is loaded (set_ready() switches it on), so
+// /health can say "loading". Every connection gets a thread of its own (see
+// ElasticTaskQueue), so long streams never hold up short requests; the
+// threads talk to the engine thread only through AsyncEngine's bounded
+// queue. Errors have OpenAI's shape; every request gets one access-log line.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/async_engine.h"
+#include "server/chat_prompt.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+
+namespace pagellm {
+
+class Tokenizer;
+
+// What a loaded model provides; must outlive the server's threads.
+struct ServingContext {
+  int64_t created = 0;  // unix time the model was loaded
+  const Tokenizer* tokenizer = nullptr;
+  AsyncEngine* engine = nullptr;
+  const ChatPrompt* chat = nullptr;
+  ModelLimits limits;
+  nlohmann::json plan;  // GET /v1/plan
+};
+
+struct HttpServerOptions {
+  std::string model_id = "pagellm";  // the name /v1/models lists and responses carry
+  std::string api_key;               // empty: no key needed
+  size_t max_threads = 1024;         // connections served at once
+  size_t max_body_bytes = 16u << 20;
+  // A stream that has nothing to send for this long sends an SSE comment, so
+  // a client that went away is noticed (and its request aborted) while queued.
+  std::chrono::milliseconds stream_ping{2000};
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(HttpServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the listening socket; port 0 picks a free one. Returns the port.
+  // Throws SystemError when the address cannot be bound.
+  int bind(const std::string& host, int port);
+  // Serves until stop() (blocks; run it on a thread of its own).
+  void run();
+
+  void set_ready(std::shared_ptr<const ServingContext> context);
+  // From now on new requests get 503 (in-flight ones go on).
+  void begin_shutdown();
+  // Completion requests being answered, streams included.
+  int active_requests() const;
+  // Stops listening, closes connections, joins the connection threads.
+  // Safe to call from another thread before run() has started.
+  void stop();
+
+  ServerMetrics& metrics();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pagellm

@@ -1,0 +1,126 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace pagellm {
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  const size_t b = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) -
+                                       bounds_.begin());
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counts_[b];
+  sum_ += value;
+  ++count_;
+}
+
+uint64_t Histogram::count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return count_;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cum);
+  }
+  cum += counts_.back();
+  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n", name, cum);
+  out += fmt::format("{}_sum {}\n{}_count {}\n", name, sum_, name, count_);
+}
+
+ServerMetrics::ServerMetrics()
+    : ttft({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+            10.0, 20.0, 40.0, 80.0}),
+      inter_token({0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4,
+                   0.5, 0.75, 1.0, 2.5}),
+      e2e({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0,
+           300.0}) {}
+
+void ServerMetrics::count_http(const std::string& route, int status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++http_[{route, status}];
+}
+
+void ServerMetrics::count_finish(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++finishes_[reason];
+}
+
+namespace {
+
+void metric(std::string& out, const char* name, const char* type, const char* help, double value) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+}
+
+}  // namespace
+
+std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
+  std::string out;
+  const EngineStats& e = snap.engine;
+  metric(out, "pagellm_ready", "gauge", "1 once the model is loaded and requests are served",
+         snap.ready ? 1 : 0);
+  metric(out, "pagellm_requests_running", "gauge", "Sequences in the running batch", e.running);
+  metric(out, "pagellm_requests_waiting", "gauge", "Sequences waiting for admission", e.waiting);
+  metric(out, "pagellm_requests_in_flight", "gauge",
+         "Engine requests submitted and not finished (bounded by --max-queue)",
+         snap.requests_in_flight);
+  const double usage = e.blocks.total > 0 ? static_cast<double>(e.blocks.used) / e.blocks.total : 0;
+  metric(out, "pagellm_kv_cache_usage_ratio", "gauge",
+         "Fraction of KV cache blocks held by sequences", usage);
+  metric(out, "pagellm_kv_blocks_used", "gauge", "KV cache blocks held by sequences",
+         e.blocks.used);
+  metric(out, "pagellm_kv_blocks_cached", "gauge",
+         "Free KV cache blocks still holding reusable prefix-cache content", e.blocks.cached);
+  metric(out, "pagellm_kv_blocks_total", "gauge", "KV cache blocks in all", e.blocks.total);
+  metric(out, "pagellm_prefix_cache_queries_total", "counter",
+         "Blocks looked up in the prefix cache", static_cast<double>(e.blocks.prefix_queries));
+  metric(out, "pagellm_prefix_cache_hits_total", "counter", "Blocks found in the prefix cache",
+         static_cast<double>(e.blocks.prefix_hits));
+  metric(out, "pagellm_preemptions_total", "counter",
+         "Sequences preempted (their KV cache freed, recomputed later)",
+         static_cast<double>(e.preemptions));
+  metric(out, "pagellm_prompt_tokens_total", "counter", "Prompt tokens of admitted requests",
+         static_cast<double>(e.prompt_tokens));
+  metric(out, "pagellm_prompt_tokens_cached_total", "counter",
+         "Prompt tokens served by the prefix cache", static_cast<double>(e.cached_prompt_tokens));
+  metric(out, "pagellm_generation_tokens_total", "counter", "Tokens generated",
+         static_cast<double>(e.generated_tokens));
+  metric(out, "pagellm_engine_steps_total", "counter", "Engine steps (batched forward passes)",
+         static_cast<double>(e.steps));
+  metric(out, "pagellm_admission_paused", "gauge",
+         "1 while the swap guard holds back admission of new sequences",
+         e.admission_paused ? 1 : 0);
+  metric(out, "pagellm_admission_pauses_total", "counter",
+         "Times the swap guard started holding back admission",
+         static_cast<double>(e.admission_pauses));
+  ttft.render(out, "pagellm_time_to_first_token_seconds",
+              "Time from receiving a request to its first generated token");
+  inter_token.render(out, "pagellm_inter_token_latency_seconds",
+                     "Time between consecutive generated tokens of one choice");
+  e2e.render(out, "pagellm_e2e_request_latency_seconds",
+             "Time from receiving a request to its last generated token");
+
+  std::lock_guard<std::mutex> lock(mu_);
+  out +=
+      "# HELP pagellm_http_requests_total HTTP requests answered, by route and status\n"
+      "# TYPE pagellm_http_requests_total counter\n";
+  for (const auto& [key, n] : http_)
+    out += fmt::format("pagellm_http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n", key.first,
+                       key.second, n);
+  out +=
+      "# HELP pagellm_request_finished_total Choices finished, by finish reason\n"
+      "# TYPE pagellm_request_finished_total counter\n";
+  for (const auto& [reason, n] : finishes_)
+    out += fmt::format("pagellm_request_finished_total{{finish_reason=\"{}\"}} {}\n", reason, n);
+  return out;
+}
+
+}  // namespace pagellm

@@ -1,0 +1,413 @@
+#include "server/openai_request.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace pagellm {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int32_t kMaxN = 128;        // choices per prompt
+constexpr int32_t kMaxChoices = 128;  // prompts x n
+constexpr size_t kMaxStops = 16;
+constexpr int32_t kMaxTopLogprobs = 20;
+
+[[noreturn]] void bad(const std::string& param, const std::string& message,
+                      const std::string& code = "") {
+  throw ApiError(400, message, "invalid_request_error", param, code);
+}
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::number_float:
+      return "a number";
+    default:
+      return "an integer";
+  }
+}
+
+// The field `key` of `obj`, or null when absent.
+const json* field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<bool> get_bool(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) bad(key, fmt::format("'{}' must be a boolean, not {}", key, type_name(*v)));
+  return v->get<bool>();
+}
+
+std::optional<double> get_number(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) bad(key, fmt::format("'{}' must be a number, not {}", key, type_name(*v)));
+  const double d = v->get<double>();
+  if (!std::isfinite(d)) bad(key, fmt::format("'{}' must be finite", key));
+  return d;
+}
+
+std::optional<int64_t> get_int(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      bad(key, fmt::format("'{}' is too large ({})", key, u));
+    return static_cast<int64_t>(u);
+  }
+  if (!v->is_number_integer())
+    bad(key, fmt::format("'{}' must be an integer, not {}", key, type_name(*v)));
+  return v->get<int64_t>();
+}
+
+int64_t int_in(const json& obj, const char* key, int64_t lo, int64_t hi, int64_t dflt) {
+  auto v = get_int(obj, key);
+  if (!v) return dflt;
+  if (*v < lo || *v > hi)
+    bad(key, fmt::format("'{}' must be in [{}, {}] (got {})", key, lo, hi, *v));
+  return *v;
+}
+
+// A number in [lo, hi], or (lo, hi] when `open_lo`.
+float number_in(const json& obj, const char* key, double lo, double hi, bool open_lo, float dflt) {
+  auto v = get_number(obj, key);
+  if (!v) return dflt;
+  if ((open_lo ? !(*v > lo) : !(*v >= lo)) || !(*v <= hi))
+    bad(key,
+        fmt::format("'{}' must be in {}{}, {}] (got {})", key, open_lo ? "(" : "[", lo, hi, *v));
+  return static_cast<float>(*v);
+}
+
+std::string message_content(const json& msg, size_t i, const std::string& role) {
+  const std::string param = fmt::format("messages[{}].content", i);
+  auto it = msg.find("content");
+  if (it == msg.end() || it->is_null()) {
+    if (role == "assistant") return "";
+    bad(param, fmt::format("messages[{}] ({}) has no content", i, role));
+  }
+  if (it->is_string()) return it->get<std::string>();
+  if (!it->is_array())
+    bad(param,
+        fmt::format("'{}' must be a string or an array of parts, not {}", param, type_name(*it)));
+  std::string text;
+  for (size_t k = 0; k < it->size(); ++k) {
+    const json& part = (*it)[k];
+    const std::string pp = fmt::format("{}[{}]", param, k);
+    if (!part.is_object()) bad(pp, fmt::format("'{}' must be an object", pp));
+    const json* type = field(part, "type");
+    if (!type || !type->is_string()) bad(pp, fmt::format("'{}' needs a string 'type'", pp));
+    if (*type != "text")
+      bad(pp, fmt::format("content parts of type '{}' are not supported (only 'text')",
+                          type->get<std::string>()));
+    const json* t = field(part, "text");
+    if (!t || !t->is_string()) bad(pp, fmt::format("'{}' needs a string 'text'", pp));
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
+std::vector<ChatMessage> parse_messages(const json& body) {
+  const json* v = field(body, "messages");
+  if (!v) bad("messages", "'messages' is required");
+  if (!v->is_array())
+    bad("messages", fmt::format("'messages' must be an array, not {}", type_name(*v)));
+  if (v->empty()) bad("messages", "'messages' must not be empty");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    if (!m.is_object())
+      bad(fmt::format("messages[{}]", i),
+          fmt::format("messages[{}] must be an object, not {}", i, type_name(m)));
+    const json* role = field(m, "role");
+    const std::string rp = fmt::format("messages[{}].role", i);
+    if (!role) bad(rp, fmt::format("messages[{}] has no 'role'", i));
+    if (!role->is_string())
+      bad(rp, fmt::format("'{}' must be a string, not {}", rp, type_name(*role)));
+    std::string r = role->get<std::string>();
+    if (r == "developer") r = "system";
+    if (r != "system" && r != "user" && r != "assistant")
+      bad(rp, fmt::format("unknown role '{}' in messages[{}] (expected system, developer, user "
+                          "or assistant)",
+                          role->get<std::string>(), i));
+    if (field(m, "tool_calls")) bad(rp, "tool calls are not supported");
+    out.push_back({r, message_content(m, i, r)});
+  }
+  return out;
+}
+
+std::vector<int64_t> token_array(const json& arr, const std::string& param) {
+  std::vector<int64_t> ids;
+  ids.reserve(arr.size());
+  for (const json& t : arr) {
+    if (!t.is_number_integer())
+      bad(param,
+          fmt::format("'{}' must hold only integers (token ids), found {}", param, type_name(t)));
+    ids.push_back(t.is_number_unsigned()
+                      ? static_cast<int64_t>(std::min<uint64_t>(
+                            t.get<uint64_t>(), std::numeric_limits<int64_t>::max()))
+                      : t.get<int64_t>());
+  }
+  return ids;
+}
+
+std::vector<PromptInput> parse_prompts(const json& body) {
+  const json* v = field(body, "prompt");
+  if (!v) bad("prompt", "'prompt' is required");
+  std::vector<PromptInput> out;
+  if (v->is_string()) {
+    out.push_back({false, v->get<std::string>(), {}});
+    return out;
+  }
+  if (!v->is_array())
+    bad("prompt",
+        fmt::format("'prompt' must be a string, an array of strings, an array of token ids or "
+                    "an array of arrays of token ids, not {}",
+                    type_name(*v)));
+  if (v->empty()) bad("prompt", "'prompt' must not be empty");
+  const json& first = v->front();
+  if (first.is_number()) {
+    out.push_back({true, "", token_array(*v, "prompt")});
+    return out;
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& p = (*v)[i];
+    const std::string pp = fmt::format("prompt[{}]", i);
+    if (first.is_string() && p.is_string()) {
+      out.push_back({false, p.get<std::string>(), {}});
+    } else if (first.is_array() && p.is_array()) {
+      if (p.empty()) bad(pp, fmt::format("'{}' must not be empty", pp));
+      out.push_back({true, "", token_array(p, pp)});
+    } else {
+      bad(pp, fmt::format("'{}' is {}; a prompt array must hold only strings, only token ids or "
+                          "only arrays of token ids",
+                          pp, type_name(p)));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> parse_stop(const json& body) {
+  const json* v = field(body, "stop");
+  if (!v) return {};
+  std::vector<std::string> out;
+  if (v->is_string()) {
+    out.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    if (v->size() > kMaxStops)
+      bad("stop", fmt::format("'stop' holds at most {} strings (got {})", kMaxStops, v->size()));
+    for (const json& s : *v) {
+      if (!s.is_string())
+        bad("stop", fmt::format("'stop' must hold only strings, found {}", type_name(s)));
+      out.push_back(s.get<std::string>());
+    }
+  } else {
+    bad("stop",
+        fmt::format("'stop' must be a string or an array of strings, not {}", type_name(*v)));
+  }
+  for (const auto& s : out)
+    if (s.empty()) bad("stop", "stop strings must not be empty");
+  return out;
+}
+
+void refuse_unsupported(const json& body, Endpoint ep) {
+  auto unsupported = [](const char* key, const std::string& what) {
+    throw ApiError(400, what + " is not supported", "invalid_request_error", key,
+                   "unsupported_parameter");
+  };
+  if (auto v = get_bool(body, "echo"); v && *v) unsupported("echo", "'echo'");
+  if (const json* v = field(body, "suffix");
+      v && !(v->is_string() && v->get<std::string>().empty()))
+    unsupported("suffix", "'suffix'");
+  if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
+    unsupported("logit_bias", "'logit_bias'");
+  for (const char* key : {"tools", "functions"})
+    if (const json* v = field(body, key); v && !(v->is_array() && v->empty()))
+      unsupported(key, fmt::format("'{}'", key));
+  if (const json* v = field(body, "response_format")) {
+    const json* t = v->is_object() ? field(*v, "type") : nullptr;
+    if (!t || *t != "text") unsupported("response_format", "a 'response_format' other than text");
+  }
+  if (ep == Endpoint::kCompletion) {
+    auto best_of = get_int(body, "best_of");
+    auto n = get_int(body, "n");
+    if (best_of && *best_of != n.value_or(1)) unsupported("best_of", "'best_of' other than n");
+  }
+}
+
+uint64_t random_seed() {
+  thread_local std::mt19937_64 gen{std::random_device{}()};
+  return gen();
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(const std::string& body_text, Endpoint endpoint) {
+  json body;
+  try {
+    body = json::parse(body_text);
+  } catch (const json::parse_error& e) {
+    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()),
+                   "invalid_request_error", "", "invalid_json");
+  }
+  if (!body.is_object())
+    throw ApiError(400,
+                   fmt::format("the request body must be a JSON object, not {}", type_name(body)),
+                   "invalid_request_error");
+
+  CompletionRequest r;
+  r.endpoint = endpoint;
+  if (const json* m = field(body, "model")) {
+    if (!m->is_string())
+      bad("model", fmt::format("'model' must be a string, not {}", type_name(*m)));
+    r.model = m->get<std::string>();
+  }
+  refuse_unsupported(body, endpoint);
+  if (endpoint == Endpoint::kChat)
+    r.messages = parse_messages(body);
+  else
+    r.prompts = parse_prompts(body);
+
+  SamplingParams& s = r.sampling;
+  s.temperature = number_in(body, "temperature", 0.0, 2.0, false, 1.0f);
+  s.top_p = number_in(body, "top_p", 0.0, 1.0, true, 1.0f);
+  s.min_p = number_in(body, "min_p", 0.0, 1.0, false, 0.0f);
+  s.top_k = static_cast<int32_t>(int_in(body, "top_k", -1, std::numeric_limits<int32_t>::max(), 0));
+  if (s.top_k < 0) s.top_k = 0;  // -1: off, as in vLLM
+  s.presence_penalty = number_in(body, "presence_penalty", -2.0, 2.0, false, 0.0f);
+  s.frequency_penalty = number_in(body, "frequency_penalty", -2.0, 2.0, false, 0.0f);
+  s.repetition_penalty = number_in(body, "repetition_penalty", 0.0, 10.0, true, 1.0f);
+  s.repeat_last_n = -1;
+  if (auto seed = get_int(body, "seed"))
+    s.seed = static_cast<uint64_t>(*seed);
+  else
+    s.seed = random_seed();
+
+  const char* max_key = "max_tokens";
+  if (endpoint == Endpoint::kChat && field(body, "max_completion_tokens"))
+    max_key = "max_completion_tokens";
+  if (field(body, max_key))
+    r.max_tokens = int_in(body, max_key, 1, std::numeric_limits<int32_t>::max(), 1);
+  r.n = static_cast<int32_t>(int_in(body, "n", 1, kMaxN, 1));
+  r.stop = parse_stop(body);
+  r.stream = get_bool(body, "stream").value_or(false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object())
+      bad("stream_options",
+          fmt::format("'stream_options' must be an object, not {}", type_name(*so)));
+    if (!r.stream) bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
+    r.include_usage = get_bool(*so, "include_usage").value_or(false);
+  }
+  r.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+
+  if (endpoint == Endpoint::kChat) {
+    const bool lp = get_bool(body, "logprobs").value_or(false);
+    auto top = field(body, "top_logprobs");
+    const int64_t k = int_in(body, "top_logprobs", 0, kMaxTopLogprobs, 0);
+    if (top && !lp) bad("top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
+    r.logprobs = lp ? static_cast<int32_t>(k) : -1;
+  } else {
+    if (field(body, "logprobs"))
+      r.logprobs = static_cast<int32_t>(int_in(body, "logprobs", 0, kMaxTopLogprobs, 0));
+  }
+
+  const size_t n_prompts = endpoint == Endpoint::kChat ? 1 : r.prompts.size();
+  if (static_cast<int64_t>(n_prompts) * r.n > kMaxChoices)
+    bad("n", fmt::format("{} prompts x n = {} is more than {} choices", n_prompts,
+                         static_cast<int64_t>(n_prompts) * r.n, kMaxChoices));
+  return r;
+}
+
+PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokenizer& tokenizer,
+                                      const ChatPrompt& chat, const ModelLimits& limits) {
+  std::vector<std::vector<int32_t>> prompts;
+  const char* prompt_param = req.endpoint == Endpoint::kChat ? "messages" : "prompt";
+  if (req.endpoint == Endpoint::kChat) {
+    const RenderedPrompt rendered = chat.render(req.messages);
+    prompts.push_back(tokenizer.encode(rendered.text, /*add_special=*/rendered.add_bos,
+                                       /*parse_special=*/true));
+  } else {
+    for (size_t i = 0; i < req.prompts.size(); ++i) {
+      const PromptInput& p = req.prompts[i];
+      if (!p.is_tokens) {
+        prompts.push_back(tokenizer.encode(p.text, /*add_special=*/true));
+        continue;
+      }
+      std::vector<int32_t> ids;
+      ids.reserve(p.tokens.size());
+      for (int64_t id : p.tokens) {
+        if (id < 0 || id >= limits.n_vocab)
+          bad(prompt_param,
+              fmt::format("token id {} is outside the vocabulary (0..{})", id, limits.n_vocab - 1),
+              "invalid_token_id");
+        ids.push_back(static_cast<int32_t>(id));
+      }
+      prompts.push_back(std::move(ids));
+    }
+  }
+
+  PreparedCompletion out;
+  for (auto& ids : prompts) {
+    const int64_t n_prompt = static_cast<int64_t>(ids.size());
+    if (n_prompt == 0) bad(prompt_param, "the prompt is empty (no tokens)");
+    if (n_prompt >= limits.max_context)
+      bad(prompt_param,
+          fmt::format("This model's maximum context length is {} tokens, but the prompt is {} "
+                      "tokens (at least one must be left for the completion).",
+                      limits.max_context, n_prompt),
+          "context_length_exceeded");
+    int64_t max_tokens;
+    if (req.max_tokens) {
+      max_tokens = *req.max_tokens;
+      if (n_prompt + max_tokens > limits.max_context)
+        bad("max_tokens",
+            fmt::format("This model's maximum context length is {} tokens, but {} tokens were "
+                        "requested ({} in the prompt, {} for the completion).",
+                        limits.max_context, n_prompt + max_tokens, n_prompt, max_tokens),
+            "context_length_exceeded");
+    } else {
+      max_tokens = req.endpoint == Endpoint::kChat
+                       ? limits.max_context - n_prompt
+                       : std::min<int64_t>(16, limits.max_context - n_prompt);
+    }
+    Request r;
+    r.prompt = std::move(ids);
+    r.sampling = req.sampling;
+    r.max_tokens = static_cast<int32_t>(max_tokens);
+    r.n = req.n;
+    r.ignore_eos = req.ignore_eos;
+    r.stop = req.stop;
+    r.logprobs = req.logprobs;
+    try {
+      r.sampling.validate();
+    } catch (const ConfigError& e) {
+      bad("", e.what());
+    }
+    out.prompt_tokens.push_back(n_prompt);
+    out.requests.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace pagellm

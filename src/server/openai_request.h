@@ -1,0 +1,92 @@
+// OpenAI-compatible request bodies: parsing and validation of
+// /v1/chat/completions and /v1/completions into what the engine needs.
+//
+// Parsing is strict about types and ranges (each failure is an ApiError with
+// status 400 naming the parameter) and lenient about fields it does not know
+// (ignored, as most OpenAI-compatible servers do), except those whose silent
+// omission would change the result (echo, suffix, logit_bias, tools, ...),
+// which are refused as unsupported. `null` means "absent" for every optional
+// field.
+//
+// Sampling defaults are OpenAI's: temperature 1, top_p 1, no top_k or min_p;
+// the repetition penalty (an extension, off by default) looks at the whole
+// history. Without a seed, each request draws a random one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "server/chat_prompt.h"
+
+namespace pagellm {
+
+class Tokenizer;
+
+// An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, std::string message, std::string type = "invalid_request_error",
+           std::string param = "", std::string code = "")
+      : std::runtime_error(message),
+        status(status),
+        type(std::move(type)),
+        param(std::move(param)),
+        code(std::move(code)) {}
+  int status;
+  std::string type;
+  std::string param;  // empty: null
+  std::string code;   // empty: null
+};
+
+enum class Endpoint { kChat, kCompletion };
+
+// One prompt of /v1/completions: text, or token ids.
+struct PromptInput {
+  bool is_tokens = false;
+  std::string text;
+  std::vector<int64_t> tokens;  // range-checked against the vocabulary in prepare()
+};
+
+struct CompletionRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string model;
+  std::vector<ChatMessage> messages;  // chat
+  std::vector<PromptInput> prompts;   // completions (one or more)
+  SamplingParams sampling;
+  std::optional<int64_t> max_tokens;
+  int32_t n = 1;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+  int32_t logprobs = -1;  // -1 off; else how many alternatives per token
+  bool ignore_eos = false;
+};
+
+// Parses a request body. Throws ApiError (400) for malformed JSON, a body that
+// is not an object, wrong types, unknown roles, empty messages, out-of-range
+// parameters and unsupported features.
+CompletionRequest parse_completion_request(const std::string& body, Endpoint endpoint);
+
+// The engine requests of a parsed request (one per prompt), tokenized and
+// checked against the vocabulary and the context.
+struct PreparedCompletion {
+  std::vector<Request> requests;
+  std::vector<int64_t> prompt_tokens;  // per request
+};
+
+struct ModelLimits {
+  int32_t n_vocab = 0;
+  int64_t max_context = 0;  // tokens, prompt + completion
+};
+
+// Throws ApiError (400): empty prompt, token id outside the vocabulary,
+// prompt over the context ("context_length_exceeded": the message names the
+// context and the request's size).
+PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokenizer& tokenizer,
+                                      const ChatPrompt& chat, const ModelLimits& limits);
+
+}  // namespace pagellm

@@ -1,0 +1,163 @@
+#include "server/openai_response.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <random>
+
+namespace pagellm {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+// JSON has no infinity: an impossible token reads as -9999 (OpenAI's floor).
+double finite_logprob(float lp) {
+  return std::isfinite(lp) ? lp : -9999.0;
+}
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+}  // namespace
+
+ResponseShape::ResponseShape(Endpoint endpoint, std::string id, int64_t created, std::string model,
+                             bool logprobs, bool include_usage)
+    : endpoint_(endpoint),
+      id_(std::move(id)),
+      created_(created),
+      model_(std::move(model)),
+      logprobs_(logprobs),
+      include_usage_(include_usage) {}
+
+json ResponseShape::logprobs_json(const std::vector<LogprobItem>& items) const {
+  if (!logprobs_) return nullptr;
+  if (endpoint_ == Endpoint::kChat) {
+    json content = json::array();
+    for (const auto& it : items) {
+      json top = json::array();
+      for (const auto& [tok, lp] : it.top)
+        top.push_back({{"token", tok}, {"logprob", finite_logprob(lp)}, {"bytes", bytes_of(tok)}});
+      content.push_back({{"token", it.token},
+                         {"logprob", finite_logprob(it.logprob)},
+                         {"bytes", bytes_of(it.token)},
+                         {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  for (const auto& it : items) {
+    tokens.push_back(it.token);
+    token_logprobs.push_back(finite_logprob(it.logprob));
+    json alts = json::object();
+    for (const auto& [tok, lp] : it.top)
+      if (!alts.contains(tok)) alts[tok] = finite_logprob(lp);
+    top.push_back(alts);
+    offsets.push_back(it.text_offset);
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", top},
+          {"text_offset", offsets}};
+}
+
+json ResponseShape::full(const std::vector<ChoiceResult>& choices, const Usage& usage) const {
+  json cs = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceResult& c = choices[i];
+    if (endpoint_ == Endpoint::kChat) {
+      cs.push_back({{"index", i},
+                    {"message", {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}}},
+                    {"logprobs", logprobs_json(c.logprobs)},
+                    {"finish_reason", c.finish_reason}});
+    } else {
+      cs.push_back({{"index", i},
+                    {"text", c.text},
+                    {"logprobs", logprobs_json(c.logprobs)},
+                    {"finish_reason", c.finish_reason}});
+    }
+  }
+  return {{"id", id_},
+          {"object", endpoint_ == Endpoint::kChat ? "chat.completion" : "text_completion"},
+          {"created", created_},
+          {"model", model_},
+          {"choices", cs},
+          {"usage", usage_json(usage)}};
+}
+
+json ResponseShape::chunk_base() const {
+  json j = {{"id", id_},
+            {"object", endpoint_ == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
+            {"created", created_},
+            {"model", model_}};
+  if (include_usage_) j["usage"] = nullptr;
+  return j;
+}
+
+json ResponseShape::role_chunk(int32_t index) const {
+  json j = chunk_base();
+  j["choices"] = json::array({{{"index", index},
+                               {"delta", {{"role", "assistant"}, {"content", ""}}},
+                               {"logprobs", nullptr},
+                               {"finish_reason", nullptr}}});
+  return j;
+}
+
+json ResponseShape::delta_chunk(int32_t index, const std::string& text,
+                                const std::vector<LogprobItem>& logprobs,
+                                const std::string& finish_reason) const {
+  json j = chunk_base();
+  json choice = {{"index", index}};
+  if (endpoint_ == Endpoint::kChat) {
+    choice["delta"] =
+        text.empty() && !finish_reason.empty() ? json::object() : json{{"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  choice["logprobs"] = logprobs.empty() ? json(nullptr) : logprobs_json(logprobs);
+  choice["finish_reason"] = finish_reason.empty() ? json(nullptr) : json(finish_reason);
+  j["choices"] = json::array({choice});
+  return j;
+}
+
+json ResponseShape::usage_chunk(const Usage& usage) const {
+  json j = chunk_base();
+  j["choices"] = json::array();
+  j["usage"] = usage_json(usage);
+  return j;
+}
+
+json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+json error_json(const ApiError& e) {
+  return {{"error",
+           {{"message", e.what()},
+            {"type", e.type},
+            {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+            {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
+}
+
+std::string dump_json(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string dump_json(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string new_completion_id(Endpoint endpoint) {
+  thread_local std::mt19937_64 gen{std::random_device{}()};
+  return fmt::format("{}{:016x}{:08x}", endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", gen(),
+                     static_cast<uint32_t>(gen()));
+}
+
+}  // namespace pagellm

@@ -1,0 +1,78 @@
+// OpenAI-compatible response bodies and stream chunks for /v1/chat/completions
+// ("chat.completion", "chat.completion.chunk") and /v1/completions
+// ("text_completion"), and errors ({"error": {...}}).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "server/openai_request.h"
+
+namespace pagellm {
+
+// One generated token's log-probability, with the most likely alternatives.
+// Token texts are raw bytes (a token may hold part of a UTF-8 character).
+struct LogprobItem {
+  std::string token;
+  float logprob = 0.0f;
+  std::vector<std::pair<std::string, float>> top;
+  size_t text_offset = 0;  // bytes of the choice's text before this token
+};
+
+struct ChoiceResult {
+  std::string text;
+  std::string finish_reason;  // "stop" or "length"
+  std::vector<LogprobItem> logprobs;
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens served by the prefix cache
+};
+
+class ResponseShape {
+ public:
+  ResponseShape(Endpoint endpoint, std::string id, int64_t created, std::string model,
+                bool logprobs, bool include_usage);
+
+  const std::string& id() const { return id_; }
+
+  // The whole (non-streamed) response.
+  nlohmann::ordered_json full(const std::vector<ChoiceResult>& choices, const Usage& usage) const;
+
+  // Stream chunks. The chat stream opens each choice with a role chunk;
+  // `finish_reason` empty means null. A chunk ending a choice carries no text
+  // in chat ("delta": {}).
+  nlohmann::ordered_json role_chunk(int32_t index) const;
+  nlohmann::ordered_json delta_chunk(int32_t index, const std::string& text,
+                                     const std::vector<LogprobItem>& logprobs,
+                                     const std::string& finish_reason) const;
+  // The last chunk when stream_options.include_usage: no choices, the usage.
+  nlohmann::ordered_json usage_chunk(const Usage& usage) const;
+
+ private:
+  nlohmann::ordered_json chunk_base() const;
+  nlohmann::ordered_json logprobs_json(const std::vector<LogprobItem>& items) const;
+
+  Endpoint endpoint_;
+  std::string id_;
+  int64_t created_;
+  std::string model_;
+  bool logprobs_;
+  bool include_usage_;
+};
+
+nlohmann::ordered_json usage_json(const Usage& usage);
+// {"error": {"message", "type", "param", "code"}}.
+nlohmann::ordered_json error_json(const ApiError& e);
+// Compact JSON; invalid UTF-8 in strings becomes U+FFFD instead of throwing.
+std::string dump_json(const nlohmann::ordered_json& j);
+std::string dump_json(const nlohmann::json& j);
+// A fresh id: "chatcmpl-" or "cmpl-" followed by 24 hex digits.
+std::string new_completion_id(Endpoint endpoint);
+
+}  // namespace pagellm

@@ -1,0 +1,16 @@
+// Server-sent events as the OpenAI streaming API frames them: one
+// "data: JSON" event per chunk, a final "data: [DONE]", and comments (lines
+// starting with ':', ignored by clients) as keep-alives.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+namespace pagellm {
+
+std::string sse_data(const nlohmann::ordered_json& payload);
+std::string sse_done();
+std::string sse_comment(std::string_view text);
+
+}  // namespace pagellm

@@ -1,0 +1,245 @@
+"""Health, metrics, models, plan, API keys, access log, start-up and shutdown."""
+import json
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import requests
+
+from conftest import STORIES
+
+MSGS = [{"role": "user", "content": "Hi"}]
+
+
+def test_health(server):
+    r = requests.get(server.url + "/health", timeout=10)
+    assert r.status_code == 200
+    assert r.json() == {"status": "ok"}
+
+
+def test_health_is_503_while_loading(start_server):
+    srv = start_server("--debug-load-delay-ms", "3000", wait_ready=False)
+    r = requests.get(srv.url + "/health", timeout=10)
+    assert r.status_code == 503
+    assert r.json() == {"status": "loading"}
+    r = requests.post(srv.url + "/v1/chat/completions", json={"messages": MSGS}, timeout=10)
+    assert r.status_code == 503
+    assert r.headers["Retry-After"] == "1"
+    assert r.json()["error"]["code"] == "loading"
+    assert requests.get(srv.url + "/metrics", timeout=10).status_code == 200
+    srv.wait_ready()
+    assert requests.post(srv.url + "/v1/chat/completions", json={"messages": MSGS, "max_tokens": 2},
+                         timeout=30).status_code == 200
+
+
+def parse_prometheus(text):
+    types, samples = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            types[name] = kind
+        elif line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            samples[key] = float(value)
+    return types, samples
+
+
+def test_metrics(server, client_for):
+    client_for(server).completions.create(model="stories", prompt="Once", max_tokens=8, seed=1)
+    r = requests.get(server.url + "/metrics", timeout=10)
+    assert r.status_code == 200
+    assert r.headers["Content-Type"].startswith("text/plain")
+    types, s = parse_prometheus(r.text)
+    gauges = ["pagellm_requests_running", "pagellm_requests_waiting", "pagellm_kv_cache_usage_ratio",
+              "pagellm_kv_blocks_used", "pagellm_kv_blocks_total", "pagellm_admission_paused",
+              "pagellm_requests_in_flight"]
+    counters = ["pagellm_prefix_cache_hits_total", "pagellm_prefix_cache_queries_total",
+                "pagellm_preemptions_total", "pagellm_prompt_tokens_total",
+                "pagellm_generation_tokens_total"]
+    histograms = ["pagellm_time_to_first_token_seconds", "pagellm_inter_token_latency_seconds",
+                  "pagellm_e2e_request_latency_seconds"]
+    for name in gauges:
+        assert types[name] == "gauge" and name in s, name
+    for name in counters:
+        assert types[name] == "counter" and name in s, name
+    for name in histograms:
+        assert types[name] == "histogram"
+        buckets = [(k, v) for k, v in s.items() if k.startswith(name + "_bucket")]
+        assert buckets[-1][0] == name + '_bucket{le="+Inf"}'
+        values = [v for _, v in buckets]
+        assert values == sorted(values)  # cumulative
+        assert values[-1] == s[name + "_count"] > 0
+        assert s[name + "_sum"] > 0
+    assert s["pagellm_kv_blocks_total"] > 0
+    assert 0 <= s["pagellm_kv_cache_usage_ratio"] <= 1
+    assert s["pagellm_generation_tokens_total"] >= 8
+    assert s["pagellm_prompt_tokens_total"] > 0
+    assert s["pagellm_admission_paused"] == 0
+    assert s['pagellm_http_requests_total{route="/v1/completions",status="200"}'] >= 1
+
+
+def test_prefix_cache_counters_move(server, client_for):
+    before = server.metrics()
+    prompt = "Once upon a time, there was a big dog. The dog liked to run and play in the park."
+    for _ in range(2):
+        client_for(server).completions.create(model="stories", prompt=prompt, max_tokens=2)
+    after = server.metrics()
+    assert after["pagellm_prefix_cache_queries_total"] > before["pagellm_prefix_cache_queries_total"]
+    assert after["pagellm_prefix_cache_hits_total"] > before["pagellm_prefix_cache_hits_total"]
+
+
+def test_models_and_plan(server, pagellm_bin):
+    r = requests.get(server.url + "/v1/models", timeout=10).json()
+    assert r["object"] == "list"
+    (m,) = r["data"]
+    assert m["id"] == "stories" and m["object"] == "model" and isinstance(m["created"], int)
+    assert m["max_model_len"] == 512
+    plan = requests.get(server.url + "/v1/plan", timeout=10).json()
+    assert plan["num_blocks"] > 0 and plan["block_size"] == 16
+    assert plan["kv_tokens"] == plan["num_blocks"] * plan["block_size"]
+    assert plan["max_seq_len"] == 512 and plan["kv_type"] == "f16"
+    assert plan["devices"][-1]["name"] == "host"
+    assert plan["devices"][-1]["kv_bytes"] == plan["kv_tokens"] * plan["kv_bytes_per_token"]
+    assert plan["model"]["n_layer"] == 5
+    assert plan["server"] == {"prefix_caching": True, "max_batched_tokens": 2048,
+                              "max_queue": 256}
+    # The same plan `pagellm plan` makes (here the cache is capped by
+    # max_seq_len x max_num_seqs, so it does not depend on free memory).
+    out = subprocess.run([pagellm_bin, "plan", "-m", str(STORIES), "--json"], check=True,
+                         capture_output=True, text=True, timeout=60)
+    cli = json.loads(out.stdout)
+    for key in ("num_blocks", "kv_tokens", "block_size", "binding_limit", "device_map",
+                "max_concurrent_full_sequences"):
+        assert plan[key] == cli[key], key
+    assert f"pagellm_kv_blocks_total {plan['num_blocks']}" in \
+        requests.get(server.url + "/metrics", timeout=10).text
+
+
+def test_plan_flags_reach_the_engine(start_server):
+    srv = start_server("-c", "1000", "--block-size", "8", "--no-prefix-cache",
+                       "--max-num-seqs", "4", "--max-batched-tokens", "256", "--kv-type", "f32")
+    plan = requests.get(srv.url + "/v1/plan", timeout=10).json()
+    assert plan["num_blocks"] == 125 and plan["block_size"] == 8 and plan["kv_type"] == "f32"
+    assert plan["kv_mode"] == "kv_tokens" and plan["max_num_seqs"] == 4
+    assert plan["server"]["prefix_caching"] is False
+    assert plan["server"]["max_batched_tokens"] == 256
+    metrics = srv.metrics()
+    assert metrics["pagellm_kv_blocks_total"] == 125
+
+
+def test_virtual_devices_give_the_host_tokens(start_server, client_for):
+    host = start_server()
+    split = start_server("--device", "cpu:0=64MiB", "--device-map", "0-2:cpu:0,3-4:host")
+    plan = requests.get(split.url + "/v1/plan", timeout=10).json()
+    assert [d["name"] for d in plan["devices"]] == ["cpu:0", "host"]
+    assert plan["device_map"] == "0-2:cpu:0,3-4:host"
+    kwargs = dict(model="x", prompt="Once upon a time", max_tokens=40, temperature=0.8, seed=21)
+    a = client_for(host).completions.create(**kwargs).choices[0].text
+    b = client_for(split).completions.create(**kwargs).choices[0].text
+    assert a == b
+
+
+def test_plan_that_does_not_fit_is_refused(pagellm_bin):
+    for flags in (["--headroom", "1000TiB"],
+                  ["--device", "cpu:0=1MiB", "--device-map", "0-4:cpu:0"]):
+        out = subprocess.run([pagellm_bin, "serve", "-m", str(STORIES), "--port", "0", *flags],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1
+        assert "does not fit" in out.stderr
+
+
+def test_api_key(start_server, client_for):
+    import openai
+    srv = start_server("--api-key", "s3cret")
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"},
+                    {"Authorization": "Bearer s3cret2"}):
+        r = requests.post(srv.url + "/v1/completions", json={"prompt": "Hi"}, headers=headers,
+                          timeout=10)
+        assert r.status_code == 401
+        err = r.json()["error"]
+        assert err["code"] == "invalid_api_key" and set(err) == {"message", "type", "param",
+                                                                 "code"}
+        assert requests.get(srv.url + "/v1/models", headers=headers, timeout=10).status_code == 401
+    try:
+        client_for(srv, api_key="wrong").models.list()
+        raise AssertionError("expected 401")
+    except openai.AuthenticationError as e:
+        assert e.status_code == 401
+    out = client_for(srv, api_key="s3cret").completions.create(model="x", prompt="Hi",
+                                                               max_tokens=2)
+    assert out.choices
+    # Health and metrics stay public.
+    assert requests.get(srv.url + "/health", timeout=10).status_code == 200
+    assert requests.get(srv.url + "/metrics", timeout=10).status_code == 200
+
+
+def test_access_log(server, client_for):
+    out = client_for(server).chat.completions.create(model="stories", messages=MSGS, max_tokens=5,
+                                                     seed=4)
+    stream = client_for(server).completions.create(model="stories", prompt="Once", max_tokens=5,
+                                                   stream=True, seed=4)
+    list(stream)
+    entry = server.wait_access(lambda e: e["id"] == out.id)
+    server.wait_access(lambda e: e["path"] == "/v1/completions" and e.get("stream"))
+    log = server.access_log()
+    assert entry["method"] == "POST" and entry["path"] == "/v1/chat/completions"
+    assert entry["status"] == 200 and entry["stream"] is False
+    assert entry["prompt_tokens"] == out.usage.prompt_tokens
+    assert entry["completion_tokens"] == out.usage.completion_tokens
+    assert entry["ttft_ms"] >= 0 and entry["duration_ms"] >= entry["ttft_ms"]
+    assert entry["finish_reason"] in ("stop", "length")
+    streamed = [e for e in log if e["path"] == "/v1/completions" and e.get("stream")]
+    assert streamed and streamed[-1]["completion_tokens"] > 0
+    assert re.fullmatch(r"cmpl-[0-9a-f]{24}", streamed[-1]["id"])
+
+
+def read_stream(srv, body, first_chunk, result):
+    with requests.post(srv.url + "/v1/completions", json=body, stream=True, timeout=120) as r:
+        result["status"] = r.status_code
+        events = []
+        for line in r.iter_lines():
+            if line.startswith(b"data: "):
+                events.append(line[6:].decode())
+                first_chunk.set()
+        result["events"] = events
+
+
+def test_sigterm_lets_inflight_streams_finish(start_server, slow_model):
+    srv = start_server("-c", "8192", "--shutdown-timeout", "60", model=slow_model)
+    first, result = threading.Event(), {}
+    t = threading.Thread(target=read_stream, args=(srv, {
+        "prompt": "Once", "max_tokens": 150, "ignore_eos": True, "stream": True}, first, result))
+    t.start()
+    assert first.wait(60)
+    srv.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    # New work is refused while the stream finishes.
+    try:
+        r = requests.post(srv.url + "/v1/completions", json={"prompt": "Hi"}, timeout=10)
+        assert r.status_code == 503
+    except requests.ConnectionError:
+        pass
+    t.join(120)
+    assert srv.proc.wait(60) == 0
+    assert result["status"] == 200
+    assert result["events"][-1] == "[DONE]"
+    assert '"finish_reason":"length"' in result["events"][-2]
+
+
+def test_sigint_aborts_streams_after_the_timeout(start_server, slow_model):
+    srv = start_server("-c", "8192", "--shutdown-timeout", "0.5", model=slow_model)
+    first, result = threading.Event(), {}
+    t = threading.Thread(target=read_stream, args=(srv, {
+        "prompt": "Once", "max_tokens": 3000, "ignore_eos": True, "stream": True}, first, result))
+    t.start()
+    assert first.wait(60)
+    start = time.monotonic()
+    srv.proc.send_signal(signal.SIGINT)
+    t.join(60)
+    assert srv.proc.wait(60) == 0
+    assert time.monotonic() - start < 15
+    assert result["events"][-1] == "[DONE]"
+    assert '"error"' in result["events"][-2]
+    assert "shutting down" in result["events"][-2]
