@@ -6,6 +6,7 @@ gguf/           small GGUF files: every metadata type, tiny vocabularies of each
                 `pagellm make-model` (path given with --pagellm)
 tokenizer/      [vocab index byte][flags byte] + text from the tokenizer vectors
 chat_template/  the real and built-in chat templates, some with messages after a NUL
+server_request/ [endpoint byte] + request bodies of /v1/chat/completions and /v1/completions
 
 Usage: tests/fuzz/make_seeds.py --pagellm build/pagellm
 """
@@ -168,12 +169,48 @@ def chat_seeds():
     yield "raise.bin", b"{{ raise_exception('no') }}\0[]"
 
 
+def server_seeds():
+    chat = {"model": "m", "messages": [{"role": "system", "content": "be brief"},
+                                       {"role": "user", "content": "Once upon a time"}]}
+    bodies = [
+        (0, chat),
+        (0, {**chat, "stream": True, "stream_options": {"include_usage": True}, "max_tokens": 8}),
+        (0, {**chat, "temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 42,
+             "n": 2, "stop": ["\n", "The"], "repetition_penalty": 1.1, "ignore_eos": True}),
+        (0, {**chat, "max_completion_tokens": 16, "logprobs": True, "top_logprobs": 3,
+             "presence_penalty": 0, "frequency_penalty": 0, "user": "u"}),
+        (0, {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                          {"role": "assistant", "content": None,
+                           "tool_calls": [{"type": "function", "function": {"name": "f"}}]},
+                          {"role": "developer", "content": "x"}]}),
+        (0, {**chat, "response_format": {"type": "text"}}),
+        (0, {**chat, "tools": [], "logit_bias": {"1": 5}}),
+        (0, {"messages": []}),
+        (0, {"messages": [{"role": "user"}], "temperature": None, "stop": None}),
+        (1, {"model": "m", "prompt": "Lily wanted", "max_tokens": 12, "echo": False}),
+        (1, {"prompt": [1, 403, 407], "stream": True, "logprobs": 2}),
+        (1, {"prompt": ["a", "b c"], "n": 3, "best_of": 3, "temperature": 0}),
+        (1, {"prompt": [[1, 2], [3]], "stop": "x", "suffix": None}),
+        (1, {"prompt": [600, -1]}),
+        (1, {"prompt": "x" * 3000}),
+        (1, {"prompt": "", "max_tokens": 0}),
+        (1, {"prompt": "y", "max_tokens": 1e30, "top_p": 2, "n": 0}),
+    ]
+    for i, (endpoint, body) in enumerate(bodies):
+        yield f"body_{i:02d}.json", bytes([endpoint]) + json.dumps(body).encode()
+    yield "not_json", b"\0{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}"
+    yield "deep", b"\1" + b"[" * 5000 + b"]" * 5000
+    yield "utf8", b"\0" + json.dumps({"messages": [{"role": "user", "content": "\u00e9\ud83d\ude00\u0000"}]},
+                                     ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pagellm", required=True)
     args = ap.parse_args()
     gens = {"gguf": [meta_seeds(), vocab_seeds(), model_seeds(args.pagellm)],
-            "tokenizer": [tokenizer_seeds()], "chat_template": [chat_seeds()]}
+            "tokenizer": [tokenizer_seeds()], "chat_template": [chat_seeds()],
+            "server_request": [server_seeds()]}
     for target, sources in gens.items():
         d = CORPUS / target
         d.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,11 @@ int tokenizer(const uint8_t* data, size_t size);
 // of OpenAI-style messages (default: a short conversation), parsed and
 // rendered under tight limits.
 int chat_template(const uint8_t* data, size_t size);
+// Byte 0 picks the endpoint (even: chat, odd: completions); the rest is a
+// request body, parsed and validated as the server does (no model: the
+// shipped model's vocabulary and chat template, its 512-token context).
+// Refusals must be 4xx ApiErrors; what is accepted must be runnable.
+int server_request(const uint8_t* data, size_t size);
 
 struct Target {
   std::string name;  // folder name under tests/fuzz/corpus and tests/fuzz/regressions

@@ -10,6 +10,7 @@ const std::vector<Target>& targets() {
       {"gguf", gguf},
       {"tokenizer", tokenizer},
       {"chat_template", chat_template},
+      {"server_request", server_request},
   };
   return t;
 }

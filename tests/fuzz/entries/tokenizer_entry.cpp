@@ -62,6 +62,21 @@ int tokenizer(const uint8_t* data, size_t size) {
   if (!utf8_is_valid(streamed)) violated("streaming detokenization gave ill-formed UTF-8");
   if (utf8_is_valid(decoded) && streamed != decoded)
     violated("streaming detokenization differs from decode()");
+  // Lossless vocabularies give plain text back (behind the SentencePiece
+  // space prefix), unless a character had no token (<unk>). SentencePiece
+  // writes spaces as U+2581, so a U+2581 of the text comes back as a space,
+  // and prefixes a space after every special token (as llama.cpp does): the
+  // check is for text without special tokens.
+  const bool spm = tok.vocab().model() == "llama";
+  const auto fragments = tok.split_special(text, false);
+  const bool plain = std::all_of(fragments.begin(), fragments.end(),
+                                 [](const auto& f) { return f.token == kNoToken; });
+  if (!add_special && !parse_special && plain && tok.vocab().model() != "bert" &&
+      utf8_is_valid(text) && !(spm && text.find("\xe2\x96\x81") != std::string_view::npos) &&
+      std::find(ids.begin(), ids.end(), tok.vocab().unk()) == ids.end()) {
+    const std::string prefix = tok.vocab().add_space_prefix() && !text.empty() ? " " : "";
+    if (tok.decode(ids) != prefix + std::string(text)) violated("decode(encode(text)) != text");
+  }
   // Arbitrary ids (from the input bytes) decode without error.
   for (size_t i = 2; i + 1 < size && i < 64; i += 2)
     (void)tok.token_to_piece((data[i] | data[i + 1] << 8) % tok.n_vocab(), render_special);
