@@ -267,7 +267,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
   json body;
   try {
     body = json::parse(body_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range ("1e999")
     throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()),
                    "invalid_request_error", "", "invalid_json");
   }

@@ -80,6 +80,11 @@ TEST(OpenAiRequest, ChatFieldsAndNulls) {
 
 TEST(OpenAiRequest, ErrorsNameTheParameter) {
   EXPECT_EQ(parse_error("{", Endpoint::kChat).code, "invalid_json");
+  // A number JSON cannot hold is a client error too, not a 500 (found by fuzzing).
+  EXPECT_EQ(parse_error(R"({"prompt": "x", "max_tokens": 1e3081})", Endpoint::kCompletion).code,
+            "invalid_json");
+  EXPECT_EQ(parse_error(R"({"prompt": "x", "max_tokens": 1e3081})", Endpoint::kCompletion).status,
+            400);
   EXPECT_EQ(parse_error("[]", Endpoint::kChat).status, 400);
   EXPECT_EQ(parse_error(R"({"messages": []})", Endpoint::kChat).param, "messages");
   EXPECT_EQ(parse_error(R"({"messages": [{"role": "x", "content": ""}]})", Endpoint::kChat).param,
