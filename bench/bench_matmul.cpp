@@ -19,6 +19,7 @@
 
 #include "backend/cpu/activation_quant.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/packed_weights.h"
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
@@ -79,8 +80,9 @@ struct Weights {
   size_t bytes;
   std::vector<Buffer> copies;
 
-  Weights(DType t, int64_t in, int64_t out, size_t rotate_bytes)
-      : type(t), n_in(in), n_out(out), bytes(dtype_row_bytes(t, in) * out) {
+  bool packed;
+  Weights(DType t, int64_t in, int64_t out, size_t rotate_bytes, bool pack)
+      : type(t), n_in(in), n_out(out), bytes(dtype_row_bytes(t, in) * out), packed(pack) {
     Buffer first = alloc(bytes);
     std::mt19937_64 rng(42);
     const auto& tr = dtype_traits(t);
@@ -99,6 +101,12 @@ struct Weights {
         for (size_t off : scale_offsets(t))
           std::memcpy(first.get() + b * tr.type_size + off, &h, 2);
     }
+    if (packed) {
+      Buffer p = alloc(packed_bytes(t, in, out));
+      pack_rows16(t, in, out, first.get(), dtype_row_bytes(t, in), p.get());
+      bytes = packed_bytes(t, in, out);
+      first = std::move(p);
+    }
     const size_t n = std::max<size_t>(1, rotate_bytes / bytes);
     for (size_t i = 1; i < n; ++i) {
       copies.push_back(alloc(bytes));
@@ -108,6 +116,13 @@ struct Weights {
   }
 
   WeightMatrix view(size_t i) const {
+    if (packed)
+      return {type,
+              n_in,
+              n_out,
+              copies[i % copies.size()].get(),
+              packed_group_bytes(type, n_in),
+              WeightLayout::Rows16};
     return {type, n_in, n_out, copies[i % copies.size()].get(), dtype_row_bytes(type, n_in)};
   }
 };
@@ -115,7 +130,8 @@ struct Weights {
 void run_matmul(benchmark::State& state, int64_t T, bool rotate = true) {
   const auto type = static_cast<DType>(state.range(0));
   const int64_t n_in = state.range(1), n_out = state.range(2);
-  Weights w(type, n_in, n_out, T == 1 && rotate ? kRotateBytes : 0);
+  const bool packed = state.range(3) != 0;
+  Weights w(type, n_in, n_out, T == 1 && rotate ? kRotateBytes : 0, packed);
   std::vector<float> x(static_cast<size_t>(T * n_in)), y(static_cast<size_t>(T * n_out));
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
@@ -127,8 +143,8 @@ void run_matmul(benchmark::State& state, int64_t T, bool rotate = true) {
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  state.SetLabel(std::string(dtype_name(type)) + " " + isa_name(best_isa()) + " x" +
-                 std::to_string(pool().size()) + "t");
+  state.SetLabel(std::string(dtype_name(type)) + (packed ? " rows16" : "") + " " +
+                 isa_name(best_isa()) + " x" + std::to_string(pool().size()) + "t");
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.bytes) / 1e9,
                                               benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n_in * n_out * T / 1e9,
@@ -151,10 +167,13 @@ void BM_GemvCached(benchmark::State& state) {
 
 void shapes(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
-    b->Args({static_cast<int64_t>(t), 2048, 5632});  // n_in 2048 -> n_out 5632 (FFN up)
-    b->Args({static_cast<int64_t>(t), 5632, 2048});  // n_in 5632 -> n_out 2048 (FFN down)
+    for (int64_t packed : {0, 1}) {
+      if (packed && !packable(t)) continue;
+      b->Args({static_cast<int64_t>(t), 2048, 5632, packed});  // FFN up
+      b->Args({static_cast<int64_t>(t), 5632, 2048, packed});  // FFN down
+    }
   }
-  b->ArgNames({"type", "n_in", "n_out"});
+  b->ArgNames({"type", "n_in", "n_out", "packed"});
   b->UseRealTime();
   b->Unit(benchmark::kMicrosecond);
 }
@@ -162,9 +181,11 @@ void shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Gemv)->Apply(shapes);
 BENCHMARK(BM_Gemm64)->Apply(shapes);
 BENCHMARK(BM_GemvCached)->Apply([](benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16})
-    b->Args({static_cast<int64_t>(t), 2048, 256});
-  b->ArgNames({"type", "n_in", "n_out"});
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
+    b->Args({static_cast<int64_t>(t), 2048, 256, 0});
+    if (packable(t)) b->Args({static_cast<int64_t>(t), 2048, 256, 1});
+  }
+  b->ArgNames({"type", "n_in", "n_out", "packed"});
   b->UseRealTime();
   b->Unit(benchmark::kMicrosecond);
 });

@@ -13,6 +13,9 @@ void ModelOptions::add_to(CLI::App& sub) {
       ->check(CLI::NonNegativeNumber);
   sub.add_flag("--no-mmap", no_mmap, "Read the weights into memory instead of mmap");
   sub.add_flag("--mlock", mlock, "Lock the weights in RAM");
+  sub.add_flag("--no-repack", no_repack,
+               "Keep Q4_0/Q8_0 matrices in the file's layout (zero-copy mmap) instead of "
+               "repacking them for the faster CPU kernels");
 }
 
 std::string ModelOptions::path() const {
@@ -29,7 +32,8 @@ EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log
     s.plan = po.make_plan(*meta, hp, probe);
   }
   if (log_plan) std::fputs(format_plan_table(s.plan).c_str(), stderr);
-  s.model = LlamaModel::load(mo.path(), {.use_mmap = !mo.no_mmap, .mlock = mo.mlock});
+  s.model = LlamaModel::load(mo.path(),
+                             {.use_mmap = !mo.no_mmap, .mlock = mo.mlock, .repack = !mo.no_repack});
   s.tokenizer = Tokenizer::from_gguf(s.model->file());
   s.pool = std::make_unique<ThreadPool>(mo.threads > 0 ? mo.threads : ThreadPool::physical_cores());
 

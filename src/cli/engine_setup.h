@@ -17,6 +17,7 @@ struct ModelOptions {
   int threads = 0;    // 0: physical cores
   bool no_mmap = false;
   bool mlock = false;
+  bool no_repack = false;
 
   void add_to(CLI::App& sub);
   std::string path() const;

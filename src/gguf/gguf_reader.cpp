@@ -346,6 +346,12 @@ uint64_t GgufFile::tensor_data_bytes() const {
   return n;
 }
 
+void GgufFile::release(const void* p, size_t len) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  if (b < file_->data() + data_offset_ || b + len > file_->data() + file_->size()) return;
+  file_->release(static_cast<size_t>(b - file_->data()), len);
+}
+
 void GgufFile::prefetch() const {
   if (data_offset_ < file_->size()) file_->prefetch(data_offset_, file_->size() - data_offset_);
 }

@@ -84,6 +84,9 @@ class GgufFile {
   uint64_t tensor_data_bytes() const;
   // Starts reading the data section ahead of use (no-op without mmap).
   void prefetch() const;
+  // Gives back the memory of the whole pages of tensor data inside
+  // [p, p + len) once a copy of it is made (MappedFile::release).
+  void release(const void* p, size_t len);
   // Throws SystemError if the mapped file shrank since it was opened (see
   // MappedFile::check_intact): tensor data read since then is unreliable.
   void check_intact() const { file_->check_intact(); }

@@ -28,12 +28,14 @@ class Linear {
                   ThreadPool& pool) {
     (*this)(x, n_tokens, {Output{&w, y}}, pool);
   }
-  // Allocates (and touches) the scratch for `rows` activation rows of n_in
-  // values for weights of `type`, so later calls need no new memory.
-  void reserve(DType type, int64_t n_in, int64_t rows);
+  // Allocates (and touches) the scratch for `rows` activation rows for w, so
+  // later calls need no new memory.
+  void reserve(const WeightMatrix& w, int64_t rows);
 
  private:
-  std::map<DType, cpu::MatmulScratch> scratch_;  // one per activation dot type
+  // One per activation format: dot type and the weight layout it is for.
+  using Format = std::pair<DType, cpu::WeightLayout>;
+  std::map<Format, cpu::MatmulScratch> scratch_;
 };
 
 }  // namespace pagellm

@@ -43,6 +43,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, ModelLoadO
   m->file_ = GgufFile::open(path, {.use_mmap = opts.use_mmap, .mlock = opts.mlock});
   m->hp_ = ModelHParams::from_gguf(*m->file_);
   m->w_ = ModelWeights::load(*m->file_, m->hp_);
+  if (opts.repack) m->w_.repack(*m->file_, opts.mlock);
   m->ws_ = std::make_unique<Workspace>(m->hp_);
   return m;
 }
@@ -63,13 +64,10 @@ KvPoolShape LlamaModel::kv_shape(int32_t num_blocks, int32_t block_size, DType k
 
 void LlamaModel::reserve_workspace(int64_t max_tokens, int64_t max_logit_rows) {
   ws_->resize(hp_, max_tokens);
-  const int64_t E = hp_.n_embd, F = hp_.n_ff;
-  for (const auto& L : w_.layers) {
-    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up})
-      ws_->linear.reserve(m->type, E, max_tokens);
-    ws_->linear.reserve(L.w_down.type, F, max_tokens);
-  }
-  ws_->linear.reserve(w_.output.type, E, max_logit_rows);
+  for (const auto& L : w_.layers)
+    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+      ws_->linear.reserve(*m, max_tokens);
+  ws_->linear.reserve(w_.output, max_logit_rows);
 }
 
 void LlamaModel::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,

@@ -21,6 +21,9 @@ namespace pagellm {
 struct ModelLoadOptions {
   bool use_mmap = true;
   bool mlock = false;
+  // Copy Q4_0 / Q8_0 matrices into the CPU kernels' Rows16 layout at load
+  // (ModelWeights::repack); off keeps every matrix in the file (zero-copy).
+  bool repack = true;
 };
 
 class LlamaModel {

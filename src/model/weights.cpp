@@ -2,12 +2,54 @@
 
 #include <fmt/format.h>
 
+#include <sys/mman.h>
+
+#include <cstdlib>
 #include <cstring>
+#include <new>
+
+#include "backend/cpu/packed_weights.h"
 
 #include "tensor/convert.h"
 #include "util/error.h"
 
 namespace pagellm {
+
+uint64_t WeightMatrix::bytes() const {
+  if (layout == cpu::WeightLayout::Rows16)
+    return static_cast<uint64_t>(cpu::packed_bytes(type, n_in, n_out));
+  return static_cast<uint64_t>(n_out) * row_bytes;
+}
+
+void ModelWeights::FreeDeleter::operator()(void* p) const {
+  std::free(p);
+}
+
+uint64_t ModelWeights::repack(GgufFile& f, bool lock) {
+  uint64_t total = 0;
+  auto pack = [&](WeightMatrix& m) {
+    if (m.layout != cpu::WeightLayout::Rows || !cpu::packable(m.type) || m.n_in % 32 != 0) return;
+    const size_t bytes = cpu::packed_bytes(m.type, m.n_in, m.n_out);
+    auto* dst = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) & ~size_t{63}));
+    if (!dst) throw std::bad_alloc();
+    packed_.emplace_back(dst);
+    cpu::pack_rows16(m.type, m.n_in, m.n_out, m.data, m.row_bytes, dst);
+    if (lock && ::mlock(dst, bytes) != 0)
+      throw SystemError(
+          fmt::format("cannot mlock {} bytes of repacked weights (raise `ulimit -l` "
+                      "or drop --mlock)",
+                      bytes));
+    f.release(m.data, static_cast<size_t>(m.n_out) * m.row_bytes);
+    m.data = dst;
+    m.row_bytes = cpu::packed_group_bytes(m.type, m.n_in);
+    m.layout = cpu::WeightLayout::Rows16;
+    total += bytes;
+  };
+  for (LayerWeights& L : layers)
+    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);
+  if (!tied_output) pack(output);
+  return total;
+}
 
 uint64_t LayerWeights::bytes() const {
   return wq.bytes() + wk.bytes() + wv.bytes() + wo.bytes() + w_gate.bytes() + w_up.bytes() +

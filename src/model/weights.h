@@ -1,13 +1,17 @@
 // The model's tensors, located in the GGUF file (mmap'd or read into memory)
 // and checked against the hyper-parameters. Matrices stay in the file's
-// buffer in their stored type; only small 1-D tensors that are not F32 are
-// converted into owned memory.
+// buffer in their stored type, except that repack() may copy the layer and
+// output matrices the CPU kernels have a faster layout for (Q4_0, Q8_0 ->
+// Rows16, backend/cpu/packed_weights.h) into owned memory and give the file's
+// pages back. Small 1-D tensors that are not F32 are converted into owned
+// memory.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "backend/cpu/matmul.h"
 #include "gguf/gguf_reader.h"
 #include "model/hparams.h"
 #include "tensor/dtype.h"
@@ -15,14 +19,18 @@
 namespace pagellm {
 
 // A 2-D weight stored as GGUF ne = [n_in, n_out]: n_out rows of n_in elements.
+// Rows16 (packed): row_bytes is the bytes per 16-row group and row() is not
+// available.
 struct WeightMatrix {
   DType type = DType::F32;
   int64_t n_in = 0;
   int64_t n_out = 0;
   size_t row_bytes = 0;
   const uint8_t* data = nullptr;
+  cpu::WeightLayout layout = cpu::WeightLayout::Rows;
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
-  uint64_t bytes() const { return static_cast<uint64_t>(n_out) * row_bytes; }
+  uint64_t bytes() const;
+  cpu::WeightMatrix cpu() const { return {type, n_in, n_out, data, row_bytes, layout}; }
 };
 
 struct LayerWeights {
@@ -47,8 +55,18 @@ struct ModelWeights {
   // Finds and checks every tensor; throws FormatError naming the tensor.
   static ModelWeights load(const GgufFile& f, const ModelHParams& hp);
 
+  // Repacks every layer matrix (and an untied output) of a packable type into
+  // owned Rows16 memory and releases the file's pages of the originals; with
+  // `lock` the new memory is mlock'ed. Returns the bytes repacked. The token
+  // embedding stays in the file (it is read by rows).
+  uint64_t repack(GgufFile& f, bool lock);
+
  private:
+  struct FreeDeleter {
+    void operator()(void* p) const;
+  };
   std::vector<std::unique_ptr<float[]>> owned_;  // converted 1-D tensors
+  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> packed_;
 };
 
 }  // namespace pagellm

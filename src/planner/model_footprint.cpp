@@ -100,7 +100,7 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
   const uint64_t widest = std::max(E, F);
   fp.max_batched_tokens = opts.max_batched_tokens;
   fp.layer_workspace_bytes = 4 * T * (5 * E + 2 * KV + 2 * F) +
-                             2 * T * ((widest + 255) / 256) * 292 +
+                             2 * T * ((widest + 255) / 256) * 320 +
                              4 * T * static_cast<uint64_t>(hp.n_rot) + (uint64_t{1} << 20);
   fp.output_workspace_bytes = 4 * R * (V + E);
   fp.host_workspace_bytes = 4 * R * V;

@@ -8,8 +8,9 @@
 //   per device that runs layers:
 //     4*T*(5E + 2KV + 2F)                  f32 activations x, x (next device), h, q, attn,
 //                                          k, v, gate, up
-//     + 2 * T * ceil(max(E,F)/256) * 292   quantized activations (up to two Q8 formats,
-//                                          at most 292 bytes per 256 values, Q8_K)
+//     + 2 * T * ceil(max(E,F)/256) * 320   quantized activations (up to two Q8 formats,
+//                                          at most 320 bytes per 256 values: split Q8_0
+//                                          for Rows16 weights)
 //     + 4*T*n_rot                          RoPE cos/sin for the batch's positions
 //     + 1 MiB                              block-table pointers, per-thread scratch
 //   on the device of the last layer:  4*R*(V + E)   output-norm rows and logits

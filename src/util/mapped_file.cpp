@@ -1,5 +1,7 @@
 #include "util/mapped_file.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -99,6 +101,17 @@ void MappedFile::prefetch(size_t offset, size_t len) const {
   uintptr_t begin = reinterpret_cast<uintptr_t>(data_ + offset) & ~static_cast<uintptr_t>(page - 1);
   uintptr_t end = reinterpret_cast<uintptr_t>(data_ + offset + len);
   ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+}
+
+void MappedFile::release(size_t offset, size_t len) {
+  if (!data_ || len == 0 || offset >= size_) return;
+  len = std::min(len, size_ - offset);
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data_ + offset) + page - 1) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data_ + offset + len) & ~(page - 1);
+  if (end <= begin) return;
+  if (locked_) ::munlock(reinterpret_cast<void*>(begin), end - begin);
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 void MappedFile::check_intact() const {

@@ -28,6 +28,11 @@ class MappedFile {
   // Hints that the range will be read (MADV_WILLNEED); no-op when read into memory.
   void prefetch(size_t offset, size_t len) const;
 
+  // Gives back the memory of the whole pages inside [offset, offset+len) when
+  // their bytes are no longer needed (a copy was made): with mmap they are
+  // read from the file again if touched, read into memory they read as zeros.
+  void release(size_t offset, size_t len);
+
   // Throws SystemError if the file shrank since it was mapped (checked with
   // fstat, and through SigbusGuard when a read past its new end was
   // repaired with zeros); what was computed from the data since the last

@@ -1,5 +1,6 @@
 #include "backend/cpu/activation_quant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -288,6 +289,33 @@ void quantize_activation_row(DType weight, const float* x, void* dst, int64_t n,
       break;
   }
   throw Error("unreachable activation type");
+}
+
+size_t split_q8_0_row_bytes(int64_t n) {
+  return static_cast<size_t>(n) + static_cast<size_t>(n / QK8_0) * 8;
+}
+
+void quantize_split_q8_0_row(const float* x, void* dst, int64_t n, CpuIsa isa) {
+  if (n % QK8_0 != 0)
+    throw Error("activation row length " + std::to_string(n) + " is not a multiple of 32");
+  const int64_t nb = n / QK8_0;
+  auto* qs = static_cast<int8_t*>(dst);
+  auto* d = reinterpret_cast<float*>(qs + n);
+  auto* sum = reinterpret_cast<int32_t*>(d + nb);
+  constexpr int64_t kChunk = 8;
+  BlockQ8_0 tmp[kChunk];
+  for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+    const int64_t m = std::min(kChunk, nb - b0);
+    quantize_activation_row(DType::Q8_0, x + b0 * QK8_0, tmp, m * QK8_0, isa);
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t b = b0 + i;
+      std::memcpy(qs + b * QK8_0, tmp[i].qs, QK8_0);
+      d[b] = fp16_to_fp32(tmp[i].d);
+      int s = 0;
+      for (int j = 0; j < QK8_0; ++j) s += tmp[i].qs[j];
+      sum[b] = s;
+    }
+  }
 }
 
 }  // namespace pagellm::cpu

@@ -36,4 +36,12 @@ size_t activation_row_bytes(DType weight, int64_t n);
 void quantize_activation_row(DType weight, const float* x, void* dst, int64_t n,
                              CpuIsa isa = best_isa());
 
+// Split Q8_0 rows, the activations of Rows16 weights (packed_weights.h): the
+// same values as Q8_0 blocks, stored as three arrays so a kernel can broadcast
+// 4 codes, a scale or a block sum straight from memory:
+//   qs[n] i8 | d[n/32] f32 (each block's f16 scale, widened) | sum[n/32] i32
+// (sum of the block's 32 codes). n must be a multiple of 32.
+size_t split_q8_0_row_bytes(int64_t n);
+void quantize_split_q8_0_row(const float* x, void* dst, int64_t n, CpuIsa isa = best_isa());
+
 }  // namespace pagellm::cpu

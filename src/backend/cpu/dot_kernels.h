@@ -32,6 +32,15 @@ DotTileFn float_dot_tile(DType wtype, CpuIsa isa);   // F32, F16, BF16; Avx2/Avx
 DotTileFn legacy_dot_tile(DType wtype, CpuIsa isa);  // Q4_0..Q8_0; Avx2/Avx512
 DotTileFn kquant_dot_tile(DType wtype, CpuIsa isa);  // Q2_K..Q6_K; Avx2/Avx512
 
+// Rows16 weights (packed_weights.h) times split Q8_0 activation rows
+// (activation_quant.h): out[c * out_stride + r] for r < rows, c < cols, where
+// w is the first 16-row group (groups group_bytes apart) and row r counts from
+// it; x rows are x_stride bytes apart. nullptr when (wtype, isa) has none.
+using PackedTileFn = void (*)(int64_t n, const uint8_t* w, size_t group_bytes, int64_t rows,
+                              const uint8_t* x, size_t x_stride, int64_t cols, float* out,
+                              int64_t out_stride);
+PackedTileFn packed_tile_fn(DType wtype, CpuIsa isa);
+
 // Drives a kernel K over a rows x cols tile. K provides
 //   static constexpr int kRows, kCols;  // register tile for batches of columns
 //   static constexpr int kGemvRows;     // rows per step for a single column

@@ -7,6 +7,7 @@
 
 #include "backend/cpu/activation_quant.h"
 #include "backend/cpu/dot_kernels.h"
+#include "backend/cpu/packed_weights.h"
 #include "util/error.h"
 
 namespace pagellm::cpu {
@@ -68,6 +69,73 @@ ActivationRows quantize_activations(DType weight_type, const float* x, int64_t x
   return a;
 }
 
+size_t activation_stride(const WeightMatrix& w) {
+  const size_t row = w.layout == WeightLayout::Rows16 ? split_q8_0_row_bytes(w.n_in)
+                                                      : activation_row_bytes(w.type, w.n_in);
+  return (row + 63) & ~size_t{63};
+}
+
+ActivationRows quantize_activations(const WeightMatrix& w, const float* x, int64_t x_stride,
+                                    int64_t rows, ThreadPool& pool, MatmulScratch& scratch,
+                                    CpuIsa isa) {
+  if (w.layout == WeightLayout::Rows)
+    return quantize_activations(w.type, x, x_stride, rows, w.n_in, pool, scratch, isa);
+  if (!packable(w.type))
+    throw Error(std::string("no Rows16 layout for weight type ") + dtype_name(w.type));
+  ActivationRows a;
+  a.dot_type = DType::Q8_0;
+  a.for_layout = WeightLayout::Rows16;
+  a.n = w.n_in;
+  a.rows = rows;
+  a.row_stride = activation_stride(w);
+  auto* dst = static_cast<uint8_t*>(scratch.reserve(a.row_stride * static_cast<size_t>(rows)));
+  a.data = dst;
+  struct Ctx {
+    const float* x;
+    int64_t x_stride, n;
+    uint8_t* dst;
+    size_t stride;
+    CpuIsa isa;
+  } ctx{x, x_stride, w.n_in, dst, a.row_stride, isa};
+  pool.parallel_for(rows, [c = &ctx](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t)
+      quantize_split_q8_0_row(c->x + t * c->x_stride, c->dst + t * c->stride, c->n, c->isa);
+  });
+  return a;
+}
+
+namespace {
+
+void matmul_rows16(const WeightMatrix& w, const ActivationRows& x, float* y, int64_t y_stride,
+                   ThreadPool& pool, CpuIsa isa) {
+  if (x.for_layout != WeightLayout::Rows16)
+    throw Error("matmul: Rows16 weights need activations quantized for them");
+  if (w.row_stride != packed_group_bytes(w.type, w.n_in))
+    throw Error("matmul: Rows16 weights with a group stride other than packed_group_bytes");
+  const detail::PackedTileFn fn = detail::packed_tile_fn(w.type, isa);
+  if (!fn)
+    throw Error(std::string("no Rows16 kernel for ") + dtype_name(w.type) + " (" + isa_name(isa) +
+                ")");
+  const int64_t groups = (w.n_out + kPackRows - 1) / kPackRows;
+  struct Ctx {
+    detail::PackedTileFn fn;
+    const WeightMatrix* w;
+    const ActivationRows* x;
+    float* y;
+    int64_t y_stride;
+  } ctx{fn, &w, &x, y, y_stride};
+  pool.parallel_for(groups, [c = &ctx](int64_t g0, int64_t g1, int) {
+    const WeightMatrix& m = *c->w;
+    const int64_t r0 = g0 * kPackRows;
+    const int64_t rows = std::min(m.n_out, g1 * kPackRows) - r0;
+    c->fn(m.n_in, static_cast<const uint8_t*>(m.data) + static_cast<size_t>(g0) * m.row_stride,
+          m.row_stride, rows, static_cast<const uint8_t*>(c->x->data), c->x->row_stride, c->x->rows,
+          c->y + r0, c->y_stride);
+  });
+}
+
+}  // namespace
+
 void matmul(const WeightMatrix& w, const ActivationRows& x, float* y, int64_t y_stride,
             ThreadPool& pool, CpuIsa isa) {
   if (x.dot_type != dot_type(w.type))
@@ -77,6 +145,9 @@ void matmul(const WeightMatrix& w, const ActivationRows& x, float* y, int64_t y_
     throw Error("matmul: activation length " + std::to_string(x.n) + " != weight row length " +
                 std::to_string(w.n_in));
   if (x.rows <= 0 || w.n_out <= 0) return;
+  if (w.layout == WeightLayout::Rows16) return matmul_rows16(w, x, y, y_stride, pool, isa);
+  if (x.for_layout != WeightLayout::Rows)
+    throw Error("matmul: activations quantized for Rows16 weights, weights are row-major");
 
   const size_t row_bytes = std::max<size_t>(dtype_row_bytes(w.type, w.n_in), 1);
   int64_t tile_rows = static_cast<int64_t>(kTileBytes / row_bytes);
@@ -106,7 +177,7 @@ void matmul(const WeightMatrix& w, const ActivationRows& x, float* y, int64_t y_
 
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t rows, float* y,
             int64_t y_stride, ThreadPool& pool, MatmulScratch& scratch, CpuIsa isa) {
-  ActivationRows a = quantize_activations(w.type, x, x_stride, rows, w.n_in, pool, scratch, isa);
+  ActivationRows a = quantize_activations(w, x, x_stride, rows, pool, scratch, isa);
   matmul(w, a, y, y_stride, pool, isa);
 }
 

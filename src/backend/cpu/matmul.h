@@ -1,7 +1,9 @@
 // Matrix products Y = X * W^T on the CPU.
 //
-//   W  n_out rows of n_in elements in its own type (tensor/blocks.h layout);
-//      row r starts at data + r * row_stride.
+//   W  n_out rows of n_in elements in its own type, either row-major
+//      (tensor/blocks.h layout; row r starts at data + r * row_stride) or, for
+//      Q4_0 / Q8_0, repacked 16 rows at a time (Rows16, packed_weights.h;
+//      row_stride is then the bytes per 16-row group).
 //   X  `rows` activation rows of n_in floats, row t at x + t * x_stride.
 //   Y  rows x n_out floats: Y[t * y_stride + r] = dot(W row r, X row t).
 //
@@ -25,12 +27,17 @@
 
 namespace pagellm::cpu {
 
+enum class WeightLayout { Rows, Rows16 };
+
 struct WeightMatrix {
   DType type = DType::F32;
   int64_t n_in = 0;   // elements per row (the reduction dimension)
   int64_t n_out = 0;  // rows
   const void* data = nullptr;
-  size_t row_stride = 0;  // bytes between row starts (>= dtype_row_bytes(type, n_in))
+  // Rows: bytes between row starts (>= dtype_row_bytes(type, n_in)).
+  // Rows16: packed_group_bytes(type, n_in).
+  size_t row_stride = 0;
+  WeightLayout layout = WeightLayout::Rows;
 };
 
 // Reusable working memory, so steady-state calls do not allocate. Not shared
@@ -56,7 +63,8 @@ class MatmulScratch {
 // weight matrices sharing n_in and dot type (e.g. the Q, K, V projections).
 struct ActivationRows {
   DType dot_type = DType::F32;
-  int64_t n = 0;  // elements per row
+  WeightLayout for_layout = WeightLayout::Rows;  // Rows16: split Q8_0 rows
+  int64_t n = 0;                                 // elements per row
   int64_t rows = 0;
   const void* data = nullptr;
   size_t row_stride = 0;  // bytes
@@ -72,6 +80,14 @@ ActivationRows quantize_activations(DType weight_type, const float* x, int64_t x
 // Y[t * y_stride + r] = dot(W row r, activation row t), t < x.rows, r < w.n_out.
 void matmul(const WeightMatrix& w, const ActivationRows& x, float* y, int64_t y_stride,
             ThreadPool& pool, CpuIsa isa = best_isa());
+
+// Activations for the weight matrix w (its type and layout; n = w.n_in).
+ActivationRows quantize_activations(const WeightMatrix& w, const float* x, int64_t x_stride,
+                                    int64_t rows, ThreadPool& pool, MatmulScratch& scratch,
+                                    CpuIsa isa = best_isa());
+
+// Bytes of one activation row for w in the scratch (64-byte aligned rows).
+size_t activation_stride(const WeightMatrix& w);
 
 // quantize_activations followed by matmul.
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t rows, float* y,

@@ -1,0 +1,304 @@
+// Rows16 (packed_weights.h) Q4_0 / Q8_0 weights times split Q8_0 activations
+// (activation_quant.h). For weight row r, activation row c and block b:
+//   I      = sum over the block of q_w * q_x, exact in int32
+//            (VNNI: codes (u8) times q_x, plus -offset * sum(q_x) from the row)
+//   acc_rc = fma(float(I), d_w * d_x, acc_rc)         blocks in order, from 0
+// and the output is acc_rc: one float chain per output, kept in one lane of a
+// register that holds 16 (AVX-512) or 8 (AVX2) rows. The scalar, AVX2 and
+// AVX-512 variants compute exactly this and agree bit for bit, whatever the
+// batch size (columns are only ever grouped, never mixed).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/dot_kernels.h"
+#include "backend/cpu/packed_weights.h"
+#include "backend/cpu/simd.h"
+#include "tensor/blocks.h"
+#include "tensor/fp16.h"
+
+namespace pagellm::cpu::detail {
+
+namespace {
+
+template <DType T>
+struct Traits;
+template <>
+struct Traits<DType::Q4_0> {
+  static constexpr size_t kCodeBytes = 256;
+  static constexpr int kOffset = 8;
+};
+template <>
+struct Traits<DType::Q8_0> {
+  static constexpr size_t kCodeBytes = 512;
+  static constexpr int kOffset = 128;
+};
+
+// Few columns (decode) stream weights from memory: hint the L2 this far ahead
+// of the block being read (the matrix is one sequential stream per thread).
+constexpr size_t kPrefetchBytes = 2048;
+
+// Pointers into one split activation row.
+struct XRow {
+  const int8_t* qs;
+  const float* d;
+  const int32_t* sum;
+};
+inline XRow x_row(const uint8_t* x, int64_t n) {
+  XRow r;
+  r.qs = reinterpret_cast<const int8_t*>(x);
+  r.d = reinterpret_cast<const float*>(x + n);
+  r.sum = reinterpret_cast<const int32_t*>(x + n + 4 * (n / 32));
+  return r;
+}
+
+// ---- scalar reference ----------------------------------------------------------
+
+template <DType T>
+int code_of(const uint8_t* block_codes, int k, int lane, int j) {
+  if constexpr (T == DType::Q4_0) {
+    const uint8_t v = block_codes[64 * (k % 4) + 4 * lane + j];
+    return k < 4 ? (v & 15) : (v >> 4);
+  } else {
+    return block_codes[64 * k + 4 * lane + j];
+  }
+}
+
+template <DType T>
+void packed_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x,
+                   size_t xs, int64_t cols, float* out, int64_t os) {
+  constexpr size_t C = Traits<T>::kCodeBytes;
+  const int64_t nb = n / 32;
+  for (int64_t g = 0; g * kPackRows < rows; ++g) {
+    const uint8_t* codes = w + static_cast<size_t>(g) * gb;
+    const uint8_t* scales = codes + static_cast<size_t>(nb) * C;
+    for (int64_t c = 0; c < cols; ++c) {
+      const XRow xr = x_row(x + static_cast<size_t>(c) * xs, n);
+      float acc[kPackRows] = {};
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* bc = codes + static_cast<size_t>(b) * C;
+        const int8_t* q = xr.qs + 32 * b;
+        for (int lane = 0; lane < kPackRows; ++lane) {
+          int32_t I = -Traits<T>::kOffset * xr.sum[b];
+          for (int k = 0; k < 8; ++k)
+            for (int j = 0; j < 4; ++j) I += code_of<T>(bc, k, lane, j) * q[4 * k + j];
+          f16_t h;
+          std::memcpy(&h, scales + 32 * b + 2 * lane, 2);
+          const float s = fp16_to_fp32(h) * xr.d[b];
+          acc[lane] = std::fma(static_cast<float>(I), s, acc[lane]);
+        }
+      }
+      for (int lane = 0; lane < kPackRows; ++lane) {
+        const int64_t r = g * kPackRows + lane;
+        if (r < rows) out[c * os + r] = acc[lane];
+      }
+    }
+  }
+}
+
+// Columns in tiles of kCols, the tail with a tile of its exact width; column
+// chunks of kColChunk outermost so their activations stay in L2 while the
+// weight groups pass by.
+template <class K>
+void drive(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
+           int64_t cols, float* out, int64_t os) {
+  constexpr int64_t kColChunk = 64;
+  const int64_t groups = (rows + kPackRows - 1) / kPackRows;
+  for (int64_t c0 = 0; c0 < cols; c0 += kColChunk) {
+    const int64_t cc = std::min(kColChunk, cols - c0);
+    for (int64_t g = 0; g < groups; ++g) {
+      const int valid = static_cast<int>(std::min<int64_t>(kPackRows, rows - g * kPackRows));
+      const uint8_t* wg = w + static_cast<size_t>(g) * gb;
+      float* og = out + c0 * os + g * kPackRows;
+      const uint8_t* xc = x + static_cast<size_t>(c0) * xs;
+      int64_t c = 0;
+      for (; c + K::kCols <= cc; c += K::kCols)
+        K::template group<K::kCols>(n, wg, xc + c * xs, xs, og + c * os, os, valid);
+      K::tail(static_cast<int>(cc - c), n, wg, xc + c * xs, xs, og + c * os, os, valid);
+    }
+  }
+}
+
+// Dispatches a tail of 0 < left < kCols columns to group<left>.
+template <class K, int CB>
+void tail_of(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+             int64_t os, int valid) {
+  if constexpr (CB > 0) {
+    if (left == CB) return K::template group<CB>(n, wg, x, xs, out, os, valid);
+    tail_of<K, CB - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+}
+
+#if PAGELLM_HAVE_AVX512
+// ---- AVX-512 VNNI: one zmm = 16 rows ------------------------------------------
+
+template <DType T>
+struct Avx512 {
+  static constexpr int kCols = 8;
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* codes, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    constexpr size_t C = Traits<T>::kCodeBytes;
+    const int64_t nb = n / 32;
+    const auto* scales = reinterpret_cast<const __m256i*>(codes + static_cast<size_t>(nb) * C);
+    XRow xr[CB];
+    for (int c = 0; c < CB; ++c) xr[c] = x_row(x + static_cast<size_t>(c) * xs, n);
+    __m512 acc[CB];
+    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* bc = codes + static_cast<size_t>(b) * C;
+      if constexpr (CB <= 2)
+        for (size_t l = 0; l < C; l += 64) simd::prefetch(bc + kPrefetchBytes + l);
+      __m512i A[8];
+      if constexpr (T == DType::Q4_0) {
+        const __m512i m4 = _mm512_set1_epi8(15);
+        for (int k = 0; k < 4; ++k) {
+          const __m512i v = _mm512_loadu_si512(bc + 64 * k);
+          A[k] = _mm512_and_si512(v, m4);
+          A[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+      } else {
+        for (int k = 0; k < 8; ++k) A[k] = _mm512_loadu_si512(bc + 64 * k);
+      }
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales + b));
+      for (int c = 0; c < CB; ++c) {
+        const int8_t* q = xr[c].qs + 32 * b;
+        __m512i I = _mm512_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]);
+        if constexpr (CB <= 2) {
+          // Few columns: two independent chains so the dpbusd latency hides.
+          __m512i J = _mm512_setzero_si512();
+          for (int k = 0; k < 8; k += 2) {
+            I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
+            J = _mm512_dpbusd_epi32(J, A[k + 1], _mm512_set1_epi32(simd::load_u32(q + 4 * k + 4)));
+          }
+          I = _mm512_add_epi32(I, J);
+        } else {
+          for (int k = 0; k < 8; ++k)
+            I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
+        }
+        const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xr[c].d[b]));
+        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), s, acc[c]);
+      }
+    }
+    const __mmask16 mask = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
+    for (int c = 0; c < CB; ++c) _mm512_mask_storeu_ps(out + c * os, mask, acc[c]);
+  }
+
+  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+                   int64_t os, int valid) {
+    tail_of<Avx512, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+};
+#endif  // PAGELLM_HAVE_AVX512
+
+#if PAGELLM_HAVE_AVX2
+// ---- AVX2: one ymm = 8 rows, a group is two halves ----------------------------
+
+template <DType T>
+struct Avx2 {
+  static constexpr int kCols = 4;
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* codes, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    for (int half = 0; half < 2 && 8 * half < valid; ++half)
+      half_group<CB>(n, codes, half, x, xs, out + 8 * half, os, valid - 8 * half);
+  }
+
+  template <int CB>
+  static void half_group(int64_t n, const uint8_t* codes, int half, const uint8_t* x, size_t xs,
+                         float* out, int64_t os, int valid) {
+    constexpr size_t C = Traits<T>::kCodeBytes;
+    const int64_t nb = n / 32;
+    const uint8_t* scales = codes + static_cast<size_t>(nb) * C + 16 * half;
+    XRow xr[CB];
+    for (int c = 0; c < CB; ++c) xr[c] = x_row(x + static_cast<size_t>(c) * xs, n);
+    __m256 acc[CB];
+    for (int c = 0; c < CB; ++c) acc[c] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* bc = codes + static_cast<size_t>(b) * C + 32 * half;
+      __m256i A[8];
+      if constexpr (T == DType::Q4_0) {
+        const __m256i m4 = _mm256_set1_epi8(15);
+        for (int k = 0; k < 4; ++k) {
+          const __m256i v = simd::load256(bc + 64 * k);
+          A[k] = _mm256_and_si256(v, m4);
+          A[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        }
+      } else {
+        // Signed codes again: |w| * (x with w's sign) keeps maddubs' int16
+        // pair sums in range (128 * 127 * 2 < 2^15).
+        for (int k = 0; k < 8; ++k)
+          A[k] = _mm256_xor_si256(simd::load256(bc + 64 * k), _mm256_set1_epi8(-128));
+      }
+      const __m256 dw =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 32 * b)));
+      for (int c = 0; c < CB; ++c) {
+        const int8_t* q = xr[c].qs + 32 * b;
+        __m256i I;
+        if constexpr (T == DType::Q4_0) {
+          I = _mm256_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]);
+          for (int k = 0; k < 8; ++k) {
+            const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * k)));
+            I = _mm256_add_epi32(I, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], y), ones));
+          }
+        } else {
+          I = _mm256_setzero_si256();
+          for (int k = 0; k < 8; ++k) {
+            const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * k)));
+            const __m256i p =
+                _mm256_maddubs_epi16(_mm256_abs_epi8(A[k]), _mm256_sign_epi8(y, A[k]));
+            I = _mm256_add_epi32(I, _mm256_madd_epi16(p, ones));
+          }
+        }
+        const __m256 s = _mm256_mul_ps(dw, _mm256_set1_ps(xr[c].d[b]));
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), s, acc[c]);
+      }
+    }
+    if (valid >= 8) {
+      for (int c = 0; c < CB; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
+    } else {
+      for (int c = 0; c < CB; ++c) {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, acc[c]);
+        std::memcpy(out + c * os, tmp, sizeof(float) * static_cast<size_t>(valid));
+      }
+    }
+  }
+
+  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+                   int64_t os, int valid) {
+    tail_of<Avx2, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+};
+#endif  // PAGELLM_HAVE_AVX2
+
+template <DType T>
+PackedTileFn packed_for(CpuIsa isa) {
+#if PAGELLM_HAVE_AVX512
+  if (isa == CpuIsa::Avx512) return drive<Avx512<T>>;
+#endif
+#if PAGELLM_HAVE_AVX2
+  if (isa == CpuIsa::Avx2) return drive<Avx2<T>>;
+#endif
+  if (isa == CpuIsa::Scalar) return packed_scalar<T>;
+  return nullptr;
+}
+
+}  // namespace
+
+PackedTileFn packed_tile_fn(DType wtype, CpuIsa isa) {
+  switch (wtype) {
+    case DType::Q4_0:
+      return packed_for<DType::Q4_0>(isa);
+    case DType::Q8_0:
+      return packed_for<DType::Q8_0>(isa);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace pagellm::cpu::detail

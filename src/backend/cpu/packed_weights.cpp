@@ -1,0 +1,113 @@
+#include "backend/cpu/packed_weights.h"
+
+#include <cstring>
+#include <string>
+
+#include "tensor/blocks.h"
+#include "util/error.h"
+
+namespace pagellm::cpu {
+
+namespace {
+
+// Code bytes per block per group (C in the header).
+size_t code_bytes(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+      return 256;
+    case DType::Q8_0:
+      return 512;
+    default:
+      throw Error(std::string("no Rows16 layout for weight type ") + dtype_name(t));
+  }
+}
+
+int64_t blocks_of(int64_t n_in) {
+  if (n_in <= 0 || n_in % 32 != 0)
+    throw Error("Rows16 layout: row length " + std::to_string(n_in) +
+                " is not a positive multiple of 32");
+  return n_in / 32;
+}
+
+}  // namespace
+
+bool packable(DType t) {
+  return t == DType::Q4_0 || t == DType::Q8_0;
+}
+
+size_t packed_group_bytes(DType t, int64_t n_in) {
+  return static_cast<size_t>(blocks_of(n_in)) * (code_bytes(t) + 32);
+}
+
+size_t packed_bytes(DType t, int64_t n_in, int64_t n_out) {
+  const int64_t groups = (n_out + kPackRows - 1) / kPackRows;
+  return packed_group_bytes(t, n_in) * static_cast<size_t>(groups);
+}
+
+void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t src_stride,
+                 void* dst) {
+  const size_t C = code_bytes(t);
+  const int64_t nb = blocks_of(n_in);
+  const size_t gbytes = packed_group_bytes(t, n_in);
+  const int64_t groups = (n_out + kPackRows - 1) / kPackRows;
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < groups; ++g) {
+    uint8_t* codes = d + static_cast<size_t>(g) * gbytes;
+    uint8_t* scales = codes + static_cast<size_t>(nb) * C;
+    for (int lane = 0; lane < kPackRows; ++lane) {
+      const int64_t r = g * kPackRows + lane;
+      const uint8_t* row = r < n_out ? s + static_cast<size_t>(r) * src_stride : nullptr;
+      for (int64_t b = 0; b < nb; ++b) {
+        uint8_t* cb = codes + static_cast<size_t>(b) * C;
+        f16_t scale = 0;
+        if (t == DType::Q4_0) {
+          uint8_t qs[16] = {};
+          if (row) {
+            const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+            std::memcpy(qs, blk->qs, 16);
+            std::memcpy(&scale, &blk->d, 2);
+          }
+          for (int k = 0; k < 4; ++k) std::memcpy(cb + 64 * k + 4 * lane, qs + 4 * k, 4);
+        } else {
+          uint8_t qs[32];
+          std::memset(qs, 0x80, sizeof qs);  // padding rows: code 128 = value 0
+          if (row) {
+            const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+            for (int j = 0; j < 32; ++j) qs[j] = static_cast<uint8_t>(blk->qs[j] + 128);
+            std::memcpy(&scale, &blk->d, 2);
+          }
+          for (int k = 0; k < 8; ++k) std::memcpy(cb + 64 * k + 4 * lane, qs + 4 * k, 4);
+        }
+        std::memcpy(scales + static_cast<size_t>(b) * 32 + 2 * lane, &scale, 2);
+      }
+    }
+  }
+}
+
+void unpack_row16(DType t, int64_t n_in, const void* packed, int64_t r, void* dst) {
+  const size_t C = code_bytes(t);
+  const int64_t nb = blocks_of(n_in);
+  const int64_t g = r / kPackRows;
+  const int lane = static_cast<int>(r % kPackRows);
+  const auto* codes =
+      static_cast<const uint8_t*>(packed) + static_cast<size_t>(g) * packed_group_bytes(t, n_in);
+  const uint8_t* scales = codes + static_cast<size_t>(nb) * C;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* cb = codes + static_cast<size_t>(b) * C;
+    const uint8_t* sc = scales + static_cast<size_t>(b) * 32 + 2 * lane;
+    if (t == DType::Q4_0) {
+      auto* blk = static_cast<BlockQ4_0*>(dst) + b;
+      std::memcpy(&blk->d, sc, 2);
+      for (int k = 0; k < 4; ++k) std::memcpy(blk->qs + 4 * k, cb + 64 * k + 4 * lane, 4);
+    } else {
+      auto* blk = static_cast<BlockQ8_0*>(dst) + b;
+      std::memcpy(&blk->d, sc, 2);
+      for (int k = 0; k < 8; ++k)
+        for (int j = 0; j < 4; ++j)
+          blk->qs[4 * k + j] = static_cast<int8_t>(cb[64 * k + 4 * lane + j] - 128);
+    }
+  }
+}
+
+}  // namespace pagellm::cpu

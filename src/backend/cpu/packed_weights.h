@@ -1,0 +1,54 @@
+// The Rows16 weight layout: Q4_0 and Q8_0 matrices repacked once at load so
+// that one 512-bit register holds the same four codes of 16 consecutive rows.
+// An integer dot product instruction (VNNI vpdpbusd) then yields the exact
+// block sums of 16 rows at once, one row per 32-bit lane, and the float scale
+// and accumulation run lane-wise: no horizontal sums, no per-row shuffles.
+//
+// Rows are taken 16 at a time ("groups"; the last group is padded with rows
+// of zeros). With nb = n_in / 32 blocks per row, group g occupies
+// group_bytes = nb * (C + 32) bytes at data + g * group_bytes:
+//
+//   codes   nb * C bytes, block b at b * C, as C / 64 chunks of 64 bytes;
+//           chunk byte 4 * lane + j belongs to row (16g + lane)
+//   scales  nb * 32 bytes after the codes: block b's 16 f16 scales (d of each
+//           row, lane order) at nb * C + b * 32
+//
+//   Q4_0 (C = 256): chunk k (0..3) byte 4*lane+j = the row's qs[4k + j], i.e.
+//        element 4k+j in the low nibble and element 16+4k+j in the high one;
+//        codes are unsigned 0..15, value = d * (code - 8).
+//   Q8_0 (C = 512): chunk k (0..7) byte 4*lane+j = the row's qs[4k + j] + 128
+//        (as u8), value = d * (code - 128).
+//
+// Every block of 32 elements therefore is 8 "dword groups" of 4 elements:
+// group k (elements 4k..4k+3) is chunk k for Q8_0, and the low (k < 4) or
+// high (k >= 4) nibbles of chunk k % 4 for Q4_0. A group is exactly the bytes
+// the row-major layout stores, so packing is lossless (unpack_row16 inverts it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace pagellm::cpu {
+
+constexpr int kPackRows = 16;
+
+// Types with a Rows16 layout.
+bool packable(DType t);
+
+// Bytes per 16-row group (n_in a multiple of 32) and of the whole matrix.
+size_t packed_group_bytes(DType t, int64_t n_in);
+size_t packed_bytes(DType t, int64_t n_in, int64_t n_out);
+
+// Writes the Rows16 form of n_out rows (row r at src + r * src_stride, in
+// tensor/blocks.h layout) to dst (packed_bytes bytes). Throws Error for a type
+// that is not packable or n_in not a multiple of 32.
+void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t src_stride,
+                 void* dst);
+
+// Row r of a packed matrix back in tensor/blocks.h layout (dtype_row_bytes
+// bytes at dst).
+void unpack_row16(DType t, int64_t n_in, const void* packed, int64_t r, void* dst);
+
+}  // namespace pagellm::cpu

@@ -1,0 +1,193 @@
+// Rows16 weights (packed_weights.h) and their matmul kernels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/activation_quant.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/packed_weights.h"
+#include "backend/kernel_test_util.h"
+#include "tensor/blocks.h"
+#include "tensor/fp16.h"
+#include "util/error.h"
+
+namespace pagellm::cpu {
+namespace {
+
+using test::make_weights;
+using test::random_floats;
+using test::WeightFill;
+
+struct Packed {
+  DType type;
+  int64_t n_in, n_out;
+  std::unique_ptr<uint8_t, decltype(&std::free)> bytes{nullptr, &std::free};
+  WeightMatrix view() const {
+    return {type, n_in, n_out, bytes.get(), packed_group_bytes(type, n_in), WeightLayout::Rows16};
+  }
+};
+
+Packed pack(const test::TestWeights& w) {
+  Packed p{w.type, w.n, w.rows};
+  const size_t bytes = packed_bytes(w.type, w.n, w.rows);
+  p.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) & ~size_t{63})));
+  pack_rows16(w.type, w.n, w.rows, w.bytes.data(), w.stride, p.bytes.get());
+  return p;
+}
+
+const DType kTypes[] = {DType::Q4_0, DType::Q8_0};
+
+TEST(PackedWeights, RoundTripsEveryRow) {
+  for (DType t : kTypes) {
+    for (int64_t n_out : {1, 16, 37}) {
+      const int64_t n = 96;  // 3 blocks: an odd block count
+      auto w = make_weights(t, n_out, n, 3, WeightFill::RandomBytes, 5);
+      Packed p = pack(w);
+      std::vector<uint8_t> row(dtype_row_bytes(t, n));
+      for (int64_t r = 0; r < n_out; ++r) {
+        unpack_row16(t, n, p.bytes.get(), r, row.data());
+        ASSERT_EQ(0, std::memcmp(row.data(), w.row(r), row.size()))
+            << dtype_name(t) << " n_out " << n_out << " row " << r;
+      }
+    }
+  }
+}
+
+TEST(PackedWeights, RejectsOtherTypesAndLengths) {
+  EXPECT_FALSE(packable(DType::Q4_K));
+  EXPECT_TRUE(packable(DType::Q4_0));
+  EXPECT_THROW(packed_bytes(DType::F16, 64, 16), Error);
+  EXPECT_THROW(packed_bytes(DType::Q8_0, 40, 16), Error);
+}
+
+// The contract, written out independently of the kernels from the row-major
+// weights and Q8_0 activation blocks: acc = fma(float(exact block dot),
+// d_w * d_x, acc) over the blocks in order.
+float expected_dot(DType t, const uint8_t* wrow, const BlockQ8_0* xb, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    int32_t I = 0;
+    float dw;
+    if (t == DType::Q4_0) {
+      const auto* blk = reinterpret_cast<const BlockQ4_0*>(wrow) + b;
+      for (int j = 0; j < 16; ++j) {
+        I += ((blk->qs[j] & 15) - 8) * xb[b].qs[j];
+        I += ((blk->qs[j] >> 4) - 8) * xb[b].qs[j + 16];
+      }
+      dw = fp16_to_fp32(blk->d);
+    } else {
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(wrow) + b;
+      for (int j = 0; j < 32; ++j) I += blk->qs[j] * xb[b].qs[j];
+      dw = fp16_to_fp32(blk->d);
+    }
+    const float s = dw * fp16_to_fp32(xb[b].d);
+    acc = std::fma(static_cast<float>(I), s, acc);
+  }
+  return acc;
+}
+
+std::vector<float> run(const Packed& p, const std::vector<float>& x, int64_t first, int64_t count,
+                       int threads, CpuIsa isa) {
+  ThreadPool pool(threads);
+  MatmulScratch scratch;
+  const int64_t ys = p.n_out + 3;
+  std::vector<float> y(static_cast<size_t>(count * ys), -9.0f);
+  matmul(p.view(), x.data() + first * p.n_in, p.n_in, count, y.data(), ys, pool, scratch, isa);
+  std::vector<float> out(static_cast<size_t>(count * p.n_out));
+  for (int64_t t = 0; t < count; ++t) {
+    for (int64_t r = 0; r < p.n_out; ++r) out[t * p.n_out + r] = y[t * ys + r];
+    for (int64_t r = p.n_out; r < ys; ++r) EXPECT_EQ(y[t * ys + r], -9.0f);  // untouched
+  }
+  return out;
+}
+
+// Every variant gives exactly the contract's value, for every output, with
+// random codes and scales, a padded last group and T from 1 to 21.
+TEST(PackedMatmul, EveryVariantMatchesTheContractBitForBit) {
+  for (DType t : kTypes) {
+    const int64_t n = 160, n_out = 37, T = 21;
+    auto w = make_weights(t, n_out, n, 11, WeightFill::RandomBytes, 4);
+    Packed p = pack(w);
+    auto x = random_floats(static_cast<size_t>(T * n), 12);
+    std::vector<BlockQ8_0> xq(static_cast<size_t>(T * n / 32));
+    for (int64_t c = 0; c < T; ++c)
+      quantize_activation_row(t, x.data() + c * n, xq.data() + c * (n / 32), n, CpuIsa::Scalar);
+    for (CpuIsa isa : available_isas()) {
+      for (int64_t count : {int64_t{1}, int64_t{3}, int64_t{9}, T}) {
+        auto y = run(p, x, 0, count, 2, isa);
+        for (int64_t c = 0; c < count; ++c)
+          for (int64_t r = 0; r < n_out; ++r) {
+            const float e = expected_dot(t, w.row(r), xq.data() + c * (n / 32), n);
+            ASSERT_EQ(fp32_to_bits(y[c * n_out + r]), fp32_to_bits(e))
+                << dtype_name(t) << " " << isa_name(isa) << " T=" << count << " col " << c
+                << " row " << r;
+          }
+      }
+    }
+  }
+}
+
+// Close to the double-precision product of the dequantized weights and X.
+TEST(PackedMatmul, CloseToDoubleReference) {
+  ThreadPool pool(2);
+  for (DType t : kTypes) {
+    const int64_t n = 512, n_out = 48, T = 5;
+    auto w = make_weights(t, n_out, n, 8, WeightFill::Quantized);
+    Packed p = pack(w);
+    auto x = random_floats(static_cast<size_t>(T * n), 9);
+    auto y = run(p, x, 0, T, 2, best_isa());
+    for (int64_t c = 0; c < T; ++c)
+      for (int64_t r = 0; r < n_out; ++r) {
+        const auto wf = test::dequant(t, w.row(r), n);
+        double ref = 0, mag = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          ref += wf[i] * x[c * n + i];
+          mag += std::fabs(wf[i] * x[c * n + i]);
+        }
+        ASSERT_NEAR(y[c * n_out + r], ref, 0.01 * mag) << dtype_name(t) << " row " << r;
+      }
+  }
+}
+
+// One output row is the same bit for bit alone, in a batch of 70 (more than
+// one column chunk) and with 1 to 3 threads.
+TEST(PackedMatmul, BatchInvariance) {
+  for (DType t : kTypes) {
+    const int64_t n = 256, n_out = 80, T = 70;
+    auto w = make_weights(t, n_out, n, 21, WeightFill::Quantized);
+    Packed p = pack(w);
+    auto x = random_floats(static_cast<size_t>(T * n), 22);
+    for (CpuIsa isa : available_isas()) {
+      const auto full = run(p, x, 0, T, 2, isa);
+      for (int64_t first : {0, 5, 64, 69})
+        for (int threads : {1, 3}) {
+          const auto one = run(p, x, first, 1, threads, isa);
+          for (int64_t r = 0; r < n_out; ++r)
+            ASSERT_EQ(fp32_to_bits(one[r]), fp32_to_bits(full[first * n_out + r]))
+                << dtype_name(t) << " " << isa_name(isa) << " col " << first << " row " << r;
+        }
+    }
+  }
+}
+
+TEST(PackedMatmul, RejectsActivationsOfTheOtherLayout) {
+  auto w = make_weights(DType::Q8_0, 16, 64, 1, WeightFill::Quantized);
+  Packed p = pack(w);
+  auto x = random_floats(64, 2);
+  ThreadPool pool(1);
+  MatmulScratch scratch;
+  std::vector<float> y(16);
+  ActivationRows rows = quantize_activations(DType::Q8_0, x.data(), 64, 1, 64, pool, scratch);
+  EXPECT_THROW(matmul(p.view(), rows, y.data(), 16, pool), Error);
+  MatmulScratch scratch2;
+  ActivationRows split = quantize_activations(p.view(), x.data(), 64, 1, pool, scratch2);
+  WeightMatrix plain{DType::Q8_0, 64, 16, w.bytes.data(), w.stride};
+  EXPECT_THROW(matmul(plain, split, y.data(), 16, pool), Error);
+}
+
+}  // namespace
+}  // namespace pagellm::cpu
