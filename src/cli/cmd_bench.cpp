@@ -2,12 +2,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
 #include "engine/bench_runner.h"
+#include "engine/roofline.h"
 #include "util/error.h"
 #include "util/memory_stats.h"
 
@@ -21,8 +23,69 @@ struct BenchArgs {
   BenchSpec spec;
   bool no_prefix_cache = false;
   bool json = false;
+  bool roofline = false;
   bool plan_max_num_seqs_given = false;
 };
+
+int run_roofline_cmd(BenchArgs a) {
+  const RooflineSpec spec;
+  int32_t longest = spec.batch_prompt + spec.batch_gen;
+  for (int32_t len : spec.prefill_lens) longest = std::max(longest, len + 1);
+  if (a.plan.max_seq_len == 0) {
+    const int64_t bs = a.plan.block_size;
+    a.plan.max_seq_len = (longest + bs - 1) / bs * bs;
+  }
+  if (!a.plan_max_num_seqs_given) a.plan.max_num_seqs = 64;
+  EngineSetup setup = setup_engine(a.model, a.plan, /*log_plan=*/!a.json);
+  EngineConfig cfg = setup.config;
+  cfg.prefix_caching = false;  // every prompt is computed
+  Engine engine(*setup.model, *setup.tokenizer, *setup.pool, cfg);
+  const uint64_t wbytes = setup.model->weights().streamed_bytes_per_token();
+  const bool tty = ::isatty(STDERR_FILENO) && !a.json;
+  RooflineResult r = run_roofline(engine, *setup.pool, setup.model->hparams().n_vocab, wbytes, spec,
+                                  [&](const std::string& what) {
+                                    if (tty)
+                                      std::fprintf(stderr, "measuring %s...\n", what.c_str());
+                                  });
+  if (a.json) {
+    nlohmann::json pre = nlohmann::json::array(), bat = nlohmann::json::array();
+    for (const auto& p : r.prefill)
+      pre.push_back({{"prompt_len", p.prompt_len}, {"tokens_per_s", p.tokens_per_s}});
+    for (const auto& b : r.batched)
+      bat.push_back({{"concurrency", b.concurrency},
+                     {"generated_tokens_per_s", b.generated_tokens_per_s},
+                     {"decode_tokens_per_s", b.decode_tokens_per_s}});
+    nlohmann::json j = {{"threads", setup.pool->size()},
+                        {"read_bandwidth_bytes_per_s", r.bandwidth.read_bytes_per_s},
+                        {"triad_bandwidth_bytes_per_s", r.bandwidth.triad_bytes_per_s},
+                        {"weight_bytes_per_token", r.weight_bytes_per_token},
+                        {"decode_tokens_per_s", r.decode_tokens_per_s},
+                        {"decode_ceiling_tokens_per_s", r.decode_ceiling_tokens_per_s},
+                        {"decode_fraction_of_ceiling", r.decode_fraction},
+                        {"prefill", pre},
+                        {"batched", bat},
+                        {"peak_rss_bytes", peak_rss_bytes()}};
+    std::puts(j.dump().c_str());
+    return 0;
+  }
+  fmt::print("memory bandwidth ({} threads): read {:.1f} GB/s, triad {:.1f} GB/s\n",
+             setup.pool->size(), r.bandwidth.read_bytes_per_s / 1e9,
+             r.bandwidth.triad_bytes_per_s / 1e9);
+  fmt::print("weights streamed per decoded token: {:.1f} MiB\n",
+             static_cast<double>(r.weight_bytes_per_token) / (1 << 20));
+  fmt::print("decode, batch 1: {:.1f} tok/s of a {:.1f} tok/s ceiling ({:.0f}%)\n",
+             r.decode_tokens_per_s, r.decode_ceiling_tokens_per_s, r.decode_fraction * 100);
+  for (const auto& p : r.prefill)
+    fmt::print("prefill, prompt {}: {:.1f} tok/s\n", p.prompt_len, p.tokens_per_s);
+  const double base = r.batched.empty() ? 0 : r.batched.front().decode_tokens_per_s;
+  for (const auto& b : r.batched)
+    fmt::print(
+        "concurrency {:>3}: {:7.1f} generated tok/s end to end, decode {:7.1f} tok/s ({:.1f}x "
+        "batch 1)\n",
+        b.concurrency, b.generated_tokens_per_s, b.decode_tokens_per_s,
+        base > 0 ? b.decode_tokens_per_s / base : 0.0);
+  return 0;
+}
 
 int run_bench_cmd(BenchArgs a) {
   const BenchSpec& s = a.spec;
@@ -108,10 +171,13 @@ Runner add_bench(CLI::App& app) {
   sub->add_option("--seed", a->spec.seed, "Seed of the random prompts");
   sub->add_flag("--no-prefix-cache", a->no_prefix_cache, "Disable prefix caching");
   sub->add_flag("--json", a->json, "Print one JSON object");
+  sub->add_flag("--roofline", a->roofline,
+                "Measure memory bandwidth, decode against its ceiling, prefill (128, 512) and "
+                "batched decode at concurrency 1/4/16/64 (ignores the load flags)");
   return [a, sub] {
     BenchArgs args = *a;
     args.plan_max_num_seqs_given = sub->count("--max-num-seqs") > 0;
-    return run_bench_cmd(args);
+    return args.roofline ? run_roofline_cmd(args) : run_bench_cmd(args);
   };
 }
 

@@ -51,6 +51,12 @@ uint64_t ModelWeights::repack(GgufFile& f, bool lock) {
   return total;
 }
 
+uint64_t ModelWeights::streamed_bytes_per_token() const {
+  uint64_t b = output.bytes();
+  for (const LayerWeights& L : layers) b += L.bytes();
+  return b;
+}
+
 uint64_t LayerWeights::bytes() const {
   return wq.bytes() + wk.bytes() + wv.bytes() + wo.bytes() + w_gate.bytes() + w_up.bytes() +
          w_down.bytes();

@@ -55,6 +55,10 @@ struct ModelWeights {
   // Finds and checks every tensor; throws FormatError naming the tensor.
   static ModelWeights load(const GgufFile& f, const ModelHParams& hp);
 
+  // Bytes of the matrices one decode step streams: every layer matrix and the
+  // output projection once.
+  uint64_t streamed_bytes_per_token() const;
+
   // Repacks every layer matrix (and an untied output) of a packable type into
   // owned Rows16 memory and releases the file's pages of the originals; with
   // `lock` the new memory is mlock'ed. Returns the bytes repacked. The token

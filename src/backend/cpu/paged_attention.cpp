@@ -1,14 +1,14 @@
 #include "backend/cpu/paged_attention.h"
 
+#include "backend/cpu/simd.h"  // first: wraps <immintrin.h>
+
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "tensor/blocks.h"
 #include "tensor/fp16.h"
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
 
 namespace pagellm {
 
@@ -51,9 +51,124 @@ inline float dot(const float* a, const float* b, int n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
 }
 
+#if defined(__AVX512F__)
+// exp(x) for 16 floats: x = n ln2 + r (|r| <= ln2 / 2), e^r by a degree-6
+// polynomial (relative error ~2e-7), times 2^n by vscalefps. exp(-inf) = 0.
+inline __m512 exp16(__m512 x) {
+  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
+  const __m512 ln2_hi = _mm512_set1_ps(0.693359375f);
+  const __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // below: result 0 (denormal flush)
+  x = _mm512_min_ps(x, _mm512_set1_ps(88.7f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT);
+  __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
+  r = _mm512_fnmadd_ps(n, ln2_lo, r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// Positions are taken kChunk at a time (chunks start at position 0, so a
+// token's chunks never depend on the batch): the chunk's K and V rows are
+// widened to f32, its scores computed (one dot per head, fixed order), then
+// one online-softmax update per chunk: m' = max(m, chunk max), acc and l
+// rescaled by exp(m - m'), and the chunk's exp(s - m') weights folded in
+// position by position.
+constexpr int kChunk = 16;
+
+void attention_avx512(const PagedAttentionArgs& a, ThreadPool& pool) {
+  const int group = a.n_heads / a.n_kv_heads;
+  const int d = a.head_dim;
+  const int dv = (d + 15) / 16;  // zmm per head row
+  const __mmask16 tail = d % 16 == 0 ? __mmask16(0xFFFF) : __mmask16((1u << (d % 16)) - 1);
+  const int64_t work = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads;
+  const int dpad = dv * 16;
+
+  pool.parallel_for(work, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> kf(static_cast<size_t>(kChunk) * dpad), vf(kf.size());
+    std::vector<float> acc(static_cast<size_t>(group) * dpad), m(group), l(group);
+    alignas(64) float sc[kChunk];
+    for (int64_t w = begin; w < end; ++w) {
+      const int32_t t = static_cast<int32_t>(w / a.n_kv_heads);
+      const int32_t kvh = static_cast<int32_t>(w % a.n_kv_heads);
+      const int32_t* table = a.block_tables[a.token_seq[t]];
+      const int32_t n_ctx = a.token_pos[t] + 1;
+      const float* q0 = a.q + t * a.q_stride + static_cast<int64_t>(kvh) * group * d;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      std::fill(m.begin(), m.end(), -INFINITY);
+      std::fill(l.begin(), l.end(), 0.0f);
+      for (int32_t p0 = 0; p0 < n_ctx; p0 += kChunk) {
+        const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
+        for (int j = 0; j < cn; ++j) {
+          const int32_t p = p0 + j;
+          const int64_t slot =
+              static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
+          const int64_t row = slot * a.n_kv_heads + kvh;
+          load_row(a.k_cache, a.kv_type, row, d, kf.data() + j * dpad);
+          load_row(a.v_cache, a.kv_type, row, d, vf.data() + j * dpad);
+        }
+        for (int g = 0; g < group; ++g) {
+          const float* qg = q0 + g * d;
+          for (int j = 0; j < kChunk; ++j) {
+            if (j >= cn) {
+              sc[j] = -INFINITY;
+              continue;
+            }
+            const float* kj = kf.data() + j * dpad;
+            __m512 s = _mm512_setzero_ps();
+            for (int v = 0; v < dv; ++v) {
+              const __mmask16 mk = v == dv - 1 ? tail : __mmask16(0xFFFF);
+              s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, qg + 16 * v),
+                                  _mm512_maskz_loadu_ps(mk, kj + 16 * v), s);
+            }
+            sc[j] = _mm512_reduce_add_ps(s) * a.scale;
+          }
+          const __m512 s16 = _mm512_load_ps(sc);
+          const float cmax = _mm512_reduce_max_ps(s16);
+          float* accg = acc.data() + g * dpad;
+          if (cmax > m[g]) {
+            const float corr = std::exp(m[g] - cmax);  // 0 on the first chunk
+            l[g] *= corr;
+            const __m512 c = _mm512_set1_ps(corr);
+            for (int v = 0; v < dv; ++v)
+              _mm512_storeu_ps(accg + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(accg + 16 * v), c));
+            m[g] = cmax;
+          }
+          alignas(64) float pw[kChunk];
+          _mm512_store_ps(pw, exp16(_mm512_sub_ps(s16, _mm512_set1_ps(m[g]))));
+          float lsum = 0.0f;
+          for (int j = 0; j < cn; ++j) lsum += pw[j];
+          l[g] += lsum;
+          for (int v = 0; v < dv; ++v) {
+            __m512 o = _mm512_loadu_ps(accg + 16 * v);
+            for (int j = 0; j < cn; ++j)
+              o = _mm512_fmadd_ps(_mm512_set1_ps(pw[j]),
+                                  _mm512_loadu_ps(vf.data() + j * dpad + 16 * v), o);
+            _mm512_storeu_ps(accg + 16 * v, o);
+          }
+        }
+      }
+      for (int g = 0; g < group; ++g) {
+        float* o = a.out + t * a.out_stride + (static_cast<int64_t>(kvh) * group + g) * d;
+        const float inv = l[g] > 0 ? 1.0f / l[g] : 0.0f;
+        for (int i = 0; i < d; ++i) o[i] = acc[static_cast<size_t>(g * dpad + i)] * inv;
+      }
+    }
+  });
+}
+#endif  // __AVX512F__
+
 }  // namespace
 
 void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool) {
+#if defined(__AVX512F__)
+  attention_avx512(a, pool);
+#else
   const int group = a.n_heads / a.n_kv_heads;
   const int d = a.head_dim;
   const int64_t work = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads;
@@ -97,6 +212,7 @@ void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool) {
       }
     }
   });
+#endif
 }
 
 }  // namespace pagellm

@@ -14,7 +14,9 @@
 // Query head h reads KV head h / (n_heads / n_kv_heads).
 //
 // Each (token, head) is reduced over positions in increasing order with an
-// online softmax, so a token's output does not depend on the batch it is in.
+// online softmax (with AVX-512: in chunks of 16 positions from position 0, one
+// rescale per chunk and a vectorised exp), so a token's output does not
+// depend on the batch it is in.
 #pragma once
 
 #include <cstdint>

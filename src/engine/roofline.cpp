@@ -1,0 +1,58 @@
+#include "engine/roofline.h"
+
+#include <fmt/format.h>
+
+#include "engine/bench_runner.h"
+
+namespace pagellm {
+
+RooflineResult run_roofline(Engine& engine, ThreadPool& pool, int32_t n_vocab,
+                            uint64_t weight_bytes_per_token, const RooflineSpec& spec,
+                            const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& s) {
+    if (progress) progress(s);
+  };
+  RooflineResult r;
+  r.weight_bytes_per_token = weight_bytes_per_token;
+  say("memory bandwidth");
+  r.bandwidth = cpu::measure_bandwidth(pool);
+
+  uint64_t seed = 100;  // a new seed per run: no prompt repeats an earlier one
+  auto bench = [&](int32_t conc, int32_t prompt, int32_t gen) {
+    BenchSpec s;
+    s.concurrency = conc;
+    s.requests = conc;
+    s.prompt_len = prompt;
+    s.gen_len = gen;
+    s.seed = seed++;
+    return run_bench(engine, n_vocab, s);
+  };
+
+  say("decode, batch 1");
+  bench(1, spec.decode_prompt, 4);  // warm-up: first-touch costs, caches
+  const BenchResult d = bench(1, spec.decode_prompt, spec.decode_gen);
+  r.decode_tokens_per_s = d.itl_p50_s > 0 ? 1.0 / d.itl_p50_s : 0;
+  if (weight_bytes_per_token > 0)
+    r.decode_ceiling_tokens_per_s =
+        r.bandwidth.read_bytes_per_s / static_cast<double>(weight_bytes_per_token);
+  r.decode_fraction =
+      r.decode_ceiling_tokens_per_s > 0 ? r.decode_tokens_per_s / r.decode_ceiling_tokens_per_s : 0;
+
+  for (int32_t len : spec.prefill_lens) {
+    say(fmt::format("prefill, {} tokens", len));
+    double best = 0;
+    for (int rep = 0; rep < 2; ++rep) {
+      const BenchResult p = bench(1, len, 1);
+      if (p.ttft_p50_s > 0) best = std::max(best, len / p.ttft_p50_s);
+    }
+    r.prefill.push_back({len, best});
+  }
+  for (int32_t c : spec.concurrencies) {
+    say(fmt::format("concurrency {}", c));
+    const BenchResult b = bench(c, spec.batch_prompt, spec.batch_gen);
+    r.batched.push_back({c, b.generated_tokens_per_s, b.itl_p50_s > 0 ? c / b.itl_p50_s : 0.0});
+  }
+  return r;
+}
+
+}  // namespace pagellm

@@ -1,0 +1,59 @@
+// `pagellm bench --roofline`: where the engine stands against the machine's
+// memory bandwidth, in one run. Single-stream decode reads every weight once
+// per token, so its ceiling is bandwidth / weight bytes per token; prefill and
+// batched decode reuse each weight over many tokens and are compute-bound.
+//
+// Measured: read and triad bandwidth (backend/cpu/bandwidth.h); decode tokens/s
+// at batch 1 (1 / median inter-token latency); prefill tokens/s per prompt
+// length (prompt / time to first token); and for each concurrency C, C
+// requests at once: the aggregate generated tokens/s end to end and the
+// decode-phase rate C / median inter-token latency. Prompts are random and
+// the prefix cache should be off, so nothing is served from it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/bandwidth.h"
+#include "engine/engine.h"
+#include "util/thread_pool.h"
+
+namespace pagellm {
+
+struct RooflineSpec {
+  int32_t decode_prompt = 16;
+  int32_t decode_gen = 64;
+  std::vector<int32_t> prefill_lens = {128, 512};
+  std::vector<int32_t> concurrencies = {1, 4, 16, 64};
+  int32_t batch_prompt = 16;
+  int32_t batch_gen = 64;
+};
+
+struct RooflineResult {
+  cpu::Bandwidth bandwidth;
+  uint64_t weight_bytes_per_token = 0;
+  double decode_tokens_per_s = 0;
+  double decode_ceiling_tokens_per_s = 0;  // read bandwidth / weight bytes per token
+  double decode_fraction = 0;              // of that ceiling
+  struct Prefill {
+    int32_t prompt_len;
+    double tokens_per_s;
+  };
+  std::vector<Prefill> prefill;
+  struct Batched {
+    int32_t concurrency;
+    double generated_tokens_per_s;  // end to end, prefill included
+    double decode_tokens_per_s;     // concurrency / median inter-token latency
+  };
+  std::vector<Batched> batched;
+};
+
+// `weight_bytes_per_token`: the weights one decode step streams (every matrix
+// once). `progress(what)` names each stage as it starts (may be empty).
+RooflineResult run_roofline(Engine& engine, ThreadPool& pool, int32_t n_vocab,
+                            uint64_t weight_bytes_per_token, const RooflineSpec& spec,
+                            const std::function<void(const std::string&)>& progress = {});
+
+}  // namespace pagellm
