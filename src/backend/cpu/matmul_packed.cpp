@@ -36,8 +36,10 @@ struct Traits<DType::Q8_0> {
 };
 
 // Few columns (decode) stream weights from memory: hint the L2 this far ahead
-// of the block being read (the matrix is one sequential stream per thread).
-constexpr size_t kPrefetchBytes = 2048;
+// of the block being read (the matrix is one sequential stream of codes and one
+// of scales per thread). Measured on Zen 4, one thread, Q4_0 GEMV from DRAM:
+// 2 KiB ahead 12.7 GB/s, 8-16 KiB ahead 15-16 GB/s (row-major kernel: ~14).
+constexpr size_t kPrefetchBytes = 8192;
 
 // Pointers into one split activation row.
 struct XRow {
@@ -151,8 +153,11 @@ struct Avx512 {
     for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* bc = codes + static_cast<size_t>(b) * C;
-      if constexpr (CB <= 2)
+      if constexpr (CB <= 2) {
         for (size_t l = 0; l < C; l += 64) simd::prefetch(bc + kPrefetchBytes + l);
+        // The scales are a second stream (32 bytes a block): hint it too.
+        simd::prefetch(scales + b + kPrefetchBytes / C);
+      }
       __m512i A[8];
       if constexpr (T == DType::Q4_0) {
         const __m512i m4 = _mm512_set1_epi8(15);
