@@ -4,6 +4,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -12,6 +13,7 @@
 
 #include "tensor/convert.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace pagellm {
 
@@ -27,13 +29,22 @@ void ModelWeights::FreeDeleter::operator()(void* p) const {
 
 uint64_t ModelWeights::repack(GgufFile& f, bool lock) {
   uint64_t total = 0;
+  ThreadPool pool(ThreadPool::physical_cores());
   auto pack = [&](WeightMatrix& m) {
     if (m.layout != cpu::WeightLayout::Rows || !cpu::packable(m.type) || m.n_in % 32 != 0) return;
     const size_t bytes = cpu::packed_bytes(m.type, m.n_in, m.n_out);
     auto* dst = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) & ~size_t{63}));
     if (!dst) throw std::bad_alloc();
     packed_.emplace_back(dst);
-    cpu::pack_rows16(m.type, m.n_in, m.n_out, m.data, m.row_bytes, dst);
+    // Packing runs at memory speed on several threads (0.85B Q8_0: 0.56 s on one).
+    const int64_t groups = (m.n_out + cpu::kPackRows - 1) / cpu::kPackRows;
+    const size_t gbytes = cpu::packed_group_bytes(m.type, m.n_in);
+    pool.parallel_for(groups, [&](int64_t g0, int64_t g1, int) {
+      const int64_t r0 = g0 * cpu::kPackRows;
+      const int64_t rows = std::min(m.n_out, g1 * cpu::kPackRows) - r0;
+      cpu::pack_rows16(m.type, m.n_in, rows, m.data + static_cast<size_t>(r0) * m.row_bytes,
+                       m.row_bytes, dst + static_cast<size_t>(g0) * gbytes);
+    });
     if (lock && ::mlock(dst, bytes) != 0)
       throw SystemError(
           fmt::format("cannot mlock {} bytes of repacked weights (raise `ulimit -l` "
