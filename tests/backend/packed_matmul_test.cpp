@@ -13,6 +13,7 @@
 #include "backend/kernel_test_util.h"
 #include "tensor/blocks.h"
 #include "tensor/fp16.h"
+#include "tensor/quant_internal.h"
 #include "util/error.h"
 
 namespace pagellm::cpu {
@@ -39,12 +40,17 @@ Packed pack(const test::TestWeights& w) {
   return p;
 }
 
-const DType kTypes[] = {DType::Q4_0, DType::Q8_0};
+const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K};
+
+// A row length for type t: `n` for the 32-blocks, a multiple of 256 for Q4_K.
+int64_t len_for(DType t, int64_t n) {
+  return t == DType::Q4_K ? (n + 255) / 256 * 256 : n;
+}
 
 TEST(PackedWeights, RoundTripsEveryRow) {
   for (DType t : kTypes) {
     for (int64_t n_out : {1, 16, 37}) {
-      const int64_t n = 96;  // 3 blocks: an odd block count
+      const int64_t n = t == DType::Q4_K ? 768 : 96;  // an odd block count
       auto w = make_weights(t, n_out, n, 3, WeightFill::RandomBytes, 5);
       Packed p = pack(w);
       std::vector<uint8_t> row(dtype_row_bytes(t, n));
@@ -58,7 +64,9 @@ TEST(PackedWeights, RoundTripsEveryRow) {
 }
 
 TEST(PackedWeights, RejectsOtherTypesAndLengths) {
-  EXPECT_FALSE(packable(DType::Q4_K));
+  EXPECT_FALSE(packable(DType::Q6_K));
+  EXPECT_TRUE(packable(DType::Q4_K));
+  EXPECT_THROW(packed_bytes(DType::Q4_K, 96, 16), Error);
   EXPECT_TRUE(packable(DType::Q4_0));
   EXPECT_THROW(packed_bytes(DType::F16, 64, 16), Error);
   EXPECT_THROW(packed_bytes(DType::Q8_0, 40, 16), Error);
@@ -90,6 +98,29 @@ float expected_dot(DType t, const uint8_t* wrow, const BlockQ8_0* xb, int64_t n)
   return acc;
 }
 
+float expected_dot_q4k(const uint8_t* wrow, const BlockQ8_K* xb, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t s = 0; s < n / 256; ++s) {
+    const auto* blk = reinterpret_cast<const BlockQ4_K*>(wrow) + s;
+    int32_t S = 0, M = 0;
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      detail::unpack_scale_min_k4(blk->scales, j, &sc, &m);
+      int32_t I = 0;
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t v = blk->qs[32 * (j / 2) + l];
+        I += (j % 2 ? v >> 4 : v & 15) * xb[s].qs[32 * j + l];
+      }
+      S += sc * I;
+      M += m * (xb[s].bsums[2 * j] + xb[s].bsums[2 * j + 1]);
+    }
+    const float dx = xb[s].d;
+    acc = std::fma(static_cast<float>(S), fp16_to_fp32(blk->d) * dx, acc);
+    acc = std::fma(static_cast<float>(M), -(fp16_to_fp32(blk->dmin) * dx), acc);
+  }
+  return acc;
+}
+
 std::vector<float> run(const Packed& p, const std::vector<float>& x, int64_t first, int64_t count,
                        int threads, CpuIsa isa) {
   ThreadPool pool(threads);
@@ -109,19 +140,26 @@ std::vector<float> run(const Packed& p, const std::vector<float>& x, int64_t fir
 // random codes and scales, a padded last group and T from 1 to 21.
 TEST(PackedMatmul, EveryVariantMatchesTheContractBitForBit) {
   for (DType t : kTypes) {
-    const int64_t n = 160, n_out = 37, T = 21;
+    const int64_t n = len_for(t, 160), n_out = 37, T = 21;
     auto w = make_weights(t, n_out, n, 11, WeightFill::RandomBytes, 4);
     Packed p = pack(w);
     auto x = random_floats(static_cast<size_t>(T * n), 12);
-    std::vector<BlockQ8_0> xq(static_cast<size_t>(T * n / 32));
+    const size_t xrow = activation_row_bytes(t, n);
+    std::vector<uint8_t> xq(xrow * static_cast<size_t>(T));
     for (int64_t c = 0; c < T; ++c)
-      quantize_activation_row(t, x.data() + c * n, xq.data() + c * (n / 32), n, CpuIsa::Scalar);
+      quantize_activation_row(t, x.data() + c * n, xq.data() + c * xrow, n, CpuIsa::Scalar);
+    auto expected = [&](int64_t r, int64_t c) {
+      const uint8_t* xr = xq.data() + c * xrow;
+      if (t == DType::Q4_K)
+        return expected_dot_q4k(w.row(r), reinterpret_cast<const BlockQ8_K*>(xr), n);
+      return expected_dot(t, w.row(r), reinterpret_cast<const BlockQ8_0*>(xr), n);
+    };
     for (CpuIsa isa : available_isas()) {
       for (int64_t count : {int64_t{1}, int64_t{3}, int64_t{9}, T}) {
         auto y = run(p, x, 0, count, 2, isa);
         for (int64_t c = 0; c < count; ++c)
           for (int64_t r = 0; r < n_out; ++r) {
-            const float e = expected_dot(t, w.row(r), xq.data() + c * (n / 32), n);
+            const float e = expected(r, c);
             ASSERT_EQ(fp32_to_bits(y[c * n_out + r]), fp32_to_bits(e))
                 << dtype_name(t) << " " << isa_name(isa) << " T=" << count << " col " << c
                 << " row " << r;
@@ -135,7 +173,7 @@ TEST(PackedMatmul, EveryVariantMatchesTheContractBitForBit) {
 TEST(PackedMatmul, CloseToDoubleReference) {
   ThreadPool pool(2);
   for (DType t : kTypes) {
-    const int64_t n = 512, n_out = 48, T = 5;
+    const int64_t n = len_for(t, 512), n_out = 48, T = 5;
     auto w = make_weights(t, n_out, n, 8, WeightFill::Quantized);
     Packed p = pack(w);
     auto x = random_floats(static_cast<size_t>(T * n), 9);
@@ -157,7 +195,7 @@ TEST(PackedMatmul, CloseToDoubleReference) {
 // one column chunk) and with 1 to 3 threads.
 TEST(PackedMatmul, BatchInvariance) {
   for (DType t : kTypes) {
-    const int64_t n = 256, n_out = 80, T = 70;
+    const int64_t n = len_for(t, 256), n_out = 80, T = 70;
     auto w = make_weights(t, n_out, n, 21, WeightFill::Quantized);
     Packed p = pack(w);
     auto x = random_floats(static_cast<size_t>(T * n), 22);

@@ -318,4 +318,25 @@ void quantize_split_q8_0_row(const float* x, void* dst, int64_t n, CpuIsa isa) {
   }
 }
 
+size_t split_q8_k_row_bytes(int64_t n) {
+  return static_cast<size_t>(n) + static_cast<size_t>(n / QK_K) * 20;
+}
+
+void quantize_split_q8_k_row(const float* x, void* dst, int64_t n, CpuIsa isa) {
+  if (n % QK_K != 0)
+    throw Error("activation row length " + std::to_string(n) + " is not a multiple of 256");
+  const int64_t nsb = n / QK_K;
+  auto* qs = static_cast<int8_t*>(dst);
+  auto* d = reinterpret_cast<float*>(qs + n);
+  auto* sum32 = reinterpret_cast<int16_t*>(d + nsb);
+  BlockQ8_K tmp;
+  for (int64_t s = 0; s < nsb; ++s) {
+    quantize_activation_row(DType::Q4_K, x + s * QK_K, &tmp, QK_K, isa);
+    std::memcpy(qs + s * QK_K, tmp.qs, QK_K);
+    d[s] = tmp.d;
+    for (int j = 0; j < 8; ++j)
+      sum32[8 * s + j] = static_cast<int16_t>(tmp.bsums[2 * j] + tmp.bsums[2 * j + 1]);
+  }
+}
+
 }  // namespace pagellm::cpu

@@ -70,8 +70,9 @@ ActivationRows quantize_activations(DType weight_type, const float* x, int64_t x
 }
 
 size_t activation_stride(const WeightMatrix& w) {
-  const size_t row = w.layout == WeightLayout::Rows16 ? split_q8_0_row_bytes(w.n_in)
-                                                      : activation_row_bytes(w.type, w.n_in);
+  size_t row = activation_row_bytes(w.type, w.n_in);
+  if (w.layout == WeightLayout::Rows16)
+    row = w.type == DType::Q4_K ? split_q8_k_row_bytes(w.n_in) : split_q8_0_row_bytes(w.n_in);
   return (row + 63) & ~size_t{63};
 }
 
@@ -83,7 +84,7 @@ ActivationRows quantize_activations(const WeightMatrix& w, const float* x, int64
   if (!packable(w.type))
     throw Error(std::string("no Rows16 layout for weight type ") + dtype_name(w.type));
   ActivationRows a;
-  a.dot_type = DType::Q8_0;
+  a.dot_type = dot_type(w.type);
   a.for_layout = WeightLayout::Rows16;
   a.n = w.n_in;
   a.rows = rows;
@@ -96,10 +97,15 @@ ActivationRows quantize_activations(const WeightMatrix& w, const float* x, int64
     uint8_t* dst;
     size_t stride;
     CpuIsa isa;
-  } ctx{x, x_stride, w.n_in, dst, a.row_stride, isa};
+    bool k;
+  } ctx{x, x_stride, w.n_in, dst, a.row_stride, isa, w.type == DType::Q4_K};
   pool.parallel_for(rows, [c = &ctx](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t)
-      quantize_split_q8_0_row(c->x + t * c->x_stride, c->dst + t * c->stride, c->n, c->isa);
+    for (int64_t t = b; t < e; ++t) {
+      if (c->k)
+        quantize_split_q8_k_row(c->x + t * c->x_stride, c->dst + t * c->stride, c->n, c->isa);
+      else
+        quantize_split_q8_0_row(c->x + t * c->x_stride, c->dst + t * c->stride, c->n, c->isa);
+    }
   });
   return a;
 }

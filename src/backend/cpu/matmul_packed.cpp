@@ -146,10 +146,10 @@ struct Avx512 {
     const int64_t nb = n / 32;
     const auto* scales = reinterpret_cast<const __m256i*>(codes + static_cast<size_t>(nb) * C);
     XRow xr[CB];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < CB; ++c) xr[c] = x_row(x + static_cast<size_t>(c) * xs, n);
     __m512 acc[CB];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* bc = codes + static_cast<size_t>(b) * C;
@@ -161,32 +161,32 @@ struct Avx512 {
       __m512i A[8];
       if constexpr (T == DType::Q4_0) {
         const __m512i m4 = _mm512_set1_epi8(15);
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int k = 0; k < 4; ++k) {
           const __m512i v = _mm512_loadu_si512(bc + 64 * k);
           A[k] = _mm512_and_si512(v, m4);
           A[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         }
       } else {
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) A[k] = _mm512_loadu_si512(bc + 64 * k);
       }
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales + b));
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int c = 0; c < CB; ++c) {
         const int8_t* q = xr[c].qs + 32 * b;
         __m512i I = _mm512_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]);
         if constexpr (CB <= 2) {
           // Few columns: two independent chains so the dpbusd latency hides.
           __m512i J = _mm512_setzero_si512();
-          #pragma GCC unroll 8
+#pragma GCC unroll 8
           for (int k = 0; k < 8; k += 2) {
             I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
             J = _mm512_dpbusd_epi32(J, A[k + 1], _mm512_set1_epi32(simd::load_u32(q + 4 * k + 4)));
           }
           I = _mm512_add_epi32(I, J);
         } else {
-          #pragma GCC unroll 8
+#pragma GCC unroll 8
           for (int k = 0; k < 8; ++k)
             I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
         }
@@ -195,7 +195,7 @@ struct Avx512 {
       }
     }
     const __mmask16 mask = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < CB; ++c) _mm512_mask_storeu_ps(out + c * os, mask, acc[c]);
   }
 
@@ -227,10 +227,10 @@ struct Avx2 {
     const int64_t nb = n / 32;
     const uint8_t* scales = codes + static_cast<size_t>(nb) * C + 16 * half;
     XRow xr[CB];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < CB; ++c) xr[c] = x_row(x + static_cast<size_t>(c) * xs, n);
     __m256 acc[CB];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < CB; ++c) acc[c] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nb; ++b) {
@@ -238,35 +238,35 @@ struct Avx2 {
       __m256i A[8];
       if constexpr (T == DType::Q4_0) {
         const __m256i m4 = _mm256_set1_epi8(15);
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int k = 0; k < 4; ++k) {
           const __m256i v = simd::load256(bc + 64 * k);
           A[k] = _mm256_and_si256(v, m4);
           A[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         }
       } else {
-        // Signed codes again: |w| * (x with w's sign) keeps maddubs' int16
-        // pair sums in range (128 * 127 * 2 < 2^15).
-        #pragma GCC unroll 8
+// Signed codes again: |w| * (x with w's sign) keeps maddubs' int16
+// pair sums in range (128 * 127 * 2 < 2^15).
+#pragma GCC unroll 8
         for (int k = 0; k < 8; ++k)
           A[k] = _mm256_xor_si256(simd::load256(bc + 64 * k), _mm256_set1_epi8(-128));
       }
       const __m256 dw =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 32 * b)));
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int c = 0; c < CB; ++c) {
         const int8_t* q = xr[c].qs + 32 * b;
         __m256i I;
         if constexpr (T == DType::Q4_0) {
           I = _mm256_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]);
-          #pragma GCC unroll 8
+#pragma GCC unroll 8
           for (int k = 0; k < 8; ++k) {
             const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * k)));
             I = _mm256_add_epi32(I, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], y), ones));
           }
         } else {
           I = _mm256_setzero_si256();
-          #pragma GCC unroll 8
+#pragma GCC unroll 8
           for (int k = 0; k < 8; ++k) {
             const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * k)));
             const __m256i p =
@@ -279,10 +279,10 @@ struct Avx2 {
       }
     }
     if (valid >= 8) {
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int c = 0; c < CB; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
     } else {
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int c = 0; c < CB; ++c) {
         alignas(32) float tmp[8];
         _mm256_store_ps(tmp, acc[c]);
@@ -297,6 +297,231 @@ struct Avx2 {
   }
 };
 #endif  // PAGELLM_HAVE_AVX2
+
+// ---- Q4_K (Rows16, packed_weights.h) times split Q8_K rows --------------------
+// Per weight row r, activation row c, super-block s:
+//   S = sum_j scale_j * I_j      I_j = exact dot of sub-block j's codes and q_x
+//   M = sum_j min_j * sum32_j    (sums of 32 activation codes)
+//   acc = fma(float(S), d * d_x, acc); acc = fma(float(M), -(dmin * d_x), acc)
+// super-blocks in order; every variant computes exactly this.
+
+struct XRowK {
+  const int8_t* qs;
+  const float* d;
+  const int16_t* sum32;
+};
+inline XRowK xk_row(const uint8_t* x, int64_t n) {
+  XRowK r;
+  r.qs = reinterpret_cast<const int8_t*>(x);
+  r.d = reinterpret_cast<const float*>(x + n);
+  r.sum32 = reinterpret_cast<const int16_t*>(x + n + 4 * (n / 256));
+  return r;
+}
+constexpr size_t kQ4KSuper = 2496, kQ4KScales = 2048, kQ4KMins = 2176, kQ4KD = 2432;
+
+void q4k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
+                int64_t cols, float* out, int64_t os) {
+  const int64_t nsb = n / 256;
+  for (int64_t g = 0; g * kPackRows < rows; ++g) {
+    const uint8_t* grp = w + static_cast<size_t>(g) * gb;
+    for (int64_t c = 0; c < cols; ++c) {
+      const XRowK xr = xk_row(x + static_cast<size_t>(c) * xs, n);
+      float acc[kPackRows] = {};
+      for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* sb = grp + static_cast<size_t>(s) * kQ4KSuper;
+        const auto* mins = reinterpret_cast<const int16_t*>(sb + kQ4KMins);
+        for (int lane = 0; lane < kPackRows; ++lane) {
+          int32_t S = 0, M = 0;
+          for (int j = 0; j < 8; ++j) {
+            int32_t I = 0;
+            for (int k = 0; k < 8; ++k)
+              for (int i = 0; i < 4; ++i) {
+                const uint8_t v = sb[512 * (j / 2) + 64 * k + 4 * lane + i];
+                const int code = j % 2 ? v >> 4 : v & 15;
+                I += code * xr.qs[256 * s + 32 * j + 4 * k + i];
+              }
+            S += sb[kQ4KScales + 16 * j + lane] * I;
+            M += mins[2 * (16 * (j / 2) + lane) + j % 2] * xr.sum32[8 * s + j];
+          }
+          f16_t hd, hm;
+          std::memcpy(&hd, sb + kQ4KD + 2 * lane, 2);
+          std::memcpy(&hm, sb + kQ4KD + 32 + 2 * lane, 2);
+          const float dx = xr.d[s];
+          acc[lane] = std::fma(static_cast<float>(S), fp16_to_fp32(hd) * dx, acc[lane]);
+          acc[lane] = std::fma(static_cast<float>(M), -(fp16_to_fp32(hm) * dx), acc[lane]);
+        }
+      }
+      for (int lane = 0; lane < kPackRows; ++lane) {
+        const int64_t r = g * kPackRows + lane;
+        if (r < rows) out[c * os + r] = acc[lane];
+      }
+    }
+  }
+}
+
+#if PAGELLM_HAVE_AVX512
+struct Avx512Q4K {
+  static constexpr int kCols = 8;
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowK xr[CB];
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
+    __m512 acc[CB];
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ4KSuper;
+      if constexpr (CB <= 2)
+        for (size_t l = 0; l < kQ4KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+      __m512i S[CB];
+#pragma GCC unroll 8
+      for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
+      for (int j = 0; j < 8; ++j) {
+        __m512i A[8];
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m512i v = _mm512_loadu_si512(sb + 512 * (j / 2) + 64 * k);
+          A[k] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, m4);
+        }
+        const __m512i sc = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KScales + 16 * j)));
+#pragma GCC unroll 8
+        for (int c = 0; c < CB; ++c) {
+          const int8_t* q = xr[c].qs + 256 * s + 32 * j;
+          __m512i I = _mm512_setzero_si512(), J = _mm512_setzero_si512();
+#pragma GCC unroll 8
+          for (int k = 0; k < 8; k += 2) {
+            I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
+            J = _mm512_dpbusd_epi32(J, A[k + 1], _mm512_set1_epi32(simd::load_u32(q + 4 * k + 4)));
+          }
+          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_add_epi32(I, J), sc));
+        }
+      }
+      __m512i mp[4];
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) mp[p] = _mm512_loadu_si512(sb + kQ4KMins + 64 * p);
+      const __m512 dv =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ4KD)));
+      const __m512 dm =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ4KD + 32)));
+#pragma GCC unroll 8
+      for (int c = 0; c < CB; ++c) {
+        const int16_t* sums = xr[c].sum32 + 8 * s;
+        __m512i M = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p)
+          M = _mm512_dpwssd_epi32(
+              M, mp[p], _mm512_set1_epi32(static_cast<int32_t>(simd::load_u32(sums + 2 * p))));
+        const __m512 dx = _mm512_set1_ps(xr[c].d[s]);
+        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(dv, dx), acc[c]);
+        acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dm, dx), acc[c]);
+      }
+    }
+    const __mmask16 mask = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) _mm512_mask_storeu_ps(out + c * os, mask, acc[c]);
+  }
+
+  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+                   int64_t os, int valid) {
+    tail_of<Avx512Q4K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+};
+#endif  // PAGELLM_HAVE_AVX512
+
+#if PAGELLM_HAVE_AVX2
+struct Avx2Q4K {
+  static constexpr int kCols = 4;
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    for (int half = 0; half < 2 && 8 * half < valid; ++half)
+      half_group<CB>(n, grp, half, x, xs, out + 8 * half, os, valid - 8 * half);
+  }
+
+  template <int CB>
+  static void half_group(int64_t n, const uint8_t* grp, int half, const uint8_t* x, size_t xs,
+                         float* out, int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowK xr[CB];
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
+    __m256 acc[CB];
+    for (int c = 0; c < CB; ++c) acc[c] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ4KSuper;
+      __m256i S[CB];
+      for (int c = 0; c < CB; ++c) S[c] = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        __m256i A[8];
+        for (int k = 0; k < 8; ++k) {
+          const __m256i v = simd::load256(sb + 512 * (j / 2) + 64 * k + 32 * half);
+          A[k] = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
+        }
+        const __m256i sc = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ4KScales + 16 * j + 8 * half)));
+        for (int c = 0; c < CB; ++c) {
+          const int8_t* q = xr[c].qs + 256 * s + 32 * j;
+          __m256i I = _mm256_setzero_si256();
+          for (int k = 0; k < 8; ++k) {
+            const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * k)));
+            I = _mm256_add_epi32(I, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], y), ones));
+          }
+          S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(I, sc));
+        }
+      }
+      __m256i mp[4];
+      for (int p = 0; p < 4; ++p) mp[p] = simd::load256(sb + kQ4KMins + 64 * p + 32 * half);
+      const __m256 dv = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KD + 16 * half)));
+      const __m256 dm = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KD + 32 + 16 * half)));
+      for (int c = 0; c < CB; ++c) {
+        const int16_t* sums = xr[c].sum32 + 8 * s;
+        __m256i M = _mm256_setzero_si256();
+        for (int p = 0; p < 4; ++p)
+          M = _mm256_add_epi32(
+              M, _mm256_madd_epi16(
+                     mp[p], _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(sums + 2 * p)))));
+        const __m256 dx = _mm256_set1_ps(xr[c].d[s]);
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]), _mm256_mul_ps(dv, dx), acc[c]);
+        acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dm, dx), acc[c]);
+      }
+    }
+    if (valid >= 8) {
+      for (int c = 0; c < CB; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
+    } else {
+      for (int c = 0; c < CB; ++c) {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, acc[c]);
+        std::memcpy(out + c * os, tmp, sizeof(float) * static_cast<size_t>(valid));
+      }
+    }
+  }
+
+  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+                   int64_t os, int valid) {
+    tail_of<Avx2Q4K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+};
+#endif  // PAGELLM_HAVE_AVX2
+
+PackedTileFn q4k_for(CpuIsa isa) {
+#if PAGELLM_HAVE_AVX512
+  if (isa == CpuIsa::Avx512) return drive<Avx512Q4K>;
+#endif
+#if PAGELLM_HAVE_AVX2
+  if (isa == CpuIsa::Avx2) return drive<Avx2Q4K>;
+#endif
+  if (isa == CpuIsa::Scalar) return q4k_scalar;
+  return nullptr;
+}
 
 template <DType T>
 PackedTileFn packed_for(CpuIsa isa) {
@@ -318,6 +543,8 @@ PackedTileFn packed_tile_fn(DType wtype, CpuIsa isa) {
       return packed_for<DType::Q4_0>(isa);
     case DType::Q8_0:
       return packed_for<DType::Q8_0>(isa);
+    case DType::Q4_K:
+      return q4k_for(isa);
     default:
       return nullptr;
   }

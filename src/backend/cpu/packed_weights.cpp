@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tensor/blocks.h"
+#include "tensor/quant_internal.h"
 #include "util/error.h"
 
 namespace pagellm::cpu {
@@ -22,6 +23,69 @@ size_t code_bytes(DType t) {
   }
 }
 
+// Q4_K: bytes per 256-element super-block per group (see the header).
+constexpr size_t kQ4KCodes = 2048, kQ4KScales = 128, kQ4KMins = 256, kQ4KSuper = 2496;
+
+int64_t supers_of(int64_t n_in) {
+  if (n_in <= 0 || n_in % QK_K != 0)
+    throw Error("Rows16 layout: Q4_K row length " + std::to_string(n_in) +
+                " is not a positive multiple of 256");
+  return n_in / QK_K;
+}
+
+void pack_q4_k_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t* dst) {
+  for (int64_t s = 0; s < nsb; ++s) {
+    uint8_t* sb = dst + static_cast<size_t>(s) * kQ4KSuper;
+    uint8_t* codes = sb;
+    uint8_t* scales = sb + kQ4KCodes;
+    auto* mins = reinterpret_cast<int16_t*>(sb + kQ4KCodes + kQ4KScales);
+    uint8_t* d = sb + kQ4KCodes + kQ4KScales + kQ4KMins;
+    for (int lane = 0; lane < kPackRows; ++lane) {
+      BlockQ4_K blk{};
+      if (rows[lane])
+        std::memcpy(&blk, reinterpret_cast<const BlockQ4_K*>(rows[lane]) + s, sizeof blk);
+      for (int c = 0; c < 4; ++c)
+        for (int k = 0; k < 8; ++k)
+          std::memcpy(codes + 512 * c + 64 * k + 4 * lane, blk.qs + 32 * c + 4 * k, 4);
+      for (int j = 0; j < 8; ++j) {
+        int sc = 0, m = 0;
+        pagellm::detail::unpack_scale_min_k4(blk.scales, j, &sc, &m);
+        scales[16 * j + lane] = static_cast<uint8_t>(sc);
+        mins[2 * (16 * (j / 2) + lane) + j % 2] = static_cast<int16_t>(m);
+      }
+      std::memcpy(d + 2 * lane, &blk.d, 2);
+      std::memcpy(d + 32 + 2 * lane, &blk.dmin, 2);
+    }
+  }
+}
+
+void unpack_q4_k_row(const uint8_t* group, int lane, int64_t nsb, BlockQ4_K* dst) {
+  for (int64_t s = 0; s < nsb; ++s) {
+    const uint8_t* sb = group + static_cast<size_t>(s) * kQ4KSuper;
+    const uint8_t* scales = sb + kQ4KCodes;
+    const auto* mins = reinterpret_cast<const int16_t*>(sb + kQ4KCodes + kQ4KScales);
+    const uint8_t* d = sb + kQ4KCodes + kQ4KScales + kQ4KMins;
+    BlockQ4_K& b = dst[s];
+    for (int c = 0; c < 4; ++c)
+      for (int k = 0; k < 8; ++k)
+        std::memcpy(b.qs + 32 * c + 4 * k, sb + 512 * c + 64 * k + 4 * lane, 4);
+    std::memset(b.scales, 0, sizeof b.scales);
+    for (int j = 0; j < 8; ++j) {
+      const int sc = scales[16 * j + lane], m = mins[2 * (16 * (j / 2) + lane) + j % 2];
+      if (j < 4) {
+        b.scales[j] |= static_cast<uint8_t>(sc & 63);
+        b.scales[j + 4] |= static_cast<uint8_t>(m & 63);
+      } else {
+        b.scales[j + 4] |= static_cast<uint8_t>((sc & 15) | ((m & 15) << 4));
+        b.scales[j - 4] |= static_cast<uint8_t>((sc >> 4) << 6);
+        b.scales[j] |= static_cast<uint8_t>((m >> 4) << 6);
+      }
+    }
+    std::memcpy(&b.d, d + 2 * lane, 2);
+    std::memcpy(&b.dmin, d + 32 + 2 * lane, 2);
+  }
+}
+
 int64_t blocks_of(int64_t n_in) {
   if (n_in <= 0 || n_in % 32 != 0)
     throw Error("Rows16 layout: row length " + std::to_string(n_in) +
@@ -32,10 +96,11 @@ int64_t blocks_of(int64_t n_in) {
 }  // namespace
 
 bool packable(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0;
+  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K;
 }
 
 size_t packed_group_bytes(DType t, int64_t n_in) {
+  if (t == DType::Q4_K) return static_cast<size_t>(supers_of(n_in)) * kQ4KSuper;
   return static_cast<size_t>(blocks_of(n_in)) * (code_bytes(t) + 32);
 }
 
@@ -46,6 +111,21 @@ size_t packed_bytes(DType t, int64_t n_in, int64_t n_out) {
 
 void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t src_stride,
                  void* dst) {
+  if (t == DType::Q4_K) {
+    const int64_t nsb = supers_of(n_in);
+    const size_t gb = packed_group_bytes(t, n_in);
+    for (int64_t g = 0; g * kPackRows < n_out; ++g) {
+      const uint8_t* rows[kPackRows];
+      for (int lane = 0; lane < kPackRows; ++lane) {
+        const int64_t r = g * kPackRows + lane;
+        rows[lane] = r < n_out
+                         ? static_cast<const uint8_t*>(src) + static_cast<size_t>(r) * src_stride
+                         : nullptr;
+      }
+      pack_q4_k_group(rows, nsb, static_cast<uint8_t*>(dst) + static_cast<size_t>(g) * gb);
+    }
+    return;
+  }
   const size_t C = code_bytes(t);
   const int64_t nb = blocks_of(n_in);
   const size_t gbytes = packed_group_bytes(t, n_in);
@@ -86,6 +166,12 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
 }
 
 void unpack_row16(DType t, int64_t n_in, const void* packed, int64_t r, void* dst) {
+  if (t == DType::Q4_K) {
+    const uint8_t* group = static_cast<const uint8_t*>(packed) +
+                           static_cast<size_t>(r / kPackRows) * packed_group_bytes(t, n_in);
+    return unpack_q4_k_row(group, static_cast<int>(r % kPackRows), supers_of(n_in),
+                           static_cast<BlockQ4_K*>(dst));
+  }
   const size_t C = code_bytes(t);
   const int64_t nb = blocks_of(n_in);
   const int64_t g = r / kPackRows;

@@ -1,12 +1,12 @@
-// The Rows16 weight layout: Q4_0 and Q8_0 matrices repacked once at load so
+// The Rows16 weight layout: Q4_0, Q8_0 and Q4_K matrices repacked once at load so
 // that one 512-bit register holds the same four codes of 16 consecutive rows.
 // An integer dot product instruction (VNNI vpdpbusd) then yields the exact
 // block sums of 16 rows at once, one row per 32-bit lane, and the float scale
 // and accumulation run lane-wise: no horizontal sums, no per-row shuffles.
 //
 // Rows are taken 16 at a time ("groups"; the last group is padded with rows
-// of zeros). With nb = n_in / 32 blocks per row, group g occupies
-// group_bytes = nb * (C + 32) bytes at data + g * group_bytes:
+// of zeros). For Q4_0 / Q8_0, with nb = n_in / 32 blocks per row, group g
+// occupies group_bytes = nb * (C + 32) bytes at data + g * group_bytes:
 //
 //   codes   nb * C bytes, block b at b * C, as C / 64 chunks of 64 bytes;
 //           chunk byte 4 * lane + j belongs to row (16g + lane)
@@ -19,7 +19,17 @@
 //   Q8_0 (C = 512): chunk k (0..7) byte 4*lane+j = the row's qs[4k + j] + 128
 //        (as u8), value = d * (code - 128).
 //
-// Every block of 32 elements therefore is 8 "dword groups" of 4 elements:
+//   Q4_K: per 256-element super-block s, kQ4KSuper = 2496 bytes at s * 2496
+//        (group_bytes = n_in / 256 * 2496):
+//          codes   4 chunks c of 8 x 64 bytes: byte 512c + 64k + 4*lane + i = the
+//                  row's qs[32c + 4k + i] (elements 64c + 4k + i in the low
+//                  nibble, 64c + 32 + 4k + i in the high one)
+//          scales  at 2048: byte 16j + lane = sub-block j's 6-bit scale
+//          mins    at 2176: int16 at 2 * (16 * (j / 2) + lane) + j % 2 = its min
+//          d, dmin at 2432 and 2464: 16 f16 each, lane order
+//        value = d * scale_j * code - dmin * min_j.
+//
+// For Q4_0 / Q8_0, every block of 32 elements therefore is 8 "dword groups" of 4 elements:
 // group k (elements 4k..4k+3) is chunk k for Q8_0, and the low (k < 4) or
 // high (k >= 4) nibbles of chunk k % 4 for Q4_0. A group is exactly the bytes
 // the row-major layout stores, so packing is lossless (unpack_row16 inverts it).
