@@ -40,17 +40,17 @@ Packed pack(const test::TestWeights& w) {
   return p;
 }
 
-const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K};
+const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
 
 // A row length for type t: `n` for the 32-blocks, a multiple of 256 for Q4_K.
 int64_t len_for(DType t, int64_t n) {
-  return t == DType::Q4_K ? (n + 255) / 256 * 256 : n;
+  return dtype_block_size(t) == 256 ? (n + 255) / 256 * 256 : n;
 }
 
 TEST(PackedWeights, RoundTripsEveryRow) {
   for (DType t : kTypes) {
     for (int64_t n_out : {1, 16, 37}) {
-      const int64_t n = t == DType::Q4_K ? 768 : 96;  // an odd block count
+      const int64_t n = dtype_block_size(t) == 256 ? 768 : 96;  // an odd block count
       auto w = make_weights(t, n_out, n, 3, WeightFill::RandomBytes, 5);
       Packed p = pack(w);
       std::vector<uint8_t> row(dtype_row_bytes(t, n));
@@ -64,7 +64,7 @@ TEST(PackedWeights, RoundTripsEveryRow) {
 }
 
 TEST(PackedWeights, RejectsOtherTypesAndLengths) {
-  EXPECT_FALSE(packable(DType::Q6_K));
+  EXPECT_FALSE(packable(DType::Q5_K));
   EXPECT_TRUE(packable(DType::Q4_K));
   EXPECT_THROW(packed_bytes(DType::Q4_K, 96, 16), Error);
   EXPECT_TRUE(packable(DType::Q4_0));
@@ -121,6 +121,28 @@ float expected_dot_q4k(const uint8_t* wrow, const BlockQ8_K* xb, int64_t n) {
   return acc;
 }
 
+// The 6-bit code of element e of a row-major Q6_K block (ggml's layout).
+int q6k_code(const BlockQ6_K& b, int e) {
+  const int half = e / 128, m = (e % 128) / 32, l = e % 32;
+  const uint8_t ql = b.ql[64 * half + l + 32 * (m % 2)];
+  return (m < 2 ? ql & 15 : ql >> 4) | (((b.qh[32 * half + l] >> (2 * m)) & 3) << 4);
+}
+
+float expected_dot_q6k(const uint8_t* wrow, const BlockQ8_K* xb, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t s = 0; s < n / 256; ++s) {
+    const auto* blk = reinterpret_cast<const BlockQ6_K*>(wrow) + s;
+    int32_t S = 0;
+    for (int j = 0; j < 16; ++j) {
+      int32_t I = 0;
+      for (int e = 16 * j; e < 16 * j + 16; ++e) I += (q6k_code(*blk, e) - 32) * xb[s].qs[e];
+      S += blk->scales[j] * I;
+    }
+    acc = std::fma(static_cast<float>(S), fp16_to_fp32(blk->d) * xb[s].d, acc);
+  }
+  return acc;
+}
+
 std::vector<float> run(const Packed& p, const std::vector<float>& x, int64_t first, int64_t count,
                        int threads, CpuIsa isa) {
   ThreadPool pool(threads);
@@ -152,6 +174,8 @@ TEST(PackedMatmul, EveryVariantMatchesTheContractBitForBit) {
       const uint8_t* xr = xq.data() + c * xrow;
       if (t == DType::Q4_K)
         return expected_dot_q4k(w.row(r), reinterpret_cast<const BlockQ8_K*>(xr), n);
+      if (t == DType::Q6_K)
+        return expected_dot_q6k(w.row(r), reinterpret_cast<const BlockQ8_K*>(xr), n);
       return expected_dot(t, w.row(r), reinterpret_cast<const BlockQ8_0*>(xr), n);
     };
     for (CpuIsa isa : available_isas()) {

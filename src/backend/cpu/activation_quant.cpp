@@ -319,7 +319,7 @@ void quantize_split_q8_0_row(const float* x, void* dst, int64_t n, CpuIsa isa) {
 }
 
 size_t split_q8_k_row_bytes(int64_t n) {
-  return static_cast<size_t>(n) + static_cast<size_t>(n / QK_K) * 20;
+  return static_cast<size_t>(n) + static_cast<size_t>(n / QK_K) * 52;
 }
 
 void quantize_split_q8_k_row(const float* x, void* dst, int64_t n, CpuIsa isa) {
@@ -336,6 +336,7 @@ void quantize_split_q8_k_row(const float* x, void* dst, int64_t n, CpuIsa isa) {
     d[s] = tmp.d;
     for (int j = 0; j < 8; ++j)
       sum32[8 * s + j] = static_cast<int16_t>(tmp.bsums[2 * j] + tmp.bsums[2 * j + 1]);
+    std::memcpy(sum32 + 8 * nsb + 16 * s, tmp.bsums, sizeof tmp.bsums);
   }
 }
 

@@ -44,9 +44,10 @@ void quantize_activation_row(DType weight, const float* x, void* dst, int64_t n,
 size_t split_q8_0_row_bytes(int64_t n);
 void quantize_split_q8_0_row(const float* x, void* dst, int64_t n, CpuIsa isa = best_isa());
 
-// Split Q8_K rows, the activations of Rows16 Q4_K weights: the same values as
-// Q8_K blocks, as
-//   qs[n] i8 | d[n/256] f32 | sum32[n/256][8] i16 (sums of 32 codes)
+// Split Q8_K rows, the activations of Rows16 Q4_K / Q6_K weights: the same
+// values as Q8_K blocks, as
+//   qs[n] i8 | d[n/256] f32 | sum32[n/256][8] i16 | sum16[n/256][16] i16
+// (sums of 32 and of 16 consecutive codes)
 // n must be a multiple of 256.
 size_t split_q8_k_row_bytes(int64_t n);
 void quantize_split_q8_k_row(const float* x, void* dst, int64_t n, CpuIsa isa = best_isa());

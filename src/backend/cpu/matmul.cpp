@@ -72,7 +72,8 @@ ActivationRows quantize_activations(DType weight_type, const float* x, int64_t x
 size_t activation_stride(const WeightMatrix& w) {
   size_t row = activation_row_bytes(w.type, w.n_in);
   if (w.layout == WeightLayout::Rows16)
-    row = w.type == DType::Q4_K ? split_q8_k_row_bytes(w.n_in) : split_q8_0_row_bytes(w.n_in);
+    row = dot_type(w.type) == DType::Q8_K ? split_q8_k_row_bytes(w.n_in)
+                                          : split_q8_0_row_bytes(w.n_in);
   return (row + 63) & ~size_t{63};
 }
 
@@ -98,7 +99,7 @@ ActivationRows quantize_activations(const WeightMatrix& w, const float* x, int64
     size_t stride;
     CpuIsa isa;
     bool k;
-  } ctx{x, x_stride, w.n_in, dst, a.row_stride, isa, w.type == DType::Q4_K};
+  } ctx{x, x_stride, w.n_in, dst, a.row_stride, isa, a.dot_type == DType::Q8_K};
   pool.parallel_for(rows, [c = &ctx](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
       if (c->k)

@@ -28,7 +28,7 @@ constexpr size_t kQ4KCodes = 2048, kQ4KScales = 128, kQ4KMins = 256, kQ4KSuper =
 
 int64_t supers_of(int64_t n_in) {
   if (n_in <= 0 || n_in % QK_K != 0)
-    throw Error("Rows16 layout: Q4_K row length " + std::to_string(n_in) +
+    throw Error("Rows16 layout: K-quant row length " + std::to_string(n_in) +
                 " is not a positive multiple of 256");
   return n_in / QK_K;
 }
@@ -86,6 +86,62 @@ void unpack_q4_k_row(const uint8_t* group, int lane, int64_t nsb, BlockQ4_K* dst
   }
 }
 
+// Q6_K: bytes per super-block per group (see the header).
+constexpr size_t kQ6KQh = 2048, kQ6KScales = 3072, kQ6KD = 3328, kQ6KSuper = 3360;
+
+// The 6-bit code (0..63) of element e of a Q6_K block (tensor/blocks.h layout).
+int q6k_code(const BlockQ6_K& b, int e) {
+  const int half = e / 128, m = (e % 128) / 32, l = e % 32;
+  const uint8_t ql = b.ql[64 * half + l + 32 * (m % 2)];
+  const uint8_t qh = b.qh[32 * half + l];
+  return ((m < 2 ? ql & 15 : ql >> 4)) | (((qh >> (2 * m)) & 3) << 4);
+}
+
+void set_q6k_code(BlockQ6_K& b, int e, int code) {
+  const int half = e / 128, m = (e % 128) / 32, l = e % 32;
+  uint8_t& ql = b.ql[64 * half + l + 32 * (m % 2)];
+  uint8_t& qh = b.qh[32 * half + l];
+  ql |= static_cast<uint8_t>(m < 2 ? (code & 15) : (code & 15) << 4);
+  qh |= static_cast<uint8_t>(((code >> 4) & 3) << (2 * m));
+}
+
+void pack_q6_k_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t* dst) {
+  for (int64_t s = 0; s < nsb; ++s) {
+    uint8_t* sb = dst + static_cast<size_t>(s) * kQ6KSuper;
+    std::memset(sb, 0, kQ6KSuper);
+    for (int lane = 0; lane < kPackRows; ++lane) {
+      if (!rows[lane]) continue;  // padding rows: codes 0, scales 0, d 0
+      BlockQ6_K blk;
+      std::memcpy(&blk, reinterpret_cast<const BlockQ6_K*>(rows[lane]) + s, sizeof blk);
+      for (int e = 0; e < QK_K; ++e) {
+        const int code = q6k_code(blk, e), G = e / 4, i = e % 4;
+        sb[64 * (G % 32) + 4 * lane + i] |= static_cast<uint8_t>((code & 15) << (4 * (G / 32)));
+        sb[kQ6KQh + 64 * (G % 16) + 4 * lane + i] |=
+            static_cast<uint8_t>((code >> 4) << (2 * (G / 16)));
+      }
+      for (int j = 0; j < 16; ++j)
+        sb[kQ6KScales + 16 * j + lane] = static_cast<uint8_t>(blk.scales[j]);
+      std::memcpy(sb + kQ6KD + 2 * lane, &blk.d, 2);
+    }
+  }
+}
+
+void unpack_q6_k_row(const uint8_t* group, int lane, int64_t nsb, BlockQ6_K* dst) {
+  for (int64_t s = 0; s < nsb; ++s) {
+    const uint8_t* sb = group + static_cast<size_t>(s) * kQ6KSuper;
+    BlockQ6_K& b = dst[s];
+    std::memset(&b, 0, sizeof b);
+    for (int e = 0; e < QK_K; ++e) {
+      const int G = e / 4, i = e % 4;
+      const int lo = (sb[64 * (G % 32) + 4 * lane + i] >> (4 * (G / 32))) & 15;
+      const int hi = (sb[kQ6KQh + 64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3;
+      set_q6k_code(b, e, lo | (hi << 4));
+    }
+    for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(sb[kQ6KScales + 16 * j + lane]);
+    std::memcpy(&b.d, sb + kQ6KD + 2 * lane, 2);
+  }
+}
+
 int64_t blocks_of(int64_t n_in) {
   if (n_in <= 0 || n_in % 32 != 0)
     throw Error("Rows16 layout: row length " + std::to_string(n_in) +
@@ -96,11 +152,12 @@ int64_t blocks_of(int64_t n_in) {
 }  // namespace
 
 bool packable(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K;
+  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K;
 }
 
 size_t packed_group_bytes(DType t, int64_t n_in) {
   if (t == DType::Q4_K) return static_cast<size_t>(supers_of(n_in)) * kQ4KSuper;
+  if (t == DType::Q6_K) return static_cast<size_t>(supers_of(n_in)) * kQ6KSuper;
   return static_cast<size_t>(blocks_of(n_in)) * (code_bytes(t) + 32);
 }
 
@@ -111,7 +168,7 @@ size_t packed_bytes(DType t, int64_t n_in, int64_t n_out) {
 
 void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t src_stride,
                  void* dst) {
-  if (t == DType::Q4_K) {
+  if (t == DType::Q4_K || t == DType::Q6_K) {
     const int64_t nsb = supers_of(n_in);
     const size_t gb = packed_group_bytes(t, n_in);
     for (int64_t g = 0; g * kPackRows < n_out; ++g) {
@@ -122,7 +179,11 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
                          ? static_cast<const uint8_t*>(src) + static_cast<size_t>(r) * src_stride
                          : nullptr;
       }
-      pack_q4_k_group(rows, nsb, static_cast<uint8_t*>(dst) + static_cast<size_t>(g) * gb);
+      uint8_t* gdst = static_cast<uint8_t*>(dst) + static_cast<size_t>(g) * gb;
+      if (t == DType::Q4_K)
+        pack_q4_k_group(rows, nsb, gdst);
+      else
+        pack_q6_k_group(rows, nsb, gdst);
     }
     return;
   }
@@ -171,6 +232,12 @@ void unpack_row16(DType t, int64_t n_in, const void* packed, int64_t r, void* ds
                            static_cast<size_t>(r / kPackRows) * packed_group_bytes(t, n_in);
     return unpack_q4_k_row(group, static_cast<int>(r % kPackRows), supers_of(n_in),
                            static_cast<BlockQ4_K*>(dst));
+  }
+  if (t == DType::Q6_K) {
+    const uint8_t* group = static_cast<const uint8_t*>(packed) +
+                           static_cast<size_t>(r / kPackRows) * packed_group_bytes(t, n_in);
+    return unpack_q6_k_row(group, static_cast<int>(r % kPackRows), supers_of(n_in),
+                           static_cast<BlockQ6_K*>(dst));
   }
   const size_t C = code_bytes(t);
   const int64_t nb = blocks_of(n_in);

@@ -1,4 +1,4 @@
-// The Rows16 weight layout: Q4_0, Q8_0 and Q4_K matrices repacked once at load so
+// The Rows16 weight layout: Q4_0, Q8_0, Q4_K and Q6_K matrices repacked once at load so
 // that one 512-bit register holds the same four codes of 16 consecutive rows.
 // An integer dot product instruction (VNNI vpdpbusd) then yields the exact
 // block sums of 16 rows at once, one row per 32-bit lane, and the float scale
@@ -28,6 +28,13 @@
 //          mins    at 2176: int16 at 2 * (16 * (j / 2) + lane) + j % 2 = its min
 //          d, dmin at 2432 and 2464: 16 f16 each, lane order
 //        value = d * scale_j * code - dmin * min_j.
+//   Q6_K: per super-block s, 3360 bytes at s * 3360 (group_bytes = n_in / 256
+//        * 3360); element e is in dword group G = e / 4, byte i = e % 4:
+//          low 4 bits  at 64 * (G % 32) + 4*lane + i, nibble G / 32
+//          high 2 bits at 2048 + 64 * (G % 16) + 4*lane + i, bits 2 * (G / 16)
+//          scales      at 3072: int8 16j + lane = sub-block j's (16 elements)
+//          d           at 3328: 16 f16, lane order
+//        value = d * scale_j * (code - 32).
 //
 // For Q4_0 / Q8_0, every block of 32 elements therefore is 8 "dword groups" of 4 elements:
 // group k (elements 4k..4k+3) is chunk k for Q8_0, and the low (k < 4) or
