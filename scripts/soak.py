@@ -199,7 +199,8 @@ class Client:
             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
                                       "top_p": 7}),
             ("/v1/completions", {"prompt": [self.n_vocab + 5, -1]}),
-            ("/v1/completions", {"prompt": ""}),
+            # (An empty string is not bad: it is the BOS token alone, as in generate.)
+            ("/v1/completions", {"prompt": [[]]}),
             ("/v1/completions", {"prompt": [1] * (ctx + 10)}),
             ("/v1/completions", {"prompt": "x", "max_tokens": 10 ** 30}),
             ("/v1/completions", {"prompt": {"nested": ["a"]}}),
