@@ -1,5 +1,6 @@
 #include "backend/cpu/packed_weights.h"
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -43,7 +44,7 @@ void pack_q4_k_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t*
     for (int lane = 0; lane < kPackRows; ++lane) {
       BlockQ4_K blk{};
       if (rows[lane])
-        std::memcpy(&blk, reinterpret_cast<const BlockQ4_K*>(rows[lane]) + s, sizeof blk);
+        std::memcpy(&blk, rows[lane] + static_cast<size_t>(s) * sizeof blk, sizeof blk);
       for (int c = 0; c < 4; ++c)
         for (int k = 0; k < 8; ++k)
           std::memcpy(codes + 512 * c + 64 * k + 4 * lane, blk.qs + 32 * c + 4 * k, 4);
@@ -112,7 +113,7 @@ void pack_q6_k_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t*
     for (int lane = 0; lane < kPackRows; ++lane) {
       if (!rows[lane]) continue;  // padding rows: codes 0, scales 0, d 0
       BlockQ6_K blk;
-      std::memcpy(&blk, reinterpret_cast<const BlockQ6_K*>(rows[lane]) + s, sizeof blk);
+      std::memcpy(&blk, rows[lane] + static_cast<size_t>(s) * sizeof blk, sizeof blk);
       for (int e = 0; e < QK_K; ++e) {
         const int code = q6k_code(blk, e), G = e / 4, i = e % 4;
         sb[64 * (G % 32) + 4 * lane + i] |= static_cast<uint8_t>((code & 15) << (4 * (G / 32)));
@@ -204,19 +205,20 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
         f16_t scale = 0;
         if (t == DType::Q4_0) {
           uint8_t qs[16] = {};
-          if (row) {
-            const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
-            std::memcpy(qs, blk->qs, 16);
-            std::memcpy(&scale, &blk->d, 2);
+          if (row) {  // byte offsets: rows need not be aligned
+            const uint8_t* blk = row + static_cast<size_t>(b) * sizeof(BlockQ4_0);
+            std::memcpy(qs, blk + offsetof(BlockQ4_0, qs), 16);
+            std::memcpy(&scale, blk + offsetof(BlockQ4_0, d), 2);
           }
           for (int k = 0; k < 4; ++k) std::memcpy(cb + 64 * k + 4 * lane, qs + 4 * k, 4);
         } else {
           uint8_t qs[32];
           std::memset(qs, 0x80, sizeof qs);  // padding rows: code 128 = value 0
           if (row) {
-            const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
-            for (int j = 0; j < 32; ++j) qs[j] = static_cast<uint8_t>(blk->qs[j] + 128);
-            std::memcpy(&scale, &blk->d, 2);
+            const uint8_t* blk = row + static_cast<size_t>(b) * sizeof(BlockQ8_0);
+            for (int j = 0; j < 32; ++j)
+              qs[j] = static_cast<uint8_t>(blk[offsetof(BlockQ8_0, qs) + j] + 128);
+            std::memcpy(&scale, blk + offsetof(BlockQ8_0, d), 2);
           }
           for (int k = 0; k < 8; ++k) std::memcpy(cb + 64 * k + 4 * lane, qs + 4 * k, 4);
         }
@@ -250,15 +252,17 @@ void unpack_row16(DType t, int64_t n_in, const void* packed, int64_t r, void* ds
     const uint8_t* cb = codes + static_cast<size_t>(b) * C;
     const uint8_t* sc = scales + static_cast<size_t>(b) * 32 + 2 * lane;
     if (t == DType::Q4_0) {
-      auto* blk = static_cast<BlockQ4_0*>(dst) + b;
-      std::memcpy(&blk->d, sc, 2);
-      for (int k = 0; k < 4; ++k) std::memcpy(blk->qs + 4 * k, cb + 64 * k + 4 * lane, 4);
+      uint8_t* blk = static_cast<uint8_t*>(dst) + static_cast<size_t>(b) * sizeof(BlockQ4_0);
+      std::memcpy(blk + offsetof(BlockQ4_0, d), sc, 2);
+      for (int k = 0; k < 4; ++k)
+        std::memcpy(blk + offsetof(BlockQ4_0, qs) + 4 * k, cb + 64 * k + 4 * lane, 4);
     } else {
-      auto* blk = static_cast<BlockQ8_0*>(dst) + b;
-      std::memcpy(&blk->d, sc, 2);
+      uint8_t* blk = static_cast<uint8_t*>(dst) + static_cast<size_t>(b) * sizeof(BlockQ8_0);
+      std::memcpy(blk + offsetof(BlockQ8_0, d), sc, 2);
       for (int k = 0; k < 8; ++k)
         for (int j = 0; j < 4; ++j)
-          blk->qs[4 * k + j] = static_cast<int8_t>(cb[64 * k + 4 * lane + j] - 128);
+          blk[offsetof(BlockQ8_0, qs) + 4 * k + j] =
+              static_cast<uint8_t>(cb[64 * k + 4 * lane + j] - 128);
     }
   }
 }
