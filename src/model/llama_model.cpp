@@ -142,7 +142,9 @@ void LlamaModel::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& poo
 
     rms_norm(ws.x.data(), L.ffn_norm, ws.h.data(), T, E, hp_.rms_eps);
     ws.linear(ws.h.data(), T, {{&L.w_gate, ws.gate.data()}, {&L.w_up, ws.up.data()}}, pool);
-    silu_mul(ws.gate.data(), ws.up.data(), T * F);
+    pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
+      silu_mul(ws.gate.data() + b * F, ws.up.data() + b * F, (e - b) * F);
+    });
     ws.linear(L.w_down, ws.gate.data(), T, ws.h.data(), pool);
     add_inplace(ws.x.data(), ws.h.data(), T * E);
   }

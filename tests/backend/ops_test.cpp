@@ -27,6 +27,29 @@ TEST(Ops, SiluMul) {
   EXPECT_NEAR(g[2], 2 / (1 + std::exp(-2.0)) * -1, 1e-6);
 }
 
+// Many values against the double formula, and each element the same bits
+// whatever range it is computed in (callers split rows across threads).
+TEST(Ops, SiluMulAccurateAndSplitInvariant) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  const int n = 1000;
+  std::vector<float> g(n), u(n);
+  for (int i = 0; i < n; ++i) g[i] = nd(rng), u[i] = nd(rng);
+  g[0] = -120.0f, g[1] = 95.0f;  // exp under- and overflow
+  std::vector<float> whole = g;
+  silu_mul(whole.data(), u.data(), n);
+  for (int i = 0; i < n; ++i) {
+    const double ref = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
+    EXPECT_NEAR(whole[i], ref, 1e-6 * (1.0 + std::fabs(ref))) << i << " g=" << g[i];
+  }
+  for (int split : {1, 7, 13, 500, 999}) {
+    std::vector<float> parts = g;
+    silu_mul(parts.data(), u.data(), split);
+    silu_mul(parts.data() + split, u.data() + split, n - split);
+    for (int i = 0; i < n; ++i) ASSERT_EQ(parts[i], whole[i]) << "split " << split << " at " << i;
+  }
+}
+
 // RoPE against the formula: pairs rotated by pos * base^(-2i/n_rot).
 TEST(Ops, RopeNormAndNeox) {
   const int head_dim = 8, n_rot = 6, n_heads = 2;

@@ -1,5 +1,7 @@
 #include "backend/cpu/ops.h"
 
+#include "backend/cpu/simd.h"  // first: wraps <immintrin.h>
+
 #include <cmath>
 
 namespace pagellm {
@@ -20,10 +22,23 @@ void add_inplace(float* x, const float* y, int64_t count) {
 }
 
 void silu_mul(float* gate, const float* up, int64_t count) {
+#if PAGELLM_HAVE_AVX512
+  // Every element takes the same vector path (masked at the end), so its
+  // value does not depend on where a caller splits the range.
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 m = count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    const __m512 e = cpu::simd::exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    const __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(gate + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, up + i)));
+  }
+#else
   for (int64_t i = 0; i < count; ++i) {
     const float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
+#endif
 }
 
 void add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) {

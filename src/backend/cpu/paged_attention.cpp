@@ -9,7 +9,6 @@
 #include "tensor/blocks.h"
 #include "tensor/fp16.h"
 
-
 namespace pagellm {
 
 namespace {
@@ -52,27 +51,6 @@ inline float dot(const float* a, const float* b, int n) {
 }
 
 #if defined(__AVX512F__)
-// exp(x) for 16 floats: x = n ln2 + r (|r| <= ln2 / 2), e^r by a degree-6
-// polynomial (relative error ~2e-7), times 2^n by vscalefps. exp(-inf) = 0.
-inline __m512 exp16(__m512 x) {
-  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
-  const __m512 ln2_hi = _mm512_set1_ps(0.693359375f);
-  const __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
-  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // below: result 0 (denormal flush)
-  x = _mm512_min_ps(x, _mm512_set1_ps(88.7f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT);
-  __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
-  r = _mm512_fnmadd_ps(n, ln2_lo, r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
 // Positions are taken kChunk at a time (chunks start at position 0, so a
 // token's chunks never depend on the batch): the chunk's K and V rows are
 // widened to f32, its scores computed (one dot per head, fixed order), then
@@ -140,7 +118,7 @@ void attention_avx512(const PagedAttentionArgs& a, ThreadPool& pool) {
             m[g] = cmax;
           }
           alignas(64) float pw[kChunk];
-          _mm512_store_ps(pw, exp16(_mm512_sub_ps(s16, _mm512_set1_ps(m[g]))));
+          _mm512_store_ps(pw, cpu::simd::exp16(_mm512_sub_ps(s16, _mm512_set1_ps(m[g]))));
           float lsum = 0.0f;
           for (int j = 0; j < cn; ++j) lsum += pw[j];
           l[g] += lsum;
