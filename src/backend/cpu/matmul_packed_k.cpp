@@ -1,0 +1,441 @@
+// Rows16 Q4_K and Q6_K weights (packed_weights.h) times split Q8_K activation
+// rows (activation_quant.h). Their integer sub-scales are applied in int32, so
+// the float work is two (Q4_K) or one (Q6_K) fma per output per 256-element
+// super-block; each output is one float chain over the super-blocks in order,
+// the same in the scalar, AVX2 and AVX-512 variants (bit for bit).
+#include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "tensor/blocks.h"
+#include "tensor/fp16.h"
+
+namespace pagellm::cpu::detail {
+
+namespace {
+
+// ---- Q4_K (Rows16, packed_weights.h) times split Q8_K rows --------------------
+// Per weight row r, activation row c, super-block s:
+//   S = sum_j scale_j * I_j      I_j = exact dot of sub-block j's codes and q_x
+//   M = sum_j min_j * sum32_j    (sums of 32 activation codes)
+//   acc = fma(float(S), d * d_x, acc); acc = fma(float(M), -(dmin * d_x), acc)
+// super-blocks in order; every variant computes exactly this.
+
+struct XRowK {
+  const int8_t* qs;
+  const float* d;
+  const int16_t* sum32;
+  const int16_t* sum16;
+};
+inline XRowK xk_row(const uint8_t* x, int64_t n) {
+  XRowK r;
+  r.qs = reinterpret_cast<const int8_t*>(x);
+  r.d = reinterpret_cast<const float*>(x + n);
+  r.sum32 = reinterpret_cast<const int16_t*>(x + n + 4 * (n / 256));
+  r.sum16 = r.sum32 + 8 * (n / 256);
+  return r;
+}
+constexpr size_t kQ4KSuper = 2496, kQ4KScales = 2048, kQ4KMins = 2176, kQ4KD = 2432;
+
+void q4k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
+                int64_t cols, float* out, int64_t os) {
+  const int64_t nsb = n / 256;
+  for (int64_t g = 0; g * kPackRows < rows; ++g) {
+    const uint8_t* grp = w + static_cast<size_t>(g) * gb;
+    for (int64_t c = 0; c < cols; ++c) {
+      const XRowK xr = xk_row(x + static_cast<size_t>(c) * xs, n);
+      float acc[kPackRows] = {};
+      for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* sb = grp + static_cast<size_t>(s) * kQ4KSuper;
+        const auto* mins = reinterpret_cast<const int16_t*>(sb + kQ4KMins);
+        for (int lane = 0; lane < kPackRows; ++lane) {
+          int32_t S = 0, M = 0;
+          for (int j = 0; j < 8; ++j) {
+            int32_t I = 0;
+            for (int k = 0; k < 8; ++k)
+              for (int i = 0; i < 4; ++i) {
+                const uint8_t v = sb[512 * (j / 2) + 64 * k + 4 * lane + i];
+                const int code = j % 2 ? v >> 4 : v & 15;
+                I += code * xr.qs[256 * s + 32 * j + 4 * k + i];
+              }
+            S += sb[kQ4KScales + 16 * j + lane] * I;
+            M += mins[2 * (16 * (j / 2) + lane) + j % 2] * xr.sum32[8 * s + j];
+          }
+          f16_t hd, hm;
+          std::memcpy(&hd, sb + kQ4KD + 2 * lane, 2);
+          std::memcpy(&hm, sb + kQ4KD + 32 + 2 * lane, 2);
+          const float dx = xr.d[s];
+          acc[lane] = std::fma(static_cast<float>(S), fp16_to_fp32(hd) * dx, acc[lane]);
+          acc[lane] = std::fma(static_cast<float>(M), -(fp16_to_fp32(hm) * dx), acc[lane]);
+        }
+      }
+      for (int lane = 0; lane < kPackRows; ++lane) {
+        const int64_t r = g * kPackRows + lane;
+        if (r < rows) out[c * os + r] = acc[lane];
+      }
+    }
+  }
+}
+
+#if PAGELLM_HAVE_AVX512
+struct Avx512Q4K {
+  static constexpr int kCols = 8;
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowK xr[CB];
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
+    __m512 acc[CB];
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ4KSuper;
+      if constexpr (CB <= 2)
+        for (size_t l = 0; l < kQ4KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+      __m512i S[CB];
+#pragma GCC unroll 8
+      for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
+      for (int j = 0; j < 8; ++j) {
+        __m512i A[8];
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m512i v = _mm512_loadu_si512(sb + 512 * (j / 2) + 64 * k);
+          A[k] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, m4);
+        }
+        const __m512i sc = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KScales + 16 * j)));
+#pragma GCC unroll 8
+        for (int c = 0; c < CB; ++c) {
+          const int8_t* q = xr[c].qs + 256 * s + 32 * j;
+          __m512i I = _mm512_setzero_si512(), J = _mm512_setzero_si512();
+#pragma GCC unroll 8
+          for (int k = 0; k < 8; k += 2) {
+            I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
+            J = _mm512_dpbusd_epi32(J, A[k + 1], _mm512_set1_epi32(simd::load_u32(q + 4 * k + 4)));
+          }
+          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_add_epi32(I, J), sc));
+        }
+      }
+      __m512i mp[4];
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) mp[p] = _mm512_loadu_si512(sb + kQ4KMins + 64 * p);
+      const __m512 dv =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ4KD)));
+      const __m512 dm =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ4KD + 32)));
+#pragma GCC unroll 8
+      for (int c = 0; c < CB; ++c) {
+        const int16_t* sums = xr[c].sum32 + 8 * s;
+        __m512i M = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p)
+          M = _mm512_dpwssd_epi32(
+              M, mp[p], _mm512_set1_epi32(static_cast<int32_t>(simd::load_u32(sums + 2 * p))));
+        const __m512 dx = _mm512_set1_ps(xr[c].d[s]);
+        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(dv, dx), acc[c]);
+        acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dm, dx), acc[c]);
+      }
+    }
+    const __mmask16 mask = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) _mm512_mask_storeu_ps(out + c * os, mask, acc[c]);
+  }
+
+  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+                   int64_t os, int valid) {
+    tail_of<Avx512Q4K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+};
+#endif  // PAGELLM_HAVE_AVX512
+
+#if PAGELLM_HAVE_AVX2
+struct Avx2Q4K {
+  static constexpr int kCols = 4;
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    for (int half = 0; half < 2 && 8 * half < valid; ++half)
+      half_group<CB>(n, grp, half, x, xs, out + 8 * half, os, valid - 8 * half);
+  }
+
+  template <int CB>
+  static void half_group(int64_t n, const uint8_t* grp, int half, const uint8_t* x, size_t xs,
+                         float* out, int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowK xr[CB];
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
+    __m256 acc[CB];
+    for (int c = 0; c < CB; ++c) acc[c] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ4KSuper;
+      __m256i S[CB];
+      for (int c = 0; c < CB; ++c) S[c] = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        __m256i A[8];
+        for (int k = 0; k < 8; ++k) {
+          const __m256i v = simd::load256(sb + 512 * (j / 2) + 64 * k + 32 * half);
+          A[k] = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
+        }
+        const __m256i sc = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ4KScales + 16 * j + 8 * half)));
+        for (int c = 0; c < CB; ++c) {
+          const int8_t* q = xr[c].qs + 256 * s + 32 * j;
+          __m256i I = _mm256_setzero_si256();
+          for (int k = 0; k < 8; ++k) {
+            const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * k)));
+            I = _mm256_add_epi32(I, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], y), ones));
+          }
+          S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(I, sc));
+        }
+      }
+      __m256i mp[4];
+      for (int p = 0; p < 4; ++p) mp[p] = simd::load256(sb + kQ4KMins + 64 * p + 32 * half);
+      const __m256 dv = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KD + 16 * half)));
+      const __m256 dm = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KD + 32 + 16 * half)));
+      for (int c = 0; c < CB; ++c) {
+        const int16_t* sums = xr[c].sum32 + 8 * s;
+        __m256i M = _mm256_setzero_si256();
+        for (int p = 0; p < 4; ++p)
+          M = _mm256_add_epi32(
+              M, _mm256_madd_epi16(
+                     mp[p], _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(sums + 2 * p)))));
+        const __m256 dx = _mm256_set1_ps(xr[c].d[s]);
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]), _mm256_mul_ps(dv, dx), acc[c]);
+        acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dm, dx), acc[c]);
+      }
+    }
+    if (valid >= 8) {
+      for (int c = 0; c < CB; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
+    } else {
+      for (int c = 0; c < CB; ++c) {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, acc[c]);
+        std::memcpy(out + c * os, tmp, sizeof(float) * static_cast<size_t>(valid));
+      }
+    }
+  }
+
+  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+                   int64_t os, int valid) {
+    tail_of<Avx2Q4K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+};
+#endif  // PAGELLM_HAVE_AVX2
+
+PackedTileFn q4k_for(CpuIsa isa) {
+#if PAGELLM_HAVE_AVX512
+  if (isa == CpuIsa::Avx512) return drive<Avx512Q4K>;
+#endif
+#if PAGELLM_HAVE_AVX2
+  if (isa == CpuIsa::Avx2) return drive<Avx2Q4K>;
+#endif
+  if (isa == CpuIsa::Scalar) return q4k_scalar;
+  return nullptr;
+}
+
+// ---- Q6_K (Rows16) times split Q8_K rows -------------------------------------
+// Per weight row r, activation row c, super-block s, with I_j the exact dot of
+// sub-block j's codes (0..63) and q_x:
+//   S = sum_j scale_j * (I_j - 32 * sum16_j);  acc = fma(float(S), d * d_x, acc)
+constexpr size_t kQ6KSuper = 3360, kQ6KQh = 2048, kQ6KScales = 3072, kQ6KD = 3328;
+
+void q6k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
+                int64_t cols, float* out, int64_t os) {
+  const int64_t nsb = n / 256;
+  for (int64_t g = 0; g * kPackRows < rows; ++g) {
+    const uint8_t* grp = w + static_cast<size_t>(g) * gb;
+    for (int64_t c = 0; c < cols; ++c) {
+      const XRowK xr = xk_row(x + static_cast<size_t>(c) * xs, n);
+      float acc[kPackRows] = {};
+      for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper;
+        for (int lane = 0; lane < kPackRows; ++lane) {
+          int32_t S = 0;
+          for (int j = 0; j < 16; ++j) {
+            int32_t I = -32 * xr.sum16[16 * s + j];
+            for (int e = 16 * j; e < 16 * j + 16; ++e) {
+              const int G = e / 4, i = e % 4;
+              const int lo = (sb[64 * (G % 32) + 4 * lane + i] >> (4 * (G / 32))) & 15;
+              const int hi = (sb[kQ6KQh + 64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3;
+              I += (lo | (hi << 4)) * xr.qs[256 * s + e];
+            }
+            S += static_cast<int8_t>(sb[kQ6KScales + 16 * j + lane]) * I;
+          }
+          f16_t hd;
+          std::memcpy(&hd, sb + kQ6KD + 2 * lane, 2);
+          acc[lane] = std::fma(static_cast<float>(S), fp16_to_fp32(hd) * xr.d[s], acc[lane]);
+        }
+      }
+      for (int lane = 0; lane < kPackRows; ++lane) {
+        const int64_t r = g * kPackRows + lane;
+        if (r < rows) out[c * os + r] = acc[lane];
+      }
+    }
+  }
+}
+
+#if PAGELLM_HAVE_AVX512
+struct Avx512Q6K {
+  static constexpr int kCols = 8;
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowK xr[CB];
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
+    __m512 acc[CB];
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper;
+      if constexpr (CB <= 2)
+        for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+      __m512i S[CB];
+#pragma GCC unroll 8
+      for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
+      for (int j = 0; j < 16; ++j) {
+        __m512i A[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; ++t) {
+          const int G = 4 * j + t;
+          __m512i lo = _mm512_loadu_si512(sb + 64 * (G % 32));
+          if (G >= 32) lo = _mm512_srli_epi16(lo, 4);
+          __m512i hi = _mm512_loadu_si512(sb + kQ6KQh + 64 * (G % 16));
+          hi = _mm512_and_si512(_mm512_srli_epi16(hi, 2 * (G / 16)), m3);
+          A[t] = _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(hi, 4));
+        }
+        const __m512i sc = _mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ6KScales + 16 * j)));
+#pragma GCC unroll 8
+        for (int c = 0; c < CB; ++c) {
+          const int8_t* q = xr[c].qs + 256 * s + 16 * j;
+          __m512i I = _mm512_set1_epi32(-32 * xr[c].sum16[16 * s + j]);
+#pragma GCC unroll 4
+          for (int t = 0; t < 4; ++t)
+            I = _mm512_dpbusd_epi32(I, A[t], _mm512_set1_epi32(simd::load_u32(q + 4 * t)));
+          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I, sc));
+        }
+      }
+      const __m512 dv =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ6KD)));
+#pragma GCC unroll 8
+      for (int c = 0; c < CB; ++c)
+        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]),
+                                 _mm512_mul_ps(dv, _mm512_set1_ps(xr[c].d[s])), acc[c]);
+    }
+    const __mmask16 mask = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) _mm512_mask_storeu_ps(out + c * os, mask, acc[c]);
+  }
+
+  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+                   int64_t os, int valid) {
+    tail_of<Avx512Q6K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+};
+#endif  // PAGELLM_HAVE_AVX512
+
+#if PAGELLM_HAVE_AVX2
+struct Avx2Q6K {
+  static constexpr int kCols = 4;
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    for (int half = 0; half < 2 && 8 * half < valid; ++half)
+      half_group<CB>(n, grp, half, x, xs, out + 8 * half, os, valid - 8 * half);
+  }
+
+  template <int CB>
+  static void half_group(int64_t n, const uint8_t* grp, int half, const uint8_t* x, size_t xs,
+                         float* out, int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowK xr[CB];
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
+    __m256 acc[CB];
+    for (int c = 0; c < CB; ++c) acc[c] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper + 32 * half;
+      __m256i S[CB];
+      for (int c = 0; c < CB; ++c) S[c] = _mm256_setzero_si256();
+      for (int j = 0; j < 16; ++j) {
+        __m256i A[4];
+        for (int t = 0; t < 4; ++t) {
+          const int G = 4 * j + t;
+          __m256i lo = simd::load256(sb + 64 * (G % 32));
+          if (G >= 32) lo = _mm256_srli_epi16(lo, 4);
+          __m256i hi = simd::load256(sb + kQ6KQh + 64 * (G % 16));
+          hi = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * (G / 16)), m3);
+          A[t] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(hi, 4));
+        }
+        const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(
+            reinterpret_cast<const __m128i*>(sb - 32 * half + kQ6KScales + 16 * j + 8 * half)));
+        for (int c = 0; c < CB; ++c) {
+          const int8_t* q = xr[c].qs + 256 * s + 16 * j;
+          __m256i I = _mm256_set1_epi32(-32 * xr[c].sum16[16 * s + j]);
+          for (int t = 0; t < 4; ++t) {
+            const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * t)));
+            I = _mm256_add_epi32(I, _mm256_madd_epi16(_mm256_maddubs_epi16(A[t], y), ones));
+          }
+          S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(I, sc));
+        }
+      }
+      const __m256 dv = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb - 32 * half + kQ6KD + 16 * half)));
+      for (int c = 0; c < CB; ++c)
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]),
+                                 _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])), acc[c]);
+    }
+    if (valid >= 8) {
+      for (int c = 0; c < CB; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
+    } else {
+      for (int c = 0; c < CB; ++c) {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, acc[c]);
+        std::memcpy(out + c * os, tmp, sizeof(float) * static_cast<size_t>(valid));
+      }
+    }
+  }
+
+  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+                   int64_t os, int valid) {
+    tail_of<Avx2Q6K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+};
+#endif  // PAGELLM_HAVE_AVX2
+
+PackedTileFn q6k_for(CpuIsa isa) {
+#if PAGELLM_HAVE_AVX512
+  if (isa == CpuIsa::Avx512) return drive<Avx512Q6K>;
+#endif
+#if PAGELLM_HAVE_AVX2
+  if (isa == CpuIsa::Avx2) return drive<Avx2Q6K>;
+#endif
+  if (isa == CpuIsa::Scalar) return q6k_scalar;
+  return nullptr;
+}
+
+}  // namespace
+
+PackedTileFn packed_q4k_fn(CpuIsa isa) {
+  return q4k_for(isa);
+}
+
+PackedTileFn packed_q6k_fn(CpuIsa isa) {
+  return q6k_for(isa);
+}
+
+}  // namespace pagellm::cpu::detail
