@@ -1,8 +1,6 @@
 // End-to-end tests of the `pagellm` executable: make-model, inspect, generate.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -13,25 +11,10 @@ namespace {
 
 using nlohmann::json;
 
-struct CmdResult {
-  int code;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using test::CmdResult;
 
 CmdResult run(const std::string& args) {
-  test::TempPath err_path(".err");
-  std::string cmd = std::string(PAGELLM_BINARY) + " " + args + " 2>" + err_path.path;
-  FILE* p = popen(cmd.c_str(), "r");
-  CmdResult r{-1, "", ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_path.path);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
+  return test::run_command(std::string(PAGELLM_BINARY) + " " + args);
 }
 
 std::string q(const std::string& s) {

@@ -1,10 +1,7 @@
 // End-to-end tests of `pagellm plan`: the table, the JSON keys, refusals with
 // exit code 2, and the swap guard on the real machine.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "support/test_support.h"
@@ -14,25 +11,10 @@ namespace {
 
 using nlohmann::json;
 
-struct CmdResult {
-  int code;
-  std::string out;
-  std::string err;
-};
+using test::CmdResult;
 
 CmdResult run_plan(const std::string& args) {
-  test::TempPath err_path(".err");
-  std::string cmd = std::string(PAGELLM_BINARY) + " plan " + args + " 2>" + err_path.path;
-  FILE* p = popen(cmd.c_str(), "r");
-  CmdResult r{-1, "", ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_path.path);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
+  return test::run_command(std::string(PAGELLM_BINARY) + " plan " + args);
 }
 
 bool has(const std::string& s, const std::string& part) {

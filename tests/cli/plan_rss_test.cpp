@@ -1,7 +1,6 @@
 // The plan's host prediction against the resident memory actually used: a
 // run of the engine on a ~100 MB model stays within 5% (or 32 MiB) of it.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -13,14 +12,9 @@ namespace pagellm {
 namespace {
 
 std::string run_stdout(const std::string& args) {
-  std::string cmd = std::string(PAGELLM_BINARY) + " " + args + " 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << cmd;
-  return out;
+  const test::CmdResult r = test::run_command(std::string(PAGELLM_BINARY) + " " + args);
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+  return r.out;
 }
 
 TEST(PlanVsRss, HostPredictionMatchesResidentMemory) {

@@ -1,8 +1,6 @@
 // End-to-end tests of `pagellm tokenize`.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -14,24 +12,10 @@ namespace {
 using nlohmann::json;
 using Ids = std::vector<int32_t>;
 
-struct CmdResult {
-  int code;
-  std::string out;
-  std::string err;
-};
+using test::CmdResult;
 
 CmdResult run_pagellm(const std::string& args) {
-  test::TempPath err_path(".err");
-  const std::string cmd = std::string(PAGELLM_BINARY) + " " + args + " 2>" + err_path.path;
-  FILE* p = popen(cmd.c_str(), "r");
-  CmdResult r{-1, "", ""};
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_path.path);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
+  return test::run_command(std::string(PAGELLM_BINARY) + " " + args);
 }
 
 std::string shell_quote(const std::string& s) {

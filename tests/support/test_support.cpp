@@ -1,11 +1,13 @@
 #include "support/test_support.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 
@@ -25,6 +27,21 @@ TempPath::TempPath(const std::string& suffix) {
 TempPath::~TempPath() {
   std::error_code ec;
   std::filesystem::remove(path, ec);
+}
+
+CmdResult run_command(const std::string& command) {
+  TempPath err_path(".err");
+  const std::string cmd = command + " 2>" + err_path.path;
+  CmdResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_path.path);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  return r;
 }
 
 std::string read_file(const std::string& path) {

@@ -31,6 +31,15 @@ constexpr bool kSanitized =
     false;
 #endif
 
+// Runs a shell command: its exit code (-1 if it did not exit normally), its
+// stdout, and its stderr (through a temp file).
+struct CmdResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+CmdResult run_command(const std::string& command);
+
 // Whole file contents.
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& bytes);
