@@ -156,6 +156,39 @@ TEST(PagedAttention, MatchesNaiveAcrossSequencesAndTypes) {
   }
 }
 
+// Head dims 64 and 128 with an f16 cache take the register-resident kernel
+// (128: the GQA group of 4 in two passes of 2 heads); 48 the general one.
+TEST(PagedAttention, MatchesNaiveForCommonHeadDims) {
+  for (int d : {48, 64, 128}) {
+    std::mt19937 rng(11 + d);
+    CacheFixture s;
+    s.d = d;
+    s.build(rng, {21, 40}, DType::F16);
+    Tokens tok;
+    for (int sq = 0; sq < 2; ++sq)
+      for (int p = 0; p < s.lens[sq]; ++p) tok.seq.push_back(sq), tok.pos.push_back(p);
+    const int row = s.n_heads * s.d;
+    std::vector<float> q(tok.seq.size() * row);
+    std::normal_distribution<float> nd;
+    for (auto& x : q) x = nd(rng);
+    auto out = run(s, tok, q, 2);
+    std::vector<float> ref(row);
+    double worst = 0;
+    for (size_t i = 0; i < tok.seq.size(); ++i) {
+      naive(s, tok.seq[i], tok.pos[i], q.data() + i * row, ref.data());
+      for (int j = 0; j < row; ++j)
+        worst = std::max(worst, std::abs(double(out[i * row + j]) - ref[j]));
+    }
+    EXPECT_LT(worst, 2e-5) << "head_dim " << d;
+    // One token alone, with one thread, gives the same bits as in the batch.
+    const size_t pick = tok.seq.size() - 3;
+    Tokens alone{{tok.seq[pick]}, {tok.pos[pick]}};
+    std::vector<float> q1(q.begin() + pick * row, q.begin() + (pick + 1) * row);
+    auto one = run(s, alone, q1, 1);
+    for (int j = 0; j < row; ++j) ASSERT_EQ(one[j], out[pick * row + j]) << "head_dim " << d;
+  }
+}
+
 TEST(PagedAttention, TokenResultIndependentOfBatchAndThreads) {
   std::mt19937 rng(9);
   CacheFixture s;

@@ -59,6 +59,97 @@ inline float dot(const float* a, const float* b, int n) {
 // position by position.
 constexpr int kChunk = 16;
 
+// The same arithmetic as attention_avx512, in the same order, for f16 caches
+// with head_dim = 16 * DV: K and V rows are widened straight from the cache
+// (no f32 copies), and the accumulators of SG heads stay in registers. A
+// GQA group larger than SG is done SG heads at a time.
+template <int DV, int SG>
+void attention_f16_regs(const PagedAttentionArgs& a, ThreadPool& pool) {
+  const int group = a.n_heads / a.n_kv_heads;
+  constexpr int d = 16 * DV;
+  const int64_t work = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads;
+  const auto* kc = static_cast<const uint16_t*>(a.k_cache);
+  const auto* vc = static_cast<const uint16_t*>(a.v_cache);
+  pool.parallel_for(work, [&](int64_t begin, int64_t end, int) {
+    alignas(64) float sc[SG][kChunk];
+    alignas(64) float pw[SG][kChunk];
+    for (int64_t w = begin; w < end; ++w) {
+      const int32_t t = static_cast<int32_t>(w / a.n_kv_heads);
+      const int32_t kvh = static_cast<int32_t>(w % a.n_kv_heads);
+      const int32_t* table = a.block_tables[a.token_seq[t]];
+      const int32_t n_ctx = a.token_pos[t] + 1;
+      for (int g0 = 0; g0 < group; g0 += SG) {
+        const int ng = std::min(SG, group - g0);
+        const float* q0 = a.q + t * a.q_stride + (static_cast<int64_t>(kvh) * group + g0) * d;
+        __m512 acc[SG][DV];
+        float m[SG], l[SG];
+        for (int g = 0; g < SG; ++g) {
+          m[g] = -INFINITY;
+          l[g] = 0.0f;
+          for (int v = 0; v < DV; ++v) acc[g][v] = _mm512_setzero_ps();
+        }
+        for (int32_t p0 = 0; p0 < n_ctx; p0 += kChunk) {
+          const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
+          int64_t off[kChunk];  // element offset of each position's head row
+          for (int j = 0; j < cn; ++j) {
+            const int32_t p = p0 + j;
+            const int64_t slot =
+                static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
+            off[j] = (slot * a.n_kv_heads + kvh) * d;
+          }
+          for (int j = 0; j < kChunk; ++j) {
+            if (j >= cn) {
+              for (int g = 0; g < SG; ++g) sc[g][j] = -INFINITY;
+              continue;
+            }
+            const uint16_t* kr = kc + off[j];
+            __m512 k[DV];
+            for (int v = 0; v < DV; ++v)
+              k[v] = _mm512_cvtph_ps(
+                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kr + 16 * v)));
+            for (int g = 0; g < SG; ++g) {
+              if (g >= ng) break;
+              __m512 s = _mm512_setzero_ps();
+              for (int v = 0; v < DV; ++v)
+                s = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + g * d + 16 * v), k[v], s);
+              sc[g][j] = _mm512_reduce_add_ps(s) * a.scale;
+            }
+          }
+          for (int g = 0; g < ng; ++g) {
+            const __m512 s16 = _mm512_load_ps(sc[g]);
+            const float cmax = _mm512_reduce_max_ps(s16);
+            if (cmax > m[g]) {
+              const float corr = std::exp(m[g] - cmax);  // 0 on the first chunk
+              l[g] *= corr;
+              const __m512 c = _mm512_set1_ps(corr);
+              for (int v = 0; v < DV; ++v) acc[g][v] = _mm512_mul_ps(acc[g][v], c);
+              m[g] = cmax;
+            }
+            _mm512_store_ps(pw[g], cpu::simd::exp16(_mm512_sub_ps(s16, _mm512_set1_ps(m[g]))));
+            float lsum = 0.0f;
+            for (int j = 0; j < cn; ++j) lsum += pw[g][j];
+            l[g] += lsum;
+          }
+          for (int j = 0; j < cn; ++j) {
+            const uint16_t* vr = vc + off[j];
+            for (int v = 0; v < DV; ++v) {
+              const __m512 vv = _mm512_cvtph_ps(
+                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vr + 16 * v)));
+              for (int g = 0; g < SG; ++g)
+                if (g < ng) acc[g][v] = _mm512_fmadd_ps(_mm512_set1_ps(pw[g][j]), vv, acc[g][v]);
+            }
+          }
+        }
+        for (int g = 0; g < ng; ++g) {
+          float* o = a.out + t * a.out_stride + (static_cast<int64_t>(kvh) * group + g0 + g) * d;
+          const __m512 inv = _mm512_set1_ps(l[g] > 0 ? 1.0f / l[g] : 0.0f);
+          for (int v = 0; v < DV; ++v) _mm512_storeu_ps(o + 16 * v, _mm512_mul_ps(acc[g][v], inv));
+        }
+      }
+    }
+  });
+}
+
 void attention_avx512(const PagedAttentionArgs& a, ThreadPool& pool) {
   const int group = a.n_heads / a.n_kv_heads;
   const int d = a.head_dim;
@@ -145,6 +236,8 @@ void attention_avx512(const PagedAttentionArgs& a, ThreadPool& pool) {
 
 void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool) {
 #if defined(__AVX512F__)
+  if (a.kv_type == DType::F16 && a.head_dim == 64) return attention_f16_regs<4, 4>(a, pool);
+  if (a.kv_type == DType::F16 && a.head_dim == 128) return attention_f16_regs<8, 2>(a, pool);
   attention_avx512(a, pool);
 #else
   const int group = a.n_heads / a.n_kv_heads;
