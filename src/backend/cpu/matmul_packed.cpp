@@ -95,7 +95,7 @@ void packed_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const u
 
 template <DType T>
 struct Avx512 {
-  static constexpr int kCols = 8;
+  static constexpr int kCols = 16;
 
   template <int CB>
   static void group(int64_t n, const uint8_t* codes, const uint8_t* x, size_t xs, float* out,
@@ -104,10 +104,10 @@ struct Avx512 {
     const int64_t nb = n / 32;
     const auto* scales = reinterpret_cast<const __m256i*>(codes + static_cast<size_t>(nb) * C);
     XRow xr[CB];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) xr[c] = x_row(x + static_cast<size_t>(c) * xs, n);
     __m512 acc[CB];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* bc = codes + static_cast<size_t>(b) * C;
@@ -119,32 +119,32 @@ struct Avx512 {
       __m512i A[8];
       if constexpr (T == DType::Q4_0) {
         const __m512i m4 = _mm512_set1_epi8(15);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
         for (int k = 0; k < 4; ++k) {
           const __m512i v = _mm512_loadu_si512(bc + 64 * k);
           A[k] = _mm512_and_si512(v, m4);
           A[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         }
       } else {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
         for (int k = 0; k < 8; ++k) A[k] = _mm512_loadu_si512(bc + 64 * k);
       }
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales + b));
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) {
         const int8_t* q = xr[c].qs + 32 * b;
         __m512i I = _mm512_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]);
         if constexpr (CB <= 2) {
           // Few columns: two independent chains so the dpbusd latency hides.
           __m512i J = _mm512_setzero_si512();
-#pragma GCC unroll 8
+#pragma GCC unroll 16
           for (int k = 0; k < 8; k += 2) {
             I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
             J = _mm512_dpbusd_epi32(J, A[k + 1], _mm512_set1_epi32(simd::load_u32(q + 4 * k + 4)));
           }
           I = _mm512_add_epi32(I, J);
         } else {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
           for (int k = 0; k < 8; ++k)
             I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
         }
@@ -153,7 +153,7 @@ struct Avx512 {
       }
     }
     const __mmask16 mask = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) _mm512_mask_storeu_ps(out + c * os, mask, acc[c]);
   }
 
@@ -185,10 +185,10 @@ struct Avx2 {
     const int64_t nb = n / 32;
     const uint8_t* scales = codes + static_cast<size_t>(nb) * C + 16 * half;
     XRow xr[CB];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) xr[c] = x_row(x + static_cast<size_t>(c) * xs, n);
     __m256 acc[CB];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) acc[c] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nb; ++b) {
@@ -196,7 +196,7 @@ struct Avx2 {
       __m256i A[8];
       if constexpr (T == DType::Q4_0) {
         const __m256i m4 = _mm256_set1_epi8(15);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
         for (int k = 0; k < 4; ++k) {
           const __m256i v = simd::load256(bc + 64 * k);
           A[k] = _mm256_and_si256(v, m4);
@@ -205,26 +205,26 @@ struct Avx2 {
       } else {
 // Signed codes again: |w| * (x with w's sign) keeps maddubs' int16
 // pair sums in range (128 * 127 * 2 < 2^15).
-#pragma GCC unroll 8
+#pragma GCC unroll 16
         for (int k = 0; k < 8; ++k)
           A[k] = _mm256_xor_si256(simd::load256(bc + 64 * k), _mm256_set1_epi8(-128));
       }
       const __m256 dw =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 32 * b)));
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) {
         const int8_t* q = xr[c].qs + 32 * b;
         __m256i I;
         if constexpr (T == DType::Q4_0) {
           I = _mm256_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
           for (int k = 0; k < 8; ++k) {
             const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * k)));
             I = _mm256_add_epi32(I, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], y), ones));
           }
         } else {
           I = _mm256_setzero_si256();
-#pragma GCC unroll 8
+#pragma GCC unroll 16
           for (int k = 0; k < 8; ++k) {
             const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * k)));
             const __m256i p =
@@ -237,10 +237,10 @@ struct Avx2 {
       }
     }
     if (valid >= 8) {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
     } else {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) {
         alignas(32) float tmp[8];
         _mm256_store_ps(tmp, acc[c]);
