@@ -1,5 +1,6 @@
-// The Rows16 weight layout: Q4_0, Q8_0, Q4_K and Q6_K matrices repacked once at load so
-// that one 512-bit register holds the same four codes of 16 consecutive rows.
+// The Rows16 weight layout: Q4_0, Q8_0, Q4_K and Q6_K matrices repacked once
+// at load so that one 512-bit register holds the same four codes of 16
+// consecutive rows.
 // An integer dot product instruction (VNNI vpdpbusd) then yields the exact
 // block sums of 16 rows at once, one row per 32-bit lane, and the float scale
 // and accumulation run lane-wise: no horizontal sums, no per-row shuffles.
@@ -36,10 +37,11 @@
 //          d           at 3328: 16 f16, lane order
 //        value = d * scale_j * (code - 32).
 //
-// For Q4_0 / Q8_0, every block of 32 elements therefore is 8 "dword groups" of 4 elements:
-// group k (elements 4k..4k+3) is chunk k for Q8_0, and the low (k < 4) or
+// For Q4_0 / Q8_0, every block of 32 elements therefore is 8 "dword groups"
+// of 4 elements: group k (elements 4k..4k+3) is chunk k for Q8_0, and the low (k < 4) or
 // high (k >= 4) nibbles of chunk k % 4 for Q4_0. A group is exactly the bytes
-// the row-major layout stores, so packing is lossless (unpack_row16 inverts it).
+// the row-major layout stores, so packing is lossless (unpack_row16 inverts
+// it; likewise for the K-quants, whose scales are unpacked, not rounded).
 #pragma once
 
 #include <cstddef>
