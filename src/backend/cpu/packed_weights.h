@@ -38,10 +38,11 @@
 //        value = d * scale_j * (code - 32).
 //
 // For Q4_0 / Q8_0, every block of 32 elements therefore is 8 "dword groups"
-// of 4 elements: group k (elements 4k..4k+3) is chunk k for Q8_0, and the low (k < 4) or
-// high (k >= 4) nibbles of chunk k % 4 for Q4_0. A group is exactly the bytes
-// the row-major layout stores, so packing is lossless (unpack_row16 inverts
-// it; likewise for the K-quants, whose scales are unpacked, not rounded).
+// of 4 elements: group k (elements 4k..4k+3) is chunk k for Q8_0, and the low
+// (k < 4) or high (k >= 4) nibbles of chunk k % 4 for Q4_0. A group is exactly
+// the bytes the row-major layout stores, so packing is lossless (unpack_row16
+// inverts it; likewise for the K-quants, whose scales are unpacked, not
+// rounded).
 #pragma once
 
 #include <cstddef>
