@@ -131,28 +131,44 @@ std::vector<float> run(const CacheFixture& s, const Tokens& t, const std::vector
   return out;
 }
 
+// Every position of every sequence as one flattened batch, random queries,
+// run with 2 threads.
+struct Batch {
+  Tokens tok;
+  std::vector<float> q, out;
+};
+Batch every_position(const CacheFixture& s, std::mt19937& rng) {
+  Batch b;
+  for (int sq = 0; sq < static_cast<int>(s.lens.size()); ++sq)
+    for (int p = 0; p < s.lens[sq]; ++p) b.tok.seq.push_back(sq), b.tok.pos.push_back(p);
+  b.q.resize(b.tok.seq.size() * s.n_heads * s.d);
+  std::normal_distribution<float> nd;
+  for (auto& x : b.q) x = nd(rng);
+  b.out = run(s, b.tok, b.q, 2);
+  return b;
+}
+
+// Largest |out - naive| over the batch.
+double worst_vs_naive(const CacheFixture& s, const Batch& b) {
+  const int row = s.n_heads * s.d;
+  std::vector<float> ref(row);
+  double worst = 0;
+  for (size_t i = 0; i < b.tok.seq.size(); ++i) {
+    naive(s, b.tok.seq[i], b.tok.pos[i], b.q.data() + i * row, ref.data());
+    for (int j = 0; j < row; ++j)
+      worst = std::max(worst, std::abs(double(b.out[i * row + j]) - ref[j]));
+  }
+  return worst;
+}
+
 TEST(PagedAttention, MatchesNaiveAcrossSequencesAndTypes) {
   for (DType t : {DType::F32, DType::F16, DType::Q8_0}) {
     std::mt19937 rng(5);
     CacheFixture s;
     s.build(rng, {13, 1, 37}, t);
     // Every position of every sequence as one flattened batch.
-    Tokens tok;
-    for (int sq = 0; sq < 3; ++sq)
-      for (int p = 0; p < s.lens[sq]; ++p) tok.seq.push_back(sq), tok.pos.push_back(p);
-    const int row = s.n_heads * s.d;
-    std::vector<float> q(tok.seq.size() * row);
-    std::normal_distribution<float> nd;
-    for (auto& x : q) x = nd(rng);
-    auto out = run(s, tok, q, 2);
-    std::vector<float> ref(row);
-    double worst = 0;
-    for (size_t i = 0; i < tok.seq.size(); ++i) {
-      naive(s, tok.seq[i], tok.pos[i], q.data() + i * row, ref.data());
-      for (int j = 0; j < row; ++j)
-        worst = std::max(worst, std::abs(double(out[i * row + j]) - ref[j]));
-    }
-    EXPECT_LT(worst, 2e-5) << dtype_name(t);
+    const Batch b = every_position(s, rng);
+    EXPECT_LT(worst_vs_naive(s, b), 2e-5) << dtype_name(t);
   }
 }
 
@@ -164,28 +180,15 @@ TEST(PagedAttention, MatchesNaiveForCommonHeadDims) {
     CacheFixture s;
     s.d = d;
     s.build(rng, {21, 40}, DType::F16);
-    Tokens tok;
-    for (int sq = 0; sq < 2; ++sq)
-      for (int p = 0; p < s.lens[sq]; ++p) tok.seq.push_back(sq), tok.pos.push_back(p);
-    const int row = s.n_heads * s.d;
-    std::vector<float> q(tok.seq.size() * row);
-    std::normal_distribution<float> nd;
-    for (auto& x : q) x = nd(rng);
-    auto out = run(s, tok, q, 2);
-    std::vector<float> ref(row);
-    double worst = 0;
-    for (size_t i = 0; i < tok.seq.size(); ++i) {
-      naive(s, tok.seq[i], tok.pos[i], q.data() + i * row, ref.data());
-      for (int j = 0; j < row; ++j)
-        worst = std::max(worst, std::abs(double(out[i * row + j]) - ref[j]));
-    }
-    EXPECT_LT(worst, 2e-5) << "head_dim " << d;
+    const Batch b = every_position(s, rng);
+    EXPECT_LT(worst_vs_naive(s, b), 2e-5) << "head_dim " << d;
     // One token alone, with one thread, gives the same bits as in the batch.
-    const size_t pick = tok.seq.size() - 3;
-    Tokens alone{{tok.seq[pick]}, {tok.pos[pick]}};
-    std::vector<float> q1(q.begin() + pick * row, q.begin() + (pick + 1) * row);
+    const int row = s.n_heads * s.d;
+    const size_t pick = b.tok.seq.size() - 3;
+    Tokens alone{{b.tok.seq[pick]}, {b.tok.pos[pick]}};
+    std::vector<float> q1(b.q.begin() + pick * row, b.q.begin() + (pick + 1) * row);
     auto one = run(s, alone, q1, 1);
-    for (int j = 0; j < row; ++j) ASSERT_EQ(one[j], out[pick * row + j]) << "head_dim " << d;
+    for (int j = 0; j < row; ++j) ASSERT_EQ(one[j], b.out[pick * row + j]) << "head_dim " << d;
   }
 }
 

@@ -152,9 +152,7 @@ struct Avx512 {
         acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), s, acc[c]);
       }
     }
-    const __mmask16 mask = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) _mm512_mask_storeu_ps(out + c * os, mask, acc[c]);
+    store_rows16<CB>(out, os, acc, valid);
   }
 
   static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
@@ -236,17 +234,7 @@ struct Avx2 {
         acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), s, acc[c]);
       }
     }
-    if (valid >= 8) {
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
-    } else {
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) {
-        alignas(32) float tmp[8];
-        _mm256_store_ps(tmp, acc[c]);
-        std::memcpy(out + c * os, tmp, sizeof(float) * static_cast<size_t>(valid));
-      }
-    }
+    store_rows8<CB>(out, os, acc, valid);
   }
 
   static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,

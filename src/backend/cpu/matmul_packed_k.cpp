@@ -141,9 +141,7 @@ struct Avx512Q4K {
         acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dm, dx), acc[c]);
       }
     }
-    const __mmask16 mask = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
-#pragma GCC unroll 8
-    for (int c = 0; c < CB; ++c) _mm512_mask_storeu_ps(out + c * os, mask, acc[c]);
+    store_rows16<CB>(out, os, acc, valid);
   }
 
   static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
@@ -213,15 +211,7 @@ struct Avx2Q4K {
         acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dm, dx), acc[c]);
       }
     }
-    if (valid >= 8) {
-      for (int c = 0; c < CB; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
-    } else {
-      for (int c = 0; c < CB; ++c) {
-        alignas(32) float tmp[8];
-        _mm256_store_ps(tmp, acc[c]);
-        std::memcpy(out + c * os, tmp, sizeof(float) * static_cast<size_t>(valid));
-      }
-    }
+    store_rows8<CB>(out, os, acc, valid);
   }
 
   static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
@@ -335,9 +325,7 @@ struct Avx512Q6K {
         acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]),
                                  _mm512_mul_ps(dv, _mm512_set1_ps(xr[c].d[s])), acc[c]);
     }
-    const __mmask16 mask = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
-#pragma GCC unroll 8
-    for (int c = 0; c < CB; ++c) _mm512_mask_storeu_ps(out + c * os, mask, acc[c]);
+    store_rows16<CB>(out, os, acc, valid);
   }
 
   static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
@@ -399,15 +387,7 @@ struct Avx2Q6K {
         acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]),
                                  _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])), acc[c]);
     }
-    if (valid >= 8) {
-      for (int c = 0; c < CB; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
-    } else {
-      for (int c = 0; c < CB; ++c) {
-        alignas(32) float tmp[8];
-        _mm256_store_ps(tmp, acc[c]);
-        std::memcpy(out + c * os, tmp, sizeof(float) * static_cast<size_t>(valid));
-      }
-    }
+    store_rows8<CB>(out, os, acc, valid);
   }
 
   static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,

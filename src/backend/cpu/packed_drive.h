@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/packed_weights.h"
@@ -57,6 +58,31 @@ void tail_of(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs
     tail_of<K, CB - 1>(left, n, wg, x, xs, out, os, valid);
   }
 }
+
+#if PAGELLM_HAVE_AVX512
+// Stores CB column tiles of 16 rows (out + c * os), the first `valid` rows.
+template <int CB>
+inline void store_rows16(float* out, int64_t os, const __m512 (&acc)[CB], int valid) {
+  const __mmask16 mask = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
+  for (int c = 0; c < CB; ++c) _mm512_mask_storeu_ps(out + c * os, mask, acc[c]);
+}
+#endif
+
+#if PAGELLM_HAVE_AVX2
+// Stores CB column tiles of 8 rows (out + c * os), the first `valid` rows.
+template <int CB>
+inline void store_rows8(float* out, int64_t os, const __m256 (&acc)[CB], int valid) {
+  for (int c = 0; c < CB; ++c) {
+    if (valid >= 8) {
+      _mm256_storeu_ps(out + c * os, acc[c]);
+    } else {
+      alignas(32) float tmp[8];
+      _mm256_store_ps(tmp, acc[c]);
+      std::memcpy(out + c * os, tmp, sizeof(float) * static_cast<size_t>(valid));
+    }
+  }
+}
+#endif
 
 // The K-quant kernels (matmul_packed_k.cpp); nullptr when the variant is not
 // compiled in.

@@ -39,6 +39,14 @@ inline void load_row(const void* base, DType type, int64_t row, int n, float* ds
   for (; i < n; ++i) dst[i] = fp16_to_fp32(src[i]);
 }
 
+// Head row of KV head kvh at position p of a sequence: the cache slot from
+// the block table, times the heads per slot.
+inline int64_t kv_row(const PagedAttentionArgs& a, const int32_t* table, int32_t p, int32_t kvh) {
+  const int64_t slot =
+      static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
+  return slot * a.n_kv_heads + kvh;
+}
+
 inline float dot(const float* a, const float* b, int n) {
   // Fixed summation order (8 lanes, then a fixed tree), independent of batching.
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -91,12 +99,7 @@ void attention_f16_regs(const PagedAttentionArgs& a, ThreadPool& pool) {
         for (int32_t p0 = 0; p0 < n_ctx; p0 += kChunk) {
           const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
           int64_t off[kChunk];  // element offset of each position's head row
-          for (int j = 0; j < cn; ++j) {
-            const int32_t p = p0 + j;
-            const int64_t slot =
-                static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
-            off[j] = (slot * a.n_kv_heads + kvh) * d;
-          }
+          for (int j = 0; j < cn; ++j) off[j] = kv_row(a, table, p0 + j, kvh) * d;
           for (int j = 0; j < kChunk; ++j) {
             if (j >= cn) {
               for (int g = 0; g < SG; ++g) sc[g][j] = -INFINITY;
@@ -174,10 +177,7 @@ void attention_avx512(const PagedAttentionArgs& a, ThreadPool& pool) {
       for (int32_t p0 = 0; p0 < n_ctx; p0 += kChunk) {
         const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
         for (int j = 0; j < cn; ++j) {
-          const int32_t p = p0 + j;
-          const int64_t slot =
-              static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
-          const int64_t row = slot * a.n_kv_heads + kvh;
+          const int64_t row = kv_row(a, table, p0 + j, kvh);
           load_row(a.k_cache, a.kv_type, row, d, kf.data() + j * dpad);
           load_row(a.v_cache, a.kv_type, row, d, vf.data() + j * dpad);
         }
@@ -257,9 +257,7 @@ void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool) {
       std::fill(m.begin(), m.end(), -INFINITY);
       std::fill(l.begin(), l.end(), 0.0f);
       for (int32_t p = 0; p < n_ctx; ++p) {
-        const int64_t slot =
-            static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
-        const int64_t row = slot * a.n_kv_heads + kvh;
+        const int64_t row = kv_row(a, table, p, kvh);
         load_row(a.k_cache, a.kv_type, row, d, kbuf.data());
         load_row(a.v_cache, a.kv_type, row, d, vbuf.data());
         for (int g = 0; g < group; ++g) {
