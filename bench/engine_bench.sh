@@ -4,7 +4,9 @@
 # several concurrencies, with the KV waste and prefix-cache figures.
 #
 #   bench/engine_bench.sh [CONCURRENCY...]   env: THREADS (2), PROMPT (128), GEN (64),
-#                                                 REQUESTS (2 x concurrency, at least 4), TYPE (q4_0)
+#                                                 REQUESTS (2 x concurrency, at least 4), TYPE (q4_0),
+#                                                 ARGS (more `pagellm bench` flags, e.g.
+#                                                 "--shared-prefix 480 --max-prefill-while-decoding 0")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/pagellm}
@@ -25,7 +27,7 @@ base=""
 for c in "$@"; do
   req=${REQUESTS:-$(( c * 2 > 4 ? c * 2 : 4 ))}
   out=$("$BIN" bench -m "$model" -t "$THREADS" --concurrency "$c" --requests "$req" \
-        --prompt-len "$PROMPT" --gen-len "$GEN" --json)
+        --prompt-len "$PROMPT" --gen-len "$GEN" --json ${ARGS:-})
   base=$(python3 - "$out" "$base" <<'PY'
 import json, sys
 j = json.loads(sys.argv[1]); base = float(sys.argv[2]) if sys.argv[2] else None

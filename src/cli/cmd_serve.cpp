@@ -116,6 +116,7 @@ int run_serve(const ServeArgs& a) {
     cfg.prefix_caching = !a.no_prefix_cache;
     cfg.scheduler.max_num_seqs = a.plan.max_num_seqs;
     cfg.scheduler.max_batched_tokens = a.plan.max_batched_tokens;
+    cfg.scheduler.max_prefill_tokens_while_decoding = a.plan.max_prefill_while_decoding;
     cfg.placements = plan.kv_placements();
     // The swap guard: no new sequence while usable host RAM is under the headroom.
     const uint64_t headroom = plan.devices.back().headroom_bytes;

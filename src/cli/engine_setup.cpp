@@ -44,6 +44,7 @@ EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log
   c.max_seq_len = static_cast<int32_t>(s.plan.max_seq_len);
   c.scheduler.max_num_seqs = s.plan.max_num_seqs;
   c.scheduler.max_batched_tokens = po.max_batched_tokens;
+  c.scheduler.max_prefill_tokens_while_decoding = po.max_prefill_while_decoding;
   c.placements = s.plan.kv_placements();
   const uint64_t headroom = s.plan.devices.back().headroom_bytes;  // the host is last
   c.memory_ok = [headroom] { return read_host_memory().usable_bytes() >= headroom; };

@@ -45,6 +45,11 @@ void PlanOptions::add_to(CLI::App& sub) {
                  "Most tokens in one step (sizes the activation workspace)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  sub.add_option("--max-prefill-while-decoding", max_prefill_while_decoding,
+                 "Most prompt tokens in a step while sequences are decoding, so that a long "
+                 "prompt does not stall them (0: only --max-batched-tokens)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub.add_flag("--no-cpu-offload", no_cpu_offload,
                "Never put layers on the host CPU; shrink the cache instead (down to "
                "--min-kv-tokens)");

@@ -18,19 +18,20 @@
 namespace pagellm::cli {
 
 struct PlanOptions {
-  std::vector<std::string> devices;   // --device cpu:0=2GiB / cuda:0[=SIZE] (repeatable)
-  std::string device_map;             // --device-map "0-11:cpu:0,12-23:host"
-  int64_t kv_tokens = 0;              // -c / --kv-tokens (0: not given)
-  std::string kv_mem;                 // --kv-mem SIZE
-  double kv_fraction = 0;             // --kv-fraction F (0: not given)
-  std::string kv_type = "f16";        // --kv-type f16|f32|q8_0
-  std::string headroom;               // --headroom SIZE (empty: per-device default)
-  int64_t max_seq_len = 0;            // --max-seq-len (0: the model's trained context)
-  int32_t max_num_seqs = 64;          // --max-num-seqs
-  int64_t min_kv_tokens = 0;          // --min-kv-tokens (0: max_seq_len)
-  int32_t block_size = 16;            // --block-size
-  int32_t max_batched_tokens = 2048;  // --max-batched-tokens
-  bool no_cpu_offload = false;        // --no-cpu-offload
+  std::vector<std::string> devices;          // --device cpu:0=2GiB / cuda:0[=SIZE] (repeatable)
+  std::string device_map;                    // --device-map "0-11:cpu:0,12-23:host"
+  int64_t kv_tokens = 0;                     // -c / --kv-tokens (0: not given)
+  std::string kv_mem;                        // --kv-mem SIZE
+  double kv_fraction = 0;                    // --kv-fraction F (0: not given)
+  std::string kv_type = "f16";               // --kv-type f16|f32|q8_0
+  std::string headroom;                      // --headroom SIZE (empty: per-device default)
+  int64_t max_seq_len = 0;                   // --max-seq-len (0: the model's trained context)
+  int32_t max_num_seqs = 64;                 // --max-num-seqs
+  int64_t min_kv_tokens = 0;                 // --min-kv-tokens (0: max_seq_len)
+  int32_t block_size = 16;                   // --block-size
+  int32_t max_batched_tokens = 2048;         // --max-batched-tokens
+  int32_t max_prefill_while_decoding = 256;  // --max-prefill-while-decoding (0: no cap)
+  bool no_cpu_offload = false;               // --no-cpu-offload
 
   // Registers all the flags above on `sub` (the three KV requests exclude
   // each other).

@@ -19,6 +19,8 @@ int64_t SchedulerOutput::n_tokens() const {
 Scheduler::Scheduler(SchedulerConfig config, KvCacheManager& kv) : config_(config), kv_(kv) {
   if (config.max_num_seqs <= 0 || config.max_batched_tokens <= 0)
     throw ConfigError("max-num-seqs and max-batched-tokens must be positive");
+  if (config.max_prefill_tokens_while_decoding < 0)
+    throw ConfigError("max-prefill-tokens-while-decoding must not be negative");
 }
 
 void Scheduler::add(Sequence* seq) {
@@ -57,13 +59,46 @@ void Scheduler::preempt(Sequence* seq) {
   waiting_.push_front(seq);
 }
 
+namespace {
+// Its prompt (and, after a preemption, its earlier output) is in the cache:
+// it needs one token per step.
+bool is_decoding(const Sequence* s) {
+  return s->n_pending() == 1 && s->n_computed >= s->n_prompt;
+}
+}  // namespace
+
+bool Scheduler::awaits_shared_prefix(const Sequence* seq) const {
+  if (!kv_.prefix_caching()) return false;
+  const int64_t bs = kv_.block_size();
+  // match_prefix leaves at least one token to compute.
+  const int64_t reusable_end = static_cast<int64_t>(seq->tokens.size()) - 1;
+  if (reusable_end < bs) return false;
+  for (const Sequence* r : running_) {
+    if (r->n_computed >= reusable_end) continue;
+    const auto [a, b] = std::mismatch(seq->tokens.begin(), seq->tokens.begin() + reusable_end,
+                                      r->tokens.begin(), r->tokens.end());
+    const int64_t shared = (static_cast<int64_t>(a - seq->tokens.begin()) / bs) * bs;
+    if (shared > seq->n_computed && r->n_computed < shared) return true;
+  }
+  return false;
+}
+
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int64_t budget = config_.max_batched_tokens;
+  int64_t prefill_budget = budget;
+  if (config_.max_prefill_tokens_while_decoding > 0 &&
+      std::any_of(running_.begin(), running_.end(), is_decoding))
+    prefill_budget = std::min<int64_t>(prefill_budget, config_.max_prefill_tokens_while_decoding);
 
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* s = running_[i];
-    const int64_t n = std::min(s->n_pending(), budget);
+    const bool prefill = !is_decoding(s);
+    const int64_t n = std::min({s->n_pending(), budget, prefill ? prefill_budget : budget});
+    if (n == 0) {  // a prefill chunk waits for a step with prefill budget
+      ++i;
+      continue;
+    }
     bool self_preempted = false;
     Reserve r;
     while ((r = reserve(s, n, out)) == Reserve::kNoRoom) {
@@ -82,18 +117,25 @@ SchedulerOutput Scheduler::schedule() {
     }
     out.scheduled.push_back({s, n});
     budget -= n;
+    if (prefill) prefill_budget -= n;
     ++i;
   }
 
   // Admitting while preempting would thrash: wait for the next step.
-  while (!admission_paused_ && out.preempted.empty() && !waiting_.empty() && budget > 0 &&
+  while (!admission_paused_ && out.preempted.empty() && !waiting_.empty() &&
+         std::min(budget, prefill_budget) > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Sequence* s = waiting_.front();
     if (s->blocks.blocks().empty()) {
       s->n_computed = kv_.match_prefix(s->tokens, s->blocks);
       s->n_cached_prompt = std::min(s->n_computed, s->n_prompt);
     }
-    const int64_t n = std::min(s->n_pending(), budget);
+    if (awaits_shared_prefix(s)) {
+      kv_.free(s->blocks);  // matched again when it is admitted
+      s->n_computed = 0;
+      break;
+    }
+    const int64_t n = std::min({s->n_pending(), budget, prefill_budget});
     const Reserve r = reserve(s, n, out);
     if (r == Reserve::kFailed) {
       waiting_.pop_front();
@@ -112,6 +154,7 @@ SchedulerOutput Scheduler::schedule() {
     running_.push_back(s);
     out.scheduled.push_back({s, n});
     budget -= n;
+    prefill_budget -= n;
   }
   return out;
 }

@@ -4,14 +4,20 @@
 // Policy (FCFS, chunked prefill, preemption by recompute):
 //  1. Running sequences first, in admission order: each gets its pending
 //     tokens (1 for a decode, a chunk for an unfinished prefill) within the
-//     token budget. If the cache cannot hold them, the most recently admitted
-//     running sequence is preempted (blocks freed, full blocks stay in the
-//     prefix cache) and requeued at the front of the waiting queue, until the
-//     sequence fits or is itself the one preempted.
+//     token budget. While any sequence is decoding, prompt tokens in the step
+//     are further capped (max_prefill_tokens_while_decoding) so that a long
+//     prefill cannot stall every decode for seconds (inter-token latency). If the cache cannot hold
+//     them, the most recently admitted running sequence is preempted (blocks freed, full blocks
+//     stay in the prefix cache) and requeued at the front of the waiting queue, until the sequence
+//     fits or is itself the one preempted.
 //  2. Then waiting sequences in arrival order while sequences and budget
 //     remain: the prefix cache covers what it can, a chunk of the rest is
 //     scheduled. The first one that does not fit stops admission (no
-//     overtaking).
+//     overtaking). With prefix caching, a sequence whose prompt shares full
+//     blocks with a running sequence that is still computing them waits a
+//     step or a few, and then takes them from the cache instead of computing
+//     the same blocks again (a burst of requests with one system prompt
+//     prefills it once).
 // A reservation that throws (out of memory) fails only that sequence: it is
 // reported in SchedulerOutput::failed and the others are scheduled as usual.
 // A sequence whose prompt cannot fit in the whole cache is rejected when added.
@@ -30,6 +36,11 @@ namespace pagellm {
 struct SchedulerConfig {
   int32_t max_num_seqs = 64;
   int32_t max_batched_tokens = 2048;
+  // Prompt (prefill) tokens per step while at least one running sequence is
+  // decoding; 0 means only max_batched_tokens applies. On a CPU a prefill
+  // token costs about as much as a batched decode token, so 256 keeps a
+  // decode step under a second while prefill still moves in large chunks.
+  int32_t max_prefill_tokens_while_decoding = 256;
 };
 
 struct ScheduledSeq {
@@ -84,6 +95,9 @@ class Scheduler {
   // Room for `seq`'s next `n` tokens; a throw is caught and recorded in out.failed.
   Reserve reserve(Sequence* seq, int64_t n, SchedulerOutput& out);
   void preempt(Sequence* seq);
+  // True if a running sequence is computing full blocks that `seq`'s tokens
+  // share beyond what the prefix cache already gave it.
+  bool awaits_shared_prefix(const Sequence* seq) const;
 
   SchedulerConfig config_;
   KvCacheManager& kv_;

@@ -70,6 +70,97 @@ TEST(Scheduler, DecodesFirstThenFcfsAdmissionUnderBudgets) {
   EXPECT_EQ(s.waiting().front(), d.get());
 }
 
+TEST(Scheduler, CapsPrefillTokensWhileSequencesDecode) {
+  KvCacheManager kv(64, 16, false);
+  Scheduler s(
+      {.max_num_seqs = 8, .max_batched_tokens = 200, .max_prefill_tokens_while_decoding = 24}, kv);
+  auto a = make_seq(1, 10), b = make_seq(2, 100), c = make_seq(3, 40);
+  s.add(a.get());
+  auto out = s.schedule();  // nothing decodes yet: the whole budget is open
+  ASSERT_EQ(out.scheduled.size(), 1u);
+  EXPECT_EQ(out.scheduled[0].n_tokens, 10);
+  complete_step(s, out);
+  s.add(b.get());
+  s.add(c.get());
+  // a decodes: prompt tokens are capped at 24 per step, across b and c, FCFS.
+  std::vector<int64_t> b_chunks;
+  while (b->n_computed < b->n_prompt) {
+    out = s.schedule();
+    int64_t prompt_tokens = 0;
+    bool a_ran = false;
+    int64_t b_after = b->n_computed;
+    for (const auto& sc : out.scheduled) {
+      if (sc.seq == a.get()) {
+        a_ran = true;
+        EXPECT_EQ(sc.n_tokens, 1);
+      } else {
+        prompt_tokens += sc.n_tokens;
+      }
+      if (sc.seq == b.get()) {
+        b_chunks.push_back(sc.n_tokens);
+        b_after += sc.n_tokens;
+      }
+      if (sc.seq == c.get()) {
+        EXPECT_EQ(b_after, 100) << "c overtook b";
+      }
+    }
+    EXPECT_TRUE(a_ran) << "a decode was left out";
+    EXPECT_LE(prompt_tokens, 24);
+    complete_step(s, out);
+  }
+  EXPECT_EQ(b_chunks, (std::vector<int64_t>{24, 24, 24, 24, 4}));
+  // With the cap off, the same state schedules a whole prompt in one step.
+  KvCacheManager kv2(64, 16, false);
+  Scheduler s2(
+      {.max_num_seqs = 8, .max_batched_tokens = 200, .max_prefill_tokens_while_decoding = 0}, kv2);
+  auto x = make_seq(4, 10), y = make_seq(5, 100);
+  s2.add(x.get());
+  complete_step(s2, s2.schedule());
+  s2.add(y.get());
+  out = s2.schedule();
+  ASSERT_EQ(out.scheduled.size(), 2u);
+  EXPECT_EQ(out.scheduled[1].n_tokens, 100);
+}
+
+// A burst of prompts with one 48-token prefix: the first computes it, the
+// others wait for its blocks and take them from the prefix cache.
+TEST(Scheduler, BurstWithSharedPrefixComputesThePrefixOnce) {
+  for (const bool caching : {true, false}) {
+    KvCacheManager kv(64, 16, caching);
+    Scheduler s({.max_num_seqs = 8, .max_batched_tokens = 512}, kv);
+    std::vector<std::unique_ptr<Sequence>> seqs;
+    for (int i = 0; i < 4; ++i) {
+      seqs.push_back(make_seq(static_cast<uint64_t>(i + 1), 56));
+      for (int j = 48; j < 56; ++j)
+        seqs.back()->tokens[static_cast<size_t>(j)] = 1000 * (i + 1) + j;
+    }
+    auto unrelated = make_seq(9, 40, 100, 500);
+    for (auto& q : seqs) s.add(q.get());
+    int64_t prompt_tokens_run = 0;
+    auto out = s.schedule();
+    for (const auto& sc : out.scheduled) prompt_tokens_run += sc.n_tokens;
+    if (caching) {
+      ASSERT_EQ(out.scheduled.size(), 1u);  // the others wait for its blocks
+    } else {
+      ASSERT_EQ(out.scheduled.size(), 4u);  // nothing to wait for
+    }
+    complete_step(s, out);
+    s.add(unrelated.get());
+    out = s.schedule();
+    for (const auto& sc : out.scheduled)
+      if (sc.seq->n_computed < sc.seq->n_prompt) prompt_tokens_run += sc.n_tokens;
+    complete_step(s, out);
+    for (auto& q : seqs) EXPECT_GE(q->n_generated(), 1) << "seq " << q->id;  // all prefilled
+    EXPECT_EQ(unrelated->n_generated(), 1);
+    if (caching) {
+      for (size_t i = 1; i < seqs.size(); ++i) EXPECT_EQ(seqs[i]->n_cached_prompt, 48);
+      EXPECT_EQ(prompt_tokens_run, 56 + 3 * 8 + 40);
+    } else {
+      EXPECT_EQ(prompt_tokens_run, 4 * 56 + 40);
+    }
+  }
+}
+
 TEST(Scheduler, PreemptsMostRecentlyAdmittedAndRequeuesAtFront) {
   KvCacheManager kv(4, 16, false);  // 64 tokens
   Scheduler s({.max_num_seqs = 8, .max_batched_tokens = 256}, kv);
