@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(cmake ninja-build g++ pkg-config libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
-      libspdlog-dev libfmt-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev python3)
+      libspdlog-dev libfmt-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev python3
+      qemu-user)  # qemu-user: the kernels on emulated CPUs without AVX-512 / AVX (tests)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/cpu_isa.h"
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
 #include "engine/bench_runner.h"
@@ -56,6 +57,7 @@ int run_roofline_cmd(BenchArgs a) {
                      {"generated_tokens_per_s", b.generated_tokens_per_s},
                      {"decode_tokens_per_s", b.decode_tokens_per_s}});
     nlohmann::json j = {{"threads", setup.pool->size()},
+                        {"cpu_isa", cpu::isa_name(cpu::best_isa())},
                         {"read_bandwidth_bytes_per_s", r.bandwidth.read_bytes_per_s},
                         {"triad_bandwidth_bytes_per_s", r.bandwidth.triad_bytes_per_s},
                         {"weight_bytes_per_token", r.weight_bytes_per_token},
@@ -68,6 +70,7 @@ int run_roofline_cmd(BenchArgs a) {
     std::puts(j.dump().c_str());
     return 0;
   }
+  fmt::print("CPU kernels: {}\n", cpu::isa_name(cpu::best_isa()));
   fmt::print("memory bandwidth ({} threads): read {:.1f} GB/s, triad {:.1f} GB/s\n",
              setup.pool->size(), r.bandwidth.read_bytes_per_s / 1e9,
              r.bandwidth.triad_bytes_per_s / 1e9);

@@ -91,12 +91,8 @@ void KvPool::write(int32_t layer, int64_t slot, const float* k_row, const float*
     }
     return;
   }
-  auto* kh = reinterpret_cast<uint16_t*>(kd);
-  auto* vh = reinterpret_cast<uint16_t*>(vd);
-  for (int64_t i = 0; i < n; ++i) {
-    kh[i] = fp32_to_fp16(k_row[i]);
-    vh[i] = fp32_to_fp16(v_row[i]);
-  }
+  quantize_row(DType::F16, k_row, kd, n);  // F16C where the CPU has it
+  quantize_row(DType::F16, v_row, vd, n);
 }
 
 void KvPool::copy_block(int32_t src, int32_t dst) {

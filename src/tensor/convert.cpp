@@ -9,34 +9,65 @@
 #include "tensor/quant_internal.h"
 #include "util/error.h"
 
-#if defined(__F16C__) && defined(__AVX__)
-#include <immintrin.h>
+#if PAGELLM_F16C_PATH
+#include <cpuid.h>
 #endif
 
 namespace pagellm {
 
+bool cpu_has_f16c() {
+#if PAGELLM_F16C_PATH
+  static const bool has = [] {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const bool osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
+    if (!osxsave || !avx || !f16c) return false;
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 0x6) == 0x6;  // the OS saves YMM state
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
-void f16_to_f32_row(const uint16_t* x, float* y, int64_t n) {
+#if PAGELLM_F16C_PATH
+__attribute__((target("avx,f16c"))) void f16_to_f32_row_f16c(const uint16_t* x, float* y,
+                                                             int64_t n) {
   int64_t i = 0;
-#if defined(__F16C__) && defined(__AVX__)
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
     _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
   }
-#endif
-  for (; i < n; ++i) y[i] = fp16_to_fp32(x[i]);
+  for (; i < n; ++i) y[i] = _cvtsh_ss(x[i]);
 }
 
-void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {
+__attribute__((target("avx,f16c"))) void f32_to_f16_row_f16c(const float* x, uint16_t* y,
+                                                             int64_t n) {
   int64_t i = 0;
-#if defined(__F16C__) && defined(__AVX__)
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
   }
+  for (; i < n; ++i) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
 #endif
-  for (; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+
+void f16_to_f32_row(const uint16_t* x, float* y, int64_t n) {
+#if PAGELLM_F16C_PATH
+  if (cpu_has_f16c()) return f16_to_f32_row_f16c(x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = fp16_to_fp32(x[i]);
+}
+
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {
+#if PAGELLM_F16C_PATH
+  if (cpu_has_f16c()) return f32_to_f16_row_f16c(x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
 }
 
 void bf16_to_f32_row(const uint16_t* x, float* y, int64_t n) {

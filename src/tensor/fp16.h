@@ -4,8 +4,11 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__F16C__)
+#if defined(__x86_64__) || defined(__i386__)
+#define PAGELLM_F16C_PATH 1
 #include <immintrin.h>
+#else
+#define PAGELLM_F16C_PATH 0
 #endif
 
 namespace pagellm {
@@ -70,6 +73,19 @@ inline uint16_t fp32_to_fp16(float f) {
   return fp32_to_fp16_portable(f);
 #endif
 }
+
+#if PAGELLM_F16C_PATH
+// The F16C instructions, compiled for F16C whatever the build's -march: call
+// only when cpu_has_f16c().
+__attribute__((target("f16c"))) inline float fp16_to_fp32_f16c(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+__attribute__((target("f16c"))) inline uint16_t fp32_to_fp16_f16c(float f) {
+  return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+}
+#endif
+// True if this CPU (and OS) runs AVX + F16C.
+bool cpu_has_f16c();
 
 inline float bf16_to_fp32(uint16_t h) {
   return fp32_from_bits(static_cast<uint32_t>(h) << 16);

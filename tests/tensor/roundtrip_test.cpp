@@ -164,7 +164,9 @@ TEST(RoundTrip, Q8_K) {
       ASSERT_NEAR(blocks[b].d, d, std::fabs(d) * 1e-6f);
       for (int j = 0; j < 256; ++j) {
         ASSERT_LE(std::fabs(y[256 * b + j] - xb[j]), std::fabs(d) * 0.5001f) << b << ":" << j;
-        if (xb[j] == max) ASSERT_EQ(blocks[b].qs[j], -127);
+        if (xb[j] == max) {
+          ASSERT_EQ(blocks[b].qs[j], -127);
+        }
       }
       for (int g = 0; g < 16; ++g) {
         int sum = 0;

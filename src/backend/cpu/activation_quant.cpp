@@ -109,6 +109,7 @@ void q8_k_scalar(const float* x, BlockQ8_K* y, int64_t nb) {
 
 // ---- AVX2 --------------------------------------------------------------------
 #if PAGELLM_HAVE_AVX2
+PAGELLM_TARGET_AVX2
 
 inline float hmax(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -187,10 +188,12 @@ void q8_k_avx2(const float* x, BlockQ8_K* y, int64_t nb) {
   }
 }
 
+PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX2
 
 // ---- AVX-512 -----------------------------------------------------------------
 #if PAGELLM_HAVE_AVX512
+PAGELLM_TARGET_AVX512
 
 inline float amax32_avx512(const float* x) {
   __m512 m =
@@ -239,6 +242,7 @@ void q8_k_avx512(const float* x, BlockQ8_K* y, int64_t nb) {
   }
 }
 
+PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX512
 
 }  // namespace

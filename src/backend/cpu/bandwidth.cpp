@@ -2,6 +2,8 @@
 
 #include "backend/cpu/simd.h"  // first: wraps <immintrin.h>
 
+#include "backend/cpu/cpu_isa.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -26,9 +28,10 @@ Buffer alloc(size_t bytes) {
   return Buffer(static_cast<double*>(p));
 }
 
-// Sum of n doubles with four independent chains (far below the add throughput).
-double sum(const double* v, int64_t n) {
 #if PAGELLM_HAVE_AVX2
+PAGELLM_TARGET_AVX2
+// Sum of n doubles with four independent chains (far below the add throughput).
+double sum_avx2(const double* v, int64_t n) {
   __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -40,12 +43,23 @@ double sum(const double* v, int64_t n) {
   alignas(32) double t[4];
   _mm256_store_pd(t, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
   double s = t[0] + t[1] + t[2] + t[3];
-#else
-  double s = 0;
-  int64_t i = 0;
-#endif
   for (; i < n; ++i) s += v[i];
   return s;
+}
+PAGELLM_TARGET_END
+#endif
+
+// Sum of n doubles, in eight independent chains without AVX2.
+double sum(const double* v, int64_t n) {
+#if PAGELLM_HAVE_AVX2
+  if (best_isa() >= CpuIsa::Avx2) return sum_avx2(v, n);
+#endif
+  double s[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) s[j] += v[i + j];
+  for (; i < n; ++i) s[0] += v[i];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

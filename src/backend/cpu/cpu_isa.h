@@ -1,11 +1,13 @@
-// Instruction-set variants of the CPU kernels. Which ones exist is decided at
-// compile time (the build uses -march=native by default); every compiled-in
-// variant stays callable so tests can compare them against each other.
+// Instruction-set variants of the CPU kernels, chosen at run time. With GCC on
+// x86-64 every variant is compiled in (simd.h) and the best one this CPU and
+// OS support is used; the environment variable PAGELLM_CPU_ISA=scalar|avx2|
+// avx512 lowers the choice (never above what the CPU runs). Every variant the
+// CPU runs stays callable so tests can compare them against each other.
 //
 //   Scalar  portable C++ (always present, the reference)
 //   Avx2    AVX2 + FMA + F16C, 256-bit
-//   Avx512  AVX-512 F/BW/VL + VNNI: 512-bit float dots, VNNI integer dots
-//           (on 256-bit registers) for the quantized types
+//   Avx512  AVX-512 F/BW/VL/DQ + VNNI: 512-bit float dots, VNNI integer dots
+//           (and on 256-bit registers for the row-major quantized types)
 //
 // Within one variant every output is computed by the same sequence of
 // operations whatever the batch size, position or thread count, so results
@@ -20,9 +22,10 @@ namespace pagellm::cpu {
 
 enum class CpuIsa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 
-// Variants compiled into this build, Scalar first, best last.
+// Variants compiled into this build that this CPU runs, Scalar first, best last.
 std::span<const CpuIsa> available_isas();
-// The variant used by default: the best one compiled in.
+// The variant used by default: the best available one, or lower if
+// PAGELLM_CPU_ISA asks for it (an unknown value is ignored with a warning).
 CpuIsa best_isa();
 bool isa_available(CpuIsa isa);
 const char* isa_name(CpuIsa isa);

@@ -91,6 +91,7 @@ void packed_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const u
 }
 
 #if PAGELLM_HAVE_AVX512
+PAGELLM_TARGET_AVX512
 // ---- AVX-512 VNNI: one zmm = 16 rows ------------------------------------------
 
 template <DType T>
@@ -160,9 +161,11 @@ struct Avx512 {
     tail_of<Avx512, kCols - 1>(left, n, wg, x, xs, out, os, valid);
   }
 };
+PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX512
 
 #if PAGELLM_HAVE_AVX2
+PAGELLM_TARGET_AVX2
 // ---- AVX2: one ymm = 8 rows, a group is two halves ----------------------------
 
 template <DType T>
@@ -242,6 +245,7 @@ struct Avx2 {
     tail_of<Avx2, kCols - 1>(left, n, wg, x, xs, out, os, valid);
   }
 };
+PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX2
 
 template <DType T>

@@ -79,6 +79,7 @@ void q4k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
 }
 
 #if PAGELLM_HAVE_AVX512
+PAGELLM_TARGET_AVX512
 struct Avx512Q4K {
   static constexpr int kCols = 8;
 
@@ -149,9 +150,11 @@ struct Avx512Q4K {
     tail_of<Avx512Q4K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
   }
 };
+PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX512
 
 #if PAGELLM_HAVE_AVX2
+PAGELLM_TARGET_AVX2
 struct Avx2Q4K {
   static constexpr int kCols = 4;
 
@@ -219,6 +222,7 @@ struct Avx2Q4K {
     tail_of<Avx2Q4K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
   }
 };
+PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX2
 
 PackedTileFn q4k_for(CpuIsa isa) {
@@ -274,6 +278,7 @@ void q6k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
 }
 
 #if PAGELLM_HAVE_AVX512
+PAGELLM_TARGET_AVX512
 struct Avx512Q6K {
   static constexpr int kCols = 8;
 
@@ -333,9 +338,11 @@ struct Avx512Q6K {
     tail_of<Avx512Q6K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
   }
 };
+PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX512
 
 #if PAGELLM_HAVE_AVX2
+PAGELLM_TARGET_AVX2
 struct Avx2Q6K {
   static constexpr int kCols = 4;
 
@@ -395,6 +402,7 @@ struct Avx2Q6K {
     tail_of<Avx2Q6K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
   }
 };
+PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX2
 
 PackedTileFn q6k_for(CpuIsa isa) {

@@ -2,6 +2,8 @@
 
 #include "backend/cpu/simd.h"  // first: wraps <immintrin.h>
 
+#include "backend/cpu/cpu_isa.h"
+
 #include <cmath>
 
 namespace pagellm {
@@ -21,10 +23,12 @@ void add_inplace(float* x, const float* y, int64_t count) {
   for (int64_t i = 0; i < count; ++i) x[i] += y[i];
 }
 
-void silu_mul(float* gate, const float* up, int64_t count) {
+namespace {
 #if PAGELLM_HAVE_AVX512
-  // Every element takes the same vector path (masked at the end), so its
-  // value does not depend on where a caller splits the range.
+PAGELLM_TARGET_AVX512
+// Every element takes the same vector path (masked at the end), so its value
+// does not depend on where a caller splits the range.
+void silu_mul_avx512(float* gate, const float* up, int64_t count) {
   const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t i = 0; i < count; i += 16) {
     const __mmask16 m = count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
@@ -33,12 +37,19 @@ void silu_mul(float* gate, const float* up, int64_t count) {
     const __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, e));
     _mm512_mask_storeu_ps(gate + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, up + i)));
   }
-#else
+}
+PAGELLM_TARGET_END
+#endif
+}  // namespace
+
+void silu_mul(float* gate, const float* up, int64_t count) {
+#if PAGELLM_HAVE_AVX512
+  if (cpu::best_isa() == cpu::CpuIsa::Avx512) return silu_mul_avx512(gate, up, count);
+#endif
   for (int64_t i = 0; i < count; ++i) {
     const float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
-#endif
 }
 
 void add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) {

@@ -60,15 +60,18 @@ void tail_of(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs
 }
 
 #if PAGELLM_HAVE_AVX512
+PAGELLM_TARGET_AVX512
 // Stores CB column tiles of 16 rows (out + c * os), the first `valid` rows.
 template <int CB>
 inline void store_rows16(float* out, int64_t os, const __m512 (&acc)[CB], int valid) {
   const __mmask16 mask = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
   for (int c = 0; c < CB; ++c) _mm512_mask_storeu_ps(out + c * os, mask, acc[c]);
 }
+PAGELLM_TARGET_END
 #endif
 
 #if PAGELLM_HAVE_AVX2
+PAGELLM_TARGET_AVX2
 // Stores CB column tiles of 8 rows (out + c * os), the first `valid` rows.
 template <int CB>
 inline void store_rows8(float* out, int64_t os, const __m256 (&acc)[CB], int valid) {
@@ -82,6 +85,7 @@ inline void store_rows8(float* out, int64_t os, const __m256 (&acc)[CB], int val
     }
   }
 }
+PAGELLM_TARGET_END
 #endif
 
 // The K-quant kernels (matmul_packed_k.cpp); nullptr when the variant is not

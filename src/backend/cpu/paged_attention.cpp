@@ -2,6 +2,8 @@
 
 #include "backend/cpu/simd.h"  // first: wraps <immintrin.h>
 
+#include "backend/cpu/cpu_isa.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -58,7 +60,8 @@ inline float dot(const float* a, const float* b, int n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
 }
 
-#if defined(__AVX512F__)
+#if PAGELLM_HAVE_AVX512
+PAGELLM_TARGET_AVX512
 // Positions are taken kChunk at a time (chunks start at position 0, so a
 // token's chunks never depend on the batch): the chunk's K and V rows are
 // widened to f32, its scores computed (one dot per head, fixed order), then
@@ -230,16 +233,19 @@ void attention_avx512(const PagedAttentionArgs& a, ThreadPool& pool) {
     }
   });
 }
-#endif  // __AVX512F__
+PAGELLM_TARGET_END
+#endif  // PAGELLM_HAVE_AVX512
 
 }  // namespace
 
 void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool) {
-#if defined(__AVX512F__)
-  if (a.kv_type == DType::F16 && a.head_dim == 64) return attention_f16_regs<4, 4>(a, pool);
-  if (a.kv_type == DType::F16 && a.head_dim == 128) return attention_f16_regs<8, 2>(a, pool);
-  attention_avx512(a, pool);
-#else
+#if PAGELLM_HAVE_AVX512
+  if (cpu::best_isa() == cpu::CpuIsa::Avx512) {
+    if (a.kv_type == DType::F16 && a.head_dim == 64) return attention_f16_regs<4, 4>(a, pool);
+    if (a.kv_type == DType::F16 && a.head_dim == 128) return attention_f16_regs<8, 2>(a, pool);
+    return attention_avx512(a, pool);
+  }
+#endif
   const int group = a.n_heads / a.n_kv_heads;
   const int d = a.head_dim;
   const int64_t work = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads;
@@ -281,7 +287,6 @@ void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool) {
       }
     }
   });
-#endif
 }
 
 }  // namespace pagellm

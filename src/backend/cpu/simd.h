@@ -1,18 +1,41 @@
-// Compile-time SIMD feature selection and small helpers shared by the kernels.
-// Internal to backend/cpu.
+// SIMD feature selection and small helpers shared by the kernels. Internal to
+// backend/cpu.
+//
+// With GCC on x86-64 every variant is compiled into one binary whatever the
+// build's -march: each variant's code sits between PAGELLM_TARGET_AVX2 (or
+// _AVX512) and PAGELLM_TARGET_END, which compile it for that instruction set
+// only (`#pragma GCC target`), and cpu_isa.h picks the best variant the CPU
+// runs at start-up. Templates take their instruction set from where they are
+// defined, so a template instantiated for a variant must be defined inside
+// that variant's region. Other compilers get the variants the build's flags
+// enable, chosen at compile time.
 #pragma once
 
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
+#define PAGELLM_ISA_DISPATCH 1
+#define PAGELLM_HAVE_AVX2 1
+#define PAGELLM_HAVE_AVX512 1
+// clang-format off
+#define PAGELLM_TARGET_AVX2 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,popcnt\")")
+#define PAGELLM_TARGET_AVX512 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512vnni\")")
+// clang-format on
+#define PAGELLM_TARGET_END _Pragma("GCC pop_options")
+#else
+#define PAGELLM_ISA_DISPATCH 0
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define PAGELLM_HAVE_AVX2 1
 #else
 #define PAGELLM_HAVE_AVX2 0
 #endif
-
 #if PAGELLM_HAVE_AVX2 && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
     defined(__AVX512VNNI__)
 #define PAGELLM_HAVE_AVX512 1
 #else
 #define PAGELLM_HAVE_AVX512 0
+#endif
+#define PAGELLM_TARGET_AVX2
+#define PAGELLM_TARGET_AVX512
+#define PAGELLM_TARGET_END
 #endif
 
 #if PAGELLM_HAVE_AVX2
@@ -32,6 +55,7 @@
 #include <cstdint>
 #include <cstring>
 
+PAGELLM_TARGET_AVX2
 namespace pagellm::cpu::simd {
 
 // Sum of the 8 lanes in a fixed order: (lo128 + hi128), then pairs.
@@ -84,9 +108,7 @@ inline __m128i load128(const void* p) {
 // (|u| * 127 * 2 <= 32767, true for every caller: u <= 128).
 template <bool kVnni>
 inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
-#if PAGELLM_HAVE_AVX512
-  if constexpr (kVnni) return _mm256_dpbusd_epi32(acc, u, s);
-#endif
+  static_assert(!kVnni, "the VNNI form is specialised in the AVX-512 region below");
   __m256i p = _mm256_maddubs_epi16(u, s);
   return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
 }
@@ -94,27 +116,45 @@ inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
 // acc + (per 32-bit lane) sum of the two products of int16 pairs a * b.
 template <bool kVnni>
 inline __m256i dot_s16(__m256i acc, __m256i a, __m256i b) {
-#if PAGELLM_HAVE_AVX512
-  if constexpr (kVnni) return _mm256_dpwssd_epi32(acc, a, b);
-#endif
+  static_assert(!kVnni, "the VNNI form is specialised in the AVX-512 region below");
   return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
 }
 
 // Byte i of the result = byte i of `value` where bit i of `bits` is set, else 0.
+// (kAvx512: one masked move.)
+template <bool kAvx512>
 inline __m256i bytes_from_bits(uint32_t bits, __m256i value) {
-#if PAGELLM_HAVE_AVX512
-  return _mm256_maskz_mov_epi8(static_cast<__mmask32>(bits), value);
-#else
+  static_assert(!kAvx512, "the AVX-512 form is specialised in the AVX-512 region below");
   const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
   __m256i t = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(bits)), spread);
   t = _mm256_cmpeq_epi8(_mm256_and_si256(t, bit), bit);
   return _mm256_and_si256(t, value);
-#endif
 }
 
+}  // namespace pagellm::cpu::simd
+PAGELLM_TARGET_END
+
 #if PAGELLM_HAVE_AVX512
+PAGELLM_TARGET_AVX512
+namespace pagellm::cpu::simd {
+
+template <>
+inline __m256i dot_u8s8<true>(__m256i acc, __m256i u, __m256i s) {
+  return _mm256_dpbusd_epi32(acc, u, s);
+}
+
+template <>
+inline __m256i dot_s16<true>(__m256i acc, __m256i a, __m256i b) {
+  return _mm256_dpwssd_epi32(acc, a, b);
+}
+
+template <>
+inline __m256i bytes_from_bits<true>(uint32_t bits, __m256i value) {
+  return _mm256_maskz_mov_epi8(static_cast<__mmask32>(bits), value);
+}
+
 // exp(x) for 16 floats: x = n ln2 + r (|r| <= ln2 / 2), e^r by a degree-6
 // polynomial (relative error ~2e-7), times 2^n by vscalefps. exp(-inf) = 0;
 // inputs above 88.7 give exp(88.7).
@@ -141,7 +181,7 @@ inline float hsum(__m512 v) {
   __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
   return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), hi));
 }
-#endif
-
 }  // namespace pagellm::cpu::simd
+PAGELLM_TARGET_END
+#endif  // PAGELLM_HAVE_AVX512
 #endif  // PAGELLM_HAVE_AVX2

@@ -10,6 +10,7 @@
 namespace pagellm::cpu::detail {
 
 #if PAGELLM_HAVE_AVX2
+PAGELLM_TARGET_AVX2
 namespace {
 
 // ---- AVX2: 8 lanes ---------------------------------------------------------------
@@ -33,7 +34,7 @@ struct BF16x8 {
 
 template <class L>
 struct FloatKernAvx2 {
-  static constexpr int kRows = 4, kCols = PAGELLM_HAVE_AVX512 ? 4 : 2, kGemvRows = 4;
+  static constexpr int kRows = 4, kCols = 2, kGemvRows = 4;  // 16 ymm registers
 
   template <int RB, int CB>
   static void micro(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out,
@@ -73,6 +74,7 @@ struct FloatKernAvx2 {
 };
 
 #if PAGELLM_HAVE_AVX512
+PAGELLM_TARGET_AVX512
 // ---- AVX-512: 16 lanes -------------------------------------------------------------
 
 struct F32x16 {
@@ -133,9 +135,11 @@ struct FloatKernAvx512 {
       for (int c = 0; c < CB; ++c) out[c * os + r] = simd::hsum(acc[r][c]);
   }
 };
+PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX512
 
 }  // namespace
+PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX2
 
 DotTileFn float_dot_tile(DType wtype, CpuIsa isa) {
