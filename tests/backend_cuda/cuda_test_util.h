@@ -7,9 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "backend/cuda/cuda_device.h"
+#include "tensor/convert.h"
+#include "tensor/dtype.h"
 
 // First statement of every test that needs a GPU: reported as Skipped, by
 // name, when there is none.
@@ -45,6 +48,42 @@ inline double rel_error(const std::vector<float>& got, const std::vector<float>&
     max_ref = std::max(max_ref, std::fabs(static_cast<double>(want[i])));
   }
   return max_diff / max_ref;
+}
+
+inline std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// rows x cols Gaussian weights quantized row by row to `type` (GGUF layout),
+// and their exact values (dequantize_row of the stored bytes).
+struct HostWeights {
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;  // [rows][cols]
+};
+inline HostWeights make_weights(DType type, int64_t rows, int64_t cols, uint64_t seed) {
+  const std::vector<float> f = random_floats(static_cast<size_t>(rows * cols), seed, 0.05f);
+  const size_t rb = dtype_row_bytes(type, cols);
+  HostWeights w;
+  w.bytes.resize(rb * static_cast<size_t>(rows));
+  w.values.resize(f.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    quantize_row(type, f.data() + r * cols, w.bytes.data() + rb * static_cast<size_t>(r), cols);
+    dequantize_row(type, w.bytes.data() + rb * static_cast<size_t>(r), w.values.data() + r * cols,
+                   cols);
+  }
+  return w;
+}
+
+// The weight types of the CUDA GEMV/GEMM/embedding kernels.
+inline const std::vector<DType>& cuda_weight_types() {
+  static const std::vector<DType> t = {DType::F32,  DType::F16,  DType::BF16,
+                                       DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                                       DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  return t;
 }
 
 }  // namespace pagellm::cuda::test

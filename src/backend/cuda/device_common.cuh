@@ -1,0 +1,162 @@
+// Device-side helpers shared by the .cu files of this folder (not a public
+// header: it needs nvcc). Dequantization works on "units" of 32 consecutive
+// elements of a GGUF row, the common divisor of every supported block size,
+// with the same arithmetic, in the same order, as tensor/quant_*.cpp.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "tensor/blocks.h"
+#include "tensor/dtype.h"
+
+namespace pagellm::cuda::detail {
+
+constexpr int kUnit = 32;  // elements per dequantization unit
+
+__device__ __forceinline__ float f16_to_f32(uint16_t h) {
+  return __half2float(__ushort_as_half(h));
+}
+__device__ __forceinline__ uint16_t f32_to_f16(float f) {
+  return __half_as_ushort(__float2half_rn(f));  // nearest even, as the CPU
+}
+__device__ __forceinline__ float bf16_to_f32(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Q4_K / Q5_K 6-bit scale and min of sub-block j (tensor/quant_internal.h).
+__device__ __forceinline__ void scale_min_k4(const uint8_t* s, int j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// w[0..32) = elements [32u, 32u + 32) of the row at `row` (GGUF layout).
+template <DType T>
+__device__ __forceinline__ void dequant_unit(const uint8_t* row, int64_t u, float (&w)[kUnit]) {
+  if constexpr (T == DType::F32) {
+    const float* p = reinterpret_cast<const float*>(row) + u * kUnit;
+#pragma unroll
+    for (int i = 0; i < kUnit; ++i) w[i] = p[i];
+  } else if constexpr (T == DType::F16 || T == DType::BF16) {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + u * kUnit;
+#pragma unroll
+    for (int i = 0; i < kUnit; ++i) w[i] = T == DType::F16 ? f16_to_f32(p[i]) : bf16_to_f32(p[i]);
+  } else if constexpr (T == DType::Q8_0) {
+    const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + u;
+    const float d = f16_to_f32(b->d);
+#pragma unroll
+    for (int i = 0; i < kUnit; ++i) w[i] = d * static_cast<float>(b->qs[i]);
+  } else if constexpr (T == DType::Q4_0) {
+    const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row) + u;
+    const float d = f16_to_f32(b->d);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      w[j] = d * static_cast<float>((b->qs[j] & 0x0f) - 8);
+      w[j + 16] = d * static_cast<float>((b->qs[j] >> 4) - 8);
+    }
+  } else if constexpr (T == DType::Q4_1) {
+    const BlockQ4_1* b = reinterpret_cast<const BlockQ4_1*>(row) + u;
+    const float d = f16_to_f32(b->d), m = f16_to_f32(b->m);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      w[j] = __fadd_rn(__fmul_rn(d, static_cast<float>(b->qs[j] & 0x0f)), m);
+      w[j + 16] = __fadd_rn(__fmul_rn(d, static_cast<float>(b->qs[j] >> 4)), m);
+    }
+  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    // Sub-block j of super-block u / 8: low (even j) or high nibbles of
+    // qs[32 * (j / 2) ..], 6-bit scale and min; Q5_K adds bit j of qh[l].
+    using Block = std::conditional_t<T == DType::Q4_K, BlockQ4_K, BlockQ5_K>;
+    const Block* b = reinterpret_cast<const Block*>(row) + u / 8;
+    const int j = static_cast<int>(u % 8);
+    int sc, m;
+    scale_min_k4(b->scales, j, &sc, &m);
+    const float d1 = f16_to_f32(b->d) * static_cast<float>(sc);
+    const float m1 = f16_to_f32(b->dmin) * static_cast<float>(m);
+    const uint8_t* q = b->qs + 32 * (j / 2);
+    const int shift = (j & 1) * 4;
+#pragma unroll
+    for (int l = 0; l < 32; ++l) {
+      int v = (q[l] >> shift) & 0x0f;
+      if constexpr (T == DType::Q5_K) v |= ((b->qh[l] >> j) & 1) << 4;
+      w[l] = __fsub_rn(__fmul_rn(d1, static_cast<float>(v)), m1);
+    }
+  } else if constexpr (T == DType::Q6_K) {
+    // Unit j of super-block u / 8: half j / 4, quarter g = j % 4 of it.
+    const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(row) + u / 8;
+    const int j = static_cast<int>(u % 8), half = j / 4, g = j % 4;
+    const uint8_t* ql = b->ql + 64 * half + (g & 1) * 32;
+    const uint8_t* qh = b->qh + 32 * half;
+    const int8_t* sc = b->scales + 8 * half + 2 * g;
+    const int lshift = (g >> 1) * 4, hshift = 2 * g;
+    const float d = f16_to_f32(b->d);
+#pragma unroll
+    for (int l = 0; l < 32; ++l) {
+      const int q = (((ql[l] >> lshift) & 0x0f) | (((qh[l] >> hshift) & 3) << 4)) - 32;
+      w[l] = __fmul_rn(__fmul_rn(d, static_cast<float>(sc[l / 16])), static_cast<float>(q));
+    }
+  }
+}
+
+template <DType T>
+using TypeTag = std::integral_constant<DType, T>;
+
+// Calls f(TypeTag<T>{}) for the runtime type t (f reads the type back as
+// decltype(tag)::value); false if t is not one of the types the CUDA kernels
+// dequantize: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K.
+template <typename F>
+bool dispatch_weight_type(DType t, F&& f) {
+  switch (t) {
+    case DType::F32:
+      f(TypeTag<DType::F32>{});
+      return true;
+    case DType::F16:
+      f(TypeTag<DType::F16>{});
+      return true;
+    case DType::BF16:
+      f(TypeTag<DType::BF16>{});
+      return true;
+    case DType::Q8_0:
+      f(TypeTag<DType::Q8_0>{});
+      return true;
+    case DType::Q4_0:
+      f(TypeTag<DType::Q4_0>{});
+      return true;
+    case DType::Q4_1:
+      f(TypeTag<DType::Q4_1>{});
+      return true;
+    case DType::Q4_K:
+      f(TypeTag<DType::Q4_K>{});
+      return true;
+    case DType::Q5_K:
+      f(TypeTag<DType::Q5_K>{});
+      return true;
+    case DType::Q6_K:
+      f(TypeTag<DType::Q6_K>{});
+      return true;
+    default:
+      return false;
+  }
+}
+
+inline unsigned grid_for(int64_t n, int threads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+}  // namespace pagellm::cuda::detail

@@ -1,0 +1,93 @@
+#include "backend/cuda/gemv.h"
+
+#include <fmt/format.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_common.cuh"
+#include "util/error.h"
+
+namespace pagellm::cuda {
+
+using namespace detail;
+
+namespace {
+
+constexpr int kMaxVecs = 8;
+constexpr int kRowsPerBlock = 4;  // one warp per row
+
+template <DType T>
+__global__ void __launch_bounds__(kRowsPerBlock * 32)
+    gemv_kernel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t units, const float* x,
+                int64_t x_stride, float* y, int64_t y_stride, int nv) {
+  const int lane = threadIdx.x % 32;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  if (r >= rows) return;
+  const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+  float acc[kMaxVecs];
+#pragma unroll
+  for (int v = 0; v < kMaxVecs; ++v) acc[v] = 0.0f;
+  for (int64_t u = lane; u < units; u += 32) {
+    float wv[kUnit];
+    dequant_unit<T>(row, u, wv);
+#pragma unroll
+    for (int v = 0; v < kMaxVecs; ++v) {
+      if (v < nv) {
+        const float4* xv = reinterpret_cast<const float4*>(x + v * x_stride + u * kUnit);
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kUnit / 4; ++i) {
+          const float4 xx = xv[i];
+          s +=
+              wv[4 * i] * xx.x + wv[4 * i + 1] * xx.y + wv[4 * i + 2] * xx.z + wv[4 * i + 3] * xx.w;
+        }
+        acc[v] += s;
+      }
+    }
+  }
+#pragma unroll
+  for (int v = 0; v < kMaxVecs; ++v) {
+    if (v < nv) {
+      const float s = warp_sum(acc[v]);
+      if (lane == 0) y[v * y_stride + r] = s;
+    }
+  }
+}
+
+}  // namespace
+
+bool cuda_supports_weight_type(DType type) {
+  return dispatch_weight_type(type, [](auto) {});
+}
+
+void validate_weight_shape(DType type, int64_t rows, int64_t cols) {
+  if (!cuda_supports_weight_type(type))
+    throw ConfigError(
+        fmt::format("CUDA backend: weight type {} is not supported", dtype_name(type)));
+  if (rows < 0 || cols <= 0 || cols % kUnit != 0 || cols % dtype_block_size(type) != 0)
+    throw ConfigError(fmt::format("CUDA backend: a {} x {} {} matrix is not whole 32-element units",
+                                  rows, cols, dtype_name(type)));
+}
+
+void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,
+          const float* x, int64_t x_stride, float* y, int64_t y_stride, int32_t n_vecs) {
+  validate_weight_shape(type, rows, cols);
+  if (n_vecs > 1 && x_stride % 4 != 0)
+    throw ConfigError(fmt::format("CUDA gemv: x stride {} is not a multiple of 4", x_stride));
+  if (rows == 0 || n_vecs <= 0) return;
+  dev.make_current();
+  const size_t row_bytes = dtype_row_bytes(type, cols);
+  const auto s = static_cast<cudaStream_t>(dev.stream());
+  const unsigned grid = grid_for(rows, kRowsPerBlock);
+  for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
+    const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
+    dispatch_weight_type(type, [&](auto tag) {
+      constexpr DType T = decltype(tag)::value;
+      gemv_kernel<T><<<grid, kRowsPerBlock * 32, 0, s>>>(static_cast<const uint8_t*>(w), row_bytes,
+                                                         rows, cols / kUnit, x + v0 * x_stride,
+                                                         x_stride, y + v0 * y_stride, y_stride, nv);
+    });
+    check_launch("gemv", dev.index());
+  }
+}
+
+}  // namespace pagellm::cuda

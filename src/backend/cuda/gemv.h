@@ -1,0 +1,32 @@
+// Matrix-vector products for decode: y = W x for a few f32 vectors, with W in
+// its GGUF storage type, read once per call (the weights are never expanded).
+//
+// Layouts (device memory):
+//   W  [rows][cols] of `type`, GGUF row-major: each row is cols / block_size
+//      blocks (tensor/blocks.h), rows `dtype_row_bytes(type, cols)` apart
+//   x  [n_vecs][cols] f32, vector stride x_stride floats
+//   y  [n_vecs][rows] f32, vector stride y_stride floats
+// Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K; cols a
+// multiple of 32 (256 for the K types). One warp per row; each lane expands
+// 32-element units of the row in registers and dots them with every vector
+// (up to 8 vectors per pass; more take several passes).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_device.h"
+#include "tensor/dtype.h"
+
+namespace pagellm::cuda {
+
+// True for the weight types the CUDA GEMV / GEMM / embedding kernels read.
+bool cuda_supports_weight_type(DType type);
+
+// Throws ConfigError for an unsupported type or a cols that is not a whole
+// number of blocks (on the host, before any CUDA call).
+void validate_weight_shape(DType type, int64_t rows, int64_t cols);
+
+void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,
+          const float* x, int64_t x_stride, float* y, int64_t y_stride, int32_t n_vecs);
+
+}  // namespace pagellm::cuda

@@ -1,0 +1,43 @@
+// Stores this step's K and V rows into a paged KV cache on the device, through
+// a slot mapping: the CUDA counterpart of KvPool::write (kvcache/kv_pool.h),
+// byte for byte the same cache contents.
+//
+// Layouts:
+//   k, v     [n_tokens][n_kv_heads * head_dim] f32, row strides k_stride / v_stride floats
+//   slots    [n_tokens] int64: token t goes to cache slot slots[t] (slot =
+//            block_id * block_size + offset in block); a negative slot skips
+//            the token (padding)
+//   k_cache, v_cache  [n_slots][n_kv_heads][head_dim] of cache_type:
+//            F32, F16 (round to nearest even), or Q8_0 (each head row is
+//            head_dim / 32 blocks {f16 d; i8 qs[32]}, d = absmax / 127,
+//            q = round-half-away(x / d): the CPU quantizer's rounding)
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_device.h"
+#include "tensor/dtype.h"
+
+namespace pagellm::cuda {
+
+struct KvWriteArgs {
+  const float* k = nullptr;
+  int64_t k_stride = 0;
+  const float* v = nullptr;
+  int64_t v_stride = 0;
+  const int64_t* slots = nullptr;
+  int32_t n_tokens = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  DType cache_type = DType::F16;
+};
+
+// Throws ConfigError for an unsupported cache type or a Q8_0 head_dim that is
+// not a multiple of 32 (checked on the host, before any CUDA call).
+void validate(const KvWriteArgs& args);
+
+void kv_write(const CudaDevice& dev, const KvWriteArgs& args);
+
+}  // namespace pagellm::cuda

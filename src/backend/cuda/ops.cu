@@ -1,0 +1,195 @@
+#include "backend/cuda/ops.h"
+
+#include <fmt/format.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_common.cuh"
+#include "util/error.h"
+
+namespace pagellm::cuda {
+
+using namespace detail;
+
+namespace {
+
+cudaStream_t stream_of(const CudaDevice& dev) {
+  return static_cast<cudaStream_t>(dev.stream());
+}
+
+template <DType T>
+__global__ void embedding_kernel(const uint8_t* table, size_t row_bytes, int64_t n_vocab,
+                                 int64_t units, const int32_t* tokens, float* out) {
+  const int64_t t = blockIdx.x;
+  const int32_t id = tokens[t];
+  float* o = out + t * units * kUnit;
+  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+    float w[kUnit];
+    if (id >= 0 && id < n_vocab) {
+      dequant_unit<T>(table + static_cast<size_t>(id) * row_bytes, u, w);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kUnit; ++i) w[i] = 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kUnit; ++i) o[u * kUnit + i] = w[i];
+  }
+}
+
+// One block of 256 threads per row.
+__global__ void rms_norm_kernel(const float* x, const float* weight, float* out, int64_t n,
+                                float eps) {
+  const float* xr = x + blockIdx.x * n;
+  float* o = out + blockIdx.x * n;
+  double ss = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += static_cast<double>(xr[i]) * xr[i];
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  __shared__ double part[32];
+  __shared__ float scale_s;
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (unsigned w = 0; w < blockDim.x / 32; ++w) total += part[w];
+    scale_s = static_cast<float>(1.0 / sqrt(total / static_cast<double>(n) + eps));
+  }
+  __syncthreads();
+  const float scale = scale_s;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    o[i] = __fmul_rn(__fmul_rn(xr[i], scale), weight[i]);
+}
+
+__global__ void add_kernel(float* x, const float* y, int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) x[i] = __fadd_rn(x[i], y[i]);
+}
+
+__global__ void silu_mul_kernel(float* gate, const float* up, int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) {
+    const float g = gate[i];
+    gate[i] = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), up[i]);
+  }
+}
+
+__global__ void add_bias_kernel(float* x, const float* bias, int64_t rows, int64_t n,
+                                int64_t stride) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < rows * n) {
+    const int64_t r = i / n, c = i % n;
+    x[r * stride + c] = __fadd_rn(x[r * stride + c], bias[c]);
+  }
+}
+
+__global__ void rope_table_kernel(const int32_t* positions, int64_t n_tokens, int32_t n_rot,
+                                  float freq_base, float freq_scale, float2* cos_sin) {
+  const int32_t half = n_rot / 2;
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= n_tokens * half) return;
+  const int64_t t = k / half;
+  const int32_t i = static_cast<int32_t>(k % half);
+  const double inv_freq = pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
+  const double angle = static_cast<double>(positions[t]) * freq_scale * inv_freq;
+  cos_sin[k] = make_float2(static_cast<float>(cos(angle)), static_cast<float>(sin(angle)));
+}
+
+__global__ void rope_apply_kernel(float* x, int64_t n_tokens, int64_t stride, int32_t n_heads,
+                                  int32_t head_dim, int32_t n_rot, bool neox,
+                                  const float2* cos_sin) {
+  const int32_t half = n_rot / 2;
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= n_tokens * n_heads * half) return;
+  const int32_t i = static_cast<int32_t>(k % half);
+  const int64_t th = k / half;
+  const int32_t h = static_cast<int32_t>(th % n_heads);
+  const int64_t t = th / n_heads;
+  const float2 cs = cos_sin[t * half + i];
+  float* v = x + t * stride + static_cast<int64_t>(h) * head_dim;
+  const int32_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+  const float a = v[i0], b = v[i1];
+  // a * c - b * s and a * s + b * c, rounded step by step as on the CPU.
+  v[i0] = __fsub_rn(__fmul_rn(a, cs.x), __fmul_rn(b, cs.y));
+  v[i1] = __fadd_rn(__fmul_rn(a, cs.y), __fmul_rn(b, cs.x));
+}
+
+constexpr int kThreads = 256;
+
+}  // namespace
+
+void embedding_gather(const CudaDevice& dev, DType type, const void* table, int64_t n_vocab,
+                      int64_t n_embd, const int32_t* tokens, int64_t n_tokens, float* out) {
+  if (n_embd % kUnit != 0)
+    throw ConfigError(fmt::format("CUDA embedding: row length {} is not a multiple of 32", n_embd));
+  if (n_tokens == 0) return;
+  dev.make_current();
+  const size_t row_bytes = dtype_row_bytes(type, n_embd);
+  const int64_t units = n_embd / kUnit;
+  const bool ok = dispatch_weight_type(type, [&](auto tag) {
+    constexpr DType T = decltype(tag)::value;
+    embedding_kernel<T><<<static_cast<unsigned>(n_tokens), 128, 0, stream_of(dev)>>>(
+        static_cast<const uint8_t*>(table), row_bytes, n_vocab, units, tokens, out);
+  });
+  if (!ok)
+    throw ConfigError(
+        fmt::format("CUDA embedding: token_embd type {} is not supported", dtype_name(type)));
+  check_launch("embedding_gather", dev.index());
+}
+
+void rms_norm(const CudaDevice& dev, const float* x, const float* weight, float* out, int64_t rows,
+              int64_t n, float eps) {
+  if (rows == 0) return;
+  dev.make_current();
+  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream_of(dev)>>>(x, weight, out, n,
+                                                                                eps);
+  check_launch("rms_norm", dev.index());
+}
+
+void add_inplace(const CudaDevice& dev, float* x, const float* y, int64_t count) {
+  if (count == 0) return;
+  dev.make_current();
+  add_kernel<<<grid_for(count, kThreads), kThreads, 0, stream_of(dev)>>>(x, y, count);
+  check_launch("add_inplace", dev.index());
+}
+
+void silu_mul(const CudaDevice& dev, float* gate, const float* up, int64_t count) {
+  if (count == 0) return;
+  dev.make_current();
+  silu_mul_kernel<<<grid_for(count, kThreads), kThreads, 0, stream_of(dev)>>>(gate, up, count);
+  check_launch("silu_mul", dev.index());
+}
+
+void add_bias(const CudaDevice& dev, float* x, const float* bias, int64_t rows, int64_t n,
+              int64_t stride) {
+  if (rows * n == 0) return;
+  dev.make_current();
+  add_bias_kernel<<<grid_for(rows * n, kThreads), kThreads, 0, stream_of(dev)>>>(x, bias, rows, n,
+                                                                                 stride);
+  check_launch("add_bias", dev.index());
+}
+
+void CudaRopeCache::prepare(const CudaDevice& dev, const int32_t* positions, int64_t n_tokens) {
+  n_tokens_ = n_tokens;
+  const int64_t pairs = n_tokens * (n_rot_ / 2);
+  if (pairs == 0) return;
+  cos_sin_.reserve(dev, checked_bytes(pairs, sizeof(float2)));
+  dev.make_current();
+  rope_table_kernel<<<grid_for(pairs, kThreads), kThreads, 0, stream_of(dev)>>>(
+      positions, n_tokens, n_rot_, freq_base_, freq_scale_, cos_sin_.as<float2>());
+  check_launch("rope_table", dev.index());
+}
+
+void CudaRopeCache::apply(const CudaDevice& dev, float* x, int64_t n_tokens, int64_t stride,
+                          int32_t n_heads, int32_t head_dim, RopeStyle style) const {
+  if (n_tokens > n_tokens_)
+    throw Error(fmt::format("CUDA RoPE: {} tokens, but prepare() saw {}", n_tokens, n_tokens_));
+  if (n_rot_ > head_dim || n_rot_ % 2 != 0)
+    throw ConfigError(fmt::format("CUDA RoPE: n_rot {} for heads of {}", n_rot_, head_dim));
+  const int64_t work = n_tokens * n_heads * (n_rot_ / 2);
+  if (work == 0) return;
+  dev.make_current();
+  rope_apply_kernel<<<grid_for(work, kThreads), kThreads, 0, stream_of(dev)>>>(
+      x, n_tokens, stride, n_heads, head_dim, n_rot_, style == RopeStyle::kNeox,
+      cos_sin_.as<const float2>());
+  check_launch("rope_apply", dev.index());
+}
+
+}  // namespace pagellm::cuda

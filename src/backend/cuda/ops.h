@@ -1,0 +1,64 @@
+// Element-wise and row-wise CUDA kernels of the transformer block: the
+// counterparts of backend/cpu/ops.h, with the same math. All pointers are
+// device pointers; every call is queued on dev.stream() and returns without
+// waiting. Tensors are row-major f32: `rows` rows of `n` floats, row stride n
+// unless given.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/ops.h"  // RopeStyle
+#include "backend/cuda/cuda_device.h"
+#include "tensor/dtype.h"
+
+namespace pagellm::cuda {
+
+// out[t][0..n_embd) = row tokens[t] of `table` as f32.
+//   table   [n_vocab][n_embd] of `type` (F32, F16, BF16, Q8_0, Q4_0, Q4_1,
+//           Q4_K, Q5_K, Q6_K; GGUF rows, n_embd a multiple of the block size)
+//   tokens  [n_tokens] int32; ids outside [0, n_vocab) give rows of zeros
+//           (callers check ids on the host first, as the CPU path does)
+//   out     [n_tokens][n_embd] f32
+// Throws ConfigError for another type or an n_embd that is not a multiple of 32.
+void embedding_gather(const CudaDevice& dev, DType type, const void* table, int64_t n_vocab,
+                      int64_t n_embd, const int32_t* tokens, int64_t n_tokens, float* out);
+
+// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight (sum of squares in double,
+// as the CPU); out may alias x.
+void rms_norm(const CudaDevice& dev, const float* x, const float* weight, float* out, int64_t rows,
+              int64_t n, float eps);
+
+// x[i] += y[i]
+void add_inplace(const CudaDevice& dev, float* x, const float* y, int64_t count);
+
+// gate[i] = silu(gate[i]) * up[i], silu(v) = v / (1 + exp(-v))
+void silu_mul(const CudaDevice& dev, float* gate, const float* up, int64_t count);
+
+// x[r * stride + i] += bias[i] for each of `rows` rows of n floats
+void add_bias(const CudaDevice& dev, float* x, const float* bias, int64_t rows, int64_t n,
+              int64_t stride);
+
+// RoPE, as backend/cpu RopeCache: cos/sin of every (token, pair) computed once
+// per step in double precision (angle = pos * freq_scale * base^(-2i / n_rot)),
+// then applied to the first n_rot dims of each head.
+class CudaRopeCache {
+ public:
+  CudaRopeCache(int32_t n_rot, float freq_base, float freq_scale)
+      : n_rot_(n_rot), freq_base_(freq_base), freq_scale_(freq_scale) {}
+  // positions: device [n_tokens] int32.
+  void prepare(const CudaDevice& dev, const int32_t* positions, int64_t n_tokens);
+  // Rotates x [n_tokens][stride] (n_heads heads of head_dim from each row's
+  // start; row t uses positions[t] of prepare()). kNorm rotates (x[2i],
+  // x[2i+1]), kNeox (x[i], x[i + n_rot/2]).
+  void apply(const CudaDevice& dev, float* x, int64_t n_tokens, int64_t stride, int32_t n_heads,
+             int32_t head_dim, RopeStyle style) const;
+
+ private:
+  int32_t n_rot_;
+  float freq_base_;
+  float freq_scale_;
+  int64_t n_tokens_ = 0;
+  DeviceBuffer cos_sin_;  // [n_tokens][n_rot / 2] of {cos, sin} f32
+};
+
+}  // namespace pagellm::cuda

@@ -1,0 +1,104 @@
+// CUDA element-wise kernels against the CPU kernels (backend/cpu/ops.h) and
+// dequantize_row, on fresh random inputs.
+#include "backend/cuda/ops.h"
+
+#include <gtest/gtest.h>
+
+#include "backend/cpu/ops.h"
+#include "cuda_test_util.h"
+#include "tensor/dtype.h"
+
+namespace pagellm::cuda {
+namespace {
+
+using test::download;
+using test::rel_error;
+using test::upload;
+
+TEST(CudaOps, EmbeddingGatherEveryType) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  const int64_t vocab = 50, embd = 512;
+  const std::vector<int32_t> tokens = {3, 0, 49, 3, 17, -1, 50};
+  for (DType type : test::cuda_weight_types()) {
+    SCOPED_TRACE(dtype_name(type));
+    const test::HostWeights w = test::make_weights(type, vocab, embd, 11);
+    DeviceBuffer table = upload(dev, w.bytes), ids = upload(dev, tokens);
+    DeviceBuffer out(dev, tokens.size() * embd * sizeof(float));
+    embedding_gather(dev, type, table.data(), vocab, embd, ids.as<int32_t>(),
+                     static_cast<int64_t>(tokens.size()), out.as<float>());
+    const auto got = download<float>(dev, out, tokens.size() * embd);
+    std::vector<float> want(got.size(), 0.0f);
+    for (size_t t = 0; t < tokens.size(); ++t)
+      if (tokens[t] >= 0 && tokens[t] < vocab)
+        std::copy_n(w.values.begin() + tokens[t] * embd, embd, want.begin() + t * embd);
+    EXPECT_LE(rel_error(got, want), 1e-6);
+  }
+}
+
+TEST(CudaOps, RmsNormMatchesCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  const int64_t rows = 7, n = 4096;
+  const auto x = test::random_floats(rows * n, 1, 3.0f), w = test::random_floats(n, 2);
+  std::vector<float> want(x.size());
+  pagellm::rms_norm(x.data(), w.data(), want.data(), rows, n, 1e-5f);
+  DeviceBuffer dx = upload(dev, x), dw = upload(dev, w), dout(dev, x.size() * 4);
+  rms_norm(dev, dx.as<float>(), dw.as<float>(), dout.as<float>(), rows, n, 1e-5f);
+  EXPECT_LE(rel_error(download<float>(dev, dout, x.size()), want), 1e-6);
+  rms_norm(dev, dx.as<float>(), dw.as<float>(), dx.as<float>(), rows, n, 1e-5f);  // in place
+  EXPECT_LE(rel_error(download<float>(dev, dx, x.size()), want), 1e-6);
+}
+
+TEST(CudaOps, RopeBothStylesMatchCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  const int32_t head_dim = 128, n_heads = 6, n_rot = 96;
+  const std::vector<int32_t> pos = {0, 1, 5, 300, 4095, 32767};
+  const int64_t T = static_cast<int64_t>(pos.size()), stride = n_heads * head_dim + 64;
+  for (RopeStyle style : {RopeStyle::kNorm, RopeStyle::kNeox}) {
+    const auto x = test::random_floats(T * stride, 5 + static_cast<int>(style));
+    std::vector<float> want = x;
+    RopeCache cpu(n_rot, 10000.0f, 0.5f);
+    cpu.prepare(pos.data(), T);
+    cpu.apply(want.data(), T, stride, n_heads, head_dim, style);
+    DeviceBuffer dx = upload(dev, x), dpos = upload(dev, pos);
+    CudaRopeCache gpu(n_rot, 10000.0f, 0.5f);
+    gpu.prepare(dev, dpos.as<int32_t>(), T);
+    gpu.apply(dev, dx.as<float>(), T, stride, n_heads, head_dim, style);
+    EXPECT_LE(rel_error(download<float>(dev, dx, x.size()), want), 1e-6)
+        << (style == RopeStyle::kNorm ? "norm" : "neox");
+  }
+}
+
+TEST(CudaOps, SiluMulAddBiasAndResidualMatchCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  const int64_t n = 10007;
+  auto g = test::random_floats(n, 7, 4.0f);
+  const auto u = test::random_floats(n, 8);
+  g[0] = -120.0f, g[1] = 95.0f;
+  std::vector<float> want = g;
+  pagellm::silu_mul(want.data(), u.data(), n);
+  DeviceBuffer dg = upload(dev, g), du = upload(dev, u);
+  silu_mul(dev, dg.as<float>(), du.as<float>(), n);
+  EXPECT_LE(rel_error(download<float>(dev, dg, n), want), 1e-6);
+
+  std::vector<float> x = test::random_floats(n, 9), sum = x;
+  pagellm::add_inplace(sum.data(), u.data(), n);
+  DeviceBuffer dx = upload(dev, x);
+  add_inplace(dev, dx.as<float>(), du.as<float>(), n);
+  EXPECT_EQ(download<float>(dev, dx, n), sum);  // one rounding either way: identical
+
+  const int64_t rows = 5, cols = 300, stride = 320;
+  auto y = test::random_floats(rows * stride, 10);
+  const auto bias = test::random_floats(cols, 11);
+  std::vector<float> yb = y;
+  pagellm::add_bias(yb.data(), bias.data(), rows, cols, stride);
+  DeviceBuffer dy = upload(dev, y), db = upload(dev, bias);
+  add_bias(dev, dy.as<float>(), db.as<float>(), rows, cols, stride);
+  EXPECT_EQ(download<float>(dev, dy, y.size()), yb);
+}
+
+}  // namespace
+}  // namespace pagellm::cuda

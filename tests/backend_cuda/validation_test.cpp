@@ -1,0 +1,77 @@
+// Host-side checks of the CUDA kernels' arguments and scratch sizes: they run
+// before any CUDA call, so these tests run without a GPU.
+#include <gtest/gtest.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/kv_write.h"
+#include "backend/cuda/paged_attention.h"
+#include "util/error.h"
+
+namespace pagellm::cuda {
+namespace {
+
+TEST(CudaValidation, WeightTypes) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                  DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    EXPECT_TRUE(cuda_supports_weight_type(t)) << dtype_name(t);
+  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q8_K})
+    EXPECT_FALSE(cuda_supports_weight_type(t)) << dtype_name(t);
+  EXPECT_NO_THROW(validate_weight_shape(DType::Q4_K, 10, 4096));
+  EXPECT_THROW(validate_weight_shape(DType::Q4_K, 10, 4000), ConfigError);  // not 256-aligned
+  EXPECT_THROW(validate_weight_shape(DType::F16, 10, 100), ConfigError);    // not 32-aligned
+  EXPECT_THROW(validate_weight_shape(DType::Q3_K, 10, 4096), ConfigError);
+  try {
+    validate_weight_shape(DType::Q2_K, 1, 256);
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "CUDA backend: weight type q2_k is not supported");
+  }
+}
+
+TEST(CudaValidation, GemmScratchBytes) {
+  EXPECT_EQ(gemm_weight_scratch_bytes(DType::F16, 4096, 4096), 0u);  // used in place
+  EXPECT_EQ(gemm_weight_scratch_bytes(DType::Q4_0, 4096, 11008), size_t{4096} * 11008 * 2);
+  EXPECT_EQ(gemm_activation_scratch_bytes(512, 4096), size_t{512} * 4096 * 2);
+  EXPECT_THROW(gemm_weight_scratch_bytes(DType::Q8_0, INT64_MAX / 2, 4096), CudaError);
+}
+
+TEST(CudaValidation, KvWrite) {
+  KvWriteArgs a;
+  a.n_tokens = 3;
+  a.n_kv_heads = 4;
+  a.head_dim = 64;
+  a.cache_type = DType::Q8_0;
+  EXPECT_NO_THROW(validate(a));
+  a.head_dim = 80;
+  EXPECT_THROW(validate(a), ConfigError);
+  a.cache_type = DType::F16;
+  EXPECT_NO_THROW(validate(a));
+  a.cache_type = DType::Q4_0;
+  EXPECT_THROW(validate(a), ConfigError);
+}
+
+TEST(CudaValidation, PagedAttention) {
+  CudaPagedAttentionArgs a;
+  a.n_tokens = 1;
+  a.n_heads = 32;
+  a.n_kv_heads = 8;
+  a.head_dim = 128;
+  EXPECT_NO_THROW(validate(a));
+  a.head_dim = 80;  // f16: any size up to 256
+  EXPECT_NO_THROW(validate(a));
+  a.kv_type = DType::Q8_0;
+  EXPECT_THROW(validate(a), ConfigError);
+  a.kv_type = DType::F16;
+  a.head_dim = 512;
+  EXPECT_THROW(validate(a), ConfigError);
+  a.head_dim = 128;
+  a.n_kv_heads = 5;  // 32 % 5 != 0
+  EXPECT_THROW(validate(a), ConfigError);
+  a.n_kv_heads = 8;
+  a.kv_type = DType::BF16;
+  EXPECT_THROW(validate(a), ConfigError);
+}
+
+}  // namespace
+}  // namespace pagellm::cuda
