@@ -71,8 +71,12 @@ void validate_weight_shape(DType type, int64_t rows, int64_t cols) {
 void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,
           const float* x, int64_t x_stride, float* y, int64_t y_stride, int32_t n_vecs) {
   validate_weight_shape(type, rows, cols);
-  if (n_vecs > 1 && x_stride % 4 != 0)
-    throw ConfigError(fmt::format("CUDA gemv: x stride {} is not a multiple of 4", x_stride));
+  // x is read as float4: 16-byte aligned vectors.
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || (n_vecs > 1 && x_stride % 4 != 0))
+    throw ConfigError(
+        fmt::format("CUDA gemv: x must be 16-byte aligned with a stride that is a multiple of 4 "
+                    "floats (stride {})",
+                    x_stride));
   if (rows == 0 || n_vecs <= 0) return;
   dev.make_current();
   const size_t row_bytes = dtype_row_bytes(type, cols);

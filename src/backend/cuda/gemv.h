@@ -4,7 +4,8 @@
 // Layouts (device memory):
 //   W  [rows][cols] of `type`, GGUF row-major: each row is cols / block_size
 //      blocks (tensor/blocks.h), rows `dtype_row_bytes(type, cols)` apart
-//   x  [n_vecs][cols] f32, vector stride x_stride floats
+//   x  [n_vecs][cols] f32, vector stride x_stride floats (x 16-byte aligned,
+//      x_stride a multiple of 4)
 //   y  [n_vecs][rows] f32, vector stride y_stride floats
 // Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K; cols a
 // multiple of 32 (256 for the K types). One warp per row; each lane expands

@@ -1,0 +1,192 @@
+// CUDA KV write and paged attention against the CPU: the cache bytes must be
+// the ones KvPool::write's quantizers produce, and attention over the same
+// cache must match backend/cpu paged_attention.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backend/cpu/paged_attention.h"
+#include "backend/cuda/kv_write.h"
+#include "backend/cuda/paged_attention.h"
+#include "cuda_test_util.h"
+#include "util/thread_pool.h"
+
+namespace pagellm::cuda {
+namespace {
+
+using test::download;
+using test::upload;
+
+// Host cache rows written as KvPool::write does.
+std::vector<uint8_t> cpu_cache(DType type, const std::vector<float>& rows, int64_t n_tokens,
+                               const std::vector<int64_t>& slots, int64_t n_slots, int n_kv_heads,
+                               int head_dim) {
+  const size_t head_bytes = dtype_row_bytes(type, head_dim);
+  std::vector<uint8_t> cache(static_cast<size_t>(n_slots) * n_kv_heads * head_bytes, 0);
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int h = 0; h < n_kv_heads; ++h)
+      quantize_row(type, rows.data() + (t * n_kv_heads + h) * head_dim,
+                   cache.data() + (static_cast<size_t>(slots[t]) * n_kv_heads + h) * head_bytes,
+                   head_dim);
+  return cache;
+}
+
+TEST(CudaKvWrite, SameBytesAsCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  const int n_kv_heads = 4, head_dim = 128, n_tokens = 9, n_slots = 64;
+  const std::vector<int64_t> slots = {5, 6, 7, 40, 41, 0, 63, 17, 18};
+  for (DType type : {DType::F16, DType::F32, DType::Q8_0}) {
+    SCOPED_TRACE(dtype_name(type));
+    auto k = test::random_floats(n_tokens * n_kv_heads * head_dim, 21, 2.0f);
+    const auto v = test::random_floats(n_tokens * n_kv_heads * head_dim, 22, 2.0f);
+    for (int i = 0; i < head_dim; ++i) k[i] = 0.0f;  // an all-zero head row: d = 0
+    const auto want_k = cpu_cache(type, k, n_tokens, slots, n_slots, n_kv_heads, head_dim);
+    const auto want_v = cpu_cache(type, v, n_tokens, slots, n_slots, n_kv_heads, head_dim);
+    DeviceBuffer dk = upload(dev, k), dv = upload(dev, v), ds = upload(dev, slots);
+    DeviceBuffer kc(dev, want_k.size()), vc(dev, want_v.size());
+    dev.fill_zero(kc.data(), kc.bytes());
+    dev.fill_zero(vc.data(), vc.bytes());
+    KvWriteArgs a;
+    a.k = dk.as<float>();
+    a.k_stride = n_kv_heads * head_dim;
+    a.v = dv.as<float>();
+    a.v_stride = n_kv_heads * head_dim;
+    a.slots = ds.as<int64_t>();
+    a.n_tokens = n_tokens;
+    a.n_kv_heads = n_kv_heads;
+    a.head_dim = head_dim;
+    a.k_cache = kc.data();
+    a.v_cache = vc.data();
+    a.cache_type = type;
+    kv_write(dev, a);
+    EXPECT_TRUE(download<uint8_t>(dev, kc, want_k.size()) == want_k);
+    EXPECT_TRUE(download<uint8_t>(dev, vc, want_v.size()) == want_v);
+  }
+}
+
+struct AttnCase {
+  DType kv_type;
+  int n_heads, n_kv_heads, head_dim;
+  std::vector<int32_t> seq_lens;  // tokens already cached + this step's, per sequence
+  std::vector<int32_t> step;      // this step's tokens per sequence (1 = decode)
+};
+
+void run_attention_case(const CudaDevice& dev, const AttnCase& c, uint64_t seed) {
+  const int block_size = 16;
+  const int n_seqs = static_cast<int>(c.seq_lens.size());
+  // Block tables: a shuffled pool of blocks, as a real allocator would leave it.
+  int max_blocks = 0, total_blocks = 0;
+  for (int32_t len : c.seq_lens) {
+    max_blocks = std::max(max_blocks, (len + block_size - 1) / block_size);
+    total_blocks += (len + block_size - 1) / block_size;
+  }
+  std::vector<int32_t> ids(static_cast<size_t>(total_blocks) + 3);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(static_cast<uint32_t>(seed)));
+  std::vector<int32_t> flat(static_cast<size_t>(n_seqs) * max_blocks, -1);
+  std::vector<std::vector<int32_t>> tables(n_seqs);
+  size_t next = 0;
+  for (int s = 0; s < n_seqs; ++s)
+    for (int b = 0; b < (c.seq_lens[s] + block_size - 1) / block_size; ++b) {
+      tables[s].push_back(ids[next]);
+      flat[static_cast<size_t>(s) * max_blocks + b] = ids[next++];
+    }
+  const int64_t n_slots = static_cast<int64_t>(ids.size()) * block_size;
+  // Every cached position of every sequence gets K and V.
+  std::vector<int64_t> slots;
+  std::vector<int32_t> token_seq, token_pos;
+  for (int s = 0; s < n_seqs; ++s)
+    for (int32_t p = 0; p < c.seq_lens[s]; ++p) {
+      slots.push_back(static_cast<int64_t>(tables[s][p / block_size]) * block_size +
+                      p % block_size);
+      if (p >= c.seq_lens[s] - c.step[s]) {
+        token_seq.push_back(s);
+        token_pos.push_back(p);
+      }
+    }
+  const int64_t n_rows = static_cast<int64_t>(slots.size());
+  const int KV = c.n_kv_heads * c.head_dim;
+  const auto k = test::random_floats(n_rows * KV, seed + 1);
+  const auto v = test::random_floats(n_rows * KV, seed + 2);
+  const auto kc = cpu_cache(c.kv_type, k, n_rows, slots, n_slots, c.n_kv_heads, c.head_dim);
+  const auto vc = cpu_cache(c.kv_type, v, n_rows, slots, n_slots, c.n_kv_heads, c.head_dim);
+  const int32_t T = static_cast<int32_t>(token_seq.size());
+  const int64_t q_stride = static_cast<int64_t>(c.n_heads) * c.head_dim;
+  const auto q = test::random_floats(T * q_stride, seed + 3);
+
+  std::vector<const int32_t*> table_ptrs;
+  for (auto& t : tables) table_ptrs.push_back(t.data());
+  std::vector<float> want(static_cast<size_t>(T * q_stride));
+  PagedAttentionArgs pa;
+  pa.q = q.data();
+  pa.q_stride = q_stride;
+  pa.out = want.data();
+  pa.out_stride = q_stride;
+  pa.n_tokens = T;
+  pa.n_heads = c.n_heads;
+  pa.n_kv_heads = c.n_kv_heads;
+  pa.head_dim = c.head_dim;
+  pa.k_cache = kc.data();
+  pa.v_cache = vc.data();
+  pa.kv_type = c.kv_type;
+  pa.block_size = block_size;
+  pa.token_seq = token_seq.data();
+  pa.token_pos = token_pos.data();
+  pa.block_tables = table_ptrs.data();
+  pa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  ThreadPool pool(2);
+  paged_attention(pa, pool);
+
+  DeviceBuffer dq = upload(dev, q), dk = upload(dev, kc), dv = upload(dev, vc);
+  DeviceBuffer dseq = upload(dev, token_seq), dpos = upload(dev, token_pos),
+               dtab = upload(dev, flat);
+  DeviceBuffer dout(dev, want.size() * sizeof(float));
+  CudaPagedAttentionArgs ga;
+  ga.q = dq.as<float>();
+  ga.q_stride = q_stride;
+  ga.out = dout.as<float>();
+  ga.out_stride = q_stride;
+  ga.n_tokens = T;
+  ga.n_heads = c.n_heads;
+  ga.n_kv_heads = c.n_kv_heads;
+  ga.head_dim = c.head_dim;
+  ga.k_cache = dk.data();
+  ga.v_cache = dv.data();
+  ga.kv_type = c.kv_type;
+  ga.block_size = block_size;
+  ga.token_seq = dseq.as<int32_t>();
+  ga.token_pos = dpos.as<int32_t>();
+  ga.block_tables = dtab.as<int32_t>();
+  ga.block_table_stride = max_blocks;
+  ga.scale = pa.scale;
+  cuda::paged_attention(dev, ga);
+  const auto got = download<float>(dev, dout, want.size());
+  EXPECT_LE(test::rel_error(got, want), 2e-5)
+      << dtype_name(c.kv_type) << " heads " << c.n_heads << "/" << c.n_kv_heads << " dim "
+      << c.head_dim << " tokens " << T;
+}
+
+TEST(CudaPagedAttention, DecodeMatchesCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  for (DType t : {DType::F16, DType::Q8_0, DType::F32})
+    run_attention_case(dev, {t, 32, 8, 128, {1, 17, 300, 1000}, {1, 1, 1, 1}}, 100);
+}
+
+TEST(CudaPagedAttention, PrefillAndChunkedPrefillMatchCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  for (DType t : {DType::F16, DType::Q8_0}) {
+    // A whole prompt, a later chunk of a prompt, and a decode, in one batch.
+    run_attention_case(dev, {t, 16, 4, 64, {75, 200, 33}, {75, 64, 1}}, 200);
+    // Multi-head attention (no GQA), head_dim 256.
+    run_attention_case(dev, {t, 4, 4, 256, {130}, {50}}, 300);
+  }
+  // f16 head size that is not a multiple of 32.
+  run_attention_case(dev, {DType::F16, 8, 2, 80, {90, 5}, {90, 2}}, 400);
+}
+
+}  // namespace
+}  // namespace pagellm::cuda
