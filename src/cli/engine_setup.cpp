@@ -29,7 +29,9 @@ EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log
     auto meta = GgufFile::open(mo.path());
     const ModelHParams hp = ModelHParams::from_gguf(*meta);
     SystemProbe probe;
-    s.plan = po.make_plan(*meta, hp, probe);
+    PlanOptions plan_opts = po;
+    plan_opts.repack = !mo.no_repack;
+    s.plan = plan_opts.make_plan(*meta, hp, probe);
   }
   if (log_plan) std::fputs(format_plan_table(s.plan).c_str(), stderr);
   s.model = LlamaModel::load(mo.path(),

@@ -32,6 +32,7 @@ struct PlanOptions {
   int32_t max_batched_tokens = 2048;         // --max-batched-tokens
   int32_t max_prefill_while_decoding = 256;  // --max-prefill-while-decoding (0: no cap)
   bool no_cpu_offload = false;               // --no-cpu-offload
+  bool repack = true;  // from the model options (--no-repack): repacked matrices are counted
 
   // Registers all the flags above on `sub` (the three KV requests exclude
   // each other).

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "backend/cpu/packed_weights.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -47,6 +48,17 @@ int64_t layer_of(const std::string& name) {
   return v;
 }
 
+// Bytes of tensor t once loaded: the layers' matrices and an untied output
+// projection are repacked when the type has a Rows16 layout (as
+// ModelWeights::repack does).
+uint64_t loaded_bytes(const TensorSize& t, bool in_layer, const FootprintOptions& opts) {
+  const bool matrix = in_layer || t.name == "output.weight";
+  if (!opts.repack || !matrix || !cpu::packable(t.type) || t.n_in <= 0 || t.n_out <= 0 ||
+      t.n_in % dtype_block_size(t.type) != 0 || t.n_in % 32 != 0)
+    return t.bytes;
+  return cpu::packed_bytes(t.type, t.n_in, t.n_out);
+}
+
 }  // namespace
 
 ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorSize>& tensors,
@@ -66,9 +78,11 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
 
   bool has_output = false;
   uint64_t embd_bytes = 0, output_bytes = 0, output_norm_bytes = 0;
-  for (const auto& t : tensors) {
+  for (const auto& ts : tensors) {
+    const int64_t layer = layer_of(ts.name);
+    TensorSize t = ts;
+    t.bytes = loaded_bytes(ts, layer >= 0, opts);
     fp.weight_bytes_by_type[dtype_name(t.type)] += t.bytes;
-    const int64_t layer = layer_of(t.name);
     if (layer >= 0) {
       if (layer >= hp.n_layer)
         throw FormatError(
@@ -111,7 +125,8 @@ ModelFootprint model_footprint(const GgufFile& f, const ModelHParams& hp,
                                const FootprintOptions& opts) {
   std::vector<TensorSize> sizes;
   sizes.reserve(f.tensors().size());
-  for (const auto& t : f.tensors()) sizes.push_back({t.name, t.type, t.n_bytes});
+  for (const auto& t : f.tensors())
+    sizes.push_back({t.name, t.type, t.n_bytes, t.ne.empty() ? 0 : t.ne[0], t.n_rows()});
   return model_footprint(hp, sizes, opts);
 }
 

@@ -30,6 +30,9 @@ namespace pagellm {
 
 struct FootprintOptions {
   DType kv_type = DType::F16;  // f16, f32 or q8_0 (34 bytes per 32 values)
+  // The model repacks its matrices into the CPU kernels' Rows16 layout
+  // (ModelLoadOptions::repack): count those at their packed size.
+  bool repack = true;
   int32_t max_batched_tokens = 2048;
   int32_t max_num_seqs = 64;  // bounds the rows of logits per step
 };
@@ -41,7 +44,8 @@ struct ModelFootprint {
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
 
-  // Weights (bytes as stored: each tensor's type decides its size).
+  // Weights: bytes in memory once loaded (as stored, or as repacked: Q4_K and
+  // Q5_K grow by 8% / 7% when their scales are unpacked).
   std::vector<uint64_t> layer_weight_bytes;  // "blk.N.*", per layer
   uint64_t host_weight_bytes = 0;    // token embedding and other tensors outside the layers;
                                      // the embedding lookup runs on the host
@@ -76,6 +80,8 @@ struct TensorSize {
   std::string name;
   DType type;
   uint64_t bytes;
+  int64_t n_in = 0;   // row length (ne[0]); 0: unknown, counted as stored
+  int64_t n_out = 0;  // rows (the other dimensions' product)
 };
 ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorSize>& tensors,
                                const FootprintOptions& opts = {});

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/activation_quant.h"
@@ -40,7 +41,7 @@ Packed pack(const test::TestWeights& w) {
   return p;
 }
 
-const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // A row length for type t: `n` for the 32-blocks, a multiple of 256 for Q4_K.
 int64_t len_for(DType t, int64_t n) {
@@ -64,7 +65,9 @@ TEST(PackedWeights, RoundTripsEveryRow) {
 }
 
 TEST(PackedWeights, RejectsOtherTypesAndLengths) {
-  EXPECT_FALSE(packable(DType::Q5_K));
+  EXPECT_FALSE(packable(DType::Q4_1));
+  EXPECT_FALSE(packable(DType::Q3_K));
+  EXPECT_TRUE(packable(DType::Q5_K));
   EXPECT_TRUE(packable(DType::Q4_K));
   EXPECT_THROW(packed_bytes(DType::Q4_K, 96, 16), Error);
   EXPECT_TRUE(packable(DType::Q4_0));
@@ -98,10 +101,13 @@ float expected_dot(DType t, const uint8_t* wrow, const BlockQ8_0* xb, int64_t n)
   return acc;
 }
 
-float expected_dot_q4k(const uint8_t* wrow, const BlockQ8_K* xb, int64_t n) {
+// Q4_K, or Q5_K (B) whose codes have a fifth bit: bit j of qh[l] for element
+// 32j + l (ggml's layout).
+template <class B>
+float expected_dot_k4(const uint8_t* wrow, const BlockQ8_K* xb, int64_t n) {
   float acc = 0.0f;
   for (int64_t s = 0; s < n / 256; ++s) {
-    const auto* blk = reinterpret_cast<const BlockQ4_K*>(wrow) + s;
+    const auto* blk = reinterpret_cast<const B*>(wrow) + s;
     int32_t S = 0, M = 0;
     for (int j = 0; j < 8; ++j) {
       int sc, m;
@@ -109,7 +115,9 @@ float expected_dot_q4k(const uint8_t* wrow, const BlockQ8_K* xb, int64_t n) {
       int32_t I = 0;
       for (int l = 0; l < 32; ++l) {
         const uint8_t v = blk->qs[32 * (j / 2) + l];
-        I += (j % 2 ? v >> 4 : v & 15) * xb[s].qs[32 * j + l];
+        int code = j % 2 ? v >> 4 : v & 15;
+        if constexpr (std::is_same_v<B, BlockQ5_K>) code += 16 * ((blk->qh[l] >> j) & 1);
+        I += code * xb[s].qs[32 * j + l];
       }
       S += sc * I;
       M += m * (xb[s].bsums[2 * j] + xb[s].bsums[2 * j + 1]);
@@ -173,7 +181,9 @@ TEST(PackedMatmul, EveryVariantMatchesTheContractBitForBit) {
     auto expected = [&](int64_t r, int64_t c) {
       const uint8_t* xr = xq.data() + c * xrow;
       if (t == DType::Q4_K)
-        return expected_dot_q4k(w.row(r), reinterpret_cast<const BlockQ8_K*>(xr), n);
+        return expected_dot_k4<BlockQ4_K>(w.row(r), reinterpret_cast<const BlockQ8_K*>(xr), n);
+      if (t == DType::Q5_K)
+        return expected_dot_k4<BlockQ5_K>(w.row(r), reinterpret_cast<const BlockQ8_K*>(xr), n);
       if (t == DType::Q6_K)
         return expected_dot_q6k(w.row(r), reinterpret_cast<const BlockQ8_K*>(xr), n);
       return expected_dot(t, w.row(r), reinterpret_cast<const BlockQ8_0*>(xr), n);

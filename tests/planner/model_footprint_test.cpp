@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "model/llama_model.h"
+#include "model/make_model.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
@@ -87,6 +89,41 @@ TEST(ModelFootprint, TiedOutputAndTensorTypes) {
   std::vector<TensorSize> bad = tensors;
   bad.push_back({"blk.2.attn_q.weight", DType::F32, 1});
   EXPECT_THROW(model_footprint(hp, bad), FormatError);
+}
+
+// The matrices the model repacks are counted at their loaded size: what
+// repacking adds to the footprint is exactly what it adds to the weights the
+// loaded model holds (ModelWeights::streamed_bytes_per_token counts them).
+TEST(ModelFootprint, CountsRepackedMatricesAtTheirLoadedSize) {
+  ThreadPool pool(2);
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (bool tied : {false, true}) {
+      test::TempPath path(".gguf");
+      MakeModelSpec spec;
+      spec.n_layer = 2;
+      spec.type = t;
+      spec.tied = tied;
+      spec.vocab_from = test::data_path("golden/random/rand-llama-tok512-F32.gguf");
+      make_model(spec, path.path, pool);
+      auto file = GgufFile::open(path.path);
+      const ModelHParams hp = ModelHParams::from_gguf(*file);
+      FootprintOptions packed_opts, plain_opts;
+      plain_opts.repack = false;
+      const auto fp_packed = model_footprint(*file, hp, packed_opts);
+      const auto fp_plain = model_footprint(*file, hp, plain_opts);
+      auto packed = LlamaModel::load(path.path, {.repack = true});
+      auto plain = LlamaModel::load(path.path, {.repack = false});
+      const int64_t model_growth =
+          static_cast<int64_t>(packed->weights().streamed_bytes_per_token()) -
+          static_cast<int64_t>(plain->weights().streamed_bytes_per_token());
+      const int64_t plan_growth = static_cast<int64_t>(fp_packed.total_weight_bytes()) -
+                                  static_cast<int64_t>(fp_plain.total_weight_bytes());
+      EXPECT_EQ(plan_growth, model_growth) << dtype_name(t) << (tied ? " tied" : "");
+      if (t == DType::Q4_K || t == DType::Q5_K) {
+        EXPECT_GT(model_growth, 0) << dtype_name(t);
+      }
+    }
+  }
 }
 
 }  // namespace

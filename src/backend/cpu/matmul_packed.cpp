@@ -270,6 +270,8 @@ PackedTileFn packed_tile_fn(DType wtype, CpuIsa isa) {
       return packed_for<DType::Q8_0>(isa);
     case DType::Q4_K:
       return packed_q4k_fn(isa);
+    case DType::Q5_K:
+      return packed_q5k_fn(isa);
     case DType::Q6_K:
       return packed_q6k_fn(isa);
     default:

@@ -1,6 +1,6 @@
-// Rows16 Q4_K and Q6_K weights (packed_weights.h) times split Q8_K activation
+// Rows16 Q4_K, Q5_K and Q6_K weights (packed_weights.h) times split Q8_K activation
 // rows (activation_quant.h). Their integer sub-scales are applied in int32, so
-// the float work is two (Q4_K) or one (Q6_K) fma per output per 256-element
+// the float work is two (Q4_K, Q5_K) or one (Q6_K) fma per output per 256-element
 // super-block; each output is one float chain over the super-blocks in order,
 // the same in the scalar, AVX2 and AVX-512 variants (bit for bit).
 #include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
@@ -15,7 +15,8 @@ namespace pagellm::cpu::detail {
 
 namespace {
 
-// ---- Q4_K (Rows16, packed_weights.h) times split Q8_K rows --------------------
+// ---- Q4_K and Q5_K (Rows16, packed_weights.h) times split Q8_K rows -----------
+// (kQ5: codes gain Q5_K's fifth bit, code = nibble + 16 * bit; all else alike.)
 // Per weight row r, activation row c, super-block s:
 //   S = sum_j scale_j * I_j      I_j = exact dot of sub-block j's codes and q_x
 //   M = sum_j min_j * sum32_j    (sums of 32 activation codes)
@@ -36,8 +37,12 @@ inline XRowK xk_row(const uint8_t* x, int64_t n) {
   r.sum16 = r.sum32 + 8 * (n / 256);
   return r;
 }
-constexpr size_t kQ4KSuper = 2496, kQ4KScales = 2048, kQ4KMins = 2176, kQ4KD = 2432;
+constexpr size_t kQ4KSuper = 2496, kQ4KScales = 2048, kQ4KMins = 2176, kQ4KD = 2432,
+                 kQ5KHigh = 2496, kQ5KSuper = 3008;
+template <bool kQ5>
+constexpr size_t kK4Super = kQ5 ? kQ5KSuper : kQ4KSuper;
 
+template <bool kQ5>
 void q4k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
                 int64_t cols, float* out, int64_t os) {
   const int64_t nsb = n / 256;
@@ -47,7 +52,7 @@ void q4k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
       const XRowK xr = xk_row(x + static_cast<size_t>(c) * xs, n);
       float acc[kPackRows] = {};
       for (int64_t s = 0; s < nsb; ++s) {
-        const uint8_t* sb = grp + static_cast<size_t>(s) * kQ4KSuper;
+        const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
         const auto* mins = reinterpret_cast<const int16_t*>(sb + kQ4KMins);
         for (int lane = 0; lane < kPackRows; ++lane) {
           int32_t S = 0, M = 0;
@@ -56,7 +61,8 @@ void q4k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
             for (int k = 0; k < 8; ++k)
               for (int i = 0; i < 4; ++i) {
                 const uint8_t v = sb[512 * (j / 2) + 64 * k + 4 * lane + i];
-                const int code = j % 2 ? v >> 4 : v & 15;
+                int code = j % 2 ? v >> 4 : v & 15;
+                if constexpr (kQ5) code |= ((sb[kQ5KHigh + 64 * k + 4 * lane + i] >> j) & 1) << 4;
                 I += code * xr.qs[256 * s + 32 * j + 4 * k + i];
               }
             S += sb[kQ4KScales + 16 * j + lane] * I;
@@ -80,7 +86,8 @@ void q4k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
 
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
-struct Avx512Q4K {
+template <bool kQ5>
+struct Avx512K4 {
   static constexpr int kCols = 8;
 
   template <int CB>
@@ -95,9 +102,9 @@ struct Avx512Q4K {
     for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(15);
     for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ4KSuper;
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
       if constexpr (CB <= 2)
-        for (size_t l = 0; l < kQ4KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+        for (size_t l = 0; l < kK4Super<kQ5>; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
       __m512i S[CB];
 #pragma GCC unroll 8
       for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
@@ -107,6 +114,11 @@ struct Avx512Q4K {
         for (int k = 0; k < 8; ++k) {
           const __m512i v = _mm512_loadu_si512(sb + 512 * (j / 2) + 64 * k);
           A[k] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, m4);
+          if constexpr (kQ5) {
+            const __mmask64 hi = _mm512_test_epi8_mask(_mm512_loadu_si512(sb + kQ5KHigh + 64 * k),
+                                                       _mm512_set1_epi8(static_cast<char>(1 << j)));
+            A[k] = _mm512_mask_add_epi8(A[k], hi, A[k], _mm512_set1_epi8(16));
+          }
         }
         const __m512i sc = _mm512_cvtepu8_epi32(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KScales + 16 * j)));
@@ -147,7 +159,7 @@ struct Avx512Q4K {
 
   static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
                    int64_t os, int valid) {
-    tail_of<Avx512Q4K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+    tail_of<Avx512K4, kCols - 1>(left, n, wg, x, xs, out, os, valid);
   }
 };
 PAGELLM_TARGET_END
@@ -155,7 +167,8 @@ PAGELLM_TARGET_END
 
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
-struct Avx2Q4K {
+template <bool kQ5>
+struct Avx2K4 {
   static constexpr int kCols = 4;
 
   template <int CB>
@@ -175,7 +188,7 @@ struct Avx2Q4K {
     for (int c = 0; c < CB; ++c) acc[c] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
     for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ4KSuper;
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
       __m256i S[CB];
       for (int c = 0; c < CB; ++c) S[c] = _mm256_setzero_si256();
       for (int j = 0; j < 8; ++j) {
@@ -183,6 +196,13 @@ struct Avx2Q4K {
         for (int k = 0; k < 8; ++k) {
           const __m256i v = simd::load256(sb + 512 * (j / 2) + 64 * k + 32 * half);
           A[k] = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
+          if constexpr (kQ5) {
+            const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
+            const __m256i h =
+                _mm256_and_si256(simd::load256(sb + kQ5KHigh + 64 * k + 32 * half), bit);
+            A[k] = _mm256_or_si256(
+                A[k], _mm256_and_si256(_mm256_cmpeq_epi8(h, bit), _mm256_set1_epi8(16)));
+          }
         }
         const __m256i sc = _mm256_cvtepu8_epi32(
             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ4KScales + 16 * j + 8 * half)));
@@ -219,20 +239,21 @@ struct Avx2Q4K {
 
   static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
                    int64_t os, int valid) {
-    tail_of<Avx2Q4K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+    tail_of<Avx2K4, kCols - 1>(left, n, wg, x, xs, out, os, valid);
   }
 };
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX2
 
-PackedTileFn q4k_for(CpuIsa isa) {
+template <bool kQ5>
+PackedTileFn k4_for(CpuIsa isa) {
 #if PAGELLM_HAVE_AVX512
-  if (isa == CpuIsa::Avx512) return drive<Avx512Q4K>;
+  if (isa == CpuIsa::Avx512) return drive<Avx512K4<kQ5>>;
 #endif
 #if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2) return drive<Avx2Q4K>;
+  if (isa == CpuIsa::Avx2) return drive<Avx2K4<kQ5>>;
 #endif
-  if (isa == CpuIsa::Scalar) return q4k_scalar;
+  if (isa == CpuIsa::Scalar) return q4k_scalar<kQ5>;
   return nullptr;
 }
 
@@ -419,7 +440,11 @@ PackedTileFn q6k_for(CpuIsa isa) {
 }  // namespace
 
 PackedTileFn packed_q4k_fn(CpuIsa isa) {
-  return q4k_for(isa);
+  return k4_for<false>(isa);
+}
+
+PackedTileFn packed_q5k_fn(CpuIsa isa) {
+  return k4_for<true>(isa);
 }
 
 PackedTileFn packed_q6k_fn(CpuIsa isa) {

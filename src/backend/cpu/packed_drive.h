@@ -1,5 +1,5 @@
 // Internal to backend/cpu: the column driver shared by the Rows16 kernels
-// (matmul_packed.cpp: Q4_0 / Q8_0; matmul_packed_k.cpp: Q4_K / Q6_K). A
+// (matmul_packed.cpp: Q4_0 / Q8_0; matmul_packed_k.cpp: Q4_K / Q5_K / Q6_K). A
 // kernel K provides
 //   static constexpr int kCols;     // columns per register tile
 //   template <int CB> static void group(int64_t n, const uint8_t* group_base,
@@ -91,6 +91,7 @@ PAGELLM_TARGET_END
 // The K-quant kernels (matmul_packed_k.cpp); nullptr when the variant is not
 // compiled in.
 PackedTileFn packed_q4k_fn(CpuIsa isa);
+PackedTileFn packed_q5k_fn(CpuIsa isa);
 PackedTileFn packed_q6k_fn(CpuIsa isa);
 
 }  // namespace pagellm::cpu::detail

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "tensor/blocks.h"
 #include "tensor/quant_internal.h"
@@ -24,8 +25,15 @@ size_t code_bytes(DType t) {
   }
 }
 
-// Q4_K: bytes per 256-element super-block per group (see the header).
-constexpr size_t kQ4KCodes = 2048, kQ4KScales = 128, kQ4KMins = 256, kQ4KSuper = 2496;
+// Q4_K: bytes per 256-element super-block per group (see the header); Q5_K
+// adds the plane of fifth bits at kQ4KSuper.
+constexpr size_t kQ4KCodes = 2048, kQ4KScales = 128, kQ4KMins = 256, kQ4KSuper = 2496,
+                 kQ5KSuper = 3008;
+
+template <class B>
+constexpr size_t k4_super_bytes() {
+  return std::is_same_v<B, BlockQ5_K> ? kQ5KSuper : kQ4KSuper;
+}
 
 int64_t supers_of(int64_t n_in) {
   if (n_in <= 0 || n_in % QK_K != 0)
@@ -34,20 +42,25 @@ int64_t supers_of(int64_t n_in) {
   return n_in / QK_K;
 }
 
-void pack_q4_k_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t* dst) {
+// Q4_K or Q5_K (B), which share everything but Q5_K's fifth bits.
+template <class B>
+void pack_k4_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t* dst) {
   for (int64_t s = 0; s < nsb; ++s) {
-    uint8_t* sb = dst + static_cast<size_t>(s) * kQ4KSuper;
+    uint8_t* sb = dst + static_cast<size_t>(s) * k4_super_bytes<B>();
     uint8_t* codes = sb;
     uint8_t* scales = sb + kQ4KCodes;
     auto* mins = reinterpret_cast<int16_t*>(sb + kQ4KCodes + kQ4KScales);
     uint8_t* d = sb + kQ4KCodes + kQ4KScales + kQ4KMins;
     for (int lane = 0; lane < kPackRows; ++lane) {
-      BlockQ4_K blk{};
+      B blk{};
       if (rows[lane])
         std::memcpy(&blk, rows[lane] + static_cast<size_t>(s) * sizeof blk, sizeof blk);
       for (int c = 0; c < 4; ++c)
         for (int k = 0; k < 8; ++k)
           std::memcpy(codes + 512 * c + 64 * k + 4 * lane, blk.qs + 32 * c + 4 * k, 4);
+      if constexpr (std::is_same_v<B, BlockQ5_K>)
+        for (int k = 0; k < 8; ++k)
+          std::memcpy(sb + kQ4KSuper + 64 * k + 4 * lane, blk.qh + 4 * k, 4);
       for (int j = 0; j < 8; ++j) {
         int sc = 0, m = 0;
         pagellm::detail::unpack_scale_min_k4(blk.scales, j, &sc, &m);
@@ -60,16 +73,19 @@ void pack_q4_k_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t*
   }
 }
 
-void unpack_q4_k_row(const uint8_t* group, int lane, int64_t nsb, BlockQ4_K* dst) {
+template <class B>
+void unpack_k4_row(const uint8_t* group, int lane, int64_t nsb, B* dst) {
   for (int64_t s = 0; s < nsb; ++s) {
-    const uint8_t* sb = group + static_cast<size_t>(s) * kQ4KSuper;
+    const uint8_t* sb = group + static_cast<size_t>(s) * k4_super_bytes<B>();
     const uint8_t* scales = sb + kQ4KCodes;
     const auto* mins = reinterpret_cast<const int16_t*>(sb + kQ4KCodes + kQ4KScales);
     const uint8_t* d = sb + kQ4KCodes + kQ4KScales + kQ4KMins;
-    BlockQ4_K& b = dst[s];
+    B& b = dst[s];
     for (int c = 0; c < 4; ++c)
       for (int k = 0; k < 8; ++k)
         std::memcpy(b.qs + 32 * c + 4 * k, sb + 512 * c + 64 * k + 4 * lane, 4);
+    if constexpr (std::is_same_v<B, BlockQ5_K>)
+      for (int k = 0; k < 8; ++k) std::memcpy(b.qh + 4 * k, sb + kQ4KSuper + 64 * k + 4 * lane, 4);
     std::memset(b.scales, 0, sizeof b.scales);
     for (int j = 0; j < 8; ++j) {
       const int sc = scales[16 * j + lane], m = mins[2 * (16 * (j / 2) + lane) + j % 2];
@@ -153,11 +169,13 @@ int64_t blocks_of(int64_t n_in) {
 }  // namespace
 
 bool packable(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K;
+  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q5_K ||
+         t == DType::Q6_K;
 }
 
 size_t packed_group_bytes(DType t, int64_t n_in) {
   if (t == DType::Q4_K) return static_cast<size_t>(supers_of(n_in)) * kQ4KSuper;
+  if (t == DType::Q5_K) return static_cast<size_t>(supers_of(n_in)) * kQ5KSuper;
   if (t == DType::Q6_K) return static_cast<size_t>(supers_of(n_in)) * kQ6KSuper;
   return static_cast<size_t>(blocks_of(n_in)) * (code_bytes(t) + 32);
 }
@@ -169,7 +187,7 @@ size_t packed_bytes(DType t, int64_t n_in, int64_t n_out) {
 
 void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t src_stride,
                  void* dst) {
-  if (t == DType::Q4_K || t == DType::Q6_K) {
+  if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) {
     const int64_t nsb = supers_of(n_in);
     const size_t gb = packed_group_bytes(t, n_in);
     for (int64_t g = 0; g * kPackRows < n_out; ++g) {
@@ -182,7 +200,9 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
       }
       uint8_t* gdst = static_cast<uint8_t*>(dst) + static_cast<size_t>(g) * gb;
       if (t == DType::Q4_K)
-        pack_q4_k_group(rows, nsb, gdst);
+        pack_k4_group<BlockQ4_K>(rows, nsb, gdst);
+      else if (t == DType::Q5_K)
+        pack_k4_group<BlockQ5_K>(rows, nsb, gdst);
       else
         pack_q6_k_group(rows, nsb, gdst);
     }
@@ -232,8 +252,14 @@ void unpack_row16(DType t, int64_t n_in, const void* packed, int64_t r, void* ds
   if (t == DType::Q4_K) {
     const uint8_t* group = static_cast<const uint8_t*>(packed) +
                            static_cast<size_t>(r / kPackRows) * packed_group_bytes(t, n_in);
-    return unpack_q4_k_row(group, static_cast<int>(r % kPackRows), supers_of(n_in),
-                           static_cast<BlockQ4_K*>(dst));
+    return unpack_k4_row(group, static_cast<int>(r % kPackRows), supers_of(n_in),
+                         static_cast<BlockQ4_K*>(dst));
+  }
+  if (t == DType::Q5_K) {
+    const uint8_t* group = static_cast<const uint8_t*>(packed) +
+                           static_cast<size_t>(r / kPackRows) * packed_group_bytes(t, n_in);
+    return unpack_k4_row(group, static_cast<int>(r % kPackRows), supers_of(n_in),
+                         static_cast<BlockQ5_K*>(dst));
   }
   if (t == DType::Q6_K) {
     const uint8_t* group = static_cast<const uint8_t*>(packed) +

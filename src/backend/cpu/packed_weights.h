@@ -1,4 +1,4 @@
-// The Rows16 weight layout: Q4_0, Q8_0, Q4_K and Q6_K matrices repacked once
+// The Rows16 weight layout: Q4_0, Q8_0, Q4_K, Q5_K and Q6_K matrices repacked once
 // at load so that one 512-bit register holds the same four codes of 16
 // consecutive rows.
 // An integer dot product instruction (VNNI vpdpbusd) then yields the exact
@@ -29,6 +29,10 @@
 //          mins    at 2176: int16 at 2 * (16 * (j / 2) + lane) + j % 2 = its min
 //          d, dmin at 2432 and 2464: 16 f16 each, lane order
 //        value = d * scale_j * code - dmin * min_j.
+//   Q5_K: Q4_K's 2496 bytes, then at 2496 the fifth bits, 8 x 64 bytes: byte
+//        64k + 4*lane + i = the row's qh[4k + i], whose bit j is the fifth bit
+//        of element 32j + 4k + i (super-block 3008 bytes); code = nibble +
+//        16 * bit, value as Q4_K.
 //   Q6_K: per super-block s, 3360 bytes at s * 3360 (group_bytes = n_in / 256
 //        * 3360); element e is in dword group G = e / 4, byte i = e % 4:
 //          low 4 bits  at 64 * (G % 32) + 4*lane + i, nibble G / 32
