@@ -6,7 +6,7 @@
 //   bench_matmul [--benchmark_filter=...]     (PAGELLM_BENCH_THREADS, default 2)
 #include <benchmark/benchmark.h>
 
-#if defined(__AVX2__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
@@ -166,7 +166,7 @@ void BM_GemvCached(benchmark::State& state) {
 }
 
 void shapes(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16}) {
     for (int64_t packed : {0, 1}) {
       if (packed && !packable(t)) continue;
       b->Args({static_cast<int64_t>(t), 2048, 5632, packed});  // FFN up
@@ -181,7 +181,7 @@ void shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Gemv)->Apply(shapes);
 BENCHMARK(BM_Gemm64)->Apply(shapes);
 BENCHMARK(BM_GemvCached)->Apply([](benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16}) {
     b->Args({static_cast<int64_t>(t), 2048, 256, 0});
     if (packable(t)) b->Args({static_cast<int64_t>(t), 2048, 256, 1});
   }
@@ -194,8 +194,9 @@ BENCHMARK(BM_GemvCached)->Apply([](benchmark::internal::Benchmark* b) {
 // accumulators, vector loads where available: far below the core's add rate.
 // With prefetch > 0, also hints the line that many bytes ahead into L2 (as the
 // kernels do for their weights).
-uint64_t sum_bytes(const uint8_t* p, size_t bytes, size_t prefetch) {
-#if defined(__AVX2__)
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) uint64_t sum_bytes_avx2(const uint8_t* p, size_t bytes,
+                                                        size_t prefetch) {
   const auto* v = reinterpret_cast<const __m256i*>(p);
   __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
   for (size_t i = 0; i < bytes / 32; i += 4) {
@@ -207,7 +208,13 @@ uint64_t sum_bytes(const uint8_t* p, size_t bytes, size_t prefetch) {
   }
   __m256i s = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
   return static_cast<uint64_t>(_mm256_extract_epi64(s, 0));
-#else
+}
+#endif
+
+uint64_t sum_bytes(const uint8_t* p, size_t bytes, size_t prefetch) {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) return sum_bytes_avx2(p, bytes, prefetch);
+#endif
   (void)prefetch;
   const auto* v = reinterpret_cast<const uint64_t*>(p);
   uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -218,7 +225,6 @@ uint64_t sum_bytes(const uint8_t* p, size_t bytes, size_t prefetch) {
     s3 += v[i + 3];
   }
   return s0 + s1 + s2 + s3;
-#endif
 }
 
 // Roofline: every thread sums its share of a 512 MiB buffer with 256-bit loads
