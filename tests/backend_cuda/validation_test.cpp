@@ -7,6 +7,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kv_write.h"
 #include "backend/cuda/paged_attention.h"
+#include "cuda_test_util.h"
 #include "util/error.h"
 
 namespace pagellm::cuda {
@@ -71,6 +72,20 @@ TEST(CudaValidation, PagedAttention) {
   a.n_kv_heads = 8;
   a.kv_type = DType::BF16;
   EXPECT_THROW(validate(a), ConfigError);
+}
+
+// The kernels' dequantization code, run on the host, against the CPU's
+// dequantize_row: the block layouts of every type, checked without a GPU.
+TEST(CudaValidation, DeviceDequantizationLayoutsOnHost) {
+  const int64_t cols = 1024;
+  for (DType type : test::cuda_weight_types()) {
+    const test::HostWeights w = test::make_weights(type, 3, cols, 61);
+    std::vector<float> got(static_cast<size_t>(3 * cols));
+    for (int r = 0; r < 3; ++r)
+      dequantize_row_host(type, w.bytes.data() + r * dtype_row_bytes(type, cols), cols,
+                          got.data() + r * cols);
+    EXPECT_EQ(got, w.values) << dtype_name(type);
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "tensor/blocks.h"
@@ -17,14 +18,32 @@ namespace pagellm::cuda::detail {
 
 constexpr int kUnit = 32;  // elements per dequantization unit
 
-__device__ __forceinline__ float f16_to_f32(uint16_t h) {
-  return __half2float(__ushort_as_half(h));
+// The dequantization below is __host__ __device__: the same code also runs on
+// the host (dequantize_row_host in gemv.h), so its layouts are tested without
+// a GPU. On the device, the _rn intrinsics keep nvcc from fusing a*b+c.
+#ifdef __CUDA_ARCH__
+#define PAGELLM_MUL_RN(a, b) __fmul_rn(a, b)
+#define PAGELLM_ADD_RN(a, b) __fadd_rn(a, b)
+#define PAGELLM_SUB_RN(a, b) __fsub_rn(a, b)
+#else
+#define PAGELLM_MUL_RN(a, b) ((a) * (b))
+#define PAGELLM_ADD_RN(a, b) ((a) + (b))
+#define PAGELLM_SUB_RN(a, b) ((a) - (b))
+#endif
+
+__host__ __device__ __forceinline__ float f16_to_f32(uint16_t h) {
+  __half_raw r;
+  r.x = h;
+  return __half2float(__half(r));
 }
 __device__ __forceinline__ uint16_t f32_to_f16(float f) {
   return __half_as_ushort(__float2half_rn(f));  // nearest even, as the CPU
 }
-__device__ __forceinline__ float bf16_to_f32(uint16_t h) {
-  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+__host__ __device__ __forceinline__ float bf16_to_f32(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -37,7 +56,7 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 
 // Q4_K / Q5_K 6-bit scale and min of sub-block j (tensor/quant_internal.h).
-__device__ __forceinline__ void scale_min_k4(const uint8_t* s, int j, int* sc, int* m) {
+__host__ __device__ __forceinline__ void scale_min_k4(const uint8_t* s, int j, int* sc, int* m) {
   if (j < 4) {
     *sc = s[j] & 63;
     *m = s[j + 4] & 63;
@@ -49,7 +68,8 @@ __device__ __forceinline__ void scale_min_k4(const uint8_t* s, int j, int* sc, i
 
 // w[0..32) = elements [32u, 32u + 32) of the row at `row` (GGUF layout).
 template <DType T>
-__device__ __forceinline__ void dequant_unit(const uint8_t* row, int64_t u, float (&w)[kUnit]) {
+__host__ __device__ __forceinline__ void dequant_unit(const uint8_t* row, int64_t u,
+                                                      float (&w)[kUnit]) {
   if constexpr (T == DType::F32) {
     const float* p = reinterpret_cast<const float*>(row) + u * kUnit;
 #pragma unroll
@@ -76,8 +96,8 @@ __device__ __forceinline__ void dequant_unit(const uint8_t* row, int64_t u, floa
     const float d = f16_to_f32(b->d), m = f16_to_f32(b->m);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      w[j] = __fadd_rn(__fmul_rn(d, static_cast<float>(b->qs[j] & 0x0f)), m);
-      w[j + 16] = __fadd_rn(__fmul_rn(d, static_cast<float>(b->qs[j] >> 4)), m);
+      w[j] = PAGELLM_ADD_RN(PAGELLM_MUL_RN(d, static_cast<float>(b->qs[j] & 0x0f)), m);
+      w[j + 16] = PAGELLM_ADD_RN(PAGELLM_MUL_RN(d, static_cast<float>(b->qs[j] >> 4)), m);
     }
   } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     // Sub-block j of super-block u / 8: low (even j) or high nibbles of
@@ -95,7 +115,7 @@ __device__ __forceinline__ void dequant_unit(const uint8_t* row, int64_t u, floa
     for (int l = 0; l < 32; ++l) {
       int v = (q[l] >> shift) & 0x0f;
       if constexpr (T == DType::Q5_K) v |= ((b->qh[l] >> j) & 1) << 4;
-      w[l] = __fsub_rn(__fmul_rn(d1, static_cast<float>(v)), m1);
+      w[l] = PAGELLM_SUB_RN(PAGELLM_MUL_RN(d1, static_cast<float>(v)), m1);
     }
   } else if constexpr (T == DType::Q6_K) {
     // Unit j of super-block u / 8: half j / 4, quarter g = j % 4 of it.
@@ -109,7 +129,8 @@ __device__ __forceinline__ void dequant_unit(const uint8_t* row, int64_t u, floa
 #pragma unroll
     for (int l = 0; l < 32; ++l) {
       const int q = (((ql[l] >> lshift) & 0x0f) | (((qh[l] >> hshift) & 3) << 4)) - 32;
-      w[l] = __fmul_rn(__fmul_rn(d, static_cast<float>(sc[l / 16])), static_cast<float>(q));
+      w[l] =
+          PAGELLM_MUL_RN(PAGELLM_MUL_RN(d, static_cast<float>(sc[l / 16])), static_cast<float>(q));
     }
   }
 }

@@ -68,6 +68,18 @@ void validate_weight_shape(DType type, int64_t rows, int64_t cols) {
                                   rows, cols, dtype_name(type)));
 }
 
+void dequantize_row_host(DType type, const void* row, int64_t cols, float* dst) {
+  validate_weight_shape(type, 1, cols);
+  dispatch_weight_type(type, [&](auto tag) {
+    constexpr DType T = decltype(tag)::value;
+    for (int64_t u = 0; u < cols / kUnit; ++u) {
+      float w[kUnit];
+      dequant_unit<T>(static_cast<const uint8_t*>(row), u, w);
+      for (int i = 0; i < kUnit; ++i) dst[u * kUnit + i] = w[i];
+    }
+  });
+}
+
 void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,
           const float* x, int64_t x_stride, float* y, int64_t y_stride, int32_t n_vecs) {
   validate_weight_shape(type, rows, cols);

@@ -27,6 +27,10 @@ bool cuda_supports_weight_type(DType type);
 // number of blocks (on the host, before any CUDA call).
 void validate_weight_shape(DType type, int64_t rows, int64_t cols);
 
+// dst[0..cols) = the row at `row` expanded by the kernels' own dequantization
+// code, run on the host: lets tests check the device layouts without a GPU.
+void dequantize_row_host(DType type, const void* row, int64_t cols, float* dst);
+
 void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,
           const float* x, int64_t x_stride, float* y, int64_t y_stride, int32_t n_vecs);
 
