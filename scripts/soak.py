@@ -239,6 +239,9 @@ def main():
     ap.add_argument("--pagellm", default=str(ROOT / "build" / "pagellm"))
     ap.add_argument("--model", default=str(ROOT / "tests" / "data" / "stories260K.gguf"))
     ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--max-queue", type=int, default=32,
+                    help="server's --max-queue (below --workers: the 503 path is exercised)")
+    ap.add_argument("--max-num-seqs", type=int, default=8, help="server's --max-num-seqs")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rss-slack-mib", type=float, default=16)
     ap.add_argument("--server-arg", action="append", default=[],
@@ -247,7 +250,8 @@ def main():
 
     log = tempfile.NamedTemporaryFile(prefix="pagellm-soak-", suffix=".log", delete=False)
     cmd = [args.pagellm, "serve", "-m", args.model, "--host", "127.0.0.1", "--port", "0",
-           "--max-num-seqs", "8", "--max-queue", "32", *args.server_arg]
+           "--max-num-seqs", str(args.max_num_seqs), "--max-queue", str(args.max_queue),
+           *args.server_arg]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     stats, rss, ok = Stats(), [], True
     try:
