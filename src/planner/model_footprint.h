@@ -45,7 +45,7 @@ struct ModelFootprint {
   int32_t head_dim = 0;
 
   // Weights: bytes in memory once loaded (as stored, or as repacked: Q4_K and
-  // Q5_K grow by 8% / 7% when their scales are unpacked).
+  // Q5_K grow by 2.8% / 2.3% when their scales are unpacked).
   std::vector<uint64_t> layer_weight_bytes;  // "blk.N.*", per layer
   uint64_t host_weight_bytes = 0;    // token embedding and other tensors outside the layers;
                                      // the embedding lookup runs on the host

@@ -37,8 +37,8 @@ inline XRowK xk_row(const uint8_t* x, int64_t n) {
   r.sum16 = r.sum32 + 8 * (n / 256);
   return r;
 }
-constexpr size_t kQ4KSuper = 2496, kQ4KScales = 2048, kQ4KMins = 2176, kQ4KD = 2432,
-                 kQ5KHigh = 2496, kQ5KSuper = 3008;
+constexpr size_t kQ4KSuper = 2368, kQ4KScales = 2048, kQ4KMins = 2176, kQ4KD = 2304,
+                 kQ5KHigh = 2368, kQ5KSuper = 2880;
 template <bool kQ5>
 constexpr size_t kK4Super = kQ5 ? kQ5KSuper : kQ4KSuper;
 
@@ -53,7 +53,7 @@ void q4k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
       float acc[kPackRows] = {};
       for (int64_t s = 0; s < nsb; ++s) {
         const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
-        const auto* mins = reinterpret_cast<const int16_t*>(sb + kQ4KMins);
+        const uint8_t* mins = sb + kQ4KMins;
         for (int lane = 0; lane < kPackRows; ++lane) {
           int32_t S = 0, M = 0;
           for (int j = 0; j < 8; ++j) {
@@ -136,7 +136,9 @@ struct Avx512K4 {
       }
       __m512i mp[4];
 #pragma GCC unroll 4
-      for (int p = 0; p < 4; ++p) mp[p] = _mm512_loadu_si512(sb + kQ4KMins + 64 * p);
+      for (int p = 0; p < 4; ++p)
+        mp[p] = _mm512_cvtepu8_epi16(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ4KMins + 32 * p)));
       const __m512 dv =
           _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ4KD)));
       const __m512 dm =
@@ -217,7 +219,8 @@ struct Avx2K4 {
         }
       }
       __m256i mp[4];
-      for (int p = 0; p < 4; ++p) mp[p] = simd::load256(sb + kQ4KMins + 64 * p + 32 * half);
+      for (int p = 0; p < 4; ++p)
+        mp[p] = _mm256_cvtepu8_epi16(simd::load128(sb + kQ4KMins + 32 * p + 16 * half));
       const __m256 dv = _mm256_cvtph_ps(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KD + 16 * half)));
       const __m256 dm = _mm256_cvtph_ps(

@@ -27,8 +27,8 @@ size_t code_bytes(DType t) {
 
 // Q4_K: bytes per 256-element super-block per group (see the header); Q5_K
 // adds the plane of fifth bits at kQ4KSuper.
-constexpr size_t kQ4KCodes = 2048, kQ4KScales = 128, kQ4KMins = 256, kQ4KSuper = 2496,
-                 kQ5KSuper = 3008;
+constexpr size_t kQ4KCodes = 2048, kQ4KScales = 128, kQ4KMins = 128, kQ4KSuper = 2368,
+                 kQ5KSuper = 2880;
 
 template <class B>
 constexpr size_t k4_super_bytes() {
@@ -49,7 +49,7 @@ void pack_k4_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t* d
     uint8_t* sb = dst + static_cast<size_t>(s) * k4_super_bytes<B>();
     uint8_t* codes = sb;
     uint8_t* scales = sb + kQ4KCodes;
-    auto* mins = reinterpret_cast<int16_t*>(sb + kQ4KCodes + kQ4KScales);
+    uint8_t* mins = sb + kQ4KCodes + kQ4KScales;
     uint8_t* d = sb + kQ4KCodes + kQ4KScales + kQ4KMins;
     for (int lane = 0; lane < kPackRows; ++lane) {
       B blk{};
@@ -65,7 +65,7 @@ void pack_k4_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t* d
         int sc = 0, m = 0;
         pagellm::detail::unpack_scale_min_k4(blk.scales, j, &sc, &m);
         scales[16 * j + lane] = static_cast<uint8_t>(sc);
-        mins[2 * (16 * (j / 2) + lane) + j % 2] = static_cast<int16_t>(m);
+        mins[2 * (16 * (j / 2) + lane) + j % 2] = static_cast<uint8_t>(m);
       }
       std::memcpy(d + 2 * lane, &blk.d, 2);
       std::memcpy(d + 32 + 2 * lane, &blk.dmin, 2);
@@ -78,7 +78,7 @@ void unpack_k4_row(const uint8_t* group, int lane, int64_t nsb, B* dst) {
   for (int64_t s = 0; s < nsb; ++s) {
     const uint8_t* sb = group + static_cast<size_t>(s) * k4_super_bytes<B>();
     const uint8_t* scales = sb + kQ4KCodes;
-    const auto* mins = reinterpret_cast<const int16_t*>(sb + kQ4KCodes + kQ4KScales);
+    const uint8_t* mins = sb + kQ4KCodes + kQ4KScales;
     const uint8_t* d = sb + kQ4KCodes + kQ4KScales + kQ4KMins;
     B& b = dst[s];
     for (int c = 0; c < 4; ++c)

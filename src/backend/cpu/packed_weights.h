@@ -20,19 +20,20 @@
 //   Q8_0 (C = 512): chunk k (0..7) byte 4*lane+j = the row's qs[4k + j] + 128
 //        (as u8), value = d * (code - 128).
 //
-//   Q4_K: per 256-element super-block s, kQ4KSuper = 2496 bytes at s * 2496
-//        (group_bytes = n_in / 256 * 2496):
+//   Q4_K: per 256-element super-block s, kQ4KSuper = 2368 bytes at s * 2368
+//        (group_bytes = n_in / 256 * 2368, 2.8% more than the file's rows):
 //          codes   4 chunks c of 8 x 64 bytes: byte 512c + 64k + 4*lane + i = the
 //                  row's qs[32c + 4k + i] (elements 64c + 4k + i in the low
 //                  nibble, 64c + 32 + 4k + i in the high one)
 //          scales  at 2048: byte 16j + lane = sub-block j's 6-bit scale
-//          mins    at 2176: int16 at 2 * (16 * (j / 2) + lane) + j % 2 = its min
-//          d, dmin at 2432 and 2464: 16 f16 each, lane order
+//          mins    at 2176: byte 2 * (16 * (j / 2) + lane) + j % 2 = its 6-bit
+//                  min (widened to the int16 pairs of vpdpwssd when read)
+//          d, dmin at 2304 and 2336: 16 f16 each, lane order
 //        value = d * scale_j * code - dmin * min_j.
-//   Q5_K: Q4_K's 2496 bytes, then at 2496 the fifth bits, 8 x 64 bytes: byte
+//   Q5_K: Q4_K's 2368 bytes, then at 2368 the fifth bits, 8 x 64 bytes: byte
 //        64k + 4*lane + i = the row's qh[4k + i], whose bit j is the fifth bit
-//        of element 32j + 4k + i (super-block 3008 bytes); code = nibble +
-//        16 * bit, value as Q4_K.
+//        of element 32j + 4k + i (super-block 2880 bytes, 2.3% more than the
+//        file's); code = nibble + 16 * bit, value as Q4_K.
 //   Q6_K: per super-block s, 3360 bytes at s * 3360 (group_bytes = n_in / 256
 //        * 3360); element e is in dword group G = e / 4, byte i = e % 4:
 //          low 4 bits  at 64 * (G % 32) + 4*lane + i, nibble G / 32
