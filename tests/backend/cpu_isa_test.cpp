@@ -44,14 +44,26 @@ TEST(CpuIsa, EnvironmentLowersTheChoiceOnly) {
 // decides. __builtin_cpu_supports is an independent reading of CPUID.
 TEST(CpuIsa, GccBuildsOfferWhatTheCpuRuns) {
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+                    __builtin_cpu_supports("popcnt");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd") &&
                       __builtin_cpu_supports("avx512vnni");
   EXPECT_EQ(isa_available(CpuIsa::Avx2), avx2);
   EXPECT_EQ(isa_available(CpuIsa::Avx512), avx512);
 }
 #endif
+
+// Set by the emulated-CPU CTest entries (tests/CMakeLists.txt): the variant
+// that CPU must get, so an emulator that silently masks AVX2 cannot turn the
+// AVX2 run into a second scalar run.
+TEST(CpuIsa, EmulatedCpuGetsTheExpectedVariant) {
+  const char* want = std::getenv("PAGELLM_EXPECT_ISA");
+  if (!want || !*want) GTEST_SKIP() << "PAGELLM_EXPECT_ISA not set (only the emulated runs set it)";
+  EXPECT_STREQ(isa_name(best_isa()), want);
+}
 
 }  // namespace
 }  // namespace pagellm::cpu

@@ -17,7 +17,7 @@ namespace pagellm::cpu {
 namespace {
 
 struct CpuFeatures {
-  bool avx2 = false;    // AVX2 + FMA + F16C, with the OS saving YMM state
+  bool avx2 = false;    // AVX2 + FMA + F16C + BMI1/2 + POPCNT, with the OS saving YMM state
   bool avx512 = false;  // + AVX-512 F/BW/VL/DQ/CD/VNNI, with the OS saving ZMM state
 };
 
@@ -33,14 +33,15 @@ CpuFeatures detect() {
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12),
-             f16c = c & (1u << 29);
+             f16c = c & (1u << 29), popcnt = c & (1u << 23);
   if (!osxsave || !avx) return f;
   const uint64_t xcr0 = xgetbv0();
   const bool ymm_state = (xcr0 & 0x6) == 0x6;    // SSE + AVX state
   const bool zmm_state = (xcr0 & 0xE6) == 0xE6;  // + opmask, ZMM0-15 upper, ZMM16-31
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
-  const bool avx2 = b & (1u << 5);
-  f.avx2 = ymm_state && avx2 && fma && f16c;
+  const bool avx2 = b & (1u << 5), bmi1 = b & (1u << 3), bmi2 = b & (1u << 8);
+  // Everything PAGELLM_TARGET_AVX2 lets the compiler use (simd.h).
+  f.avx2 = ymm_state && avx2 && fma && f16c && bmi1 && bmi2 && popcnt;
   const bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512cd = b & (1u << 28),
              avx512bw = b & (1u << 30), avx512vl = b & (1u << 31), vnni = c & (1u << 11);
   f.avx512 = f.avx2 && zmm_state && avx512f && avx512dq && avx512cd && avx512bw && avx512vl && vnni;

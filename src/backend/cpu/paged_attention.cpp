@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tensor/blocks.h"
+#include "tensor/convert.h"
 #include "tensor/fp16.h"
 
 namespace pagellm {
@@ -31,14 +32,8 @@ inline void load_row(const void* base, DType type, int64_t row, int n, float* ds
     for (int i = 0; i < n; ++i) dst[i] = src[i];
     return;
   }
-  const uint16_t* src = static_cast<const uint16_t*>(base) + offset;
-  int i = 0;
-#if defined(__F16C__) && defined(__AVX__)
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i,
-                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-#endif
-  for (; i < n; ++i) dst[i] = fp16_to_fp32(src[i]);
+  // F16C where the CPU has it (chosen at run time).
+  dequantize_row(DType::F16, static_cast<const uint16_t*>(base) + offset, dst, n);
 }
 
 // Head row of KV head kvh at position p of a sequence: the cache slot from

@@ -21,6 +21,7 @@ namespace pagellm::cpu::detail {
 // dpwssd on 256-bit registers).
 PAGELLM_TARGET_AVX2
 namespace avx2 {
+constexpr int kTileCols = 2;  // 16 ymm registers
 #include "backend/cpu/vec_dot_legacy_x86.inc"
 }  // namespace avx2
 PAGELLM_TARGET_END
@@ -28,6 +29,7 @@ PAGELLM_TARGET_END
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
 namespace avx512 {
+constexpr int kTileCols = 4;  // 32 registers with AVX-512
 #include "backend/cpu/vec_dot_legacy_x86.inc"
 }  // namespace avx512
 PAGELLM_TARGET_END
