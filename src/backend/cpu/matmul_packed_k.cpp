@@ -37,8 +37,9 @@ inline XRowK xk_row(const uint8_t* x, int64_t n) {
   r.sum16 = r.sum32 + 8 * (n / 256);
   return r;
 }
+// Q5_K: the 512 bytes of fifth bits come first, then Q4_K's layout.
 constexpr size_t kQ4KSuper = 2368, kQ4KScales = 2048, kQ4KMins = 2176, kQ4KD = 2304,
-                 kQ5KHigh = 2368, kQ5KSuper = 2880;
+                 kQ5KPlane = 512, kQ5KSuper = 2880;
 template <bool kQ5>
 constexpr size_t kK4Super = kQ5 ? kQ5KSuper : kQ4KSuper;
 
@@ -53,6 +54,8 @@ void q4k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
       float acc[kPackRows] = {};
       for (int64_t s = 0; s < nsb; ++s) {
         const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
+        const uint8_t* hb = sb;  // Q5_K's fifth bits
+        if constexpr (kQ5) sb += kQ5KPlane;
         const uint8_t* mins = sb + kQ4KMins;
         for (int lane = 0; lane < kPackRows; ++lane) {
           int32_t S = 0, M = 0;
@@ -62,7 +65,7 @@ void q4k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
               for (int i = 0; i < 4; ++i) {
                 const uint8_t v = sb[512 * (j / 2) + 64 * k + 4 * lane + i];
                 int code = j % 2 ? v >> 4 : v & 15;
-                if constexpr (kQ5) code |= ((sb[kQ5KHigh + 64 * k + 4 * lane + i] >> j) & 1) << 4;
+                if constexpr (kQ5) code |= ((hb[64 * k + 4 * lane + i] >> j) & 1) << 4;
                 I += code * xr.qs[256 * s + 32 * j + 4 * k + i];
               }
             S += sb[kQ4KScales + 16 * j + lane] * I;
@@ -105,6 +108,8 @@ struct Avx512K4 {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
       if constexpr (CB <= 2)
         for (size_t l = 0; l < kK4Super<kQ5>; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+      const uint8_t* hb = sb;  // Q5_K's fifth bits
+      if constexpr (kQ5) sb += kQ5KPlane;
       __m512i S[CB];
 #pragma GCC unroll 8
       for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
@@ -115,7 +120,7 @@ struct Avx512K4 {
           const __m512i v = _mm512_loadu_si512(sb + 512 * (j / 2) + 64 * k);
           A[k] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, m4);
           if constexpr (kQ5) {
-            const __mmask64 hi = _mm512_test_epi8_mask(_mm512_loadu_si512(sb + kQ5KHigh + 64 * k),
+            const __mmask64 hi = _mm512_test_epi8_mask(_mm512_loadu_si512(hb + 64 * k),
                                                        _mm512_set1_epi8(static_cast<char>(1 << j)));
             A[k] = _mm512_mask_add_epi8(A[k], hi, A[k], _mm512_set1_epi8(16));
           }
@@ -191,6 +196,8 @@ struct Avx2K4 {
     const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
+      const uint8_t* hb = sb;  // Q5_K's fifth bits
+      if constexpr (kQ5) sb += kQ5KPlane;
       __m256i S[CB];
       for (int c = 0; c < CB; ++c) S[c] = _mm256_setzero_si256();
       for (int j = 0; j < 8; ++j) {
@@ -200,8 +207,7 @@ struct Avx2K4 {
           A[k] = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
           if constexpr (kQ5) {
             const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
-            const __m256i h =
-                _mm256_and_si256(simd::load256(sb + kQ5KHigh + 64 * k + 32 * half), bit);
+            const __m256i h = _mm256_and_si256(simd::load256(hb + 64 * k + 32 * half), bit);
             A[k] = _mm256_or_si256(
                 A[k], _mm256_and_si256(_mm256_cmpeq_epi8(h, bit), _mm256_set1_epi8(16)));
           }

@@ -26,9 +26,9 @@ size_t code_bytes(DType t) {
 }
 
 // Q4_K: bytes per 256-element super-block per group (see the header); Q5_K
-// adds the plane of fifth bits at kQ4KSuper.
+// puts its plane of fifth bits (kQ5KPlane bytes) first, then Q4_K's layout.
 constexpr size_t kQ4KCodes = 2048, kQ4KScales = 128, kQ4KMins = 128, kQ4KSuper = 2368,
-                 kQ5KSuper = 2880;
+                 kQ5KPlane = 512, kQ5KSuper = 2880;
 
 template <class B>
 constexpr size_t k4_super_bytes() {
@@ -47,6 +47,8 @@ template <class B>
 void pack_k4_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t* dst) {
   for (int64_t s = 0; s < nsb; ++s) {
     uint8_t* sb = dst + static_cast<size_t>(s) * k4_super_bytes<B>();
+    uint8_t* hb = sb;
+    if constexpr (std::is_same_v<B, BlockQ5_K>) sb += kQ5KPlane;
     uint8_t* codes = sb;
     uint8_t* scales = sb + kQ4KCodes;
     uint8_t* mins = sb + kQ4KCodes + kQ4KScales;
@@ -59,8 +61,7 @@ void pack_k4_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t* d
         for (int k = 0; k < 8; ++k)
           std::memcpy(codes + 512 * c + 64 * k + 4 * lane, blk.qs + 32 * c + 4 * k, 4);
       if constexpr (std::is_same_v<B, BlockQ5_K>)
-        for (int k = 0; k < 8; ++k)
-          std::memcpy(sb + kQ4KSuper + 64 * k + 4 * lane, blk.qh + 4 * k, 4);
+        for (int k = 0; k < 8; ++k) std::memcpy(hb + 64 * k + 4 * lane, blk.qh + 4 * k, 4);
       for (int j = 0; j < 8; ++j) {
         int sc = 0, m = 0;
         pagellm::detail::unpack_scale_min_k4(blk.scales, j, &sc, &m);
@@ -77,6 +78,8 @@ template <class B>
 void unpack_k4_row(const uint8_t* group, int lane, int64_t nsb, B* dst) {
   for (int64_t s = 0; s < nsb; ++s) {
     const uint8_t* sb = group + static_cast<size_t>(s) * k4_super_bytes<B>();
+    const uint8_t* hb = sb;
+    if constexpr (std::is_same_v<B, BlockQ5_K>) sb += kQ5KPlane;
     const uint8_t* scales = sb + kQ4KCodes;
     const uint8_t* mins = sb + kQ4KCodes + kQ4KScales;
     const uint8_t* d = sb + kQ4KCodes + kQ4KScales + kQ4KMins;
@@ -85,7 +88,7 @@ void unpack_k4_row(const uint8_t* group, int lane, int64_t nsb, B* dst) {
       for (int k = 0; k < 8; ++k)
         std::memcpy(b.qs + 32 * c + 4 * k, sb + 512 * c + 64 * k + 4 * lane, 4);
     if constexpr (std::is_same_v<B, BlockQ5_K>)
-      for (int k = 0; k < 8; ++k) std::memcpy(b.qh + 4 * k, sb + kQ4KSuper + 64 * k + 4 * lane, 4);
+      for (int k = 0; k < 8; ++k) std::memcpy(b.qh + 4 * k, hb + 64 * k + 4 * lane, 4);
     std::memset(b.scales, 0, sizeof b.scales);
     for (int j = 0; j < 8; ++j) {
       const int sc = scales[16 * j + lane], m = mins[2 * (16 * (j / 2) + lane) + j % 2];

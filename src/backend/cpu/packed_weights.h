@@ -30,10 +30,11 @@
 //                  min (widened to the int16 pairs of vpdpwssd when read)
 //          d, dmin at 2304 and 2336: 16 f16 each, lane order
 //        value = d * scale_j * code - dmin * min_j.
-//   Q5_K: Q4_K's 2368 bytes, then at 2368 the fifth bits, 8 x 64 bytes: byte
-//        64k + 4*lane + i = the row's qh[4k + i], whose bit j is the fifth bit
-//        of element 32j + 4k + i (super-block 2880 bytes, 2.3% more than the
-//        file's); code = nibble + 16 * bit, value as Q4_K.
+//   Q5_K: per super-block 2880 bytes (2.3% more than the file's rows): first
+//        the fifth bits, 8 x 64 bytes: byte 64k + 4*lane + i = the row's
+//        qh[4k + i], whose bit j is the fifth bit of element 32j + 4k + i;
+//        then at 512 Q4_K's 2368 bytes (offsets above + 512). Code = nibble +
+//        16 * bit, value as Q4_K. (Bits first: one forward stream per group.)
 //   Q6_K: per super-block s, 3360 bytes at s * 3360 (group_bytes = n_in / 256
 //        * 3360); element e is in dword group G = e / 4, byte i = e % 4:
 //          low 4 bits  at 64 * (G % 32) + 4*lane + i, nibble G / 32
