@@ -24,12 +24,14 @@ struct PlanArgs {
 
 int run_plan(const PlanArgs& a) {
   const std::string path = a.model.empty() ? default_model_path() : a.model;
+  PlanOptions opts = a.opts;
+  opts.for_execution = false;     // a plan to show: GPUs included
   auto f = GgufFile::open(path);  // maps the file; no weight is touched
   const ModelHParams hp = ModelHParams::from_gguf(*f);
-  const ModelFootprint fp = model_footprint(*f, hp, a.opts.footprint_options());
-  const PlanRequest req = a.opts.request(hp);
+  const ModelFootprint fp = model_footprint(*f, hp, opts.footprint_options());
+  const PlanRequest req = opts.request(hp);
   SystemProbe probe;
-  const std::vector<PlanDevice> devices = a.opts.measure_devices(probe);
+  const std::vector<PlanDevice> devices = opts.measure_devices(probe);
   nlohmann::json model = {{"path", path},
                           {"arch", hp.arch},
                           {"n_layer", hp.n_layer},

@@ -88,7 +88,15 @@ FootprintOptions PlanOptions::footprint_options() const {
 std::vector<PlanDevice> PlanOptions::measure_devices(MemoryProbe& probe) const {
   std::optional<uint64_t> room;
   if (!headroom.empty()) room = parse_size(headroom);
-  return pagellm::measure_devices(parse_devices(devices), probe, room);
+  const std::vector<Device> declared = parse_devices(devices);
+  if (for_execution)
+    for (const Device& d : declared)
+      if (d.kind == DeviceKind::kCuda)
+        throw ConfigError(fmt::format(
+            "device {}: layers cannot run on CUDA devices yet (the CUDA kernels are not wired "
+            "into the engine); `pagellm plan --device {}` shows a plan for it",
+            d.name(), d.name()));
+  return pagellm::measure_devices(declared, probe, room, /*all_gpus=*/!for_execution);
 }
 
 Plan PlanOptions::make_plan(const GgufFile& f, const ModelHParams& hp, MemoryProbe& probe) const {

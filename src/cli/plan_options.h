@@ -33,6 +33,10 @@ struct PlanOptions {
   int32_t max_prefill_while_decoding = 256;  // --max-prefill-while-decoding (0: no cap)
   bool no_cpu_offload = false;               // --no-cpu-offload
   bool repack = true;  // from the model options (--no-repack): repacked matrices are counted
+  // The plan is for running the model here (generate, chat, serve, bench), not
+  // only for showing it (`pagellm plan`). The engine does not run layers on
+  // CUDA devices yet, so such plans take no GPU and refuse a declared one.
+  bool for_execution = true;
 
   // Registers all the flags above on `sub` (the three KV requests exclude
   // each other).

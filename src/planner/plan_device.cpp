@@ -11,11 +11,11 @@ uint64_t default_headroom(const Device& d, uint64_t free_bytes) {
 }
 
 std::vector<PlanDevice> measure_devices(const std::vector<Device>& declared, MemoryProbe& probe,
-                                        std::optional<uint64_t> headroom) {
+                                        std::optional<uint64_t> headroom, bool all_gpus) {
   std::vector<Device> devices;
   for (const auto& d : declared)
     if (!d.is_host()) devices.push_back(d);
-  if (devices.empty())
+  if (devices.empty() && all_gpus)
     for (int32_t i = 0; i < probe.cuda_device_count(); ++i)
       devices.push_back(Device{DeviceKind::kCuda, i, std::nullopt});
   devices.push_back(Device::host());

@@ -27,10 +27,11 @@ struct PlanDevice {
 // whose own headroom already protects the machine.
 uint64_t default_headroom(const Device& d, uint64_t free_bytes);
 
-// Measures the declared devices (all CUDA devices the probe sees when none is
-// declared) and appends the host. `headroom` replaces the default on every
-// device. Throws ConfigError for a GPU that is not there.
+// Measures the declared devices (when none is declared and `all_gpus`, every
+// CUDA device the probe sees) and appends the host. `headroom` replaces the
+// default on every device. Throws ConfigError for a GPU that is not there.
 std::vector<PlanDevice> measure_devices(const std::vector<Device>& declared, MemoryProbe& probe,
-                                        std::optional<uint64_t> headroom = std::nullopt);
+                                        std::optional<uint64_t> headroom = std::nullopt,
+                                        bool all_gpus = true);
 
 }  // namespace pagellm

@@ -127,6 +127,13 @@ TEST(Cli, BadInputGivesClearErrors) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("unknown tensor type 'q9'"), std::string::npos) << r.err;
 
+  // Layers do not run on CUDA devices yet: an engine command refuses one
+  // rather than plan GPU memory and then use host RAM.
+  r = run("generate -p hi -n 1 --device cuda:0");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("device cuda:0: layers cannot run on CUDA devices yet"), std::string::npos)
+      << r.err;
+
   r = run("inspect " + q(test::data_path("stories260K.README.md")));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("not a GGUF file"), std::string::npos) << r.err;

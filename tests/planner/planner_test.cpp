@@ -155,6 +155,17 @@ struct TwoGpus : ::testing::Test {
   ModelFootprint fp;
 };
 
+// Plans for running the model here take no GPU unless one is declared (the
+// engine cannot run layers on one yet; cli/plan_options.cpp refuses a declared one).
+TEST(MeasureDevices, WithoutAllGpusOnlyTheHost) {
+  FakeProbe probe = FakeProbe::with_host(64 * kGiB);
+  probe.gpus = {{24 * kGiB, 24 * kGiB}};
+  const auto devs = measure_devices({}, probe, std::nullopt, /*all_gpus=*/false);
+  ASSERT_EQ(devs.size(), 1u);
+  EXPECT_TRUE(devs[0].device.is_host());
+  EXPECT_EQ(measure_devices({}, probe).size(), 2u);  // default: every GPU
+}
+
 TEST_F(TwoGpus, DefaultHeadroom) {
   ASSERT_EQ(devs.size(), 3u);
   EXPECT_EQ(devs[0].device.name(), "cuda:0");
