@@ -195,6 +195,36 @@ TEST(EnginePrefixCache, SecondRequestComputesOnlyUnsharedTokens) {
   EXPECT_GT(after.blocks.prefix_hits, 0u);
 }
 
+// A burst of requests with one system prompt, all submitted at once: the
+// first computes the shared blocks, the others wait for them and take them
+// from the prefix cache (scheduler.h); every output equals the request alone.
+TEST(EnginePrefixCache, BurstWithSharedPrefixComputesItOnce) {
+  Loaded m = load("stories260K.gguf");
+  std::vector<int32_t> shared = m.tok->encode(
+      "Once upon a time, in a small town near the sea, there lived a little girl named Mia. Mia "
+      "had a red kite that she loved more than anything.");
+  ASSERT_GT(shared.size(), 40u);
+  const char* tails[] = {" One day", " The dog", " Her mom said", " It was windy", " Tom came"};
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* t : tails) {
+    prompts.push_back(shared);
+    for (int32_t id : m.tok->encode(t, false)) prompts.back().push_back(id);
+  }
+  std::vector<std::vector<int32_t>> solo;
+  for (const auto& p : prompts) solo.push_back(run_all(m, {p}, solo_config(), 12)[0]);
+
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  EngineStats st;
+  auto together = run_all(m, prompts, cfg, 12, &st);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(together[i], solo[i]) << "request " << i;
+  const uint64_t full = shared.size() / 16 * 16;  // whole blocks only
+  uint64_t total = 0;
+  for (const auto& p : prompts) total += p.size();
+  EXPECT_EQ(st.cached_prompt_tokens, full * (prompts.size() - 1));
+  EXPECT_EQ(st.prompt_tokens_computed, total - full * (prompts.size() - 1));
+}
+
 TEST(EngineSampling, NGreaterThanOneSharesPromptBlocks) {
   Loaded m = load("stories260K.gguf");
   ThreadPool pool(2);
