@@ -7,29 +7,14 @@
 #include "tensor/blocks.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_internal.h"
+#include "util/cpu_features.h"
 #include "util/error.h"
-
-#if PAGELLM_F16C_PATH
-#include <cpuid.h>
-#endif
 
 namespace pagellm {
 
 bool cpu_has_f16c() {
-#if PAGELLM_F16C_PATH
-  static const bool has = [] {
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
-    const bool osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
-    if (!osxsave || !avx || !f16c) return false;
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return (lo & 0x6) == 0x6;  // the OS saves YMM state
-  }();
-  return has;
-#else
-  return false;
-#endif
+  const CpuFeatures& f = cpu_features();
+  return f.ymm_state && f.avx && f.f16c;
 }
 
 namespace {
