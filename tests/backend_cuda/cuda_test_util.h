@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_device.h"
+#include "backend/kernel_test_util.h"
 #include "tensor/convert.h"
 #include "tensor/dtype.h"
 
@@ -50,13 +51,7 @@ inline double rel_error(const std::vector<float>& got, const std::vector<float>&
   return max_diff / max_ref;
 }
 
-inline std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using ::pagellm::test::random_floats;  // the CPU kernel tests' Gaussian inputs
 
 // rows x cols Gaussian weights quantized row by row to `type` (GGUF layout),
 // and their exact values (dequantize_row of the stored bytes).

@@ -156,11 +156,16 @@ TEST(EngineMultiDevice, RandomQ8_0) {
   check_multi_device("golden/random/rand-llama-tok512-Q8_0.gguf");
 }
 
-TEST(EnginePrefixCache, SecondRequestComputesOnlyUnsharedTokens) {
-  Loaded m = load("stories260K.gguf");
-  std::vector<int32_t> shared = m.tok->encode(
+// A story opening of more than two 16-token blocks that prompts share.
+std::vector<int32_t> shared_story_prefix(const Tokenizer& tok) {
+  return tok.encode(
       "Once upon a time, in a small town near the sea, there lived a little girl named Mia. Mia "
       "had a red kite that she loved more than anything.");
+}
+
+TEST(EnginePrefixCache, SecondRequestComputesOnlyUnsharedTokens) {
+  Loaded m = load("stories260K.gguf");
+  const std::vector<int32_t> shared = shared_story_prefix(*m.tok);
   ASSERT_GT(shared.size(), 40u);
   std::vector<int32_t> p1 = shared, p2 = shared;
   for (int32_t t : m.tok->encode(" One day", false)) p1.push_back(t);
@@ -200,9 +205,7 @@ TEST(EnginePrefixCache, SecondRequestComputesOnlyUnsharedTokens) {
 // from the prefix cache (scheduler.h); every output equals the request alone.
 TEST(EnginePrefixCache, BurstWithSharedPrefixComputesItOnce) {
   Loaded m = load("stories260K.gguf");
-  std::vector<int32_t> shared = m.tok->encode(
-      "Once upon a time, in a small town near the sea, there lived a little girl named Mia. Mia "
-      "had a red kite that she loved more than anything.");
+  const std::vector<int32_t> shared = shared_story_prefix(*m.tok);
   ASSERT_GT(shared.size(), 40u);
   const char* tails[] = {" One day", " The dog", " Her mom said", " It was windy", " Tom came"};
   std::vector<std::vector<int32_t>> prompts;
