@@ -11,11 +11,13 @@ namespace pagellm::cli {
 void PlanOptions::add_to(CLI::App& sub) {
   sub.add_option("--device", devices,
                  "Device to use besides the host (repeatable): cuda:N, cuda:N=SIZE (at most SIZE "
-                 "of it), or cpu:N=SIZE, a virtual CPU device with a memory cap (default: every "
-                 "CUDA device)");
-  sub.add_option("--device-map", device_map,
-                 "Manual layer placement, e.g. \"0-11:cpu:0,12-23:cpu:1\" (FIRST-LAST:DEVICE, "
-                 "DEVICE = host, cpu:N or cuda:N; every layer once, one range per device)");
+                 "of it; declaring a GPU again with a size splits it into parts cuda:N, cuda:N.1, "
+                 "... sharing its memory), or cpu:N=SIZE, a virtual CPU device with a memory cap "
+                 "(default: every CUDA device)");
+  sub.add_option(
+      "--device-map", device_map,
+      "Manual layer placement, e.g. \"0-11:cpu:0,12-23:cpu:1\" (FIRST-LAST:DEVICE, "
+      "DEVICE = host, cpu:N, cuda:N or cuda:N.K; every layer once, one range per device)");
   auto* tokens =
       sub.add_option("-c,--kv-tokens,--ctx-size", kv_tokens, "KV cache for N tokens in total")
           ->check(CLI::PositiveNumber);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "util/error.h"
@@ -15,6 +16,7 @@ const char* device_kind_name(DeviceKind kind) {
 
 std::string Device::name() const {
   if (is_host()) return "host";
+  if (part > 0) return fmt::format("{}:{}.{}", device_kind_name(kind), index, part);
   return fmt::format("{}:{}", device_kind_name(kind), index);
 }
 
@@ -25,6 +27,11 @@ std::string trim(const std::string& s) {
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
   while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
   return s.substr(b, e - b);
+}
+
+bool is_number(const std::string& s, size_t max_digits) {
+  return !s.empty() && s.size() <= max_digits &&
+         s.find_first_not_of("0123456789") == std::string::npos;
 }
 
 }  // namespace
@@ -41,8 +48,19 @@ Device parse_device_name(const std::string& text) {
     d.kind = DeviceKind::kCuda;
   else
     throw ConfigError(fmt::format("invalid device '{}': expected host, cpu:N or cuda:N", name));
-  const std::string idx = colon == std::string::npos ? "" : name.substr(colon + 1);
-  if (idx.empty() || idx.size() > 4 || idx.find_first_not_of("0123456789") != std::string::npos)
+  std::string idx = colon == std::string::npos ? "" : name.substr(colon + 1);
+  const size_t dot = idx.find('.');
+  if (d.kind == DeviceKind::kCuda && dot != std::string::npos) {
+    const std::string part = idx.substr(dot + 1);
+    idx.resize(dot);
+    if (!is_number(idx, 4) || !is_number(part, 3))
+      throw ConfigError(fmt::format(
+          "invalid device '{}': expected cuda:N with N a device number, or cuda:N.K for part K "
+          "of a split GPU",
+          name));
+    d.part = std::stoi(part);
+  }
+  if (!is_number(idx, 4))
     throw ConfigError(
         fmt::format("invalid device '{}': expected {}:N with N a device number", name, kind));
   d.index = std::stoi(idx);
@@ -56,6 +74,13 @@ Device parse_device(const std::string& spec) {
     throw ConfigError(fmt::format(
         "invalid device '{}': the host is always used; declare cpu:N=SIZE for a virtual device",
         spec));
+  if (d.part > 0) {
+    const std::string gpu = Device{d.kind, d.index}.name();
+    throw ConfigError(
+        fmt::format("invalid device '{}': to split {} into parts, declare it once per part "
+                    "(--device {}=SIZE each time); its second declaration is named {}.1",
+                    spec, gpu, gpu, gpu));
+  }
   if (eq != std::string::npos) {
     const uint64_t cap = parse_size(trim(spec.substr(eq + 1)));
     if (cap == 0) throw ConfigError(fmt::format("invalid device '{}': the size is zero", spec));
@@ -72,9 +97,26 @@ std::vector<Device> parse_devices(const std::vector<std::string>& specs) {
   std::vector<Device> out;
   for (const auto& s : specs) {
     Device d = parse_device(s);
-    for (const auto& o : out)
-      if (o == d) throw ConfigError(fmt::format("device {} is declared twice", d.name()));
+    for (const auto& o : out) {
+      if (o.kind != d.kind || o.index != d.index) continue;
+      if (d.kind != DeviceKind::kCuda)
+        throw ConfigError(fmt::format("device {} is declared twice", d.name()));
+      ++d.part;  // the next part of a split GPU
+    }
     out.push_back(d);
+  }
+  // Every declaration of a split GPU has a size.
+  for (const auto& d : out) {
+    if (d.kind != DeviceKind::kCuda || d.memory_cap) continue;
+    const Device gpu{d.kind, d.index};
+    const auto n = std::count_if(out.begin(), out.end(), [&](const Device& o) {
+      return o.kind == gpu.kind && o.index == gpu.index;
+    });
+    if (n > 1)
+      throw ConfigError(fmt::format(
+          "device {} is declared {} times: each declaration of a split GPU needs a size, e.g. "
+          "{}=40GiB",
+          gpu.name(), n, gpu.name()));
   }
   return out;
 }

@@ -79,7 +79,9 @@ class MemoryProbe {
   virtual DeviceMemory cuda(int32_t index) = 0;
 
   // A device's memory: the host's usable RAM; a virtual device's cap; a GPU's
-  // free memory, lowered to its cap if it has one.
+  // free memory, lowered to its cap if it has one (each declaration alone: the
+  // parts of a split GPU share its memory in planner/plan_device.h's
+  // measure_devices).
   DeviceMemory measure(const Device& d);
 };
 

@@ -71,6 +71,13 @@ std::vector<LayerRange> resolve_device_map(const DeviceMap& map, int32_t n_layer
   std::vector<int> owner(static_cast<size_t>(n_layer), -1);
   for (const auto& e : map) {
     auto it = std::find(devices.begin(), devices.end(), e.device);
+    if (it == devices.end() && e.device.part > 0) {
+      const std::string gpu = Device{e.device.kind, e.device.index}.name();
+      throw ConfigError(fmt::format(
+          "--device-map uses {}, which is not declared (it is part {} of {}: declare --device "
+          "{}=SIZE {} times)",
+          e.device.name(), e.device.part, gpu, gpu, e.device.part + 1));
+    }
     if (it == devices.end())
       throw ConfigError(fmt::format(
           "--device-map uses {}, which is not declared (add --device {}{})", e.device.name(),

@@ -4,10 +4,11 @@
 //   --device-map "0-9:cuda:0,10-27:cuda:1,28-31:host"
 //
 // Comma-separated entries FIRST-LAST:DEVICE (inclusive layer numbers) or
-// LAYER:DEVICE; DEVICE is host, cpu:N or cuda:N. Every layer must be mapped
-// exactly once, and a device holds one contiguous range (entries for the same
-// device that touch are merged). Devices must be declared with --device
-// (host always exists).
+// LAYER:DEVICE; DEVICE is host, cpu:N, cuda:N or cuda:N.K (part K of a GPU
+// declared K+1 times or more, e.g. "0-11:cuda:0,12-23:cuda:0.1"). Every layer
+// must be mapped exactly once, and a device holds one contiguous range
+// (entries for the same device that touch are merged). Devices must be
+// declared with --device (host always exists).
 #pragma once
 
 #include <cstdint>

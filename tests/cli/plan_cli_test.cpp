@@ -134,6 +134,16 @@ TEST(PlanCli, FlagsAndHelp) {
   r = run_plan("--device cpu:0");
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(has(r.err, "needs a memory size")) << r.err;
+  // A GPU declared twice is split, and each part needs a size.
+  r = run_plan("--device cuda:0=40GiB --device cuda:0");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(has(r.err,
+                  "device cuda:0 is declared 2 times: each declaration of a split GPU "
+                  "needs a size, e.g. cuda:0=40GiB"))
+      << r.err;
+  r = run_plan("--device cpu:0=16MiB --device cpu:0=16MiB");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(has(r.err, "device cpu:0 is declared twice")) << r.err;
   r = run_plan("--kv-mem 1MiB --json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["binding_limit"], "kv_mem");

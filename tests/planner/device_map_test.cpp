@@ -83,5 +83,33 @@ TEST(DeviceMap, ResolutionErrors) {
             "--device-map uses cuda:0, which is not declared (add --device cuda:0)");
 }
 
+TEST(DeviceMap, PartsOfASplitGpu) {
+  const DeviceMap m = parse_device_map("0-1:cuda:0,2-3:cuda:0.1");
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].device.kind, DeviceKind::kCuda);
+  EXPECT_EQ(m[0].device.index, 0);
+  EXPECT_EQ(m[0].device.part, 0);
+  EXPECT_EQ(m[1].device.kind, DeviceKind::kCuda);
+  EXPECT_EQ(m[1].device.index, 0);
+  EXPECT_EQ(m[1].device.part, 1);
+  EXPECT_EQ(format_device_map(m), "0-1:cuda:0,2-3:cuda:0.1");
+  // Against the devices of --device cuda:0=40GiB --device cuda:0=20GiB.
+  std::vector<Device> split = parse_devices({"cuda:0=40GiB", "cuda:0=20GiB"});
+  split.push_back(Device::host());
+  const auto r = resolve_device_map(m, 4, split);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].begin, 0);
+  EXPECT_EQ(r[0].end, 2);
+  EXPECT_EQ(r[1].begin, 2);
+  EXPECT_EQ(r[1].end, 4);
+  EXPECT_TRUE(r[2].empty());
+  EXPECT_EQ(resolve_error("0-1:cuda:0,2-3:cuda:0.2", 4, split),
+            "--device-map uses cuda:0.2, which is not declared (it is part 2 of cuda:0: declare "
+            "--device cuda:0=SIZE 3 times)");
+  EXPECT_NE(parse_error("0-3:cuda:0.x").find("cuda:N.K for part K of a split GPU"),
+            std::string::npos);
+  EXPECT_NE(parse_error("0-3:cpu:0.1").find("expected cpu:N"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pagellm

@@ -348,6 +348,44 @@ TEST(Planner, ThreeUnequalGpus) {
   EXPECT_GT(p.num_blocks, even);
 }
 
+// ---- one GPU split into two parts of unequal memory ----
+
+TEST(Planner, SplitGpuHoldsLayersOnBothPartsWithinTheGpu) {
+  // --device cuda:0=40GiB --device cuda:0=20GiB on an 80 GiB GPU with all of
+  // it free, and with only 50 GiB free (the second part gets what is left).
+  const ModelFootprint fp =
+      synth_model(32, 400 * kMiB, 16 * kKiB, 256 * kMiB, 250 * kMiB, 250 * kMiB);
+  for (uint64_t gpu_free : {80 * kGiB, 50 * kGiB}) {
+    SCOPED_TRACE(format_size(gpu_free) + " free");
+    FakeProbe probe = FakeProbe::with_host(64 * kGiB);
+    probe.gpus = {{80 * kGiB, gpu_free}};
+    const auto devs = measure_devices(parse_devices({"cuda:0=40GiB", "cuda:0=20GiB"}), probe);
+    ASSERT_EQ(devs.size(), 3u);
+    const Plan p = plan_checked(request(4096, 64), fp, devs);
+    EXPECT_EQ(p.host_layers(), 0);
+    uint64_t gpu_used = 0;
+    int32_t parts = 0;
+    for (const auto& d : p.devices) {
+      if (d.device.kind != DeviceKind::kCuda) continue;
+      ++parts;
+      EXPECT_GT(d.n_layers(), 0) << d.name();
+      const PlanDevice& in = d.device.part == 0 ? devs[0] : devs[1];
+      ASSERT_EQ(in.device, d.device);
+      EXPECT_LE(d.used_bytes(), in.budget_bytes()) << d.name();  // free - headroom
+      gpu_used += d.used_bytes();
+    }
+    EXPECT_EQ(parts, 2);
+    // Both parts together stay within the GPU's free memory minus one
+    // headroom (that of a GPU with the parts' memory).
+    const uint64_t one_headroom =
+        default_headroom(devs[0].device, std::min(gpu_free, uint64_t{60} * kGiB));
+    EXPECT_LE(gpu_used + one_headroom, gpu_free);
+    // The plan names the parts apart.
+    EXPECT_TRUE(contains(p.device_map(), "cuda:0.1")) << p.device_map();
+    EXPECT_TRUE(contains(format_plan_table(p), "\ncuda:0.1 cuda ")) << format_plan_table(p);
+  }
+}
+
 // ---- only the host ----
 
 TEST(Planner, OnlyHost) {
