@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "model/backend_factory.h"
 #include "planner/device_map.h"
 #include "util/error.h"
 #include "util/sizes.h"
@@ -91,14 +92,17 @@ std::vector<PlanDevice> PlanOptions::measure_devices(MemoryProbe& probe) const {
   std::optional<uint64_t> room;
   if (!headroom.empty()) room = parse_size(headroom);
   const std::vector<Device> declared = parse_devices(devices);
-  if (for_execution)
+  // Without the CUDA backend, layers cannot run on a GPU: engine commands
+  // refuse one (`pagellm plan` still shows plans for them).
+  if (for_execution && !cuda_backend_built())
     for (const Device& d : declared)
       if (d.kind == DeviceKind::kCuda)
         throw ConfigError(fmt::format(
-            "device {}: layers cannot run on CUDA devices yet (the CUDA kernels are not wired "
-            "into the engine); `pagellm plan --device {}` shows a plan for it",
+            "device {}: this pagellm was built without CUDA (configure with -DPAGELLM_CUDA=ON); "
+            "`pagellm plan --device {}` shows a plan for it",
             d.name(), d.name()));
-  return pagellm::measure_devices(declared, probe, room, /*all_gpus=*/!for_execution);
+  const bool all_gpus = !for_execution || cuda_backend_built();
+  return pagellm::measure_devices(declared, probe, room, all_gpus);
 }
 
 Plan PlanOptions::make_plan(const GgufFile& f, const ModelHParams& hp, MemoryProbe& probe) const {

@@ -77,9 +77,15 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, 
         static_cast<int32_t>((max_seq_len_ + config.block_size - 1) / config.block_size);
   kv_ = std::make_unique<KvCacheManager>(config_.num_blocks, config_.block_size,
                                          config_.prefix_caching);
-  if (config_.placements.empty()) config_.placements = {{"host", 0, hp.n_layer}};
+  // The KV pools follow the layers: each device's pool is in the memory of
+  // the backend that runs its layers.
+  if (config_.placements.empty())
+    config_.placements = model.placements();
+  else
+    model.place(config_.placements);
   pool_storage_ = std::make_unique<KvCacheStorage>(
-      model.kv_shape(config_.num_blocks, config_.block_size, config_.kv_type), config_.placements);
+      model.kv_shape(config_.num_blocks, config_.block_size, config_.kv_type), config_.placements,
+      [&model](const std::string& device) { return model.backend_for_device(device); });
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *kv_);
   // Everything a step needs is allocated now: the plan counted it, and a step
   // must never be the one that runs the machine out of memory.

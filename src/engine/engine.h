@@ -28,7 +28,8 @@ struct EngineConfig {
   bool prefix_caching = true;
   int32_t max_seq_len = 0;  // 0: the model's trained context
   SchedulerConfig scheduler;
-  // Layer ranges per device for the KV pools (empty: all layers on the host).
+  // Layer ranges per device, for the layers and their KV pools (empty: the
+  // model's placement, LlamaModel::placements()).
   std::vector<KvPoolPlacement> placements;
   // Swap guard while serving: called at most every `memory_check_ms`; while it
   // returns false, no new sequence is admitted. Empty: never paused.

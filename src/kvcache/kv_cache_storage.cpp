@@ -7,7 +7,8 @@
 namespace pagellm {
 
 KvCacheStorage::KvCacheStorage(const KvPoolShape& base,
-                               const std::vector<KvPoolPlacement>& placements)
+                               const std::vector<KvPoolPlacement>& placements,
+                               const BackendOf& backend_of)
     : placements_(placements) {
   int32_t next = base.layer_begin;
   for (const auto& p : placements) {
@@ -27,7 +28,7 @@ KvCacheStorage::KvCacheStorage(const KvPoolShape& base,
     KvPoolShape s = base;
     s.layer_begin = p.layer_begin;
     s.layer_end = p.layer_end;
-    pools_.push_back(std::make_unique<KvPool>(s));
+    pools_.push_back(std::make_unique<KvPool>(s, backend_of ? backend_of(p.device) : nullptr));
     for (int32_t l = p.layer_begin; l < p.layer_end; ++l)
       pool_of_layer_[static_cast<size_t>(l)] = static_cast<int32_t>(pools_.size() - 1);
   }

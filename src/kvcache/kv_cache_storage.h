@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,9 +22,12 @@ struct KvPoolPlacement {
 
 class KvCacheStorage {
  public:
+  // The backend whose memory holds a device's pool; null: host RAM.
+  using BackendOf = std::function<Backend*(const std::string& device)>;
   // `base` gives block count, block size, heads and dtype; each placement
   // gets a pool for its layers. Placements must tile [0, n_layer) in order.
-  KvCacheStorage(const KvPoolShape& base, const std::vector<KvPoolPlacement>& placements);
+  KvCacheStorage(const KvPoolShape& base, const std::vector<KvPoolPlacement>& placements,
+                 const BackendOf& backend_of = {});
 
   KvPool& pool_for_layer(int32_t layer);
   const std::vector<std::unique_ptr<KvPool>>& pools() const { return pools_; }

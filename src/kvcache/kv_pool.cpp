@@ -6,8 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "tensor/convert.h"
-#include "tensor/fp16.h"
+#include "backend/cpu/kv_store.h"
 #include "util/error.h"
 #include "util/sizes.h"
 
@@ -23,7 +22,7 @@ size_t KvPoolShape::total_bytes() const {
   return static_cast<size_t>(layer_end - layer_begin) * layer_bytes();
 }
 
-KvPool::KvPool(const KvPoolShape& shape) : shape_(shape) {
+KvPool::KvPool(const KvPoolShape& shape, Backend* backend) : shape_(shape), backend_(backend) {
   if (shape.dtype != DType::F16 && shape.dtype != DType::F32 && shape.dtype != DType::Q8_0)
     throw ConfigError(fmt::format("unsupported KV cache type '{}' (supported: f16, f32, q8_0)",
                                   dtype_name(shape.dtype)));
@@ -39,6 +38,10 @@ KvPool::KvPool(const KvPoolShape& shape) : shape_(shape) {
                                   shape.head_dim));
   bytes_ = shape.total_bytes();
   if (bytes_ == 0) return;
+  if (backend_) {
+    data_ = static_cast<uint8_t*>(backend_->allocate(bytes_));
+    return;
+  }
   // Anonymous mapping: zeroed pages, returned to the OS on destruction;
   // populated now so the cache the plan reserved is really resident (a cache
   // that faults in later could meet a machine that has run out of memory).
@@ -51,7 +54,10 @@ KvPool::KvPool(const KvPoolShape& shape) : shape_(shape) {
 }
 
 KvPool::~KvPool() {
-  if (data_) ::munmap(data_, bytes_);
+  if (data_ && backend_)
+    backend_->deallocate(data_, bytes_);
+  else if (data_)
+    ::munmap(data_, bytes_);
 }
 
 uint8_t* KvPool::layer_base(int32_t layer) const {
@@ -74,33 +80,30 @@ const void* KvPool::v(int32_t layer) const {
   return layer_base(layer) + shape_.layer_bytes() / 2;
 }
 
+KvLayerView KvPool::view(int32_t layer) {
+  return {k(layer), v(layer), shape_.dtype, shape_.block_size, shape_.n_kv_heads, shape_.head_dim};
+}
+
 void KvPool::write(int32_t layer, int64_t slot, const float* k_row, const float* v_row) {
-  const int64_t n = static_cast<int64_t>(shape_.n_kv_heads) * shape_.head_dim;
-  uint8_t* kd = static_cast<uint8_t*>(k(layer)) + static_cast<size_t>(slot) * shape_.slot_bytes();
-  uint8_t* vd = static_cast<uint8_t*>(v(layer)) + static_cast<size_t>(slot) * shape_.slot_bytes();
-  if (shape_.dtype == DType::F32) {
-    std::memcpy(kd, k_row, static_cast<size_t>(n) * 4);
-    std::memcpy(vd, v_row, static_cast<size_t>(n) * 4);
-    return;
-  }
-  if (shape_.dtype == DType::Q8_0) {
-    const size_t row_bytes = dtype_row_bytes(DType::Q8_0, shape_.head_dim);
-    for (int32_t h = 0; h < shape_.n_kv_heads; ++h) {
-      quantize_row(DType::Q8_0, k_row + h * shape_.head_dim, kd + h * row_bytes, shape_.head_dim);
-      quantize_row(DType::Q8_0, v_row + h * shape_.head_dim, vd + h * row_bytes, shape_.head_dim);
-    }
-    return;
-  }
-  quantize_row(DType::F16, k_row, kd, n);  // F16C where the CPU has it
-  quantize_row(DType::F16, v_row, vd, n);
+  if (backend_ && !backend_->uses_host_memory())
+    throw Error("KvPool::write: this pool is in " + backend_->name() + " memory");
+  const size_t at = static_cast<size_t>(slot) * shape_.slot_bytes();
+  cpu::store_kv_row(shape_.dtype, shape_.n_kv_heads, shape_.head_dim, k_row,
+                    static_cast<uint8_t*>(k(layer)) + at);
+  cpu::store_kv_row(shape_.dtype, shape_.n_kv_heads, shape_.head_dim, v_row,
+                    static_cast<uint8_t*>(v(layer)) + at);
 }
 
 void KvPool::copy_block(int32_t src, int32_t dst) {
   const size_t block_bytes = static_cast<size_t>(shape_.block_size) * shape_.slot_bytes();
   for (int32_t l = shape_.layer_begin; l < shape_.layer_end; ++l)
     for (uint8_t* base : {static_cast<uint8_t*>(k(l)), static_cast<uint8_t*>(v(l))})
-      std::memcpy(base + static_cast<size_t>(dst) * block_bytes,
-                  base + static_cast<size_t>(src) * block_bytes, block_bytes);
+      if (backend_)
+        backend_->copy(base + static_cast<size_t>(dst) * block_bytes,
+                       base + static_cast<size_t>(src) * block_bytes, block_bytes);
+      else
+        std::memcpy(base + static_cast<size_t>(dst) * block_bytes,
+                    base + static_cast<size_t>(src) * block_bytes, block_bytes);
 }
 
 }  // namespace pagellm

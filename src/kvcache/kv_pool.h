@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/backend.h"
 #include "tensor/dtype.h"
 
 namespace pagellm {
@@ -32,14 +33,18 @@ struct KvPoolShape {
 
 class KvPool {
  public:
-  // Allocates and zeroes the storage. Throws ConfigError for an unsupported
-  // dtype or a bad shape, SystemError when memory cannot be had.
-  explicit KvPool(const KvPoolShape& shape);
+  // Allocates and zeroes the storage, in `backend`'s memory (host RAM when
+  // null). Throws ConfigError for an unsupported dtype or a bad shape,
+  // SystemError (or the backend's error) when memory cannot be had.
+  explicit KvPool(const KvPoolShape& shape, Backend* backend = nullptr);
   ~KvPool();
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
 
   const KvPoolShape& shape() const { return shape_; }
+  Backend* backend() const { return backend_; }  // null: host RAM
+  // Layer `layer`'s K and V as the kernels take them.
+  KvLayerView view(int32_t layer);
   bool has_layer(int32_t layer) const {
     return layer >= shape_.layer_begin && layer < shape_.layer_end;
   }
@@ -49,7 +54,7 @@ class KvPool {
   const void* v(int32_t layer) const;
 
   // Stores one token's K and V (n_kv_heads * head_dim floats each) at `slot`,
-  // rounded to the pool's dtype.
+  // rounded to the pool's dtype. Host-memory pools only (throws Error).
   void write(int32_t layer, int64_t slot, const float* k_row, const float* v_row);
   // Copies block `src`'s K and V slots to block `dst` in every layer of the pool.
   void copy_block(int32_t src, int32_t dst);
@@ -58,6 +63,7 @@ class KvPool {
   uint8_t* layer_base(int32_t layer) const;
 
   KvPoolShape shape_;
+  Backend* backend_ = nullptr;
   uint8_t* data_ = nullptr;
   size_t bytes_ = 0;
 };

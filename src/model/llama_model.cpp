@@ -5,50 +5,143 @@
 #include <cmath>
 #include <new>
 
-#include "backend/cpu/ops.h"
-#include "backend/cpu/paged_attention.h"
-#include "model/linear.h"
 #include "tensor/convert.h"
 #include "util/error.h"
 #include "util/fault_injector.h"
 
 namespace pagellm {
 
-struct LlamaModel::Workspace {
-  explicit Workspace(const ModelHParams& hp)
-      : rope(hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale) {}
-  void resize(const ModelHParams& hp, int64_t n_tokens) {
-    if (FaultInjector::hit("model.workspace")) throw std::bad_alloc();
-    auto grow = [](std::vector<float>& v, int64_t n) {
-      if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-    };
-    grow(x, n_tokens * hp.n_embd);
-    grow(x_next, n_tokens * hp.n_embd);
-    grow(h, n_tokens * hp.n_embd);
-    grow(q, n_tokens * hp.n_embd);
-    grow(k, n_tokens * hp.n_embd_kv());
-    grow(v, n_tokens * hp.n_embd_kv());
-    grow(attn, n_tokens * hp.n_embd);
-    grow(gate, n_tokens * hp.n_ff);
-    grow(up, n_tokens * hp.n_ff);
-  }
-  std::vector<float> x, x_next, h, q, k, v, attn, gate, up;
-  std::vector<const int32_t*> tables;
-  RopeCache rope;
-  Linear linear;
+// A contiguous range of layers on one backend, with its activation buffers
+// in that backend's memory.
+struct LlamaModel::Segment {
+  std::string device;
+  Backend* backend = nullptr;
+  int32_t layer_begin = 0;
+  int32_t layer_end = 0;
+  int64_t tokens = 0;      // capacity of the buffers, in tokens
+  int64_t logit_rows = 0;  // of `logits` (devices whose memory is not the host's)
+  BackendBuffer x, h, q, k, v, attn, gate, up, logits;
 };
+
+namespace {
+
+void check_placements(const std::vector<KvPoolPlacement>& placements, int32_t n_layer) {
+  int32_t next = 0;
+  for (const auto& p : placements) {
+    if (p.layer_begin != next || p.layer_end <= p.layer_begin)
+      throw ConfigError(fmt::format(
+          "layer placement for '{}' covers layers [{}, {}), expected a range starting at {}",
+          p.device, p.layer_begin, p.layer_end, next));
+    next = p.layer_end;
+  }
+  if (next != n_layer)
+    throw ConfigError(
+        fmt::format("layer placements cover layers up to {}, the model has {}", next, n_layer));
+}
+
+// Drops empty ranges (a device of a plan that holds no layer).
+std::vector<KvPoolPlacement> non_empty(const std::vector<KvPoolPlacement>& placements) {
+  std::vector<KvPoolPlacement> out;
+  for (const auto& p : placements)
+    if (p.layer_end > p.layer_begin) out.push_back(p);
+  return out;
+}
+
+bool same_placements(const std::vector<KvPoolPlacement>& a, const std::vector<KvPoolPlacement>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].device != b[i].device || a[i].layer_begin != b[i].layer_begin ||
+        a[i].layer_end != b[i].layer_end)
+      return false;
+  return true;
+}
+
+std::string describe(const std::vector<KvPoolPlacement>& placements) {
+  std::string s;
+  for (const auto& p : placements)
+    s += fmt::format("{}{}-{}:{}", s.empty() ? "" : ",", p.layer_begin, p.layer_end - 1, p.device);
+  return s;
+}
+
+}  // namespace
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, ModelLoadOptions opts) {
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->file_ = GgufFile::open(path, {.use_mmap = opts.use_mmap, .mlock = opts.mlock});
   m->hp_ = ModelHParams::from_gguf(*m->file_);
   m->w_ = ModelWeights::load(*m->file_, m->hp_);
-  if (opts.repack) m->w_.repack(*m->file_, opts.mlock);
-  m->ws_ = std::make_unique<Workspace>(m->hp_);
+  m->factory_ = opts.backend_factory ? opts.backend_factory : BackendFactory(make_backend);
+  const int32_t n_layer = m->hp_.n_layer;
+  std::vector<KvPoolPlacement> placements = non_empty(opts.placements);
+  if (placements.empty()) placements = {{"host", 0, n_layer}};
+  check_placements(placements, n_layer);
+
+  // Layers on the CPU may be repacked; layers on a device keep the file's
+  // layout and are copied there.
+  std::vector<bool> on_host(static_cast<size_t>(n_layer));
+  for (const auto& p : placements) {
+    const bool host = m->backend_of(p.device).uses_host_memory();
+    for (int32_t l = p.layer_begin; l < p.layer_end; ++l) on_host[static_cast<size_t>(l)] = host;
+  }
+  const bool output_on_host = on_host.back();
+  if (opts.repack) m->w_.repack(*m->file_, opts.mlock, on_host, output_on_host);
+  for (const auto& p : placements) {
+    Backend& b = m->backend_of(p.device);
+    if (b.uses_host_memory()) continue;
+    m->weights_on_devices_ = true;
+    for (int32_t l = p.layer_begin; l < p.layer_end; ++l)
+      m->device_weights_.upload_layer(b, *m->file_, m->w_.layers[static_cast<size_t>(l)], m->hp_);
+    if (p.layer_end == n_layer) m->device_weights_.upload_output(b, *m->file_, m->w_, m->hp_);
+  }
+  m->place(placements);
   return m;
 }
 
 LlamaModel::~LlamaModel() = default;
+
+Backend& LlamaModel::backend_of(const std::string& device) {
+  auto it = backends_.find(device);
+  if (it == backends_.end()) {
+    std::unique_ptr<Backend> b = factory_(device);
+    if (!b) throw ConfigError(fmt::format("no backend for device '{}'", device));
+    it = backends_.emplace(device, std::move(b)).first;
+  }
+  return *it->second;
+}
+
+Backend* LlamaModel::backend_for_device(const std::string& device) const {
+  for (const auto& s : segments_)
+    if (s.device == device) return s.backend;
+  return nullptr;
+}
+
+void LlamaModel::place(const std::vector<KvPoolPlacement>& requested) {
+  std::vector<KvPoolPlacement> placements = non_empty(requested);
+  if (placements.empty()) placements = {{"host", 0, hp_.n_layer}};
+  check_placements(placements, hp_.n_layer);
+  if (weights_on_devices_ && !segments_.empty()) {
+    if (!same_placements(placements, placements_))
+      throw ConfigError(fmt::format(
+          "the model's layers were copied to their devices at load ({}); they cannot run as {}",
+          describe(placements_), describe(placements)));
+    return;
+  }
+  for (const auto& p : placements)
+    if (!weights_on_devices_ && !backend_of(p.device).uses_host_memory())
+      throw ConfigError(fmt::format(
+          "device {}: layers for it must be placed when the model is loaded", p.device));
+  std::vector<Segment> segments;
+  for (const auto& p : placements) {
+    Segment s;
+    s.device = p.device;
+    s.backend = &backend_of(p.device);
+    s.layer_begin = p.layer_begin;
+    s.layer_end = p.layer_end;
+    segments.push_back(std::move(s));
+  }
+  segments_ = std::move(segments);
+  placements_ = placements;
+}
 
 KvPoolShape LlamaModel::kv_shape(int32_t num_blocks, int32_t block_size, DType kv_type) const {
   KvPoolShape s;
@@ -62,23 +155,85 @@ KvPoolShape LlamaModel::kv_shape(int32_t num_blocks, int32_t block_size, DType k
   return s;
 }
 
+void LlamaModel::ensure_workspace(Segment& s, int64_t tokens, int64_t logit_rows) {
+  Backend& b = *s.backend;
+  if (tokens > s.tokens) {
+    const size_t f = sizeof(float);
+    const auto E = static_cast<size_t>(hp_.n_embd), KV = static_cast<size_t>(hp_.n_embd_kv()),
+               F = static_cast<size_t>(hp_.n_ff), T = static_cast<size_t>(tokens);
+    for (BackendBuffer* buf : {&s.x, &s.h, &s.q, &s.attn}) buf->ensure(b, T * E * f);
+    for (BackendBuffer* buf : {&s.k, &s.v}) buf->ensure(b, T * KV * f);
+    for (BackendBuffer* buf : {&s.gate, &s.up}) buf->ensure(b, T * F * f);
+    s.tokens = tokens;
+  }
+  // Logits are written in place into the caller's vector on host memory.
+  const bool output = s.layer_end == hp_.n_layer;
+  if (output && !b.uses_host_memory() && logit_rows > s.logit_rows) {
+    s.logits.ensure(b, static_cast<size_t>(logit_rows * hp_.n_vocab) * sizeof(float));
+    s.logit_rows = logit_rows;
+  }
+}
+
 void LlamaModel::reserve_workspace(int64_t max_tokens, int64_t max_logit_rows) {
-  ws_->resize(hp_, max_tokens);
-  for (const auto& L : w_.layers)
-    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
-      ws_->linear.reserve(*m, max_tokens);
-  ws_->linear.reserve(w_.output, max_logit_rows);
+  if (FaultInjector::hit("model.workspace")) throw std::bad_alloc();
+  for (Segment& s : segments_) {
+    ensure_workspace(s, max_tokens, max_logit_rows);
+    for (int32_t l = s.layer_begin; l < s.layer_end; ++l) {
+      const LayerWeights& L = w_.layers[static_cast<size_t>(l)];
+      for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+        s.backend->reserve_matmul(m->cpu(), max_tokens);
+    }
+  }
+  segments_.back().backend->reserve_matmul(w_.output.cpu(), max_logit_rows);
+}
+
+void LlamaModel::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T) {
+  Backend& b = *s.backend;
+  const int64_t E = hp_.n_embd, KV = hp_.n_embd_kv(), F = hp_.n_ff;
+  const LayerWeights& L = w_.layers[static_cast<size_t>(l)];
+  KvPool& pool = kv.pool_for_layer(l);
+  // The pool must be in memory this backend's kernels can address.
+  if (pool.backend() != &b &&
+      !(b.uses_host_memory() && (!pool.backend() || pool.backend()->uses_host_memory())))
+    throw Error(fmt::format("layer {} runs on {} ({}) but its KV pool is in {} memory", l, s.device,
+                            b.name(), pool.backend() ? pool.backend()->name() : "host"));
+  float *x = s.x.f32(), *h = s.h.f32(), *q = s.q.f32(), *k = s.k.f32(), *v = s.v.f32(),
+        *attn = s.attn.f32(), *gate = s.gate.f32(), *up = s.up.f32();
+  const MatrixView wq = L.wq.cpu(), wk = L.wk.cpu(), wv = L.wv.cpu(), wo = L.wo.cpu(),
+                   wg = L.w_gate.cpu(), wu = L.w_up.cpu(), wd = L.w_down.cpu();
+
+  b.rms_norm(x, L.attn_norm, h, T, E, hp_.rms_eps);
+  b.matmul(h, T, {{&wq, q}, {&wk, k}, {&wv, v}});
+  if (L.bq) b.add_bias(q, L.bq, T, E, E);
+  if (L.bk) b.add_bias(k, L.bk, T, KV, KV);
+  if (L.bv) b.add_bias(v, L.bv, T, KV, KV);
+  b.rope(q, E, hp_.n_head, hp_.head_dim, hp_.rope_style);
+  b.rope(k, KV, hp_.n_head_kv, hp_.head_dim, hp_.rope_style);
+  // Attention reads every K/V back from the cache, after rounding to its
+  // dtype, including this step's tokens: results do not depend on chunking.
+  const KvLayerView cache = pool.view(l);
+  b.kv_write(cache, k, v);
+  b.paged_attention(cache, q, attn, hp_.n_head, 1.0f / std::sqrt(static_cast<float>(hp_.head_dim)));
+  b.matmul(attn, T, {{&wo, h}});
+  b.add_inplace(x, h, T * E);
+
+  b.rms_norm(x, L.ffn_norm, h, T, E, hp_.rms_eps);
+  b.matmul(h, T, {{&wg, gate}, {&wu, up}});
+  b.silu_mul(gate, up, T * F);
+  b.matmul(gate, T, {{&wd, h}});
+  b.add_inplace(x, h, T * E);
 }
 
 void LlamaModel::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
                          std::vector<float>& logits) {
   const int64_t T = batch.n_tokens();
-  const int64_t E = hp_.n_embd, KV = hp_.n_embd_kv(), F = hp_.n_ff, V = hp_.n_vocab;
-  Workspace& ws = *ws_;
+  const int64_t E = hp_.n_embd, V = hp_.n_vocab;
+  const int64_t n_out = static_cast<int64_t>(batch.logit_tokens.size());
   // A model file truncated under its mapping fails the step cleanly (see
   // SigbusGuard) instead of killing the process: checked before and after.
   file_->check_intact();
-  ws.resize(hp_, T);
+  if (FaultInjector::hit("model.workspace")) throw std::bad_alloc();
+  for (Segment& s : segments_) ensure_workspace(s, T, n_out);
   if (T == 0) {
     logits.clear();
     return;
@@ -87,75 +242,64 @@ void LlamaModel::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& poo
     const int32_t id = batch.tokens[static_cast<size_t>(t)];
     if (id < 0 || id >= V)
       throw ConfigError(fmt::format("token id {} is outside the vocabulary (0..{})", id, V - 1));
-    dequantize_row(w_.token_embd.type, w_.token_embd.row(id), ws.x.data() + t * E, E);
   }
-  ws.rope.prepare(batch.positions.data(), T);
-  ws.tables.resize(static_cast<size_t>(batch.n_seqs()));
-  for (int32_t s = 0; s < batch.n_seqs(); ++s)
-    ws.tables[static_cast<size_t>(s)] = batch.block_tables[static_cast<size_t>(s)]->blocks().data();
+  tables_.resize(static_cast<size_t>(batch.n_seqs()));
+  block_counts_.resize(static_cast<size_t>(batch.n_seqs()));
+  for (int32_t s = 0; s < batch.n_seqs(); ++s) {
+    const auto& blocks = batch.block_tables[static_cast<size_t>(s)]->blocks();
+    tables_[static_cast<size_t>(s)] = blocks.data();
+    block_counts_[static_cast<size_t>(s)] = static_cast<int32_t>(blocks.size());
+  }
+  StepInputs in;
+  in.n_tokens = static_cast<int32_t>(T);
+  in.n_seqs = batch.n_seqs();
+  in.positions = batch.positions.data();
+  in.token_seq = batch.token_seq.data();
+  in.slots = batch.slots.data();
+  in.block_tables = tables_.data();
+  in.block_counts = block_counts_.data();
+  const RopeParams rope{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale};
+  for (Segment& s : segments_) {
+    s.backend->set_thread_pool(&pool);
+    s.backend->begin_step(in, rope);
+  }
 
-  PagedAttentionArgs pa;
-  pa.q = ws.q.data();
-  pa.q_stride = E;
-  pa.out = ws.attn.data();
-  pa.out_stride = E;
-  pa.n_tokens = static_cast<int32_t>(T);
-  pa.n_heads = hp_.n_head;
-  pa.n_kv_heads = hp_.n_head_kv;
-  pa.head_dim = hp_.head_dim;
-  pa.kv_type = kv.pools().front()->shape().dtype;
-  pa.block_size = kv.pools().front()->shape().block_size;
-  pa.token_seq = batch.token_seq.data();
-  pa.token_pos = batch.positions.data();
-  pa.block_tables = ws.tables.data();
-  pa.scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
+  // The embedding is gathered on the host, straight into the first
+  // segment's buffer when that is host memory.
+  Segment& first = segments_.front();
+  const bool direct = first.backend->uses_host_memory();
+  if (!direct) host_x_.resize(static_cast<size_t>(T * E));
+  float* x0 = direct ? first.x.f32() : host_x_.data();
+  for (int64_t t = 0; t < T; ++t)
+    dequantize_row(w_.token_embd.type, w_.token_embd.row(batch.tokens[static_cast<size_t>(t)]),
+                   x0 + t * E, E);
+  const size_t x_bytes = static_cast<size_t>(T * E) * sizeof(float);
+  if (!direct) first.backend->upload(first.x.data(), x0, x_bytes);
 
-  KvPool* prev_pool = nullptr;
-  for (int32_t l = 0; l < hp_.n_layer; ++l) {
-    const LayerWeights& L = w_.layers[static_cast<size_t>(l)];
-    KvPool& pool_l = kv.pool_for_layer(l);
-    if (prev_pool && prev_pool != &pool_l) {
-      // Device boundary: the next device receives the hidden state in its own buffer.
-      std::swap(ws.x, ws.x_next);
-      std::copy(ws.x_next.begin(), ws.x_next.begin() + T * E, ws.x.begin());
-      transfer_bytes_ += static_cast<uint64_t>(T * E) * sizeof(float);
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    Segment& s = segments_[i];
+    if (i > 0) {
+      Segment& prev = segments_[i - 1];
+      prev.backend->copy_to(*s.backend, s.x.data(), prev.x.data(), x_bytes);
+      transfer_bytes_ += x_bytes;
     }
-    prev_pool = &pool_l;
-    rms_norm(ws.x.data(), L.attn_norm, ws.h.data(), T, E, hp_.rms_eps);
-    ws.linear(ws.h.data(), T, {{&L.wq, ws.q.data()}, {&L.wk, ws.k.data()}, {&L.wv, ws.v.data()}},
-              pool);
-    if (L.bq) add_bias(ws.q.data(), L.bq, T, E, E);
-    if (L.bk) add_bias(ws.k.data(), L.bk, T, KV, KV);
-    if (L.bv) add_bias(ws.v.data(), L.bv, T, KV, KV);
-    ws.rope.apply(ws.q.data(), T, E, hp_.n_head, hp_.head_dim, hp_.rope_style);
-    ws.rope.apply(ws.k.data(), T, KV, hp_.n_head_kv, hp_.head_dim, hp_.rope_style);
-    // Attention reads every K/V back from the cache, after rounding to its
-    // dtype, including this step's tokens: results do not depend on chunking.
-    for (int64_t t = 0; t < T; ++t)
-      pool_l.write(l, batch.slots[static_cast<size_t>(t)], ws.k.data() + t * KV,
-                   ws.v.data() + t * KV);
-    pa.k_cache = pool_l.k(l);
-    pa.v_cache = pool_l.v(l);
-    paged_attention(pa, pool);
-    ws.linear(L.wo, ws.attn.data(), T, ws.h.data(), pool);
-    add_inplace(ws.x.data(), ws.h.data(), T * E);
-
-    rms_norm(ws.x.data(), L.ffn_norm, ws.h.data(), T, E, hp_.rms_eps);
-    ws.linear(ws.h.data(), T, {{&L.w_gate, ws.gate.data()}, {&L.w_up, ws.up.data()}}, pool);
-    pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
-      silu_mul(ws.gate.data() + b * F, ws.up.data() + b * F, (e - b) * F);
-    });
-    ws.linear(L.w_down, ws.gate.data(), T, ws.h.data(), pool);
-    add_inplace(ws.x.data(), ws.h.data(), T * E);
+    for (int32_t l = s.layer_begin; l < s.layer_end; ++l) run_layer(s, l, kv, T);
   }
 
-  const int64_t n_out = static_cast<int64_t>(batch.logit_tokens.size());
+  Segment& last = segments_.back();
+  Backend& b = *last.backend;
   for (int64_t i = 0; i < n_out; ++i) {
     const int64_t t = batch.logit_tokens[static_cast<size_t>(i)];
-    rms_norm(ws.x.data() + t * E, w_.output_norm, ws.h.data() + i * E, 1, E, hp_.rms_eps);
+    b.rms_norm(last.x.f32() + t * E, w_.output_norm, last.h.f32() + i * E, 1, E, hp_.rms_eps);
   }
   logits.resize(static_cast<size_t>(n_out * V));
-  ws.linear(w_.output, ws.h.data(), n_out, logits.data(), pool);
+  const MatrixView out = w_.output.cpu();
+  if (b.uses_host_memory()) {
+    b.matmul(last.h.f32(), n_out, {{&out, logits.data()}});
+  } else {
+    b.matmul(last.h.f32(), n_out, {{&out, last.logits.f32()}});
+    b.download(logits.data(), last.logits.data(), logits.size() * sizeof(float));
+  }
   file_->check_intact();
 }
 

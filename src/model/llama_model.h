@@ -1,17 +1,27 @@
-// The Llama-family decoder (llama, qwen2) on the CPU backend: embeddings,
-// n_layer blocks of rmsnorm -> q/k/v (+bias) -> RoPE -> K/V into the paged
-// cache -> paged attention -> o-proj -> residual -> rmsnorm -> SwiGLU FFN ->
-// residual, then the output norm and the vocabulary projection.
+// The Llama-family decoder (llama, qwen2): embeddings, n_layer blocks of
+// rmsnorm -> q/k/v (+bias) -> RoPE -> K/V into the paged cache -> paged
+// attention -> o-proj -> residual -> rmsnorm -> SwiGLU FFN -> residual, then
+// the output norm and the vocabulary projection.
+//
+// Layers run in contiguous ranges, each on the backend of the device that
+// holds it (backend/backend.h): the CPU for the host and virtual CPU devices,
+// CUDA for GPUs. The token embedding is gathered on the host; the device of
+// the last layer also runs the output head. Layers on a device whose memory
+// is not host RAM have their weights copied there at load.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "gguf/gguf_reader.h"
 #include "kvcache/kv_cache_storage.h"
 #include "kvcache/kv_pool.h"
+#include "model/backend_factory.h"
 #include "model/batch.h"
+#include "model/device_weights.h"
 #include "model/hparams.h"
 #include "model/weights.h"
 #include "util/thread_pool.h"
@@ -21,14 +31,23 @@ namespace pagellm {
 struct ModelLoadOptions {
   bool use_mmap = true;
   bool mlock = false;
-  // Copy Q4_0 / Q8_0 matrices into the CPU kernels' Rows16 layout at load
-  // (ModelWeights::repack); off keeps every matrix in the file (zero-copy).
+  // Copy the matrices of layers that run on the CPU into the CPU kernels'
+  // Rows16 layout at load (ModelWeights::repack); off keeps every matrix in
+  // the file (zero-copy).
   bool repack = true;
+  // Which device runs which layers (device names as plans write them:
+  // "host", "cpu:0", "cuda:1"), tiling [0, n_layer) in order; empty: all on
+  // the host.
+  std::vector<KvPoolPlacement> placements;
+  // Makes each device's backend; empty: make_backend().
+  BackendFactory backend_factory;
 };
 
 class LlamaModel {
  public:
-  // Opens, validates and maps the model. Throws SystemError / FormatError.
+  // Opens, validates and maps the model, and copies the layers placed on
+  // devices there. Throws SystemError / FormatError / ConfigError (a bad
+  // placement or device) / the backend's error.
   static std::unique_ptr<LlamaModel> load(const std::string& path, ModelLoadOptions opts = {});
   ~LlamaModel();
 
@@ -39,28 +58,52 @@ class LlamaModel {
   // Shape of a KV pool holding every layer of this model.
   KvPoolShape kv_shape(int32_t num_blocks, int32_t block_size, DType kv_type) const;
 
+  // The devices' layer ranges, in layer order.
+  const std::vector<KvPoolPlacement>& placements() const { return placements_; }
+  // Runs the layers on these devices from now on. Layers whose weights are in
+  // host memory may move freely between CPU devices; weights copied to a
+  // device at load stay there (ConfigError when `placements` differ).
+  void place(const std::vector<KvPoolPlacement>& placements);
+  // The backend of a device in the placement; null when none runs there.
+  Backend* backend_for_device(const std::string& device) const;
+
   // Runs one step: writes every token's K/V at its slot, then returns the
   // logits of batch.logit_tokens, row after row, in `logits`
   // ([logit_tokens.size()][n_vocab]). Throws ConfigError on a bad token id.
-  // Each layer uses the pool that holds it; where consecutive layers sit on
-  // different devices the hidden state is handed over (copied) between them.
+  // Each layer uses the pool that holds it (in its device's memory); where
+  // consecutive layers sit on different devices the hidden state is copied.
   void forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
                std::vector<float>& logits);
   // Allocates and touches the activation workspace for batches of up to
-  // `max_tokens` tokens and `max_logit_rows` rows of logits, so that the
-  // memory the plan counted is resident from the start and steps never grow it.
+  // `max_tokens` tokens and `max_logit_rows` rows of logits on every device,
+  // so that the memory the plan counted is resident from the start and steps
+  // never grow it.
   void reserve_workspace(int64_t max_tokens, int64_t max_logit_rows);
   // Bytes of hidden state moved between devices so far.
   uint64_t transfer_bytes() const { return transfer_bytes_; }
+  // Bytes of weights copied to devices at load.
+  uint64_t device_weight_bytes() const { return device_weights_.bytes(); }
 
  private:
   LlamaModel() = default;
-  struct Workspace;
+  struct Segment;
+  Backend& backend_of(const std::string& device);
+  void ensure_workspace(Segment& s, int64_t tokens, int64_t logit_rows);
+  void run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T);
 
   std::unique_ptr<GgufFile> file_;
   ModelHParams hp_;
   ModelWeights w_;
-  std::unique_ptr<Workspace> ws_;
+  BackendFactory factory_;
+  std::map<std::string, std::unique_ptr<Backend>> backends_;  // by device name
+  std::vector<KvPoolPlacement> placements_;
+  std::vector<Segment> segments_;
+  bool weights_on_devices_ = false;
+  DeviceWeights device_weights_;
+  // Per step, host memory.
+  std::vector<float> host_x_;
+  std::vector<const int32_t*> tables_;
+  std::vector<int32_t> block_counts_;
   uint64_t transfer_bytes_ = 0;
 };
 

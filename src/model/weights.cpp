@@ -27,7 +27,8 @@ void ModelWeights::FreeDeleter::operator()(void* p) const {
   std::free(p);
 }
 
-uint64_t ModelWeights::repack(GgufFile& f, bool lock) {
+uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<bool>& cpu_layers,
+                              bool cpu_output) {
   uint64_t total = 0;
   ThreadPool pool(ThreadPool::physical_cores());
   auto pack = [&](WeightMatrix& m) {
@@ -56,9 +57,12 @@ uint64_t ModelWeights::repack(GgufFile& f, bool lock) {
     m.layout = cpu::WeightLayout::Rows16;
     total += bytes;
   };
-  for (LayerWeights& L : layers)
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (!cpu_layers.empty() && !cpu_layers.at(l)) continue;
+    LayerWeights& L = layers[l];
     for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);
-  if (!tied_output) pack(output);
+  }
+  if (!tied_output && cpu_output) pack(output);
   return total;
 }
 

@@ -61,9 +61,12 @@ struct ModelWeights {
 
   // Repacks every layer matrix (and an untied output) of a packable type into
   // owned Rows16 memory and releases the file's pages of the originals; with
-  // `lock` the new memory is mlock'ed. Returns the bytes repacked. The token
-  // embedding stays in the file (it is read by rows).
-  uint64_t repack(GgufFile& f, bool lock);
+  // `lock` the new memory is mlock'ed. Only the layers marked in `cpu_layers`
+  // (all when empty) and the output when `cpu_output`: the others run on a
+  // device that reads the file's layout. Returns the bytes repacked. The
+  // token embedding stays in the file (it is read by rows).
+  uint64_t repack(GgufFile& f, bool lock, const std::vector<bool>& cpu_layers = {},
+                  bool cpu_output = true);
 
  private:
   struct FreeDeleter {

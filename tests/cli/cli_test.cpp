@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "device/memory_probe.h"
 #include "support/test_support.h"
 
 namespace pagellm {
@@ -127,12 +128,16 @@ TEST(Cli, BadInputGivesClearErrors) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("unknown tensor type 'q9'"), std::string::npos) << r.err;
 
-  // Layers do not run on CUDA devices yet: an engine command refuses one
-  // rather than plan GPU memory and then use host RAM.
-  r = run("generate -p hi -n 1 --device cuda:0");
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("device cuda:0: layers cannot run on CUDA devices yet"), std::string::npos)
-      << r.err;
+  // A GPU that is not there (or a build without CUDA): a clear error, no run
+  // on the host instead.
+  if (SystemProbe().cuda_device_count() == 0) {
+    r = run("generate -p hi -n 1 --device cuda:0");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_TRUE(r.err.find("device cuda:0 is not there") != std::string::npos ||
+                r.err.find("device cuda:0: this pagellm was built without CUDA") !=
+                    std::string::npos)
+        << r.err;
+  }
 
   r = run("inspect " + q(test::data_path("stories260K.README.md")));
   EXPECT_EQ(r.code, 1);

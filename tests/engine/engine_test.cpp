@@ -8,81 +8,14 @@
 #include <map>
 #include <random>
 
+#include "engine/engine_runner.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
 namespace pagellm {
 namespace {
 
-struct Loaded {
-  std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<Tokenizer> tok;
-};
-
-Loaded load(const std::string& rel) {
-  Loaded l;
-  l.model = LlamaModel::load(test::data_path(rel));
-  l.tok = Tokenizer::from_gguf(l.model->file());
-  return l;
-}
-
-std::vector<std::vector<int32_t>> make_prompts(const Tokenizer& tok, int n) {
-  const char* texts[] = {"Once upon a time",
-                         "Lily wanted",
-                         "The little cat was sad because",
-                         "One day, Tom and his dog went to the park.",
-                         "Ben had 3 red cars",
-                         "The sun was hot and",
-                         "Sam and Sue",
-                         "In the big forest there"};
-  std::mt19937 rng(123);
-  std::vector<std::vector<int32_t>> out;
-  for (int i = 0; i < n; ++i) {
-    auto ids = tok.encode(texts[i % 8]);
-    // Vary lengths and content: append random in-vocab ids.
-    std::uniform_int_distribution<int> len(0, 20), id(3, tok.n_vocab() - 1);
-    for (int k = len(rng) + i % 5; k > 0; --k) ids.push_back(id(rng));
-    out.push_back(ids);
-  }
-  return out;
-}
-
-using Outputs = std::map<uint64_t, std::vector<int32_t>>;
-
-// Runs every prompt through one engine (all submitted at once); returns each
-// request's generated ids in prompt order.
-std::vector<std::vector<int32_t>> run_all(Loaded& m,
-                                          const std::vector<std::vector<int32_t>>& prompts,
-                                          EngineConfig cfg, int gen, EngineStats* stats = nullptr) {
-  ThreadPool pool(2);
-  Engine engine(*m.model, *m.tok, pool, cfg);
-  Outputs outs;
-  std::vector<uint64_t> ids;
-  for (const auto& p : prompts) {
-    Request r;
-    r.prompt = p;
-    r.sampling.temperature = 0;
-    r.max_tokens = gen;
-    r.ignore_eos = true;
-    ids.push_back(engine.submit(r, [&outs](const SeqEvent& ev) {
-      if (ev.token >= 0) outs[ev.request_id].push_back(ev.token);
-    }));
-  }
-  while (engine.has_work()) engine.step();
-  EXPECT_EQ(engine.kv_manager().allocator().num_used(), 0) << "leaked blocks";
-  if (stats) *stats = engine.stats();
-  std::vector<std::vector<int32_t>> res;
-  for (uint64_t id : ids) res.push_back(outs[id]);
-  return res;
-}
-
-EngineConfig solo_config() {
-  EngineConfig c;
-  c.num_blocks = 64;
-  c.scheduler.max_num_seqs = 1;
-  c.prefix_caching = false;
-  return c;
-}
+using namespace test;  // engine_runner.h
 
 void check_batch_invariance(const std::string& model_file) {
   Loaded m = load(model_file);

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/rope_style.h"
+
 namespace pagellm {
 
 // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight   (out may alias x)
@@ -18,11 +20,6 @@ void silu_mul(float* gate, const float* up, int64_t count);
 
 // x[r] += bias for each of `rows` rows of n floats
 void add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride);
-
-enum class RopeStyle {
-  kNorm,  // rotates adjacent pairs (x[2i], x[2i+1])  (llama)
-  kNeox,  // rotates pairs (x[i], x[i + n_rot/2])      (qwen2, neox)
-};
 
 // Cos/sin of every (position, pair) a batch needs, computed once per step
 // and shared by all layers. angle = pos * freq_scale * base^(-2i / n_rot).

@@ -43,7 +43,7 @@ __global__ void to_f16_kernel(const float* x, int64_t x_stride, int64_t n, int64
 }  // namespace
 
 size_t gemm_weight_scratch_bytes(DType type, int64_t rows, int64_t cols) {
-  if (type == DType::F16) return 0;
+  if (type == DType::F16 || type == DType::F32) return 0;
   return checked_bytes(rows, checked_bytes(cols, 2));
 }
 
@@ -70,12 +70,22 @@ void dequantize_to_f16(const CudaDevice& dev, DType type, const void* w, int64_t
 
 void gemm(const CudaDevice& dev, GemmWorkspace& ws, DType type, const void* w, int64_t rows,
           int64_t cols, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride) {
-  validate_weight_shape(type, rows, cols);
+  if (type != DType::F32 || cols <= 0) validate_weight_shape(type, rows, cols);
   if (rows > INT_MAX || cols > INT_MAX || n > INT_MAX || y_stride > INT_MAX || y_stride < rows)
     throw ConfigError(fmt::format("CUDA gemm: shape {} x {} x {} (y stride {}) out of cuBLAS range",
                                   n, rows, cols, y_stride));
   if (rows == 0 || n == 0) return;
   dev.make_current();
+  const float alpha = 1.0f, beta = 0.0f;
+  if (type == DType::F32) {
+    // F32 weights in place, f32 math (cuBLAS's default mode: no TF32).
+    check_cublas(cublasSgemm(static_cast<cublasHandle_t>(dev.cublas()), CUBLAS_OP_T, CUBLAS_OP_N,
+                             static_cast<int>(rows), static_cast<int>(n), static_cast<int>(cols),
+                             &alpha, static_cast<const float*>(w), static_cast<int>(cols), x,
+                             static_cast<int>(x_stride), &beta, y, static_cast<int>(y_stride)),
+                 fmt::format("cublasSgemm({} x {} x {})", n, rows, cols), dev.index());
+    return;
+  }
   const void* w16 = w;
   if (type != DType::F16) {
     ws.w_f16.reserve(dev, gemm_weight_scratch_bytes(type, rows, cols));
@@ -89,7 +99,6 @@ void gemm(const CudaDevice& dev, GemmWorkspace& ws, DType type, const void* w, i
   check_launch("to_f16", dev.index());
   // Column-major view: W is a cols x rows matrix (ld cols), X cols x n (ld
   // cols), Y rows x n (ld y_stride): Y = W^T X.
-  const float alpha = 1.0f, beta = 0.0f;
   check_cublas(cublasGemmEx(static_cast<cublasHandle_t>(dev.cublas()), CUBLAS_OP_T, CUBLAS_OP_N,
                             static_cast<int>(rows), static_cast<int>(n), static_cast<int>(cols),
                             &alpha, w16, CUDA_R_16F, static_cast<int>(cols), ws.x_f16.data(),

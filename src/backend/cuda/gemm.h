@@ -2,6 +2,7 @@
 // expanded from its GGUF type to f16 (F16 weights are used in place), X is
 // rounded to f16, and cublasGemmEx multiplies with f32 accumulation and f32
 // output. (Activations beyond the f16 range, |x| > 65504, would overflow.)
+// F32 weights are multiplied in place in f32 (cublasSgemm), any cols.
 //
 // Layouts (device memory):
 //   W  [rows][cols] of `type`, GGUF row-major (as in gemv.h; same types)
@@ -23,7 +24,7 @@ struct GemmWorkspace {
 };
 
 // Bytes of f16 scratch gemm() needs for W (0 for F16 weights) and for X.
-size_t gemm_weight_scratch_bytes(DType type, int64_t rows, int64_t cols);
+size_t gemm_weight_scratch_bytes(DType type, int64_t rows, int64_t cols);  // 0 for F16/F32
 size_t gemm_activation_scratch_bytes(int64_t n, int64_t cols);
 
 // dst [rows][cols] f16 = W expanded (same types as gemv).

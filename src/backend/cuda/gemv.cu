@@ -53,6 +53,23 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
   }
 }
 
+// F32 rows of any length (toy models: stories260K's n_ff is 172): one warp
+// per row, lanes striding over elements.
+__global__ void __launch_bounds__(kRowsPerBlock * 32)
+    gemv_f32_any_kernel(const float* w, int64_t rows, int64_t cols, const float* x,
+                        int64_t x_stride, float* y, int64_t y_stride, int nv) {
+  const int lane = threadIdx.x % 32;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  if (r >= rows) return;
+  const float* row = w + r * cols;
+  for (int v = 0; v < nv; ++v) {
+    float acc = 0.0f;
+    for (int64_t c = lane; c < cols; c += 32) acc += row[c] * x[v * x_stride + c];
+    acc = warp_sum(acc);
+    if (lane == 0) y[v * y_stride + r] = acc;
+  }
+}
+
 }  // namespace
 
 bool cuda_supports_weight_type(DType type) {
@@ -82,6 +99,19 @@ void dequantize_row_host(DType type, const void* row, int64_t cols, float* dst) 
 
 void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,
           const float* x, int64_t x_stride, float* y, int64_t y_stride, int32_t n_vecs) {
+  if (type == DType::F32 && cols > 0 && cols % kUnit != 0) {
+    if (rows <= 0 || n_vecs <= 0) return;
+    dev.make_current();
+    const auto s = static_cast<cudaStream_t>(dev.stream());
+    for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
+      const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
+      gemv_f32_any_kernel<<<grid_for(rows, kRowsPerBlock), kRowsPerBlock * 32, 0, s>>>(
+          static_cast<const float*>(w), rows, cols, x + v0 * x_stride, x_stride, y + v0 * y_stride,
+          y_stride, nv);
+      check_launch("gemv_f32_any", dev.index());
+    }
+    return;
+  }
   validate_weight_shape(type, rows, cols);
   // x is read as float4: 16-byte aligned vectors.
   if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || (n_vecs > 1 && x_stride % 4 != 0))

@@ -8,9 +8,9 @@
 //      x_stride a multiple of 4)
 //   y  [n_vecs][rows] f32, vector stride y_stride floats
 // Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K; cols a
-// multiple of 32 (256 for the K types). One warp per row; each lane expands
-// 32-element units of the row in registers and dots them with every vector
-// (up to 8 vectors per pass; more take several passes).
+// multiple of 32 (256 for the K types; F32 any length, with a plain kernel). One warp per row; each
+// lane expands 32-element units of the row in registers and dots them with every vector (up to 8
+// vectors per pass; more take several passes).
 #pragma once
 
 #include <cstdint>

@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
-#include "backend/cpu/ops.h"  // RopeStyle
 #include "backend/cuda/cuda_device.h"
+#include "backend/rope_style.h"
 #include "tensor/dtype.h"
 
 namespace pagellm::cuda {

@@ -1,0 +1,146 @@
+// The kernel interface that one device's layers run through. The model runs
+// each layer with the backend of the device that holds it (cpu: the host and
+// virtual CPU devices; cuda: a GPU, or a part of one) and hands the hidden
+// state from backend to backend where consecutive layers change device.
+//
+// Memory: every pointer given to an op is in the backend's own memory (from
+// allocate(); weights uploaded there), except StepInputs, which are host
+// memory. Tensors are row-major f32, `rows` rows of `n` floats.
+// Ordering: ops run in the order they are called; download() and copy_to()
+// return once the data is there.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "backend/cpu/matmul.h"
+#include "backend/rope_style.h"
+#include "tensor/dtype.h"
+#include "util/thread_pool.h"
+
+namespace pagellm {
+
+// A weight matrix in a backend's memory: n_out rows of n_in elements of its
+// type; the Rows16 layout only on the CPU backend.
+using MatrixView = cpu::WeightMatrix;
+
+struct MatmulOutput {
+  const MatrixView* w;
+  float* y;  // [rows][w->n_out]
+};
+
+// One step's batch, in host memory; valid from begin_step() to the next one.
+struct StepInputs {
+  int32_t n_tokens = 0;
+  int32_t n_seqs = 0;
+  const int32_t* positions = nullptr;            // [n_tokens]
+  const int32_t* token_seq = nullptr;            // [n_tokens] sequence of each token
+  const int64_t* slots = nullptr;                // [n_tokens] cache slot of each token's K/V
+  const int32_t* const* block_tables = nullptr;  // [n_seqs] block ids in position order
+  const int32_t* block_counts = nullptr;         // [n_seqs] entries in each block table
+};
+
+struct RopeParams {
+  int32_t n_rot = 0;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+};
+
+// One layer's K and V in a KV pool on this backend (kvcache/kv_pool.h layout:
+// [slots][n_kv_heads][head_dim] of type).
+struct KvLayerView {
+  void* k = nullptr;
+  void* v = nullptr;
+  DType type = DType::F16;
+  int32_t block_size = 16;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu", "cuda:0 (NVIDIA H200)": for messages.
+  virtual std::string name() const = 0;
+  // Pointers into this backend's memory are host pointers the model may
+  // read and write directly (weights used in place, logits written in place).
+  virtual bool uses_host_memory() const = 0;
+  // The CPU thread pool for the next ops (the CPU backend's workers).
+  virtual void set_thread_pool(ThreadPool* /*pool*/) {}
+
+  // Zero-filled memory; throws SystemError (or the backend's error) when it
+  // cannot be had. deallocate() takes what allocate() gave, with its size.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p, size_t bytes) noexcept = 0;
+  virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // within this backend
+  // Copies into another backend's memory (the pipeline's hand-over). The
+  // default stages through host memory.
+  virtual void copy_to(Backend& to, void* dst, const void* src, size_t bytes);
+  // Waits for everything queued.
+  virtual void synchronize() {}
+
+  // Takes the step's batch (copies what the kernels need to the device) and
+  // prepares RoPE for its positions.
+  virtual void begin_step(const StepInputs& in, const RopeParams& rope) = 0;
+
+  // y_i = x W_i^T for each output; x [rows][n_in] shared by all of them.
+  virtual void matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) = 0;
+  void matmul(const float* x, int64_t rows, std::initializer_list<MatmulOutput> outs) {
+    matmul(x, rows, outs.begin(), outs.size());
+  }
+  // Reserves the matmul scratch for `rows` rows against w, so that steps do
+  // not allocate.
+  virtual void reserve_matmul(const MatrixView& /*w*/, int64_t /*rows*/) {}
+
+  // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight   (out may alias x)
+  virtual void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t n,
+                        float eps) = 0;
+  virtual void add_inplace(float* x, const float* y, int64_t count) = 0;
+  // x[r * stride + i] += bias[i]
+  virtual void add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) = 0;
+  // gate[i] = silu(gate[i]) * up[i]
+  virtual void silu_mul(float* gate, const float* up, int64_t count) = 0;
+  // Rotates the first n_rot dims of each head of the step's token rows
+  // (row t at x + t * stride, position of token t from begin_step()).
+  virtual void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim,
+                    RopeStyle style) = 0;
+  // Stores the step's K and V rows ([n_tokens][n_kv_heads * head_dim]) at the
+  // tokens' slots, rounded to the cache type.
+  virtual void kv_write(const KvLayerView& kv, const float* k, const float* v) = 0;
+  // Causal attention of the step's queries over the paged cache through the
+  // block tables (backend/cpu/paged_attention.h contract); q and out
+  // [n_tokens][n_heads * head_dim].
+  virtual void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
+                               float scale) = 0;
+};
+
+// An allocation of a backend's memory, released on destruction. Move-only.
+class BackendBuffer {
+ public:
+  BackendBuffer() = default;
+  BackendBuffer(Backend& backend, size_t bytes);
+  ~BackendBuffer() { reset(); }
+  BackendBuffer(BackendBuffer&& o) noexcept { *this = std::move(o); }
+  BackendBuffer& operator=(BackendBuffer&& o) noexcept;
+  BackendBuffer(const BackendBuffer&) = delete;
+  BackendBuffer& operator=(const BackendBuffer&) = delete;
+
+  void* data() const { return data_; }
+  float* f32() const { return static_cast<float*>(data_); }
+  size_t bytes() const { return bytes_; }
+  // At least `bytes` (contents dropped when it grows).
+  void ensure(Backend& backend, size_t bytes);
+  void reset();
+
+ private:
+  Backend* backend_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace pagellm

@@ -1,0 +1,145 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "backend/cpu/activation_quant.h"
+#include "backend/cpu/kv_store.h"
+#include "backend/cpu/paged_attention.h"
+#include "util/error.h"
+#include "util/sizes.h"
+
+namespace pagellm::cpu {
+
+CpuBackend::CpuBackend(ThreadPool* pool, bool staged) : pool_(pool), staged_(staged) {}
+
+CpuBackend::~CpuBackend() = default;
+
+ThreadPool& CpuBackend::pool() {
+  if (!pool_) throw Error("the CPU backend has no thread pool");
+  return *pool_;
+}
+
+void* CpuBackend::allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  // Anonymous mapping: zeroed pages, given back to the OS on release, and
+  // populated now so that what the plan counted is resident from the start.
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (p == MAP_FAILED)
+    throw SystemError(errno_message("cannot allocate " + format_size(bytes), errno));
+  return p;
+}
+
+void CpuBackend::deallocate(void* p, size_t bytes) noexcept {
+  if (p) ::munmap(p, bytes);
+}
+
+void CpuBackend::upload(void* dst, const void* host_src, size_t bytes) {
+  if (bytes) std::memcpy(dst, host_src, bytes);
+}
+void CpuBackend::download(void* host_dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(host_dst, src, bytes);
+}
+void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memmove(dst, src, bytes);
+}
+
+void CpuBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
+  step_ = in;
+  if (!rope_ || rope.n_rot != rope_params_.n_rot || rope.freq_base != rope_params_.freq_base ||
+      rope.freq_scale != rope_params_.freq_scale) {
+    rope_ = std::make_unique<RopeCache>(rope.n_rot, rope.freq_base, rope.freq_scale);
+    rope_params_ = rope;
+  }
+  rope_->prepare(in.positions, in.n_tokens);
+}
+
+void CpuBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
+  prepared_.clear();
+  for (size_t i = 0; i < n_outs; ++i) {
+    const MatrixView& w = *outs[i].w;
+    const Format f{dot_type(w.type), w.layout};
+    const ActivationRows* act = nullptr;
+    for (const auto& p : prepared_)
+      if (p.first == f) act = &p.second;
+    if (!act) {
+      prepared_.emplace_back(f, quantize_activations(w, x, w.n_in, rows, pool(), scratch_[f]));
+      act = &prepared_.back().second;
+    }
+    cpu::matmul(w, *act, outs[i].y, w.n_out, pool());
+  }
+}
+
+void CpuBackend::reserve_matmul(const MatrixView& w, int64_t rows) {
+  const Format f{dot_type(w.type), w.layout};
+  if (f.first == DType::F32) return;  // float activations are used in place
+  const size_t bytes = activation_stride(w) * static_cast<size_t>(rows);
+  auto& scratch = scratch_[f];
+  if (scratch.capacity() >= bytes) return;
+  std::memset(scratch.reserve(bytes), 0, bytes);
+}
+
+void CpuBackend::rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t n,
+                          float eps) {
+  pagellm::rms_norm(x, weight, out, rows, n, eps);
+}
+
+void CpuBackend::add_inplace(float* x, const float* y, int64_t count) {
+  pagellm::add_inplace(x, y, count);
+}
+
+void CpuBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) {
+  pagellm::add_bias(x, bias, rows, n, stride);
+}
+
+void CpuBackend::silu_mul(float* gate, const float* up, int64_t count) {
+  // Element-wise: where the split falls changes no value.
+  pool().parallel_for(
+      count, [&](int64_t b, int64_t e, int) { pagellm::silu_mul(gate + b, up + b, e - b); });
+}
+
+void CpuBackend::rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim,
+                      RopeStyle style) {
+  rope_->apply(x, step_.n_tokens, stride, n_heads, head_dim, style);
+}
+
+void CpuBackend::kv_write(const KvLayerView& kv, const float* k, const float* v) {
+  const int64_t n = static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim;
+  const size_t slot_bytes =
+      static_cast<size_t>(kv.n_kv_heads) * dtype_row_bytes(kv.type, kv.head_dim);
+  for (int32_t t = 0; t < step_.n_tokens; ++t) {
+    const int64_t slot = step_.slots[t];
+    if (slot < 0) continue;
+    store_kv_row(kv.type, kv.n_kv_heads, kv.head_dim, k + t * n,
+                 static_cast<uint8_t*>(kv.k) + static_cast<size_t>(slot) * slot_bytes);
+    store_kv_row(kv.type, kv.n_kv_heads, kv.head_dim, v + t * n,
+                 static_cast<uint8_t*>(kv.v) + static_cast<size_t>(slot) * slot_bytes);
+  }
+}
+
+void CpuBackend::paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
+                                 float scale) {
+  PagedAttentionArgs pa;
+  pa.q = q;
+  pa.q_stride = static_cast<int64_t>(n_heads) * kv.head_dim;
+  pa.out = out;
+  pa.out_stride = pa.q_stride;
+  pa.n_tokens = step_.n_tokens;
+  pa.n_heads = n_heads;
+  pa.n_kv_heads = kv.n_kv_heads;
+  pa.head_dim = kv.head_dim;
+  pa.k_cache = kv.k;
+  pa.v_cache = kv.v;
+  pa.kv_type = kv.type;
+  pa.block_size = kv.block_size;
+  pa.token_seq = step_.token_seq;
+  pa.token_pos = step_.positions;
+  pa.block_tables = step_.block_tables;
+  pa.scale = scale;
+  pagellm::paged_attention(pa, pool());
+}
+
+}  // namespace pagellm::cpu

@@ -1,0 +1,66 @@
+// The Backend (backend/backend.h) of the host CPU and of virtual CPU devices:
+// the kernels of this folder on the engine's thread pool, memory in host RAM.
+//
+// A staged CPU backend keeps its memory apart from the model's host memory,
+// as a GPU would: weights are copied into it at load, hidden states and
+// logits are copied in and out. The kernels and results are the same; it lets
+// tests run the model's device paths without a GPU.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/ops.h"
+
+namespace pagellm::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(ThreadPool* pool = nullptr, bool staged = false);
+  ~CpuBackend() override;
+
+  std::string name() const override { return staged_ ? "cpu (staged)" : "cpu"; }
+  bool uses_host_memory() const override { return !staged_; }
+  void set_thread_pool(ThreadPool* pool) override { pool_ = pool; }
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p, size_t bytes) noexcept override;
+  void upload(void* dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+
+  void begin_step(const StepInputs& in, const RopeParams& rope) override;
+  using Backend::matmul;
+  void matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) override;
+  void reserve_matmul(const MatrixView& w, int64_t rows) override;
+  void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t n,
+                float eps) override;
+  void add_inplace(float* x, const float* y, int64_t count) override;
+  void add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) override;
+  void silu_mul(float* gate, const float* up, int64_t count) override;
+  void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim, RopeStyle style) override;
+  void kv_write(const KvLayerView& kv, const float* k, const float* v) override;
+  void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
+                       float scale) override;
+
+ private:
+  ThreadPool& pool();
+
+  ThreadPool* pool_;
+  bool staged_;
+  StepInputs step_;
+  std::unique_ptr<RopeCache> rope_;
+  RopeParams rope_params_;
+  // Matmul scratch per activation format (dot type, weight layout): matrices
+  // that read the same input share one quantization of it.
+  using Format = std::pair<DType, WeightLayout>;
+  std::map<Format, MatmulScratch> scratch_;
+  std::vector<std::pair<Format, ActivationRows>> prepared_;
+};
+
+}  // namespace pagellm::cpu

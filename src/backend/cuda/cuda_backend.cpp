@@ -1,0 +1,199 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/kv_write.h"
+#include "backend/cuda/paged_attention.h"
+
+namespace pagellm::cuda {
+
+namespace {
+
+size_t align_up(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(int index) : dev_(index) {
+  name_ = fmt::format("cuda:{} ({})", index, dev_.name());
+}
+
+CudaBackend::~CudaBackend() = default;
+
+void* CudaBackend::allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  dev_.make_current();
+  void* p = nullptr;
+  check_cuda(cudaMalloc(&p, bytes), fmt::format("cudaMalloc({} bytes)", bytes), dev_.index());
+  try {
+    dev_.fill_zero(p, bytes);
+    dev_.synchronize();
+  } catch (...) {
+    cudaFree(p);
+    throw;
+  }
+  return p;
+}
+
+void CudaBackend::deallocate(void* p, size_t /*bytes*/) noexcept {
+  if (!p) return;
+  int prev = 0;
+  cudaGetDevice(&prev);
+  cudaSetDevice(dev_.index());
+  cudaFree(p);  // waits for the device; an error here cannot be reported
+  cudaSetDevice(prev);
+}
+
+void CudaBackend::upload(void* dst, const void* host_src, size_t bytes) {
+  dev_.to_device(dst, host_src, bytes);
+}
+
+void CudaBackend::download(void* host_dst, const void* src, size_t bytes) {
+  dev_.to_host(host_dst, src, bytes);
+}
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  dev_.make_current();
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                             static_cast<cudaStream_t>(dev_.stream())),
+             fmt::format("cudaMemcpyAsync(device to device, {} bytes)", bytes), dev_.index());
+}
+
+void CudaBackend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) {
+  auto* other = dynamic_cast<CudaBackend*>(&to);
+  if (!other) return Backend::copy_to(to, dst, src, bytes);
+  if (bytes == 0) return;
+  // The source's kernels first; the copy runs on the receiver's stream
+  // (directly between the GPUs where peer access allows, else through the
+  // host, as cudaMemcpyPeerAsync does), and is complete on return.
+  dev_.synchronize();
+  other->dev_.make_current();
+  check_cuda(cudaMemcpyPeerAsync(dst, other->dev_.index(), src, dev_.index(), bytes,
+                                 static_cast<cudaStream_t>(other->dev_.stream())),
+             fmt::format("cudaMemcpyPeerAsync(cuda:{} to cuda:{}, {} bytes)", dev_.index(),
+                         other->dev_.index(), bytes),
+             dev_.index());
+  other->dev_.synchronize();
+}
+
+void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
+  n_tokens_ = in.n_tokens;
+  table_stride_ = 1;
+  for (int32_t s = 0; s < in.n_seqs; ++s)
+    table_stride_ = std::max(table_stride_, in.block_counts[s]);
+  const size_t T = static_cast<size_t>(in.n_tokens);
+  const size_t off_seq = align_up(T * 4, 16), off_slots = off_seq + align_up(T * 4, 16),
+               off_tables = off_slots + align_up(T * 8, 16);
+  const size_t total = off_tables + static_cast<size_t>(in.n_seqs) * table_stride_ * 4;
+  staging_.assign(total, 0);
+  std::memcpy(staging_.data(), in.positions, T * 4);
+  std::memcpy(staging_.data() + off_seq, in.token_seq, T * 4);
+  std::memcpy(staging_.data() + off_slots, in.slots, T * 8);
+  for (int32_t s = 0; s < in.n_seqs; ++s)
+    std::memcpy(staging_.data() + off_tables + static_cast<size_t>(s) * table_stride_ * 4,
+                in.block_tables[s], static_cast<size_t>(in.block_counts[s]) * 4);
+  step_buf_.reserve(dev_, std::max<size_t>(total, 16));
+  dev_.to_device(step_buf_.data(), staging_.data(), total);
+  auto* base = static_cast<uint8_t*>(step_buf_.data());
+  d_positions_ = reinterpret_cast<const int32_t*>(base);
+  d_token_seq_ = reinterpret_cast<const int32_t*>(base + off_seq);
+  d_slots_ = reinterpret_cast<const int64_t*>(base + off_slots);
+  d_tables_ = reinterpret_cast<const int32_t*>(base + off_tables);
+
+  if (!rope_ || rope.n_rot != rope_params_.n_rot || rope.freq_base != rope_params_.freq_base ||
+      rope.freq_scale != rope_params_.freq_scale) {
+    rope_ = std::make_unique<CudaRopeCache>(rope.n_rot, rope.freq_base, rope.freq_scale);
+    rope_params_ = rope;
+  }
+  rope_->prepare(dev_, d_positions_, in.n_tokens);
+}
+
+void CudaBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
+  for (size_t i = 0; i < n_outs; ++i) {
+    const MatrixView& w = *outs[i].w;
+    if (w.layout != cpu::WeightLayout::Rows)
+      throw Error(fmt::format("{}: a matrix in the CPU's repacked layout cannot run here", name_));
+    if (rows <= kGemvMaxRows)
+      gemv(dev_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, outs[i].y, w.n_out,
+           static_cast<int32_t>(rows));
+    else
+      gemm(dev_, gemm_ws_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, rows, outs[i].y, w.n_out);
+  }
+}
+
+void CudaBackend::reserve_matmul(const MatrixView& w, int64_t rows) {
+  if (rows <= kGemvMaxRows) return;
+  gemm_ws_.w_f16.reserve(dev_, gemm_weight_scratch_bytes(w.type, w.n_out, w.n_in));
+  gemm_ws_.x_f16.reserve(dev_, gemm_activation_scratch_bytes(rows, w.n_in));
+}
+
+void CudaBackend::rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t n,
+                           float eps) {
+  cuda::rms_norm(dev_, x, weight, out, rows, n, eps);
+}
+
+void CudaBackend::add_inplace(float* x, const float* y, int64_t count) {
+  cuda::add_inplace(dev_, x, y, count);
+}
+
+void CudaBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) {
+  cuda::add_bias(dev_, x, bias, rows, n, stride);
+}
+
+void CudaBackend::silu_mul(float* gate, const float* up, int64_t count) {
+  cuda::silu_mul(dev_, gate, up, count);
+}
+
+void CudaBackend::rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim,
+                       RopeStyle style) {
+  rope_->apply(dev_, x, n_tokens_, stride, n_heads, head_dim, style);
+}
+
+void CudaBackend::kv_write(const KvLayerView& kv, const float* k, const float* v) {
+  KvWriteArgs a;
+  a.k = k;
+  a.k_stride = static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim;
+  a.v = v;
+  a.v_stride = a.k_stride;
+  a.slots = d_slots_;
+  a.n_tokens = n_tokens_;
+  a.n_kv_heads = kv.n_kv_heads;
+  a.head_dim = kv.head_dim;
+  a.k_cache = kv.k;
+  a.v_cache = kv.v;
+  a.cache_type = kv.type;
+  cuda::kv_write(dev_, a);
+}
+
+void CudaBackend::paged_attention(const KvLayerView& kv, const float* q, float* out,
+                                  int32_t n_heads, float scale) {
+  CudaPagedAttentionArgs a;
+  a.q = q;
+  a.q_stride = static_cast<int64_t>(n_heads) * kv.head_dim;
+  a.out = out;
+  a.out_stride = a.q_stride;
+  a.n_tokens = n_tokens_;
+  a.n_heads = n_heads;
+  a.n_kv_heads = kv.n_kv_heads;
+  a.head_dim = kv.head_dim;
+  a.k_cache = kv.k;
+  a.v_cache = kv.v;
+  a.kv_type = kv.type;
+  a.block_size = kv.block_size;
+  a.token_seq = d_token_seq_;
+  a.token_pos = d_positions_;
+  a.block_tables = d_tables_;
+  a.block_table_stride = table_stride_;
+  a.scale = scale;
+  cuda::paged_attention(dev_, a);
+}
+
+}  // namespace pagellm::cuda

@@ -1,0 +1,72 @@
+// The Backend (backend/backend.h) of one CUDA GPU, or of one part of a GPU
+// split into virtual devices (each part is its own CudaBackend on the same
+// GPU, with its own stream). Kernels: this folder's; weights stay in their
+// GGUF layout in device memory. Matrix products: GEMV (gemv.h) for up to
+// kGemvMaxRows activation rows, dequantize + cuBLAS (gemm.h) above.
+// Every failure throws CudaError naming the call and the device.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/ops.h"
+
+namespace pagellm::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  static constexpr int64_t kGemvMaxRows = 8;
+
+  // Throws CudaError when GPU `index` is not there or cannot be initialised.
+  explicit CudaBackend(int index);
+  ~CudaBackend() override;
+
+  std::string name() const override { return name_; }
+  bool uses_host_memory() const override { return false; }
+  const CudaDevice& device() const { return dev_; }
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p, size_t bytes) noexcept override;
+  void upload(void* dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void copy_to(Backend& to, void* dst, const void* src, size_t bytes) override;
+  void synchronize() override { dev_.synchronize(); }
+
+  void begin_step(const StepInputs& in, const RopeParams& rope) override;
+  using Backend::matmul;
+  void matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) override;
+  void reserve_matmul(const MatrixView& w, int64_t rows) override;
+  void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t n,
+                float eps) override;
+  void add_inplace(float* x, const float* y, int64_t count) override;
+  void add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) override;
+  void silu_mul(float* gate, const float* up, int64_t count) override;
+  void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim, RopeStyle style) override;
+  void kv_write(const KvLayerView& kv, const float* k, const float* v) override;
+  void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
+                       float scale) override;
+
+ private:
+  CudaDevice dev_;
+  std::string name_;
+  GemmWorkspace gemm_ws_;
+  std::unique_ptr<CudaRopeCache> rope_;
+  RopeParams rope_params_;
+  // The step's batch on the device, one allocation: positions, token_seq
+  // (int32), slots (int64), block tables [n_seqs][table_stride_] (int32).
+  std::vector<uint8_t> staging_;
+  DeviceBuffer step_buf_;
+  int32_t n_tokens_ = 0;
+  int32_t table_stride_ = 0;
+  const int32_t* d_positions_ = nullptr;
+  const int32_t* d_token_seq_ = nullptr;
+  const int64_t* d_slots_ = nullptr;
+  const int32_t* d_tables_ = nullptr;
+};
+
+}  // namespace pagellm::cuda

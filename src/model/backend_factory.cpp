@@ -1,0 +1,32 @@
+#include "model/backend_factory.h"
+
+#include <fmt/format.h>
+
+#include "backend/cpu/cpu_backend.h"
+#include "device/device.h"
+#include "util/error.h"
+#ifndef PAGELLM_HAVE_CUDA_BACKEND
+#define PAGELLM_HAVE_CUDA_BACKEND 0
+#endif
+#if PAGELLM_HAVE_CUDA_BACKEND
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace pagellm {
+
+bool cuda_backend_built() {
+  return PAGELLM_HAVE_CUDA_BACKEND != 0;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  const Device d = parse_device_name(name);
+  if (d.kind == DeviceKind::kCpu) return std::make_unique<cpu::CpuBackend>();
+#if PAGELLM_HAVE_CUDA_BACKEND
+  return std::make_unique<cuda::CudaBackend>(d.index);
+#else
+  throw ConfigError(fmt::format(
+      "device {}: this pagellm was built without CUDA (configure with -DPAGELLM_CUDA=ON)", name));
+#endif
+}
+
+}  // namespace pagellm

@@ -1,0 +1,140 @@
+// The CUDA backend end to end, on a GPU machine (scripts/gpu-check.sh);
+// without a GPU each test is skipped by name ("no CUDA device"). A whole
+// forward pass against the CPU backend's logits (prefill through cuBLAS,
+// decode through the GEMV kernels), and greedy tokens equal to the CPU run on
+// one GPU, on one GPU split into two virtual devices, and with layers shared
+// between a GPU and the host.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "device/memory_probe.h"
+#include "engine/engine_runner.h"
+#include "model/backend_factory.h"
+#include "util/error.h"
+
+namespace pagellm {
+namespace {
+
+using namespace test;  // engine_runner.h
+
+bool have_gpu() {
+  return cuda_backend_built() && SystemProbe().cuda_device_count() > 0;
+}
+
+#define REQUIRE_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device"
+
+const char* const kModels[] = {"stories260K.gguf",
+                               "golden/random/rand-llama-tok512-F16.gguf",
+                               "golden/random/rand-llama-tok512-Q4_0.gguf",
+                               "golden/random/rand-llama-tok512-Q4_K.gguf",
+                               "golden/random/rand-llama-tok512-Q6_K.gguf",
+                               "golden/random/rand-llama-tok512-Q8_0.gguf",
+                               "golden/random/rand-qwen2-tok512-Q8_0.gguf"};
+
+// Largest |a - b| over the largest |b|.
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
+  }
+  return diff / scale;
+}
+
+// Logits of a two-sequence prefill (37 + 11 tokens, all rows wanted) and of
+// the decode step after it.
+std::vector<std::vector<float>> two_steps(LlamaModel& model, DType kv_type) {
+  const int32_t bs = 16, V = model.hparams().n_vocab;
+  BlockAllocator alloc(8);
+  KvCacheStorage kv(model.kv_shape(alloc.num_blocks(), bs, kv_type), model.placements(),
+                    [&model](const std::string& d) { return model.backend_for_device(d); });
+  BlockTable t0(bs), t1(bs);
+  EXPECT_TRUE(t0.reserve(alloc, 38));
+  EXPECT_TRUE(t1.reserve(alloc, 12));
+  ThreadPool pool(2);
+  std::vector<std::vector<float>> out(2);
+  Batch b;
+  const int32_t s0 = b.add_sequence(t0), s1 = b.add_sequence(t1);
+  for (int32_t i = 0; i < 37; ++i) b.add_token(s0, (i * 7 + 3) % V, i, true);
+  for (int32_t i = 0; i < 11; ++i) b.add_token(s1, (i * 13 + 5) % V, i, true);
+  model.forward(b, kv, pool, out[0]);
+  b.clear();
+  b.add_token(b.add_sequence(t0), 1 % V, 37, true);
+  b.add_token(b.add_sequence(t1), 2 % V, 11, true);
+  model.forward(b, kv, pool, out[1]);
+  return out;
+}
+
+TEST(CudaEngine, ForwardLogitsMatchTheCpu) {
+  REQUIRE_GPU();
+  for (const char* file : kModels) {
+    Loaded cpu = load(file, {.repack = false});
+    const int32_t L = cpu.model->hparams().n_layer;
+    Loaded gpu = load(file, {.placements = {{"cuda:0", 0, L}}});
+    for (DType kv : {DType::F16, DType::Q8_0}) {
+      const auto want = two_steps(*cpu.model, kv);
+      const auto got = two_steps(*gpu.model, kv);
+      // Activations: Q8 blocks on the CPU, f16 (prefill) or f32 (decode) on
+      // the GPU; a wrong kernel is off by the logits' own size.
+      EXPECT_LT(relative_error(got[0], want[0]), 3e-2) << file << " prefill, kv " << dtype_name(kv);
+      EXPECT_LT(relative_error(got[1], want[1]), 3e-2) << file << " decode, kv " << dtype_name(kv);
+    }
+  }
+}
+
+void check_tokens(const std::string& file, const std::vector<KvPoolPlacement>& placements) {
+  Loaded cpu = load(file);
+  auto prompts = make_prompts(*cpu.tok, 8);
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  const auto want = run_all(cpu, prompts, cfg, 16);
+  Loaded gpu = load(file, {.placements = placements});
+  const auto got = run_all(gpu, prompts, cfg, 16);
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(got[i], want[i]) << file << " on " << placements.front().device << "...: request "
+                               << i;
+}
+
+TEST(CudaEngine, GreedyTokensEqualTheCpuOnOneGpu) {
+  REQUIRE_GPU();
+  for (const char* file : {"stories260K.gguf", "golden/random/rand-llama-tok512-Q8_0.gguf"}) {
+    const int32_t L = load(file).model->hparams().n_layer;
+    check_tokens(file, {{"cuda:0", 0, L}});
+  }
+}
+
+TEST(CudaEngine, GreedyTokensEqualTheCpuOnTwoVirtualGpus) {
+  REQUIRE_GPU();
+  for (const char* file : {"stories260K.gguf", "golden/random/rand-llama-tok512-Q4_0.gguf"}) {
+    const int32_t L = load(file).model->hparams().n_layer;
+    check_tokens(file, {{"cuda:0", 0, L / 2}, {"cuda:0.1", L / 2, L}});
+  }
+}
+
+TEST(CudaEngine, GreedyTokensEqualTheCpuWithHostLayers) {
+  REQUIRE_GPU();
+  const int32_t L = load("stories260K.gguf").model->hparams().n_layer;
+  check_tokens("stories260K.gguf", {{"cuda:0", 0, L - 2}, {"host", L - 2, L}});
+  check_tokens("stories260K.gguf", {{"host", 0, 1}, {"cuda:0", 1, L}});
+}
+
+// Without a GPU (or without CUDA in the build), placing layers on one fails
+// cleanly at load.
+TEST(CudaEngine, NoGpuIsAClearError) {
+  if (have_gpu()) GTEST_SKIP() << "a CUDA device is present";
+  try {
+    load("stories260K.gguf", {.placements = {{"cuda:0", 0, 5}}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_TRUE(msg.find("cuda:0 is not there") != std::string::npos ||
+                msg.find("built without CUDA") != std::string::npos)
+        << msg;
+  }
+}
+
+}  // namespace
+}  // namespace pagellm

@@ -1,0 +1,100 @@
+// Layers on devices whose memory is not the host's, run end to end without a
+// GPU: the staged CPU backend (backend/cpu/cpu_backend.h) stands in for one.
+// Weights are copied to the device at load, each device's KV pool lives in
+// its memory, the hidden state and the logits are copied across, exactly as
+// with a GPU; the kernels are the CPU's, so tokens must equal the host run
+// bit for bit.
+#include <gtest/gtest.h>
+
+#include "backend/cpu/cpu_backend.h"
+#include "engine/engine_runner.h"
+#include "util/error.h"
+
+namespace pagellm {
+namespace {
+
+using namespace test;  // engine_runner.h
+
+// "host" is the host; every other device is a staged stand-in for a GPU.
+std::unique_ptr<Backend> staged_factory(const std::string& device) {
+  return std::make_unique<cpu::CpuBackend>(nullptr, /*staged=*/device != "host");
+}
+
+void check_staged(const std::string& model_file) {
+  // The device layers keep the file's layout, so the reference does too.
+  Loaded ref = load(model_file, {.repack = false});
+  const int32_t L = ref.model->hparams().n_layer;
+  auto prompts = make_prompts(*ref.tok, 12);
+  const int gen = 12;
+  EngineConfig cfg;
+  cfg.num_blocks = 12;  // tight: preemption and recompute
+  cfg.scheduler.max_batched_tokens = 40;
+  EngineStats st;
+  const auto want = run_all(ref, prompts, cfg, gen, &st);
+  EXPECT_GT(st.preemptions, 0u);
+
+  const std::vector<std::vector<KvPoolPlacement>> splits = {
+      {{"cpu:0", 0, L}},  // everything on the device, output head too
+      {{"cpu:0", 0, L / 2}, {"host", L / 2, L}},
+      {{"host", 0, 1}, {"cpu:0", 1, L - 1}, {"cpu:1", L - 1, L}}};
+  for (const auto& placements : splits) {
+    Loaded m = load(model_file,
+                    {.repack = false, .placements = placements, .backend_factory = staged_factory});
+    EXPECT_GT(m.model->device_weight_bytes(), 0u);
+    auto got = run_all(m, prompts, cfg, gen);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(got[i], want[i]) << placements.size() << " devices, request " << i;
+    if (placements.size() > 1) {
+      EXPECT_GT(m.model->transfer_bytes(), 0u);
+    }
+    // The KV pools were allocated by the devices' backends.
+    ThreadPool pool(1);
+    Engine e(*m.model, *m.tok, pool, cfg);
+    for (const auto& p : placements)
+      EXPECT_NE(m.model->backend_for_device(p.device), nullptr) << p.device;
+  }
+}
+
+TEST(StagedDevices, Stories260KTokensEqualTheHostRun) {
+  check_staged("stories260K.gguf");
+}
+
+TEST(StagedDevices, RandomQ4_KTokensEqualTheHostRun) {
+  check_staged("golden/random/rand-llama-tok512-Q4_K.gguf");
+}
+
+TEST(StagedDevices, Qwen2BiasesTokensEqualTheHostRun) {
+  check_staged("golden/random/rand-qwen2-tok512-Q8_0.gguf");
+}
+
+TEST(StagedDevices, LayersCopiedToADeviceStayThere) {
+  Loaded m = load("stories260K.gguf", {.placements = {{"cpu:0", 0, 2}, {"host", 2, 5}},
+                                       .backend_factory = staged_factory});
+  ASSERT_EQ(m.model->hparams().n_layer, 5);
+  ThreadPool pool(1);
+  EngineConfig cfg;
+  cfg.num_blocks = 8;
+  cfg.placements = {{"cpu:0", 0, 3}, {"host", 3, 5}};
+  try {
+    Engine e(*m.model, *m.tok, pool, cfg);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("copied to their devices at load (0-1:cpu:0,2-4:host)"),
+              std::string::npos)
+        << e.what();
+  }
+  cfg.placements = {{"cpu:0", 0, 2}, {"host", 2, 5}};
+  Engine e(*m.model, *m.tok, pool, cfg);  // the same placement is fine
+}
+
+TEST(StagedDevices, BadPlacementsAreRefusedAtLoad) {
+  for (const std::vector<KvPoolPlacement>& bad : std::vector<std::vector<KvPoolPlacement>>{
+           {{"host", 0, 3}}, {{"host", 1, 5}}, {{"host", 0, 3}, {"cpu:0", 2, 5}}}) {
+    EXPECT_THROW(LlamaModel::load(data_path("stories260K.gguf"), {.placements = bad}), ConfigError);
+  }
+  EXPECT_THROW(LlamaModel::load(data_path("stories260K.gguf"), {.placements = {{"gpu:0", 0, 5}}}),
+               ConfigError);
+}
+
+}  // namespace
+}  // namespace pagellm
