@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # GPU check of the CUDA backend, for a machine with an NVIDIA GPU and the CUDA
-# toolkit (nvcc, cuBLAS).
+# toolkit (nvcc, cuBLAS). One prepared run, a few minutes on an H200:
 #
-# Covers: a build with -DPAGELLM_CUDA=ON and the CUDA backend's own tests
-# (tests/backend_cuda: every kernel of src/backend/cuda against the CPU kernels
-# or a double-precision reference: embedding gather, RMSNorm, RoPE, SwiGLU,
-# residual add, KV write, paged attention, GEMV, cuBLAS GEMM; plus the
-# host-side tests). Does NOT cover a model run or a benchmark: the engine does
-# not use the CUDA backend yet.
+# 1. a build with -DPAGELLM_CUDA=ON for this GPU's architecture;
+# 2. the GPU tests: every kernel of src/backend/cuda against the CPU kernels
+#    or a double-precision reference (tests/backend_cuda), and the engine on
+#    the GPU (tests/engine/cuda_engine_test.cpp): whole forward passes against
+#    the CPU's logits, greedy tokens equal to the CPU run on one GPU, on the
+#    GPU split into two virtual devices, and shared with the host;
+# 3. a benchmark on a generated 8B-shape Q4_0 model (n_embd 4096, 32 layers,
+#    32 heads / 8 KV heads, n_ff 14336, vocab 32000): the plan, decode and
+#    prefill tokens/s at batch 1, aggregate decode at 64 sequences, and the
+#    decode's fraction of the HBM roofline (PEAK_GBPS, by default the nominal
+#    bandwidth of the GPU model when known).
 #
 # A test that reports "no CUDA device" here is a failure (the GPU is not
 # visible to the CUDA runtime). The summary table is printed last.
 #
-# Usage: scripts/gpu-check.sh            (BUILD_DIR=build-gpu, JOBS=nproc)
+# Usage: scripts/gpu-check.sh   (BUILD_DIR=build-gpu, JOBS=nproc, SKIP_BENCH=1,
+#                                 PEAK_GBPS=...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-gpu}
@@ -23,9 +29,12 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=index,name,driver_ver
   --format=csv,noheader || echo "nvidia-smi not found"
 
 t0=$(date +%s)
+# Only this GPU's architecture: a quicker build than the default four.
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGELLM_CUDA=ON \
-  -DPAGELLM_BUILD_BENCH=OFF >/dev/null
-flock /tmp/pagellm-build.lock cmake --build "$BUILD_DIR" -j "$JOBS" --target test_backend_cuda
+  -DPAGELLM_BUILD_BENCH=OFF ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} >/dev/null
+flock /tmp/pagellm-build.lock cmake --build "$BUILD_DIR" -j "$JOBS" \
+  --target pagellm test_backend_cuda test_engine
 t1=$(date +%s)
 
 mkdir -p "$LOG_DIR"
@@ -36,10 +45,63 @@ ctest_rc=${PIPESTATUS[0]}
 set -e
 t2=$(date +%s)
 
+
+# The benchmark: an 8B-shape Q4_0 model with random weights.
+bench_json="$LOG_DIR/bench.json"
+echo '{}' >"$bench_json"
+if [ -z "${SKIP_BENCH:-}" ]; then
+  model="$LOG_DIR/llama-8b-q4_0.gguf"
+  [ -f "$model" ] || "$BUILD_DIR/pagellm" make-model --arch llama --n-embd 4096 --n-layer 32 \
+    --n-head 32 --n-head-kv 8 --n-ff 14336 --n-ctx 4096 --type q4_0 --seed 1 -t "$JOBS" \
+    --vocab-from tests/data/golden/random/rand-llama-spm32k-Q4_0.gguf -o "$model"
+  set +e
+  "$BUILD_DIR/pagellm" plan -m "$model" --max-seq-len 1024 --max-num-seqs 64 | tee "$LOG_DIR/plan.txt"
+  "$BUILD_DIR/pagellm" plan -m "$model" --max-seq-len 1024 --max-num-seqs 64 --json >"$LOG_DIR/plan.json"
+  "$BUILD_DIR/pagellm" bench -m "$model" --concurrency 1 --requests 2 --prompt-len 512 \
+    --gen-len 128 --json >"$LOG_DIR/c1.json"
+  "$BUILD_DIR/pagellm" bench -m "$model" --concurrency 64 --requests 64 --prompt-len 128 \
+    --gen-len 128 --json >"$LOG_DIR/c64.json"
+  set -e
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  python3 - "$LOG_DIR" "$gpu_name" "${PEAK_GBPS:-}" >"$bench_json" <<'PY'
+import json, os, sys
+d, gpu, peak = sys.argv[1], sys.argv[2], sys.argv[3]
+def load(name):
+    try:
+        return json.load(open(os.path.join(d, name)))
+    except Exception as e:  # a failed run: reported as missing
+        return {}
+nominal = {"H200": 4800, "H100 SXM": 3350, "H100 NVL": 3900, "H100 PCIe": 2000, "H100": 3350,
+           "A100-SXM4-80GB": 2039, "A100 80GB PCIe": 1935, "A100": 1555, "L40S": 864, "L4": 300}
+if not peak:
+    peak = next((v for k, v in nominal.items() if k in gpu), 0)
+peak = float(peak or 0)
+plan, c1, c64 = load("plan.json"), load("c1.json"), load("c64.json")
+gpu_weights = sum(x.get("weight_bytes", 0) for x in plan.get("devices", [])
+                  if x.get("name", "").startswith("cuda"))
+out = {"gpu": gpu, "peak_gbps": peak, "gpu_weight_bytes": gpu_weights,
+       "gpu_layers": sum(x.get("last_layer", -1) - x.get("first_layer", -1) + (1 if x.get("first_layer", -1) >= 0 else 0)
+                         for x in plan.get("devices", []) if x.get("name", "").startswith("cuda"))}
+if c1.get("itl_p50_s"):
+    out["decode_tok_s"] = 1.0 / c1["itl_p50_s"]
+    out["decode_gbps"] = out["decode_tok_s"] * gpu_weights / 1e9
+    if peak:
+        out["roofline_fraction"] = out["decode_gbps"] / peak
+if c1.get("ttft_p50_s"):
+    out["prefill_tok_s"] = c1["prompt_len"] / c1["ttft_p50_s"]
+if c1.get("generated_tokens_per_s") and c64.get("generated_tokens_per_s"):
+    out["c1_tok_s"] = c1["generated_tokens_per_s"]
+    out["c64_tok_s"] = c64["generated_tokens_per_s"]
+    out["c64_over_c1"] = c64["generated_tokens_per_s"] / c1["generated_tokens_per_s"]
+print(json.dumps(out))
+PY
+fi
+
 # One row per test from ctest's progress lines: "n/N Test #k: Name ....   Passed  0.1 sec".
-python3 - "$LOG_DIR/ctest.log" "$ctest_rc" "$((t1 - t0))" "$((t2 - t1))" <<'PY'
-import re, sys
+python3 - "$LOG_DIR/ctest.log" "$ctest_rc" "$((t1 - t0))" "$((t2 - t1))" "$bench_json" <<'PY'
+import json, re, sys
 log, rc, build_s, test_s = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+bench = json.load(open(sys.argv[5]))
 rows = []
 for line in open(log, errors="replace"):
     m = re.search(r"Test\s+#\d+: (\S+) \.*\s*(\*\*\*)?(Passed|Failed|Skipped|Not Run|Timeout|\w+).*?([\d.]+) sec", line)
@@ -55,6 +117,18 @@ for name, res, sec in rows:
     print(f"{name.ljust(w)}  {res:8}  {sec}")
 print(f"build {build_s}s, tests {test_s}s: {len(rows)} tests, {len(rows) - len(skipped) - len(failed)} "
       f"passed, {len(failed)} failed, {len(skipped)} skipped (skips here mean no GPU was visible)")
+if bench:
+    print()
+    print("== 8B-shape Q4_0 benchmark ==")
+    for k, v in bench.items():
+        print(f"{k:20} {v:.4g}" if isinstance(v, float) else f"{k:20} {v}")
+    goals = []
+    if "roofline_fraction" in bench:
+        goals.append(("decode >= 60% of HBM roofline", bench["roofline_fraction"] >= 0.6))
+    if "c64_over_c1" in bench:
+        goals.append(("c64 >= 10x c1", bench["c64_over_c1"] >= 10))
+    for g, met in goals:
+        print(f"goal: {g}: {'met' if met else 'NOT met'}")
 ok = rc == 0 and rows and not failed and not skipped
 print("RESULT:", "PASS" if ok else "FAIL")
 sys.exit(0 if ok else 1)

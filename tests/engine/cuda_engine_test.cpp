@@ -123,7 +123,7 @@ TEST(CudaEngine, GreedyTokensEqualTheCpuWithHostLayers) {
 
 // Without a GPU (or without CUDA in the build), placing layers on one fails
 // cleanly at load.
-TEST(CudaEngine, NoGpuIsAClearError) {
+TEST(GpuPlacement, WithoutAGpuIsAClearError) {
   if (have_gpu()) GTEST_SKIP() << "a CUDA device is present";
   try {
     load("stories260K.gguf", {.placements = {{"cuda:0", 0, 5}}});
