@@ -35,6 +35,7 @@ uint64_t CostModel::workspace(int i, int s, int e) const {
   if (e > s) w += fp_.layer_workspace_bytes;
   if (e > s && e == n_) w += fp_.output_workspace_bytes;
   if (i == host()) w += fp_.host_workspace_bytes;
+  if (e > s && dev(i).device.kind == DeviceKind::kCuda) w += fp_.cuda_matmul_scratch_bytes;
   return w;
 }
 

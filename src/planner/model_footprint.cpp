@@ -78,8 +78,14 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
 
   bool has_output = false;
   uint64_t embd_bytes = 0, output_bytes = 0, output_norm_bytes = 0;
+  uint64_t largest_expanded = 0;  // elements of the largest matrix cuBLAS sees as an f16 copy
   for (const auto& ts : tensors) {
     const int64_t layer = layer_of(ts.name);
+    const bool gpu_matrix =
+        layer >= 0 || ts.name == "output.weight" || ts.name == "token_embd.weight";
+    if (gpu_matrix && ts.type != DType::F16 && ts.type != DType::F32 && ts.n_in > 0 && ts.n_out > 0)
+      largest_expanded = std::max(largest_expanded,
+                                  static_cast<uint64_t>(ts.n_in) * static_cast<uint64_t>(ts.n_out));
     TensorSize t = ts;
     t.bytes = loaded_bytes(ts, layer >= 0, opts);
     fp.weight_bytes_by_type[dtype_name(t.type)] += t.bytes;
@@ -118,6 +124,7 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
                              4 * T * static_cast<uint64_t>(hp.n_rot) + (uint64_t{1} << 20);
   fp.output_workspace_bytes = 4 * R * (V + E);
   fp.host_workspace_bytes = 4 * R * V;
+  fp.cuda_matmul_scratch_bytes = 2 * largest_expanded + 2 * T * widest;
   return fp;
 }
 

@@ -15,6 +15,9 @@
 //     + 1 MiB                              block-table pointers, per-thread scratch
 //   on the device of the last layer:  4*R*(V + E)   output-norm rows and logits
 //   on the host:                      4*R*V         logits back for sampling
+//   on a CUDA device that runs layers: 2*(largest quantized matrix) + 2*T*max(E,F)
+//                                      f16 copies of a weight matrix and of the
+//                                      activations for cuBLAS (backend/cuda/gemm.h)
 #pragma once
 
 #include <cstdint>
@@ -64,6 +67,7 @@ struct ModelFootprint {
   uint64_t layer_workspace_bytes = 0;
   uint64_t output_workspace_bytes = 0;
   uint64_t host_workspace_bytes = 0;
+  uint64_t cuda_matmul_scratch_bytes = 0;
 
   uint64_t total_layer_weight_bytes() const;
   uint64_t total_weight_bytes() const;  // layers + host + output (not counting a tied copy)

@@ -126,5 +126,34 @@ TEST(ModelFootprint, CountsRepackedMatricesAtTheirLoadedSize) {
   }
 }
 
+// A CUDA device expands one quantized matrix at a time to f16 for cuBLAS,
+// plus the activations: the largest quantized matrix counts (F16/F32 ones are
+// used in place), whatever its place in the file.
+TEST(ModelFootprint, CudaScratchHoldsTheLargestQuantizedMatrixInF16) {
+  ModelHParams hp;
+  hp.arch = "llama";
+  hp.n_vocab = 1000;
+  hp.n_ctx_train = 2048;
+  hp.n_embd = 256;
+  hp.n_layer = 1;
+  hp.n_head = 4;
+  hp.n_head_kv = 2;
+  hp.head_dim = 64;
+  hp.n_ff = 512;
+  hp.n_rot = 64;
+  std::vector<TensorSize> tensors = {
+      {"token_embd.weight", DType::Q8_0, 1000, 256, 1000},
+      {"blk.0.attn_q.weight", DType::Q4_K, 100, 256, 256},
+      {"blk.0.ffn_down.weight", DType::Q6_K, 200, 512, 256},
+      {"blk.0.ffn_up.weight", DType::F16, 300, 256, 4000}};  // larger, but used in place
+  FootprintOptions opts;
+  opts.max_batched_tokens = 64;
+  EXPECT_EQ(model_footprint(hp, tensors, opts).cuda_matmul_scratch_bytes,
+            2u * 256 * 1000 + 2u * 64 * 512);
+  tensors.push_back({"output.weight", DType::Q4_0, 100, 256, 3000});
+  EXPECT_EQ(model_footprint(hp, tensors, opts).cuda_matmul_scratch_bytes,
+            2u * 256 * 3000 + 2u * 64 * 512);
+}
+
 }  // namespace
 }  // namespace pagellm

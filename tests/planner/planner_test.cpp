@@ -348,6 +348,21 @@ TEST(Planner, ThreeUnequalGpus) {
   EXPECT_GT(p.num_blocks, even);
 }
 
+// A CUDA device that runs layers also holds the cuBLAS scratch; a virtual
+// CPU device in the same place does not.
+TEST(Planner, CudaDevicesCountTheMatmulScratch) {
+  ModelFootprint fp = synth_model(8, 100 * kMiB, 4 * kKiB, 64 * kMiB, 100 * kMiB, 200 * kMiB);
+  fp.output_workspace_bytes = 16 * kMiB;
+  fp.cuda_matmul_scratch_bytes = 300 * kMiB;
+  const Plan on_gpu = plan_checked(request(1024, 4), fp, {gpu(0, 8 * kGiB), host(16 * kGiB)});
+  const Plan on_vcpu = plan_checked(request(1024, 4), fp, {vcpu(0, 8 * kGiB), host(16 * kGiB)});
+  ASSERT_EQ(on_gpu.devices[0].n_layers(), 8);
+  ASSERT_EQ(on_vcpu.devices[0].n_layers(), 8);
+  EXPECT_EQ(on_gpu.devices[0].workspace_bytes,
+            on_vcpu.devices[0].workspace_bytes + fp.cuda_matmul_scratch_bytes);
+  EXPECT_EQ(on_gpu.devices[1].workspace_bytes, on_vcpu.devices[1].workspace_bytes);
+}
+
 // ---- one GPU split into two parts of unequal memory ----
 
 TEST(Planner, SplitGpuHoldsLayersOnBothPartsWithinTheGpu) {
