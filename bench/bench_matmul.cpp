@@ -160,6 +160,10 @@ void BM_Gemv(benchmark::State& state) {
 void BM_Gemm64(benchmark::State& state) {
   run_matmul(state, 64);
 }
+// Batched decode: 16 sequences at once.
+void BM_Gemm16(benchmark::State& state) {
+  run_matmul(state, 16);
+}
 // Compute-bound GEMV rate: a small matrix that stays in L2.
 void BM_GemvCached(benchmark::State& state) {
   run_matmul(state, 1, false);
@@ -180,6 +184,7 @@ void shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Gemv)->Apply(shapes);
 BENCHMARK(BM_Gemm64)->Apply(shapes);
+BENCHMARK(BM_Gemm16)->Apply(shapes);
 BENCHMARK(BM_GemvCached)->Apply([](benchmark::internal::Benchmark* b) {
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16}) {
     b->Args({static_cast<int64_t>(t), 2048, 256, 0});
