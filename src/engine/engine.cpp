@@ -301,7 +301,6 @@ bool Engine::step() {
     }
   }
   if (out.empty()) return false;
-  for (const auto& c : out.copies) pool_storage_->copy_block(c.src, c.dst);
 
   batch_.clear();
   std::vector<SeqState*> sampled;
@@ -320,6 +319,8 @@ bool Engine::step() {
           static_cast<uint64_t>(std::min(end, s->n_prompt) - s->n_computed);
   }
   try {
+    // Copy-on-write copies first (on a GPU they can fail like the forward pass).
+    for (const auto& c : out.copies) pool_storage_->copy_block(c.src, c.dst);
     model_.forward(batch_, *pool_storage_, pool_, logits_);
   } catch (const std::exception& e) {
     // Nothing of this step is committed; the batch's requests end with the error.

@@ -22,7 +22,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   const Device d = parse_device_name(name);
   if (d.kind == DeviceKind::kCpu) return std::make_unique<cpu::CpuBackend>();
 #if PAGELLM_HAVE_CUDA_BACKEND
-  return std::make_unique<cuda::CudaBackend>(d.index);
+  return std::make_unique<cuda::CudaBackend>(d.index, d.name());
 #else
   throw ConfigError(fmt::format(
       "device {}: this pagellm was built without CUDA (configure with -DPAGELLM_CUDA=ON)", name));

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "device/memory_probe.h"
 #include "engine/engine_runner.h"
@@ -75,6 +76,8 @@ TEST(CudaEngine, ForwardLogitsMatchTheCpu) {
     const int32_t L = cpu.model->hparams().n_layer;
     Loaded gpu = load(file, {.placements = {{"cuda:0", 0, L}}});
     for (DType kv : {DType::F16, DType::Q8_0}) {
+      // A q8_0 cache needs head_dim % 32 == 0 (stories260K's is 8).
+      if (kv == DType::Q8_0 && cpu.model->hparams().head_dim % 32 != 0) continue;
       const auto want = two_steps(*cpu.model, kv);
       const auto got = two_steps(*gpu.model, kv);
       // Activations: Q8 blocks on the CPU, f16 (prefill) or f32 (decode) on
@@ -85,7 +88,35 @@ TEST(CudaEngine, ForwardLogitsMatchTheCpu) {
   }
 }
 
-void check_tokens(const std::string& file, const std::vector<KvPoolPlacement>& placements) {
+// The CPU's margin for its next token after `ids`: top-1 minus top-2 logit,
+// over the largest |logit|.
+double cpu_margin(LlamaModel& cpu, const std::vector<int32_t>& ids) {
+  const int32_t bs = 16;
+  BlockAllocator alloc(static_cast<int32_t>(ids.size()) / bs + 2);
+  KvCacheStorage kv(cpu.kv_shape(alloc.num_blocks(), bs, DType::F16), cpu.placements());
+  BlockTable t(bs);
+  EXPECT_TRUE(t.reserve(alloc, static_cast<int64_t>(ids.size())));
+  Batch b;
+  const int32_t s = b.add_sequence(t);
+  for (size_t i = 0; i < ids.size(); ++i)
+    b.add_token(s, ids[i], static_cast<int32_t>(i), i + 1 == ids.size());
+  ThreadPool pool(2);
+  std::vector<float> logits;
+  cpu.forward(b, kv, pool, logits);
+  std::vector<float> sorted = logits;
+  std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+  double scale = 1e-30;
+  for (float v : logits) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+  return (sorted[0] - sorted[1]) / scale;
+}
+
+// Greedy tokens on `placements` equal the CPU's. The GPU computes with f32
+// (decode) or f16 (prefill) activations where the CPU uses Q8 blocks, so a
+// sequence may part from the CPU's where the CPU itself nearly tied (margin
+// under 2%); anywhere else is a failure, and so are more than two such partings.
+// Returns the GPU's tokens.
+std::vector<std::vector<int32_t>> check_tokens(const std::string& file,
+                                               const std::vector<KvPoolPlacement>& placements) {
   Loaded cpu = load(file);
   auto prompts = make_prompts(*cpu.tok, 8);
   EngineConfig cfg;
@@ -93,9 +124,21 @@ void check_tokens(const std::string& file, const std::vector<KvPoolPlacement>& p
   const auto want = run_all(cpu, prompts, cfg, 16);
   Loaded gpu = load(file, {.placements = placements});
   const auto got = run_all(gpu, prompts, cfg, 16);
-  for (size_t i = 0; i < prompts.size(); ++i)
-    EXPECT_EQ(got[i], want[i]) << file << " on " << placements.front().device << "...: request "
-                               << i;
+  int parted = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (got[i] == want[i]) continue;
+    size_t k = 0;
+    while (k < got[i].size() && k < want[i].size() && got[i][k] == want[i][k]) ++k;
+    std::vector<int32_t> ids = prompts[i];
+    ids.insert(ids.end(), want[i].begin(), want[i].begin() + static_cast<std::ptrdiff_t>(k));
+    const double margin = cpu_margin(*cpu.model, ids);
+    EXPECT_LT(margin, 0.02) << file << " on " << placements.front().device << "...: request " << i
+                            << " parts from the CPU at token " << k
+                            << " where the CPU's choice was clear";
+    ++parted;
+  }
+  EXPECT_LE(parted, 2) << file;
+  return got;
 }
 
 TEST(CudaEngine, GreedyTokensEqualTheCpuOnOneGpu) {
@@ -106,11 +149,15 @@ TEST(CudaEngine, GreedyTokensEqualTheCpuOnOneGpu) {
   }
 }
 
+// Split in two: the same kernels on the same shapes as one GPU, so the same
+// tokens bit for bit.
 TEST(CudaEngine, GreedyTokensEqualTheCpuOnTwoVirtualGpus) {
   REQUIRE_GPU();
   for (const char* file : {"stories260K.gguf", "golden/random/rand-llama-tok512-Q4_0.gguf"}) {
     const int32_t L = load(file).model->hparams().n_layer;
-    check_tokens(file, {{"cuda:0", 0, L / 2}, {"cuda:0.1", L / 2, L}});
+    const auto one = check_tokens(file, {{"cuda:0", 0, L}});
+    const auto two = check_tokens(file, {{"cuda:0", 0, L / 2}, {"cuda:0.1", L / 2, L}});
+    EXPECT_EQ(one, two) << file;
   }
 }
 

@@ -21,8 +21,9 @@ size_t align_up(size_t n, size_t a) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(int index) : dev_(index) {
-  name_ = fmt::format("cuda:{} ({})", index, dev_.name());
+CudaBackend::CudaBackend(int index, const std::string& label) : dev_(index) {
+  name_ =
+      fmt::format("{} ({})", label.empty() ? fmt::format("cuda:{}", index) : label, dev_.name());
 }
 
 CudaBackend::~CudaBackend() = default;
@@ -47,7 +48,10 @@ void CudaBackend::deallocate(void* p, size_t /*bytes*/) noexcept {
   int prev = 0;
   cudaGetDevice(&prev);
   cudaSetDevice(dev_.index());
-  cudaFree(p);  // waits for the device; an error here cannot be reported
+  // Work queued on this backend's stream may still use p; errors here
+  // cannot be reported.
+  cudaStreamSynchronize(static_cast<cudaStream_t>(dev_.stream()));
+  cudaFree(p);
   cudaSetDevice(prev);
 }
 

@@ -22,7 +22,9 @@ class CudaBackend final : public Backend {
   static constexpr int64_t kGemvMaxRows = 8;
 
   // Throws CudaError when GPU `index` is not there or cannot be initialised.
-  explicit CudaBackend(int index);
+  // `label` names it in messages ("cuda:0.1" for a part of a split GPU;
+  // default "cuda:<index>").
+  explicit CudaBackend(int index, const std::string& label = {});
   ~CudaBackend() override;
 
   std::string name() const override { return name_; }

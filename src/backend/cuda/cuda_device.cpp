@@ -133,6 +133,8 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 void DeviceBuffer::reserve(const CudaDevice& device, size_t bytes) {
   if (ptr_ && bytes <= bytes_ && device_ == device.index()) return;
+  // Kernels queued on the stream may still read the old buffer.
+  if (ptr_ && device_ == device.index()) device.synchronize();
   reset();
   if (bytes == 0) return;
   device.make_current();
