@@ -14,6 +14,12 @@ void Backend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) {
   to.upload(dst, staging.get(), bytes);
 }
 
+void Backend::norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
+                          const MatmulOutput* outs, size_t n_outs) {
+  rms_norm(x, norm, h, rows, outs[0].w->n_in, eps);
+  matmul(h, rows, outs, n_outs);
+}
+
 BackendBuffer::BackendBuffer(Backend& backend, size_t bytes) {
   ensure(backend, bytes);
 }

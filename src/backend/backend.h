@@ -93,6 +93,16 @@ class Backend {
   void matmul(const float* x, int64_t rows, std::initializer_list<MatmulOutput> outs) {
     matmul(x, rows, outs.begin(), outs.size());
   }
+  // y_i = rms_norm(x) W_i^T: RMSNorm (as rms_norm below, weight `norm`) of
+  // each row of x ([rows][n_in]), then the products. The normalized rows go to
+  // h ([rows][n_in]) unless the backend fuses the norm into its matmul input
+  // (then h is untouched). The default runs rms_norm into h, then matmul.
+  virtual void norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
+                           const MatmulOutput* outs, size_t n_outs);
+  void norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
+                   std::initializer_list<MatmulOutput> outs) {
+    norm_matmul(x, norm, eps, h, rows, outs.begin(), outs.size());
+  }
   // Reserves the matmul scratch for `rows` rows against w, so that steps do
   // not allocate.
   virtual void reserve_matmul(const MatrixView& /*w*/, int64_t /*rows*/) {}

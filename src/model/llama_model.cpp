@@ -202,8 +202,7 @@ void LlamaModel::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T)
   const MatrixView wq = L.wq.cpu(), wk = L.wk.cpu(), wv = L.wv.cpu(), wo = L.wo.cpu(),
                    wg = L.w_gate.cpu(), wu = L.w_up.cpu(), wd = L.w_down.cpu();
 
-  b.rms_norm(x, L.attn_norm, h, T, E, hp_.rms_eps);
-  b.matmul(h, T, {{&wq, q}, {&wk, k}, {&wv, v}});
+  b.norm_matmul(x, L.attn_norm, hp_.rms_eps, h, T, {{&wq, q}, {&wk, k}, {&wv, v}});
   if (L.bq) b.add_bias(q, L.bq, T, E, E);
   if (L.bk) b.add_bias(k, L.bk, T, KV, KV);
   if (L.bv) b.add_bias(v, L.bv, T, KV, KV);
@@ -217,8 +216,7 @@ void LlamaModel::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T)
   b.matmul(attn, T, {{&wo, h}});
   b.add_inplace(x, h, T * E);
 
-  b.rms_norm(x, L.ffn_norm, h, T, E, hp_.rms_eps);
-  b.matmul(h, T, {{&wg, gate}, {&wu, up}});
+  b.norm_matmul(x, L.ffn_norm, hp_.rms_eps, h, T, {{&wg, gate}, {&wu, up}});
   b.silu_mul(gate, up, T * F);
   b.matmul(gate, T, {{&wd, h}});
   b.add_inplace(x, h, T * E);

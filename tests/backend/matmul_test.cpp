@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cpu/activation_quant.h"
+#include "backend/cpu/ops.h"
 #include "backend/cpu/vec_dot.h"
 #include "backend/kernel_test_util.h"
 #include "tensor/fp16.h"
@@ -140,6 +141,29 @@ TEST(Matmul, ReusesScratchAndActivations) {
 
   auto w3 = make_weights(DType::Q4_0, 8, n, 4, WeightFill::Quantized);
   EXPECT_THROW(matmul(view(w3), a, y1.data(), 8, pool), Error);  // Q8_0 needed
+}
+
+// Activations normalized on the fly (RowNorm) give the products of the rows
+// normalized first (rms_norm), bit for bit, for every type.
+TEST(Matmul, NormFusedIntoQuantizationEqualsNormFirst) {
+  const int64_t T = 5;
+  for (DType t : dot_weight_types()) {
+    const int64_t n = inner_len(t);
+    auto w = make_weights(t, 21, n, 7, WeightFill::Quantized);
+    auto x = random_floats(static_cast<size_t>(T * n), 11, 3.0f);
+    auto weight = random_floats(static_cast<size_t>(n), 12);
+    std::vector<float> h(x.size());
+    rms_norm(x.data(), weight.data(), h.data(), T, n, 1e-5f);
+    ThreadPool pool(2);
+    MatmulScratch s1, s2;
+    std::vector<float> want(T * 21), got(T * 21);
+    matmul(view(w), h.data(), n, T, want.data(), 21, pool, s1);
+    const RowNorm norm{weight.data(), 1e-5f};
+    const ActivationRows a =
+        quantize_activations(view(w), x.data(), n, T, pool, s2, best_isa(), &norm);
+    matmul(view(w), a, got.data(), 21, pool);
+    EXPECT_EQ(got, want) << dtype_name(t);
+  }
 }
 
 TEST(Matmul, RejectsLengthMismatch) {

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/activation_quant.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/ops.h"
 #include "backend/cpu/packed_weights.h"
 #include "backend/kernel_test_util.h"
 #include "tensor/blocks.h"
@@ -259,6 +260,28 @@ TEST(PackedMatmul, RejectsActivationsOfTheOtherLayout) {
   ActivationRows split = quantize_activations(p.view(), x.data(), 64, 1, pool, scratch2);
   WeightMatrix plain{DType::Q8_0, 64, 16, w.bytes.data(), w.stride};
   EXPECT_THROW(matmul(plain, split, y.data(), 16, pool), Error);
+}
+
+// Rows16 activations normalized on the fly (RowNorm) equal the rows
+// normalized first, bit for bit.
+TEST(PackedMatmul, NormFusedIntoQuantizationEqualsNormFirst) {
+  const int64_t T = 6;
+  for (DType t : kTypes) {
+    const int64_t n = len_for(t, 512);
+    const Packed p = pack(make_weights(t, 40, n, 5, WeightFill::Quantized));
+    auto x = random_floats(static_cast<size_t>(T * n), 13, 3.0f);
+    auto weight = random_floats(static_cast<size_t>(n), 14);
+    std::vector<float> h(x.size());
+    rms_norm(x.data(), weight.data(), h.data(), T, n, 1e-6f);
+    ThreadPool pool(2);
+    MatmulScratch s1, s2;
+    std::vector<float> want(T * 40), got(T * 40);
+    matmul(p.view(), h.data(), n, T, want.data(), 40, pool, s1);
+    const RowNorm norm{weight.data(), 1e-6f};
+    matmul(p.view(), quantize_activations(p.view(), x.data(), n, T, pool, s2, best_isa(), &norm),
+           got.data(), 40, pool);
+    EXPECT_EQ(got, want) << dtype_name(t);
+  }
 }
 
 }  // namespace

@@ -57,7 +57,8 @@ void CpuBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
   rope_->prepare(in.positions, in.n_tokens);
 }
 
-void CpuBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
+void CpuBackend::run_prepared(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs,
+                              const RowNorm* norm) {
   prepared_.clear();
   for (size_t i = 0; i < n_outs; ++i) {
     const MatrixView& w = *outs[i].w;
@@ -66,11 +67,25 @@ void CpuBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs, 
     for (const auto& p : prepared_)
       if (p.first == f) act = &p.second;
     if (!act) {
-      prepared_.emplace_back(f, quantize_activations(w, x, w.n_in, rows, pool(), scratch_[f]));
+      prepared_.emplace_back(
+          f, quantize_activations(w, x, w.n_in, rows, pool(), scratch_[f], best_isa(), norm));
       act = &prepared_.back().second;
     }
     cpu::matmul(w, *act, outs[i].y, w.n_out, pool());
   }
+}
+
+void CpuBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
+  run_prepared(x, rows, outs, n_outs, nullptr);
+}
+
+void CpuBackend::norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
+                             const MatmulOutput* outs, size_t n_outs) {
+  for (size_t i = 0; i < n_outs; ++i)
+    if (dot_type(outs[i].w->type) == DType::F32)
+      return Backend::norm_matmul(x, norm, eps, h, rows, outs, n_outs);
+  const RowNorm rn{norm, eps};
+  run_prepared(x, rows, outs, n_outs, &rn);
 }
 
 void CpuBackend::reserve_matmul(const MatrixView& w, int64_t rows) {

@@ -37,6 +37,11 @@ class CpuBackend final : public Backend {
   void begin_step(const StepInputs& in, const RopeParams& rope) override;
   using Backend::matmul;
   void matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) override;
+  // Quantized weights: each row is normalized by the worker that quantizes
+  // it (RowNorm), never written out; float weights take the default path.
+  using Backend::norm_matmul;
+  void norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
+                   const MatmulOutput* outs, size_t n_outs) override;
   void reserve_matmul(const MatrixView& w, int64_t rows) override;
   void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t n,
                 float eps) override;
@@ -61,6 +66,8 @@ class CpuBackend final : public Backend {
   using Format = std::pair<DType, WeightLayout>;
   std::map<Format, MatmulScratch> scratch_;
   std::vector<std::pair<Format, ActivationRows>> prepared_;
+  void run_prepared(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs,
+                    const RowNorm* norm);
 };
 
 }  // namespace pagellm::cpu

@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "backend/cpu/activation_quant.h"
 #include "backend/cpu/dot_kernels.h"
+#include "backend/cpu/ops.h"
 #include "backend/cpu/packed_weights.h"
 #include "util/error.h"
 
@@ -38,16 +40,42 @@ void* MatmulScratch::reserve(size_t bytes) {
   return data_;
 }
 
+namespace {
+
+// Row t of x, normalized into this thread's buffer when `norm` is given.
+const float* source_row(const float* x, int64_t n, const RowNorm* norm) {
+  if (!norm) return x;
+  thread_local std::vector<float> buf;
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+  rms_norm(x, norm->weight, buf.data(), 1, n, norm->eps);
+  return buf.data();
+}
+
+}  // namespace
+
 ActivationRows quantize_activations(DType weight_type, const float* x, int64_t x_stride,
                                     int64_t rows, int64_t n, ThreadPool& pool,
-                                    MatmulScratch& scratch, CpuIsa isa) {
+                                    MatmulScratch& scratch, CpuIsa isa, const RowNorm* norm) {
   ActivationRows a;
   a.dot_type = dot_type(weight_type);
   a.n = n;
   a.rows = rows;
-  if (a.dot_type == DType::F32) {
+  if (a.dot_type == DType::F32 && !norm) {
     a.data = x;
     a.row_stride = static_cast<size_t>(x_stride) * sizeof(float);
+    return a;
+  }
+  if (a.dot_type == DType::F32) {
+    // Float activations: the normalized rows themselves.
+    a.row_stride = (static_cast<size_t>(n) * sizeof(float) + 63) & ~size_t{63};
+    auto* dst = static_cast<uint8_t*>(scratch.reserve(a.row_stride * static_cast<size_t>(rows)));
+    a.data = dst;
+    pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t)
+        rms_norm(x + t * x_stride, norm->weight,
+                 reinterpret_cast<float*>(dst + static_cast<size_t>(t) * a.row_stride), 1, n,
+                 norm->eps);
+    });
     return a;
   }
   const size_t row_bytes = activation_row_bytes(weight_type, n);
@@ -61,10 +89,12 @@ ActivationRows quantize_activations(DType weight_type, const float* x, int64_t x
     uint8_t* dst;
     size_t stride;
     CpuIsa isa;
-  } ctx{weight_type, x, x_stride, n, dst, a.row_stride, isa};
+    const RowNorm* norm;
+  } ctx{weight_type, x, x_stride, n, dst, a.row_stride, isa, norm};
   pool.parallel_for(rows, [c = &ctx](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t)
-      quantize_activation_row(c->wt, c->x + t * c->x_stride, c->dst + t * c->stride, c->n, c->isa);
+      quantize_activation_row(c->wt, source_row(c->x + t * c->x_stride, c->n, c->norm),
+                              c->dst + t * c->stride, c->n, c->isa);
   });
   return a;
 }
@@ -79,9 +109,9 @@ size_t activation_stride(const WeightMatrix& w) {
 
 ActivationRows quantize_activations(const WeightMatrix& w, const float* x, int64_t x_stride,
                                     int64_t rows, ThreadPool& pool, MatmulScratch& scratch,
-                                    CpuIsa isa) {
+                                    CpuIsa isa, const RowNorm* norm) {
   if (w.layout == WeightLayout::Rows)
-    return quantize_activations(w.type, x, x_stride, rows, w.n_in, pool, scratch, isa);
+    return quantize_activations(w.type, x, x_stride, rows, w.n_in, pool, scratch, isa, norm);
   if (!packable(w.type))
     throw Error(std::string("no Rows16 layout for weight type ") + dtype_name(w.type));
   ActivationRows a;
@@ -99,13 +129,15 @@ ActivationRows quantize_activations(const WeightMatrix& w, const float* x, int64
     size_t stride;
     CpuIsa isa;
     bool k;
-  } ctx{x, x_stride, w.n_in, dst, a.row_stride, isa, a.dot_type == DType::Q8_K};
+    const RowNorm* norm;
+  } ctx{x, x_stride, w.n_in, dst, a.row_stride, isa, a.dot_type == DType::Q8_K, norm};
   pool.parallel_for(rows, [c = &ctx](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
+      const float* src = source_row(c->x + t * c->x_stride, c->n, c->norm);
       if (c->k)
-        quantize_split_q8_k_row(c->x + t * c->x_stride, c->dst + t * c->stride, c->n, c->isa);
+        quantize_split_q8_k_row(src, c->dst + t * c->stride, c->n, c->isa);
       else
-        quantize_split_q8_0_row(c->x + t * c->x_stride, c->dst + t * c->stride, c->n, c->isa);
+        quantize_split_q8_0_row(src, c->dst + t * c->stride, c->n, c->isa);
     }
   });
   return a;

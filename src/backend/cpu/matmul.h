@@ -70,21 +70,33 @@ struct ActivationRows {
   size_t row_stride = 0;  // bytes
 };
 
+// An RMSNorm applied to each row before it is quantized: the row that is
+// quantized is rms_norm(x row) * weight (backend/cpu/ops.h, the same values),
+// computed by the worker that quantizes it, so the normalized rows are never
+// written out in full (float activations are normalized into the scratch).
+struct RowNorm {
+  const float* weight = nullptr;
+  float eps = 0;
+};
+
 // Quantizes `rows` rows of n floats (row t at x + t * x_stride) for weights of
 // type weight_type. For float weights the rows are used in place (no copy);
 // otherwise they are written into `scratch`, which the result points into.
 ActivationRows quantize_activations(DType weight_type, const float* x, int64_t x_stride,
                                     int64_t rows, int64_t n, ThreadPool& pool,
-                                    MatmulScratch& scratch, CpuIsa isa = best_isa());
+                                    MatmulScratch& scratch, CpuIsa isa = best_isa(),
+                                    const RowNorm* norm = nullptr);
 
 // Y[t * y_stride + r] = dot(W row r, activation row t), t < x.rows, r < w.n_out.
 void matmul(const WeightMatrix& w, const ActivationRows& x, float* y, int64_t y_stride,
             ThreadPool& pool, CpuIsa isa = best_isa());
 
-// Activations for the weight matrix w (its type and layout; n = w.n_in).
+
+// Activations for the weight matrix w (its type and layout; n = w.n_in),
+// normalized first when `norm` is given.
 ActivationRows quantize_activations(const WeightMatrix& w, const float* x, int64_t x_stride,
                                     int64_t rows, ThreadPool& pool, MatmulScratch& scratch,
-                                    CpuIsa isa = best_isa());
+                                    CpuIsa isa = best_isa(), const RowNorm* norm = nullptr);
 
 // Bytes of one activation row for w in the scratch (64-byte aligned rows).
 size_t activation_stride(const WeightMatrix& w);
