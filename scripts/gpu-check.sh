@@ -9,10 +9,11 @@
 #    the CPU's logits, greedy tokens equal to the CPU run on one GPU, on the
 #    GPU split into two virtual devices, and shared with the host;
 # 3. a benchmark on a generated 8B-shape Q4_0 model (n_embd 4096, 32 layers,
-#    32 heads / 8 KV heads, n_ff 14336, vocab 32000): the plan, decode and
-#    prefill tokens/s at batch 1, aggregate decode at 64 sequences, and the
-#    decode's fraction of the HBM roofline (PEAK_GBPS, by default the nominal
-#    bandwidth of the GPU model when known).
+#    32 heads / 8 KV heads, n_ff 14336, vocab 32000): the plan, then
+#    `pagellm bench --roofline`: the GPU's measured read bandwidth, decode
+#    tokens/s at batch 1 and its fraction of that bandwidth and of the nominal
+#    HBM bandwidth (PEAK_GBPS, by default the GPU model's data-sheet figure),
+#    prefill 128 / 512, and decode at 1 / 4 / 16 / 64 sequences.
 #
 # A test that reports "no CUDA device" here is a failure (the GPU is not
 # visible to the CUDA runtime). The summary table is printed last.
@@ -57,10 +58,9 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   set +e
   "$BUILD_DIR/pagellm" plan -m "$model" --max-seq-len 1024 --max-num-seqs 64 | tee "$LOG_DIR/plan.txt"
   "$BUILD_DIR/pagellm" plan -m "$model" --max-seq-len 1024 --max-num-seqs 64 --json >"$LOG_DIR/plan.json"
-  "$BUILD_DIR/pagellm" bench -m "$model" --concurrency 1 --requests 2 --prompt-len 512 \
-    --gen-len 128 --json >"$LOG_DIR/c1.json"
-  "$BUILD_DIR/pagellm" bench -m "$model" --concurrency 64 --requests 64 --prompt-len 128 \
-    --gen-len 128 --json >"$LOG_DIR/c64.json"
+  # Decode at batch 1 against the GPU's measured read bandwidth, prefill 128 /
+  # 512, and decode at 1 / 4 / 16 / 64 sequences, in one run.
+  "$BUILD_DIR/pagellm" bench --roofline -m "$model" --json >"$LOG_DIR/roofline.json"
   set -e
   gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
   python3 - "$LOG_DIR" "$gpu_name" "${PEAK_GBPS:-}" >"$bench_json" <<'PY'
@@ -69,30 +69,37 @@ d, gpu, peak = sys.argv[1], sys.argv[2], sys.argv[3]
 def load(name):
     try:
         return json.load(open(os.path.join(d, name)))
-    except Exception as e:  # a failed run: reported as missing
+    except Exception:  # a failed run: reported as missing
         return {}
 nominal = {"H200": 4800, "H100 SXM": 3350, "H100 NVL": 3900, "H100 PCIe": 2000, "H100": 3350,
            "A100-SXM4-80GB": 2039, "A100 80GB PCIe": 1935, "A100": 1555, "L40S": 864, "L4": 300}
 if not peak:
     peak = next((v for k, v in nominal.items() if k in gpu), 0)
 peak = float(peak or 0)
-plan, c1, c64 = load("plan.json"), load("c1.json"), load("c64.json")
-gpu_weights = sum(x.get("weight_bytes", 0) for x in plan.get("devices", [])
-                  if x.get("name", "").startswith("cuda"))
-out = {"gpu": gpu, "peak_gbps": peak, "gpu_weight_bytes": gpu_weights,
-       "gpu_layers": sum(x.get("last_layer", -1) - x.get("first_layer", -1) + (1 if x.get("first_layer", -1) >= 0 else 0)
-                         for x in plan.get("devices", []) if x.get("name", "").startswith("cuda"))}
-if c1.get("itl_p50_s"):
-    out["decode_tok_s"] = 1.0 / c1["itl_p50_s"]
-    out["decode_gbps"] = out["decode_tok_s"] * gpu_weights / 1e9
+plan, roof = load("plan.json"), load("roofline.json")
+gpus = [x for x in plan.get("devices", []) if x.get("name", "").startswith("cuda")]
+out = {"gpu": gpu, "gpu_layers": sum(x["last_layer"] - x["first_layer"] + 1 for x in gpus
+                                     if x.get("first_layer", -1) >= 0),
+       "host_layers": sum(x["last_layer"] - x["first_layer"] + 1 for x in plan.get("devices", [])
+                          if x.get("name") == "host" and x.get("first_layer", -1) >= 0)}
+if roof:
+    out["weight_bytes_per_token"] = roof["weight_bytes_per_token"]
+    for dev in roof.get("devices", []):
+        if dev.get("own_memory"):
+            out[f"{dev['device']}_read_gbps"] = dev["read_bandwidth_bytes_per_s"] / 1e9
+    out["decode_tok_s"] = roof["decode_tokens_per_s"]
+    out["decode_gbps"] = roof["decode_tokens_per_s"] * roof["weight_bytes_per_token"] / 1e9
+    out["fraction_of_measured_bw"] = roof["decode_fraction_of_ceiling"]
     if peak:
+        out["nominal_peak_gbps"] = peak
         out["roofline_fraction"] = out["decode_gbps"] / peak
-if c1.get("ttft_p50_s"):
-    out["prefill_tok_s"] = c1["prompt_len"] / c1["ttft_p50_s"]
-if c1.get("generated_tokens_per_s") and c64.get("generated_tokens_per_s"):
-    out["c1_tok_s"] = c1["generated_tokens_per_s"]
-    out["c64_tok_s"] = c64["generated_tokens_per_s"]
-    out["c64_over_c1"] = c64["generated_tokens_per_s"] / c1["generated_tokens_per_s"]
+    for p in roof.get("prefill", []):
+        out[f"prefill_{p['prompt_len']}_tok_s"] = p["tokens_per_s"]
+    bat = {b["concurrency"]: b["decode_tokens_per_s"] for b in roof.get("batched", [])}
+    for c, v in sorted(bat.items()):
+        out[f"c{c}_decode_tok_s"] = v
+    if bat.get(1) and bat.get(64):
+        out["c64_over_c1"] = bat[64] / bat[1]
 print(json.dumps(out))
 PY
 fi

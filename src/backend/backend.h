@@ -83,6 +83,9 @@ class Backend {
   virtual void copy_to(Backend& to, void* dst, const void* src, size_t bytes);
   // Waits for everything queued.
   virtual void synchronize() {}
+  // Read bandwidth of this backend's own memory in bytes/s, measured now, for
+  // the decode roofline; 0 when it is host RAM (measured by the CPU probe).
+  virtual double measure_read_bandwidth() { return 0; }
 
   // Takes the step's batch (copies what the kernels need to the device) and
   // prepares RoPE for its positions.

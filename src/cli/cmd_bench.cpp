@@ -41,15 +41,20 @@ int run_roofline_cmd(BenchArgs a) {
   EngineConfig cfg = setup.config;
   cfg.prefix_caching = false;  // every prompt is computed
   Engine engine(*setup.model, *setup.tokenizer, *setup.pool, cfg);
-  const uint64_t wbytes = setup.model->weights().streamed_bytes_per_token();
   const bool tty = ::isatty(STDERR_FILENO) && !a.json;
-  RooflineResult r = run_roofline(engine, *setup.pool, setup.model->hparams().n_vocab, wbytes, spec,
-                                  [&](const std::string& what) {
+  RooflineResult r = run_roofline(engine, *setup.pool, setup.model->hparams().n_vocab,
+                                  setup.model->weight_shares(), spec, [&](const std::string& what) {
                                     if (tty)
                                       std::fprintf(stderr, "measuring %s...\n", what.c_str());
                                   });
   if (a.json) {
-    nlohmann::json pre = nlohmann::json::array(), bat = nlohmann::json::array();
+    nlohmann::json pre = nlohmann::json::array(), bat = nlohmann::json::array(),
+                   devs = nlohmann::json::array();
+    for (const auto& d : r.devices)
+      devs.push_back({{"device", d.device},
+                      {"weight_bytes", d.weight_bytes},
+                      {"read_bandwidth_bytes_per_s", d.read_bytes_per_s},
+                      {"own_memory", d.own_memory}});
     for (const auto& p : r.prefill)
       pre.push_back({{"prompt_len", p.prompt_len}, {"tokens_per_s", p.tokens_per_s}});
     for (const auto& b : r.batched)
@@ -61,6 +66,7 @@ int run_roofline_cmd(BenchArgs a) {
                         {"read_bandwidth_bytes_per_s", r.bandwidth.read_bytes_per_s},
                         {"triad_bandwidth_bytes_per_s", r.bandwidth.triad_bytes_per_s},
                         {"weight_bytes_per_token", r.weight_bytes_per_token},
+                        {"devices", devs},
                         {"decode_tokens_per_s", r.decode_tokens_per_s},
                         {"decode_ceiling_tokens_per_s", r.decode_ceiling_tokens_per_s},
                         {"decode_fraction_of_ceiling", r.decode_fraction},
@@ -76,6 +82,11 @@ int run_roofline_cmd(BenchArgs a) {
              r.bandwidth.triad_bytes_per_s / 1e9);
   fmt::print("weights streamed per decoded token: {:.1f} MiB\n",
              static_cast<double>(r.weight_bytes_per_token) / (1 << 20));
+  for (const auto& d : r.devices)
+    if (d.own_memory || r.devices.size() > 1)
+      fmt::print("  {}: {:.1f} MiB of them, read at {:.1f} GB/s{}\n", d.device,
+                 static_cast<double>(d.weight_bytes) / (1 << 20), d.read_bytes_per_s / 1e9,
+                 d.own_memory ? " (its own memory)" : " (host RAM)");
   fmt::print("decode, batch 1: {:.1f} tok/s of a {:.1f} tok/s ceiling ({:.0f}%)\n",
              r.decode_tokens_per_s, r.decode_ceiling_tokens_per_s, r.decode_fraction * 100);
   for (const auto& p : r.prefill)

@@ -7,15 +7,23 @@
 namespace pagellm {
 
 RooflineResult run_roofline(Engine& engine, ThreadPool& pool, int32_t n_vocab,
-                            uint64_t weight_bytes_per_token, const RooflineSpec& spec,
+                            const std::vector<DeviceWeightShare>& shares, const RooflineSpec& spec,
                             const std::function<void(const std::string&)>& progress) {
   auto say = [&](const std::string& s) {
     if (progress) progress(s);
   };
   RooflineResult r;
-  r.weight_bytes_per_token = weight_bytes_per_token;
   say("memory bandwidth");
   r.bandwidth = cpu::measure_bandwidth(pool);
+  double stream_s = 0;  // time to read every weight once, device after device
+  for (const auto& sh : shares) {
+    const bool own = sh.backend && !sh.backend->uses_host_memory();
+    double bw = own ? sh.backend->measure_read_bandwidth() : 0;
+    if (bw <= 0) bw = r.bandwidth.read_bytes_per_s;
+    r.devices.push_back({sh.device, sh.bytes, bw, own});
+    r.weight_bytes_per_token += sh.bytes;
+    if (bw > 0) stream_s += static_cast<double>(sh.bytes) / bw;
+  }
 
   uint64_t seed = 100;  // a new seed per run: no prompt repeats an earlier one
   auto bench = [&](int32_t conc, int32_t prompt, int32_t gen) {
@@ -32,9 +40,7 @@ RooflineResult run_roofline(Engine& engine, ThreadPool& pool, int32_t n_vocab,
   bench(1, spec.decode_prompt, 4);  // warm-up: first-touch costs, caches
   const BenchResult d = bench(1, spec.decode_prompt, spec.decode_gen);
   r.decode_tokens_per_s = d.itl_p50_s > 0 ? 1.0 / d.itl_p50_s : 0;
-  if (weight_bytes_per_token > 0)
-    r.decode_ceiling_tokens_per_s =
-        r.bandwidth.read_bytes_per_s / static_cast<double>(weight_bytes_per_token);
+  if (stream_s > 0) r.decode_ceiling_tokens_per_s = 1.0 / stream_s;
   r.decode_fraction =
       r.decode_ceiling_tokens_per_s > 0 ? r.decode_tokens_per_s / r.decode_ceiling_tokens_per_s : 0;
 

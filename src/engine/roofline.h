@@ -3,7 +3,10 @@
 // per token, so its ceiling is bandwidth / weight bytes per token; prefill and
 // batched decode reuse each weight over many tokens and are compute-bound.
 //
-// Measured: read and triad bandwidth (backend/cpu/bandwidth.h); decode tokens/s
+// Measured: read and triad bandwidth (backend/cpu/bandwidth.h), and the read
+// bandwidth of each device whose memory is not host RAM (a GPU's own probe);
+// the decode ceiling is 1 / sum over devices of (weight bytes there / that
+// bandwidth), the pipeline's time to stream every weight once. Decode tokens/s
 // at batch 1 (1 / median inter-token latency); prefill tokens/s per prompt
 // length (prompt / time to first token); and for each concurrency C, C
 // requests at once: the aggregate generated tokens/s end to end and the
@@ -34,6 +37,13 @@ struct RooflineSpec {
 struct RooflineResult {
   cpu::Bandwidth bandwidth;
   uint64_t weight_bytes_per_token = 0;
+  struct Device {
+    std::string device;
+    uint64_t weight_bytes;
+    double read_bytes_per_s;  // the CPU's read bandwidth for host-memory devices
+    bool own_memory;          // measured on the device (not host RAM)
+  };
+  std::vector<Device> devices;
   double decode_tokens_per_s = 0;
   double decode_ceiling_tokens_per_s = 0;  // read bandwidth / weight bytes per token
   double decode_fraction = 0;              // of that ceiling
@@ -50,10 +60,11 @@ struct RooflineResult {
   std::vector<Batched> batched;
 };
 
-// `weight_bytes_per_token`: the weights one decode step streams (every matrix
-// once). `progress(what)` names each stage as it starts (may be empty).
+// `shares`: the weights one decode step streams on each device
+// (LlamaModel::weight_shares). `progress(what)` names each stage as it starts
+// (may be empty).
 RooflineResult run_roofline(Engine& engine, ThreadPool& pool, int32_t n_vocab,
-                            uint64_t weight_bytes_per_token, const RooflineSpec& spec,
+                            const std::vector<DeviceWeightShare>& shares, const RooflineSpec& spec,
                             const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace pagellm

@@ -115,6 +115,18 @@ Backend* LlamaModel::backend_for_device(const std::string& device) const {
   return nullptr;
 }
 
+std::vector<DeviceWeightShare> LlamaModel::weight_shares() const {
+  std::vector<DeviceWeightShare> out;
+  for (const auto& s : segments_) {
+    DeviceWeightShare d{s.device, s.backend, 0};
+    for (int32_t l = s.layer_begin; l < s.layer_end; ++l)
+      d.bytes += w_.layers[static_cast<size_t>(l)].bytes();
+    if (s.layer_end == hp_.n_layer) d.bytes += w_.output.bytes();
+    out.push_back(d);
+  }
+  return out;
+}
+
 void LlamaModel::place(const std::vector<KvPoolPlacement>& requested) {
   std::vector<KvPoolPlacement> placements = non_empty(requested);
   if (placements.empty()) placements = {{"host", 0, hp_.n_layer}};

@@ -43,6 +43,14 @@ struct ModelLoadOptions {
   BackendFactory backend_factory;
 };
 
+// The weights one decode step streams on one device: every matrix of its
+// layers once, and the output projection on the device of the last layer.
+struct DeviceWeightShare {
+  std::string device;
+  Backend* backend = nullptr;
+  uint64_t bytes = 0;
+};
+
 class LlamaModel {
  public:
   // Opens, validates and maps the model, and copies the layers placed on
@@ -66,6 +74,9 @@ class LlamaModel {
   void place(const std::vector<KvPoolPlacement>& placements);
   // The backend of a device in the placement; null when none runs there.
   Backend* backend_for_device(const std::string& device) const;
+  // Per device in the placement, in layer order; the bytes add up to
+  // weights().streamed_bytes_per_token().
+  std::vector<DeviceWeightShare> weight_shares() const;
 
   // Runs one step: writes every token's K/V at its slot, then returns the
   // logits of batch.logit_tokens, row after row, in `logits`

@@ -15,6 +15,8 @@ CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
     prefix_[static_cast<size_t>(l) + 1] =
         prefix_[static_cast<size_t>(l)] + fp.layer_weight_bytes[static_cast<size_t>(l)];
   kvb_ = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(req.block_size);
+  for (const auto& d : dev_)
+    if (d.device.kind == DeviceKind::kCuda) cuda_runtime_host_ = fp.cuda_host_runtime_bytes;
   if (req.kv_mode == KvMode::kFraction) {
     num_ = static_cast<uint64_t>(std::llround(req.kv_fraction * kFractionScale));
     num_ = std::clamp<uint64_t>(num_, 1, kFractionScale);
@@ -34,7 +36,7 @@ uint64_t CostModel::workspace(int i, int s, int e) const {
   uint64_t w = 0;
   if (e > s) w += fp_.layer_workspace_bytes;
   if (e > s && e == n_) w += fp_.output_workspace_bytes;
-  if (i == host()) w += fp_.host_workspace_bytes;
+  if (i == host()) w += fp_.host_workspace_bytes + cuda_runtime_host_;
   if (e > s && dev(i).device.kind == DeviceKind::kCuda) w += fp_.cuda_matmul_scratch_bytes;
   return w;
 }

@@ -111,6 +111,7 @@ class CostModel {
   const PlanRequest& req_;
   const ModelFootprint& fp_;
   std::vector<PlanDevice> dev_;
+  uint64_t cuda_runtime_host_ = 0;  // the footprint's CUDA runtime bytes when a GPU is planned
   int n_ = 0, k_ = 0;
   std::vector<uint64_t> prefix_;
   uint64_t kvb_ = 0;

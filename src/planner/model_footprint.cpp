@@ -125,6 +125,7 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
   fp.output_workspace_bytes = 4 * R * (V + E);
   fp.host_workspace_bytes = 4 * R * V;
   fp.cuda_matmul_scratch_bytes = 2 * largest_expanded + 2 * T * widest;
+  fp.cuda_host_runtime_bytes = kCudaHostRuntimeBytes;
   return fp;
 }
 

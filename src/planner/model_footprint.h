@@ -15,6 +15,7 @@
 //     + 1 MiB                              block-table pointers, per-thread scratch
 //   on the device of the last layer:  4*R*(V + E)   output-norm rows and logits
 //   on the host:                      4*R*V         logits back for sampling
+//                                     + kCudaHostRuntimeBytes when a GPU is planned
 //   on a CUDA device that runs layers: 2*(largest quantized matrix) + 2*T*max(E,F)
 //                                      f16 copies of a weight matrix and of the
 //                                      activations for cuBLAS (backend/cuda/gemm.h)
@@ -39,6 +40,11 @@ struct FootprintOptions {
   int32_t max_batched_tokens = 2048;
   int32_t max_num_seqs = 64;  // bounds the rows of logits per step
 };
+
+// Host RAM that a process using CUDA devices holds for the CUDA runtime:
+// cuBLAS and cuBLASLt once loaded (~150 MiB resident, measured) and the
+// driver's context.
+constexpr uint64_t kCudaHostRuntimeBytes = uint64_t{512} << 20;
 
 struct ModelFootprint {
   std::string arch;
@@ -68,6 +74,9 @@ struct ModelFootprint {
   uint64_t output_workspace_bytes = 0;
   uint64_t host_workspace_bytes = 0;
   uint64_t cuda_matmul_scratch_bytes = 0;
+  // Host RAM a process holds for the CUDA runtime once it uses a GPU
+  // (kCudaHostRuntimeBytes); on the host whenever a CUDA device is planned.
+  uint64_t cuda_host_runtime_bytes = 0;
 
   uint64_t total_layer_weight_bytes() const;
   uint64_t total_weight_bytes() const;  // layers + host + output (not counting a tied copy)

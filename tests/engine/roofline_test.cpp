@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/cpu/bandwidth.h"
+#include "backend/cpu/cpu_backend.h"
 #include "support/test_support.h"
 
 namespace pagellm {
@@ -36,11 +37,14 @@ TEST(Roofline, EveryStageReportsConsistentFigures) {
   std::vector<std::string> stages;
   const uint64_t wbytes = model->weights().streamed_bytes_per_token();
   EXPECT_GT(wbytes, 0u);
-  RooflineResult r = run_roofline(engine, pool, model->hparams().n_vocab, wbytes, spec,
-                                  [&](const std::string& s) { stages.push_back(s); });
+  RooflineResult r = run_roofline(engine, pool, model->hparams().n_vocab, model->weight_shares(),
+                                  spec, [&](const std::string& s) { stages.push_back(s); });
   EXPECT_EQ(stages.size(), 2u + spec.prefill_lens.size() + spec.concurrencies.size());
   EXPECT_GT(r.bandwidth.read_bytes_per_s, 0);
   EXPECT_GT(r.decode_tokens_per_s, 0);
+  EXPECT_EQ(r.weight_bytes_per_token, wbytes);  // the shares add up to every matrix once
+  ASSERT_EQ(r.devices.size(), 1u);
+  EXPECT_FALSE(r.devices[0].own_memory);
   EXPECT_DOUBLE_EQ(r.decode_ceiling_tokens_per_s,
                    r.bandwidth.read_bytes_per_s / static_cast<double>(wbytes));
   EXPECT_DOUBLE_EQ(r.decode_fraction, r.decode_tokens_per_s / r.decode_ceiling_tokens_per_s);
@@ -56,6 +60,45 @@ TEST(Roofline, EveryStageReportsConsistentFigures) {
   const auto st = engine.stats();
   EXPECT_EQ(st.running, 0);
   EXPECT_EQ(st.blocks.used, 0);
+}
+
+// Layers over two devices: one share each, adding up to every weight once;
+// the ceiling is the time to stream each device's share at its bandwidth.
+TEST(Roofline, CeilingAddsTheDevicesStreamingTimes) {
+  auto model =
+      LlamaModel::load(test::data_path("stories260K.gguf"),
+                       {.placements = {{"cpu:0", 0, 2}, {"host", 2, 5}},
+                        .backend_factory = [](const std::string& d) -> std::unique_ptr<Backend> {
+                          return std::make_unique<cpu::CpuBackend>(nullptr, /*staged=*/d != "host");
+                        }});
+  auto tok = Tokenizer::from_gguf(model->file());
+  const auto shares = model->weight_shares();
+  ASSERT_EQ(shares.size(), 2u);
+  EXPECT_EQ(shares[0].bytes + shares[1].bytes, model->weights().streamed_bytes_per_token());
+  EXPECT_GT(shares[0].bytes, 0u);
+  ThreadPool pool(2);
+  EngineConfig cfg;
+  cfg.num_blocks = 32;
+  cfg.prefix_caching = false;
+  Engine engine(*model, *tok, pool, cfg);
+  RooflineSpec spec;
+  spec.decode_prompt = 4;
+  spec.decode_gen = 4;
+  spec.prefill_lens = {8};
+  spec.concurrencies = {1};
+  spec.batch_prompt = 4;
+  spec.batch_gen = 4;
+  const RooflineResult r = run_roofline(engine, pool, model->hparams().n_vocab, shares, spec);
+  ASSERT_EQ(r.devices.size(), 2u);
+  EXPECT_TRUE(r.devices[0].own_memory);  // staged: its own memory, but host RAM underneath
+  EXPECT_FALSE(r.devices[1].own_memory);
+  double t = 0;
+  for (const auto& d : r.devices) {
+    EXPECT_GT(d.read_bytes_per_s, 0);
+    t += static_cast<double>(d.weight_bytes) / d.read_bytes_per_s;
+  }
+  EXPECT_DOUBLE_EQ(r.decode_ceiling_tokens_per_s, 1.0 / t);
+  EXPECT_GT(r.decode_tokens_per_s, 0);
 }
 
 }  // namespace

@@ -348,19 +348,22 @@ TEST(Planner, ThreeUnequalGpus) {
   EXPECT_GT(p.num_blocks, even);
 }
 
-// A CUDA device that runs layers also holds the cuBLAS scratch; a virtual
-// CPU device in the same place does not.
+// A CUDA device that runs layers also holds the cuBLAS scratch, and the host
+// the CUDA runtime; a virtual CPU device in the same place needs neither.
 TEST(Planner, CudaDevicesCountTheMatmulScratch) {
   ModelFootprint fp = synth_model(8, 100 * kMiB, 4 * kKiB, 64 * kMiB, 100 * kMiB, 200 * kMiB);
   fp.output_workspace_bytes = 16 * kMiB;
   fp.cuda_matmul_scratch_bytes = 300 * kMiB;
+  fp.cuda_host_runtime_bytes = 512 * kMiB;
   const Plan on_gpu = plan_checked(request(1024, 4), fp, {gpu(0, 8 * kGiB), host(16 * kGiB)});
   const Plan on_vcpu = plan_checked(request(1024, 4), fp, {vcpu(0, 8 * kGiB), host(16 * kGiB)});
   ASSERT_EQ(on_gpu.devices[0].n_layers(), 8);
   ASSERT_EQ(on_vcpu.devices[0].n_layers(), 8);
   EXPECT_EQ(on_gpu.devices[0].workspace_bytes,
             on_vcpu.devices[0].workspace_bytes + fp.cuda_matmul_scratch_bytes);
-  EXPECT_EQ(on_gpu.devices[1].workspace_bytes, on_vcpu.devices[1].workspace_bytes);
+  // The host holds the CUDA runtime's memory (cuBLAS, the driver context).
+  EXPECT_EQ(on_gpu.devices[1].workspace_bytes,
+            on_vcpu.devices[1].workspace_bytes + fp.cuda_host_runtime_bytes);
 }
 
 // ---- one GPU split into two parts of unequal memory ----

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cuda/bandwidth.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kv_write.h"
@@ -71,6 +72,24 @@ void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
              fmt::format("cudaMemcpyAsync(device to device, {} bytes)", bytes), dev_.index());
 }
 
+void CudaBackend::enable_peer_access(int peer) {
+  if (peer == dev_.index() || peers_checked_.count(peer)) return;
+  peers_checked_.insert(peer);
+  // Direct copies between the two GPUs where the hardware allows (NVLink,
+  // PCIe P2P); otherwise cudaMemcpyPeerAsync goes through the host.
+  int can = 0;
+  if (cudaDeviceCanAccessPeer(&can, peer, dev_.index()) != cudaSuccess || !can) {
+    cudaGetLastError();
+    return;
+  }
+  int prev = 0;
+  cudaGetDevice(&prev);
+  cudaSetDevice(peer);
+  const cudaError_t e = cudaDeviceEnablePeerAccess(dev_.index(), 0);
+  cudaSetDevice(prev);
+  if (e != cudaSuccess) cudaGetLastError();  // e.g. already enabled: not an error
+}
+
 void CudaBackend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) {
   auto* other = dynamic_cast<CudaBackend*>(&to);
   if (!other) return Backend::copy_to(to, dst, src, bytes);
@@ -79,6 +98,7 @@ void CudaBackend::copy_to(Backend& to, void* dst, const void* src, size_t bytes)
   // (directly between the GPUs where peer access allows, else through the
   // host, as cudaMemcpyPeerAsync does), and is complete on return.
   dev_.synchronize();
+  enable_peer_access(other->dev_.index());
   other->dev_.make_current();
   check_cuda(cudaMemcpyPeerAsync(dst, other->dev_.index(), src, dev_.index(), bytes,
                                  static_cast<cudaStream_t>(other->dev_.stream())),
@@ -86,6 +106,14 @@ void CudaBackend::copy_to(Backend& to, void* dst, const void* src, size_t bytes)
                          other->dev_.index(), bytes),
              dev_.index());
   other->dev_.synchronize();
+}
+
+double CudaBackend::measure_read_bandwidth() {
+  // 1 GiB, or a quarter of what is free on a smaller or fuller GPU.
+  size_t free_b = 0, total_b = 0;
+  dev_.make_current();
+  check_cuda(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo", dev_.index());
+  return cuda::measure_read_bandwidth(dev_, std::min<size_t>(size_t{1} << 30, free_b / 4));
 }
 
 void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {

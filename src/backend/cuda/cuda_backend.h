@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@ class CudaBackend final : public Backend {
   void copy(void* dst, const void* src, size_t bytes) override;
   void copy_to(Backend& to, void* dst, const void* src, size_t bytes) override;
   void synchronize() override { dev_.synchronize(); }
+  double measure_read_bandwidth() override;
 
   void begin_step(const StepInputs& in, const RopeParams& rope) override;
   using Backend::matmul;
@@ -54,7 +56,11 @@ class CudaBackend final : public Backend {
                        float scale) override;
 
  private:
+  // Lets GPU `peer` read this GPU's memory directly, once per pair.
+  void enable_peer_access(int peer);
+
   CudaDevice dev_;
+  std::set<int> peers_checked_;
   std::string name_;
   GemmWorkspace gemm_ws_;
   std::unique_ptr<CudaRopeCache> rope_;

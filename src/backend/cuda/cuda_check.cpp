@@ -1,8 +1,9 @@
 #include "backend/cuda/cuda_check.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+
+#include "backend/cuda/cublas_api_impl.h"
 
 namespace pagellm::cuda {
 
@@ -18,8 +19,14 @@ std::string cuda_error_string(int code) {
 
 std::string cublas_status_string(int status) {
   const auto st = static_cast<cublasStatus_t>(status);
-  const char* name = cublasGetStatusName(st);
-  const char* text = cublasGetStatusString(st);
+  const char* name = nullptr;
+  const char* text = nullptr;
+  try {
+    name = cublas_api().status_name(st);
+    text = cublas_api().status_string(st);
+  } catch (const Error&) {
+    // cuBLAS cannot be loaded: the number alone.
+  }
   if (!name || !text || std::string_view(text).find("unknown") != std::string_view::npos)
     return fmt::format("cuBLAS status {}", status);
   return fmt::format("{}: {}", name, text);

@@ -1,11 +1,11 @@
 #include "backend/cuda/cuda_device.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include <utility>
 
+#include "backend/cuda/cublas_api_impl.h"
 #include "backend/cuda/cuda_check.h"
 
 namespace pagellm::cuda {
@@ -46,15 +46,16 @@ CudaDevice::CudaDevice(int index) : index_(index) {
   check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate", index);
   stream_ = s;
   cublasHandle_t h = nullptr;
-  const cublasStatus_t st = cublasCreate(&h);
+  const CublasApi& blas = cublas_api();
+  const cublasStatus_t st = blas.create(&h);
   if (st != CUBLAS_STATUS_SUCCESS) {
     cudaStreamDestroy(s);
     check_cublas(st, "cublasCreate", index);
   }
   cublas_ = h;
-  const cublasStatus_t st2 = cublasSetStream(h, s);
+  const cublasStatus_t st2 = blas.set_stream(h, s);
   if (st2 != CUBLAS_STATUS_SUCCESS) {
-    cublasDestroy(h);
+    blas.destroy(h);
     cudaStreamDestroy(s);
     check_cublas(st2, "cublasSetStream", index);
   }
@@ -62,7 +63,7 @@ CudaDevice::CudaDevice(int index) : index_(index) {
 
 CudaDevice::~CudaDevice() {
   cudaSetDevice(index_);
-  if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
+  if (cublas_) cublas_api().destroy(static_cast<cublasHandle_t>(cublas_));
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
