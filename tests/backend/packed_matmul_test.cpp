@@ -284,5 +284,40 @@ TEST(PackedMatmul, NormFusedIntoQuantizationEqualsNormFirst) {
   }
 }
 
+// Several products in one region (matmul_many) equal each product alone, bit
+// for bit, whatever the thread count, with a row-major matrix among them.
+TEST(PackedMatmul, ManyInOneRegionEqualsEachAlone) {
+  const int64_t T = 3, n = 512;
+  const Packed a = pack(make_weights(DType::Q4_0, 48, n, 31, WeightFill::Quantized));
+  const Packed b = pack(make_weights(DType::Q8_0, 21, n, 32, WeightFill::Quantized));
+  const Packed c = pack(make_weights(DType::Q4_K, 40, n, 33, WeightFill::Quantized));
+  const auto rm = make_weights(DType::Q6_K, 9, n, 34, WeightFill::Quantized);
+  const WeightMatrix wr{DType::Q6_K, n, 9, rm.bytes.data(), rm.stride};
+  const WeightMatrix wa = a.view(), wb = b.view(), wc = c.view();
+  const auto x = random_floats(static_cast<size_t>(T * n), 35);
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    MatmulScratch s0, sk, sr;
+    const ActivationRows x0 = quantize_activations(wa, x.data(), n, T, pool, s0);  // Q4_0, Q8_0
+    const ActivationRows xk = quantize_activations(wc, x.data(), n, T, pool, sk);
+    const ActivationRows xr = quantize_activations(wr, x.data(), n, T, pool, sr);
+    std::vector<float> ya(T * 48), yb(T * 21), yc(T * 40), yr(T * 9);
+    const MatmulJob jobs[] = {{&wa, &x0, ya.data(), 48},
+                              {&wr, &xr, yr.data(), 9},
+                              {&wb, &x0, yb.data(), 21},
+                              {&wc, &xk, yc.data(), 40}};
+    matmul_many(jobs, 4, pool);
+    std::vector<float> wa_y(T * 48), wb_y(T * 21), wc_y(T * 40), wr_y(T * 9);
+    matmul(wa, x0, wa_y.data(), 48, pool);
+    matmul(wb, x0, wb_y.data(), 21, pool);
+    matmul(wc, xk, wc_y.data(), 40, pool);
+    matmul(wr, xr, wr_y.data(), 9, pool);
+    EXPECT_EQ(ya, wa_y) << threads;
+    EXPECT_EQ(yb, wb_y) << threads;
+    EXPECT_EQ(yc, wc_y) << threads;
+    EXPECT_EQ(yr, wr_y) << threads;
+  }
+}
+
 }  // namespace
 }  // namespace pagellm::cpu

@@ -60,6 +60,8 @@ void CpuBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
 void CpuBackend::run_prepared(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs,
                               const RowNorm* norm) {
   prepared_.clear();
+  prepared_.reserve(n_outs);  // jobs_ point into it
+  jobs_.clear();
   for (size_t i = 0; i < n_outs; ++i) {
     const MatrixView& w = *outs[i].w;
     const Format f{dot_type(w.type), w.layout};
@@ -71,8 +73,11 @@ void CpuBackend::run_prepared(const float* x, int64_t rows, const MatmulOutput* 
           f, quantize_activations(w, x, w.n_in, rows, pool(), scratch_[f], best_isa(), norm));
       act = &prepared_.back().second;
     }
-    cpu::matmul(w, *act, outs[i].y, w.n_out, pool());
+    jobs_.push_back({&w, act, outs[i].y, w.n_out});
   }
+  // One parallel region for all of them (prepared_ no longer grows: the
+  // activation pointers in jobs_ stay valid).
+  matmul_many(jobs_.data(), jobs_.size(), pool());
 }
 
 void CpuBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {

@@ -66,6 +66,7 @@ class CpuBackend final : public Backend {
   using Format = std::pair<DType, WeightLayout>;
   std::map<Format, MatmulScratch> scratch_;
   std::vector<std::pair<Format, ActivationRows>> prepared_;
+  std::vector<MatmulJob> jobs_;
   void run_prepared(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs,
                     const RowNorm* norm);
 };

@@ -214,6 +214,48 @@ void matmul(const WeightMatrix& w, const ActivationRows& x, float* y, int64_t y_
       kRowGrain);
 }
 
+void matmul_many(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool, CpuIsa isa) {
+  // Rows16 jobs: one range of 16-row groups over all of them, in job order.
+  struct Part {
+    const MatmulJob* job;
+    detail::PackedTileFn fn;
+    int64_t first_group;  // in the combined range
+    int64_t groups;
+  };
+  std::vector<Part> parts;
+  int64_t total = 0;
+  for (size_t i = 0; i < n_jobs; ++i) {
+    const MatmulJob& j = jobs[i];
+    const bool packed = j.w->layout == WeightLayout::Rows16 &&
+                        j.x->for_layout == WeightLayout::Rows16 &&
+                        j.x->dot_type == dot_type(j.w->type) && j.x->n == j.w->n_in &&
+                        j.w->row_stride == packed_group_bytes(j.w->type, j.w->n_in);
+    const detail::PackedTileFn fn = packed ? detail::packed_tile_fn(j.w->type, isa) : nullptr;
+    if (!fn || j.x->rows <= 0 || j.w->n_out <= 0) {
+      matmul(*j.w, *j.x, j.y, j.y_stride, pool, isa);  // checks and runs (or throws) alone
+      continue;
+    }
+    const int64_t groups = (j.w->n_out + kPackRows - 1) / kPackRows;
+    parts.push_back({&j, fn, total, groups});
+    total += groups;
+  }
+  if (parts.empty()) return;
+  pool.parallel_for(total, [&parts](int64_t b, int64_t e, int) {
+    for (const Part& p : parts) {
+      const int64_t g0 = std::max(b, p.first_group) - p.first_group;
+      const int64_t g1 = std::min(e, p.first_group + p.groups) - p.first_group;
+      if (g0 >= g1) continue;
+      const WeightMatrix& m = *p.job->w;
+      const ActivationRows& x = *p.job->x;
+      const int64_t r0 = g0 * kPackRows;
+      const int64_t rows = std::min(m.n_out, g1 * kPackRows) - r0;
+      p.fn(m.n_in, static_cast<const uint8_t*>(m.data) + static_cast<size_t>(g0) * m.row_stride,
+           m.row_stride, rows, static_cast<const uint8_t*>(x.data), x.row_stride, x.rows,
+           p.job->y + r0, p.job->y_stride);
+    }
+  });
+}
+
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t rows, float* y,
             int64_t y_stride, ThreadPool& pool, MatmulScratch& scratch, CpuIsa isa) {
   ActivationRows a = quantize_activations(w, x, x_stride, rows, pool, scratch, isa);

@@ -91,6 +91,18 @@ ActivationRows quantize_activations(DType weight_type, const float* x, int64_t x
 void matmul(const WeightMatrix& w, const ActivationRows& x, float* y, int64_t y_stride,
             ThreadPool& pool, CpuIsa isa = best_isa());
 
+// One product of matmul_many.
+struct MatmulJob {
+  const WeightMatrix* w;
+  const ActivationRows* x;
+  float* y;
+  int64_t y_stride;
+};
+// Several products in one parallel region (e.g. Q, K and V; gate and up):
+// the same results as matmul() on each, one barrier instead of one per
+// matrix, and the threads' shares balanced over all of them. Rows16 jobs
+// share the region; others run on their own.
+void matmul_many(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool, CpuIsa isa = best_isa());
 
 // Activations for the weight matrix w (its type and layout; n = w.n_in),
 // normalized first when `norm` is given.
