@@ -20,6 +20,28 @@ void Backend::norm_matmul(const float* x, const float* norm, float eps, float* h
   matmul(h, rows, outs, n_outs);
 }
 
+PagedAttentionArgs paged_attention_args(const KvLayerView& kv, const float* q, float* out,
+                                        int32_t n_heads, float scale, int32_t n_tokens,
+                                        const int32_t* token_seq, const int32_t* token_pos) {
+  PagedAttentionArgs a;
+  a.q = q;
+  a.q_stride = static_cast<int64_t>(n_heads) * kv.head_dim;
+  a.out = out;
+  a.out_stride = a.q_stride;
+  a.n_tokens = n_tokens;
+  a.n_heads = n_heads;
+  a.n_kv_heads = kv.n_kv_heads;
+  a.head_dim = kv.head_dim;
+  a.k_cache = kv.k;
+  a.v_cache = kv.v;
+  a.kv_type = kv.type;
+  a.block_size = kv.block_size;
+  a.token_seq = token_seq;
+  a.token_pos = token_pos;
+  a.scale = scale;
+  return a;
+}
+
 BackendBuffer::BackendBuffer(Backend& backend, size_t bytes) {
   ensure(backend, bytes);
 }

@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "backend/attention_args.h"
 #include "backend/cpu/matmul.h"
 #include "backend/rope_style.h"
 #include "tensor/dtype.h"
@@ -131,6 +132,13 @@ class Backend {
   virtual void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                                float scale) = 0;
 };
+
+// Paged-attention arguments for one layer's cache, contiguous q/out rows of
+// n_heads heads and the step's tokens; the caller adds the block tables in
+// its kernel's form.
+PagedAttentionArgs paged_attention_args(const KvLayerView& kv, const float* q, float* out,
+                                        int32_t n_heads, float scale, int32_t n_tokens,
+                                        const int32_t* token_seq, const int32_t* token_pos);
 
 // An allocation of a backend's memory, released on destruction. Move-only.
 class BackendBuffer {

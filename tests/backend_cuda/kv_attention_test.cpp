@@ -143,24 +143,16 @@ void run_attention_case(const CudaDevice& dev, const AttnCase& c, uint64_t seed)
   DeviceBuffer dseq = upload(dev, token_seq), dpos = upload(dev, token_pos),
                dtab = upload(dev, flat);
   DeviceBuffer dout(dev, want.size() * sizeof(float));
-  CudaPagedAttentionArgs ga;
+  PagedAttentionArgs ga = pa;  // the same call, device pointers and a flat table
   ga.q = dq.as<float>();
-  ga.q_stride = q_stride;
   ga.out = dout.as<float>();
-  ga.out_stride = q_stride;
-  ga.n_tokens = T;
-  ga.n_heads = c.n_heads;
-  ga.n_kv_heads = c.n_kv_heads;
-  ga.head_dim = c.head_dim;
   ga.k_cache = dk.data();
   ga.v_cache = dv.data();
-  ga.kv_type = c.kv_type;
-  ga.block_size = block_size;
   ga.token_seq = dseq.as<int32_t>();
   ga.token_pos = dpos.as<int32_t>();
-  ga.block_tables = dtab.as<int32_t>();
+  ga.block_tables = nullptr;
+  ga.block_table_flat = dtab.as<int32_t>();
   ga.block_table_stride = max_blocks;
-  ga.scale = pa.scale;
   cuda::paged_attention(dev, ga);
   const auto got = download<float>(dev, dout, want.size());
   EXPECT_LE(test::rel_error(got, want), 2e-5)

@@ -53,7 +53,7 @@ TEST(CudaValidation, KvWrite) {
 }
 
 TEST(CudaValidation, PagedAttention) {
-  CudaPagedAttentionArgs a;
+  PagedAttentionArgs a;
   a.n_tokens = 1;
   a.n_heads = 32;
   a.n_kv_heads = 8;

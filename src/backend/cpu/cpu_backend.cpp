@@ -142,23 +142,9 @@ void CpuBackend::kv_write(const KvLayerView& kv, const float* k, const float* v)
 
 void CpuBackend::paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                                  float scale) {
-  PagedAttentionArgs pa;
-  pa.q = q;
-  pa.q_stride = static_cast<int64_t>(n_heads) * kv.head_dim;
-  pa.out = out;
-  pa.out_stride = pa.q_stride;
-  pa.n_tokens = step_.n_tokens;
-  pa.n_heads = n_heads;
-  pa.n_kv_heads = kv.n_kv_heads;
-  pa.head_dim = kv.head_dim;
-  pa.k_cache = kv.k;
-  pa.v_cache = kv.v;
-  pa.kv_type = kv.type;
-  pa.block_size = kv.block_size;
-  pa.token_seq = step_.token_seq;
-  pa.token_pos = step_.positions;
+  PagedAttentionArgs pa = paged_attention_args(kv, q, out, n_heads, scale, step_.n_tokens,
+                                               step_.token_seq, step_.positions);
   pa.block_tables = step_.block_tables;
-  pa.scale = scale;
   pagellm::paged_attention(pa, pool());
 }
 

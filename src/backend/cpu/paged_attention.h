@@ -1,17 +1,6 @@
-// Causal attention over a paged KV cache, for a flattened batch of tokens from
-// any number of sequences.
-//
-// Layouts:
-//   q    [n_tokens][n_heads][head_dim] f32, row stride q_stride floats
-//   out  [n_tokens][n_heads][head_dim] f32, row stride out_stride floats
-//   k_cache, v_cache  [slots][n_kv_heads][head_dim] of kv_type (F16, F32, or Q8_0:
-//        each head row is head_dim / 32 Q8_0 blocks);
-//        slot = block_table[p / block_size] * block_size + p % block_size
-//   token_seq[t]  index of the sequence token t belongs to
-//   token_pos[t]  its position; it attends to positions 0..token_pos[t] of its
-//                 sequence (which must already be in the cache, this step's too)
-//   block_tables[s]  block ids of sequence s, in position order
-// Query head h reads KV head h / (n_heads / n_kv_heads).
+// Causal attention over a paged KV cache on the CPU, for a flattened batch of
+// tokens from any number of sequences. Layouts and arguments:
+// backend/attention_args.h (block tables as row pointers, `block_tables`).
 //
 // Each (token, head) is reduced over positions in increasing order with an
 // online softmax (with AVX-512: in chunks of 16 positions from position 0, one
@@ -21,29 +10,11 @@
 
 #include <cstdint>
 
+#include "backend/attention_args.h"
 #include "tensor/dtype.h"
 #include "util/thread_pool.h"
 
 namespace pagellm {
-
-struct PagedAttentionArgs {
-  const float* q = nullptr;
-  int64_t q_stride = 0;
-  float* out = nullptr;
-  int64_t out_stride = 0;
-  int32_t n_tokens = 0;
-  int32_t n_heads = 0;
-  int32_t n_kv_heads = 0;
-  int32_t head_dim = 0;
-  const void* k_cache = nullptr;
-  const void* v_cache = nullptr;
-  DType kv_type = DType::F16;
-  int32_t block_size = 16;
-  const int32_t* token_seq = nullptr;
-  const int32_t* token_pos = nullptr;
-  const int32_t* const* block_tables = nullptr;
-  float scale = 1.0f;  // usually 1 / sqrt(head_dim)
-};
 
 void paged_attention(const PagedAttentionArgs& args, ThreadPool& pool);
 

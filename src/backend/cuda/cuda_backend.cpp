@@ -207,24 +207,10 @@ void CudaBackend::kv_write(const KvLayerView& kv, const float* k, const float* v
 
 void CudaBackend::paged_attention(const KvLayerView& kv, const float* q, float* out,
                                   int32_t n_heads, float scale) {
-  CudaPagedAttentionArgs a;
-  a.q = q;
-  a.q_stride = static_cast<int64_t>(n_heads) * kv.head_dim;
-  a.out = out;
-  a.out_stride = a.q_stride;
-  a.n_tokens = n_tokens_;
-  a.n_heads = n_heads;
-  a.n_kv_heads = kv.n_kv_heads;
-  a.head_dim = kv.head_dim;
-  a.k_cache = kv.k;
-  a.v_cache = kv.v;
-  a.kv_type = kv.type;
-  a.block_size = kv.block_size;
-  a.token_seq = d_token_seq_;
-  a.token_pos = d_positions_;
-  a.block_tables = d_tables_;
+  PagedAttentionArgs a =
+      paged_attention_args(kv, q, out, n_heads, scale, n_tokens_, d_token_seq_, d_positions_);
+  a.block_table_flat = d_tables_;
   a.block_table_stride = table_stride_;
-  a.scale = scale;
   cuda::paged_attention(dev_, a);
 }
 

@@ -79,11 +79,12 @@ void gemm(const CudaDevice& dev, GemmWorkspace& ws, DType type, const void* w, i
   const float alpha = 1.0f, beta = 0.0f;
   if (type == DType::F32) {
     // F32 weights in place, f32 math (cuBLAS's default mode: no TF32).
-    check_cublas(cublas_api().sgemm(static_cast<cublasHandle_t>(dev.cublas()), CUBLAS_OP_T, CUBLAS_OP_N,
-                             static_cast<int>(rows), static_cast<int>(n), static_cast<int>(cols),
-                             &alpha, static_cast<const float*>(w), static_cast<int>(cols), x,
-                             static_cast<int>(x_stride), &beta, y, static_cast<int>(y_stride)),
-                 fmt::format("cublasSgemm({} x {} x {})", n, rows, cols), dev.index());
+    check_cublas(
+        cublas_api().sgemm(static_cast<cublasHandle_t>(dev.cublas()), CUBLAS_OP_T, CUBLAS_OP_N,
+                           static_cast<int>(rows), static_cast<int>(n), static_cast<int>(cols),
+                           &alpha, static_cast<const float*>(w), static_cast<int>(cols), x,
+                           static_cast<int>(x_stride), &beta, y, static_cast<int>(y_stride)),
+        fmt::format("cublasSgemm({} x {} x {})", n, rows, cols), dev.index());
     return;
   }
   const void* w16 = w;
@@ -99,13 +100,13 @@ void gemm(const CudaDevice& dev, GemmWorkspace& ws, DType type, const void* w, i
   check_launch("to_f16", dev.index());
   // Column-major view: W is a cols x rows matrix (ld cols), X cols x n (ld
   // cols), Y rows x n (ld y_stride): Y = W^T X.
-  check_cublas(cublas_api().gemm_ex(static_cast<cublasHandle_t>(dev.cublas()), CUBLAS_OP_T, CUBLAS_OP_N,
-                            static_cast<int>(rows), static_cast<int>(n), static_cast<int>(cols),
-                            &alpha, w16, CUDA_R_16F, static_cast<int>(cols), ws.x_f16.data(),
-                            CUDA_R_16F, static_cast<int>(cols), &beta, y, CUDA_R_32F,
-                            static_cast<int>(y_stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-               fmt::format("cublasGemmEx({} x {} x {} f16, f32 accumulate)", n, rows, cols),
-               dev.index());
+  check_cublas(
+      cublas_api().gemm_ex(static_cast<cublasHandle_t>(dev.cublas()), CUBLAS_OP_T, CUBLAS_OP_N,
+                           static_cast<int>(rows), static_cast<int>(n), static_cast<int>(cols),
+                           &alpha, w16, CUDA_R_16F, static_cast<int>(cols), ws.x_f16.data(),
+                           CUDA_R_16F, static_cast<int>(cols), &beta, y, CUDA_R_32F,
+                           static_cast<int>(y_stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      fmt::format("cublasGemmEx({} x {} x {} f16, f32 accumulate)", n, rows, cols), dev.index());
 }
 
 }  // namespace pagellm::cuda

@@ -64,7 +64,7 @@ __device__ __forceinline__ float load_elem(const void* cache, int64_t row, int D
 }
 
 template <DType T>
-__global__ void __launch_bounds__(kWarps * 32) attention_kernel(CudaPagedAttentionArgs a) {
+__global__ void __launch_bounds__(kWarps * 32) attention_kernel(PagedAttentionArgs a) {
   const int t = blockIdx.x, h = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int D = a.head_dim;
@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(CudaPagedAttenti
   __syncthreads();
 
   const int32_t* table =
-      a.block_tables + static_cast<int64_t>(a.token_seq[t]) * a.block_table_stride;
+      a.block_table_flat + static_cast<int64_t>(a.token_seq[t]) * a.block_table_stride;
   const int32_t n_ctx = a.token_pos[t] + 1;
   float m = -INFINITY, l = 0.0f;
   float acc[kMaxPerLane];
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(CudaPagedAttenti
 
 }  // namespace
 
-void validate(const CudaPagedAttentionArgs& a) {
+void validate(const PagedAttentionArgs& a) {
   if (a.kv_type != DType::F16 && a.kv_type != DType::F32 && a.kv_type != DType::Q8_0)
     throw ConfigError(fmt::format("CUDA attention: unsupported KV type '{}' (f16, f32, q8_0)",
                                   dtype_name(a.kv_type)));
@@ -161,7 +161,7 @@ void validate(const CudaPagedAttentionArgs& a) {
                                   a.block_size, a.n_tokens));
 }
 
-void paged_attention(const CudaDevice& dev, const CudaPagedAttentionArgs& a) {
+void paged_attention(const CudaDevice& dev, const PagedAttentionArgs& a) {
   validate(a);
   if (a.n_tokens == 0) return;
   dev.make_current();
