@@ -11,16 +11,9 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kv_write.h"
 #include "backend/cuda/paged_attention.h"
+#include "backend/cuda/step_upload.h"
 
 namespace pagellm::cuda {
-
-namespace {
-
-size_t align_up(size_t n, size_t a) {
-  return (n + a - 1) / a * a;
-}
-
-}  // namespace
 
 CudaBackend::CudaBackend(int index, const std::string& label) : dev_(index) {
   name_ =
@@ -118,27 +111,15 @@ double CudaBackend::measure_read_bandwidth() {
 
 void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
   n_tokens_ = in.n_tokens;
-  table_stride_ = 1;
-  for (int32_t s = 0; s < in.n_seqs; ++s)
-    table_stride_ = std::max(table_stride_, in.block_counts[s]);
-  const size_t T = static_cast<size_t>(in.n_tokens);
-  const size_t off_seq = align_up(T * 4, 16), off_slots = off_seq + align_up(T * 4, 16),
-               off_tables = off_slots + align_up(T * 8, 16);
-  const size_t total = off_tables + static_cast<size_t>(in.n_seqs) * table_stride_ * 4;
-  staging_.assign(total, 0);
-  std::memcpy(staging_.data(), in.positions, T * 4);
-  std::memcpy(staging_.data() + off_seq, in.token_seq, T * 4);
-  std::memcpy(staging_.data() + off_slots, in.slots, T * 8);
-  for (int32_t s = 0; s < in.n_seqs; ++s)
-    std::memcpy(staging_.data() + off_tables + static_cast<size_t>(s) * table_stride_ * 4,
-                in.block_tables[s], static_cast<size_t>(in.block_counts[s]) * 4);
-  step_buf_.reserve(dev_, std::max<size_t>(total, 16));
-  dev_.to_device(step_buf_.data(), staging_.data(), total);
+  const StepUploadLayout l = pack_step_inputs(in, staging_);
+  table_stride_ = l.table_stride;
+  step_buf_.reserve(dev_, std::max<size_t>(l.total, 16));
+  dev_.to_device(step_buf_.data(), staging_.data(), l.total);
   auto* base = static_cast<uint8_t*>(step_buf_.data());
   d_positions_ = reinterpret_cast<const int32_t*>(base);
-  d_token_seq_ = reinterpret_cast<const int32_t*>(base + off_seq);
-  d_slots_ = reinterpret_cast<const int64_t*>(base + off_slots);
-  d_tables_ = reinterpret_cast<const int32_t*>(base + off_tables);
+  d_token_seq_ = reinterpret_cast<const int32_t*>(base + l.off_seq);
+  d_slots_ = reinterpret_cast<const int64_t*>(base + l.off_slots);
+  d_tables_ = reinterpret_cast<const int32_t*>(base + l.off_tables);
 
   if (!rope_ || rope.n_rot != rope_params_.n_rot || rope.freq_base != rope_params_.freq_base ||
       rope.freq_scale != rope_params_.freq_scale) {

@@ -1,0 +1,68 @@
+// The step's batch as the CUDA backend uploads it (host code, runs without a
+// GPU): every array where its offset says, 16-byte aligned, block tables
+// padded with zeros to the longest.
+#include "backend/cuda/step_upload.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace pagellm::cuda {
+namespace {
+
+template <typename T>
+T at(const std::vector<uint8_t>& buf, size_t off, size_t i) {
+  T v;
+  std::memcpy(&v, buf.data() + off + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+TEST(CudaStepUpload, PacksEveryArrayAtItsOffset) {
+  const std::vector<int32_t> pos = {0, 1, 2, 7, 3}, seq = {0, 0, 0, 1, 2};
+  const std::vector<int64_t> slots = {16, 17, 18, 39, 1000000000003};
+  const std::vector<int32_t> t0 = {1}, t1 = {5, 2}, t2 = {9, 8, 7};
+  const int32_t* tables[] = {t0.data(), t1.data(), t2.data()};
+  const int32_t counts[] = {1, 2, 3};
+  StepInputs in;
+  in.n_tokens = 5;
+  in.n_seqs = 3;
+  in.positions = pos.data();
+  in.token_seq = seq.data();
+  in.slots = slots.data();
+  in.block_tables = tables;
+  in.block_counts = counts;
+  std::vector<uint8_t> buf;
+  const StepUploadLayout l = pack_step_inputs(in, buf);
+  ASSERT_EQ(buf.size(), l.total);
+  for (size_t off : {l.off_seq, l.off_slots, l.off_tables}) EXPECT_EQ(off % 16, 0u);
+  EXPECT_GE(l.off_seq, 5 * 4u);
+  EXPECT_GE(l.off_slots, l.off_seq + 5 * 4);
+  EXPECT_GE(l.off_tables, l.off_slots + 5 * 8);
+  EXPECT_EQ(l.table_stride, 3);
+  EXPECT_EQ(l.total, l.off_tables + 3 * 3 * 4);
+  for (size_t t = 0; t < 5; ++t) {
+    EXPECT_EQ(at<int32_t>(buf, 0, t), pos[t]);
+    EXPECT_EQ(at<int32_t>(buf, l.off_seq, t), seq[t]);
+    EXPECT_EQ(at<int64_t>(buf, l.off_slots, t), slots[t]);
+  }
+  const int32_t want[3][3] = {{1, 0, 0}, {5, 2, 0}, {9, 8, 7}};
+  for (size_t s = 0; s < 3; ++s)
+    for (size_t b = 0; b < 3; ++b) EXPECT_EQ(at<int32_t>(buf, l.off_tables, s * 3 + b), want[s][b]);
+}
+
+TEST(CudaStepUpload, EmptyStepAndEmptyTables) {
+  const int32_t counts[] = {0};
+  const int32_t* tables[] = {nullptr};
+  StepInputs in;
+  in.n_seqs = 1;
+  in.block_tables = tables;
+  in.block_counts = counts;
+  std::vector<uint8_t> buf;
+  const StepUploadLayout l = pack_step_inputs(in, buf);
+  EXPECT_EQ(l.table_stride, 1);  // never zero: the kernels index with it
+  EXPECT_EQ(l.total, 4u);
+  EXPECT_EQ(at<int32_t>(buf, l.off_tables, 0), 0);
+}
+
+}  // namespace
+}  // namespace pagellm::cuda
