@@ -19,10 +19,24 @@ inline void cpu_relax() {
 #endif
 }
 constexpr int kSpinIterations = 20000;
-constexpr int64_t kSharesPerThread = 4;
+// An owner claims a quarter of what is left in its range (at least one
+// chunk): few calls while the range is long, single chunks at the end.
+constexpr int64_t kClaimDivisor = 4;
+constexpr int64_t kMaxChunks = int64_t{1} << 30;  // fits the 32-bit halves
+
+inline uint64_t pack(int64_t front, int64_t back) {
+  return static_cast<uint64_t>(back) << 32 | static_cast<uint64_t>(front);
+}
+inline int64_t front_of(uint64_t v) {
+  return static_cast<int64_t>(v & 0xFFFFFFFFu);
+}
+inline int64_t back_of(uint64_t v) {
+  return static_cast<int64_t>(v >> 32);
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+  for (Job& job : jobs_) job.ranges = std::make_unique<Range[]>(static_cast<size_t>(n_threads_));
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -36,14 +50,42 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_shares(Job& job, int index) {
+void ThreadPool::run_ranges(Job& job, int index) {
+  Range& own = job.ranges[index];
   for (;;) {
-    const int64_t s = job.next.fetch_add(1);
-    if (s >= job.shares) return;
-    const int64_t b = s * job.share_chunks * job.grain;
-    const int64_t e = std::min(job.n, (s + 1) * job.share_chunks * job.grain);
-    if (b < e) (*job.fn)(b, e, index);
-    job.done.fetch_add(1);
+    // Claim from the front of the own range.
+    uint64_t v = own.bounds.load();
+    int64_t f = front_of(v), b = back_of(v);
+    if (f < b) {
+      const int64_t take = std::max<int64_t>(1, (b - f) / kClaimDivisor);
+      if (!own.bounds.compare_exchange_weak(v, pack(f + take, b))) continue;
+      const int64_t lo = f * job.grain;
+      const int64_t hi = std::min(job.n, (f + take) * job.grain);
+      (*job.fn)(lo, hi, index);
+      job.done.fetch_add(take);
+      continue;
+    }
+    // Empty: steal the back half of the fullest other range and own it.
+    int victim = -1;
+    int64_t most = 0;
+    for (int k = 1; k < n_threads_; ++k) {
+      const int t = (index + k) % n_threads_;
+      const uint64_t w = job.ranges[t].bounds.load();
+      if (back_of(w) - front_of(w) > most) {
+        most = back_of(w) - front_of(w);
+        victim = t;
+      }
+    }
+    if (victim < 0) return;  // nothing left anywhere (chunks may still be running)
+    Range& other = job.ranges[victim];
+    uint64_t w = other.bounds.load();
+    f = front_of(w);
+    b = back_of(w);
+    if (f >= b) continue;
+    const int64_t mid = f + (b - f) / 2;  // a single chunk is taken whole
+    if (!other.bounds.compare_exchange_weak(w, pack(f, mid))) continue;
+    // Nobody else writes an empty range, so a plain store publishes it.
+    own.bounds.store(pack(mid, b));
   }
 }
 
@@ -67,7 +109,7 @@ void ThreadPool::worker_loop(int index) {
     Job& job = jobs_[gen & 1];
     job.active.fetch_add(1);
     // Still the current job? If not, the caller may be rewriting this slot.
-    if (generation_.load() == gen) run_shares(job, index);
+    if (generation_.load() == gen) run_ranges(job, index);
     job.active.fetch_sub(1);
   }
 }
@@ -79,26 +121,29 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
     fn(0, n, 0);
     return;
   }
+  int64_t chunks = (n + grain - 1) / grain;
+  if (chunks > kMaxChunks) {
+    grain *= (chunks + kMaxChunks - 1) / kMaxChunks;
+    chunks = (n + grain - 1) / grain;
+  }
   const uint64_t gen = generation_.load() + 1;
   Job& job = jobs_[gen & 1];
   while (job.active.load() != 0) cpu_relax();  // a straggler from two jobs ago
-  const int64_t chunks = (n + grain - 1) / grain;
-  const int64_t shares = std::min<int64_t>(chunks, n_threads_ * kSharesPerThread);
   job.fn = &fn;
   job.n = n;
   job.grain = grain;
-  job.share_chunks = (chunks + shares - 1) / shares;
-  job.shares = (chunks + job.share_chunks - 1) / job.share_chunks;
+  job.chunks = chunks;
+  for (int t = 0; t < n_threads_; ++t)
+    job.ranges[t].bounds.store(pack(chunks * t / n_threads_, chunks * (t + 1) / n_threads_));
   job.done.store(0);
-  job.next.store(0);
   {
     // Publishing under the lock pairs with the sleepers' predicate check.
     std::lock_guard<std::mutex> lock(mu_);
     generation_.store(gen);
   }
   if (sleepers_.load() > 0) cv_.notify_all();
-  run_shares(job, 0);
-  while (job.done.load() != job.shares) cpu_relax();
+  run_ranges(job, 0);
+  while (job.done.load() != job.chunks) cpu_relax();
 }
 
 int ThreadPool::physical_cores() {

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <set>
+#include <thread>
 #include <vector>
 
 namespace pagellm {
@@ -32,6 +35,52 @@ TEST(ThreadPool, ManyShortJobs) {
   for (int rep = 0; rep < 5000; ++rep)
     pool.parallel_for(4, [&](int64_t b, int64_t e, int) { sum += e - b; });
   EXPECT_EQ(sum.load(), 5000 * 4);
+}
+
+TEST(ThreadPool, CallBoundsAreMultiplesOfTheGrain) {
+  ThreadPool pool(3);
+  for (int64_t n : {5, 100, 1001}) {
+    for (int64_t grain : {1, 3, 8}) {
+      std::atomic<bool> ok{true};
+      pool.parallel_for(
+          n,
+          [&](int64_t b, int64_t e, int) {
+            if (b % grain != 0 || (e != n && e % grain != 0) || b >= e || e > n) ok = false;
+          },
+          grain);
+      EXPECT_TRUE(ok.load()) << n << " " << grain;
+    }
+  }
+}
+
+TEST(ThreadPool, ThreadIndicesAreUniqueAmongRunningCalls) {
+  ThreadPool pool(4);
+  std::vector<std::atomic<int>> running(4);
+  std::atomic<bool> ok{true};
+  pool.parallel_for(400, [&](int64_t, int64_t, int t) {
+    if (t < 0 || t >= 4 || running[t].fetch_add(1) != 0) ok = false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    running[t].fetch_sub(1);
+  });
+  EXPECT_TRUE(ok.load());
+}
+
+// A thread that stalls mid-job (as when another process holds its core) has
+// the rest of its range taken over: the others do most of the work.
+TEST(ThreadPool, AStalledThreadsRangeIsTakenOver) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> by_thread[2] = {0, 0};
+  std::atomic<bool> stalled{false};
+  pool.parallel_for(1000, [&](int64_t b, int64_t e, int t) {
+    if (t == 1 && !stalled.exchange(true))
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    by_thread[t] += e - b;
+    std::this_thread::sleep_for(std::chrono::microseconds(20 * (e - b)));
+  });
+  EXPECT_EQ(by_thread[0] + by_thread[1], 1000);
+  // Thread 1 owns [500, 1000) but sleeps 200 ms in its first call, which
+  // holds at most a quarter of its range; thread 0 needs ~20 ms per 1000 items.
+  if (stalled.load()) EXPECT_GT(by_thread[0].load(), 800);
 }
 
 TEST(ThreadPool, PhysicalCoresPositive) {
