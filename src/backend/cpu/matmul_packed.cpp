@@ -64,20 +64,19 @@ void packed_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const u
   constexpr size_t C = Traits<T>::kCodeBytes;
   const int64_t nb = n / 32;
   for (int64_t g = 0; g * kPackRows < rows; ++g) {
-    const uint8_t* codes = w + static_cast<size_t>(g) * gb;
-    const uint8_t* scales = codes + static_cast<size_t>(nb) * C;
+    const uint8_t* group = w + static_cast<size_t>(g) * gb;
     for (int64_t c = 0; c < cols; ++c) {
       const XRow xr = x_row(x + static_cast<size_t>(c) * xs, n);
       float acc[kPackRows] = {};
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* bc = codes + static_cast<size_t>(b) * C;
+        const uint8_t* bc = group + rows16_codes_at(b, C);
         const int8_t* q = xr.qs + 32 * b;
         for (int lane = 0; lane < kPackRows; ++lane) {
           int32_t I = -Traits<T>::kOffset * xr.sum[b];
           for (int k = 0; k < 8; ++k)
             for (int j = 0; j < 4; ++j) I += code_of<T>(bc, k, lane, j) * q[4 * k + j];
           f16_t h;
-          std::memcpy(&h, scales + 32 * b + 2 * lane, 2);
+          std::memcpy(&h, group + rows16_scales_at(b, nb, C) + 2 * lane, 2);
           const float s = fp16_to_fp32(h) * xr.d[b];
           acc[lane] = std::fma(static_cast<float>(I), s, acc[lane]);
         }
@@ -97,63 +96,70 @@ PAGELLM_TARGET_AVX512
 template <DType T>
 struct Avx512 {
   static constexpr int kCols = 16;
+  static constexpr size_t C = Traits<T>::kCodeBytes;
+
+  // Block b (codes bc, scales sc) times CB columns, into acc.
+  template <int CB>
+  static inline __attribute__((always_inline)) void block(const uint8_t* bc, const uint8_t* sc,
+                                                          const XRow (&xr)[CB], int64_t b,
+                                                          __m512 (&acc)[CB]) {
+    __m512i A[8];
+    if constexpr (T == DType::Q4_0) {
+      const __m512i m4 = _mm512_set1_epi8(15);
+#pragma GCC unroll 16
+      for (int k = 0; k < 4; ++k) {
+        const __m512i v = _mm512_loadu_si512(bc + 64 * k);
+        A[k] = _mm512_and_si512(v, m4);
+        A[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      }
+    } else {
+#pragma GCC unroll 16
+      for (int k = 0; k < 8; ++k) A[k] = _mm512_loadu_si512(bc + 64 * k);
+    }
+    const __m512 dw = _mm512_cvtph_ps(simd::load256(sc));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) {
+      const int8_t* q = xr[c].qs + 32 * b;
+      __m512i I = _mm512_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]);
+      if constexpr (CB <= 2) {
+        // Few columns: two independent chains so the dpbusd latency hides.
+        __m512i J = _mm512_setzero_si512();
+#pragma GCC unroll 16
+        for (int k = 0; k < 8; k += 2) {
+          I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
+          J = _mm512_dpbusd_epi32(J, A[k + 1], _mm512_set1_epi32(simd::load_u32(q + 4 * k + 4)));
+        }
+        I = _mm512_add_epi32(I, J);
+      } else {
+#pragma GCC unroll 16
+        for (int k = 0; k < 8; ++k)
+          I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
+      }
+      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xr[c].d[b]));
+      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), s, acc[c]);
+    }
+  }
 
   template <int CB>
-  static void group(int64_t n, const uint8_t* codes, const uint8_t* x, size_t xs, float* out,
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
                     int64_t os, int valid) {
-    constexpr size_t C = Traits<T>::kCodeBytes;
+    constexpr size_t kPair = 2 * C + 64;
     const int64_t nb = n / 32;
-    const auto* scales = reinterpret_cast<const __m256i*>(codes + static_cast<size_t>(nb) * C);
     XRow xr[CB];
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) xr[c] = x_row(x + static_cast<size_t>(c) * xs, n);
     __m512 acc[CB];
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* bc = codes + static_cast<size_t>(b) * C;
-      // Every tile width: a wide tile is slow enough per byte that the
-      // hardware prefetcher alone leaves it waiting on memory (16 columns:
-      // +10% Q4_0, +30% Q8_0 when the weights stream from DRAM).
-      for (size_t l = 0; l < C; l += 64) simd::prefetch(bc + kPrefetchBytes + l);
-      // The scales are a second stream (32 bytes a block): hint it too.
-      simd::prefetch(scales + b + kPrefetchBytes / C);
-      __m512i A[8];
-      if constexpr (T == DType::Q4_0) {
-        const __m512i m4 = _mm512_set1_epi8(15);
-#pragma GCC unroll 16
-        for (int k = 0; k < 4; ++k) {
-          const __m512i v = _mm512_loadu_si512(bc + 64 * k);
-          A[k] = _mm512_and_si512(v, m4);
-          A[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        }
-      } else {
-#pragma GCC unroll 16
-        for (int k = 0; k < 8; ++k) A[k] = _mm512_loadu_si512(bc + 64 * k);
-      }
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales + b));
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) {
-        const int8_t* q = xr[c].qs + 32 * b;
-        __m512i I = _mm512_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]);
-        if constexpr (CB <= 2) {
-          // Few columns: two independent chains so the dpbusd latency hides.
-          __m512i J = _mm512_setzero_si512();
-#pragma GCC unroll 16
-          for (int k = 0; k < 8; k += 2) {
-            I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
-            J = _mm512_dpbusd_epi32(J, A[k + 1], _mm512_set1_epi32(simd::load_u32(q + 4 * k + 4)));
-          }
-          I = _mm512_add_epi32(I, J);
-        } else {
-#pragma GCC unroll 16
-          for (int k = 0; k < 8; ++k)
-            I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
-        }
-        const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xr[c].d[b]));
-        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), s, acc[c]);
-      }
+    const uint8_t* p = grp;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, p += kPair) {
+      if constexpr (CB >= kPrefetchMinCols)
+        for (size_t l = 0; l < kPair; l += 64) simd::prefetch(p + kPrefetchBytes + l);
+      block<CB>(p, p + 2 * C, xr, b, acc);
+      block<CB>(p + C, p + 2 * C + 32, xr, b + 1, acc);
     }
+    if (b < nb) block<CB>(p, p + C, xr, b, acc);  // the odd last block
     store_rows16<CB>(out, os, acc, valid);
   }
 
@@ -185,7 +191,6 @@ struct Avx2 {
                          float* out, int64_t os, int valid) {
     constexpr size_t C = Traits<T>::kCodeBytes;
     const int64_t nb = n / 32;
-    const uint8_t* scales = codes + static_cast<size_t>(nb) * C + 16 * half;
     XRow xr[CB];
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) xr[c] = x_row(x + static_cast<size_t>(c) * xs, n);
@@ -194,7 +199,7 @@ struct Avx2 {
     for (int c = 0; c < CB; ++c) acc[c] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* bc = codes + static_cast<size_t>(b) * C + 32 * half;
+      const uint8_t* bc = codes + rows16_codes_at(b, C) + 32 * half;
       __m256i A[8];
       if constexpr (T == DType::Q4_0) {
         const __m256i m4 = _mm256_set1_epi8(15);
@@ -211,8 +216,8 @@ struct Avx2 {
         for (int k = 0; k < 8; ++k)
           A[k] = _mm256_xor_si256(simd::load256(bc + 64 * k), _mm256_set1_epi8(-128));
       }
-      const __m256 dw =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 32 * b)));
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(codes + rows16_scales_at(b, nb, C) + 16 * half)));
 #pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) {
         const int8_t* q = xr[c].qs + 32 * b;

@@ -108,9 +108,8 @@ struct Avx512K4 {
     const __m512i m4 = _mm512_set1_epi8(15);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
-      // Every tile width: a wide tile is slow enough per byte that the
-      // hardware prefetcher alone leaves it waiting on memory.
-      for (size_t l = 0; l < kK4Super<kQ5>; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+      if constexpr (CB >= kPrefetchMinCols)
+        for (size_t l = 0; l < kK4Super<kQ5>; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
       const uint8_t* hb = sb;  // Q5_K's fifth bits
       if constexpr (kQ5) sb += kQ5KPlane;
       __m512i S[CB];
@@ -328,9 +327,8 @@ struct Avx512Q6K {
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper;
-      // Every tile width: a wide tile is slow enough per byte that the
-      // hardware prefetcher alone leaves it waiting on memory.
-      for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+      if constexpr (CB >= kPrefetchMinCols)
+        for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
       __m512i S[CB];
 #pragma GCC unroll 8
       for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();

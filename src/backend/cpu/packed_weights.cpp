@@ -180,7 +180,8 @@ size_t packed_group_bytes(DType t, int64_t n_in) {
   if (t == DType::Q4_K) return static_cast<size_t>(supers_of(n_in)) * kQ4KSuper;
   if (t == DType::Q5_K) return static_cast<size_t>(supers_of(n_in)) * kQ5KSuper;
   if (t == DType::Q6_K) return static_cast<size_t>(supers_of(n_in)) * kQ6KSuper;
-  return static_cast<size_t>(blocks_of(n_in)) * (code_bytes(t) + 32);
+  const int64_t nb = blocks_of(n_in);
+  return static_cast<size_t>(nb) * (code_bytes(t) + 32) + (nb % 2 ? 32 : 0);
 }
 
 size_t packed_bytes(DType t, int64_t n_in, int64_t n_out) {
@@ -218,13 +219,13 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<uint8_t*>(dst);
   for (int64_t g = 0; g < groups; ++g) {
-    uint8_t* codes = d + static_cast<size_t>(g) * gbytes;
-    uint8_t* scales = codes + static_cast<size_t>(nb) * C;
+    uint8_t* group = d + static_cast<size_t>(g) * gbytes;
+    std::memset(group, 0, gbytes);  // the padding of an odd last pair
     for (int lane = 0; lane < kPackRows; ++lane) {
       const int64_t r = g * kPackRows + lane;
       const uint8_t* row = r < n_out ? s + static_cast<size_t>(r) * src_stride : nullptr;
       for (int64_t b = 0; b < nb; ++b) {
-        uint8_t* cb = codes + static_cast<size_t>(b) * C;
+        uint8_t* cb = group + rows16_codes_at(b, C);
         f16_t scale = 0;
         if (t == DType::Q4_0) {
           uint8_t qs[16] = {};
@@ -245,7 +246,7 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
           }
           for (int k = 0; k < 8; ++k) std::memcpy(cb + 64 * k + 4 * lane, qs + 4 * k, 4);
         }
-        std::memcpy(scales + static_cast<size_t>(b) * 32 + 2 * lane, &scale, 2);
+        std::memcpy(group + rows16_scales_at(b, nb, C) + 2 * lane, &scale, 2);
       }
     }
   }
@@ -274,12 +275,11 @@ void unpack_row16(DType t, int64_t n_in, const void* packed, int64_t r, void* ds
   const int64_t nb = blocks_of(n_in);
   const int64_t g = r / kPackRows;
   const int lane = static_cast<int>(r % kPackRows);
-  const auto* codes =
+  const auto* group =
       static_cast<const uint8_t*>(packed) + static_cast<size_t>(g) * packed_group_bytes(t, n_in);
-  const uint8_t* scales = codes + static_cast<size_t>(nb) * C;
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* cb = codes + static_cast<size_t>(b) * C;
-    const uint8_t* sc = scales + static_cast<size_t>(b) * 32 + 2 * lane;
+    const uint8_t* cb = group + rows16_codes_at(b, C);
+    const uint8_t* sc = group + rows16_scales_at(b, nb, C) + 2 * lane;
     if (t == DType::Q4_0) {
       uint8_t* blk = static_cast<uint8_t*>(dst) + static_cast<size_t>(b) * sizeof(BlockQ4_0);
       std::memcpy(blk + offsetof(BlockQ4_0, d), sc, 2);
