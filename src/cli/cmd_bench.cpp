@@ -28,6 +28,9 @@ struct BenchArgs {
   bool plan_max_num_seqs_given = false;
 };
 
+// Read probes around the decode that differ by more than this: say so.
+constexpr double kBandwidthChangeWarn = 0.15;
+
 int run_roofline_cmd(BenchArgs a) {
   const RooflineSpec spec;
   int32_t longest = spec.batch_prompt + spec.batch_gen;
@@ -64,6 +67,8 @@ int run_roofline_cmd(BenchArgs a) {
     nlohmann::json j = {{"threads", setup.pool->size()},
                         {"cpu_isa", cpu::isa_name(cpu::best_isa())},
                         {"read_bandwidth_bytes_per_s", r.bandwidth.read_bytes_per_s},
+                        {"read_bandwidth_after_decode_bytes_per_s", r.read_bytes_per_s_after},
+                        {"bandwidth_change", r.bandwidth_change()},
                         {"triad_bandwidth_bytes_per_s", r.bandwidth.triad_bytes_per_s},
                         {"weight_bytes_per_token", r.weight_bytes_per_token},
                         {"devices", devs},
@@ -72,6 +77,8 @@ int run_roofline_cmd(BenchArgs a) {
                         {"decode_fraction_of_ceiling", r.decode_fraction},
                         {"prefill", pre},
                         {"batched", bat},
+                        {"batch1_again_decode_tokens_per_s", r.batch1_again_decode_tokens_per_s},
+                        {"batched_base_decode_tokens_per_s", r.batched_base_decode_tokens_per_s},
                         {"peak_rss_bytes", peak_rss_bytes()}};
     std::puts(j.dump().c_str());
     return 0;
@@ -89,15 +96,26 @@ int run_roofline_cmd(BenchArgs a) {
                  d.own_memory ? " (its own memory)" : " (host RAM)");
   fmt::print("decode, batch 1: {:.1f} tok/s of a {:.1f} tok/s ceiling ({:.0f}%)\n",
              r.decode_tokens_per_s, r.decode_ceiling_tokens_per_s, r.decode_fraction * 100);
+  fmt::print("  read bandwidth right after the decode: {:.1f} GB/s{}\n",
+             r.read_bytes_per_s_after / 1e9,
+             r.bandwidth_change() > kBandwidthChangeWarn
+                 ? " -- the machine's bandwidth changed during the measurement; rerun for a "
+                   "fraction you can trust"
+                 : "");
   for (const auto& p : r.prefill)
     fmt::print("prefill, prompt {}: {:.1f} tok/s\n", p.prompt_len, p.tokens_per_s);
-  const double base = r.batched.empty() ? 0 : r.batched.front().decode_tokens_per_s;
+  const double base = r.batched_base_decode_tokens_per_s;
   for (const auto& b : r.batched)
     fmt::print(
         "concurrency {:>3}: {:7.1f} generated tok/s end to end, decode {:7.1f} tok/s ({:.1f}x "
         "batch 1)\n",
         b.concurrency, b.generated_tokens_per_s, b.decode_tokens_per_s,
         base > 0 ? b.decode_tokens_per_s / base : 0.0);
+  if (!r.batched.empty())
+    fmt::print(
+        "concurrency   1 again after the sweep: decode {:.1f} tok/s (the ratios divide by "
+        "{:.1f}, the faster batch-1 run)\n",
+        r.batch1_again_decode_tokens_per_s, base);
   return 0;
 }
 

@@ -12,6 +12,13 @@
 // requests at once: the aggregate generated tokens/s end to end and the
 // decode-phase rate C / median inter-token latency. Prompts are random and
 // the prefix cache should be off, so nothing is served from it.
+//
+// A shared machine's bandwidth can change from one minute to the next, which
+// would make a fraction or a ratio of two figures taken minutes apart
+// meaningless. So the host's read bandwidth is probed again right after the
+// batch-1 decode and the ceiling uses the higher of the two probes, and batch 1
+// is measured again after the concurrency sweep, whose ratios use the faster
+// of its two runs; both pairs are reported, so a change shows.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +42,9 @@ struct RooflineSpec {
 };
 
 struct RooflineResult {
-  cpu::Bandwidth bandwidth;
+  cpu::Bandwidth bandwidth;           // before the batch-1 decode
+  double read_bytes_per_s_after = 0;  // the read probe right after it
+  double host_read_bytes_per_s = 0;   // the higher of the two: the ceiling's
   uint64_t weight_bytes_per_token = 0;
   struct Device {
     std::string device;
@@ -58,6 +67,13 @@ struct RooflineResult {
     double decode_tokens_per_s;     // concurrency / median inter-token latency
   };
   std::vector<Batched> batched;
+  // Batch 1 again after the sweep, and the rate the sweep's ratios divide by
+  // (the higher of this and the sweep's concurrency-1 figure, or of this alone
+  // when the sweep has no concurrency 1).
+  double batch1_again_decode_tokens_per_s = 0;
+  double batched_base_decode_tokens_per_s = 0;
+  // |before - after| / the higher, for the read probes around the decode.
+  double bandwidth_change() const;
 };
 
 // `shares`: the weights one decode step streams on each device

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backend/cpu/bandwidth.h"
 #include "backend/cpu/cpu_backend.h"
 #include "support/test_support.h"
@@ -39,14 +41,20 @@ TEST(Roofline, EveryStageReportsConsistentFigures) {
   EXPECT_GT(wbytes, 0u);
   RooflineResult r = run_roofline(engine, pool, model->hparams().n_vocab, model->weight_shares(),
                                   spec, [&](const std::string& s) { stages.push_back(s); });
-  EXPECT_EQ(stages.size(), 2u + spec.prefill_lens.size() + spec.concurrencies.size());
+  // Probe, decode, probe again, prefills, the sweep, batch 1 again.
+  EXPECT_EQ(stages.size(), 4u + spec.prefill_lens.size() + spec.concurrencies.size());
   EXPECT_GT(r.bandwidth.read_bytes_per_s, 0);
+  EXPECT_GT(r.read_bytes_per_s_after, 0);
+  EXPECT_DOUBLE_EQ(r.host_read_bytes_per_s,
+                   std::max(r.bandwidth.read_bytes_per_s, r.read_bytes_per_s_after));
+  EXPECT_GE(r.bandwidth_change(), 0);
+  EXPECT_LT(r.bandwidth_change(), 1);
   EXPECT_GT(r.decode_tokens_per_s, 0);
   EXPECT_EQ(r.weight_bytes_per_token, wbytes);  // the shares add up to every matrix once
   ASSERT_EQ(r.devices.size(), 1u);
   EXPECT_FALSE(r.devices[0].own_memory);
   EXPECT_DOUBLE_EQ(r.decode_ceiling_tokens_per_s,
-                   r.bandwidth.read_bytes_per_s / static_cast<double>(wbytes));
+                   r.host_read_bytes_per_s / static_cast<double>(wbytes));
   EXPECT_DOUBLE_EQ(r.decode_fraction, r.decode_tokens_per_s / r.decode_ceiling_tokens_per_s);
   ASSERT_EQ(r.prefill.size(), 2u);
   for (const auto& p : r.prefill) EXPECT_GT(p.tokens_per_s, 0);
@@ -56,6 +64,10 @@ TEST(Roofline, EveryStageReportsConsistentFigures) {
     EXPECT_GT(b.generated_tokens_per_s, 0);
     EXPECT_GT(b.decode_tokens_per_s, 0);
   }
+  // The ratios' base: the faster of the two batch-1 runs.
+  EXPECT_GT(r.batch1_again_decode_tokens_per_s, 0);
+  EXPECT_DOUBLE_EQ(r.batched_base_decode_tokens_per_s,
+                   std::max(r.batch1_again_decode_tokens_per_s, r.batched[0].decode_tokens_per_s));
   // Nothing leaked: every block is back.
   const auto st = engine.stats();
   EXPECT_EQ(st.running, 0);
