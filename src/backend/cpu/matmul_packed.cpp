@@ -126,14 +126,13 @@ struct Avx512 {
         __m512i J = _mm512_setzero_si512();
 #pragma GCC unroll 16
         for (int k = 0; k < 8; k += 2) {
-          I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
-          J = _mm512_dpbusd_epi32(J, A[k + 1], _mm512_set1_epi32(simd::load_u32(q + 4 * k + 4)));
+          I = simd::dpbusd_bcast(I, A[k], q + 4 * k);
+          J = simd::dpbusd_bcast(J, A[k + 1], q + 4 * k + 4);
         }
         I = _mm512_add_epi32(I, J);
       } else {
 #pragma GCC unroll 16
-        for (int k = 0; k < 8; ++k)
-          I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
+        for (int k = 0; k < 8; ++k) I = simd::dpbusd_bcast(I, A[k], q + 4 * k);
       }
       const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xr[c].d[b]));
       acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), s, acc[c]);

@@ -135,8 +135,8 @@ struct Avx512K4 {
           __m512i I = _mm512_setzero_si512(), J = _mm512_setzero_si512();
 #pragma GCC unroll 16
           for (int k = 0; k < 8; k += 2) {
-            I = _mm512_dpbusd_epi32(I, A[k], _mm512_set1_epi32(simd::load_u32(q + 4 * k)));
-            J = _mm512_dpbusd_epi32(J, A[k + 1], _mm512_set1_epi32(simd::load_u32(q + 4 * k + 4)));
+            I = simd::dpbusd_bcast(I, A[k], q + 4 * k);
+            J = simd::dpbusd_bcast(J, A[k + 1], q + 4 * k + 4);
           }
           S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_add_epi32(I, J), sc));
         }
@@ -350,8 +350,7 @@ struct Avx512Q6K {
           const int8_t* q = xr[c].qs + 256 * s + 16 * j;
           __m512i I = _mm512_set1_epi32(-32 * xr[c].sum16[16 * s + j]);
 #pragma GCC unroll 4
-          for (int t = 0; t < 4; ++t)
-            I = _mm512_dpbusd_epi32(I, A[t], _mm512_set1_epi32(simd::load_u32(q + 4 * t)));
+          for (int t = 0; t < 4; ++t) I = simd::dpbusd_bcast(I, A[t], q + 4 * t);
           S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I, sc));
         }
       }

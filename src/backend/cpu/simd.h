@@ -140,6 +140,17 @@ PAGELLM_TARGET_END
 PAGELLM_TARGET_AVX512
 namespace pagellm::cpu::simd {
 
+// acc + dot of u's unsigned bytes with the four signed bytes at p repeated in
+// every lane (vpdpbusd with an embedded {1to16} broadcast: GCC loads the
+// broadcast into a register first, one more uop per product; the Q4_0 16-
+// column tile runs 2-5% faster this way).
+inline __m512i dpbusd_bcast(__m512i acc, __m512i u, const int8_t* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0"
+      : "+v"(acc)
+      : "v"(u), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+
 template <>
 inline __m256i dot_u8s8<true>(__m256i acc, __m256i u, __m256i s) {
   return _mm256_dpbusd_epi32(acc, u, s);
