@@ -47,6 +47,8 @@ struct RopeParams {
   int32_t n_rot = 0;
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
+  // Equal parameters share one table of sines and cosines.
+  bool operator==(const RopeParams&) const = default;
 };
 
 // One layer's K and V in a KV pool on this backend (kvcache/kv_pool.h layout:

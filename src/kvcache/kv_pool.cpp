@@ -1,11 +1,11 @@
 #include "kvcache/kv_pool.h"
 
 #include <fmt/format.h>
-#include <sys/mman.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kv_store.h"
 #include "util/error.h"
 #include "util/sizes.h"
@@ -38,26 +38,23 @@ KvPool::KvPool(const KvPoolShape& shape, Backend* backend) : shape_(shape), back
                                   shape.head_dim));
   bytes_ = shape.total_bytes();
   if (bytes_ == 0) return;
-  if (backend_) {
-    data_ = static_cast<uint8_t*>(backend_->allocate(bytes_));
-    return;
+  // Host RAM comes from the CPU backend's allocation: zeroed pages, populated
+  // now so that the cache the plan reserved is really resident (a cache that
+  // faults in later could meet a machine that has run out of memory).
+  try {
+    data_ = static_cast<uint8_t*>(memory().allocate(bytes_));
+  } catch (const SystemError& e) {
+    throw SystemError(fmt::format("KV cache: {}", e.what()));
   }
-  // Anonymous mapping: zeroed pages, returned to the OS on destruction;
-  // populated now so the cache the plan reserved is really resident (a cache
-  // that faults in later could meet a machine that has run out of memory).
-  void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (p == MAP_FAILED)
-    throw SystemError(
-        errno_message("cannot allocate " + format_size(bytes_) + " of KV cache", errno));
-  data_ = static_cast<uint8_t*>(p);
 }
 
 KvPool::~KvPool() {
-  if (data_ && backend_)
-    backend_->deallocate(data_, bytes_);
-  else if (data_)
-    ::munmap(data_, bytes_);
+  if (data_) memory().deallocate(data_, bytes_);
+}
+
+Backend& KvPool::memory() const {
+  static cpu::CpuBackend host(nullptr);  // allocation needs no threads
+  return backend_ ? *backend_ : host;
 }
 
 uint8_t* KvPool::layer_base(int32_t layer) const {
@@ -98,11 +95,7 @@ void KvPool::copy_block(int32_t src, int32_t dst) {
   const size_t block_bytes = static_cast<size_t>(shape_.block_size) * shape_.slot_bytes();
   for (int32_t l = shape_.layer_begin; l < shape_.layer_end; ++l)
     for (uint8_t* base : {static_cast<uint8_t*>(k(l)), static_cast<uint8_t*>(v(l))})
-      if (backend_)
-        backend_->copy(base + static_cast<size_t>(dst) * block_bytes,
-                       base + static_cast<size_t>(src) * block_bytes, block_bytes);
-      else
-        std::memcpy(base + static_cast<size_t>(dst) * block_bytes,
+      memory().copy(base + static_cast<size_t>(dst) * block_bytes,
                     base + static_cast<size_t>(src) * block_bytes, block_bytes);
 }
 

@@ -61,6 +61,7 @@ class KvPool {
 
  private:
   uint8_t* layer_base(int32_t layer) const;
+  Backend& memory() const;  // backend_, or the host's CPU backend
 
   KvPoolShape shape_;
   Backend* backend_ = nullptr;

@@ -49,8 +49,7 @@ void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
 
 void CpuBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
   step_ = in;
-  if (!rope_ || rope.n_rot != rope_params_.n_rot || rope.freq_base != rope_params_.freq_base ||
-      rope.freq_scale != rope_params_.freq_scale) {
+  if (!rope_ || !(rope == rope_params_)) {
     rope_ = std::make_unique<RopeCache>(rope.n_rot, rope.freq_base, rope.freq_scale);
     rope_params_ = rope;
   }

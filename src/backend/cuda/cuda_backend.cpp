@@ -121,8 +121,7 @@ void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
   d_slots_ = reinterpret_cast<const int64_t*>(base + l.off_slots);
   d_tables_ = reinterpret_cast<const int32_t*>(base + l.off_tables);
 
-  if (!rope_ || rope.n_rot != rope_params_.n_rot || rope.freq_base != rope_params_.freq_base ||
-      rope.freq_scale != rope_params_.freq_scale) {
+  if (!rope_ || !(rope == rope_params_)) {
     rope_ = std::make_unique<CudaRopeCache>(rope.n_rot, rope.freq_base, rope.freq_scale);
     rope_params_ = rope;
   }
