@@ -212,5 +212,28 @@ TEST(PagedAttention, TokenResultIndependentOfBatchAndThreads) {
   for (int j = 0; j < row; ++j) ASSERT_EQ(a[j], b[3 * row + j]) << j;
 }
 
+// A prompt's tokens alone take the per-head kernel; with a decode token of
+// another sequence in the batch, the grouped one. Same bits either way.
+TEST(PagedAttention, PromptTokensEqualWithAndWithoutADecodeToken) {
+  for (int d : {64, 128}) {
+    std::mt19937 rng(31 + d);
+    CacheFixture s;
+    s.d = d;
+    s.build(rng, {40, 25}, DType::F16);
+    const int row = s.n_heads * s.d;
+    Tokens prompt;
+    for (int p = 0; p < 40; ++p) prompt.seq.push_back(0), prompt.pos.push_back(p);
+    std::vector<float> q((prompt.seq.size() + 1) * row);
+    std::normal_distribution<float> nd;
+    for (auto& x : q) x = nd(rng);
+    const std::vector<float> q_prompt(q.begin(), q.end() - row);
+    const auto alone = run(s, prompt, q_prompt, 2);
+    Tokens mixed = prompt;
+    mixed.seq.push_back(1), mixed.pos.push_back(24);  // a decode token
+    const auto with = run(s, mixed, q, 2);
+    for (size_t i = 0; i < alone.size(); ++i) ASSERT_EQ(alone[i], with[i]) << "head_dim " << d;
+  }
+}
+
 }  // namespace
 }  // namespace pagellm

@@ -1,0 +1,143 @@
+// CPU paged attention throughput over an f16 KV cache: decode (one token per
+// sequence, attending to its whole context) and prefill (every position of
+// one sequence), on the 0.85B shape's heads (32 query heads, 8 KV heads,
+// head_dim 64) or head_dim 128. Reports GB/s of K and V read (decode: every
+// row once per token) and GFLOP/s (2 * 2 * head_dim per query head and
+// position). Blocks are scattered in the pool, as a long-running server
+// leaves them, and the caches rotate through copies larger than the last-level
+// cache (decode reads K and V from memory).
+//
+//   bench_attention [--benchmark_filter=...]     (PAGELLM_BENCH_THREADS, default 2)
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/paged_attention.h"
+#include "tensor/fp16.h"
+#include "util/thread_pool.h"
+
+namespace {
+
+using namespace pagellm;
+
+int bench_threads() {
+  const char* s = std::getenv("PAGELLM_BENCH_THREADS");
+  return s ? std::max(1, std::atoi(s)) : 2;
+}
+
+ThreadPool& pool() {
+  static ThreadPool p(bench_threads());
+  return p;
+}
+
+constexpr int kHeads = 32, kKvHeads = 8, kBlock = 16;
+
+// K and V caches rotate through enough copies to exceed the last-level cache,
+// so decode reads them from memory, as a model's layers do.
+constexpr size_t kRotateBytes = 256ull << 20;
+
+struct Setup {
+  int d, seqs, ctx;
+  std::vector<std::vector<uint16_t>> k, v;  // one pair per copy
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<const int32_t*> rows;
+
+  Setup(int d_, int seqs_, int ctx_) : d(d_), seqs(seqs_), ctx(ctx_) {
+    const int blocks_per_seq = (ctx + kBlock - 1) / kBlock;
+    const int blocks = blocks_per_seq * seqs;
+    const size_t elems = static_cast<size_t>(blocks) * kBlock * kKvHeads * d;
+    std::mt19937 rng(1);
+    std::normal_distribution<float> nd;
+    const size_t copies = std::max<size_t>(1, kRotateBytes / (4 * elems));
+    for (size_t c = 0; c < copies; ++c) {
+      k.emplace_back(elems);
+      v.emplace_back(elems);
+      for (auto& x : k.back()) x = fp32_to_fp16(nd(rng));
+      for (auto& x : v.back()) x = fp32_to_fp16(nd(rng));
+    }
+    std::vector<int32_t> ids(blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    for (int s = 0; s < seqs; ++s)
+      tables.emplace_back(ids.begin() + s * blocks_per_seq, ids.begin() + (s + 1) * blocks_per_seq);
+    for (const auto& t : tables) rows.push_back(t.data());
+  }
+};
+
+void run(benchmark::State& state, bool decode) {
+  const int d = static_cast<int>(state.range(0));
+  const int ctx = static_cast<int>(state.range(1));
+  const int seqs = decode ? static_cast<int>(state.range(2)) : 1;
+  Setup s(d, seqs, ctx);
+  std::vector<int32_t> tok_seq, tok_pos;
+  for (int q = 0; q < seqs; ++q) {
+    if (decode) {
+      tok_seq.push_back(q), tok_pos.push_back(ctx - 1);
+    } else {
+      for (int p = 0; p < ctx; ++p) tok_seq.push_back(q), tok_pos.push_back(p);
+    }
+  }
+  const int n = static_cast<int>(tok_seq.size());
+  std::vector<float> q(static_cast<size_t>(n) * kHeads * d, 0.1f), out(q.size());
+  PagedAttentionArgs a;
+  a.q = q.data();
+  a.q_stride = kHeads * d;
+  a.out = out.data();
+  a.out_stride = kHeads * d;
+  a.n_tokens = n;
+  a.n_heads = kHeads;
+  a.n_kv_heads = kKvHeads;
+  a.head_dim = d;
+
+  a.kv_type = DType::F16;
+  a.block_size = kBlock;
+  a.token_seq = tok_seq.data();
+  a.token_pos = tok_pos.data();
+  a.block_tables = s.rows.data();
+  a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  size_t copy = 0;
+  for (auto _ : state) {
+    a.k_cache = s.k[copy].data();
+    a.v_cache = s.v[copy].data();
+    copy = (copy + 1) % s.k.size();
+    paged_attention(a, pool());
+    benchmark::DoNotOptimize(out.data());
+  }
+  double positions = 0;  // (query token, position) pairs
+  for (int i = 0; i < n; ++i) positions += tok_pos[i] + 1;
+  const double kv_bytes = positions * kKvHeads * d * 2 * 2;  // K and V, f16
+  const double flops = positions * kHeads * d * 4.0;
+  const double it = static_cast<double>(state.iterations());
+  if (decode)
+    state.counters["GB/s"] = benchmark::Counter(kv_bytes * it / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * it / 1e9, benchmark::Counter::kIsRate);
+}
+
+void BM_AttentionDecode(benchmark::State& state) {
+  run(state, true);
+}
+void BM_AttentionPrefill(benchmark::State& state) {
+  run(state, false);
+}
+
+BENCHMARK(BM_AttentionDecode)
+    ->ArgNames({"head_dim", "ctx", "seqs"})
+    ->Args({64, 2048, 1})
+    ->Args({64, 2048, 16})
+    ->Args({128, 2048, 1})
+    ->UseRealTime();
+BENCHMARK(BM_AttentionPrefill)
+    ->ArgNames({"head_dim", "ctx"})
+    ->Args({64, 512})
+    ->Args({64, 2048})
+    ->Args({128, 512})
+    ->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
