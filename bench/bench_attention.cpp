@@ -69,17 +69,22 @@ struct Setup {
   }
 };
 
-void run(benchmark::State& state, bool decode) {
+// decode: `seqs` sequences, one token each at position ctx - 1. Otherwise a
+// prompt of ctx tokens, plus (mixed) one decode token of a second sequence,
+// as in a serving step where a prompt joins running sequences.
+void run(benchmark::State& state, bool decode, bool mixed = false) {
   const int d = static_cast<int>(state.range(0));
   const int ctx = static_cast<int>(state.range(1));
-  const int seqs = decode ? static_cast<int>(state.range(2)) : 1;
+  const int seqs = decode ? static_cast<int>(state.range(2)) : mixed ? 2 : 1;
   Setup s(d, seqs, ctx);
   std::vector<int32_t> tok_seq, tok_pos;
   for (int q = 0; q < seqs; ++q) {
     if (decode) {
       tok_seq.push_back(q), tok_pos.push_back(ctx - 1);
-    } else {
+    } else if (q == 0) {
       for (int p = 0; p < ctx; ++p) tok_seq.push_back(q), tok_pos.push_back(p);
+    } else {
+      tok_seq.push_back(q), tok_pos.push_back(ctx - 1);
     }
   }
   const int n = static_cast<int>(tok_seq.size());
@@ -124,6 +129,9 @@ void BM_AttentionDecode(benchmark::State& state) {
 void BM_AttentionPrefill(benchmark::State& state) {
   run(state, false);
 }
+void BM_AttentionMixed(benchmark::State& state) {
+  run(state, false, true);
+}
 
 BENCHMARK(BM_AttentionDecode)
     ->ArgNames({"head_dim", "ctx", "seqs"})
@@ -131,6 +139,7 @@ BENCHMARK(BM_AttentionDecode)
     ->Args({64, 2048, 16})
     ->Args({128, 2048, 1})
     ->UseRealTime();
+BENCHMARK(BM_AttentionMixed)->ArgNames({"head_dim", "ctx"})->Args({64, 512})->UseRealTime();
 BENCHMARK(BM_AttentionPrefill)
     ->ArgNames({"head_dim", "ctx"})
     ->Args({64, 512})

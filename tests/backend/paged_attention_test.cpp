@@ -212,8 +212,9 @@ TEST(PagedAttention, TokenResultIndependentOfBatchAndThreads) {
   for (int j = 0; j < row; ++j) ASSERT_EQ(a[j], b[3 * row + j]) << j;
 }
 
-// A prompt's tokens alone take the per-head kernel; with a decode token of
-// another sequence in the batch, the grouped one. Same bits either way.
+// A prompt's tokens run one KV head per work item; a decode token of another
+// sequence runs its heads grouped (and a single token alone, as in the
+// head-dims test, too). A prompt token's bits do not change with the company.
 TEST(PagedAttention, PromptTokensEqualWithAndWithoutADecodeToken) {
   for (int d : {64, 128}) {
     std::mt19937 rng(31 + d);

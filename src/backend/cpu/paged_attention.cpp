@@ -133,108 +133,66 @@ inline __attribute__((always_inline)) void chunk_step(
   }
 }
 
-// The same arithmetic as attention_avx512, in the same order, for f16 caches
-// with head_dim = 16 * DV: K and V rows are widened straight from the cache
-// (no f32 copies), and the accumulators of SG heads stay in registers. A
-// GQA group larger than SG is done SG heads at a time.
+// Token t's query heads on KV head kvh, all positions, the state of SG of them
+// at a time in registers throughout.
 template <int DV, int SG>
-void attention_f16_regs(const PagedAttentionArgs& a, ThreadPool& pool) {
-  const int group = a.n_heads / a.n_kv_heads;
+inline __attribute__((always_inline)) void one_head(const PagedAttentionArgs& a, int32_t t,
+                                                    int32_t kvh) {
   constexpr int d = 16 * DV;
-  const int64_t work = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads;
-  const auto* kc = static_cast<const uint16_t*>(a.k_cache);
-  const auto* vc = static_cast<const uint16_t*>(a.v_cache);
-  pool.parallel_for(work, [&](int64_t begin, int64_t end, int) {
-    alignas(64) float sc[SG][kChunk];
-    alignas(64) float pw[SG][kChunk];
-    for (int64_t w = begin; w < end; ++w) {
-      const int32_t t = static_cast<int32_t>(w / a.n_kv_heads);
-      const int32_t kvh = static_cast<int32_t>(w % a.n_kv_heads);
-      const int32_t* table = a.block_tables[a.token_seq[t]];
-      const int32_t n_ctx = a.token_pos[t] + 1;
-      for (int g0 = 0; g0 < group; g0 += SG) {
-        const int ng = std::min(SG, group - g0);
-        const float* q0 = a.q + t * a.q_stride + (static_cast<int64_t>(kvh) * group + g0) * d;
-        __m512 acc[SG][DV];
-        float m[SG], l[SG];
-        for (int g = 0; g < SG; ++g) {
-          m[g] = -INFINITY;
-          l[g] = 0.0f;
-          for (int v = 0; v < DV; ++v) acc[g][v] = _mm512_setzero_ps();
-        }
-        for (int32_t p0 = 0; p0 < n_ctx; p0 += kChunk) {
-          const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
-          int64_t off[kChunk];  // element offset of each position's head row
-          for (int j = 0; j < cn; ++j) off[j] = kv_row(a, table, p0 + j, kvh) * d;
-          for (int j = 0; j < kChunk; ++j) {
-            if (j >= cn) {
-              for (int g = 0; g < SG; ++g) sc[g][j] = -INFINITY;
-              continue;
-            }
-            const uint16_t* kr = kc + off[j];
-            __m512 k[DV];
-            for (int v = 0; v < DV; ++v)
-              k[v] = _mm512_cvtph_ps(
-                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kr + 16 * v)));
-            for (int g = 0; g < SG; ++g) {
-              if (g >= ng) break;
-              __m512 s = _mm512_setzero_ps();
-              for (int v = 0; v < DV; ++v)
-                s = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + g * d + 16 * v), k[v], s);
-              sc[g][j] = _mm512_reduce_add_ps(s) * a.scale;
-            }
-          }
-          for (int g = 0; g < ng; ++g) {
-            const __m512 s16 = _mm512_load_ps(sc[g]);
-            const float cmax = _mm512_reduce_max_ps(s16);
-            if (cmax > m[g]) {
-              const float corr = std::exp(m[g] - cmax);  // 0 on the first chunk
-              l[g] *= corr;
-              const __m512 c = _mm512_set1_ps(corr);
-              for (int v = 0; v < DV; ++v) acc[g][v] = _mm512_mul_ps(acc[g][v], c);
-              m[g] = cmax;
-            }
-            _mm512_store_ps(pw[g], cpu::simd::exp16(_mm512_sub_ps(s16, _mm512_set1_ps(m[g]))));
-            float lsum = 0.0f;
-            for (int j = 0; j < cn; ++j) lsum += pw[g][j];
-            l[g] += lsum;
-          }
-          for (int j = 0; j < cn; ++j) {
-            const uint16_t* vr = vc + off[j];
-            for (int v = 0; v < DV; ++v) {
-              const __m512 vv = _mm512_cvtph_ps(
-                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vr + 16 * v)));
-              for (int g = 0; g < SG; ++g)
-                if (g < ng) acc[g][v] = _mm512_fmadd_ps(_mm512_set1_ps(pw[g][j]), vv, acc[g][v]);
-            }
-          }
-        }
-        for (int g = 0; g < ng; ++g) {
-          float* o = a.out + t * a.out_stride + (static_cast<int64_t>(kvh) * group + g0 + g) * d;
-          const __m512 inv = _mm512_set1_ps(l[g] > 0 ? 1.0f / l[g] : 0.0f);
-          for (int v = 0; v < DV; ++v) _mm512_storeu_ps(o + 16 * v, _mm512_mul_ps(acc[g][v], inv));
-        }
-      }
+  const int group = a.n_heads / a.n_kv_heads;
+  const auto* kh = static_cast<const uint16_t*>(a.k_cache) + static_cast<int64_t>(kvh) * d;
+  const auto* vh = static_cast<const uint16_t*>(a.v_cache) + static_cast<int64_t>(kvh) * d;
+  const int32_t* table = a.block_tables[a.token_seq[t]];
+  const int32_t n_ctx = a.token_pos[t] + 1;
+  for (int g0 = 0; g0 < group; g0 += SG) {
+    const int ng = std::min(SG, group - g0);
+    const float* q0 = a.q + t * a.q_stride + (static_cast<int64_t>(kvh) * group + g0) * d;
+    __m512 acc[SG][DV];
+    float m[SG], l[SG];
+    for (int g = 0; g < SG; ++g) {
+      m[g] = -INFINITY;
+      l[g] = 0.0f;
+      for (int v = 0; v < DV; ++v) acc[g][v] = _mm512_setzero_ps();
     }
-  });
+    for (int32_t p0 = 0; p0 < n_ctx; p0 += kChunk) {
+      const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
+      int64_t slot_off[kChunk];
+      slot_offsets(a, table, p0, cn, d, slot_off);
+      chunk_step<DV, SG>(a, kh, vh, slot_off, cn, q0, ng, acc, m, l);
+    }
+    for (int g = 0; g < ng; ++g) {
+      float* o = a.out + t * a.out_stride + (static_cast<int64_t>(kvh) * group + g0 + g) * d;
+      const __m512 inv = _mm512_set1_ps(l[g] > 0 ? 1.0f / l[g] : 0.0f);
+      for (int v = 0; v < DV; ++v) _mm512_storeu_ps(o + 16 * v, _mm512_mul_ps(acc[g][v], inv));
+    }
+  }
 }
 
-// attention_f16_regs for batches with decode tokens (bit for bit the same
-// per head, through chunk_step).
+// one_head as a call of its own: inlined into attention_f16's larger loop it
+// ran ~25% slower (registers).
+template <int DV, int SG>
+__attribute__((noinline)) void one_head_apart(const PagedAttentionArgs& a, int32_t t, int32_t kvh) {
+  one_head<DV, SG>(a, t, kvh);
+}
+
 // The same arithmetic as attention_avx512, in the same order, for f16 caches
 // with head_dim = 16 * DV: K and V rows are widened straight from the cache
 // (no f32 copies), and the accumulators of SG query heads stay in registers
-// for a chunk (a GQA group larger than SG is done SG heads at a time).
+// for a chunk (a GQA group larger than SG is done SG heads at a time); every
+// head goes through chunk_step, so its arithmetic is one and the same
+// whatever the work item.
 //
-// A work item is one token and a run of adjacent KV heads, walked chunk by
-// chunk with the heads inside, so that each position's rows of those heads
+// A prompt's token (its sequence has other tokens in the batch) is one item
+// per KV head (one_head): the rows are shared and stay in cache. A token alone
+// (decode) is one item per run of adjacent KV heads, walked chunk by chunk
+// with the heads inside, so that each position's rows of those heads
 // (adjacent in the slot) are read as one run rather than one head row per
 // n_kv_heads * head_dim bytes, which streams from memory at a fraction of the
 // speed (decode from DRAM, 16 sequences at 2048 positions: 5.5 -> 8 GB/s); the
-// heads' softmax state waits in small per-thread arrays between chunks. How
-// heads are grouped into items never changes a head's arithmetic.
+// heads' softmax state waits in small per-thread arrays between chunks, and
+// their rows are hinted two chunks ahead.
 template <int DV, int SG>
-void attention_f16_decode(const PagedAttentionArgs& a, ThreadPool& pool) {
+void attention_f16(const PagedAttentionArgs& a, ThreadPool& pool) {
   constexpr int d = 16 * DV;
   const int group = a.n_heads / a.n_kv_heads;
   // Items: a token's KV heads in runs of `per_item` for tokens alone in the
@@ -278,32 +236,8 @@ void attention_f16_decode(const PagedAttentionArgs& a, ThreadPool& pool) {
       const size_t n_q = static_cast<size_t>(heads) * group;
       const int32_t* table = a.block_tables[a.token_seq[t]];
       const int32_t n_ctx = a.token_pos[t] + 1;
-      if (heads == 1 && !hint) {
-        // A prompt's token: one head, its state in registers from start to end.
-        const int32_t kvh = h0;
-        for (int g0 = 0; g0 < group; g0 += SG) {
-          const int ng = std::min(SG, group - g0);
-          const float* q0 = a.q + t * a.q_stride + (static_cast<int64_t>(kvh) * group + g0) * d;
-          __m512 acc[SG][DV];
-          float m[SG], l[SG];
-          for (int g = 0; g < SG; ++g) {
-            m[g] = -INFINITY;
-            l[g] = 0.0f;
-            for (int v = 0; v < DV; ++v) acc[g][v] = _mm512_setzero_ps();
-          }
-          for (int32_t p0 = 0; p0 < n_ctx; p0 += kChunk) {
-            const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
-            int64_t slot_off[kChunk];
-            slot_offsets(a, table, p0, cn, d, slot_off);
-            chunk_step<DV, SG>(a, kc + kvh * d, vc + kvh * d, slot_off, cn, q0, ng, acc, m, l);
-          }
-          for (int g = 0; g < ng; ++g) {
-            float* o = a.out + t * a.out_stride + (static_cast<int64_t>(kvh) * group + g0 + g) * d;
-            const __m512 inv = _mm512_set1_ps(l[g] > 0 ? 1.0f / l[g] : 0.0f);
-            for (int v = 0; v < DV; ++v)
-              _mm512_storeu_ps(o + 16 * v, _mm512_mul_ps(acc[g][v], inv));
-          }
-        }
+      if (heads == 1 && !hint) {  // a prompt's token
+        one_head_apart<DV, SG>(a, t, h0);
         continue;
       }
       std::fill(st_acc.begin(), st_acc.begin() + static_cast<ptrdiff_t>(n_q * d), 0.0f);
@@ -448,18 +382,8 @@ PAGELLM_TARGET_END
 void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool) {
 #if PAGELLM_HAVE_AVX512
   if (cpu::best_isa() == cpu::CpuIsa::Avx512) {
-    if (a.kv_type == DType::F16 && (a.head_dim == 64 || a.head_dim == 128)) {
-      // Prompt tokens only (every sequence has several): the per-head kernel,
-      // fastest when the rows are in cache; any decode token: the grouped one.
-      bool prompts_only = true;
-      for (int32_t t = 0; t < a.n_tokens && prompts_only; ++t)
-        prompts_only = (t > 0 && a.token_seq[t - 1] == a.token_seq[t]) ||
-                       (t + 1 < a.n_tokens && a.token_seq[t + 1] == a.token_seq[t]);
-      if (a.head_dim == 64)
-        return prompts_only ? attention_f16_regs<4, 4>(a, pool)
-                            : attention_f16_decode<4, 4>(a, pool);
-      return prompts_only ? attention_f16_regs<8, 2>(a, pool) : attention_f16_decode<8, 2>(a, pool);
-    }
+    if (a.kv_type == DType::F16 && a.head_dim == 64) return attention_f16<4, 4>(a, pool);
+    if (a.kv_type == DType::F16 && a.head_dim == 128) return attention_f16<8, 2>(a, pool);
     return attention_avx512(a, pool);
   }
 #endif
