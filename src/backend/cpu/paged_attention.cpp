@@ -79,6 +79,15 @@ inline void slot_offsets(const PagedAttentionArgs& a, const int32_t* table, int3
   }
 }
 
+// Sums of four vectors, per 128-bit lane: lane L of the result holds
+// [sum of a's lane L, b's, c's, d's] (a fixed tree of adds).
+inline __m512 lane_sums4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+  const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+  return _mm512_add_ps(_mm512_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm512_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
 // One chunk of cn positions (cn <= kChunk; slot_off: each position's slot
 // offset in elements) for ng <= SG query heads sharing the KV head whose rows
 // start at kh / vh within a slot: scores, the online-softmax update of (acc,
@@ -87,28 +96,48 @@ template <int DV, int SG>
 inline __attribute__((always_inline)) void chunk_step(
     const PagedAttentionArgs& a, const uint16_t* kh, const uint16_t* vh, const int64_t* slot_off,
     int cn, const float* q0, int ng, __m512 (&acc)[SG][DV], float (&m)[SG], float (&l)[SG]) {
+  static_assert(SG <= 4, "the score tree takes four heads at a time");
   constexpr int d = 16 * DV;
-  alignas(64) float sc[SG][kChunk];
+  // Scores, position-major: sct[j] holds position j's score for each head,
+  // from one tree of adds over the heads' lane vectors (no horizontal sum per
+  // score).
+  alignas(64) float sct[kChunk][4];
   alignas(64) float pw[SG][kChunk];
+  const __m128 scale = _mm_set1_ps(a.scale);
   for (int j = 0; j < kChunk; ++j) {
     if (j >= cn) {
-      for (int g = 0; g < SG; ++g) sc[g][j] = -INFINITY;
+      _mm_store_ps(sct[j], _mm_setzero_ps());  // masked below
       continue;
     }
     const uint16_t* kr = kh + slot_off[j];
     __m512 k[DV];
     for (int v = 0; v < DV; ++v)
       k[v] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kr + 16 * v)));
-    for (int g = 0; g < SG; ++g) {
-      if (g >= ng) break;
-      __m512 s = _mm512_setzero_ps();
+    __m512 part[4];
+    for (int g = 0; g < 4; ++g) {
+      part[g] = _mm512_setzero_ps();
+      if (g >= SG || g >= ng) continue;
       for (int v = 0; v < DV; ++v)
-        s = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + g * d + 16 * v), k[v], s);
-      sc[g][j] = _mm512_reduce_add_ps(s) * a.scale;
+        part[g] = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + g * d + 16 * v), k[v], part[g]);
     }
+    const __m512 u = lane_sums4(part[0], part[1], part[2], part[3]);
+    const __m128 r =
+        _mm_add_ps(_mm_add_ps(_mm512_extractf32x4_ps(u, 0), _mm512_extractf32x4_ps(u, 2)),
+                   _mm_add_ps(_mm512_extractf32x4_ps(u, 1), _mm512_extractf32x4_ps(u, 3)));
+    _mm_store_ps(sct[j], _mm_mul_ps(r, scale));
   }
+  const __m512 z0 = _mm512_load_ps(sct[0]), z1 = _mm512_load_ps(sct[4]),
+               z2 = _mm512_load_ps(sct[8]), z3 = _mm512_load_ps(sct[12]);
+  const __mmask16 valid = static_cast<__mmask16>((1u << cn) - 1);
   for (int g = 0; g < ng; ++g) {
-    const __m512 s16 = _mm512_load_ps(sc[g]);
+    // Head g's column: elements g, g + 4, ... of (z0, z1) and of (z2, z3).
+    const __m512i idx = _mm512_add_epi32(
+        _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28),
+        _mm512_set1_epi32(g));
+    const __m512 lo = _mm512_permutex2var_ps(z0, idx, z1);
+    const __m512 hi = _mm512_permutex2var_ps(z2, idx, z3);
+    const __m512 s16 = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid,
+                                          _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(1, 0, 1, 0)));
     const float cmax = _mm512_reduce_max_ps(s16);
     if (cmax > m[g]) {
       const float corr = std::exp(m[g] - cmax);  // 0 on the first chunk
@@ -117,10 +146,9 @@ inline __attribute__((always_inline)) void chunk_step(
       for (int v = 0; v < DV; ++v) acc[g][v] = _mm512_mul_ps(acc[g][v], c);
       m[g] = cmax;
     }
-    _mm512_store_ps(pw[g], cpu::simd::exp16(_mm512_sub_ps(s16, _mm512_set1_ps(m[g]))));
-    float lsum = 0.0f;
-    for (int j = 0; j < cn; ++j) lsum += pw[g][j];
-    l[g] += lsum;
+    const __m512 p = cpu::simd::exp16(_mm512_sub_ps(s16, _mm512_set1_ps(m[g])));
+    _mm512_store_ps(pw[g], p);
+    l[g] += _mm512_reduce_add_ps(p);  // 0 past cn: exp(-inf) = 0
   }
   for (int j = 0; j < cn; ++j) {
     const uint16_t* vr = vh + slot_off[j];
