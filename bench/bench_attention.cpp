@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/cpu/paged_attention.h"
+#include "bench_pool.h"
 #include "tensor/fp16.h"
 #include "util/thread_pool.h"
 
@@ -25,15 +26,7 @@ namespace {
 
 using namespace pagellm;
 
-int bench_threads() {
-  const char* s = std::getenv("PAGELLM_BENCH_THREADS");
-  return s ? std::max(1, std::atoi(s)) : 2;
-}
-
-ThreadPool& pool() {
-  static ThreadPool p(bench_threads());
-  return p;
-}
+using bench::pool;
 
 constexpr int kHeads = 32, kKvHeads = 8, kBlock = 16;
 

@@ -20,6 +20,7 @@
 #include "backend/cpu/activation_quant.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/packed_weights.h"
+#include "bench_pool.h"
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
@@ -32,15 +33,7 @@ using namespace pagellm::cpu;
 
 constexpr size_t kRotateBytes = 512ull << 20;  // >> L3, so each GEMV reads DRAM
 
-int bench_threads() {
-  const char* s = std::getenv("PAGELLM_BENCH_THREADS");
-  return s ? std::max(1, std::atoi(s)) : 2;
-}
-
-ThreadPool& pool() {
-  static ThreadPool p(bench_threads());
-  return p;
-}
+using bench::pool;
 
 struct AlignedFree {
   void operator()(void* p) const { std::free(p); }
