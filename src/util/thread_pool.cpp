@@ -1,6 +1,7 @@
 #include "util/thread_pool.h"
 
 #include <algorithm>
+#include <exception>
 #include <fstream>
 #include <set>
 #include <string>
@@ -61,7 +62,16 @@ void ThreadPool::run_ranges(Job& job, int index) {
       if (!own.bounds.compare_exchange_weak(v, pack(f + take, b))) continue;
       const int64_t lo = f * job.grain;
       const int64_t hi = std::min(job.n, (f + take) * job.grain);
-      (*job.fn)(lo, hi, index);
+      // An exception stays on the thread it was thrown on until the caller
+      // rethrows it; the job's other chunks are then skipped, but counted.
+      if (!job.failed.load()) {
+        try {
+          (*job.fn)(lo, hi, index);
+        } catch (...) {
+          bool first = false;
+          if (job.failed.compare_exchange_strong(first, true)) job.error = std::current_exception();
+        }
+      }
       job.done.fetch_add(take);
       continue;
     }
@@ -144,6 +154,12 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
   if (sleepers_.load() > 0) cv_.notify_all();
   run_ranges(job, 0);
   while (job.done.load() != job.chunks) cpu_relax();
+  if (job.failed.load()) {
+    std::exception_ptr e = std::move(job.error);
+    job.error = nullptr;
+    job.failed.store(false);
+    std::rethrow_exception(e);
+  }
 }
 
 int ThreadPool::physical_cores() {

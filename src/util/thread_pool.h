@@ -17,6 +17,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -39,8 +40,10 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Runs fn over [0, n) in calls whose bounds are multiples of `grain`
-  // (except the last). Returns when all are done. Not re-entrant: call from
-  // one thread at a time.
+  // (except the last). Returns when all are done. If a call throws (on any
+  // thread), the job's remaining calls are skipped and the first exception is
+  // rethrown here, on the caller's thread, once no thread still runs the job. Not re-entrant: call
+  // from one thread at a time.
   void parallel_for(int64_t n, const RangeFn& fn, int64_t grain = 1);
 
   // Number of physical cores (distinct core ids in /proc/cpuinfo), at least 1.
@@ -61,8 +64,10 @@ class ThreadPool {
     int64_t grain = 1;
     int64_t chunks = 0;
     std::unique_ptr<Range[]> ranges;  // one per thread
-    std::atomic<int64_t> done{0};     // chunks completed
+    std::atomic<int64_t> done{0};     // chunks completed (or skipped after a failure)
     std::atomic<int> active{0};
+    std::atomic<bool> failed{false};  // a call threw: `error` holds the first exception
+    std::exception_ptr error;
   };
 
   void worker_loop(int index);

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -80,7 +82,35 @@ TEST(ThreadPool, AStalledThreadsRangeIsTakenOver) {
   EXPECT_EQ(by_thread[0] + by_thread[1], 1000);
   // Thread 1 owns [500, 1000) but sleeps 200 ms in its first call, which
   // holds at most a quarter of its range; thread 0 needs ~20 ms per 1000 items.
-  if (stalled.load()) EXPECT_GT(by_thread[0].load(), 800);
+  if (stalled.load()) {
+    EXPECT_GT(by_thread[0].load(), 800);
+  }
+}
+
+// A throwing call, on a worker or on the caller, comes back to the caller as
+// that exception once the job is over; the pool works on afterwards.
+TEST(ThreadPool, AnExceptionReachesTheCallerAndThePoolGoesOn) {
+  ThreadPool pool(3);
+  for (int64_t bad : {0, 500, 999}) {
+    std::atomic<int> running{0};
+    bool caught = false;
+    try {
+      pool.parallel_for(1000, [&](int64_t b, int64_t e, int) {
+        running++;
+        std::this_thread::sleep_for(std::chrono::microseconds(10));
+        running--;
+        if (b <= bad && bad < e) throw std::runtime_error("item " + std::to_string(bad));
+      });
+    } catch (const std::runtime_error& err) {
+      caught = true;
+      EXPECT_EQ(std::string(err.what()), "item " + std::to_string(bad));
+      EXPECT_EQ(running.load(), 0);  // nothing of the job still runs
+    }
+    EXPECT_TRUE(caught) << bad;
+    std::atomic<int64_t> sum{0};
+    pool.parallel_for(100, [&](int64_t b, int64_t e, int) { sum += e - b; });
+    EXPECT_EQ(sum.load(), 100);
+  }
 }
 
 TEST(ThreadPool, PhysicalCoresPositive) {
