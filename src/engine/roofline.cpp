@@ -39,7 +39,7 @@ RooflineResult run_roofline(Engine& engine, ThreadPool& pool, int32_t n_vocab,
   const BenchResult d = bench(1, spec.decode_prompt, spec.decode_gen);
   r.decode_tokens_per_s = d.itl_p50_s > 0 ? 1.0 / d.itl_p50_s : 0;
   say("memory bandwidth again");
-  r.read_bytes_per_s_after = cpu::measure_bandwidth(pool).read_bytes_per_s;
+  r.read_bytes_per_s_after = cpu::measure_read_bandwidth(pool);
   r.host_read_bytes_per_s = std::max(r.bandwidth.read_bytes_per_s, r.read_bytes_per_s_after);
   double stream_s = 0;  // time to read every weight once, device after device
   for (size_t i = 0; i < shares.size(); ++i) {

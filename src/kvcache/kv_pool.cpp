@@ -2,13 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstring>
-
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kv_store.h"
 #include "util/error.h"
-#include "util/sizes.h"
 
 namespace pagellm {
 

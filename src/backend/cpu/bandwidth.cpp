@@ -66,14 +66,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+constexpr int64_t kGrain = 1024;  // doubles per share unit (8 KiB)
+
 }  // namespace
 
-Bandwidth measure_bandwidth(ThreadPool& pool, size_t buffer_bytes, int repeats) {
-  constexpr int64_t kGrain = 1024;  // doubles per share unit (8 KiB)
+double measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, int repeats) {
   const int64_t n = static_cast<int64_t>(buffer_bytes / sizeof(double)) / kGrain * kGrain;
-  Bandwidth bw;
-  bw.buffer_bytes = static_cast<size_t>(n) * sizeof(double);
-  Buffer buf = alloc(bw.buffer_bytes);
+  const size_t bytes = static_cast<size_t>(n) * sizeof(double);
+  Buffer buf = alloc(bytes);
   // First touch from the pool's threads, so pages sit where they are read.
   pool.parallel_for(
       n, [&](int64_t b, int64_t e, int) { std::fill(buf.get() + b, buf.get() + e, 1.0); }, kGrain);
@@ -87,10 +87,18 @@ Bandwidth measure_bandwidth(ThreadPool& pool, size_t buffer_bytes, int repeats) 
           sink[static_cast<size_t>(t)] += sum(buf.get() + b, e - b);
         },
         kGrain);
-    best = std::max(best, static_cast<double>(bw.buffer_bytes) / seconds_since(t0));
+    best = std::max(best, static_cast<double>(bytes) / seconds_since(t0));
   }
-  bw.read_bytes_per_s = best;
-  buf.reset();
+  volatile double keep = sink[0];
+  (void)keep;
+  return best;
+}
+
+Bandwidth measure_bandwidth(ThreadPool& pool, size_t buffer_bytes, int repeats) {
+  const int64_t n = static_cast<int64_t>(buffer_bytes / sizeof(double)) / kGrain * kGrain;
+  Bandwidth bw;
+  bw.buffer_bytes = static_cast<size_t>(n) * sizeof(double);
+  bw.read_bytes_per_s = measure_read_bandwidth(pool, buffer_bytes, repeats);
 
   const int64_t m = n / 3 / kGrain * kGrain;
   Buffer a = alloc(static_cast<size_t>(m) * 8), b = alloc(static_cast<size_t>(m) * 8),
@@ -103,7 +111,7 @@ Bandwidth measure_bandwidth(ThreadPool& pool, size_t buffer_bytes, int repeats) 
         std::fill(c.get() + lo, c.get() + hi, 2.0);
       },
       kGrain);
-  best = 0;
+  double best = 0;
   const double s = 3.0;
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -119,7 +127,7 @@ Bandwidth measure_bandwidth(ThreadPool& pool, size_t buffer_bytes, int repeats) 
     best = std::max(best, 3.0 * 8.0 * static_cast<double>(m) / seconds_since(t0));
   }
   bw.triad_bytes_per_s = best;
-  volatile double keep = sink[0] + a.get()[m / 2];
+  volatile double keep = a.get()[m / 2];
   (void)keep;
   return bw;
 }

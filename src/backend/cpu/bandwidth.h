@@ -21,6 +21,10 @@ struct Bandwidth {
   size_t buffer_bytes = 0;  // of the read buffer; each triad array is a third
 };
 
+// The read figure alone (what measure_bandwidth reports as read_bytes_per_s).
+double measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes = size_t{384} << 20,
+                              int repeats = 5);
+
 // Throws std::bad_alloc if the buffers cannot be allocated.
 Bandwidth measure_bandwidth(ThreadPool& pool, size_t buffer_bytes = size_t{384} << 20,
                             int repeats = 5);

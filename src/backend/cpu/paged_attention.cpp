@@ -203,12 +203,13 @@ __attribute__((noinline)) void one_head_apart(const PagedAttentionArgs& a, int32
   one_head<DV, SG>(a, t, kvh);
 }
 
-// The same arithmetic as attention_avx512, in the same order, for f16 caches
-// with head_dim = 16 * DV: K and V rows are widened straight from the cache
-// (no f32 copies), and the accumulators of SG query heads stay in registers
-// for a chunk (a GQA group larger than SG is done SG heads at a time); every
-// head goes through chunk_step, so its arithmetic is one and the same
-// whatever the work item.
+// The chunked online softmax of attention_avx512 for f16 caches with
+// head_dim = 16 * DV (its scores and sums added in another fixed order, see
+// chunk_step): K and V rows are widened straight from the cache (no f32
+// copies), and the accumulators of SG query heads stay in registers for a
+// chunk (a GQA group larger than SG is done SG heads at a time); every head
+// goes through chunk_step, so its arithmetic is one and the same whatever the
+// work item.
 //
 // A prompt's token (its sequence has other tokens in the batch) is one item
 // per KV head (one_head): the rows are shared and stay in cache. A token alone
