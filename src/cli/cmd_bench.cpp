@@ -50,6 +50,7 @@ int run_roofline_cmd(BenchArgs a) {
                                     if (tty)
                                       std::fprintf(stderr, "measuring %s...\n", what.c_str());
                                   });
+  const bool amx = cpu::best_isa() == cpu::CpuIsa::Avx512 && cpu::amx_int8_available();
   if (a.json) {
     nlohmann::json pre = nlohmann::json::array(), bat = nlohmann::json::array(),
                    devs = nlohmann::json::array();
@@ -66,6 +67,7 @@ int run_roofline_cmd(BenchArgs a) {
                      {"decode_tokens_per_s", b.decode_tokens_per_s}});
     nlohmann::json j = {{"threads", setup.pool->size()},
                         {"cpu_isa", cpu::isa_name(cpu::best_isa())},
+                        {"cpu_amx_int8", amx},
                         {"read_bandwidth_bytes_per_s", r.bandwidth.read_bytes_per_s},
                         {"read_bandwidth_after_decode_bytes_per_s", r.read_bytes_per_s_after},
                         {"bandwidth_change", r.bandwidth_change()},
@@ -83,7 +85,7 @@ int run_roofline_cmd(BenchArgs a) {
     std::puts(j.dump().c_str());
     return 0;
   }
-  fmt::print("CPU kernels: {}\n", cpu::isa_name(cpu::best_isa()));
+  fmt::print("CPU kernels: {}{}\n", cpu::isa_name(cpu::best_isa()), amx ? " + AMX int8 tiles" : "");
   fmt::print("memory bandwidth ({} threads): read {:.1f} GB/s, triad {:.1f} GB/s\n",
              setup.pool->size(), r.bandwidth.read_bytes_per_s / 1e9,
              r.bandwidth.triad_bytes_per_s / 1e9);

@@ -23,8 +23,9 @@ CpuFeatures detect() {
   if (osxsave) {
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    f.ymm_state = (lo & 0x6) == 0x6;    // SSE + AVX state
-    f.zmm_state = (lo & 0xE6) == 0xE6;  // + opmask, ZMM0-15 upper, ZMM16-31
+    f.ymm_state = (lo & 0x6) == 0x6;      // SSE + AVX state
+    f.zmm_state = (lo & 0xE6) == 0xE6;    // + opmask, ZMM0-15 upper, ZMM16-31
+    f.amx_state = ((lo >> 17) & 3) == 3;  // XTILECFG + XTILEDATA
   }
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
   f.avx2 = b & (1u << 5);
@@ -36,6 +37,8 @@ CpuFeatures detect() {
   f.avx512bw = b & (1u << 30);
   f.avx512vl = b & (1u << 31);
   f.avx512vnni = c & (1u << 11);
+  f.amx_tile = d & (1u << 24);
+  f.amx_int8 = d & (1u << 25);
 #endif
   return f;
 }

@@ -12,6 +12,8 @@ struct CpuFeatures {
   bool avx2 = false, bmi1 = false, bmi2 = false;
   bool avx512f = false, avx512dq = false, avx512cd = false, avx512bw = false, avx512vl = false,
        avx512vnni = false;
+  bool amx_state = false;  // the OS enables AMX tile config and data state (XCR0 bits 17, 18)
+  bool amx_tile = false, amx_int8 = false;
 };
 
 const CpuFeatures& cpu_features();

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "backend/cpu/activation_quant.h"
+#include "backend/cpu/amx_tiles.h"
+#include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/packed_weights.h"
@@ -114,7 +116,7 @@ float expected_dot_k4(const uint8_t* wrow, const BlockQ8_K* xb, int64_t n) {
     int32_t S = 0, M = 0;
     for (int j = 0; j < 8; ++j) {
       int sc, m;
-      detail::unpack_scale_min_k4(blk->scales, j, &sc, &m);
+      pagellm::detail::unpack_scale_min_k4(blk->scales, j, &sc, &m);
       int32_t I = 0;
       for (int l = 0; l < 32; ++l) {
         const uint8_t v = blk->qs[32 * (j / 2) + l];
@@ -204,6 +206,53 @@ TEST(PackedMatmul, EveryVariantMatchesTheContractBitForBit) {
       }
     }
   }
+}
+
+// The AMX kernel gives exactly the contract's value: column tiles of 16, tails
+// on tiles (5) and on VNNI (2, 3), more than one column chunk (70), an odd and
+// an even block count, a padded last group.
+void check_amx_kernel(bool emulated) {
+  ThreadPool pool(1);
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    const cpu::detail::PackedTileFn fn = cpu::detail::packed_amx_fn(t, emulated);
+    ASSERT_NE(fn, nullptr) << dtype_name(t);
+    for (int64_t blocks : {3, 4}) {
+      const int64_t n = 32 * blocks, n_out = 37;
+      auto w = make_weights(t, n_out, n, 41, WeightFill::RandomBytes, 6);
+      const Packed p = pack(w);
+      for (int64_t T : {4, 5, 16, 18, 19, 21, 70}) {
+        auto x = random_floats(static_cast<size_t>(T * n), 42 + T);
+        MatmulScratch scratch;
+        const ActivationRows a = quantize_activations(p.view(), x.data(), n, T, pool, scratch);
+        const int64_t ys = n_out + 3;
+        std::vector<float> y(static_cast<size_t>(T * ys), -9.0f);
+        fn(n, p.bytes.get(), packed_group_bytes(t, n), n_out, static_cast<const uint8_t*>(a.data),
+           a.row_stride, T, y.data(), ys);
+        std::vector<uint8_t> xq(activation_row_bytes(t, n));
+        for (int64_t c = 0; c < T; ++c) {
+          quantize_activation_row(t, x.data() + c * n, xq.data(), n, CpuIsa::Scalar);
+          for (int64_t r = 0; r < n_out; ++r) {
+            const float e =
+                expected_dot(t, w.row(r), reinterpret_cast<const BlockQ8_0*>(xq.data()), n);
+            ASSERT_EQ(fp32_to_bits(y[c * ys + r]), fp32_to_bits(e))
+                << dtype_name(t) << " blocks " << blocks << " T=" << T << " col " << c << " row "
+                << r;
+          }
+          for (int64_t r = n_out; r < ys; ++r) ASSERT_EQ(y[c * ys + r], -9.0f);
+        }
+      }
+    }
+  }
+}
+
+TEST(PackedMatmul, AmxKernelOnTheTileModelMatchesTheContract) {
+  if (!isa_available(CpuIsa::Avx512)) GTEST_SKIP() << "no AVX-512: the kernel's epilogue needs it";
+  check_amx_kernel(true);
+}
+
+TEST(PackedMatmul, AmxKernelOnTheCpuTilesMatchesTheContract) {
+  if (!amx_int8_available()) GTEST_SKIP() << "no AMX-INT8 on this CPU (or PAGELLM_CPU_AMX=0)";
+  check_amx_kernel(false);
 }
 
 // Close to the double-precision product of the dequantized weights and X.

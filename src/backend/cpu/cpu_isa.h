@@ -7,7 +7,9 @@
 //   Scalar  portable C++ (always present, the reference)
 //   Avx2    AVX2 + FMA + F16C, 256-bit
 //   Avx512  AVX-512 F/BW/VL/DQ + VNNI: 512-bit float dots, VNNI integer dots
-//           (and on 256-bit registers for the row-major quantized types)
+//           (and on 256-bit registers for the row-major quantized types);
+//           where the CPU has AMX-INT8, the Rows16 Q4_0 / Q8_0 products of
+//           4 or more columns run on AMX tiles, with the same bits
 //
 // Within one variant every output is computed by the same sequence of
 // operations whatever the batch size, position or thread count, so results
@@ -29,5 +31,10 @@ std::span<const CpuIsa> available_isas();
 CpuIsa best_isa();
 bool isa_available(CpuIsa isa);
 const char* isa_name(CpuIsa isa);
+
+// True when this CPU has AMX-TILE and AMX-INT8, the OS enables their state and
+// granted it to this process (asked once, on the first call), and the
+// environment variable PAGELLM_CPU_AMX is not "0" (backend/cpu/amx_tiles.h).
+bool amx_int8_available();
 
 }  // namespace pagellm::cpu

@@ -9,6 +9,8 @@
 // batch size (columns are only ever grouped, never mixed).
 #include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
 
+#include "backend/cpu/amx_tiles.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -170,6 +172,151 @@ struct Avx512 {
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX512
 
+#if PAGELLM_HAVE_AMX
+PAGELLM_TARGET_AMX
+// ---- AMX: tiles of up to 16 columns (amx_tiles.h) -----------------------------
+//
+// Per block b of a 16-row group:
+//   A (CB rows x 32 bytes, s8)   each column's 32 activation codes of block b
+//   B (8 rows x 64 bytes, u8)    row k = chunk k of the block's codes: the
+//                                four codes of dword group k of the 16 weight
+//                                rows (Q4_0's nibbles spread to bytes first)
+//   C = A B (CB rows x 16 int32) row c = the column's block sums of the 16
+//                                weight rows, exact
+// and the float epilogue is the VNNI kernel's on the same integers, so both
+// give the same bits. Blocks go in pairs: tiles 0, 1 = A; 2, 3 = B; 4, 5 = C.
+template <DType T, class Tiles>
+struct Amx {
+  static constexpr size_t C = Traits<T>::kCodeBytes;
+  // Narrower column tiles run on VNNI (the same bits; no reconfiguration).
+  static constexpr int kMinCols = 4;
+
+  static TileConfig config(int cols) {
+    TileConfig cfg;
+    for (int t : {0, 1}) {
+      cfg.rows[t] = static_cast<uint8_t>(cols);
+      cfg.colsb[t] = 32;
+    }
+    for (int t : {2, 3}) {
+      cfg.rows[t] = 8;
+      cfg.colsb[t] = 64;
+    }
+    for (int t : {4, 5}) {
+      cfg.rows[t] = static_cast<uint8_t>(cols);
+      cfg.colsb[t] = 64;
+    }
+    return cfg;
+  }
+
+  // The block's codes as B's bytes: in place (Q8_0), or spread into buf.
+  static inline __attribute__((always_inline)) const uint8_t* b_bytes(const uint8_t* bc,
+                                                                      uint8_t* buf) {
+    if constexpr (T == DType::Q8_0) {
+      return bc;
+    } else {
+      const __m512i m4 = _mm512_set1_epi8(15);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m512i v = _mm512_loadu_si512(bc + 64 * k);
+        _mm512_store_si512(buf + 64 * k, _mm512_and_si512(v, m4));
+        _mm512_store_si512(buf + 64 * (k + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+      }
+      return buf;
+    }
+  }
+
+  // acc[c] += column c's sums of block b (scales sc), as Avx512::block does.
+  template <int CB>
+  static inline __attribute__((always_inline)) void scale(const int32_t (&sums)[16][16],
+                                                          const uint8_t* sc, const XRow (&xr)[CB],
+                                                          int64_t b, __m512 (&acc)[CB]) {
+    const __m512 dw = _mm512_cvtph_ps(simd::load256(sc));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) {
+      const __m512i I = _mm512_add_epi32(_mm512_load_si512(sums[c]),
+                                         _mm512_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]));
+      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xr[c].d[b]));
+      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), s, acc[c]);
+    }
+  }
+
+  // One group times CB columns; the tiles are configured for CB.
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    constexpr size_t kPair = 2 * C + 64;
+    const int64_t nb = n / 32;
+    XRow xr[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) xr[c] = x_row(x + static_cast<size_t>(c) * xs, n);
+    __m512 acc[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+    alignas(64) uint8_t codes[2][512];
+    alignas(64) int32_t sums[2][16][16];
+    const uint8_t* p = grp;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, p += kPair) {
+      for (size_t l = 0; l < kPair; l += 64) simd::prefetch(p + kPrefetchBytes + l);
+      Tiles::template load<0>(x + 32 * b, xs);
+      Tiles::template load<1>(x + 32 * (b + 1), xs);
+      Tiles::template load<2>(b_bytes(p, codes[0]), 64);
+      Tiles::template load<3>(b_bytes(p + C, codes[1]), 64);
+      Tiles::template zero<4>();
+      Tiles::template zero<5>();
+      Tiles::template dpbsud<4, 0, 2>();
+      Tiles::template dpbsud<5, 1, 3>();
+      Tiles::template store<4>(sums[0], 64);
+      Tiles::template store<5>(sums[1], 64);
+      scale<CB>(sums[0], p + 2 * C, xr, b, acc);
+      scale<CB>(sums[1], p + 2 * C + 32, xr, b + 1, acc);
+    }
+    if (b < nb) {  // the odd last block
+      Tiles::template load<0>(x + 32 * b, xs);
+      Tiles::template load<2>(b_bytes(p, codes[0]), 64);
+      Tiles::template zero<4>();
+      Tiles::template dpbsud<4, 0, 2>();
+      Tiles::template store<4>(sums[0], 64);
+      scale<CB>(sums[0], p + C, xr, b, acc);
+    }
+    store_rows16<CB>(out, os, acc, valid);
+  }
+
+  // drive()'s order (column chunks, groups, column tiles of 16); a tile of
+  // width w >= kMinCols on AMX, configured for w, a narrower one on VNNI.
+  static void run(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
+                  int64_t cols, float* out, int64_t os) {
+    constexpr int64_t kColChunk = 64;
+    if (cols < kMinCols) return drive<Avx512<T>>(n, w, gb, rows, x, xs, cols, out, os);
+    const int64_t groups = (rows + kPackRows - 1) / kPackRows;
+    int configured = 0;
+    for (int64_t c0 = 0; c0 < cols; c0 += kColChunk) {
+      const int64_t cc = std::min(kColChunk, cols - c0);
+      for (int64_t g = 0; g < groups; ++g) {
+        const int valid = static_cast<int>(std::min<int64_t>(kPackRows, rows - g * kPackRows));
+        const uint8_t* wg = w + static_cast<size_t>(g) * gb;
+        float* og = out + c0 * os + g * kPackRows;
+        const uint8_t* xc = x + static_cast<size_t>(c0) * xs;
+        for (int64_t c = 0; c < cc; c += 16) {
+          const int width = static_cast<int>(std::min<int64_t>(16, cc - c));
+          if (width < kMinCols) {
+            Avx512<T>::tail(width, n, wg, xc + c * xs, xs, og + c * os, os, valid);
+            continue;
+          }
+          if (width != configured) {
+            Tiles::configure(config(width));
+            configured = width;
+          }
+          tail_of<Amx, 16>(width, n, wg, xc + c * xs, xs, og + c * os, os, valid);
+        }
+      }
+    }
+    Tiles::release();
+  }
+};
+PAGELLM_TARGET_END
+#endif  // PAGELLM_HAVE_AMX
+
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
 // ---- AVX2: one ymm = 8 rows, a group is two halves ----------------------------
@@ -255,6 +402,9 @@ PAGELLM_TARGET_END
 
 template <DType T>
 PackedTileFn packed_for(CpuIsa isa) {
+#if PAGELLM_HAVE_AMX
+  if (isa == CpuIsa::Avx512 && amx_int8_available()) return Amx<T, HwTiles>::run;
+#endif
 #if PAGELLM_HAVE_AVX512
   if (isa == CpuIsa::Avx512) return drive<Avx512<T>>;
 #endif
@@ -266,6 +416,20 @@ PackedTileFn packed_for(CpuIsa isa) {
 }
 
 }  // namespace
+
+PackedTileFn packed_amx_fn(DType wtype, bool emulated) {
+#if PAGELLM_HAVE_AMX
+  if (!isa_available(CpuIsa::Avx512)) return nullptr;
+  if (!emulated && !amx_int8_available()) return nullptr;
+  if (wtype == DType::Q4_0)
+    return emulated ? Amx<DType::Q4_0, EmuTiles>::run : Amx<DType::Q4_0, HwTiles>::run;
+  if (wtype == DType::Q8_0)
+    return emulated ? Amx<DType::Q8_0, EmuTiles>::run : Amx<DType::Q8_0, HwTiles>::run;
+#endif
+  (void)wtype;
+  (void)emulated;
+  return nullptr;
+}
 
 PackedTileFn packed_tile_fn(DType wtype, CpuIsa isa) {
   switch (wtype) {

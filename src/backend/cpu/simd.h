@@ -18,7 +18,11 @@
 // clang-format off
 #define PAGELLM_TARGET_AVX2 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,popcnt\")")
 #define PAGELLM_TARGET_AVX512 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512vnni\")")
+#define PAGELLM_TARGET_AMX _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512vnni,amx-tile,amx-int8\")")
 // clang-format on
+// PAGELLM_TARGET_AMX: the AVX-512 set plus AMX tiles (only for code that runs
+// after amx_tiles.h said the CPU and the OS have them).
+#define PAGELLM_HAVE_AMX 1
 #define PAGELLM_TARGET_END _Pragma("GCC pop_options")
 #else
 #define PAGELLM_ISA_DISPATCH 0
@@ -33,8 +37,10 @@
 #else
 #define PAGELLM_HAVE_AVX512 0
 #endif
+#define PAGELLM_HAVE_AMX 0
 #define PAGELLM_TARGET_AVX2
 #define PAGELLM_TARGET_AVX512
+#define PAGELLM_TARGET_AMX
 #define PAGELLM_TARGET_END
 #endif
 
