@@ -156,6 +156,16 @@ float expected_dot_q6k(const uint8_t* wrow, const BlockQ8_K* xb, int64_t n) {
   return acc;
 }
 
+// The contract's value for weight row wrow and activation row xq (in the dot
+// type, row-major blocks).
+float contract(DType t, const uint8_t* wrow, const uint8_t* xq, int64_t n) {
+  const auto* xk = reinterpret_cast<const BlockQ8_K*>(xq);
+  if (t == DType::Q4_K) return expected_dot_k4<BlockQ4_K>(wrow, xk, n);
+  if (t == DType::Q5_K) return expected_dot_k4<BlockQ5_K>(wrow, xk, n);
+  if (t == DType::Q6_K) return expected_dot_q6k(wrow, xk, n);
+  return expected_dot(t, wrow, reinterpret_cast<const BlockQ8_0*>(xq), n);
+}
+
 std::vector<float> run(const Packed& p, const std::vector<float>& x, int64_t first, int64_t count,
                        int threads, CpuIsa isa) {
   ThreadPool pool(threads);
@@ -184,14 +194,7 @@ TEST(PackedMatmul, EveryVariantMatchesTheContractBitForBit) {
     for (int64_t c = 0; c < T; ++c)
       quantize_activation_row(t, x.data() + c * n, xq.data() + c * xrow, n, CpuIsa::Scalar);
     auto expected = [&](int64_t r, int64_t c) {
-      const uint8_t* xr = xq.data() + c * xrow;
-      if (t == DType::Q4_K)
-        return expected_dot_k4<BlockQ4_K>(w.row(r), reinterpret_cast<const BlockQ8_K*>(xr), n);
-      if (t == DType::Q5_K)
-        return expected_dot_k4<BlockQ5_K>(w.row(r), reinterpret_cast<const BlockQ8_K*>(xr), n);
-      if (t == DType::Q6_K)
-        return expected_dot_q6k(w.row(r), reinterpret_cast<const BlockQ8_K*>(xr), n);
-      return expected_dot(t, w.row(r), reinterpret_cast<const BlockQ8_0*>(xr), n);
+      return contract(t, w.row(r), xq.data() + c * xrow, n);
     };
     for (CpuIsa isa : available_isas()) {
       for (int64_t count : {int64_t{1}, int64_t{3}, int64_t{9}, T}) {
@@ -208,16 +211,17 @@ TEST(PackedMatmul, EveryVariantMatchesTheContractBitForBit) {
   }
 }
 
-// The AMX kernel gives exactly the contract's value: column tiles of 16, tails
+// The AMX kernels give exactly the contract's value: column tiles of 16, tails
 // on tiles (5) and on VNNI (2, 3), more than one column chunk (70), an odd and
-// an even block count, a padded last group.
+// an even block count (Q4_0 / Q8_0) or one and two super-blocks, a padded last
+// group.
 void check_amx_kernel(bool emulated) {
   ThreadPool pool(1);
-  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K}) {
     const cpu::detail::PackedTileFn fn = cpu::detail::packed_amx_fn(t, emulated);
     ASSERT_NE(fn, nullptr) << dtype_name(t);
-    for (int64_t blocks : {3, 4}) {
-      const int64_t n = 32 * blocks, n_out = 37;
+    for (int64_t blocks : {1, 3, 4}) {
+      const int64_t n = blocks * (dtype_block_size(t) == 256 ? 256 : 32), n_out = 37;
       auto w = make_weights(t, n_out, n, 41, WeightFill::RandomBytes, 6);
       const Packed p = pack(w);
       for (int64_t T : {4, 5, 16, 18, 19, 21, 70}) {
@@ -232,8 +236,7 @@ void check_amx_kernel(bool emulated) {
         for (int64_t c = 0; c < T; ++c) {
           quantize_activation_row(t, x.data() + c * n, xq.data(), n, CpuIsa::Scalar);
           for (int64_t r = 0; r < n_out; ++r) {
-            const float e =
-                expected_dot(t, w.row(r), reinterpret_cast<const BlockQ8_0*>(xq.data()), n);
+            const float e = contract(t, w.row(r), xq.data(), n);
             ASSERT_EQ(fp32_to_bits(y[c * ys + r]), fp32_to_bits(e))
                 << dtype_name(t) << " blocks " << blocks << " T=" << T << " col " << c << " row "
                 << r;

@@ -9,8 +9,6 @@
 // batch size (columns are only ever grouped, never mixed).
 #include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
 
-#include "backend/cpu/amx_tiles.h"
-
 #include <cmath>
 #include <cstring>
 
@@ -185,28 +183,14 @@ PAGELLM_TARGET_AMX
 //                                weight rows, exact
 // and the float epilogue is the VNNI kernel's on the same integers, so both
 // give the same bits. Blocks go in pairs: tiles 0, 1 = A; 2, 3 = B; 4, 5 = C.
-template <DType T, class Tiles>
+template <DType T, class TilesT>
 struct Amx {
   static constexpr size_t C = Traits<T>::kCodeBytes;
   // Narrower column tiles run on VNNI (the same bits; no reconfiguration).
   static constexpr int kMinCols = 4;
 
-  static TileConfig config(int cols) {
-    TileConfig cfg;
-    for (int t : {0, 1}) {
-      cfg.rows[t] = static_cast<uint8_t>(cols);
-      cfg.colsb[t] = 32;
-    }
-    for (int t : {2, 3}) {
-      cfg.rows[t] = 8;
-      cfg.colsb[t] = 64;
-    }
-    for (int t : {4, 5}) {
-      cfg.rows[t] = static_cast<uint8_t>(cols);
-      cfg.colsb[t] = 64;
-    }
-    return cfg;
-  }
+  using Tiles = TilesT;
+  static TileConfig config(int cols) { return pair_tiles(cols, 32); }
 
   // The block's codes as B's bytes: in place (Q8_0), or spread into buf.
   static inline __attribute__((always_inline)) const uint8_t* b_bytes(const uint8_t* bc,
@@ -282,36 +266,9 @@ struct Amx {
     store_rows16<CB>(out, os, acc, valid);
   }
 
-  // drive()'s order (column chunks, groups, column tiles of 16); a tile of
-  // width w >= kMinCols on AMX, configured for w, a narrower one on VNNI.
   static void run(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
                   int64_t cols, float* out, int64_t os) {
-    constexpr int64_t kColChunk = 64;
-    if (cols < kMinCols) return drive<Avx512<T>>(n, w, gb, rows, x, xs, cols, out, os);
-    const int64_t groups = (rows + kPackRows - 1) / kPackRows;
-    int configured = 0;
-    for (int64_t c0 = 0; c0 < cols; c0 += kColChunk) {
-      const int64_t cc = std::min(kColChunk, cols - c0);
-      for (int64_t g = 0; g < groups; ++g) {
-        const int valid = static_cast<int>(std::min<int64_t>(kPackRows, rows - g * kPackRows));
-        const uint8_t* wg = w + static_cast<size_t>(g) * gb;
-        float* og = out + c0 * os + g * kPackRows;
-        const uint8_t* xc = x + static_cast<size_t>(c0) * xs;
-        for (int64_t c = 0; c < cc; c += 16) {
-          const int width = static_cast<int>(std::min<int64_t>(16, cc - c));
-          if (width < kMinCols) {
-            Avx512<T>::tail(width, n, wg, xc + c * xs, xs, og + c * os, os, valid);
-            continue;
-          }
-          if (width != configured) {
-            Tiles::configure(config(width));
-            configured = width;
-          }
-          tail_of<Amx, 16>(width, n, wg, xc + c * xs, xs, og + c * os, os, valid);
-        }
-      }
-    }
-    Tiles::release();
+    drive_amx<Amx, Avx512<T>>(n, w, gb, rows, x, xs, cols, out, os);
   }
 };
 PAGELLM_TARGET_END
@@ -418,17 +375,14 @@ PackedTileFn packed_for(CpuIsa isa) {
 }  // namespace
 
 PackedTileFn packed_amx_fn(DType wtype, bool emulated) {
+  if (!isa_available(CpuIsa::Avx512) || (!emulated && !amx_int8_available())) return nullptr;
 #if PAGELLM_HAVE_AMX
-  if (!isa_available(CpuIsa::Avx512)) return nullptr;
-  if (!emulated && !amx_int8_available()) return nullptr;
   if (wtype == DType::Q4_0)
     return emulated ? Amx<DType::Q4_0, EmuTiles>::run : Amx<DType::Q4_0, HwTiles>::run;
   if (wtype == DType::Q8_0)
     return emulated ? Amx<DType::Q8_0, EmuTiles>::run : Amx<DType::Q8_0, HwTiles>::run;
 #endif
-  (void)wtype;
-  (void)emulated;
-  return nullptr;
+  return packed_k_amx_fn(wtype, emulated);
 }
 
 PackedTileFn packed_tile_fn(DType wtype, CpuIsa isa) {

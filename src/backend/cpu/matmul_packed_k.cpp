@@ -174,6 +174,107 @@ struct Avx512K4 {
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX512
 
+#if PAGELLM_HAVE_AMX
+PAGELLM_TARGET_AMX
+// AMX (packed_drive.h's pair tiles): sub-blocks j and j + 1 of a super-block
+// at once, A = the columns' 32 activation codes of each, B = the codes of the
+// 16 rows spread to bytes (chunk j / 2's low and high nibbles, plus Q5_K's
+// fifth bit), C = the exact I_j of every (column, row). The rest is
+// Avx512K4's, on the same integers (S sums the same products, in int32).
+template <bool kQ5, class TilesT>
+struct AmxK4 {
+  using Tiles = TilesT;
+  static constexpr int kMinCols = 4;
+  static TileConfig config(int cols) { return pair_tiles(cols, 32); }
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowK xr[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
+    __m512 acc[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(15);
+    alignas(64) uint8_t codes[2][512];
+    alignas(64) int32_t sums[2][16][16];
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
+      for (size_t l = 0; l < kK4Super<kQ5>; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+      const uint8_t* hb = sb;  // Q5_K's fifth bits
+      if constexpr (kQ5) sb += kQ5KPlane;
+      __m512i S[CB];
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
+      for (int j = 0; j < 8; j += 2) {
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m512i v = _mm512_loadu_si512(sb + 256 * j + 64 * k);
+          __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+          if constexpr (kQ5) {
+            const __m512i h = _mm512_loadu_si512(hb + 64 * k);
+            const __m512i sixteen = _mm512_set1_epi8(16);
+            lo = _mm512_mask_add_epi8(
+                lo, _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << j))), lo,
+                sixteen);
+            hi = _mm512_mask_add_epi8(
+                hi, _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(2 << j))), hi,
+                sixteen);
+          }
+          _mm512_store_si512(codes[0] + 64 * k, lo);
+          _mm512_store_si512(codes[1] + 64 * k, hi);
+        }
+        const uint8_t* q = x + 256 * s + 32 * j;
+        Tiles::template load<0>(q, xs);
+        Tiles::template load<1>(q + 32, xs);
+        Tiles::template load<2>(codes[0], 64);
+        Tiles::template load<3>(codes[1], 64);
+        Tiles::template zero<4>();
+        Tiles::template zero<5>();
+        Tiles::template dpbsud<4, 0, 2>();
+        Tiles::template dpbsud<5, 1, 3>();
+        Tiles::template store<4>(sums[0], 64);
+        Tiles::template store<5>(sums[1], 64);
+        const __m512i sc0 = _mm512_cvtepu8_epi32(simd::load128(sb + kQ4KScales + 16 * j));
+        const __m512i sc1 = _mm512_cvtepu8_epi32(simd::load128(sb + kQ4KScales + 16 * j + 16));
+#pragma GCC unroll 16
+        for (int c = 0; c < CB; ++c) {
+          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(sums[0][c]), sc0));
+          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(sums[1][c]), sc1));
+        }
+      }
+      __m512i mp[4];
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p)
+        mp[p] = _mm512_cvtepu8_epi16(simd::load256(sb + kQ4KMins + 32 * p));
+      const __m512 dv = _mm512_cvtph_ps(simd::load256(sb + kQ4KD));
+      const __m512 dm = _mm512_cvtph_ps(simd::load256(sb + kQ4KD + 32));
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c) {
+        const int16_t* sums32 = xr[c].sum32 + 8 * s;
+        __m512i M = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p)
+          M = _mm512_dpwssd_epi32(
+              M, mp[p], _mm512_set1_epi32(static_cast<int32_t>(simd::load_u32(sums32 + 2 * p))));
+        const __m512 dx = _mm512_set1_ps(xr[c].d[s]);
+        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(dv, dx), acc[c]);
+        acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dm, dx), acc[c]);
+      }
+    }
+    store_rows16<CB>(out, os, acc, valid);
+  }
+
+  static void run(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
+                  int64_t cols, float* out, int64_t os) {
+    drive_amx<AmxK4, Avx512K4<kQ5>>(n, w, gb, rows, x, xs, cols, out, os);
+  }
+};
+PAGELLM_TARGET_END
+#endif  // PAGELLM_HAVE_AMX
+
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
 template <bool kQ5>
@@ -258,6 +359,9 @@ PAGELLM_TARGET_END
 
 template <bool kQ5>
 PackedTileFn k4_for(CpuIsa isa) {
+#if PAGELLM_HAVE_AMX
+  if (isa == CpuIsa::Avx512 && amx_int8_available()) return AmxK4<kQ5, HwTiles>::run;
+#endif
 #if PAGELLM_HAVE_AVX512
   if (isa == CpuIsa::Avx512) return drive<Avx512K4<kQ5>>;
 #endif
@@ -459,6 +563,18 @@ PackedTileFn packed_q5k_fn(CpuIsa isa) {
 
 PackedTileFn packed_q6k_fn(CpuIsa isa) {
   return q6k_for(isa);
+}
+
+PackedTileFn packed_k_amx_fn(DType wtype, bool emulated) {
+#if PAGELLM_HAVE_AMX
+  if (wtype == DType::Q4_K)
+    return emulated ? AmxK4<false, EmuTiles>::run : AmxK4<false, HwTiles>::run;
+  if (wtype == DType::Q5_K)
+    return emulated ? AmxK4<true, EmuTiles>::run : AmxK4<true, HwTiles>::run;
+#endif
+  (void)wtype;
+  (void)emulated;
+  return nullptr;
 }
 
 }  // namespace pagellm::cpu::detail

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/packed_weights.h"
 
@@ -92,10 +93,72 @@ inline void store_rows8(float* out, int64_t os, const __m256 (&acc)[CB], int val
 PAGELLM_TARGET_END
 #endif
 
+#if PAGELLM_HAVE_AMX
+PAGELLM_TARGET_AMX
+// The AMX kernels' tiles: two products at once, each of `cols` activation rows
+// times `k_bytes` codes: 0, 1 = A (cols x k_bytes, s8); 2, 3 = B (k_bytes / 4
+// rows x 64 bytes: 16 weight rows, u8); 4, 5 = C (cols x 16 int32).
+inline TileConfig pair_tiles(int cols, int k_bytes) {
+  TileConfig cfg;
+  for (int t : {0, 1}) {
+    cfg.rows[t] = static_cast<uint8_t>(cols);
+    cfg.colsb[t] = static_cast<uint16_t>(k_bytes);
+  }
+  for (int t : {2, 3}) {
+    cfg.rows[t] = static_cast<uint8_t>(k_bytes / 4);
+    cfg.colsb[t] = 64;
+  }
+  for (int t : {4, 5}) {
+    cfg.rows[t] = static_cast<uint8_t>(cols);
+    cfg.colsb[t] = 64;
+  }
+  return cfg;
+}
+
+// drive()'s order for an AMX kernel K (K::Tiles, K::config(width),
+// K::group<CB> for CB <= 16 on tiles configured for CB) with the VNNI kernel V
+// for column tiles narrower than K::kMinCols, and for everything when there
+// are fewer columns than that (V computes the same bits). Tiles are
+// configured when the width changes and released at the end.
+template <class K, class V>
+void drive_amx(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
+               int64_t cols, float* out, int64_t os) {
+  constexpr int64_t kColChunk = 64;
+  if (cols < K::kMinCols) return drive<V>(n, w, gb, rows, x, xs, cols, out, os);
+  const int64_t groups = (rows + kPackRows - 1) / kPackRows;
+  int configured = 0;
+  for (int64_t c0 = 0; c0 < cols; c0 += kColChunk) {
+    const int64_t cc = std::min(kColChunk, cols - c0);
+    for (int64_t g = 0; g < groups; ++g) {
+      const int valid = static_cast<int>(std::min<int64_t>(kPackRows, rows - g * kPackRows));
+      const uint8_t* wg = w + static_cast<size_t>(g) * gb;
+      float* og = out + c0 * os + g * kPackRows;
+      const uint8_t* xc = x + static_cast<size_t>(c0) * xs;
+      for (int64_t c = 0; c < cc; c += 16) {
+        const int width = static_cast<int>(std::min<int64_t>(16, cc - c));
+        if (width < K::kMinCols) {
+          drive<V>(n, wg, gb, valid, xc + c * xs, xs, width, og + c * os, os);
+          continue;
+        }
+        if (width != configured) {
+          K::Tiles::configure(K::config(width));
+          configured = width;
+        }
+        tail_of<K, 16>(width, n, wg, xc + c * xs, xs, og + c * os, os, valid);
+      }
+    }
+  }
+  if (configured) K::Tiles::release();
+}
+PAGELLM_TARGET_END
+#endif  // PAGELLM_HAVE_AMX
+
 // The K-quant kernels (matmul_packed_k.cpp); nullptr when the variant is not
 // compiled in.
 PackedTileFn packed_q4k_fn(CpuIsa isa);
 PackedTileFn packed_q5k_fn(CpuIsa isa);
 PackedTileFn packed_q6k_fn(CpuIsa isa);
+// Their AMX kernels (Q4_K, Q5_K), as packed_amx_fn.
+PackedTileFn packed_k_amx_fn(DType wtype, bool emulated);
 
 }  // namespace pagellm::cpu::detail
