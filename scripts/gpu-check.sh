@@ -13,7 +13,10 @@
 #    `pagellm bench --roofline`: the GPU's measured read bandwidth, decode
 #    tokens/s at batch 1 and its fraction of that bandwidth and of the nominal
 #    HBM bandwidth (PEAK_GBPS, by default the GPU model's data-sheet figure),
-#    prefill 128 / 512, and decode at 1 / 4 / 16 / 64 sequences.
+#    prefill 128 / 512, and decode at 1 / 4 / 16 / 64 sequences;
+# 4. on the way, the host CPU's AMX int8 kernels: the Rows16 matmul tests,
+#    which run them on the CPU's tiles where it has AMX-INT8 (GPU hosts often
+#    do; the development machines do not).
 #
 # A test that reports "no CUDA device" here is a failure (the GPU is not
 # visible to the CUDA runtime). The summary table is printed last.
@@ -35,7 +38,7 @@ arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | he
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGELLM_CUDA=ON \
   -DPAGELLM_BUILD_BENCH=OFF ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} >/dev/null
 flock /tmp/pagellm-build.lock cmake --build "$BUILD_DIR" -j "$JOBS" \
-  --target pagellm test_backend_cuda test_engine
+  --target pagellm test_backend_cuda test_engine test_backend
 t1=$(date +%s)
 
 mkdir -p "$LOG_DIR"
@@ -43,6 +46,10 @@ set +e
 (cd "$BUILD_DIR" && ctest -R '^Cuda' --output-on-failure --timeout 600 \
   --output-junit gpu-check/ctest.xml) 2>&1 | tee "$LOG_DIR/ctest.log"
 ctest_rc=${PIPESTATUS[0]}
+# The CPU's AMX kernels (skipped by name where the CPU has no AMX-INT8).
+"$BUILD_DIR/tests/test_backend" --gtest_filter='PackedMatmul.*:AmxModel.*' 2>&1 |
+  tee "$LOG_DIR/amx.log" | tail -4
+amx_rc=${PIPESTATUS[0]}
 set -e
 t2=$(date +%s)
 
@@ -105,10 +112,12 @@ PY
 fi
 
 # One row per test from ctest's progress lines: "n/N Test #k: Name ....   Passed  0.1 sec".
-python3 - "$LOG_DIR/ctest.log" "$ctest_rc" "$((t1 - t0))" "$((t2 - t1))" "$bench_json" <<'PY'
+python3 - "$LOG_DIR/ctest.log" "$ctest_rc" "$((t1 - t0))" "$((t2 - t1))" "$bench_json" \
+  "$LOG_DIR/amx.log" "$amx_rc" <<'PY'
 import json, re, sys
 log, rc, build_s, test_s = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 bench = json.load(open(sys.argv[5]))
+amx_log, amx_rc = open(sys.argv[6], errors="replace").read(), int(sys.argv[7])
 rows = []
 for line in open(log, errors="replace"):
     m = re.search(r"Test\s+#\d+: (\S+) \.*\s*(\*\*\*)?(Passed|Failed|Skipped|Not Run|Timeout|\w+).*?([\d.]+) sec", line)
@@ -136,7 +145,14 @@ if bench:
         goals.append(("c64 >= 10x c1", bench["c64_over_c1"] >= 10))
     for g, met in goals:
         print(f"goal: {g}: {'met' if met else 'NOT met'}")
-ok = rc == 0 and rows and not failed and not skipped
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+has_amx = any(" amx_int8" in l for l in open("/proc/cpuinfo") if l.startswith("flags"))
+hw = re.search(r"\[\s*(OK|SKIPPED|FAILED)\s*\] PackedMatmul.AmxKernelOnTheCpuTiles", amx_log)
+print()
+print(f"host CPU: {cpu}; AMX-INT8: {'yes' if has_amx else 'no'}; "
+      f"AMX kernels on the CPU's tiles: {hw.group(1) if hw else 'not run'}; "
+      f"CPU matmul tests: {'passed' if amx_rc == 0 else 'FAILED'}")
+ok = rc == 0 and rows and not failed and not skipped and amx_rc == 0
 print("RESULT:", "PASS" if ok else "FAIL")
 sys.exit(0 if ok else 1)
 PY
