@@ -217,7 +217,7 @@ TEST(PackedMatmul, EveryVariantMatchesTheContractBitForBit) {
 // group.
 void check_amx_kernel(bool emulated) {
   ThreadPool pool(1);
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K}) {
+  for (DType t : kTypes) {
     const cpu::detail::PackedTileFn fn = cpu::detail::packed_amx_fn(t, emulated);
     ASSERT_NE(fn, nullptr) << dtype_name(t);
     for (int64_t blocks : {1, 3, 4}) {

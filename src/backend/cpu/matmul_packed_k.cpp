@@ -476,6 +476,87 @@ struct Avx512Q6K {
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX512
 
+#if PAGELLM_HAVE_AMX
+PAGELLM_TARGET_AMX
+// AMX (packed_drive.h's pair tiles of 16-byte rows): sub-blocks j and j + 1 at
+// once, B = Avx512Q6K's codes of each, C = the exact code sums; the offset,
+// scale and float work is Avx512Q6K's on the same integers.
+template <class TilesT>
+struct AmxQ6K {
+  using Tiles = TilesT;
+  static constexpr int kMinCols = 4;
+  static TileConfig config(int cols) { return pair_tiles(cols, 16); }
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowK xr[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
+    __m512 acc[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    alignas(64) uint8_t codes[2][256];
+    alignas(64) int32_t sums[2][16][16];
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper;
+      for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+      __m512i S[CB];
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
+      for (int j = 0; j < 16; j += 2) {
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; ++t) {
+          const int G = 4 * j + t;
+          __m512i lo = _mm512_loadu_si512(sb + 64 * (G % 32));
+          if (G >= 32) lo = _mm512_srli_epi16(lo, 4);
+          __m512i hi = _mm512_loadu_si512(sb + kQ6KQh + 64 * (G % 16));
+          hi = _mm512_and_si512(_mm512_srli_epi16(hi, 2 * (G / 16)), m3);
+          _mm512_store_si512(codes[t / 4] + 64 * (t % 4),
+                             _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(hi, 4)));
+        }
+        const uint8_t* q = x + 256 * s + 16 * j;
+        Tiles::template load<0>(q, xs);
+        Tiles::template load<1>(q + 16, xs);
+        Tiles::template load<2>(codes[0], 64);
+        Tiles::template load<3>(codes[1], 64);
+        Tiles::template zero<4>();
+        Tiles::template zero<5>();
+        Tiles::template dpbsud<4, 0, 2>();
+        Tiles::template dpbsud<5, 1, 3>();
+        Tiles::template store<4>(sums[0], 64);
+        Tiles::template store<5>(sums[1], 64);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m512i sc = _mm512_cvtepi8_epi32(simd::load128(sb + kQ6KScales + 16 * (j + h)));
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) {
+            const __m512i I =
+                _mm512_add_epi32(_mm512_load_si512(sums[h][c]),
+                                 _mm512_set1_epi32(-32 * xr[c].sum16[16 * s + j + h]));
+            S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I, sc));
+          }
+        }
+      }
+      const __m512 dv = _mm512_cvtph_ps(simd::load256(sb + kQ6KD));
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c)
+        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]),
+                                 _mm512_mul_ps(dv, _mm512_set1_ps(xr[c].d[s])), acc[c]);
+    }
+    store_rows16<CB>(out, os, acc, valid);
+  }
+
+  static void run(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
+                  int64_t cols, float* out, int64_t os) {
+    drive_amx<AmxQ6K, Avx512Q6K>(n, w, gb, rows, x, xs, cols, out, os);
+  }
+};
+PAGELLM_TARGET_END
+#endif  // PAGELLM_HAVE_AMX
+
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
 struct Avx2Q6K {
@@ -541,6 +622,9 @@ PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX2
 
 PackedTileFn q6k_for(CpuIsa isa) {
+#if PAGELLM_HAVE_AMX
+  if (isa == CpuIsa::Avx512 && amx_int8_available()) return AmxQ6K<HwTiles>::run;
+#endif
 #if PAGELLM_HAVE_AVX512
   if (isa == CpuIsa::Avx512) return drive<Avx512Q6K>;
 #endif
@@ -571,6 +655,7 @@ PackedTileFn packed_k_amx_fn(DType wtype, bool emulated) {
     return emulated ? AmxK4<false, EmuTiles>::run : AmxK4<false, HwTiles>::run;
   if (wtype == DType::Q5_K)
     return emulated ? AmxK4<true, EmuTiles>::run : AmxK4<true, HwTiles>::run;
+  if (wtype == DType::Q6_K) return emulated ? AmxQ6K<EmuTiles>::run : AmxQ6K<HwTiles>::run;
 #endif
   (void)wtype;
   (void)emulated;
