@@ -24,7 +24,8 @@ constexpr int kXfeatureXtiledata = 18;
 bool detect_amx() {
   const CpuFeatures& f = cpu_features();
   if (!(f.amx_state && f.amx_tile && f.amx_int8 && f.zmm_state && f.avx512vnni)) return false;
-  if (const char* want = std::getenv("PAGELLM_CPU_AMX"); want && std::strcmp(want, "0") == 0)
+  if (const char* want = std::getenv("PAGELLM_CPU_AMX");
+      want && (std::strcmp(want, "0") == 0 || std::strcmp(want, "model") == 0))
     return false;
 #if PAGELLM_HAVE_AMX && defined(__linux__) && defined(__x86_64__)
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
@@ -38,6 +39,14 @@ bool detect_amx() {
 bool amx_int8_available() {
   static const bool available = detect_amx();
   return available;
+}
+
+bool amx_tile_model_requested() {
+  static const bool requested = [] {
+    const char* want = std::getenv("PAGELLM_CPU_AMX");
+    return want && std::strcmp(want, "model") == 0;
+  }();
+  return requested;
 }
 
 }  // namespace pagellm::cpu

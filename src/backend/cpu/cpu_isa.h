@@ -36,5 +36,9 @@ const char* isa_name(CpuIsa isa);
 // granted it to this process (asked once, on the first call), and the
 // environment variable PAGELLM_CPU_AMX is not "0" (backend/cpu/amx_tiles.h).
 bool amx_int8_available();
+// PAGELLM_CPU_AMX=model: the AMX kernels run on the software model of the
+// tiles (amx_tiles.h; slow, for testing the kernels in whole models on CPUs
+// without AMX). Needs the Avx512 variant; wins over the CPU's tiles.
+bool amx_tile_model_requested();
 
 }  // namespace pagellm::cpu

@@ -360,6 +360,7 @@ PAGELLM_TARGET_END
 template <DType T>
 PackedTileFn packed_for(CpuIsa isa) {
 #if PAGELLM_HAVE_AMX
+  if (isa == CpuIsa::Avx512 && amx_tile_model_requested()) return Amx<T, EmuTiles>::run;
   if (isa == CpuIsa::Avx512 && amx_int8_available()) return Amx<T, HwTiles>::run;
 #endif
 #if PAGELLM_HAVE_AVX512

@@ -360,6 +360,7 @@ PAGELLM_TARGET_END
 template <bool kQ5>
 PackedTileFn k4_for(CpuIsa isa) {
 #if PAGELLM_HAVE_AMX
+  if (isa == CpuIsa::Avx512 && amx_tile_model_requested()) return AmxK4<kQ5, EmuTiles>::run;
   if (isa == CpuIsa::Avx512 && amx_int8_available()) return AmxK4<kQ5, HwTiles>::run;
 #endif
 #if PAGELLM_HAVE_AVX512
@@ -623,6 +624,7 @@ PAGELLM_TARGET_END
 
 PackedTileFn q6k_for(CpuIsa isa) {
 #if PAGELLM_HAVE_AMX
+  if (isa == CpuIsa::Avx512 && amx_tile_model_requested()) return AmxQ6K<EmuTiles>::run;
   if (isa == CpuIsa::Avx512 && amx_int8_available()) return AmxQ6K<HwTiles>::run;
 #endif
 #if PAGELLM_HAVE_AVX512
