@@ -52,7 +52,8 @@ int64_t len_for(DType t, int64_t n) {
 }
 
 TEST(PackedWeights, RoundTripsEveryRow) {
-  for (DType t : kTypes) {
+  for (DType t :
+       {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16}) {
     for (int64_t n_out : {1, 16, 37}) {
       for (int64_t blocks : {3, 4}) {  // Q4_0 / Q8_0 pair blocks: an odd last one, or none
         const int64_t n = blocks * (dtype_block_size(t) == 256 ? 256 : 32);
@@ -76,7 +77,9 @@ TEST(PackedWeights, RejectsOtherTypesAndLengths) {
   EXPECT_TRUE(packable(DType::Q4_K));
   EXPECT_THROW(packed_bytes(DType::Q4_K, 96, 16), Error);
   EXPECT_TRUE(packable(DType::Q4_0));
-  EXPECT_THROW(packed_bytes(DType::F16, 64, 16), Error);
+  EXPECT_THROW(packed_bytes(DType::F32, 64, 16), Error);
+  EXPECT_THROW(packed_bytes(DType::F16, 48, 16), Error);
+  EXPECT_EQ(packed_bytes(DType::BF16, 64, 17), size_t{2 * 2 * 1024});
   EXPECT_THROW(packed_bytes(DType::Q8_0, 40, 16), Error);
 }
 
@@ -256,6 +259,33 @@ TEST(PackedMatmul, AmxKernelOnTheTileModelMatchesTheContract) {
 TEST(PackedMatmul, AmxKernelOnTheCpuTilesMatchesTheContract) {
   if (!amx_int8_available()) GTEST_SKIP() << "no AMX-INT8 on this CPU (or PAGELLM_CPU_AMX=0)";
   check_amx_kernel(false);
+}
+
+// F16 / BF16 Rows16 weights give the row-major kernels' bits in every variant
+// (the same arithmetic, only the loads differ), with a padded last group, one
+// to three column tiles and their tails, and more than one column chunk (70).
+TEST(PackedMatmul, FloatRows16EqualsRowMajorBitForBit) {
+  for (DType t : {DType::F16, DType::BF16}) {
+    for (int64_t n : {96, 2048, 4128}) {  // 4128: one column takes the 4 quads at once
+      const int64_t n_out = 37;
+      const auto w = make_weights(t, n_out, n, 51, WeightFill::Quantized);
+      const Packed p = pack(w);
+      const WeightMatrix rm{t, n, n_out, w.bytes.data(), w.stride};
+      auto x = random_floats(static_cast<size_t>(70 * n), 52);
+      for (CpuIsa isa : available_isas()) {
+        for (int64_t T : {1, 2, 3, 4, 5, 7, 70}) {
+          ThreadPool pool(2);
+          MatmulScratch s1, s2;
+          std::vector<float> want(static_cast<size_t>(T * n_out)), got(want.size());
+          matmul(rm, x.data(), n, T, want.data(), n_out, pool, s1, isa);
+          matmul(p.view(), x.data(), n, T, got.data(), n_out, pool, s2, isa);
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_EQ(fp32_to_bits(got[i]), fp32_to_bits(want[i]))
+                << dtype_name(t) << " n " << n << " " << isa_name(isa) << " T=" << T << " at " << i;
+        }
+      }
+    }
+  }
 }
 
 // Close to the double-precision product of the dequantized weights and X.

@@ -101,7 +101,7 @@ ActivationRows quantize_activations(DType weight_type, const float* x, int64_t x
 
 size_t activation_stride(const WeightMatrix& w) {
   size_t row = activation_row_bytes(w.type, w.n_in);
-  if (w.layout == WeightLayout::Rows16)
+  if (w.layout == WeightLayout::Rows16 && dot_type(w.type) != DType::F32)
     row = dot_type(w.type) == DType::Q8_K ? split_q8_k_row_bytes(w.n_in)
                                           : split_q8_0_row_bytes(w.n_in);
   return (row + 63) & ~size_t{63};
@@ -114,6 +114,12 @@ ActivationRows quantize_activations(const WeightMatrix& w, const float* x, int64
     return quantize_activations(w.type, x, x_stride, rows, w.n_in, pool, scratch, isa, norm);
   if (!packable(w.type))
     throw Error(std::string("no Rows16 layout for weight type ") + dtype_name(w.type));
+  if (dot_type(w.type) == DType::F32) {  // F16 / BF16: float rows, as for row-major weights
+    ActivationRows a =
+        quantize_activations(w.type, x, x_stride, rows, w.n_in, pool, scratch, isa, norm);
+    a.for_layout = WeightLayout::Rows16;
+    return a;
+  }
   ActivationRows a;
   a.dot_type = dot_type(w.type);
   a.for_layout = WeightLayout::Rows16;

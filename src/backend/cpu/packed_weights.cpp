@@ -173,10 +173,12 @@ int64_t blocks_of(int64_t n_in) {
 
 bool packable(DType t) {
   return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q5_K ||
-         t == DType::Q6_K;
+         t == DType::Q6_K || t == DType::F16 || t == DType::BF16;
 }
 
 size_t packed_group_bytes(DType t, int64_t n_in) {
+  if (t == DType::F16 || t == DType::BF16)
+    return static_cast<size_t>(blocks_of(n_in)) * 64 * kPackRows;
   if (t == DType::Q4_K) return static_cast<size_t>(supers_of(n_in)) * kQ4KSuper;
   if (t == DType::Q5_K) return static_cast<size_t>(supers_of(n_in)) * kQ5KSuper;
   if (t == DType::Q6_K) return static_cast<size_t>(supers_of(n_in)) * kQ6KSuper;
@@ -191,6 +193,25 @@ size_t packed_bytes(DType t, int64_t n_in, int64_t n_out) {
 
 void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t src_stride,
                  void* dst) {
+  if (t == DType::F16 || t == DType::BF16) {
+    const int64_t nb = blocks_of(n_in);
+    const size_t gb = packed_group_bytes(t, n_in);
+    for (int64_t g = 0; g * kPackRows < n_out; ++g) {
+      uint8_t* group = static_cast<uint8_t*>(dst) + static_cast<size_t>(g) * gb;
+      for (int lane = 0; lane < kPackRows; ++lane) {
+        const int64_t r = g * kPackRows + lane;
+        const auto* row = static_cast<const uint8_t*>(src) + static_cast<size_t>(r) * src_stride;
+        for (int64_t b = 0; b < nb; ++b) {
+          uint8_t* to = group + float_rows16_at(lane, b, nb);
+          if (r < n_out)
+            std::memcpy(to, row + 64 * b, 64);
+          else
+            std::memset(to, 0, 64);  // +0.0 in f16 and bf16
+        }
+      }
+    }
+    return;
+  }
   if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) {
     const int64_t nsb = supers_of(n_in);
     const size_t gb = packed_group_bytes(t, n_in);
@@ -253,6 +274,15 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
 }
 
 void unpack_row16(DType t, int64_t n_in, const void* packed, int64_t r, void* dst) {
+  if (t == DType::F16 || t == DType::BF16) {
+    const uint8_t* group = static_cast<const uint8_t*>(packed) +
+                           static_cast<size_t>(r / kPackRows) * packed_group_bytes(t, n_in);
+    const int64_t nb = blocks_of(n_in);
+    for (int64_t b = 0; b < nb; ++b)
+      std::memcpy(static_cast<uint8_t*>(dst) + 64 * b,
+                  group + float_rows16_at(static_cast<int>(r % kPackRows), b, nb), 64);
+    return;
+  }
   if (t == DType::Q4_K) {
     const uint8_t* group = static_cast<const uint8_t*>(packed) +
                            static_cast<size_t>(r / kPackRows) * packed_group_bytes(t, n_in);
