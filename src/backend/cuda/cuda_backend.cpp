@@ -122,6 +122,7 @@ void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
   d_tables_ = reinterpret_cast<const int32_t*>(base + l.off_tables);
 
   if (!rope_ || !(rope == rope_params_)) {
+    if (rope_) dev_.synchronize();  // queued kernels may still read the old tables
     rope_ = std::make_unique<CudaRopeCache>(rope.n_rot, rope.freq_base, rope.freq_scale);
     rope_params_ = rope;
   }
@@ -133,6 +134,9 @@ void CudaBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs,
     const MatrixView& w = *outs[i].w;
     if (w.layout != cpu::WeightLayout::Rows)
       throw Error(fmt::format("{}: a matrix in the CPU's repacked layout cannot run here", name_));
+    if (w.row_stride != dtype_row_bytes(w.type, w.n_in))  // the kernels assume packed rows
+      throw Error(fmt::format("{}: a {} matrix with {}-byte rows padded to {} bytes", name_,
+                              dtype_name(w.type), dtype_row_bytes(w.type, w.n_in), w.row_stride));
     if (rows <= kGemvMaxRows)
       gemv(dev_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, outs[i].y, w.n_out,
            static_cast<int32_t>(rows));
@@ -145,6 +149,7 @@ void CudaBackend::reserve_matmul(const MatrixView& w, int64_t rows) {
   if (rows <= kGemvMaxRows) return;
   gemm_ws_.w_f16.reserve(dev_, gemm_weight_scratch_bytes(w.type, w.n_out, w.n_in));
   gemm_ws_.x_f16.reserve(dev_, gemm_activation_scratch_bytes(rows, w.n_in));
+  gemm_ws_.x_exp.reserve(dev_, checked_bytes(rows, sizeof(int32_t)));
 }
 
 void CudaBackend::rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t n,

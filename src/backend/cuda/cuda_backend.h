@@ -2,7 +2,9 @@
 // split into virtual devices (each part is its own CudaBackend on the same
 // GPU, with its own stream). Kernels: this folder's; weights stay in their
 // GGUF layout in device memory. Matrix products: GEMV (gemv.h) for up to
-// kGemvMaxRows activation rows, dequantize + cuBLAS (gemm.h) above.
+// kGemvMaxRows activation rows (decode batches: f32, the same bits for a
+// sequence whatever else is in the batch, weights read once per 16 rows),
+// dequantize + cuBLAS (gemm.h) above (prompts: f16 inputs).
 // Every failure throws CudaError naming the call and the device.
 #pragma once
 
@@ -20,7 +22,7 @@ namespace pagellm::cuda {
 
 class CudaBackend final : public Backend {
  public:
-  static constexpr int64_t kGemvMaxRows = 8;
+  static constexpr int64_t kGemvMaxRows = 64;
 
   // Throws CudaError when GPU `index` is not there or cannot be initialised.
   // `label` names it in messages ("cuda:0.1" for a part of a split GPU;

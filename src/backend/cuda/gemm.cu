@@ -32,12 +32,41 @@ __global__ void dequant_f16_kernel(const uint8_t* w, size_t row_bytes, int64_t r
   for (int i = 0; i < kUnit / 2; ++i) o[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
 }
 
-__global__ void to_f16_kernel(const float* x, int64_t x_stride, int64_t n, int64_t cols,
-                              __half* dst) {
+// Row r of x to f16, scaled by 2^-e[r], e[r] the smallest e >= 0 that brings
+// max |x| of the row to at most 2^15, so no value overflows f16 (65504):
+// rows within range (e = 0) are rounded as they are; a row with larger
+// activations (e.g. the FFN-down input of a "massive activation" token) keeps
+// its relative precision, and unscale_rows_kernel multiplies its outputs back
+// (both scalings are powers of two: exact). One block per row.
+__global__ void __launch_bounds__(kThreads)
+    to_f16_rows_kernel(const float* x, int64_t x_stride, int64_t cols, __half* dst, int32_t* exps) {
+  const int64_t r = blockIdx.x;
+  const float* row = x + r * x_stride;
+  float m = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += kThreads) m = fmaxf(m, fabsf(row[c]));
+  m = warp_max(m);
+  __shared__ float part[kThreads / 32];
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = m;
+  __syncthreads();
+  float mx = part[0];
+#pragma unroll
+  for (int i = 1; i < kThreads / 32; ++i) mx = fmaxf(mx, part[i]);
+  int e = 0;
+  if (isfinite(mx) && mx > 32768.0f) frexpf(mx / 32768.0f, &e);  // mx / 2^e <= 32768
+  const float s = ldexpf(1.0f, -e);
+  for (int64_t c = threadIdx.x; c < cols; c += kThreads)
+    dst[r * cols + c] = __float2half_rn(row[c] * s);
+  if (threadIdx.x == 0) exps[r] = e;
+}
+
+// y row t *= 2^e[t] where e[t] > 0.
+__global__ void unscale_rows_kernel(float* y, int64_t y_stride, int64_t n, int64_t rows,
+                                    const int32_t* exps) {
   const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (k >= n * cols) return;
-  const int64_t r = k / cols, c = k % cols;
-  dst[k] = __float2half_rn(x[r * x_stride + c]);
+  if (k >= n * rows) return;
+  const int64_t t = k / rows, r = k % rows;
+  const int e = exps[t];
+  if (e != 0) y[t * y_stride + r] = ldexpf(y[t * y_stride + r], e);
 }
 
 }  // namespace
@@ -94,10 +123,11 @@ void gemm(const CudaDevice& dev, GemmWorkspace& ws, DType type, const void* w, i
     w16 = ws.w_f16.data();
   }
   ws.x_f16.reserve(dev, gemm_activation_scratch_bytes(n, cols));
-  to_f16_kernel<<<grid_for(n * cols, kThreads), kThreads, 0,
-                  static_cast<cudaStream_t>(dev.stream())>>>(x, x_stride, n, cols,
-                                                             ws.x_f16.as<__half>());
-  check_launch("to_f16", dev.index());
+  ws.x_exp.reserve(dev, checked_bytes(n, sizeof(int32_t)));
+  const auto stream = static_cast<cudaStream_t>(dev.stream());
+  to_f16_rows_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
+      x, x_stride, cols, ws.x_f16.as<__half>(), ws.x_exp.as<int32_t>());
+  check_launch("to_f16_rows", dev.index());
   // Column-major view: W is a cols x rows matrix (ld cols), X cols x n (ld
   // cols), Y rows x n (ld y_stride): Y = W^T X.
   check_cublas(
@@ -107,6 +137,9 @@ void gemm(const CudaDevice& dev, GemmWorkspace& ws, DType type, const void* w, i
                            CUDA_R_16F, static_cast<int>(cols), &beta, y, CUDA_R_32F,
                            static_cast<int>(y_stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
       fmt::format("cublasGemmEx({} x {} x {} f16, f32 accumulate)", n, rows, cols), dev.index());
+  unscale_rows_kernel<<<grid_for(n * rows, kThreads), kThreads, 0, stream>>>(
+      y, y_stride, n, rows, ws.x_exp.as<int32_t>());
+  check_launch("unscale_rows", dev.index());
 }
 
 }  // namespace pagellm::cuda

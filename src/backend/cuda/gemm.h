@@ -1,7 +1,8 @@
 // Matrix products for prefill: Y = X W^T for many tokens through cuBLAS. W is
 // expanded from its GGUF type to f16 (F16 weights are used in place), X is
-// rounded to f16, and cublasGemmEx multiplies with f32 accumulation and f32
-// output. (Activations beyond the f16 range, |x| > 65504, would overflow.)
+// rounded to f16 (a row whose largest |x| passes 2^15 is first scaled down by
+// a power of two, and its outputs scaled back, so nothing overflows f16), and
+// cublasGemmEx multiplies with f32 accumulation and f32 output.
 // F32 weights are multiplied in place in f32 (cublasSgemm), any cols.
 //
 // Layouts (device memory):
@@ -21,6 +22,7 @@ namespace pagellm::cuda {
 struct GemmWorkspace {
   DeviceBuffer w_f16;
   DeviceBuffer x_f16;
+  DeviceBuffer x_exp;  // each X row's power-of-two scale (int32)
 };
 
 // Bytes of f16 scratch gemm() needs for W (0 for F16 weights) and for X.

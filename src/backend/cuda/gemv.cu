@@ -12,7 +12,10 @@ using namespace detail;
 
 namespace {
 
-constexpr int kMaxVecs = 8;
+// Vectors per launch: each is computed the same way whatever their number
+// (one accumulator per vector, units in order, one warp sum), so results do
+// not depend on the batch; more vectors per launch read the weights fewer times.
+constexpr int kMaxVecs = 16;
 constexpr int kRowsPerBlock = 4;  // one warp per row
 
 template <DType T>
