@@ -242,25 +242,13 @@ struct Amx {
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2, p += kPair) {
       for (size_t l = 0; l < kPair; l += 64) simd::prefetch(p + kPrefetchBytes + l);
-      Tiles::template load<0>(x + 32 * b, xs);
-      Tiles::template load<1>(x + 32 * (b + 1), xs);
-      Tiles::template load<2>(b_bytes(p, codes[0]), 64);
-      Tiles::template load<3>(b_bytes(p + C, codes[1]), 64);
-      Tiles::template zero<4>();
-      Tiles::template zero<5>();
-      Tiles::template dpbsud<4, 0, 2>();
-      Tiles::template dpbsud<5, 1, 3>();
-      Tiles::template store<4>(sums[0], 64);
-      Tiles::template store<5>(sums[1], 64);
+      pair_products<Tiles>(x + 32 * b, x + 32 * (b + 1), xs, b_bytes(p, codes[0]),
+                           b_bytes(p + C, codes[1]), sums);
       scale<CB>(sums[0], p + 2 * C, xr, b, acc);
       scale<CB>(sums[1], p + 2 * C + 32, xr, b + 1, acc);
     }
     if (b < nb) {  // the odd last block
-      Tiles::template load<0>(x + 32 * b, xs);
-      Tiles::template load<2>(b_bytes(p, codes[0]), 64);
-      Tiles::template zero<4>();
-      Tiles::template dpbsud<4, 0, 2>();
-      Tiles::template store<4>(sums[0], 64);
+      first_product<Tiles>(x + 32 * b, xs, b_bytes(p, codes[0]), sums);
       scale<CB>(sums[0], p + C, xr, b, acc);
     }
     store_rows16<CB>(out, os, acc, valid);

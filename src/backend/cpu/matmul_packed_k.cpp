@@ -227,16 +227,7 @@ struct AmxK4 {
           _mm512_store_si512(codes[1] + 64 * k, hi);
         }
         const uint8_t* q = x + 256 * s + 32 * j;
-        Tiles::template load<0>(q, xs);
-        Tiles::template load<1>(q + 32, xs);
-        Tiles::template load<2>(codes[0], 64);
-        Tiles::template load<3>(codes[1], 64);
-        Tiles::template zero<4>();
-        Tiles::template zero<5>();
-        Tiles::template dpbsud<4, 0, 2>();
-        Tiles::template dpbsud<5, 1, 3>();
-        Tiles::template store<4>(sums[0], 64);
-        Tiles::template store<5>(sums[1], 64);
+        pair_products<Tiles>(q, q + 32, xs, codes[0], codes[1], sums);
         const __m512i sc0 = _mm512_cvtepu8_epi32(simd::load128(sb + kQ4KScales + 16 * j));
         const __m512i sc1 = _mm512_cvtepu8_epi32(simd::load128(sb + kQ4KScales + 16 * j + 16));
 #pragma GCC unroll 16
@@ -519,16 +510,7 @@ struct AmxQ6K {
                              _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(hi, 4)));
         }
         const uint8_t* q = x + 256 * s + 16 * j;
-        Tiles::template load<0>(q, xs);
-        Tiles::template load<1>(q + 16, xs);
-        Tiles::template load<2>(codes[0], 64);
-        Tiles::template load<3>(codes[1], 64);
-        Tiles::template zero<4>();
-        Tiles::template zero<5>();
-        Tiles::template dpbsud<4, 0, 2>();
-        Tiles::template dpbsud<5, 1, 3>();
-        Tiles::template store<4>(sums[0], 64);
-        Tiles::template store<5>(sums[1], 64);
+        pair_products<Tiles>(q, q + 16, xs, codes[0], codes[1], sums);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           const __m512i sc = _mm512_cvtepi8_epi32(simd::load128(sb + kQ6KScales + 16 * (j + h)));

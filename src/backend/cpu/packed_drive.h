@@ -31,27 +31,36 @@ namespace pagellm::cpu::detail {
 constexpr size_t kPrefetchBytes = 8192;
 constexpr int kPrefetchMinCols = 2;
 
-// Columns in tiles of kCols, the tail with a tile of its exact width; column
-// chunks of kColChunk outermost so their activations stay in L2 while the
-// weight groups pass by.
-template <class K>
-void drive(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
-           int64_t cols, float* out, int64_t os) {
+// The Rows16 order: column chunks of 64 outermost (their activations stay in
+// L2 while the weight groups pass by), then the 16-row groups:
+// fn(group bytes, chunk's activations, its output, columns in the chunk,
+// valid rows of the group).
+template <class Fn>
+inline void for_each_chunk_group(const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x,
+                                 size_t xs, int64_t cols, float* out, int64_t os, Fn&& fn) {
   constexpr int64_t kColChunk = 64;
   const int64_t groups = (rows + kPackRows - 1) / kPackRows;
   for (int64_t c0 = 0; c0 < cols; c0 += kColChunk) {
     const int64_t cc = std::min(kColChunk, cols - c0);
-    for (int64_t g = 0; g < groups; ++g) {
-      const int valid = static_cast<int>(std::min<int64_t>(kPackRows, rows - g * kPackRows));
-      const uint8_t* wg = w + static_cast<size_t>(g) * gb;
-      float* og = out + c0 * os + g * kPackRows;
-      const uint8_t* xc = x + static_cast<size_t>(c0) * xs;
-      int64_t c = 0;
-      for (; c + K::kCols <= cc; c += K::kCols)
-        K::template group<K::kCols>(n, wg, xc + c * xs, xs, og + c * os, os, valid);
-      K::tail(static_cast<int>(cc - c), n, wg, xc + c * xs, xs, og + c * os, os, valid);
-    }
+    for (int64_t g = 0; g < groups; ++g)
+      fn(w + static_cast<size_t>(g) * gb, x + static_cast<size_t>(c0) * xs,
+         out + c0 * os + g * kPackRows, cc,
+         static_cast<int>(std::min<int64_t>(kPackRows, rows - g * kPackRows)));
   }
+}
+
+// Columns in tiles of kCols, the tail with a tile of its exact width.
+template <class K>
+void drive(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
+           int64_t cols, float* out, int64_t os) {
+  for_each_chunk_group(
+      w, gb, rows, x, xs, cols, out, os,
+      [&](const uint8_t* wg, const uint8_t* xc, float* og, int64_t cc, int valid) {
+        int64_t c = 0;
+        for (; c + K::kCols <= cc; c += K::kCols)
+          K::template group<K::kCols>(n, wg, xc + c * xs, xs, og + c * os, os, valid);
+        K::tail(static_cast<int>(cc - c), n, wg, xc + c * xs, xs, og + c * os, os, valid);
+      });
 }
 
 // Dispatches a tail of 0 < left < kCols columns to group<left>.
@@ -115,6 +124,37 @@ inline TileConfig pair_tiles(int cols, int k_bytes) {
   return cfg;
 }
 
+// The pair tiles' two products, C0 = A0 B0 and C1 = A1 B1 (A rows a_stride
+// bytes apart, B rows 64), stored to sums[0] and sums[1].
+template <class Tiles>
+inline __attribute__((always_inline)) void pair_products(const uint8_t* a0, const uint8_t* a1,
+                                                         size_t a_stride, const uint8_t* b0,
+                                                         const uint8_t* b1,
+                                                         int32_t (&sums)[2][16][16]) {
+  Tiles::template load<0>(a0, a_stride);
+  Tiles::template load<1>(a1, a_stride);
+  Tiles::template load<2>(b0, 64);
+  Tiles::template load<3>(b1, 64);
+  Tiles::template zero<4>();
+  Tiles::template zero<5>();
+  Tiles::template dpbsud<4, 0, 2>();
+  Tiles::template dpbsud<5, 1, 3>();
+  Tiles::template store<4>(sums[0], 64);
+  Tiles::template store<5>(sums[1], 64);
+}
+
+// The first product alone (an odd last block): sums[0] = A0 B0.
+template <class Tiles>
+inline __attribute__((always_inline)) void first_product(const uint8_t* a0, size_t a_stride,
+                                                         const uint8_t* b0,
+                                                         int32_t (&sums)[2][16][16]) {
+  Tiles::template load<0>(a0, a_stride);
+  Tiles::template load<2>(b0, 64);
+  Tiles::template zero<4>();
+  Tiles::template dpbsud<4, 0, 2>();
+  Tiles::template store<4>(sums[0], 64);
+}
+
 // drive()'s order for an AMX kernel K (K::Tiles, K::config(width),
 // K::group<CB> for CB <= 16 on tiles configured for CB) with the VNNI kernel V
 // for column tiles narrower than K::kMinCols, and for everything when there
@@ -123,31 +163,23 @@ inline TileConfig pair_tiles(int cols, int k_bytes) {
 template <class K, class V>
 void drive_amx(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
                int64_t cols, float* out, int64_t os) {
-  constexpr int64_t kColChunk = 64;
   if (cols < K::kMinCols) return drive<V>(n, w, gb, rows, x, xs, cols, out, os);
-  const int64_t groups = (rows + kPackRows - 1) / kPackRows;
   int configured = 0;
-  for (int64_t c0 = 0; c0 < cols; c0 += kColChunk) {
-    const int64_t cc = std::min(kColChunk, cols - c0);
-    for (int64_t g = 0; g < groups; ++g) {
-      const int valid = static_cast<int>(std::min<int64_t>(kPackRows, rows - g * kPackRows));
-      const uint8_t* wg = w + static_cast<size_t>(g) * gb;
-      float* og = out + c0 * os + g * kPackRows;
-      const uint8_t* xc = x + static_cast<size_t>(c0) * xs;
-      for (int64_t c = 0; c < cc; c += 16) {
-        const int width = static_cast<int>(std::min<int64_t>(16, cc - c));
-        if (width < K::kMinCols) {
-          drive<V>(n, wg, gb, valid, xc + c * xs, xs, width, og + c * os, os);
-          continue;
-        }
-        if (width != configured) {
-          K::Tiles::configure(K::config(width));
-          configured = width;
-        }
-        tail_of<K, 16>(width, n, wg, xc + c * xs, xs, og + c * os, os, valid);
-      }
-    }
-  }
+  for_each_chunk_group(w, gb, rows, x, xs, cols, out, os,
+                       [&](const uint8_t* wg, const uint8_t* xc, float* og, int64_t cc, int valid) {
+                         for (int64_t c = 0; c < cc; c += 16) {
+                           const int width = static_cast<int>(std::min<int64_t>(16, cc - c));
+                           if (width < K::kMinCols) {
+                             drive<V>(n, wg, gb, valid, xc + c * xs, xs, width, og + c * os, os);
+                             continue;
+                           }
+                           if (width != configured) {
+                             K::Tiles::configure(K::config(width));
+                             configured = width;
+                           }
+                           tail_of<K, 16>(width, n, wg, xc + c * xs, xs, og + c * os, os, valid);
+                         }
+                       });
   if (configured) K::Tiles::release();
 }
 PAGELLM_TARGET_END
