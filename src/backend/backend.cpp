@@ -20,6 +20,21 @@ void Backend::norm_matmul(const float* x, const float* norm, float eps, float* h
   matmul(h, rows, outs, n_outs);
 }
 
+void Backend::silu_mul_matmul(float* gate, const float* up, int64_t rows, const MatmulOutput* outs,
+                              size_t n_outs) {
+  silu_mul(gate, up, rows * outs[0].w->n_in);
+  matmul(gate, rows, outs, n_outs);
+}
+
+void Backend::finish_outputs(int64_t rows, const MatmulOutput* outs, size_t n_outs) {
+  for (size_t i = 0; i < n_outs; ++i) {
+    const MatmulOutput& o = outs[i];
+    const int64_t n = o.w->n_out;
+    if (o.bias) add_bias(o.y, o.bias, rows, n, n);
+    if (o.rope_heads > 0) rope(o.y, n, o.rope_heads, o.head_dim, o.rope_style);
+  }
+}
+
 PagedAttentionArgs paged_attention_args(const KvLayerView& kv, const float* q, float* out,
                                         int32_t n_heads, float scale, int32_t n_tokens,
                                         const int32_t* token_seq, const int32_t* token_pos) {

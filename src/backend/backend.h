@@ -27,9 +27,19 @@ namespace pagellm {
 // type; the Rows16 layout only on the CPU backend.
 using MatrixView = cpu::WeightMatrix;
 
+// One product y = x W^T, then, on its rows, in this order (the epilogue):
+//   y row += bias                                        (as add_bias)
+//   RoPE of the first rope_heads heads of head_dim       (as rope(); the rows
+//                                                         are the step's tokens)
+// The CPU backend runs the epilogue in the product's threads while the rows
+// are in cache; finish_outputs() runs it after the product.
 struct MatmulOutput {
   const MatrixView* w;
-  float* y;  // [rows][w->n_out]
+  float* y;                     // [rows][w->n_out]
+  const float* bias = nullptr;  // [w->n_out]
+  int32_t rope_heads = 0;       // 0: no RoPE
+  int32_t head_dim = 0;
+  RopeStyle rope_style = RopeStyle::kNorm;
 };
 
 // One step's batch, in host memory; valid from begin_step() to the next one.
@@ -94,7 +104,8 @@ class Backend {
   // prepares RoPE for its positions.
   virtual void begin_step(const StepInputs& in, const RopeParams& rope) = 0;
 
-  // y_i = x W_i^T for each output; x [rows][n_in] shared by all of them.
+  // y_i = x W_i^T for each output, then its epilogue; x [rows][n_in] shared
+  // by all of them.
   virtual void matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) = 0;
   void matmul(const float* x, int64_t rows, std::initializer_list<MatmulOutput> outs) {
     matmul(x, rows, outs.begin(), outs.size());
@@ -108,6 +119,15 @@ class Backend {
   void norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
                    std::initializer_list<MatmulOutput> outs) {
     norm_matmul(x, norm, eps, h, rows, outs.begin(), outs.size());
+  }
+  // y_i = (silu(gate) * up) W_i^T, gate and up [rows][n_in] (as silu_mul,
+  // then matmul). gate may be overwritten with silu(gate) * up, or left as it
+  // is when the backend fuses the product into its matmul input.
+  virtual void silu_mul_matmul(float* gate, const float* up, int64_t rows, const MatmulOutput* outs,
+                               size_t n_outs);
+  void silu_mul_matmul(float* gate, const float* up, int64_t rows,
+                       std::initializer_list<MatmulOutput> outs) {
+    silu_mul_matmul(gate, up, rows, outs.begin(), outs.size());
   }
   // Reserves the matmul scratch for `rows` rows against w, so that steps do
   // not allocate.
@@ -133,6 +153,11 @@ class Backend {
   // [n_tokens][n_heads * head_dim].
   virtual void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                                float scale) = 0;
+
+ protected:
+  // Runs the outputs' epilogues (bias, RoPE) with add_bias() and rope(), for
+  // a matmul() that does not fuse them.
+  void finish_outputs(int64_t rows, const MatmulOutput* outs, size_t n_outs);
 };
 
 // Paged-attention arguments for one layer's cache, contiguous q/out rows of

@@ -201,7 +201,7 @@ void LlamaModel::reserve_workspace(int64_t max_tokens, int64_t max_logit_rows) {
 
 void LlamaModel::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T) {
   Backend& b = *s.backend;
-  const int64_t E = hp_.n_embd, KV = hp_.n_embd_kv(), F = hp_.n_ff;
+  const int64_t E = hp_.n_embd;
   const LayerWeights& L = w_.layers[static_cast<size_t>(l)];
   KvPool& pool = kv.pool_for_layer(l);
   // The pool must be in memory this backend's kernels can address.
@@ -214,12 +214,12 @@ void LlamaModel::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T)
   const MatrixView wq = L.wq.cpu(), wk = L.wk.cpu(), wv = L.wv.cpu(), wo = L.wo.cpu(),
                    wg = L.w_gate.cpu(), wu = L.w_up.cpu(), wd = L.w_down.cpu();
 
-  b.norm_matmul(x, L.attn_norm, hp_.rms_eps, h, T, {{&wq, q}, {&wk, k}, {&wv, v}});
-  if (L.bq) b.add_bias(q, L.bq, T, E, E);
-  if (L.bk) b.add_bias(k, L.bk, T, KV, KV);
-  if (L.bv) b.add_bias(v, L.bv, T, KV, KV);
-  b.rope(q, E, hp_.n_head, hp_.head_dim, hp_.rope_style);
-  b.rope(k, KV, hp_.n_head_kv, hp_.head_dim, hp_.rope_style);
+  // Biases and RoPE run as the products' epilogues.
+  const int32_t hd = hp_.head_dim;
+  const RopeStyle rs = hp_.rope_style;
+  b.norm_matmul(
+      x, L.attn_norm, hp_.rms_eps, h, T,
+      {{&wq, q, L.bq, hp_.n_head, hd, rs}, {&wk, k, L.bk, hp_.n_head_kv, hd, rs}, {&wv, v, L.bv}});
   // Attention reads every K/V back from the cache, after rounding to its
   // dtype, including this step's tokens: results do not depend on chunking.
   const KvLayerView cache = pool.view(l);
@@ -229,8 +229,7 @@ void LlamaModel::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T)
   b.add_inplace(x, h, T * E);
 
   b.norm_matmul(x, L.ffn_norm, hp_.rms_eps, h, T, {{&wg, gate}, {&wu, up}});
-  b.silu_mul(gate, up, T * F);
-  b.matmul(gate, T, {{&wd, h}});
+  b.silu_mul_matmul(gate, up, T, {{&wd, h}});
   b.add_inplace(x, h, T * E);
 }
 

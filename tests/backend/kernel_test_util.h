@@ -3,11 +3,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/activation_quant.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/packed_weights.h"
 #include "tensor/blocks.h"
 #include "tensor/convert.h"
 #include "tensor/dtype.h"
@@ -143,6 +147,29 @@ inline TestActivations make_activations(DType wtype, int64_t rows, int64_t n, ui
   for (int64_t r = 0; r < rows; ++r)
     cpu::quantize_activation_row(wtype, a.x.data() + r * n, a.bytes.data() + r * a.stride, n);
   return a;
+}
+
+// Weights repacked into the Rows16 layout (packed_weights.h), 64-byte aligned.
+struct Packed {
+  DType type;
+  int64_t n_in, n_out;
+  std::unique_ptr<uint8_t, decltype(&std::free)> bytes{nullptr, &std::free};
+  cpu::WeightMatrix view() const {
+    return {type,
+            n_in,
+            n_out,
+            bytes.get(),
+            cpu::packed_group_bytes(type, n_in),
+            cpu::WeightLayout::Rows16};
+  }
+};
+
+inline Packed pack(const TestWeights& w) {
+  Packed p{w.type, w.n, w.rows};
+  const size_t bytes = cpu::packed_bytes(w.type, w.n, w.rows);
+  p.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) & ~size_t{63})));
+  cpu::pack_rows16(w.type, w.n, w.rows, w.bytes.data(), w.stride, p.bytes.get());
+  return p;
 }
 
 }  // namespace pagellm::test

@@ -143,7 +143,7 @@ TEST(Matmul, ReusesScratchAndActivations) {
   EXPECT_THROW(matmul(view(w3), a, y1.data(), 8, pool), Error);  // Q8_0 needed
 }
 
-// Activations normalized on the fly (RowNorm) give the products of the rows
+// Activations normalized on the fly (RowTransform::norm) give the products of the rows
 // normalized first (rms_norm), bit for bit, for every type.
 TEST(Matmul, NormFusedIntoQuantizationEqualsNormFirst) {
   const int64_t T = 5;
@@ -158,10 +158,33 @@ TEST(Matmul, NormFusedIntoQuantizationEqualsNormFirst) {
     MatmulScratch s1, s2;
     std::vector<float> want(T * 21), got(T * 21);
     matmul(view(w), h.data(), n, T, want.data(), 21, pool, s1);
-    const RowNorm norm{weight.data(), 1e-5f};
+    const RowTransform norm = RowTransform::norm(weight.data(), 1e-5f);
     const ActivationRows a =
         quantize_activations(view(w), x.data(), n, T, pool, s2, best_isa(), &norm);
     matmul(view(w), a, got.data(), 21, pool);
+    EXPECT_EQ(got, want) << dtype_name(t);
+  }
+}
+
+// Row-major weights: silu(gate) * up combined on the fly
+// (RowTransform::silu_mul) equals silu_mul run first, bit for bit.
+TEST(Matmul, SiluMulFusedIntoQuantizationEqualsSiluMulFirst) {
+  const int64_t T = 4;
+  for (DType t : dot_weight_types()) {
+    const int64_t n = inner_len(t);
+    auto w = make_weights(t, 19, n, 8, WeightFill::Quantized);
+    const auto gate = random_floats(static_cast<size_t>(T * n), 17, 4.0f);
+    const auto up = random_floats(static_cast<size_t>(T * n), 18);
+    std::vector<float> h = gate;
+    silu_mul(h.data(), up.data(), T * n);
+    ThreadPool pool(2);
+    MatmulScratch s1, s2;
+    std::vector<float> want(T * 19), got(T * 19);
+    matmul(view(w), h.data(), n, T, want.data(), 19, pool, s1);
+    const RowTransform tr = RowTransform::silu_mul(up.data(), n);
+    const ActivationRows a =
+        quantize_activations(view(w), gate.data(), n, T, pool, s2, best_isa(), &tr);
+    matmul(view(w), a, got.data(), 19, pool);
     EXPECT_EQ(got, want) << dtype_name(t);
   }
 }

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/activation_quant.h"
@@ -24,25 +26,10 @@ namespace pagellm::cpu {
 namespace {
 
 using test::make_weights;
+using test::pack;
+using test::Packed;
 using test::random_floats;
 using test::WeightFill;
-
-struct Packed {
-  DType type;
-  int64_t n_in, n_out;
-  std::unique_ptr<uint8_t, decltype(&std::free)> bytes{nullptr, &std::free};
-  WeightMatrix view() const {
-    return {type, n_in, n_out, bytes.get(), packed_group_bytes(type, n_in), WeightLayout::Rows16};
-  }
-};
-
-Packed pack(const test::TestWeights& w) {
-  Packed p{w.type, w.n, w.rows};
-  const size_t bytes = packed_bytes(w.type, w.n, w.rows);
-  p.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) & ~size_t{63})));
-  pack_rows16(w.type, w.n, w.rows, w.bytes.data(), w.stride, p.bytes.get());
-  return p;
-}
 
 const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
@@ -348,7 +335,7 @@ TEST(PackedMatmul, RejectsActivationsOfTheOtherLayout) {
   EXPECT_THROW(matmul(plain, split, y.data(), 16, pool), Error);
 }
 
-// Rows16 activations normalized on the fly (RowNorm) equal the rows
+// Rows16 activations normalized on the fly (RowTransform::norm) equal the rows
 // normalized first, bit for bit.
 TEST(PackedMatmul, NormFusedIntoQuantizationEqualsNormFirst) {
   const int64_t T = 6;
@@ -363,9 +350,33 @@ TEST(PackedMatmul, NormFusedIntoQuantizationEqualsNormFirst) {
     MatmulScratch s1, s2;
     std::vector<float> want(T * 40), got(T * 40);
     matmul(p.view(), h.data(), n, T, want.data(), 40, pool, s1);
-    const RowNorm norm{weight.data(), 1e-6f};
+    const RowTransform norm = RowTransform::norm(weight.data(), 1e-6f);
     matmul(p.view(), quantize_activations(p.view(), x.data(), n, T, pool, s2, best_isa(), &norm),
            got.data(), 40, pool);
+    EXPECT_EQ(got, want) << dtype_name(t);
+  }
+}
+
+// Rows16 activations combined on the fly (RowTransform::silu_mul) equal
+// silu_mul run first, bit for bit (F16: float rows written to the scratch).
+TEST(PackedMatmul, SiluMulFusedIntoQuantizationEqualsSiluMulFirst) {
+  const int64_t T = 5;
+  std::vector<DType> types(std::begin(kTypes), std::end(kTypes));
+  types.push_back(DType::F16);
+  for (DType t : types) {
+    const int64_t n = len_for(t, 768);
+    const Packed p = pack(make_weights(t, 36, n, 6, WeightFill::Quantized));
+    const auto gate = random_floats(static_cast<size_t>(T * n), 15, 4.0f);
+    const auto up = random_floats(static_cast<size_t>(T * n), 16, 2.0f);
+    std::vector<float> h = gate;
+    silu_mul(h.data(), up.data(), T * n);
+    ThreadPool pool(2);
+    MatmulScratch s1, s2;
+    std::vector<float> want(T * 36), got(T * 36);
+    matmul(p.view(), h.data(), n, T, want.data(), 36, pool, s1);
+    const RowTransform tr = RowTransform::silu_mul(up.data(), n);
+    matmul(p.view(), quantize_activations(p.view(), gate.data(), n, T, pool, s2, best_isa(), &tr),
+           got.data(), 36, pool);
     EXPECT_EQ(got, want) << dtype_name(t);
   }
 }
@@ -402,6 +413,89 @@ TEST(PackedMatmul, ManyInOneRegionEqualsEachAlone) {
     EXPECT_EQ(yb, wb_y) << threads;
     EXPECT_EQ(yc, wc_y) << threads;
     EXPECT_EQ(yr, wr_y) << threads;
+  }
+}
+
+// What an epilogue was called on.
+struct EpilogueLog {
+  int64_t n_out = 0;
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  std::vector<int> seen;  // calls per row
+  bool saw_all_rows_computed = true;
+  const std::vector<float>* want = nullptr;  // the finished product
+};
+
+void log_epilogue(const void* ctx, float* y, int64_t y_stride, int64_t x_rows, int64_t r0,
+                  int64_t r1) {
+  auto& log = *const_cast<EpilogueLog*>(static_cast<const EpilogueLog*>(ctx));
+  std::lock_guard<std::mutex> lock(log.mu);
+  log.calls.emplace_back(r0, r1);
+  for (int64_t r = r0; r < r1; ++r) ++log.seen[static_cast<size_t>(r)];
+  for (int64_t t = 0; t < x_rows; ++t)  // its rows are done when it runs
+    for (int64_t r = r0; r < r1; ++r)
+      if (y[t * y_stride + r] != (*log.want)[static_cast<size_t>(t * log.n_out + r)])
+        log.saw_all_rows_computed = false;
+}
+
+// matmul_many runs each epilogue once on every row, after the rows are
+// computed, on bounds that are multiples of its unit: inside the region (in
+// pieces) when the job starts on a unit, else once over the whole output.
+TEST(PackedMatmul, ManyRunsEpiloguesOnUnitBoundsOncePerRow) {
+  const int64_t T = 3, n = 256;
+  const Packed a = pack(make_weights(DType::Q4_0, 48, n, 41, WeightFill::Quantized));   // 3 groups
+  const Packed b = pack(make_weights(DType::Q8_0, 256, n, 42, WeightFill::Quantized));  // 16
+  const Packed c = pack(make_weights(DType::Q4_0, 128, n, 43, WeightFill::Quantized));  // 8
+  const WeightMatrix wa = a.view(), wb = b.view(), wc = c.view();
+  const auto x = random_floats(static_cast<size_t>(T * n), 44);
+  for (int threads : {1, 2, 3}) {
+    for (bool misaligned : {false, true}) {
+      ThreadPool pool(threads);
+      MatmulScratch sx;
+      const ActivationRows ax = quantize_activations(wa, x.data(), n, T, pool, sx);
+      // b (unit 64 rows = 4 groups) after a (3 groups) starts off its unit.
+      std::vector<const WeightMatrix*> ws = {&wb, &wc};
+      if (misaligned) ws.insert(ws.begin(), &wa);
+      std::vector<std::vector<float>> ys, wants;
+      std::vector<std::unique_ptr<EpilogueLog>> logs;
+      std::vector<MatmulEpilogue> epis(ws.size());
+      std::vector<MatmulJob> jobs;
+      for (size_t i = 0; i < ws.size(); ++i) {
+        ys.emplace_back(static_cast<size_t>(T * ws[i]->n_out));
+        wants.emplace_back(ys.back().size());
+        matmul(*ws[i], ax, wants.back().data(), ws[i]->n_out, pool);
+      }
+      for (size_t i = 0; i < ws.size(); ++i) {
+        auto log = std::make_unique<EpilogueLog>();
+        log->n_out = ws[i]->n_out;
+        log->seen.assign(static_cast<size_t>(ws[i]->n_out), 0);
+        log->want = &wants[i];
+        epis[i] = {&log_epilogue, log.get(), ws[i] == &wb ? 64 : 32};
+        logs.push_back(std::move(log));
+        jobs.push_back({ws[i], &ax, ys[i].data(), ws[i]->n_out, &epis[i]});
+      }
+      matmul_many(jobs.data(), jobs.size(), pool);
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const EpilogueLog& log = *logs[i];
+        const int64_t unit = epis[i].row_unit;
+        EXPECT_EQ(ys[i], wants[i]);
+        EXPECT_TRUE(log.saw_all_rows_computed);
+        for (int c : log.seen) EXPECT_EQ(c, 1);
+        const bool off_unit = misaligned && ws[i] != &wa;
+        if (off_unit) {
+          ASSERT_EQ(log.calls.size(), 1u);
+          EXPECT_EQ(log.calls[0], std::make_pair(int64_t{0}, ws[i]->n_out));
+        }
+        for (auto [r0, r1] : log.calls) {
+          EXPECT_EQ(r0 % unit, 0) << r0;
+          EXPECT_TRUE(r1 % unit == 0 || r1 == ws[i]->n_out) << r1;
+        }
+        // Two or more threads own different parts of b's groups.
+        if (threads > 1 && !misaligned && ws[i] == &wb) {
+          EXPECT_GT(log.calls.size(), 1u) << threads;
+        }
+      }
+    }
   }
 }
 

@@ -2,8 +2,10 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "backend/cpu/activation_quant.h"
 #include "backend/cpu/kv_store.h"
@@ -56,23 +58,59 @@ void CpuBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
   rope_->prepare(in.positions, in.n_tokens);
 }
 
+void CpuBackend::run_epilogue(const void* ctx, float* y, int64_t y_stride, int64_t x_rows,
+                              int64_t r0, int64_t r1) {
+  const auto& e = *static_cast<const OutputEpilogue*>(ctx);
+  if (e.bias)
+    for (int64_t t = 0; t < x_rows; ++t)
+      for (int64_t i = r0; i < r1; ++i) y[t * y_stride + i] += e.bias[i];
+  if (e.heads > 0) {
+    // Bounds fall on head bounds (row_unit) or take the whole output.
+    const int64_t h0 = r0 / e.head_dim;
+    const int64_t h1 = std::min<int64_t>(e.heads, r1 / e.head_dim);
+    if (h1 > h0)
+      e.rope->apply(y + h0 * e.head_dim, x_rows, y_stride, static_cast<int32_t>(h1 - h0),
+                    e.head_dim, e.style);
+  }
+}
+
 void CpuBackend::run_prepared(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs,
-                              const RowNorm* norm) {
+                              const RowTransform* transform) {
   prepared_.clear();
   prepared_.reserve(n_outs);  // jobs_ point into it
+  epilogue_args_.clear();
+  epilogue_args_.reserve(n_outs);  // and into these
+  epilogues_.clear();
+  epilogues_.reserve(n_outs);
   jobs_.clear();
   for (size_t i = 0; i < n_outs; ++i) {
-    const MatrixView& w = *outs[i].w;
+    const MatmulOutput& o = outs[i];
+    const MatrixView& w = *o.w;
     const Format f{dot_type(w.type), w.layout};
     const ActivationRows* act = nullptr;
     for (const auto& p : prepared_)
       if (p.first == f) act = &p.second;
     if (!act) {
       prepared_.emplace_back(
-          f, quantize_activations(w, x, w.n_in, rows, pool(), scratch_[f], best_isa(), norm));
+          f, quantize_activations(w, x, w.n_in, rows, pool(), scratch_[f], best_isa(), transform));
       act = &prepared_.back().second;
     }
-    jobs_.push_back({&w, act, outs[i].y, w.n_out});
+    const MatmulEpilogue* epilogue = nullptr;
+    if (o.bias || o.rope_heads > 0) {
+      if (o.rope_heads > 0) {
+        if (!rope_ || rows != step_.n_tokens)
+          throw Error("RoPE after a matmul needs the step's token rows (begin_step)");
+        if (o.head_dim <= 0 || static_cast<int64_t>(o.rope_heads) * o.head_dim > w.n_out)
+          throw Error("RoPE after a matmul: " + std::to_string(o.rope_heads) + " heads of " +
+                      std::to_string(o.head_dim) + " do not fit rows of " +
+                      std::to_string(w.n_out));
+      }
+      epilogue_args_.push_back({o.bias, rope_.get(), o.rope_heads, o.head_dim, o.rope_style});
+      epilogues_.push_back(
+          {&run_epilogue, &epilogue_args_.back(), o.rope_heads > 0 ? o.head_dim : int64_t{1}});
+      epilogue = &epilogues_.back();
+    }
+    jobs_.push_back({&w, act, o.y, w.n_out, epilogue});
   }
   // One parallel region for all of them (prepared_ no longer grows: the
   // activation pointers in jobs_ stay valid).
@@ -83,13 +121,26 @@ void CpuBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs, 
   run_prepared(x, rows, outs, n_outs, nullptr);
 }
 
+namespace {
+bool any_float(const MatmulOutput* outs, size_t n_outs) {
+  for (size_t i = 0; i < n_outs; ++i)
+    if (dot_type(outs[i].w->type) == DType::F32) return true;
+  return false;
+}
+}  // namespace
+
 void CpuBackend::norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
                              const MatmulOutput* outs, size_t n_outs) {
-  for (size_t i = 0; i < n_outs; ++i)
-    if (dot_type(outs[i].w->type) == DType::F32)
-      return Backend::norm_matmul(x, norm, eps, h, rows, outs, n_outs);
-  const RowNorm rn{norm, eps};
-  run_prepared(x, rows, outs, n_outs, &rn);
+  if (any_float(outs, n_outs)) return Backend::norm_matmul(x, norm, eps, h, rows, outs, n_outs);
+  const RowTransform t = RowTransform::norm(norm, eps);
+  run_prepared(x, rows, outs, n_outs, &t);
+}
+
+void CpuBackend::silu_mul_matmul(float* gate, const float* up, int64_t rows,
+                                 const MatmulOutput* outs, size_t n_outs) {
+  if (any_float(outs, n_outs)) return Backend::silu_mul_matmul(gate, up, rows, outs, n_outs);
+  const RowTransform t = RowTransform::silu_mul(up, outs[0].w->n_in);
+  run_prepared(gate, rows, outs, n_outs, &t);
 }
 
 void CpuBackend::reserve_matmul(const MatrixView& w, int64_t rows) {

@@ -37,11 +37,15 @@ class CpuBackend final : public Backend {
   void begin_step(const StepInputs& in, const RopeParams& rope) override;
   using Backend::matmul;
   void matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) override;
-  // Quantized weights: each row is normalized by the worker that quantizes
-  // it (RowNorm), never written out; float weights take the default path.
+  // Quantized weights: each row is normalized (or gate and up combined) by
+  // the worker that quantizes it (RowTransform), never written out; float
+  // weights take the default path. Epilogues run in the product's threads.
   using Backend::norm_matmul;
   void norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
                    const MatmulOutput* outs, size_t n_outs) override;
+  using Backend::silu_mul_matmul;
+  void silu_mul_matmul(float* gate, const float* up, int64_t rows, const MatmulOutput* outs,
+                       size_t n_outs) override;
   void reserve_matmul(const MatrixView& w, int64_t rows) override;
   void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t n,
                 float eps) override;
@@ -67,8 +71,19 @@ class CpuBackend final : public Backend {
   std::map<Format, MatmulScratch> scratch_;
   std::vector<std::pair<Format, ActivationRows>> prepared_;
   std::vector<MatmulJob> jobs_;
+  // The outputs' epilogues (bias, RoPE) for the jobs: what they run on.
+  struct OutputEpilogue {
+    const float* bias;
+    const RopeCache* rope;
+    int32_t heads, head_dim;
+    RopeStyle style;
+  };
+  std::vector<OutputEpilogue> epilogue_args_;
+  std::vector<MatmulEpilogue> epilogues_;
+  static void run_epilogue(const void* ctx, float* y, int64_t y_stride, int64_t x_rows, int64_t r0,
+                           int64_t r1);
   void run_prepared(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs,
-                    const RowNorm* norm);
+                    const RowTransform* transform);
 };
 
 }  // namespace pagellm::cpu

@@ -42,12 +42,23 @@ void* MatmulScratch::reserve(size_t bytes) {
 
 namespace {
 
-// Row t of x, normalized into this thread's buffer when `norm` is given.
-const float* source_row(const float* x, int64_t n, const RowNorm* norm) {
-  if (!norm) return x;
+// Row t of x transformed into out.
+void transform_row(const float* x_row, int64_t t, int64_t n, const RowTransform& tr, float* out) {
+  if (tr.up) {
+    std::copy(x_row, x_row + n, out);
+    silu_mul(out, tr.up + t * tr.up_stride, n);
+  } else {
+    rms_norm(x_row, tr.weight, out, 1, n, tr.eps);
+  }
+}
+
+// Row t of x (at x_row), transformed into this thread's buffer when
+// `transform` is given.
+const float* source_row(const float* x_row, int64_t t, int64_t n, const RowTransform* transform) {
+  if (!transform) return x_row;
   thread_local std::vector<float> buf;
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
-  rms_norm(x, norm->weight, buf.data(), 1, n, norm->eps);
+  transform_row(x_row, t, n, *transform, buf.data());
   return buf.data();
 }
 
@@ -55,26 +66,26 @@ const float* source_row(const float* x, int64_t n, const RowNorm* norm) {
 
 ActivationRows quantize_activations(DType weight_type, const float* x, int64_t x_stride,
                                     int64_t rows, int64_t n, ThreadPool& pool,
-                                    MatmulScratch& scratch, CpuIsa isa, const RowNorm* norm) {
+                                    MatmulScratch& scratch, CpuIsa isa,
+                                    const RowTransform* transform) {
   ActivationRows a;
   a.dot_type = dot_type(weight_type);
   a.n = n;
   a.rows = rows;
-  if (a.dot_type == DType::F32 && !norm) {
+  if (a.dot_type == DType::F32 && !transform) {
     a.data = x;
     a.row_stride = static_cast<size_t>(x_stride) * sizeof(float);
     return a;
   }
   if (a.dot_type == DType::F32) {
-    // Float activations: the normalized rows themselves.
+    // Float activations: the transformed rows themselves.
     a.row_stride = (static_cast<size_t>(n) * sizeof(float) + 63) & ~size_t{63};
     auto* dst = static_cast<uint8_t*>(scratch.reserve(a.row_stride * static_cast<size_t>(rows)));
     a.data = dst;
     pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
       for (int64_t t = b; t < e; ++t)
-        rms_norm(x + t * x_stride, norm->weight,
-                 reinterpret_cast<float*>(dst + static_cast<size_t>(t) * a.row_stride), 1, n,
-                 norm->eps);
+        transform_row(x + t * x_stride, t, n, *transform,
+                      reinterpret_cast<float*>(dst + static_cast<size_t>(t) * a.row_stride));
     });
     return a;
   }
@@ -89,11 +100,11 @@ ActivationRows quantize_activations(DType weight_type, const float* x, int64_t x
     uint8_t* dst;
     size_t stride;
     CpuIsa isa;
-    const RowNorm* norm;
-  } ctx{weight_type, x, x_stride, n, dst, a.row_stride, isa, norm};
+    const RowTransform* transform;
+  } ctx{weight_type, x, x_stride, n, dst, a.row_stride, isa, transform};
   pool.parallel_for(rows, [c = &ctx](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t)
-      quantize_activation_row(c->wt, source_row(c->x + t * c->x_stride, c->n, c->norm),
+      quantize_activation_row(c->wt, source_row(c->x + t * c->x_stride, t, c->n, c->transform),
                               c->dst + t * c->stride, c->n, c->isa);
   });
   return a;
@@ -109,14 +120,14 @@ size_t activation_stride(const WeightMatrix& w) {
 
 ActivationRows quantize_activations(const WeightMatrix& w, const float* x, int64_t x_stride,
                                     int64_t rows, ThreadPool& pool, MatmulScratch& scratch,
-                                    CpuIsa isa, const RowNorm* norm) {
+                                    CpuIsa isa, const RowTransform* transform) {
   if (w.layout == WeightLayout::Rows)
-    return quantize_activations(w.type, x, x_stride, rows, w.n_in, pool, scratch, isa, norm);
+    return quantize_activations(w.type, x, x_stride, rows, w.n_in, pool, scratch, isa, transform);
   if (!packable(w.type))
     throw Error(std::string("no Rows16 layout for weight type ") + dtype_name(w.type));
   if (dot_type(w.type) == DType::F32) {  // F16 / BF16: float rows, as for row-major weights
     ActivationRows a =
-        quantize_activations(w.type, x, x_stride, rows, w.n_in, pool, scratch, isa, norm);
+        quantize_activations(w.type, x, x_stride, rows, w.n_in, pool, scratch, isa, transform);
     a.for_layout = WeightLayout::Rows16;
     return a;
   }
@@ -135,11 +146,11 @@ ActivationRows quantize_activations(const WeightMatrix& w, const float* x, int64
     size_t stride;
     CpuIsa isa;
     bool k;
-    const RowNorm* norm;
-  } ctx{x, x_stride, w.n_in, dst, a.row_stride, isa, a.dot_type == DType::Q8_K, norm};
+    const RowTransform* transform;
+  } ctx{x, x_stride, w.n_in, dst, a.row_stride, isa, a.dot_type == DType::Q8_K, transform};
   pool.parallel_for(rows, [c = &ctx](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
-      const float* src = source_row(c->x + t * c->x_stride, c->n, c->norm);
+      const float* src = source_row(c->x + t * c->x_stride, t, c->n, c->transform);
       if (c->k)
         quantize_split_q8_k_row(src, c->dst + t * c->stride, c->n, c->isa);
       else
@@ -220,6 +231,21 @@ void matmul(const WeightMatrix& w, const ActivationRows& x, float* y, int64_t y_
       kRowGrain);
 }
 
+namespace {
+
+void run_epilogue(const MatmulJob& j, int64_t r0, int64_t r1) {
+  j.epilogue->fn(j.epilogue->ctx, j.y, j.y_stride, j.x->rows, r0, r1);
+}
+
+// An epilogue's row unit in 16-row groups; 0 when it does not fall on group
+// bounds (then it runs after the product).
+int64_t epilogue_groups(const MatmulEpilogue& e) {
+  if (e.row_unit <= 1) return 1;
+  return e.row_unit % kPackRows == 0 ? e.row_unit / kPackRows : 0;
+}
+
+}  // namespace
+
 void matmul_many(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool, CpuIsa isa) {
   // Rows16 jobs: one range of 16-row groups over all of them, in job order.
   struct Part {
@@ -227,8 +253,10 @@ void matmul_many(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool, CpuIsa 
     detail::PackedTileFn fn;
     int64_t first_group;  // in the combined range
     int64_t groups;
+    bool epilogue_inside;  // run by the threads, on their rows
   };
   std::vector<Part> parts;
+  std::vector<const MatmulJob*> after;  // epilogues run once the region is over
   int64_t total = 0;
   for (size_t i = 0; i < n_jobs; ++i) {
     const MatmulJob& j = jobs[i];
@@ -239,27 +267,46 @@ void matmul_many(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool, CpuIsa 
     const detail::PackedTileFn fn = packed ? detail::packed_tile_fn(j.w->type, isa) : nullptr;
     if (!fn || j.x->rows <= 0 || j.w->n_out <= 0) {
       matmul(*j.w, *j.x, j.y, j.y_stride, pool, isa);  // checks and runs (or throws) alone
+      if (j.epilogue && j.x->rows > 0 && j.w->n_out > 0) run_epilogue(j, 0, j.w->n_out);
       continue;
     }
     const int64_t groups = (j.w->n_out + kPackRows - 1) / kPackRows;
-    parts.push_back({&j, fn, total, groups});
+    parts.push_back({&j, fn, total, groups, false});
     total += groups;
   }
   if (parts.empty()) return;
-  pool.parallel_for(total, [&parts](int64_t b, int64_t e, int) {
-    for (const Part& p : parts) {
-      const int64_t g0 = std::max(b, p.first_group) - p.first_group;
-      const int64_t g1 = std::min(e, p.first_group + p.groups) - p.first_group;
-      if (g0 >= g1) continue;
-      const WeightMatrix& m = *p.job->w;
-      const ActivationRows& x = *p.job->x;
-      const int64_t r0 = g0 * kPackRows;
-      const int64_t rows = std::min(m.n_out, g1 * kPackRows) - r0;
-      p.fn(m.n_in, static_cast<const uint8_t*>(m.data) + static_cast<size_t>(g0) * m.row_stride,
-           m.row_stride, rows, static_cast<const uint8_t*>(x.data), x.row_stride, x.rows,
-           p.job->y + r0, p.job->y_stride);
+  // Calls are cut at multiples of every inside epilogue's unit (an epilogue
+  // whose job does not start on one runs after).
+  int64_t grain = 1;
+  for (Part& p : parts) {
+    if (!p.job->epilogue) continue;
+    const int64_t unit = epilogue_groups(*p.job->epilogue);
+    p.epilogue_inside = unit > 0 && p.first_group % unit == 0 && grain % unit == 0;
+    if (!p.epilogue_inside && unit > 0 && grain == 1 && p.first_group % unit == 0) {
+      grain = unit;
+      p.epilogue_inside = true;
     }
-  });
+    if (!p.epilogue_inside) after.push_back(p.job);
+  }
+  pool.parallel_for(
+      total,
+      [&parts](int64_t b, int64_t e, int) {
+        for (const Part& p : parts) {
+          const int64_t g0 = std::max(b, p.first_group) - p.first_group;
+          const int64_t g1 = std::min(e, p.first_group + p.groups) - p.first_group;
+          if (g0 >= g1) continue;
+          const WeightMatrix& m = *p.job->w;
+          const ActivationRows& x = *p.job->x;
+          const int64_t r0 = g0 * kPackRows;
+          const int64_t r1 = std::min(m.n_out, g1 * kPackRows);
+          p.fn(m.n_in, static_cast<const uint8_t*>(m.data) + static_cast<size_t>(g0) * m.row_stride,
+               m.row_stride, r1 - r0, static_cast<const uint8_t*>(x.data), x.row_stride, x.rows,
+               p.job->y + r0, p.job->y_stride);
+          if (p.epilogue_inside) run_epilogue(*p.job, r0, r1);
+        }
+      },
+      grain);
+  for (const MatmulJob* j : after) run_epilogue(*j, 0, j->w->n_out);
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t rows, float* y,

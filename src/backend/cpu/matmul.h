@@ -70,13 +70,21 @@ struct ActivationRows {
   size_t row_stride = 0;  // bytes
 };
 
-// An RMSNorm applied to each row before it is quantized: the row that is
-// quantized is rms_norm(x row) * weight (backend/cpu/ops.h, the same values),
-// computed by the worker that quantizes it, so the normalized rows are never
-// written out in full (float activations are normalized into the scratch).
-struct RowNorm {
-  const float* weight = nullptr;
+// A transform of each row before it is quantized, computed by the worker that
+// quantizes it, so the transformed rows are never written out in full (float
+// activations are transformed into the scratch). Row t of x becomes
+//   norm:     rms_norm(x row) * weight          (ops.h rms_norm, the same values)
+//   silu_mul: silu(x row) * (row t of up)       (ops.h silu_mul, the same values)
+struct RowTransform {
+  const float* weight = nullptr;  // norm
   float eps = 0;
+  const float* up = nullptr;  // silu_mul: row t at up + t * up_stride
+  int64_t up_stride = 0;
+
+  static RowTransform norm(const float* weight, float eps) { return {weight, eps, nullptr, 0}; }
+  static RowTransform silu_mul(const float* up, int64_t up_stride) {
+    return {nullptr, 0, up, up_stride};
+  }
 };
 
 // Quantizes `rows` rows of n floats (row t at x + t * x_stride) for weights of
@@ -85,11 +93,24 @@ struct RowNorm {
 ActivationRows quantize_activations(DType weight_type, const float* x, int64_t x_stride,
                                     int64_t rows, int64_t n, ThreadPool& pool,
                                     MatmulScratch& scratch, CpuIsa isa = best_isa(),
-                                    const RowNorm* norm = nullptr);
+                                    const RowTransform* transform = nullptr);
 
 // Y[t * y_stride + r] = dot(W row r, activation row t), t < x.rows, r < w.n_out.
 void matmul(const WeightMatrix& w, const ActivationRows& x, float* y, int64_t y_stride,
             ThreadPool& pool, CpuIsa isa = best_isa());
+
+// Work on rows [r0, r1) of a product's output once they are computed for all
+// of its activation rows: fn(ctx, y, y_stride, activation rows, r0, r1). In
+// matmul_many the thread that computed the rows runs it while they are in
+// cache, on bounds that are multiples of `row_unit` (or n_out), when the
+// Rows16 groups can be cut there; otherwise once over all rows after the
+// product. Calls touch only rows [r0, r1) of y.
+struct MatmulEpilogue {
+  void (*fn)(const void* ctx, float* y, int64_t y_stride, int64_t x_rows, int64_t r0,
+             int64_t r1) = nullptr;
+  const void* ctx = nullptr;
+  int64_t row_unit = 1;
+};
 
 // One product of matmul_many.
 struct MatmulJob {
@@ -97,18 +118,20 @@ struct MatmulJob {
   const ActivationRows* x;
   float* y;
   int64_t y_stride;
+  const MatmulEpilogue* epilogue = nullptr;
 };
 // Several products in one parallel region (e.g. Q, K and V; gate and up):
-// the same results as matmul() on each, one barrier instead of one per
-// matrix, and the threads' shares balanced over all of them. Rows16 jobs
-// share the region; others run on their own.
+// the same results as matmul() on each (then its epilogue), one barrier
+// instead of one per matrix, and the threads' shares balanced over all of
+// them. Rows16 jobs share the region; others run on their own.
 void matmul_many(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool, CpuIsa isa = best_isa());
 
 // Activations for the weight matrix w (its type and layout; n = w.n_in),
-// normalized first when `norm` is given.
+// transformed first when `transform` is given.
 ActivationRows quantize_activations(const WeightMatrix& w, const float* x, int64_t x_stride,
                                     int64_t rows, ThreadPool& pool, MatmulScratch& scratch,
-                                    CpuIsa isa = best_isa(), const RowNorm* norm = nullptr);
+                                    CpuIsa isa = best_isa(),
+                                    const RowTransform* transform = nullptr);
 
 // Bytes of one activation row for w in the scratch (64-byte aligned rows).
 size_t activation_stride(const WeightMatrix& w);

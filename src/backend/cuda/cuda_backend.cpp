@@ -143,6 +143,7 @@ void CudaBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs,
     else
       gemm(dev_, gemm_ws_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, rows, outs[i].y, w.n_out);
   }
+  finish_outputs(rows, outs, n_outs);
 }
 
 void CudaBackend::reserve_matmul(const MatrixView& w, int64_t rows) {

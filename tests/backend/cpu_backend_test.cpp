@@ -1,0 +1,169 @@
+// The CPU backend's fused paths against its own unfused ops: products with
+// bias and RoPE epilogues, and silu_mul fused into the down projection's
+// input, give the same bits as running the ops one after another.
+#include "backend/cpu/cpu_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "backend/kernel_test_util.h"
+#include "util/error.h"
+
+namespace pagellm::cpu {
+namespace {
+
+using test::make_weights;
+using test::pack;
+using test::Packed;
+using test::random_floats;
+using test::WeightFill;
+
+// A weight matrix in either layout, owning its bytes.
+struct Matrix {
+  test::TestWeights rows;
+  Packed packed;
+  bool use_packed;
+  WeightMatrix view() const {
+    return use_packed ? packed.view()
+                      : WeightMatrix{rows.type, rows.n, rows.rows, rows.bytes.data(), rows.stride};
+  }
+};
+
+Matrix make_matrix(DType t, int64_t n_out, int64_t n_in, uint64_t seed, bool packed) {
+  Matrix m{make_weights(t, n_out, n_in, seed, WeightFill::Quantized), {t, 0, 0}, packed};
+  if (packed) m.packed = pack(m.rows);
+  return m;
+}
+
+struct Step {
+  std::vector<int32_t> positions, seqs;
+  StepInputs in;
+  explicit Step(int32_t n_tokens) {
+    for (int32_t t = 0; t < n_tokens; ++t) {
+      positions.push_back(3 + 5 * t);
+      seqs.push_back(0);
+    }
+    in.n_tokens = n_tokens;
+    in.n_seqs = 1;
+    in.positions = positions.data();
+    in.token_seq = seqs.data();
+  }
+};
+
+struct Shape {
+  int32_t head_dim, n_head, n_kv;
+  bool bias_first;  // an output of 48 rows first: q then starts off a head
+};
+
+// q (bias, RoPE), k (RoPE), v (bias) from norm_matmul with epilogues equal
+// norm_matmul, then add_bias and rope, bit for bit: packed and row-major
+// weights, float weights (the default path), head sizes that fall on 16-row
+// groups and ones that do not, 1-3 threads, both RoPE styles.
+TEST(CpuBackend, EpiloguesEqualBiasAndRopeAfterTheProduct) {
+  const int64_t n = 256;
+  const Shape shapes[] = {
+      {64, 6, 2, false}, {80, 3, 1, false}, {64, 4, 2, true}, {8, 16, 4, false}, {24, 4, 2, false}};
+  const struct {
+    DType type;
+    bool packed;
+  } kinds[] = {{DType::Q4_0, true}, {DType::Q4_K, true}, {DType::Q6_K, false}, {DType::F16, true}};
+  for (const Shape& s : shapes) {
+    for (const auto& kind : kinds) {
+      const int64_t E = int64_t{s.n_head} * s.head_dim, KV = int64_t{s.n_kv} * s.head_dim;
+      const int64_t V = s.bias_first ? 48 : KV;
+      const Matrix wq = make_matrix(kind.type, E, n, 1, kind.packed);
+      const Matrix wk = make_matrix(kind.type, KV, n, 2, kind.packed);
+      const Matrix wv = make_matrix(kind.type, V, n, 3, kind.packed);
+      const WeightMatrix q_w = wq.view(), k_w = wk.view(), v_w = wv.view();
+      const auto bq = random_floats(static_cast<size_t>(E), 4);
+      const auto bv = random_floats(static_cast<size_t>(V), 5);
+      const auto norm = random_floats(static_cast<size_t>(n), 6);
+      for (int threads : {1, 2, 3}) {
+        for (int32_t T : {1, 7}) {
+          for (RopeStyle style : {RopeStyle::kNorm, RopeStyle::kNeox}) {
+            ThreadPool pool(threads);
+            CpuBackend b(&pool);
+            Step step(T);
+            b.begin_step(step.in, RopeParams{s.head_dim, 10000.0f, 1.0f});
+            const auto x = random_floats(static_cast<size_t>(T * n), 7 + T, 2.0f);
+            std::vector<float> h(x.size());
+            std::vector<float> q(T * E), k(T * KV), v(T * V);
+            std::vector<float> q2 = q, k2 = k, v2 = v;
+            // Outputs in the shape's order.
+            std::vector<MatmulOutput> fused = {
+                {&q_w, q.data(), bq.data(), s.n_head, s.head_dim, style},
+                {&k_w, k.data(), nullptr, s.n_kv, s.head_dim, style},
+                {&v_w, v.data(), bv.data()}};
+            std::vector<MatmulOutput> plain = {
+                {&q_w, q2.data()}, {&k_w, k2.data()}, {&v_w, v2.data()}};
+            if (s.bias_first) {
+              std::rotate(fused.begin(), fused.begin() + 2, fused.end());
+              std::rotate(plain.begin(), plain.begin() + 2, plain.end());
+            }
+            b.norm_matmul(x.data(), norm.data(), 1e-5f, h.data(), T, fused.data(), fused.size());
+            b.norm_matmul(x.data(), norm.data(), 1e-5f, h.data(), T, plain.data(), plain.size());
+            b.add_bias(q2.data(), bq.data(), T, E, E);
+            b.add_bias(v2.data(), bv.data(), T, V, V);
+            b.rope(q2.data(), E, s.n_head, s.head_dim, style);
+            b.rope(k2.data(), KV, s.n_kv, s.head_dim, style);
+            const std::string at = std::string(dtype_name(kind.type)) + " head_dim " +
+                                   std::to_string(s.head_dim) + " threads " +
+                                   std::to_string(threads) + " T " + std::to_string(T);
+            EXPECT_EQ(q, q2) << at;
+            EXPECT_EQ(k, k2) << at;
+            EXPECT_EQ(v, v2) << at;
+          }
+        }
+      }
+    }
+  }
+}
+
+// silu_mul_matmul equals silu_mul then matmul, bit for bit, and leaves gate
+// as it was where it fuses (quantized weights).
+TEST(CpuBackend, SiluMulMatmulEqualsSiluMulThenMatmul) {
+  const int64_t F = 512, E = 96;
+  for (DType t : {DType::Q4_0, DType::Q5_K, DType::Q8_0, DType::F16}) {
+    for (bool packed : {true, false}) {
+      const Matrix wd = make_matrix(t, E, F, 9, packed);
+      const WeightMatrix w = wd.view();
+      for (int32_t T : {1, 6}) {
+        ThreadPool pool(2);
+        CpuBackend b(&pool);
+        Step step(T);
+        b.begin_step(step.in, RopeParams{64, 10000.0f, 1.0f});
+        const auto gate = random_floats(static_cast<size_t>(T * F), 10, 3.0f);
+        const auto up = random_floats(static_cast<size_t>(T * F), 11);
+        std::vector<float> g1 = gate, g2 = gate, y1(T * E), y2(T * E);
+        b.silu_mul_matmul(g1.data(), up.data(), T, {{&w, y1.data()}});
+        b.silu_mul(g2.data(), up.data(), T * F);
+        b.matmul(g2.data(), T, {{&w, y2.data()}});
+        EXPECT_EQ(y1, y2) << dtype_name(t) << " packed " << packed << " T " << T;
+        if (dot_type(t) != DType::F32) {
+          EXPECT_EQ(g1, gate) << dtype_name(t);
+        }
+      }
+    }
+  }
+}
+
+// A RoPE epilogue needs the step's rows and heads that fit the output.
+TEST(CpuBackend, RopeEpilogueRejectsRowsOtherThanTheStep) {
+  ThreadPool pool(1);
+  CpuBackend b(&pool);
+  const Matrix wq = make_matrix(DType::Q4_0, 64, 64, 1, true);
+  const WeightMatrix w = wq.view();
+  Step step(2);
+  b.begin_step(step.in, RopeParams{16, 10000.0f, 1.0f});
+  const auto x = random_floats(3 * 64, 2);
+  std::vector<float> y(3 * 64);
+  EXPECT_THROW(b.matmul(x.data(), 3, {{&w, y.data(), nullptr, 4, 16}}), Error);
+  EXPECT_THROW(b.matmul(x.data(), 2, {{&w, y.data(), nullptr, 5, 16}}), Error);
+  EXPECT_NO_THROW(b.matmul(x.data(), 2, {{&w, y.data(), nullptr, 4, 16}}));
+}
+
+}  // namespace
+}  // namespace pagellm::cpu
