@@ -98,36 +98,43 @@ inline __attribute__((always_inline)) void chunk_step(
     int cn, const float* q0, int ng, __m512 (&acc)[SG][DV], float (&m)[SG], float (&l)[SG]) {
   static_assert(SG <= 4, "the score tree takes four heads at a time");
   constexpr int d = 16 * DV;
-  // Scores, position-major: sct[j] holds position j's score for each head,
-  // from one tree of adds over the heads' lane vectors (no horizontal sum per
-  // score).
-  alignas(64) float sct[kChunk][4];
+  // Scores, position-major (four heads per position), from one tree of adds
+  // over the heads' lane vectors (no horizontal sum per score).
   alignas(64) float pw[SG][kChunk];
-  const __m128 scale = _mm_set1_ps(a.scale);
-  for (int j = 0; j < kChunk; ++j) {
-    if (j >= cn) {
-      _mm_store_ps(sct[j], _mm_setzero_ps());  // masked below
-      continue;
-    }
-    const uint16_t* kr = kh + slot_off[j];
-    __m512 k[DV];
-    for (int v = 0; v < DV; ++v)
-      k[v] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kr + 16 * v)));
-    __m512 part[4];
-    for (int g = 0; g < 4; ++g) {
-      part[g] = _mm512_setzero_ps();
-      if (g >= SG || g >= ng) continue;
+  const __m512 scale = _mm512_set1_ps(a.scale);
+  __m512 z[4];  // z[i]: the scores of positions 4i .. 4i + 3, four heads each
+  for (int i = 0; i < 4; ++i) {
+    __m512 u[4];
+    for (int jj = 0; jj < 4; ++jj) {
+      const int j = 4 * i + jj;
+      if (j >= cn) {
+        u[jj] = _mm512_setzero_ps();  // masked below
+        continue;
+      }
+      const uint16_t* kr = kh + slot_off[j];
+      __m512 k[DV];
       for (int v = 0; v < DV; ++v)
-        part[g] = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + g * d + 16 * v), k[v], part[g]);
+        k[v] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kr + 16 * v)));
+      __m512 part[4];
+      for (int g = 0; g < 4; ++g) {
+        part[g] = _mm512_setzero_ps();
+        if (g >= SG || g >= ng) continue;
+        for (int v = 0; v < DV; ++v)
+          part[g] = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + g * d + 16 * v), k[v], part[g]);
+      }
+      u[jj] = lane_sums4(part[0], part[1], part[2], part[3]);
     }
-    const __m512 u = lane_sums4(part[0], part[1], part[2], part[3]);
-    const __m128 r =
-        _mm_add_ps(_mm_add_ps(_mm512_extractf32x4_ps(u, 0), _mm512_extractf32x4_ps(u, 2)),
-                   _mm_add_ps(_mm512_extractf32x4_ps(u, 1), _mm512_extractf32x4_ps(u, 3)));
-    _mm_store_ps(sct[j], _mm_mul_ps(r, scale));
+    // Each position's four 128-bit lanes summed as (L0 + L2) + (L1 + L3), for
+    // the four positions at once.
+    const __m512 s01 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 s23 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 r = _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
+    z[i] = _mm512_mul_ps(r, scale);
   }
-  const __m512 z0 = _mm512_load_ps(sct[0]), z1 = _mm512_load_ps(sct[4]),
-               z2 = _mm512_load_ps(sct[8]), z3 = _mm512_load_ps(sct[12]);
+  const __m512 z0 = z[0], z1 = z[1], z2 = z[2], z3 = z[3];
   const __mmask16 valid = static_cast<__mmask16>((1u << cn) - 1);
   for (int g = 0; g < ng; ++g) {
     // Head g's column: elements g, g + 4, ... of (z0, z1) and of (z2, z3).
@@ -161,6 +168,31 @@ inline __attribute__((always_inline)) void chunk_step(
   }
 }
 
+// chunk_step for ng heads whose state (acc: ng * 16 * DV floats, m, l) waits
+// in memory between chunks.
+template <int DV, int SG>
+inline __attribute__((always_inline)) void resume_chunk(const PagedAttentionArgs& a,
+                                                        const uint16_t* kh, const uint16_t* vh,
+                                                        const int64_t* slot_off, int cn,
+                                                        const float* q0, int ng, float* st_acc,
+                                                        float* st_m, float* st_l) {
+  __m512 acc[SG][DV];
+  float m[SG], l[SG];
+  for (int g = 0; g < SG; ++g) {
+    const bool live = g < ng;
+    m[g] = live ? st_m[g] : -INFINITY;
+    l[g] = live ? st_l[g] : 0.0f;
+    for (int v = 0; v < DV; ++v)
+      acc[g][v] = live ? _mm512_loadu_ps(st_acc + (g * DV + v) * 16) : _mm512_setzero_ps();
+  }
+  chunk_step<DV, SG>(a, kh, vh, slot_off, cn, q0, ng, acc, m, l);
+  for (int g = 0; g < ng; ++g) {
+    st_m[g] = m[g];
+    st_l[g] = l[g];
+    for (int v = 0; v < DV; ++v) _mm512_storeu_ps(st_acc + (g * DV + v) * 16, acc[g][v]);
+  }
+}
+
 // Token t's query heads on KV head kvh, all positions, the state of SG of them
 // at a time in registers throughout.
 template <int DV, int SG>
@@ -186,7 +218,10 @@ inline __attribute__((always_inline)) void one_head(const PagedAttentionArgs& a,
       const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
       int64_t slot_off[kChunk];
       slot_offsets(a, table, p0, cn, d, slot_off);
-      chunk_step<DV, SG>(a, kh, vh, slot_off, cn, q0, ng, acc, m, l);
+      if (ng == SG)  // as a constant: the loops unroll without tests
+        chunk_step<DV, SG>(a, kh, vh, slot_off, cn, q0, SG, acc, m, l);
+      else
+        chunk_step<DV, SG>(a, kh, vh, slot_off, cn, q0, ng, acc, m, l);
     }
     for (int g = 0; g < ng; ++g) {
       float* o = a.out + t * a.out_stride + (static_cast<int64_t>(kvh) * group + g0 + g) * d;
@@ -276,42 +311,36 @@ void attention_f16(const PagedAttentionArgs& a, ThreadPool& pool) {
         const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
         int64_t slot_off[kChunk];  // element offset of each position's slot
         slot_offsets(a, table, p0, cn, d, slot_off);
-        if (hint) {  // the rows of these heads kPrefetchChunks chunks ahead
+        // The rows kPrefetchChunks chunks ahead, hinted head by head between
+        // the heads' work (all at once, the hints stall on the misses in flight).
+        int64_t pf_off[kChunk];
+        int pn = 0;
+        if (hint) {
           const int32_t pf0 = p0 + kPrefetchChunks * kChunk;
-          int64_t pf_off[kChunk];
-          const int pn = std::min<int32_t>(kChunk, n_ctx - pf0);
+          pn = std::max(0, std::min<int32_t>(kChunk, n_ctx - pf0));
           if (pn > 0) slot_offsets(a, table, pf0, pn, d, pf_off);
+        }
+        for (int hh = 0; hh < heads; ++hh) {
+          const int32_t kvh = h0 + hh;
           for (int j = 0; j < pn; ++j) {
-            const int64_t o = pf_off[j] + static_cast<int64_t>(h0) * d;
-            for (int b = 0; b < 2 * d * heads; b += 64) {
+            const int64_t o = pf_off[j] + static_cast<int64_t>(kvh) * d;
+            for (int b = 0; b < 2 * d; b += 64) {
               cpu::simd::prefetch(reinterpret_cast<const char*>(kc + o) + b);
               cpu::simd::prefetch(reinterpret_cast<const char*>(vc + o) + b);
             }
           }
-        }
-        for (int hh = 0; hh < heads; ++hh) {
-          const int32_t kvh = h0 + hh;
           for (int g0 = 0; g0 < group; g0 += SG) {
             const int ng = std::min(SG, group - g0);
             const size_t si = static_cast<size_t>(hh) * group + g0;  // state index
             const float* q0 = a.q + t * a.q_stride + (static_cast<int64_t>(kvh) * group + g0) * d;
-            __m512 acc[SG][DV];
-            float m[SG], l[SG];
-            for (int g = 0; g < SG; ++g) {
-              const bool live = g < ng;
-              m[g] = live ? st_m[si + g] : -INFINITY;
-              l[g] = live ? st_l[si + g] : 0.0f;
-              for (int v = 0; v < DV; ++v)
-                acc[g][v] =
-                    live ? _mm512_loadu_ps(&st_acc[((si + g) * DV + v) * 16]) : _mm512_setzero_ps();
-            }
-            chunk_step<DV, SG>(a, kc + kvh * d, vc + kvh * d, slot_off, cn, q0, ng, acc, m, l);
-            for (int g = 0; g < ng; ++g) {
-              st_m[si + g] = m[g];
-              st_l[si + g] = l[g];
-              for (int v = 0; v < DV; ++v)
-                _mm512_storeu_ps(&st_acc[((si + g) * DV + v) * 16], acc[g][v]);
-            }
+            const uint16_t *kh = kc + kvh * d, *vh = vc + kvh * d;
+            // A full set of heads as a constant: its loops unroll without tests.
+            if (ng == SG)
+              resume_chunk<DV, SG>(a, kh, vh, slot_off, cn, q0, SG, &st_acc[si * d], &st_m[si],
+                                   &st_l[si]);
+            else
+              resume_chunk<DV, SG>(a, kh, vh, slot_off, cn, q0, ng, &st_acc[si * d], &st_m[si],
+                                   &st_l[si]);
           }
         }
       }
