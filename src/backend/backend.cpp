@@ -22,6 +22,7 @@ void Backend::norm_matmul(const float* x, const float* norm, float eps, float* h
 
 void Backend::silu_mul_matmul(float* gate, const float* up, int64_t rows, const MatmulOutput* outs,
                               size_t n_outs) {
+  if (n_outs == 0) return;
   silu_mul(gate, up, rows * outs[0].w->n_in);
   matmul(gate, rows, outs, n_outs);
 }

@@ -32,7 +32,8 @@ using MatrixView = cpu::WeightMatrix;
 //   RoPE of the first rope_heads heads of head_dim       (as rope(); the rows
 //                                                         are the step's tokens)
 // The CPU backend runs the epilogue in the product's threads while the rows
-// are in cache; finish_outputs() runs it after the product.
+// are in cache where its 16-row groups can be cut on head bounds, otherwise
+// once after the product, as finish_outputs() does.
 struct MatmulOutput {
   const MatrixView* w;
   float* y;                     // [rows][w->n_out]

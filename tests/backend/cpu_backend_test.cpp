@@ -55,17 +55,19 @@ struct Step {
 
 struct Shape {
   int32_t head_dim, n_head, n_kv;
-  bool bias_first;  // an output of 48 rows first: q then starts off a head
+  int64_t v_first;  // > 0: v has this many rows and comes first (48: q starts off a head)
+  int32_t n_rot;
 };
 
 // q (bias, RoPE), k (RoPE), v (bias) from norm_matmul with epilogues equal
 // norm_matmul, then add_bias and rope, bit for bit: packed and row-major
 // weights, float weights (the default path), head sizes that fall on 16-row
-// groups and ones that do not, 1-3 threads, both RoPE styles.
+// groups and ones that do not, a q that starts off a head or on one after
+// another output, partial rotation, 1-3 threads, both RoPE styles.
 TEST(CpuBackend, EpiloguesEqualBiasAndRopeAfterTheProduct) {
   const int64_t n = 256;
-  const Shape shapes[] = {
-      {64, 6, 2, false}, {80, 3, 1, false}, {64, 4, 2, true}, {8, 16, 4, false}, {24, 4, 2, false}};
+  const Shape shapes[] = {{64, 6, 2, 0, 64},  {80, 8, 2, 0, 80}, {64, 4, 2, 48, 64},
+                          {64, 6, 2, 64, 32}, {8, 16, 4, 0, 8},  {24, 4, 2, 0, 24}};
   const struct {
     DType type;
     bool packed;
@@ -73,7 +75,7 @@ TEST(CpuBackend, EpiloguesEqualBiasAndRopeAfterTheProduct) {
   for (const Shape& s : shapes) {
     for (const auto& kind : kinds) {
       const int64_t E = int64_t{s.n_head} * s.head_dim, KV = int64_t{s.n_kv} * s.head_dim;
-      const int64_t V = s.bias_first ? 48 : KV;
+      const int64_t V = s.v_first > 0 ? s.v_first : KV;
       const Matrix wq = make_matrix(kind.type, E, n, 1, kind.packed);
       const Matrix wk = make_matrix(kind.type, KV, n, 2, kind.packed);
       const Matrix wv = make_matrix(kind.type, V, n, 3, kind.packed);
@@ -87,7 +89,7 @@ TEST(CpuBackend, EpiloguesEqualBiasAndRopeAfterTheProduct) {
             ThreadPool pool(threads);
             CpuBackend b(&pool);
             Step step(T);
-            b.begin_step(step.in, RopeParams{s.head_dim, 10000.0f, 1.0f});
+            b.begin_step(step.in, RopeParams{s.n_rot, 10000.0f, 1.0f});
             const auto x = random_floats(static_cast<size_t>(T * n), 7 + T, 2.0f);
             std::vector<float> h(x.size());
             std::vector<float> q(T * E), k(T * KV), v(T * V);
@@ -99,7 +101,7 @@ TEST(CpuBackend, EpiloguesEqualBiasAndRopeAfterTheProduct) {
                 {&v_w, v.data(), bv.data()}};
             std::vector<MatmulOutput> plain = {
                 {&q_w, q2.data()}, {&k_w, k2.data()}, {&v_w, v2.data()}};
-            if (s.bias_first) {
+            if (s.v_first > 0) {
               std::rotate(fused.begin(), fused.begin() + 2, fused.end());
               std::rotate(plain.begin(), plain.begin() + 2, plain.end());
             }

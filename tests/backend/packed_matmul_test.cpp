@@ -440,12 +440,13 @@ void log_epilogue(const void* ctx, float* y, int64_t y_stride, int64_t x_rows, i
 
 // matmul_many runs each epilogue once on every row, after the rows are
 // computed, on bounds that are multiples of its unit: inside the region (in
-// pieces) when the job starts on a unit, else once over the whole output.
+// pieces) when the job starts on a unit and the units leave each thread
+// several calls, else once over the whole output.
 TEST(PackedMatmul, ManyRunsEpiloguesOnUnitBoundsOncePerRow) {
   const int64_t T = 3, n = 256;
-  const Packed a = pack(make_weights(DType::Q4_0, 48, n, 41, WeightFill::Quantized));   // 3 groups
-  const Packed b = pack(make_weights(DType::Q8_0, 256, n, 42, WeightFill::Quantized));  // 16
-  const Packed c = pack(make_weights(DType::Q4_0, 128, n, 43, WeightFill::Quantized));  // 8
+  const Packed a = pack(make_weights(DType::Q4_0, 48, n, 41, WeightFill::Quantized));    // 3 groups
+  const Packed b = pack(make_weights(DType::Q8_0, 1024, n, 42, WeightFill::Quantized));  // 64
+  const Packed c = pack(make_weights(DType::Q4_0, 128, n, 43, WeightFill::Quantized));   // 8
   const WeightMatrix wa = a.view(), wb = b.view(), wc = c.view();
   const auto x = random_floats(static_cast<size_t>(T * n), 44);
   for (int threads : {1, 2, 3}) {

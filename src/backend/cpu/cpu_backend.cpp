@@ -100,9 +100,11 @@ void CpuBackend::run_prepared(const float* x, int64_t rows, const MatmulOutput* 
       if (o.rope_heads > 0) {
         if (!rope_ || rows != step_.n_tokens)
           throw Error("RoPE after a matmul needs the step's token rows (begin_step)");
-        if (o.head_dim <= 0 || static_cast<int64_t>(o.rope_heads) * o.head_dim > w.n_out)
+        if (o.head_dim <= 0 || o.head_dim < rope_params_.n_rot ||
+            static_cast<int64_t>(o.rope_heads) * o.head_dim > w.n_out)
           throw Error("RoPE after a matmul: " + std::to_string(o.rope_heads) + " heads of " +
-                      std::to_string(o.head_dim) + " do not fit rows of " +
+                      std::to_string(o.head_dim) + " (rotating " +
+                      std::to_string(rope_params_.n_rot) + ") do not fit rows of " +
                       std::to_string(w.n_out));
       }
       epilogue_args_.push_back({o.bias, rope_.get(), o.rope_heads, o.head_dim, o.rope_style});
@@ -138,6 +140,7 @@ void CpuBackend::norm_matmul(const float* x, const float* norm, float eps, float
 
 void CpuBackend::silu_mul_matmul(float* gate, const float* up, int64_t rows,
                                  const MatmulOutput* outs, size_t n_outs) {
+  if (n_outs == 0) return;
   if (any_float(outs, n_outs)) return Backend::silu_mul_matmul(gate, up, rows, outs, n_outs);
   const RowTransform t = RowTransform::silu_mul(up, outs[0].w->n_in);
   run_prepared(gate, rows, outs, n_outs, &t);

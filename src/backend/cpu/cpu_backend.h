@@ -39,7 +39,8 @@ class CpuBackend final : public Backend {
   void matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) override;
   // Quantized weights: each row is normalized (or gate and up combined) by
   // the worker that quantizes it (RowTransform), never written out; float
-  // weights take the default path. Epilogues run in the product's threads.
+  // weights take the default path. Epilogues run in the product's threads
+  // where the Rows16 groups can be cut on head bounds (matmul_many).
   using Backend::norm_matmul;
   void norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
                    const MatmulOutput* outs, size_t n_outs) override;

@@ -276,13 +276,15 @@ void matmul_many(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool, CpuIsa 
   }
   if (parts.empty()) return;
   // Calls are cut at multiples of every inside epilogue's unit (an epilogue
-  // whose job does not start on one runs after).
+  // whose job does not start on one runs after), as long as that leaves
+  // every thread several calls to balance with; else all run after.
   int64_t grain = 1;
   for (Part& p : parts) {
     if (!p.job->epilogue) continue;
     const int64_t unit = epilogue_groups(*p.job->epilogue);
     p.epilogue_inside = unit > 0 && p.first_group % unit == 0 && grain % unit == 0;
-    if (!p.epilogue_inside && unit > 0 && grain == 1 && p.first_group % unit == 0) {
+    if (!p.epilogue_inside && unit > 0 && grain == 1 && p.first_group % unit == 0 &&
+        total / unit >= 4 * int64_t{pool.size()}) {
       grain = unit;
       p.epilogue_inside = true;
     }

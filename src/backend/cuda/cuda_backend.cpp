@@ -130,6 +130,10 @@ void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
 }
 
 void CudaBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
+  for (size_t i = 0; i < n_outs; ++i)
+    if (outs[i].rope_heads > 0 && rows != n_tokens_)
+      throw Error(fmt::format("{}: RoPE after a matmul needs the step's {} token rows, not {}",
+                              name_, n_tokens_, rows));
   for (size_t i = 0; i < n_outs; ++i) {
     const MatrixView& w = *outs[i].w;
     if (w.layout != cpu::WeightLayout::Rows)
