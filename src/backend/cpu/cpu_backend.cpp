@@ -61,9 +61,7 @@ void CpuBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
 void CpuBackend::run_epilogue(const void* ctx, float* y, int64_t y_stride, int64_t x_rows,
                               int64_t r0, int64_t r1) {
   const auto& e = *static_cast<const OutputEpilogue*>(ctx);
-  if (e.bias)
-    for (int64_t t = 0; t < x_rows; ++t)
-      for (int64_t i = r0; i < r1; ++i) y[t * y_stride + i] += e.bias[i];
+  if (e.bias) pagellm::add_bias(y + r0, e.bias + r0, x_rows, r1 - r0, y_stride);
   if (e.heads > 0) {
     // Bounds fall on head bounds (row_unit) or take the whole output.
     const int64_t h0 = r0 / e.head_dim;
