@@ -5,7 +5,9 @@
 // row once per token) and GFLOP/s (2 * 2 * head_dim per query head and
 // position). Blocks are scattered in the pool, as a long-running server
 // leaves them, and the caches rotate through copies larger than the last-level
-// cache (decode reads K and V from memory).
+// cache (decode reads K and V from memory). The caches live in memory from
+// allocate_host_pages, as the engine's KV pools do (huge pages; compare with
+// PAGELLM_HUGEPAGES=0).
 //
 //   bench_attention [--benchmark_filter=...]     (PAGELLM_BENCH_THREADS, default 2)
 #include <benchmark/benchmark.h>
@@ -13,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -20,6 +23,7 @@
 #include "backend/cpu/paged_attention.h"
 #include "bench_pool.h"
 #include "tensor/fp16.h"
+#include "util/host_pages.h"
 #include "util/thread_pool.h"
 
 namespace {
@@ -36,7 +40,8 @@ constexpr size_t kRotateBytes = 256ull << 20;
 
 struct Setup {
   int d, seqs, ctx;
-  std::vector<std::vector<uint16_t>> k, v;  // one pair per copy
+  using Cache = std::unique_ptr<uint16_t, HostPagesFree>;
+  std::vector<Cache> k, v;  // one pair per copy
   std::vector<std::vector<int32_t>> tables;
   std::vector<const int32_t*> rows;
 
@@ -48,10 +53,13 @@ struct Setup {
     std::normal_distribution<float> nd;
     const size_t copies = std::max<size_t>(1, kRotateBytes / (4 * elems));
     for (size_t c = 0; c < copies; ++c) {
-      k.emplace_back(elems);
-      v.emplace_back(elems);
-      for (auto& x : k.back()) x = fp32_to_fp16(nd(rng));
-      for (auto& x : v.back()) x = fp32_to_fp16(nd(rng));
+      for (auto* cache : {&k, &v}) {
+        const size_t bytes = elems * sizeof(uint16_t);
+        cache->emplace_back(static_cast<uint16_t*>(allocate_host_pages(bytes)),
+                            HostPagesFree{bytes});
+        uint16_t* x = cache->back().get();
+        for (size_t i = 0; i < elems; ++i) x[i] = fp32_to_fp16(nd(rng));
+      }
     }
     std::vector<int32_t> ids(blocks);
     std::iota(ids.begin(), ids.end(), 0);
@@ -100,8 +108,8 @@ void run(benchmark::State& state, bool decode, bool mixed = false) {
   a.scale = 1.0f / std::sqrt(static_cast<float>(d));
   size_t copy = 0;
   for (auto _ : state) {
-    a.k_cache = s.k[copy].data();
-    a.v_cache = s.v[copy].data();
+    a.k_cache = s.k[copy].get();
+    a.v_cache = s.v[copy].get();
     copy = (copy + 1) % s.k.size();
     paged_attention(a, pool());
     benchmark::DoNotOptimize(out.data());

@@ -15,6 +15,7 @@
 #include "gguf/gguf_reader.h"
 #include "model/hparams.h"
 #include "tensor/dtype.h"
+#include "util/host_pages.h"
 
 namespace pagellm {
 
@@ -69,11 +70,8 @@ struct ModelWeights {
                   bool cpu_output = true);
 
  private:
-  struct FreeDeleter {
-    void operator()(void* p) const;
-  };
-  std::vector<std::unique_ptr<float[]>> owned_;  // converted 1-D tensors
-  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> packed_;
+  std::vector<std::unique_ptr<float[]>> owned_;                  // converted 1-D tensors
+  std::vector<std::unique_ptr<uint8_t, HostPagesFree>> packed_;  // allocate_host_pages
 };
 
 }  // namespace pagellm

@@ -1,9 +1,6 @@
 #include "backend/cpu/cpu_backend.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -11,7 +8,7 @@
 #include "backend/cpu/kv_store.h"
 #include "backend/cpu/paged_attention.h"
 #include "util/error.h"
-#include "util/sizes.h"
+#include "util/host_pages.h"
 
 namespace pagellm::cpu {
 
@@ -25,18 +22,13 @@ ThreadPool& CpuBackend::pool() {
 }
 
 void* CpuBackend::allocate(size_t bytes) {
-  if (bytes == 0) return nullptr;
-  // Anonymous mapping: zeroed pages, given back to the OS on release, and
-  // populated now so that what the plan counted is resident from the start.
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (p == MAP_FAILED)
-    throw SystemError(errno_message("cannot allocate " + format_size(bytes), errno));
-  return p;
+  // Zeroed, given back to the OS on release, resident from the start, on
+  // huge pages where possible (KV pools: scattered block reads).
+  return allocate_host_pages(bytes);
 }
 
 void CpuBackend::deallocate(void* p, size_t bytes) noexcept {
-  if (p) ::munmap(p, bytes);
+  free_host_pages(p, bytes);
 }
 
 void CpuBackend::upload(void* dst, const void* host_src, size_t bytes) {

@@ -1,0 +1,81 @@
+#include "util/host_pages.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "util/error.h"
+#include "util/sizes.h"
+
+namespace pagellm {
+
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+[[noreturn]] void fail(size_t bytes, int err) {
+  throw SystemError(errno_message("cannot allocate " + format_size(bytes), err));
+}
+
+// Faults every page of [p, p + bytes) in for writing. MADV_POPULATE_WRITE
+// reports a shortage as an error; kernels before 5.14 lack it and get the
+// pages touched one by one (those fail, if they do, like any page fault).
+bool populate(void* p, size_t bytes) {
+  if (::madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return true;
+  if (errno != EINVAL) return false;
+  volatile uint8_t* b = static_cast<uint8_t*>(p);
+  for (size_t off = 0; off < bytes; off += 4096) b[off] = 0;
+  return true;
+}
+
+}  // namespace
+
+bool host_huge_pages_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("PAGELLM_HUGEPAGES");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+void* allocate_host_pages(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  const bool huge = host_huge_pages_enabled() && bytes >= kHugePage;
+  // For 2 MiB alignment, map one huge page more and trim both ends.
+  const size_t span = huge ? bytes + kHugePage : bytes;
+  void* m = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) fail(bytes, errno);
+  auto* base = static_cast<uint8_t*>(m);
+  uint8_t* p = base;
+  if (huge) {
+    p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) &
+                                   ~uintptr_t{kHugePage - 1});
+    const size_t head = static_cast<size_t>(p - base);
+    // munmap rounds the length up to whole pages: keep `bytes` rounded to 4 KiB.
+    const size_t kept = (bytes + 4095) & ~size_t{4095};
+    if (head) ::munmap(base, head);
+    if (span - head > kept) ::munmap(p + kept, span - head - kept);
+    // Only a hint: without THP support the region keeps 4 KiB pages.
+    (void)::madvise(p, kept, MADV_HUGEPAGE);
+  }
+  if (!populate(p, bytes)) {
+    const int err = errno;
+    free_host_pages(p, bytes);
+    fail(bytes, err);
+  }
+  return p;
+}
+
+void free_host_pages(void* p, size_t bytes) noexcept {
+  if (p && bytes) ::munmap(p, bytes);
+}
+
+}  // namespace pagellm

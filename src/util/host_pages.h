@@ -1,0 +1,36 @@
+// Large host buffers (KV pools, workspaces, repacked weights) as anonymous
+// mappings backed by transparent huge pages where the kernel allows.
+//
+// Paged attention reads KV blocks scattered over a pool of gigabytes, and a
+// decode step streams every weight once: with 4 KiB pages every 4 KiB of such
+// a read needs a TLB entry, with 2 MiB pages every 2 MiB. (On the 2-core Zen 4
+// this was measured on, the gain was within the noise: decode and attention
+// are bound elsewhere there.) A buffer of at least 2 MiB is aligned to 2 MiB and
+// marked MADV_HUGEPAGE before its pages are faulted in (THP in "madvise" mode
+// only backs regions so marked); it is then populated, so that what the plan
+// counted is resident from the start and a shortage fails here, cleanly,
+// rather than later in a page fault. Huge pages change the granularity, not
+// the amount: a buffer takes at most its size rounded up to 2 MiB.
+//
+// PAGELLM_HUGEPAGES=0 in the environment turns the hint off (4 KiB pages).
+#pragma once
+
+#include <cstddef>
+
+namespace pagellm {
+
+// Zeroed, populated, page-aligned memory of `bytes` (nullptr for 0). Throws
+// SystemError naming the size when the memory cannot be had.
+void* allocate_host_pages(size_t bytes);
+// Frees what allocate_host_pages(bytes) returned.
+void free_host_pages(void* p, size_t bytes) noexcept;
+
+// Whether allocate_host_pages asks for huge pages (PAGELLM_HUGEPAGES, default on).
+bool host_huge_pages_enabled();
+
+struct HostPagesFree {
+  size_t bytes = 0;
+  void operator()(void* p) const noexcept { free_host_pages(p, bytes); }
+};
+
+}  // namespace pagellm

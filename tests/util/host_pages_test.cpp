@@ -1,0 +1,83 @@
+#include "util/host_pages.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "util/error.h"
+#include "util/memory_stats.h"
+
+namespace pagellm {
+namespace {
+
+// The VmFlags line of the /proc/self/smaps entry that holds address p.
+std::string vm_flags_of(const void* p) {
+  std::ifstream in("/proc/self/smaps");
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+      inside = a >= lo && a < hi;
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line;
+  }
+  return {};
+}
+
+TEST(HostPages, ZeroBytesIsNull) {
+  EXPECT_EQ(allocate_host_pages(0), nullptr);
+  free_host_pages(nullptr, 0);  // no-op
+}
+
+TEST(HostPages, SmallBufferIsZeroedAndWritable) {
+  const size_t bytes = 10000;
+  std::unique_ptr<uint8_t, HostPagesFree> p(static_cast<uint8_t*>(allocate_host_pages(bytes)),
+                                            HostPagesFree{bytes});
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p.get()) % 4096, 0u);
+  for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(p.get()[i], 0) << i;
+  p.get()[bytes - 1] = 7;
+  EXPECT_EQ(p.get()[bytes - 1], 7);
+}
+
+TEST(HostPages, LargeBufferIsResidentAlignedAndMarkedForHugePages) {
+  const size_t bytes = (size_t{6} << 20) + 12345;  // not a multiple of any page
+  const uint64_t rss0 = current_rss_bytes();
+  std::unique_ptr<uint8_t, HostPagesFree> p(static_cast<uint8_t*>(allocate_host_pages(bytes)),
+                                            HostPagesFree{bytes});
+  // Populated: resident before anything touches it.
+  EXPECT_GE(current_rss_bytes(), rss0 + bytes - 4096);
+  EXPECT_EQ(p.get()[0], 0);
+  EXPECT_EQ(p.get()[bytes - 1], 0);
+  if (!host_huge_pages_enabled()) GTEST_SKIP() << "PAGELLM_HUGEPAGES=0";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p.get()) % (size_t{2} << 20), 0u);
+  const std::string flags = vm_flags_of(p.get());
+  ASSERT_FALSE(flags.empty()) << "no smaps entry for the buffer";
+  // "hg": the region carries MADV_HUGEPAGE (absent only on kernels without THP).
+  if (flags.find(" hg") == std::string::npos) {
+    std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+    if (!thp) GTEST_SKIP() << "kernel without transparent huge pages";
+    ADD_FAILURE() << "MADV_HUGEPAGE missing: " << flags;
+  }
+}
+
+TEST(HostPages, ImpossibleSizeThrowsNamingTheSize) {
+  try {
+    allocate_host_pages(size_t{1} << 60);
+    FAIL() << "no exception";
+  } catch (const SystemError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot allocate"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pagellm
