@@ -1,4 +1,4 @@
-// CPU paged attention throughput over an f16 KV cache: decode (one token per
+// CPU paged attention throughput over an f16 (or q8_0) KV cache: decode (one token per
 // sequence, attending to its whole context) and prefill (every position of
 // one sequence), on the 0.85B shape's heads (32 query heads, 8 KV heads,
 // head_dim 64) or head_dim 128. Reports GB/s of K and V read (decode: every
@@ -22,7 +22,8 @@
 
 #include "backend/cpu/paged_attention.h"
 #include "bench_pool.h"
-#include "tensor/fp16.h"
+#include "tensor/convert.h"
+#include "tensor/dtype.h"
 #include "util/host_pages.h"
 #include "util/thread_pool.h"
 
@@ -40,25 +41,32 @@ constexpr size_t kRotateBytes = 256ull << 20;
 
 struct Setup {
   int d, seqs, ctx;
-  using Cache = std::unique_ptr<uint16_t, HostPagesFree>;
+  DType kv;
+  size_t row_bytes;  // one head row of the cache
+  using Cache = std::unique_ptr<uint8_t, HostPagesFree>;
   std::vector<Cache> k, v;  // one pair per copy
   std::vector<std::vector<int32_t>> tables;
   std::vector<const int32_t*> rows;
 
-  Setup(int d_, int seqs_, int ctx_) : d(d_), seqs(seqs_), ctx(ctx_) {
+  Setup(int d_, int seqs_, int ctx_, DType kv_)
+      : d(d_), seqs(seqs_), ctx(ctx_), kv(kv_), row_bytes(dtype_row_bytes(kv_, d_)) {
     const int blocks_per_seq = (ctx + kBlock - 1) / kBlock;
     const int blocks = blocks_per_seq * seqs;
-    const size_t elems = static_cast<size_t>(blocks) * kBlock * kKvHeads * d;
+    const size_t n_rows = static_cast<size_t>(blocks) * kBlock * kKvHeads;
+    const size_t bytes = n_rows * row_bytes;
     std::mt19937 rng(1);
     std::normal_distribution<float> nd;
-    const size_t copies = std::max<size_t>(1, kRotateBytes / (4 * elems));
+    std::vector<float> row(static_cast<size_t>(d));
+    const size_t copies = std::max<size_t>(1, kRotateBytes / (2 * bytes));
     for (size_t c = 0; c < copies; ++c) {
       for (auto* cache : {&k, &v}) {
-        const size_t bytes = elems * sizeof(uint16_t);
-        cache->emplace_back(static_cast<uint16_t*>(allocate_host_pages(bytes)),
+        cache->emplace_back(static_cast<uint8_t*>(allocate_host_pages(bytes)),
                             HostPagesFree{bytes});
-        uint16_t* x = cache->back().get();
-        for (size_t i = 0; i < elems; ++i) x[i] = fp32_to_fp16(nd(rng));
+        uint8_t* x = cache->back().get();
+        for (size_t r = 0; r < n_rows; ++r) {
+          for (auto& e : row) e = nd(rng);
+          quantize_row(kv, row.data(), x + r * row_bytes, d);
+        }
       }
     }
     std::vector<int32_t> ids(blocks);
@@ -73,11 +81,11 @@ struct Setup {
 // decode: `seqs` sequences, one token each at position ctx - 1. Otherwise a
 // prompt of ctx tokens, plus (mixed) one decode token of a second sequence,
 // as in a serving step where a prompt joins running sequences.
-void run(benchmark::State& state, bool decode, bool mixed = false) {
+void run(benchmark::State& state, bool decode, bool mixed = false, DType kv = DType::F16) {
   const int d = static_cast<int>(state.range(0));
   const int ctx = static_cast<int>(state.range(1));
   const int seqs = decode ? static_cast<int>(state.range(2)) : mixed ? 2 : 1;
-  Setup s(d, seqs, ctx);
+  Setup s(d, seqs, ctx, kv);
   std::vector<int32_t> tok_seq, tok_pos;
   for (int q = 0; q < seqs; ++q) {
     if (decode) {
@@ -100,7 +108,7 @@ void run(benchmark::State& state, bool decode, bool mixed = false) {
   a.n_kv_heads = kKvHeads;
   a.head_dim = d;
 
-  a.kv_type = DType::F16;
+  a.kv_type = kv;
   a.block_size = kBlock;
   a.token_seq = tok_seq.data();
   a.token_pos = tok_pos.data();
@@ -116,7 +124,7 @@ void run(benchmark::State& state, bool decode, bool mixed = false) {
   }
   double positions = 0;  // (query token, position) pairs
   for (int i = 0; i < n; ++i) positions += tok_pos[i] + 1;
-  const double kv_bytes = positions * kKvHeads * d * 2 * 2;  // K and V, f16
+  const double kv_bytes = positions * kKvHeads * 2.0 * static_cast<double>(s.row_bytes);  // K, V
   const double flops = positions * kHeads * d * 4.0;
   const double it = static_cast<double>(state.iterations());
   if (decode)
@@ -126,6 +134,9 @@ void run(benchmark::State& state, bool decode, bool mixed = false) {
 
 void BM_AttentionDecode(benchmark::State& state) {
   run(state, true);
+}
+void BM_AttentionDecodeQ8(benchmark::State& state) {
+  run(state, true, false, DType::Q8_0);
 }
 void BM_AttentionPrefill(benchmark::State& state) {
   run(state, false);
@@ -139,6 +150,11 @@ BENCHMARK(BM_AttentionDecode)
     ->Args({64, 2048, 1})
     ->Args({64, 2048, 16})
     ->Args({128, 2048, 1})
+    ->UseRealTime();
+BENCHMARK(BM_AttentionDecodeQ8)
+    ->ArgNames({"head_dim", "ctx", "seqs"})
+    ->Args({64, 2048, 1})
+    ->Args({64, 2048, 16})
     ->UseRealTime();
 BENCHMARK(BM_AttentionMixed)->ArgNames({"head_dim", "ctx"})->Args({64, 512})->UseRealTime();
 BENCHMARK(BM_AttentionPrefill)

@@ -1,5 +1,6 @@
 // Paged attention against a naive contiguous implementation in double, with
-// scrambled block tables, several sequences, GQA, and batch invariance.
+// scrambled block tables, several sequences, GQA, and batch invariance, for
+// every kernel variant this CPU runs (scalar, AVX2, AVX-512).
 #include "backend/cpu/paged_attention.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "tensor/convert.h"
 #include "tensor/fp16.h"
@@ -103,6 +105,15 @@ struct Tokens {
   std::vector<int32_t> seq, pos;
 };
 
+// The variant the tests run: set by the fixture from its parameter.
+cpu::CpuIsa g_isa = cpu::best_isa();
+
+class PagedAttention : public ::testing::TestWithParam<cpu::CpuIsa> {
+ protected:
+  void SetUp() override { g_isa = GetParam(); }
+  void TearDown() override { g_isa = cpu::best_isa(); }
+};
+
 std::vector<float> run(const CacheFixture& s, const Tokens& t, const std::vector<float>& q,
                        int threads) {
   std::vector<const int32_t*> tabs;
@@ -127,7 +138,7 @@ std::vector<float> run(const CacheFixture& s, const Tokens& t, const std::vector
   a.block_tables = tabs.data();
   a.scale = 1.0f / std::sqrt(static_cast<float>(s.d));
   ThreadPool pool(threads);
-  paged_attention(a, pool);
+  paged_attention(a, pool, g_isa);
   return out;
 }
 
@@ -161,7 +172,7 @@ double worst_vs_naive(const CacheFixture& s, const Batch& b) {
   return worst;
 }
 
-TEST(PagedAttention, MatchesNaiveAcrossSequencesAndTypes) {
+TEST_P(PagedAttention, MatchesNaiveAcrossSequencesAndTypes) {
   for (DType t : {DType::F32, DType::F16, DType::Q8_0}) {
     std::mt19937 rng(5);
     CacheFixture s;
@@ -172,9 +183,43 @@ TEST(PagedAttention, MatchesNaiveAcrossSequencesAndTypes) {
   }
 }
 
+// Every cache type at the head sizes of real models (64, 96, 128, 256: f16,
+// f32 and q8_0; 80 and 40: not a multiple of 32, so no q8_0), one that is not
+// a multiple of 8 (36: the AVX2 variant hands it to the scalar one), several
+// GQA groups: against naive, and a token alone with one thread gives the
+// same bits as in the batch with two.
+TEST_P(PagedAttention, EveryCacheTypeAtModelHeadSizes) {
+  struct Case {
+    int d, n_heads, n_kv;
+  };
+  for (Case c : {Case{64, 8, 2}, Case{96, 6, 3}, Case{128, 4, 1}, Case{256, 2, 2}, Case{80, 6, 2},
+                 Case{40, 4, 4}, Case{36, 6, 2}}) {
+    for (DType t : {DType::F32, DType::F16, DType::Q8_0}) {
+      if (t == DType::Q8_0 && c.d % 32 != 0) continue;
+      std::mt19937 rng(c.d * 3 + static_cast<int>(t));
+      CacheFixture s;
+      s.d = c.d;
+      s.n_heads = c.n_heads;
+      s.n_kv = c.n_kv;
+      s.build(rng, {35, 18}, t);
+      const Batch b = every_position(s, rng);
+      EXPECT_LT(worst_vs_naive(s, b), 2e-5) << dtype_name(t) << " head_dim " << c.d;
+      const int row = s.n_heads * s.d;
+      for (size_t pick : {size_t{0}, size_t{16}, b.tok.seq.size() - 1}) {
+        const Tokens alone{{b.tok.seq[pick]}, {b.tok.pos[pick]}};
+        const std::vector<float> q1(b.q.begin() + pick * row, b.q.begin() + (pick + 1) * row);
+        const auto one = run(s, alone, q1, 1);
+        for (int j = 0; j < row; ++j)
+          ASSERT_EQ(one[j], b.out[pick * row + j])
+              << dtype_name(t) << " head_dim " << c.d << " token " << pick;
+      }
+    }
+  }
+}
+
 // Head dims 64 and 128 with an f16 cache take the register-resident kernel
 // (128: the GQA group of 4 in two passes of 2 heads); 48 the general one.
-TEST(PagedAttention, MatchesNaiveForCommonHeadDims) {
+TEST_P(PagedAttention, MatchesNaiveForCommonHeadDims) {
   for (int d : {48, 64, 128}) {
     std::mt19937 rng(11 + d);
     CacheFixture s;
@@ -192,7 +237,7 @@ TEST(PagedAttention, MatchesNaiveForCommonHeadDims) {
   }
 }
 
-TEST(PagedAttention, TokenResultIndependentOfBatchAndThreads) {
+TEST_P(PagedAttention, TokenResultIndependentOfBatchAndThreads) {
   std::mt19937 rng(9);
   CacheFixture s;
   s.build(rng, {29, 17}, DType::F16);
@@ -215,7 +260,7 @@ TEST(PagedAttention, TokenResultIndependentOfBatchAndThreads) {
 // A prompt's tokens run one KV head per work item; a decode token of another
 // sequence runs its heads grouped (and a single token alone, as in the
 // head-dims test, too). A prompt token's bits do not change with the company.
-TEST(PagedAttention, PromptTokensEqualWithAndWithoutADecodeToken) {
+TEST_P(PagedAttention, PromptTokensEqualWithAndWithoutADecodeToken) {
   for (int d : {64, 128}) {
     std::mt19937 rng(31 + d);
     CacheFixture s;
@@ -241,7 +286,7 @@ TEST(PagedAttention, PromptTokensEqualWithAndWithoutADecodeToken) {
 // GQA groups that are not the kernel's head set (1, 2 and 6 query heads per
 // KV head, head_dim 64 and 128): each equals the naive result and, bit for
 // bit, the same token run alone with one thread (other runs of heads).
-TEST(PagedAttention, DecodeTokensInHeadRunsAndOtherGroupSizes) {
+TEST_P(PagedAttention, DecodeTokensInHeadRunsAndOtherGroupSizes) {
   struct Case {
     int n_heads, n_kv, d;
   };
@@ -275,6 +320,11 @@ TEST(PagedAttention, DecodeTokensInHeadRunsAndOtherGroupSizes) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, PagedAttention, ::testing::ValuesIn(cpu::available_isas()),
+                         [](const ::testing::TestParamInfo<cpu::CpuIsa>& i) {
+                           return std::string(cpu::isa_name(i.param));
+                         });
 
 }  // namespace
 }  // namespace pagellm

@@ -3,14 +3,17 @@
 #include "backend/cpu/simd.h"  // first: wraps <immintrin.h>
 
 #include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/paged_attention_kernels.h"
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "tensor/blocks.h"
 #include "tensor/convert.h"
 #include "tensor/fp16.h"
+#include "util/error.h"
 
 namespace pagellm {
 
@@ -58,26 +61,13 @@ inline float dot(const float* a, const float* b, int n) {
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
 // Positions are taken kChunk at a time (chunks start at position 0, so a
-// token's chunks never depend on the batch): the chunk's K and V rows are
-// widened to f32, its scores computed (one dot per head, fixed order), then
-// one online-softmax update per chunk: m' = max(m, chunk max), acc and l
-// rescaled by exp(m - m'), and the chunk's exp(s - m') weights folded in
-// position by position.
-constexpr int kChunk = 16;
+// token's chunks never depend on the batch): the chunk's scores, then one
+// online-softmax update per chunk: m' = max(m, chunk max), acc and l rescaled
+// by exp(m - m'), and the chunk's exp(s - m') weights folded in position by
+// position.
+constexpr int kChunk = cpu::detail::kAttnChunk;
 constexpr int kPrefetchChunks = 2;  // how far ahead the f16 kernel hints K and V rows
-
-// Element offsets of the slots of positions p0 .. p0 + n - 1 (head 0's row;
-// a slot holds n_kv_heads rows of d), walking the block table with one
-// division for the run.
-inline void slot_offsets(const PagedAttentionArgs& a, const int32_t* table, int32_t p0, int n,
-                         int d, int64_t* off) {
-  int32_t blk = p0 / a.block_size, in = p0 % a.block_size;
-  const int64_t slot_elems = static_cast<int64_t>(a.n_kv_heads) * d;
-  for (int j = 0; j < n; ++j) {
-    off[j] = (static_cast<int64_t>(table[blk]) * a.block_size + in) * slot_elems;
-    if (++in == a.block_size) in = 0, ++blk;
-  }
-}
+using cpu::detail::slot_offsets;
 
 // Sums of four vectors, per 128-bit lane: lane L of the result holds
 // [sum of a's lane L, b's, c's, d's] (a fixed tree of adds).
@@ -238,13 +228,11 @@ __attribute__((noinline)) void one_head_apart(const PagedAttentionArgs& a, int32
   one_head<DV, SG>(a, t, kvh);
 }
 
-// The chunked online softmax of attention_avx512 for f16 caches with
-// head_dim = 16 * DV (its scores and sums added in another fixed order, see
-// chunk_step): K and V rows are widened straight from the cache (no f32
-// copies), and the accumulators of SG query heads stay in registers for a
-// chunk (a GQA group larger than SG is done SG heads at a time); every head
-// goes through chunk_step, so its arithmetic is one and the same whatever the
-// work item.
+// The chunked online softmax for f16 caches with head_dim = 16 * DV (scores
+// and sums added in the fixed order of chunk_step): K and V rows are widened
+// straight from the cache (no f32 copies), and the accumulators of SG query heads stay in registers
+// for a chunk (a GQA group larger than SG is done SG heads at a time); every head goes through
+// chunk_step, so its arithmetic is one and the same whatever the work item.
 //
 // A prompt's token (its sequence has other tokens in the batch) is one item
 // per KV head (one_head): the rows are shared and stay in cache. A token alone
@@ -355,95 +343,29 @@ void attention_f16(const PagedAttentionArgs& a, ThreadPool& pool) {
   });
 }
 
-void attention_avx512(const PagedAttentionArgs& a, ThreadPool& pool) {
-  const int group = a.n_heads / a.n_kv_heads;
-  const int d = a.head_dim;
-  const int dv = (d + 15) / 16;  // zmm per head row
-  const __mmask16 tail = d % 16 == 0 ? __mmask16(0xFFFF) : __mmask16((1u << (d % 16)) - 1);
-  const int64_t work = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads;
-  const int dpad = dv * 16;
-
-  pool.parallel_for(work, [&](int64_t begin, int64_t end, int) {
-    std::vector<float> kf(static_cast<size_t>(kChunk) * dpad), vf(kf.size());
-    std::vector<float> acc(static_cast<size_t>(group) * dpad), m(group), l(group);
-    alignas(64) float sc[kChunk];
-    for (int64_t w = begin; w < end; ++w) {
-      const int32_t t = static_cast<int32_t>(w / a.n_kv_heads);
-      const int32_t kvh = static_cast<int32_t>(w % a.n_kv_heads);
-      const int32_t* table = a.block_tables[a.token_seq[t]];
-      const int32_t n_ctx = a.token_pos[t] + 1;
-      const float* q0 = a.q + t * a.q_stride + static_cast<int64_t>(kvh) * group * d;
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      std::fill(m.begin(), m.end(), -INFINITY);
-      std::fill(l.begin(), l.end(), 0.0f);
-      for (int32_t p0 = 0; p0 < n_ctx; p0 += kChunk) {
-        const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
-        for (int j = 0; j < cn; ++j) {
-          const int64_t row = kv_row(a, table, p0 + j, kvh);
-          load_row(a.k_cache, a.kv_type, row, d, kf.data() + j * dpad);
-          load_row(a.v_cache, a.kv_type, row, d, vf.data() + j * dpad);
-        }
-        for (int g = 0; g < group; ++g) {
-          const float* qg = q0 + g * d;
-          for (int j = 0; j < kChunk; ++j) {
-            if (j >= cn) {
-              sc[j] = -INFINITY;
-              continue;
-            }
-            const float* kj = kf.data() + j * dpad;
-            __m512 s = _mm512_setzero_ps();
-            for (int v = 0; v < dv; ++v) {
-              const __mmask16 mk = v == dv - 1 ? tail : __mmask16(0xFFFF);
-              s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, qg + 16 * v),
-                                  _mm512_maskz_loadu_ps(mk, kj + 16 * v), s);
-            }
-            sc[j] = _mm512_reduce_add_ps(s) * a.scale;
-          }
-          const __m512 s16 = _mm512_load_ps(sc);
-          const float cmax = _mm512_reduce_max_ps(s16);
-          float* accg = acc.data() + g * dpad;
-          if (cmax > m[g]) {
-            const float corr = std::exp(m[g] - cmax);  // 0 on the first chunk
-            l[g] *= corr;
-            const __m512 c = _mm512_set1_ps(corr);
-            for (int v = 0; v < dv; ++v)
-              _mm512_storeu_ps(accg + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(accg + 16 * v), c));
-            m[g] = cmax;
-          }
-          alignas(64) float pw[kChunk];
-          _mm512_store_ps(pw, cpu::simd::exp16(_mm512_sub_ps(s16, _mm512_set1_ps(m[g]))));
-          float lsum = 0.0f;
-          for (int j = 0; j < cn; ++j) lsum += pw[j];
-          l[g] += lsum;
-          for (int v = 0; v < dv; ++v) {
-            __m512 o = _mm512_loadu_ps(accg + 16 * v);
-            for (int j = 0; j < cn; ++j)
-              o = _mm512_fmadd_ps(_mm512_set1_ps(pw[j]),
-                                  _mm512_loadu_ps(vf.data() + j * dpad + 16 * v), o);
-            _mm512_storeu_ps(accg + 16 * v, o);
-          }
-        }
-      }
-      for (int g = 0; g < group; ++g) {
-        float* o = a.out + t * a.out_stride + (static_cast<int64_t>(kvh) * group + g) * d;
-        const float inv = l[g] > 0 ? 1.0f / l[g] : 0.0f;
-        for (int i = 0; i < d; ++i) o[i] = acc[static_cast<size_t>(g * dpad + i)] * inv;
-      }
-    }
-  });
-}
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX512
 
 }  // namespace
 
 void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool) {
+  paged_attention(a, pool, cpu::best_isa());
+}
+
+void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool, cpu::CpuIsa isa) {
+  if (!cpu::isa_available(isa))
+    throw Error(std::string("paged_attention: the ") + cpu::isa_name(isa) +
+                " variant is not available on this CPU");
 #if PAGELLM_HAVE_AVX512
-  if (cpu::best_isa() == cpu::CpuIsa::Avx512) {
+  if (isa == cpu::CpuIsa::Avx512) {
     if (a.kv_type == DType::F16 && a.head_dim == 64) return attention_f16<4, 4>(a, pool);
     if (a.kv_type == DType::F16 && a.head_dim == 128) return attention_f16<8, 2>(a, pool);
-    return attention_avx512(a, pool);
+    // Other caches and head sizes: the AVX2 kernel (q8_0, head_dim 64, from
+    // DRAM: 2.3 GB/s with AVX-512 registers over f32 copies, 6.3 with it).
   }
+#endif
+#if PAGELLM_HAVE_AVX2
+  if (isa >= cpu::CpuIsa::Avx2 && a.head_dim % 8 == 0) return cpu::detail::attention_avx2(a, pool);
 #endif
   const int group = a.n_heads / a.n_kv_heads;
   const int d = a.head_dim;

@@ -1,0 +1,41 @@
+// Internal to backend/cpu: what the paged-attention kernels of the ISA
+// variants share (paged_attention.cpp: scalar and AVX-512 kernels and the
+// dispatch; paged_attention_avx2.cpp: the AVX2 kernel). Layouts:
+// backend/attention_args.h.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/attention_args.h"
+#include "util/thread_pool.h"
+
+namespace pagellm::cpu::detail {
+
+// The vector kernels take positions kAttnChunk at a time, in chunks that start
+// at position 0, so a token's chunks never depend on the batch it is in.
+constexpr int kAttnChunk = 16;
+
+// Element offsets of the slots of positions p0 .. p0 + n - 1 (head 0's row;
+// a slot holds n_kv_heads rows of d), walking the block table with one
+// division for the run.
+inline void slot_offsets(const PagedAttentionArgs& a, const int32_t* table, int32_t p0, int n,
+                         int d, int64_t* off) {
+  int32_t blk = p0 / a.block_size, in = p0 % a.block_size;
+  const int64_t slot_elems = static_cast<int64_t>(a.n_kv_heads) * d;
+  for (int j = 0; j < n; ++j) {
+    off[j] = (static_cast<int64_t>(table[blk]) * a.block_size + in) * slot_elems;
+    if (++in == a.block_size) in = 0, ++blk;
+  }
+}
+
+// AVX2 + FMA + F16C, for head_dim a multiple of 8 and f16, f32 or q8_0
+// caches: per (token, KV head), each chunk's K and V rows widened to f32 once
+// for the GQA group, eight scores per tree of adds, the online-softmax update
+// with a vectorised exp, V rows weighted in slices of registers.
+void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool);
+
+// Head row `row` (= slot * n_kv_heads + kv_head) of a cache of `type` (F16,
+// F32, Q8_0) as n floats, with AVX2 (n a multiple of 8; of 32 for Q8_0).
+void widen_row_avx2(const void* base, DType type, int64_t row, int n, float* dst);
+
+}  // namespace pagellm::cpu::detail
