@@ -1,6 +1,8 @@
 // Rows16 weights (packed_weights.h) and their matmul kernels.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -200,6 +202,45 @@ TEST(PackedMatmul, EveryVariantMatchesTheContractBitForBit) {
           }
       }
     }
+  }
+}
+
+// Codes and activations at their extremes, where the kernels' integer sums
+// are largest (the AVX2 Q4_0 kernel adds a block's eight maddubs pair sums in
+// int16: 8 * 2 * 15 * 127 = 30480; Q8_0's pair sums reach 2 * 128 * 127):
+// every variant still gives the contract's value, with activations all at
+// +127 and all at -127, and alternating.
+TEST(PackedMatmul, ExtremeCodesAndActivationsMatchTheContract) {
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    const int64_t n = 256, n_out = 24, T = 5;
+    auto w = make_weights(t, n_out, n, 3, WeightFill::RandomBytes, 4);
+    const size_t bb = dtype_row_bytes(t, 32);  // bytes per block
+    for (int64_t r = 0; r < n_out; ++r)
+      for (int64_t b = 0; b < n / 32; ++b) {
+        uint8_t* codes = w.bytes.data() + static_cast<size_t>(r) * w.stride + b * bb + 2;
+        // Q4_0: every nibble 15 (rows of 0 in between); Q8_0: -128 or 127.
+        const uint8_t v = t == DType::Q4_0 ? (r % 3 == 2 ? 0x00 : 0xFF) : (r % 2 ? 0x80 : 0x7F);
+        std::memset(codes, v, bb - 2);
+      }
+    const Packed p = pack(w);
+    std::vector<float> x(static_cast<size_t>(T * n));
+    for (int64_t c = 0; c < T; ++c)
+      for (int64_t i = 0; i < n; ++i)
+        x[c * n + i] = c == 0 ? 1.0f : c == 1 ? -1.0f : (i % 2 ? 2.0f : -2.0f) * (c - 1);
+    const size_t xrow = activation_row_bytes(t, n);
+    std::vector<uint8_t> xq(xrow * static_cast<size_t>(T));
+    for (int64_t c = 0; c < T; ++c)
+      quantize_activation_row(t, x.data() + c * n, xq.data() + c * xrow, n, CpuIsa::Scalar);
+    for (CpuIsa isa : available_isas())
+      for (int64_t count : {int64_t{1}, T}) {
+        const auto y = run(p, x, 0, count, 1, isa);
+        for (int64_t c = 0; c < count; ++c)
+          for (int64_t r = 0; r < n_out; ++r)
+            ASSERT_EQ(fp32_to_bits(y[c * n_out + r]),
+                      fp32_to_bits(contract(t, w.row(r), xq.data() + c * xrow, n)))
+                << dtype_name(t) << " " << isa_name(isa) << " T=" << count << " col " << c
+                << " row " << r;
+      }
   }
 }
 

@@ -314,12 +314,16 @@ struct Avx2 {
         const int8_t* q = xr[c].qs + 32 * b;
         __m256i I;
         if constexpr (T == DType::Q4_0) {
-          I = _mm256_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]);
+          // Codes <= 15: a pair sum is at most 2 * 15 * 128 = 3840, so the
+          // block's eight add up in int16 (<= 30720) and widen once.
+          __m256i P = _mm256_setzero_si256();
 #pragma GCC unroll 16
           for (int k = 0; k < 8; ++k) {
             const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * k)));
-            I = _mm256_add_epi32(I, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], y), ones));
+            P = _mm256_add_epi16(P, _mm256_maddubs_epi16(A[k], y));
           }
+          I = _mm256_add_epi32(_mm256_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]),
+                               _mm256_madd_epi16(P, ones));
         } else {
           I = _mm256_setzero_si256();
 #pragma GCC unroll 16
