@@ -1,10 +1,10 @@
 // Rows16 weights (packed_weights.h) and their matmul kernels.
 #include <gtest/gtest.h>
 
-#include <cstring>
-
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -205,23 +205,46 @@ TEST(PackedMatmul, EveryVariantMatchesTheContractBitForBit) {
   }
 }
 
+// The code bytes of one block of type t: {offset, length} pairs.
+std::vector<std::pair<size_t, size_t>> code_fields(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+      return {{offsetof(BlockQ4_0, qs), sizeof(BlockQ4_0::qs)}};
+    case DType::Q8_0:
+      return {{offsetof(BlockQ8_0, qs), sizeof(BlockQ8_0::qs)}};
+    case DType::Q4_K:
+      return {{offsetof(BlockQ4_K, qs), sizeof(BlockQ4_K::qs)}};
+    case DType::Q5_K:
+      return {{offsetof(BlockQ5_K, qh), sizeof(BlockQ5_K::qh)},
+              {offsetof(BlockQ5_K, qs), sizeof(BlockQ5_K::qs)}};
+    case DType::Q6_K:
+      return {{offsetof(BlockQ6_K, ql), sizeof(BlockQ6_K::ql)},
+              {offsetof(BlockQ6_K, qh), sizeof(BlockQ6_K::qh)}};
+    default:
+      return {};
+  }
+}
+
 // Codes and activations at their extremes, where the kernels' integer sums
-// are largest (the AVX2 Q4_0 kernel adds a block's eight maddubs pair sums in
-// int16: 8 * 2 * 15 * 127 = 30480; Q8_0's pair sums reach 2 * 128 * 127):
+// are largest (the AVX2 kernels add maddubs pair sums in int16 while they
+// fit: eight of Q4_0's and Q4_K's, 8 * 2 * 15 * 127 = 30480; four of Q5_K's,
+// 31496; two of Q6_K's, 32004; Q8_0's single pair sums reach 2 * 128 * 127):
 // every variant still gives the contract's value, with activations all at
-// +127 and all at -127, and alternating.
+// +127, all at -127, and alternating.
 TEST(PackedMatmul, ExtremeCodesAndActivationsMatchTheContract) {
-  for (DType t : {DType::Q4_0, DType::Q8_0}) {
-    const int64_t n = 256, n_out = 24, T = 5;
+  for (DType t : kTypes) {
+    const int64_t n = 512, n_out = 24, T = 5;
     auto w = make_weights(t, n_out, n, 3, WeightFill::RandomBytes, 4);
-    const size_t bb = dtype_row_bytes(t, 32);  // bytes per block
+    const size_t bb = dtype_row_bytes(t, dtype_block_size(t));  // bytes per block
     for (int64_t r = 0; r < n_out; ++r)
-      for (int64_t b = 0; b < n / 32; ++b) {
-        uint8_t* codes = w.bytes.data() + static_cast<size_t>(r) * w.stride + b * bb + 2;
-        // Q4_0: every nibble 15 (rows of 0 in between); Q8_0: -128 or 127.
-        const uint8_t v = t == DType::Q4_0 ? (r % 3 == 2 ? 0x00 : 0xFF) : (r % 2 ? 0x80 : 0x7F);
-        std::memset(codes, v, bb - 2);
-      }
+      for (int64_t b = 0; b < n / dtype_block_size(t); ++b)
+        for (const auto& [off, len] : code_fields(t)) {
+          uint8_t* codes = w.bytes.data() + static_cast<size_t>(r) * w.stride + b * bb + off;
+          // All bits set: the largest code (Q8_0: -128); every third row the
+          // smallest, and Q8_0's odd rows 127.
+          const uint8_t v = r % 3 == 2 ? 0x00 : t == DType::Q8_0 && r % 2 ? 0x7F : 0xFF;
+          std::memset(codes, t == DType::Q8_0 && v == 0xFF ? 0x80 : v, len);
+        }
     const Packed p = pack(w);
     std::vector<float> x(static_cast<size_t>(T * n));
     for (int64_t c = 0; c < T; ++c)

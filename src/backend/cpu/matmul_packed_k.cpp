@@ -310,10 +310,18 @@ struct Avx2K4 {
             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ4KScales + 16 * j + 8 * half)));
         for (int c = 0; c < CB; ++c) {
           const int8_t* q = xr[c].qs + 256 * s + 32 * j;
+          // maddubs pair sums (2 * code * 127 at most) add up in int16 while
+          // they fit: all eight for Q4_K (codes <= 15: 30480), four at a time
+          // for Q5_K (<= 31: 31496); then widened once per run.
+          constexpr int kRun = kQ5 ? 4 : 8;
           __m256i I = _mm256_setzero_si256();
-          for (int k = 0; k < 8; ++k) {
-            const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * k)));
-            I = _mm256_add_epi32(I, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], y), ones));
+          for (int k0 = 0; k0 < 8; k0 += kRun) {
+            __m256i P = _mm256_setzero_si256();
+            for (int k = k0; k < k0 + kRun; ++k) {
+              const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * k)));
+              P = _mm256_add_epi16(P, _mm256_maddubs_epi16(A[k], y));
+            }
+            I = _mm256_add_epi32(I, _mm256_madd_epi16(P, ones));
           }
           S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(I, sc));
         }
@@ -580,9 +588,14 @@ struct Avx2Q6K {
         for (int c = 0; c < CB; ++c) {
           const int8_t* q = xr[c].qs + 256 * s + 16 * j;
           __m256i I = _mm256_set1_epi32(-32 * xr[c].sum16[16 * s + j]);
-          for (int t = 0; t < 4; ++t) {
-            const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * t)));
-            I = _mm256_add_epi32(I, _mm256_madd_epi16(_mm256_maddubs_epi16(A[t], y), ones));
+          // Codes <= 63: two pair sums fit in int16 (2 * 2 * 63 * 127 = 32004).
+          for (int t = 0; t < 4; t += 2) {
+            const __m256i y0 = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * t)));
+            const __m256i y1 =
+                _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * t + 4)));
+            const __m256i P = _mm256_add_epi16(_mm256_maddubs_epi16(A[t], y0),
+                                               _mm256_maddubs_epi16(A[t + 1], y1));
+            I = _mm256_add_epi32(I, _mm256_madd_epi16(P, ones));
           }
           S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(I, sc));
         }
