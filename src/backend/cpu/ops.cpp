@@ -24,6 +24,30 @@ void add_inplace(float* x, const float* y, int64_t count) {
 }
 
 namespace {
+#if PAGELLM_HAVE_AVX2
+PAGELLM_TARGET_AVX2
+// As silu_mul_avx512, eight at a time; the tail through a padded copy so that
+// it takes the same vector path.
+void silu_mul_avx2(float* gate, const float* up, int64_t count) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const auto one8 = [&](const float* g8, const float* u8, float* out) {
+    const __m256 g = _mm256_loadu_ps(g8);
+    const __m256 e = cpu::simd::exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    _mm256_storeu_ps(out,
+                     _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(u8)));
+  };
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) one8(gate + i, up + i, gate + i);
+  if (i < count) {
+    float g[8] = {}, u[8] = {}, o[8];
+    for (int64_t j = i; j < count; ++j) g[j - i] = gate[j], u[j - i] = up[j];
+    one8(g, u, o);
+    for (int64_t j = i; j < count; ++j) gate[j] = o[j - i];
+  }
+}
+PAGELLM_TARGET_END
+#endif
+
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
 // Every element takes the same vector path (masked at the end), so its value
@@ -45,6 +69,9 @@ PAGELLM_TARGET_END
 void silu_mul(float* gate, const float* up, int64_t count) {
 #if PAGELLM_HAVE_AVX512
   if (cpu::best_isa() == cpu::CpuIsa::Avx512) return silu_mul_avx512(gate, up, count);
+#endif
+#if PAGELLM_HAVE_AVX2
+  if (cpu::best_isa() == cpu::CpuIsa::Avx2) return silu_mul_avx2(gate, up, count);
 #endif
   for (int64_t i = 0; i < count; ++i) {
     const float g = gate[i];
