@@ -258,67 +258,71 @@ TEST_P(PagedAttention, TokenResultIndependentOfBatchAndThreads) {
 }
 
 // A prompt's tokens run one KV head per work item; a decode token of another
-// sequence runs its heads grouped (and a single token alone, as in the
+// sequence runs its heads grouped (f16 and q8_0 caches) (and a single token alone, as in the
 // head-dims test, too). A prompt token's bits do not change with the company.
 TEST_P(PagedAttention, PromptTokensEqualWithAndWithoutADecodeToken) {
-  for (int d : {64, 128}) {
-    std::mt19937 rng(31 + d);
-    CacheFixture s;
-    s.d = d;
-    s.build(rng, {40, 25}, DType::F16);
-    const int row = s.n_heads * s.d;
-    Tokens prompt;
-    for (int p = 0; p < 40; ++p) prompt.seq.push_back(0), prompt.pos.push_back(p);
-    std::vector<float> q((prompt.seq.size() + 1) * row);
-    std::normal_distribution<float> nd;
-    for (auto& x : q) x = nd(rng);
-    const std::vector<float> q_prompt(q.begin(), q.end() - row);
-    const auto alone = run(s, prompt, q_prompt, 2);
-    Tokens mixed = prompt;
-    mixed.seq.push_back(1), mixed.pos.push_back(24);  // a decode token
-    const auto with = run(s, mixed, q, 2);
-    for (size_t i = 0; i < alone.size(); ++i) ASSERT_EQ(alone[i], with[i]) << "head_dim " << d;
-  }
+  for (int d : {64, 128})
+    for (DType type : {DType::F16, DType::Q8_0}) {
+      std::mt19937 rng(31 + d);
+      CacheFixture s;
+      s.d = d;
+      s.build(rng, {40, 25}, type);
+      const int row = s.n_heads * s.d;
+      Tokens prompt;
+      for (int p = 0; p < 40; ++p) prompt.seq.push_back(0), prompt.pos.push_back(p);
+      std::vector<float> q((prompt.seq.size() + 1) * row);
+      std::normal_distribution<float> nd;
+      for (auto& x : q) x = nd(rng);
+      const std::vector<float> q_prompt(q.begin(), q.end() - row);
+      const auto alone = run(s, prompt, q_prompt, 2);
+      Tokens mixed = prompt;
+      mixed.seq.push_back(1), mixed.pos.push_back(24);  // a decode token
+      const auto with = run(s, mixed, q, 2);
+      for (size_t i = 0; i < alone.size(); ++i)
+        ASSERT_EQ(alone[i], with[i]) << dtype_name(type) << " head_dim " << d;
+    }
 }
 
-// Decode tokens of several sequences, each alone in its sequence, take their
-// KV heads in runs (items of several heads, hinted head by head), also with
-// GQA groups that are not the kernel's head set (1, 2 and 6 query heads per
-// KV head, head_dim 64 and 128): each equals the naive result and, bit for
-// bit, the same token run alone with one thread (other runs of heads).
+// Decode tokens of several sequences (f16 and q8_0 caches), each alone in
+// its sequence, take their KV heads in runs (items of several heads, hinted head by head), also
+// with GQA groups that are not the kernel's head set (1, 2 and 6 query heads per KV head, head_dim
+// 64 and 128): each equals the naive result and, bit for bit, the same token run alone with one
+// thread (other runs of heads).
 TEST_P(PagedAttention, DecodeTokensInHeadRunsAndOtherGroupSizes) {
   struct Case {
     int n_heads, n_kv, d;
   };
   for (Case c :
-       {Case{32, 8, 64}, Case{16, 8, 128}, Case{8, 8, 64}, Case{12, 2, 64}, Case{24, 4, 128}}) {
-    std::mt19937 rng(c.n_heads * 7 + c.d);
-    CacheFixture s;
-    s.n_heads = c.n_heads;
-    s.n_kv = c.n_kv;
-    s.d = c.d;
-    s.n_blocks = 60;
-    s.build(rng, {37, 20, 45, 9, 50}, DType::F16);
-    Batch b;
-    for (int sq = 0; sq < static_cast<int>(s.lens.size()); ++sq)
-      b.tok.seq.push_back(sq), b.tok.pos.push_back(s.lens[sq] - 1);
-    const int row = s.n_heads * s.d;
-    b.q.resize(b.tok.seq.size() * row);
-    std::normal_distribution<float> nd;
-    for (auto& x : b.q) x = nd(rng);
-    for (int threads : {1, 2}) {
-      b.out = run(s, b.tok, b.q, threads);
-      EXPECT_LT(worst_vs_naive(s, b), 2e-5) << c.n_heads << "/" << c.n_kv << " d " << c.d;
-      for (size_t i = 0; i < b.tok.seq.size(); ++i) {
-        const Tokens alone{{b.tok.seq[i]}, {b.tok.pos[i]}};
-        const std::vector<float> qi(b.q.begin() + i * row, b.q.begin() + (i + 1) * row);
-        const auto one = run(s, alone, qi, 1);
-        for (int j = 0; j < row; ++j)
-          ASSERT_EQ(one[j], b.out[i * row + j])
-              << c.n_heads << "/" << c.n_kv << " d " << c.d << " token " << i;
+       {Case{32, 8, 64}, Case{16, 8, 128}, Case{8, 8, 64}, Case{12, 2, 64}, Case{24, 4, 128}})
+    for (DType type : {DType::F16, DType::Q8_0}) {
+      std::mt19937 rng(c.n_heads * 7 + c.d);
+      CacheFixture s;
+      s.n_heads = c.n_heads;
+      s.n_kv = c.n_kv;
+      s.d = c.d;
+      s.n_blocks = 60;
+      s.build(rng, {37, 20, 45, 9, 50}, type);
+      Batch b;
+      for (int sq = 0; sq < static_cast<int>(s.lens.size()); ++sq)
+        b.tok.seq.push_back(sq), b.tok.pos.push_back(s.lens[sq] - 1);
+      const int row = s.n_heads * s.d;
+      b.q.resize(b.tok.seq.size() * row);
+      std::normal_distribution<float> nd;
+      for (auto& x : b.q) x = nd(rng);
+      for (int threads : {1, 2}) {
+        b.out = run(s, b.tok, b.q, threads);
+        EXPECT_LT(worst_vs_naive(s, b), 2e-5)
+            << dtype_name(type) << " " << c.n_heads << "/" << c.n_kv << " d " << c.d;
+        for (size_t i = 0; i < b.tok.seq.size(); ++i) {
+          const Tokens alone{{b.tok.seq[i]}, {b.tok.pos[i]}};
+          const std::vector<float> qi(b.q.begin() + i * row, b.q.begin() + (i + 1) * row);
+          const auto one = run(s, alone, qi, 1);
+          for (int j = 0; j < row; ++j)
+            ASSERT_EQ(one[j], b.out[i * row + j]) << dtype_name(type) << " " << c.n_heads << "/"
+                                                  << c.n_kv << " d " << c.d << " token " << i;
+        }
       }
     }
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, PagedAttention, ::testing::ValuesIn(cpu::available_isas()),

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -66,7 +67,7 @@ PAGELLM_TARGET_AVX512
 // by exp(m - m'), and the chunk's exp(s - m') weights folded in position by
 // position.
 constexpr int kChunk = cpu::detail::kAttnChunk;
-constexpr int kPrefetchChunks = 2;  // how far ahead the f16 kernel hints K and V rows
+constexpr int kPrefetchChunks = 2;  // how far ahead decode items hint K and V rows
 using cpu::detail::slot_offsets;
 
 // Sums of four vectors, per 128-bit lane: lane L of the result holds
@@ -78,13 +79,38 @@ inline __m512 lane_sums4(__m512 a, __m512 b, __m512 c, __m512 d) {
                        _mm512_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
 }
 
+// How the kernels below read a head row of their cache type: kRowBytes for
+// head_dim d, and load16(row, v) = elements 16v .. 16v + 15 as floats (the
+// values the scalar path's load_row gives).
+template <int DV>
+struct F16Rows {
+  static constexpr int kRowBytes = 32 * DV;
+  static inline __m512 load16(const uint8_t* row, int v) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * v)));
+  }
+};
+// q8_0: a row is DV / 2 blocks {f16 d; int8 qs[32]}, element = d * qs.
+template <int DV>
+struct Q8Rows {
+  static constexpr int kRowBytes = DV / 2 * static_cast<int>(sizeof(BlockQ8_0));
+  static inline __m512 load16(const uint8_t* row, int v) {
+    const uint8_t* blk = row + sizeof(BlockQ8_0) * (v / 2);
+    uint16_t h;
+    std::memcpy(&h, blk, 2);
+    const __m512i q = _mm512_cvtepi8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2 + 16 * (v % 2))));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q),
+                         _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(h))));
+  }
+};
+
 // One chunk of cn positions (cn <= kChunk; slot_off: each position's slot
-// offset in elements) for ng <= SG query heads sharing the KV head whose rows
+// offset in bytes) for ng <= SG query heads sharing the KV head whose rows
 // start at kh / vh within a slot: scores, the online-softmax update of (acc,
 // m, l), and the weighted V rows.
-template <int DV, int SG>
+template <class R, int DV, int SG>
 inline __attribute__((always_inline)) void chunk_step(
-    const PagedAttentionArgs& a, const uint16_t* kh, const uint16_t* vh, const int64_t* slot_off,
+    const PagedAttentionArgs& a, const uint8_t* kh, const uint8_t* vh, const int64_t* slot_off,
     int cn, const float* q0, int ng, __m512 (&acc)[SG][DV], float (&m)[SG], float (&l)[SG]) {
   static_assert(SG <= 4, "the score tree takes four heads at a time");
   constexpr int d = 16 * DV;
@@ -101,10 +127,9 @@ inline __attribute__((always_inline)) void chunk_step(
         u[jj] = _mm512_setzero_ps();  // masked below
         continue;
       }
-      const uint16_t* kr = kh + slot_off[j];
+      const uint8_t* kr = kh + slot_off[j];
       __m512 k[DV];
-      for (int v = 0; v < DV; ++v)
-        k[v] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kr + 16 * v)));
+      for (int v = 0; v < DV; ++v) k[v] = R::load16(kr, v);
       __m512 part[4];
       for (int g = 0; g < 4; ++g) {
         part[g] = _mm512_setzero_ps();
@@ -148,10 +173,9 @@ inline __attribute__((always_inline)) void chunk_step(
     l[g] += _mm512_reduce_add_ps(p);  // 0 past cn: exp(-inf) = 0
   }
   for (int j = 0; j < cn; ++j) {
-    const uint16_t* vr = vh + slot_off[j];
+    const uint8_t* vr = vh + slot_off[j];
     for (int v = 0; v < DV; ++v) {
-      const __m512 vv =
-          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(vr + 16 * v)));
+      const __m512 vv = R::load16(vr, v);
       for (int g = 0; g < SG; ++g)
         if (g < ng) acc[g][v] = _mm512_fmadd_ps(_mm512_set1_ps(pw[g][j]), vv, acc[g][v]);
     }
@@ -160,9 +184,9 @@ inline __attribute__((always_inline)) void chunk_step(
 
 // chunk_step for ng heads whose state (acc: ng * 16 * DV floats, m, l) waits
 // in memory between chunks.
-template <int DV, int SG>
+template <class R, int DV, int SG>
 inline __attribute__((always_inline)) void resume_chunk(const PagedAttentionArgs& a,
-                                                        const uint16_t* kh, const uint16_t* vh,
+                                                        const uint8_t* kh, const uint8_t* vh,
                                                         const int64_t* slot_off, int cn,
                                                         const float* q0, int ng, float* st_acc,
                                                         float* st_m, float* st_l) {
@@ -175,7 +199,7 @@ inline __attribute__((always_inline)) void resume_chunk(const PagedAttentionArgs
     for (int v = 0; v < DV; ++v)
       acc[g][v] = live ? _mm512_loadu_ps(st_acc + (g * DV + v) * 16) : _mm512_setzero_ps();
   }
-  chunk_step<DV, SG>(a, kh, vh, slot_off, cn, q0, ng, acc, m, l);
+  chunk_step<R, DV, SG>(a, kh, vh, slot_off, cn, q0, ng, acc, m, l);
   for (int g = 0; g < ng; ++g) {
     st_m[g] = m[g];
     st_l[g] = l[g];
@@ -185,13 +209,14 @@ inline __attribute__((always_inline)) void resume_chunk(const PagedAttentionArgs
 
 // Token t's query heads on KV head kvh, all positions, the state of SG of them
 // at a time in registers throughout.
-template <int DV, int SG>
+template <class R, int DV, int SG>
 inline __attribute__((always_inline)) void one_head(const PagedAttentionArgs& a, int32_t t,
                                                     int32_t kvh) {
   constexpr int d = 16 * DV;
   const int group = a.n_heads / a.n_kv_heads;
-  const auto* kh = static_cast<const uint16_t*>(a.k_cache) + static_cast<int64_t>(kvh) * d;
-  const auto* vh = static_cast<const uint16_t*>(a.v_cache) + static_cast<int64_t>(kvh) * d;
+  const int64_t row = static_cast<int64_t>(kvh) * R::kRowBytes;
+  const auto* kh = static_cast<const uint8_t*>(a.k_cache) + row;
+  const auto* vh = static_cast<const uint8_t*>(a.v_cache) + row;
   const int32_t* table = a.block_tables[a.token_seq[t]];
   const int32_t n_ctx = a.token_pos[t] + 1;
   for (int g0 = 0; g0 < group; g0 += SG) {
@@ -207,11 +232,11 @@ inline __attribute__((always_inline)) void one_head(const PagedAttentionArgs& a,
     for (int32_t p0 = 0; p0 < n_ctx; p0 += kChunk) {
       const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
       int64_t slot_off[kChunk];
-      slot_offsets(a, table, p0, cn, d, slot_off);
+      slot_offsets(a, table, p0, cn, R::kRowBytes, slot_off);
       if (ng == SG)  // as a constant: the loops unroll without tests
-        chunk_step<DV, SG>(a, kh, vh, slot_off, cn, q0, SG, acc, m, l);
+        chunk_step<R, DV, SG>(a, kh, vh, slot_off, cn, q0, SG, acc, m, l);
       else
-        chunk_step<DV, SG>(a, kh, vh, slot_off, cn, q0, ng, acc, m, l);
+        chunk_step<R, DV, SG>(a, kh, vh, slot_off, cn, q0, ng, acc, m, l);
     }
     for (int g = 0; g < ng; ++g) {
       float* o = a.out + t * a.out_stride + (static_cast<int64_t>(kvh) * group + g0 + g) * d;
@@ -221,18 +246,19 @@ inline __attribute__((always_inline)) void one_head(const PagedAttentionArgs& a,
   }
 }
 
-// one_head as a call of its own: inlined into attention_f16's larger loop it
+// one_head as a call of its own: inlined into attention_rows's larger loop it
 // ran ~25% slower (registers).
-template <int DV, int SG>
+template <class R, int DV, int SG>
 __attribute__((noinline)) void one_head_apart(const PagedAttentionArgs& a, int32_t t, int32_t kvh) {
-  one_head<DV, SG>(a, t, kvh);
+  one_head<R, DV, SG>(a, t, kvh);
 }
 
-// The chunked online softmax for f16 caches with head_dim = 16 * DV (scores
-// and sums added in the fixed order of chunk_step): K and V rows are widened
-// straight from the cache (no f32 copies), and the accumulators of SG query heads stay in registers
-// for a chunk (a GQA group larger than SG is done SG heads at a time); every head goes through
-// chunk_step, so its arithmetic is one and the same whatever the work item.
+// The chunked online softmax for f16 and q8_0 caches with head_dim = 16 * DV
+// (scores and sums added in the fixed order of chunk_step): K and V rows are
+// widened straight from the cache (no f32 copies), and the accumulators of SG
+// query heads stay in registers for a chunk (a GQA group larger than SG is
+// done SG heads at a time); every head goes through chunk_step, so its
+// arithmetic is one and the same whatever the work item.
 //
 // A prompt's token (its sequence has other tokens in the batch) is one item
 // per KV head (one_head): the rows are shared and stay in cache. A token alone
@@ -243,8 +269,8 @@ __attribute__((noinline)) void one_head_apart(const PagedAttentionArgs& a, int32
 // speed (decode from DRAM, 16 sequences at 2048 positions: 5.5 -> 8 GB/s); the
 // heads' softmax state waits in small per-thread arrays between chunks, and
 // their rows are hinted two chunks ahead.
-template <int DV, int SG>
-void attention_f16(const PagedAttentionArgs& a, ThreadPool& pool) {
+template <class R, int DV, int SG>
+void attention_rows(const PagedAttentionArgs& a, ThreadPool& pool) {
   constexpr int d = 16 * DV;
   const int group = a.n_heads / a.n_kv_heads;
   // Items: a token's KV heads in runs of `per_item` for tokens alone in the
@@ -274,8 +300,9 @@ void attention_f16(const PagedAttentionArgs& a, ThreadPool& pool) {
     for (int32_t h = 0; h < a.n_kv_heads; h += step) items.push_back({t, h, step, solo});
   }
   const int64_t work = static_cast<int64_t>(items.size());
-  const auto* kc = static_cast<const uint16_t*>(a.k_cache);
-  const auto* vc = static_cast<const uint16_t*>(a.v_cache);
+  constexpr int rb = R::kRowBytes;
+  const auto* kc = static_cast<const uint8_t*>(a.k_cache);
+  const auto* vc = static_cast<const uint8_t*>(a.v_cache);
   pool.parallel_for(work, [&](int64_t begin, int64_t end, int) {
     const size_t max_q = static_cast<size_t>(per_item) * group;  // query heads of an item
     std::vector<float> st_acc(max_q * d);
@@ -289,7 +316,7 @@ void attention_f16(const PagedAttentionArgs& a, ThreadPool& pool) {
       const int32_t* table = a.block_tables[a.token_seq[t]];
       const int32_t n_ctx = a.token_pos[t] + 1;
       if (heads == 1 && !hint) {  // a prompt's token
-        one_head_apart<DV, SG>(a, t, h0);
+        one_head_apart<R, DV, SG>(a, t, h0);
         continue;
       }
       std::fill(st_acc.begin(), st_acc.begin() + static_cast<ptrdiff_t>(n_q * d), 0.0f);
@@ -297,8 +324,8 @@ void attention_f16(const PagedAttentionArgs& a, ThreadPool& pool) {
       std::fill(st_l.begin(), st_l.begin() + static_cast<ptrdiff_t>(n_q), 0.0f);
       for (int32_t p0 = 0; p0 < n_ctx; p0 += kChunk) {
         const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
-        int64_t slot_off[kChunk];  // element offset of each position's slot
-        slot_offsets(a, table, p0, cn, d, slot_off);
+        int64_t slot_off[kChunk];  // byte offset of each position's slot
+        slot_offsets(a, table, p0, cn, rb, slot_off);
         // The rows kPrefetchChunks chunks ahead, hinted head by head between
         // the heads' work (all at once, the hints stall on the misses in flight).
         int64_t pf_off[kChunk];
@@ -306,29 +333,33 @@ void attention_f16(const PagedAttentionArgs& a, ThreadPool& pool) {
         if (hint) {
           const int32_t pf0 = p0 + kPrefetchChunks * kChunk;
           pn = std::max(0, std::min<int32_t>(kChunk, n_ctx - pf0));
-          if (pn > 0) slot_offsets(a, table, pf0, pn, d, pf_off);
+          if (pn > 0) slot_offsets(a, table, pf0, pn, rb, pf_off);
         }
         for (int hh = 0; hh < heads; ++hh) {
           const int32_t kvh = h0 + hh;
           for (int j = 0; j < pn; ++j) {
-            const int64_t o = pf_off[j] + static_cast<int64_t>(kvh) * d;
-            for (int b = 0; b < 2 * d; b += 64) {
-              cpu::simd::prefetch(reinterpret_cast<const char*>(kc + o) + b);
-              cpu::simd::prefetch(reinterpret_cast<const char*>(vc + o) + b);
+            const int64_t o = pf_off[j] + static_cast<int64_t>(kvh) * rb;
+            for (int b = 0; b < rb; b += 64) {
+              cpu::simd::prefetch(kc + o + b);
+              cpu::simd::prefetch(vc + o + b);
+            }
+            if constexpr (rb % 64 != 0) {  // a row that ends in one more line
+              cpu::simd::prefetch(kc + o + rb - 1);
+              cpu::simd::prefetch(vc + o + rb - 1);
             }
           }
           for (int g0 = 0; g0 < group; g0 += SG) {
             const int ng = std::min(SG, group - g0);
             const size_t si = static_cast<size_t>(hh) * group + g0;  // state index
             const float* q0 = a.q + t * a.q_stride + (static_cast<int64_t>(kvh) * group + g0) * d;
-            const uint16_t *kh = kc + kvh * d, *vh = vc + kvh * d;
+            const uint8_t *kh = kc + kvh * rb, *vh = vc + kvh * rb;
             // A full set of heads as a constant: its loops unroll without tests.
             if (ng == SG)
-              resume_chunk<DV, SG>(a, kh, vh, slot_off, cn, q0, SG, &st_acc[si * d], &st_m[si],
-                                   &st_l[si]);
+              resume_chunk<R, DV, SG>(a, kh, vh, slot_off, cn, q0, SG, &st_acc[si * d], &st_m[si],
+                                      &st_l[si]);
             else
-              resume_chunk<DV, SG>(a, kh, vh, slot_off, cn, q0, ng, &st_acc[si * d], &st_m[si],
-                                   &st_l[si]);
+              resume_chunk<R, DV, SG>(a, kh, vh, slot_off, cn, q0, ng, &st_acc[si * d], &st_m[si],
+                                      &st_l[si]);
           }
         }
       }
@@ -358,10 +389,15 @@ void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool, cpu::CpuIsa 
                 " variant is not available on this CPU");
 #if PAGELLM_HAVE_AVX512
   if (isa == cpu::CpuIsa::Avx512) {
-    if (a.kv_type == DType::F16 && a.head_dim == 64) return attention_f16<4, 4>(a, pool);
-    if (a.kv_type == DType::F16 && a.head_dim == 128) return attention_f16<8, 2>(a, pool);
-    // Other caches and head sizes: the AVX2 kernel (q8_0, head_dim 64, from
-    // DRAM: 2.3 GB/s with AVX-512 registers over f32 copies, 6.3 with it).
+    if (a.kv_type == DType::F16 && a.head_dim == 64)
+      return attention_rows<F16Rows<4>, 4, 4>(a, pool);
+    if (a.kv_type == DType::F16 && a.head_dim == 128)
+      return attention_rows<F16Rows<8>, 8, 2>(a, pool);
+    if (a.kv_type == DType::Q8_0 && a.head_dim == 64)
+      return attention_rows<Q8Rows<4>, 4, 4>(a, pool);
+    if (a.kv_type == DType::Q8_0 && a.head_dim == 128)
+      return attention_rows<Q8Rows<8>, 8, 2>(a, pool);
+    // Other caches (f32) and head sizes: the AVX2 kernel.
   }
 #endif
 #if PAGELLM_HAVE_AVX2

@@ -20,7 +20,7 @@ namespace pagellm {
 // With the best kernel variant (cpu::best_isa()).
 void paged_attention(const PagedAttentionArgs& args, ThreadPool& pool);
 // With the given variant (tests compare them); Error if this CPU lacks it.
-// Avx512 has its own kernels for f16 caches of head_dim 64 and 128 and runs
+// Avx512 has its own kernels for f16 and q8_0 caches of head_dim 64 and 128 and runs
 // the AVX2 one otherwise; Avx2 serves head sizes that are multiples of 8;
 // the rest runs the scalar loop.
 void paged_attention(const PagedAttentionArgs& args, ThreadPool& pool, cpu::CpuIsa isa);
