@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -39,6 +40,27 @@ struct Buffer {
   }
 };
 
+// A step of n tokens of one sequence at the given positions, no KV blocks.
+struct Step {
+  std::vector<int32_t> positions, seqs;
+  std::vector<int64_t> slots;
+  int32_t no_blocks = 0;
+  const int32_t* no_table = nullptr;
+  StepInputs in;
+  explicit Step(std::vector<int32_t> pos)
+      : positions(std::move(pos)), seqs(positions.size(), 0), slots(positions.size(), 0) {
+    in.n_tokens = static_cast<int32_t>(positions.size());
+    in.n_seqs = 1;
+    in.positions = positions.data();
+    in.token_seq = seqs.data();
+    in.slots = slots.data();
+    in.block_tables = &no_table;
+    in.block_counts = &no_blocks;
+  }
+  Step(const Step&) = delete;  // `in` points into this object
+  Step& operator=(const Step&) = delete;
+};
+
 TEST(CudaBackend, EpiloguesEqualBiasAndRopeAfterTheProduct) {
   PAGELLM_REQUIRE_CUDA_DEVICE();
   CudaBackend gpu(0);
@@ -61,19 +83,10 @@ TEST(CudaBackend, EpiloguesEqualBiasAndRopeAfterTheProduct) {
         const auto w = test::make_weights(type, n_out, n_in, 7);
         const auto x = test::random_floats(static_cast<size_t>(c.rows * n_in), 8);
         const auto bias = test::random_floats(static_cast<size_t>(n_out), 9);
-        std::vector<int32_t> positions, seqs(static_cast<size_t>(c.rows), 0);
-        std::vector<int64_t> slots(static_cast<size_t>(c.rows), 0);
+        std::vector<int32_t> positions;
         for (int32_t t = 0; t < c.rows; ++t) positions.push_back(2 + 9 * t);
-        const int32_t no_blocks = 0;
-        const int32_t* no_table = nullptr;
-        StepInputs in;
-        in.n_tokens = c.rows;
-        in.n_seqs = 1;
-        in.positions = positions.data();
-        in.token_seq = seqs.data();
-        in.slots = slots.data();
-        in.block_tables = &no_table;
-        in.block_counts = &no_blocks;
+        const Step step(positions);
+        const StepInputs& in = step.in;
         const RopeParams rope{c.n_rot, 10000.0f, 1.0f};
 
         Buffer dw(gpu, w.bytes), dx(gpu, x), dbias(gpu, bias);
@@ -114,19 +127,8 @@ TEST(CudaBackend, RopeEpilogueNeedsTheStepRows) {
   CudaBackend gpu(0);
   const auto w = test::make_weights(DType::F16, 64, 64, 1);
   Buffer dw(gpu, w.bytes), dx(gpu, size_t{4 * 64 * 4}), dy(gpu, size_t{4 * 64 * 4});
-  std::vector<int32_t> positions{0, 1}, seqs{0, 0};
-  std::vector<int64_t> slots{0, 1};
-  const int32_t no_blocks = 0;
-  const int32_t* no_table = nullptr;
-  StepInputs in;
-  in.n_tokens = 2;
-  in.n_seqs = 1;
-  in.positions = positions.data();
-  in.token_seq = seqs.data();
-  in.slots = slots.data();
-  in.block_tables = &no_table;
-  in.block_counts = &no_blocks;
-  gpu.begin_step(in, RopeParams{64, 10000.0f, 1.0f});
+  const Step step({0, 1});
+  gpu.begin_step(step.in, RopeParams{64, 10000.0f, 1.0f});
   const MatrixView mw{DType::F16, 64, 64, dw.p, dtype_row_bytes(DType::F16, 64)};
   EXPECT_THROW(gpu.matmul(dx.f(), 4, {{&mw, dy.f(), nullptr, 1, 64, RopeStyle::kNorm}}), Error);
 }

@@ -182,11 +182,7 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
     std::vector<float> kf(static_cast<size_t>(kChunk) * d), vf(kf.size());
     std::vector<float> acc(static_cast<size_t>(group) * d), m(group), l(group);
     for (int64_t w = begin; w < end; ++w) {
-      const int32_t t = static_cast<int32_t>(w / a.n_kv_heads);
-      const int32_t kvh = static_cast<int32_t>(w % a.n_kv_heads);
-      const int32_t* table = a.block_tables[a.token_seq[t]];
-      const int32_t n_ctx = a.token_pos[t] + 1;
-      const float* q0 = a.q + t * a.q_stride + static_cast<int64_t>(kvh) * group * d;
+      const auto [t, kvh, table, n_ctx, q0] = head_item(a, w);
       std::fill(acc.begin(), acc.end(), 0.0f);
       std::fill(m.begin(), m.end(), -INFINITY);
       std::fill(l.begin(), l.end(), 0.0f);

@@ -28,6 +28,22 @@ inline void slot_offsets(const PagedAttentionArgs& a, const int32_t* table, int3
   }
 }
 
+// Work item w of the kernels that take one item per (token, KV head),
+// token-major: the token, its KV head, its sequence's block table, how many
+// positions it attends to, and the first query row of the KV head's group.
+struct HeadItem {
+  int32_t t, kvh;
+  const int32_t* table;
+  int32_t n_ctx;
+  const float* q0;
+};
+inline HeadItem head_item(const PagedAttentionArgs& a, int64_t w) {
+  const auto t = static_cast<int32_t>(w / a.n_kv_heads);
+  const auto kvh = static_cast<int32_t>(w % a.n_kv_heads);
+  const int64_t q_row = static_cast<int64_t>(kvh) * (a.n_heads / a.n_kv_heads) * a.head_dim;
+  return {t, kvh, a.block_tables[a.token_seq[t]], a.token_pos[t] + 1, a.q + t * a.q_stride + q_row};
+}
+
 // AVX2 + FMA + F16C, for head_dim a multiple of 8 and f16, f32 or q8_0
 // caches: per (token, KV head), each chunk's K and V rows widened to f32 once
 // for the GQA group, eight scores per tree of adds, the online-softmax update
