@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "backend/cpu/packed_weights.h"
 
@@ -31,8 +32,10 @@ uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<bool>& c
     if (m.layout != cpu::WeightLayout::Rows || !cpu::packable(m.type) || m.n_in % 32 != 0) return;
     const size_t bytes = cpu::packed_bytes(m.type, m.n_in, m.n_out);
     // Huge pages where possible: a decode step streams all of these.
-    auto* dst = static_cast<uint8_t*>(allocate_host_pages(bytes));
-    packed_.emplace_back(dst, HostPagesFree{bytes});
+    std::unique_ptr<uint8_t, HostPagesFree> owned(static_cast<uint8_t*>(allocate_host_pages(bytes)),
+                                                  HostPagesFree{bytes});
+    uint8_t* dst = owned.get();
+    packed_.push_back(std::move(owned));
     // Packing runs at memory speed on several threads (0.85B Q8_0: 0.56 s on one).
     const int64_t groups = (m.n_out + cpu::kPackRows - 1) / cpu::kPackRows;
     const size_t gbytes = cpu::packed_group_bytes(m.type, m.n_in);

@@ -1,6 +1,7 @@
 #include "util/host_pages.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -21,6 +22,14 @@ constexpr size_t kHugePage = size_t{2} << 20;
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
 #endif
 
+size_t page_size() {
+  static const size_t size = [] {
+    const long v = ::sysconf(_SC_PAGESIZE);
+    return v > 0 ? static_cast<size_t>(v) : size_t{4096};
+  }();
+  return size;
+}
+
 [[noreturn]] void fail(size_t bytes, int err) {
   throw SystemError(errno_message("cannot allocate " + format_size(bytes), err));
 }
@@ -32,7 +41,7 @@ bool populate(void* p, size_t bytes) {
   if (::madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return true;
   if (errno != EINVAL) return false;
   volatile uint8_t* b = static_cast<uint8_t*>(p);
-  for (size_t off = 0; off < bytes; off += 4096) b[off] = 0;
+  for (size_t off = 0; off < bytes; off += page_size()) b[off] = 0;
   return true;
 }
 
@@ -48,6 +57,7 @@ bool host_huge_pages_enabled() {
 
 void* allocate_host_pages(size_t bytes) {
   if (bytes == 0) return nullptr;
+  if (bytes > SIZE_MAX - 2 * kHugePage) fail(bytes, ENOMEM);  // the sums below would wrap
   const bool huge = host_huge_pages_enabled() && bytes >= kHugePage;
   // For 2 MiB alignment, map one huge page more and trim both ends.
   const size_t span = huge ? bytes + kHugePage : bytes;
@@ -59,8 +69,9 @@ void* allocate_host_pages(size_t bytes) {
     p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) &
                                    ~uintptr_t{kHugePage - 1});
     const size_t head = static_cast<size_t>(p - base);
-    // munmap rounds the length up to whole pages: keep `bytes` rounded to 4 KiB.
-    const size_t kept = (bytes + 4095) & ~size_t{4095};
+    // munmap rounds the length up to whole pages: keep `bytes` rounded to pages.
+    const size_t page = page_size();
+    const size_t kept = (bytes + page - 1) / page * page;
     if (head) ::munmap(base, head);
     if (span - head > kept) ::munmap(p + kept, span - head - kept);
     // Only a hint: without THP support the region keeps 4 KiB pages.

@@ -217,8 +217,8 @@ TEST_P(PagedAttention, EveryCacheTypeAtModelHeadSizes) {
   }
 }
 
-// Head dims 64 and 128 with an f16 cache take the register-resident kernel
-// (128: the GQA group of 4 in two passes of 2 heads); 48 the general one.
+// Head dims 64 and 128 with an f16 cache take the AVX-512 register-resident
+// kernel (128: the GQA group of 4 in two passes of 2 heads); 48 the AVX2 one.
 TEST_P(PagedAttention, MatchesNaiveForCommonHeadDims) {
   for (int d : {48, 64, 128}) {
     std::mt19937 rng(11 + d);

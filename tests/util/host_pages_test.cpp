@@ -70,12 +70,16 @@ TEST(HostPages, LargeBufferIsResidentAlignedAndMarkedForHugePages) {
   }
 }
 
+// Sizes no machine has, including ones where adding the alignment slack
+// would wrap around.
 TEST(HostPages, ImpossibleSizeThrowsNamingTheSize) {
-  try {
-    allocate_host_pages(size_t{1} << 60);
-    FAIL() << "no exception";
-  } catch (const SystemError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot allocate"), std::string::npos) << e.what();
+  for (size_t bytes : {size_t{1} << 60, SIZE_MAX, SIZE_MAX - 4096, SIZE_MAX - (size_t{2} << 20)}) {
+    try {
+      allocate_host_pages(bytes);
+      FAIL() << "no exception for " << bytes;
+    } catch (const SystemError& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot allocate"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -202,6 +202,10 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
               simd::prefetch(kb + o + b);
               simd::prefetch(vb + o + b);
             }
+            if (row_bytes % 64 != 0) {  // a row that ends in one more line
+              simd::prefetch(kb + o + row_bytes - 1);
+              simd::prefetch(vb + o + row_bytes - 1);
+            }
           }
         }
         for (int j = 0; j < cn; ++j) {
