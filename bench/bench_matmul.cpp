@@ -164,7 +164,9 @@ void BM_GemvCached(benchmark::State& state) {
 }
 
 void shapes(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16}) {
+  // Q2_K, Q3_K: the row-major kernels (no Rows16 layout), as in Q2_K/Q3_K mixes.
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16,
+                  DType::Q2_K, DType::Q3_K}) {
     for (int64_t packed : {0, 1}) {
       if (packed && !packable(t)) continue;
       b->Args({static_cast<int64_t>(t), 2048, 5632, packed});  // FFN up
