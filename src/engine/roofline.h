@@ -7,7 +7,8 @@
 // bandwidth of each device whose memory is not host RAM (a GPU's own probe);
 // the decode ceiling is 1 / sum over devices of (weight bytes there / that
 // bandwidth), the pipeline's time to stream every weight once. Decode tokens/s
-// at batch 1 (1 / median inter-token latency); prefill tokens/s per prompt
+// at batch 1 (1 / median inter-token latency, the best of decode_rounds runs,
+// as each bandwidth probe keeps its best repeat); prefill tokens/s per prompt
 // length (prompt / time to first token); and for each concurrency C, C
 // requests at once: the aggregate generated tokens/s end to end and the
 // decode-phase rate C / median inter-token latency. Prompts are random and
@@ -35,6 +36,7 @@ namespace pagellm {
 struct RooflineSpec {
   int32_t decode_prompt = 16;
   int32_t decode_gen = 64;
+  int32_t decode_rounds = 3;
   std::vector<int32_t> prefill_lens = {128, 512};
   std::vector<int32_t> concurrencies = {1, 4, 16, 64};
   int32_t batch_prompt = 16;
