@@ -146,8 +146,8 @@ inline void chunk_head(const float* q, const float* kf, const float* vf, int d, 
   weigh(acc, vf, d, pw, cn);
 }
 
-}  // namespace
-
+// Head row `row` (= slot * n_kv_heads + kv_head) of a cache of `type` (F16,
+// F32, Q8_0) as n floats (n a multiple of 8; of 32 for Q8_0).
 void widen_row_avx2(const void* base, DType type, int64_t row, int n, float* dst) {
   if (type == DType::Q8_0) {
     const auto* blk = static_cast<const BlockQ8_0*>(base) + row * (n / QK8_0);
@@ -168,6 +168,8 @@ void widen_row_avx2(const void* base, DType type, int64_t row, int n, float* dst
   const uint16_t* src = static_cast<const uint16_t*>(base) + row * n;
   for (int i = 0; i < n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(simd::load128(src + i)));
 }
+
+}  // namespace
 
 void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
   const int group = a.n_heads / a.n_kv_heads;

@@ -50,8 +50,4 @@ inline HeadItem head_item(const PagedAttentionArgs& a, int64_t w) {
 // with a vectorised exp, V rows weighted in slices of registers.
 void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool);
 
-// Head row `row` (= slot * n_kv_heads + kv_head) of a cache of `type` (F16,
-// F32, Q8_0) as n floats, with AVX2 (n a multiple of 8; of 32 for Q8_0).
-void widen_row_avx2(const void* base, DType type, int64_t row, int n, float* dst);
-
 }  // namespace pagellm::cpu::detail
