@@ -52,11 +52,14 @@ void check(const std::vector<float>& x, const std::vector<float>& y, const char*
     ASSERT_FALSE(std::isnan(y[i])) << name << " x=" << x[i];
     ASSERT_TRUE(std::isfinite(y[i])) << name << " x=" << x[i];
     const double want = std::exp(static_cast<double>(x[i]));
-    if (want >= std::numeric_limits<float>::min())
+    if (want >= std::numeric_limits<float>::min()) {
       EXPECT_NEAR(y[i], want, 1e-6 * want) << name << " x=" << x[i];
-    else
+    } else {
       EXPECT_LE(y[i], std::numeric_limits<float>::min()) << name << " x=" << x[i];
-    if (std::isinf(x[i])) EXPECT_EQ(y[i], 0.0f) << name;
+    }
+    if (std::isinf(x[i])) {
+      EXPECT_EQ(y[i], 0.0f) << name;
+    }
   }
 }
 

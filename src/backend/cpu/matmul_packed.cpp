@@ -264,81 +264,121 @@ PAGELLM_TARGET_END
 
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
-// ---- AVX2: one ymm = 8 rows, a group is two halves ----------------------------
+// ---- AVX2: one ymm = 8 rows, a group is two of them ---------------------------
+//
+// Both halves of a group go through in one pass (every 64-byte line of codes
+// is used once, one forward stream), dword group k outermost: the two code
+// registers of group k meet each column's broadcast activations, so a column
+// costs one broadcast per k for 16 rows and the register set is the 2 x CB
+// block sums (AVX2 has 16 registers; the float accumulators are touched once
+// per block and may live in L1).
 
 template <DType T>
 struct Avx2 {
-  static constexpr int kCols = 4;
+  static constexpr int kCols = T == DType::Q4_0 ? 4 : 3;
 
   template <int CB>
   static void group(int64_t n, const uint8_t* codes, const uint8_t* x, size_t xs, float* out,
                     int64_t os, int valid) {
-    for (int half = 0; half < 2 && 8 * half < valid; ++half)
-      half_group<CB>(n, codes, half, x, xs, out + 8 * half, os, valid - 8 * half);
-  }
-
-  template <int CB>
-  static void half_group(int64_t n, const uint8_t* codes, int half, const uint8_t* x, size_t xs,
-                         float* out, int64_t os, int valid) {
     constexpr size_t C = Traits<T>::kCodeBytes;
     const int64_t nb = n / 32;
     XRow xr[CB];
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) xr[c] = x_row(x + static_cast<size_t>(c) * xs, n);
-    __m256 acc[CB];
+    __m256 acc[2][CB];
 #pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[c] = _mm256_setzero_ps();
+    for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* bc = codes + rows16_codes_at(b, C) + 32 * half;
-      __m256i A[8];
+      const uint8_t* bc = codes + rows16_codes_at(b, C);
+      const uint8_t* sc = codes + rows16_scales_at(b, nb, C);
+      if constexpr (CB >= kPrefetchMinCols) {
+        for (size_t l = 0; l < C; l += 64) simd::prefetch(bc + kPrefetchBytes + l);
+        simd::prefetch(sc + kPrefetchBytes);
+      }
+      __m256i I[2][CB];
       if constexpr (T == DType::Q4_0) {
+        // Codes <= 15: a pair sum is at most 2 * 15 * 128 = 3840, so the
+        // block's eight add up in int16 (<= 30720) and widen once.
         const __m256i m4 = _mm256_set1_epi8(15);
+        __m256i P[2][CB];
 #pragma GCC unroll 16
-        for (int k = 0; k < 4; ++k) {
-          const __m256i v = simd::load256(bc + 64 * k);
-          A[k] = _mm256_and_si256(v, m4);
-          A[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          __m256i A0 = simd::load256(bc + 64 * (k % 4));
+          __m256i A1 = simd::load256(bc + 64 * (k % 4) + 32);
+          if (k >= 4) {
+            A0 = _mm256_srli_epi16(A0, 4);
+            A1 = _mm256_srli_epi16(A1, 4);
+          }
+          A0 = _mm256_and_si256(A0, m4);
+          A1 = _mm256_and_si256(A1, m4);
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) {
+            const __m256i y =
+                _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(xr[c].qs + 32 * b + 4 * k)));
+            P[0][c] = _mm256_add_epi16(P[0][c], _mm256_maddubs_epi16(A0, y));
+            P[1][c] = _mm256_add_epi16(P[1][c], _mm256_maddubs_epi16(A1, y));
+          }
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) {
+            simd::pin(P[0][c]);
+            simd::pin(P[1][c]);
+          }
+        }
+#pragma GCC unroll 16
+        for (int c = 0; c < CB; ++c) {
+          I[0][c] = _mm256_madd_epi16(P[0][c], ones);
+          I[1][c] = _mm256_madd_epi16(P[1][c], ones);
         }
       } else {
-// Signed codes again: |w| * (x with w's sign) keeps maddubs' int16
-// pair sums in range (128 * 127 * 2 < 2^15).
+        // Signed codes again: |w| * (x with w's sign) keeps maddubs' int16
+        // pair sums in range (128 * 127 * 2 < 2^15).
 #pragma GCC unroll 16
-        for (int k = 0; k < 8; ++k)
-          A[k] = _mm256_xor_si256(simd::load256(bc + 64 * k), _mm256_set1_epi8(-128));
-      }
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(
-          reinterpret_cast<const __m128i*>(codes + rows16_scales_at(b, nb, C) + 16 * half)));
+        for (int c = 0; c < CB; ++c) I[0][c] = I[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m256i A0 = _mm256_xor_si256(simd::load256(bc + 64 * k), _mm256_set1_epi8(-128));
+          const __m256i A1 =
+              _mm256_xor_si256(simd::load256(bc + 64 * k + 32), _mm256_set1_epi8(-128));
+          const __m256i U0 = _mm256_abs_epi8(A0);
+          const __m256i U1 = _mm256_abs_epi8(A1);
 #pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) {
-        const int8_t* q = xr[c].qs + 32 * b;
-        __m256i I;
-        if constexpr (T == DType::Q4_0) {
-          // Codes <= 15: a pair sum is at most 2 * 15 * 128 = 3840, so the
-          // block's eight add up in int16 (<= 30720) and widen once.
-          __m256i P = _mm256_setzero_si256();
-#pragma GCC unroll 16
-          for (int k = 0; k < 8; ++k) {
-            const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * k)));
-            P = _mm256_add_epi16(P, _mm256_maddubs_epi16(A[k], y));
+          for (int c = 0; c < CB; ++c) {
+            const __m256i y =
+                _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(xr[c].qs + 32 * b + 4 * k)));
+            I[0][c] = _mm256_add_epi32(
+                I[0][c],
+                _mm256_madd_epi16(_mm256_maddubs_epi16(U0, _mm256_sign_epi8(y, A0)), ones));
+            I[1][c] = _mm256_add_epi32(
+                I[1][c],
+                _mm256_madd_epi16(_mm256_maddubs_epi16(U1, _mm256_sign_epi8(y, A1)), ones));
           }
-          I = _mm256_add_epi32(_mm256_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]),
-                               _mm256_madd_epi16(P, ones));
-        } else {
-          I = _mm256_setzero_si256();
 #pragma GCC unroll 16
-          for (int k = 0; k < 8; ++k) {
-            const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * k)));
-            const __m256i p =
-                _mm256_maddubs_epi16(_mm256_abs_epi8(A[k]), _mm256_sign_epi8(y, A[k]));
-            I = _mm256_add_epi32(I, _mm256_madd_epi16(p, ones));
+          for (int c = 0; c < CB; ++c) {
+            simd::pin(I[0][c]);
+            simd::pin(I[1][c]);
           }
         }
-        const __m256 s = _mm256_mul_ps(dw, _mm256_set1_ps(xr[c].d[b]));
-        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), s, acc[c]);
+      }
+      const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+      const __m256 dw1 =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)));
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c) {
+        const __m256i off = _mm256_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]);
+        const __m256 dx = _mm256_set1_ps(xr[c].d[b]);
+        if constexpr (T == DType::Q4_0) {
+          I[0][c] = _mm256_add_epi32(I[0][c], off);
+          I[1][c] = _mm256_add_epi32(I[1][c], off);
+        }
+        acc[0][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[0][c]), _mm256_mul_ps(dw0, dx), acc[0][c]);
+        acc[1][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[1][c]), _mm256_mul_ps(dw1, dx), acc[1][c]);
       }
     }
-    store_rows8<CB>(out, os, acc, valid);
+    store_rows8<CB>(out, os, acc[0], valid);
+    if (valid > 8) store_rows8<CB>(out + 8, os, acc[1], valid - 8);
   }
 
   static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,

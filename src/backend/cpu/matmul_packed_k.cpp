@@ -268,6 +268,10 @@ PAGELLM_TARGET_END
 
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
+// One ymm = 8 rows; both halves of a group in one pass, dword group k
+// outermost and columns innermost, as the Q4_0 AVX2 kernel (matmul_packed.cpp).
+// A sub-block's int16 pair sums P meet its scales in one madd (P * scale pairs
+// = scale * (P + P'), exact), so no 32-bit multiply.
 template <bool kQ5>
 struct Avx2K4 {
   static constexpr int kCols = 4;
@@ -275,77 +279,102 @@ struct Avx2K4 {
   template <int CB>
   static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
                     int64_t os, int valid) {
-    for (int half = 0; half < 2 && 8 * half < valid; ++half)
-      half_group<CB>(n, grp, half, x, xs, out + 8 * half, os, valid - 8 * half);
-  }
-
-  template <int CB>
-  static void half_group(int64_t n, const uint8_t* grp, int half, const uint8_t* x, size_t xs,
-                         float* out, int64_t os, int valid) {
     const int64_t nsb = n / 256;
     XRowK xr[CB];
+#pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m256 acc[CB];
-    for (int c = 0; c < CB; ++c) acc[c] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    __m256 acc[2][CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
       const uint8_t* hb = sb;  // Q5_K's fifth bits
       if constexpr (kQ5) sb += kQ5KPlane;
-      __m256i S[CB];
-      for (int c = 0; c < CB; ++c) S[c] = _mm256_setzero_si256();
+      if constexpr (CB >= kPrefetchMinCols)
+        for (size_t l = 0; l < kK4Super<kQ5>; l += 64) simd::prefetch(hb + kPrefetchBytes + l);
+      __m256i S[2][CB];
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
       for (int j = 0; j < 8; ++j) {
-        __m256i A[8];
-        for (int k = 0; k < 8; ++k) {
-          const __m256i v = simd::load256(sb + 512 * (j / 2) + 64 * k + 32 * half);
-          A[k] = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
-          if constexpr (kQ5) {
-            const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
-            const __m256i h = _mm256_and_si256(simd::load256(hb + 64 * k + 32 * half), bit);
-            A[k] = _mm256_or_si256(
-                A[k], _mm256_and_si256(_mm256_cmpeq_epi8(h, bit), _mm256_set1_epi8(16)));
-          }
+        // Sub-block j's scales of the 8 rows of each half as int16 pairs.
+        __m256i sc[2];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m256i s32 = _mm256_cvtepu8_epi32(
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ4KScales + 16 * j + 8 * h)));
+          sc[h] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
         }
-        const __m256i sc = _mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ4KScales + 16 * j + 8 * half)));
-        for (int c = 0; c < CB; ++c) {
-          const int8_t* q = xr[c].qs + 256 * s + 32 * j;
-          // maddubs pair sums (2 * code * 127 at most) add up in int16 while
-          // they fit: all eight for Q4_K (codes <= 15: 30480), four at a time
-          // for Q5_K (<= 31: 31496); then widened once per run.
-          constexpr int kRun = kQ5 ? 4 : 8;
-          __m256i I = _mm256_setzero_si256();
-          for (int k0 = 0; k0 < 8; k0 += kRun) {
-            __m256i P = _mm256_setzero_si256();
-            for (int k = k0; k < k0 + kRun; ++k) {
-              const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * k)));
-              P = _mm256_add_epi16(P, _mm256_maddubs_epi16(A[k], y));
+        // maddubs pair sums (2 * code * 127 at most) add up in int16 while
+        // they fit: all eight for Q4_K (codes <= 15: 30480), four at a time
+        // for Q5_K (<= 31: 31496).
+        constexpr int kRun = kQ5 ? 4 : 8;
+#pragma GCC unroll 2
+        for (int k0 = 0; k0 < 8; k0 += kRun) {
+          __m256i P[2][CB];
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+          for (int k = k0; k < k0 + kRun; ++k) {
+            __m256i A[2];
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
+              const __m256i v = simd::load256(sb + 512 * (j / 2) + 64 * k + 32 * h);
+              A[h] = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
+              if constexpr (kQ5) {
+                const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
+                const __m256i hv = _mm256_and_si256(simd::load256(hb + 64 * k + 32 * h), bit);
+                A[h] = _mm256_or_si256(
+                    A[h], _mm256_and_si256(_mm256_cmpeq_epi8(hv, bit), _mm256_set1_epi8(16)));
+              }
             }
-            I = _mm256_add_epi32(I, _mm256_madd_epi16(P, ones));
+#pragma GCC unroll 16
+            for (int c = 0; c < CB; ++c) {
+              const __m256i y = _mm256_set1_epi32(
+                  static_cast<int32_t>(simd::load_u32(xr[c].qs + 256 * s + 32 * j + 4 * k)));
+              P[0][c] = _mm256_add_epi16(P[0][c], _mm256_maddubs_epi16(A[0], y));
+              P[1][c] = _mm256_add_epi16(P[1][c], _mm256_maddubs_epi16(A[1], y));
+            }
+#pragma GCC unroll 16
+            for (int c = 0; c < CB; ++c) {
+              simd::pin(P[0][c]);
+              simd::pin(P[1][c]);
+            }
           }
-          S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(I, sc));
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) {
+            S[0][c] = _mm256_add_epi32(S[0][c], _mm256_madd_epi16(P[0][c], sc[0]));
+            S[1][c] = _mm256_add_epi32(S[1][c], _mm256_madd_epi16(P[1][c], sc[1]));
+          }
         }
       }
-      __m256i mp[4];
-      for (int p = 0; p < 4; ++p)
-        mp[p] = _mm256_cvtepu8_epi16(simd::load128(sb + kQ4KMins + 32 * p + 16 * half));
-      const __m256 dv = _mm256_cvtph_ps(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KD + 16 * half)));
-      const __m256 dm = _mm256_cvtph_ps(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KD + 32 + 16 * half)));
-      for (int c = 0; c < CB; ++c) {
-        const int16_t* sums = xr[c].sum32 + 8 * s;
-        __m256i M = _mm256_setzero_si256();
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        __m256i mp[4];
+#pragma GCC unroll 4
         for (int p = 0; p < 4; ++p)
-          M = _mm256_add_epi32(
-              M, _mm256_madd_epi16(
-                     mp[p], _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(sums + 2 * p)))));
-        const __m256 dx = _mm256_set1_ps(xr[c].d[s]);
-        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]), _mm256_mul_ps(dv, dx), acc[c]);
-        acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dm, dx), acc[c]);
+          mp[p] = _mm256_cvtepu8_epi16(simd::load128(sb + kQ4KMins + 32 * p + 16 * h));
+        const __m256 dv =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KD + 16 * h)));
+        const __m256 dm = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KD + 32 + 16 * h)));
+#pragma GCC unroll 16
+        for (int c = 0; c < CB; ++c) {
+          const int16_t* sums = xr[c].sum32 + 8 * s;
+          __m256i M = _mm256_setzero_si256();
+#pragma GCC unroll 4
+          for (int p = 0; p < 4; ++p)
+            M = _mm256_add_epi32(M, _mm256_madd_epi16(mp[p], _mm256_set1_epi32(static_cast<int32_t>(
+                                                                 simd::load_u32(sums + 2 * p)))));
+          const __m256 dx = _mm256_set1_ps(xr[c].d[s]);
+          acc[h][c] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[h][c]), _mm256_mul_ps(dv, dx), acc[h][c]);
+          acc[h][c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dm, dx), acc[h][c]);
+        }
       }
     }
-    store_rows8<CB>(out, os, acc, valid);
+    store_rows8<CB>(out, os, acc[0], valid);
+    if (valid > 8) store_rows8<CB>(out + 8, os, acc[1], valid - 8);
   }
 
   static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
@@ -550,63 +579,107 @@ PAGELLM_TARGET_END
 
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
+// Both halves in one pass, columns innermost (as Avx2K4). Sub-block j's int16
+// pair sums meet its scales in one madd; the -32 offsets are summed apart, as
+// sum_j scale_j * sum16_j with the scales of two sub-blocks as int16 pairs
+// against the two sums, exact in int32 like the rest.
 struct Avx2Q6K {
   static constexpr int kCols = 4;
 
   template <int CB>
   static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
                     int64_t os, int valid) {
-    for (int half = 0; half < 2 && 8 * half < valid; ++half)
-      half_group<CB>(n, grp, half, x, xs, out + 8 * half, os, valid - 8 * half);
-  }
-
-  template <int CB>
-  static void half_group(int64_t n, const uint8_t* grp, int half, const uint8_t* x, size_t xs,
-                         float* out, int64_t os, int valid) {
     const int64_t nsb = n / 256;
     XRowK xr[CB];
+#pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m256 acc[CB];
-    for (int c = 0; c < CB; ++c) acc[c] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+    __m256 acc[2][CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3),
+                  lo16 = _mm256_set1_epi32(0xFFFF);
     for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper + 32 * half;
-      __m256i S[CB];
-      for (int c = 0; c < CB; ++c) S[c] = _mm256_setzero_si256();
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper;
+      if constexpr (CB >= kPrefetchMinCols)
+        for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+      __m256i S[2][CB];
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
       for (int j = 0; j < 16; ++j) {
-        __m256i A[4];
-        for (int t = 0; t < 4; ++t) {
-          const int G = 4 * j + t;
-          __m256i lo = simd::load256(sb + 64 * (G % 32));
-          if (G >= 32) lo = _mm256_srli_epi16(lo, 4);
-          __m256i hi = simd::load256(sb + kQ6KQh + 64 * (G % 16));
-          hi = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * (G / 16)), m3);
-          A[t] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(hi, 4));
+        __m256i sc[2];  // sub-block j's scales of each half's rows, as int16 pairs
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m256i s32 = _mm256_cvtepi8_epi32(
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ6KScales + 16 * j + 8 * h)));
+          sc[h] = _mm256_or_si256(_mm256_and_si256(s32, lo16), _mm256_slli_epi32(s32, 16));
         }
-        const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(
-            reinterpret_cast<const __m128i*>(sb - 32 * half + kQ6KScales + 16 * j + 8 * half)));
-        for (int c = 0; c < CB; ++c) {
-          const int8_t* q = xr[c].qs + 256 * s + 16 * j;
-          __m256i I = _mm256_set1_epi32(-32 * xr[c].sum16[16 * s + j]);
-          // Codes <= 63: two pair sums fit in int16 (2 * 2 * 63 * 127 = 32004).
-          for (int t = 0; t < 4; t += 2) {
-            const __m256i y0 = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * t)));
-            const __m256i y1 =
-                _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(q + 4 * t + 4)));
-            const __m256i P = _mm256_add_epi16(_mm256_maddubs_epi16(A[t], y0),
-                                               _mm256_maddubs_epi16(A[t + 1], y1));
-            I = _mm256_add_epi32(I, _mm256_madd_epi16(P, ones));
+        // Codes <= 63: two pair sums fit in int16 (2 * 2 * 63 * 127 = 32004).
+#pragma GCC unroll 2
+        for (int t0 = 0; t0 < 4; t0 += 2) {
+          __m256i P[2][CB];
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+          for (int t = t0; t < t0 + 2; ++t) {
+            const int G = 4 * j + t;
+            __m256i A[2];
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
+              __m256i lo = simd::load256(sb + 64 * (G % 32) + 32 * h);
+              if (G >= 32) lo = _mm256_srli_epi16(lo, 4);
+              __m256i hi = simd::load256(sb + kQ6KQh + 64 * (G % 16) + 32 * h);
+              hi = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * (G / 16)), m3);
+              A[h] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(hi, 4));
+            }
+#pragma GCC unroll 16
+            for (int c = 0; c < CB; ++c) {
+              const __m256i y = _mm256_set1_epi32(
+                  static_cast<int32_t>(simd::load_u32(xr[c].qs + 256 * s + 16 * j + 4 * t)));
+              P[0][c] = _mm256_add_epi16(P[0][c], _mm256_maddubs_epi16(A[0], y));
+              P[1][c] = _mm256_add_epi16(P[1][c], _mm256_maddubs_epi16(A[1], y));
+            }
+#pragma GCC unroll 16
+            for (int c = 0; c < CB; ++c) {
+              simd::pin(P[0][c]);
+              simd::pin(P[1][c]);
+            }
           }
-          S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(I, sc));
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) {
+            S[0][c] = _mm256_add_epi32(S[0][c], _mm256_madd_epi16(P[0][c], sc[0]));
+            S[1][c] = _mm256_add_epi32(S[1][c], _mm256_madd_epi16(P[1][c], sc[1]));
+          }
         }
       }
-      const __m256 dv = _mm256_cvtph_ps(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb - 32 * half + kQ6KD + 16 * half)));
-      for (int c = 0; c < CB; ++c)
-        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]),
-                                 _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])), acc[c]);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        __m256i O[CB];
+#pragma GCC unroll 16
+        for (int c = 0; c < CB; ++c) O[c] = _mm256_setzero_si256();
+        for (int j = 0; j < 16; j += 2) {
+          const __m128i a =
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ6KScales + 16 * j + 8 * h));
+          const __m128i b = _mm_loadl_epi64(
+              reinterpret_cast<const __m128i*>(sb + kQ6KScales + 16 * (j + 1) + 8 * h));
+          const __m256i scp = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b));
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c)
+            O[c] = _mm256_add_epi32(
+                O[c], _mm256_madd_epi16(scp, _mm256_set1_epi32(static_cast<int32_t>(
+                                                 simd::load_u32(xr[c].sum16 + 16 * s + j)))));
+        }
+        const __m256 dv =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ6KD + 16 * h)));
+#pragma GCC unroll 16
+        for (int c = 0; c < CB; ++c) {
+          const __m256i I = _mm256_sub_epi32(S[h][c], _mm256_slli_epi32(O[c], 5));
+          acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I),
+                                      _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])), acc[h][c]);
+        }
+      }
     }
-    store_rows8<CB>(out, os, acc, valid);
+    store_rows8<CB>(out, os, acc[0], valid);
+    if (valid > 8) store_rows8<CB>(out + 8, os, acc[1], valid - 8);
   }
 
   static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
