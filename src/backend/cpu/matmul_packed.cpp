@@ -292,7 +292,7 @@ struct Avx2 {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* bc = codes + rows16_codes_at(b, C);
       const uint8_t* sc = codes + rows16_scales_at(b, nb, C);
-      if constexpr (CB >= kPrefetchMinCols) {
+      if constexpr (CB >= kPrefetchMinColsAvx2) {
         for (size_t l = 0; l < C; l += 64) simd::prefetch(bc + kPrefetchBytes + l);
         simd::prefetch(sc + kPrefetchBytes);
       }

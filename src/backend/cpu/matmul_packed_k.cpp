@@ -291,7 +291,7 @@ struct Avx2K4 {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
       const uint8_t* hb = sb;  // Q5_K's fifth bits
       if constexpr (kQ5) sb += kQ5KPlane;
-      if constexpr (CB >= kPrefetchMinCols)
+      if constexpr (CB >= kPrefetchMinColsAvx2)
         for (size_t l = 0; l < kK4Super<kQ5>; l += 64) simd::prefetch(hb + kPrefetchBytes + l);
       __m256i S[2][CB];
 #pragma GCC unroll 16
@@ -600,7 +600,7 @@ struct Avx2Q6K {
                   lo16 = _mm256_set1_epi32(0xFFFF);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper;
-      if constexpr (CB >= kPrefetchMinCols)
+      if constexpr (CB >= kPrefetchMinColsAvx2)
         for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
       __m256i S[2][CB];
 #pragma GCC unroll 16
