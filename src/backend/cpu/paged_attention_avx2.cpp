@@ -178,53 +178,73 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
   const size_t row_bytes = dtype_row_bytes(a.kv_type, d);
   const auto* kb = static_cast<const char*>(a.k_cache);
   const auto* vb = static_cast<const char*>(a.v_cache);
+  const size_t gd = static_cast<size_t>(group) * d;
 
   pool.parallel_for(work, [&](int64_t begin, int64_t end, int) {
     // Zeroed: rows past a chunk's end are read (and masked) before any is written.
     std::vector<float> kf(static_cast<size_t>(kChunk) * d), vf(kf.size());
-    std::vector<float> acc(static_cast<size_t>(group) * d), m(group), l(group);
-    for (int64_t w = begin; w < end; ++w) {
-      const auto [t, kvh, table, n_ctx, q0] = head_item(a, w);
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      std::fill(m.begin(), m.end(), -INFINITY);
-      std::fill(l.begin(), l.end(), 0.0f);
-      for (int32_t p0 = 0; p0 < n_ctx; p0 += kChunk) {
-        const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
+    std::vector<float> acc(static_cast<size_t>(a.n_kv_heads) * gd);
+    std::vector<float> m(static_cast<size_t>(a.n_kv_heads) * group);
+    std::vector<float> l(m.size());
+    // The items of one token (its KV heads kvh0 .. kvh0 + nh - 1 here) go
+    // through the positions together, chunk by chunk: a slot holds the rows
+    // of every KV head side by side, so the run reads nh rows in a row
+    // instead of one row per slot per pass (a stride that left Zen 3 at 3 GB/s).
+    // Each head's steps are the ones it takes alone.
+    for (int64_t w0 = begin; w0 < end;) {
+      const HeadItem first = head_item(a, w0);
+      const int nh = static_cast<int>(
+          std::min<int64_t>(end - w0, static_cast<int64_t>(a.n_kv_heads) - first.kvh));
+      const int kvh0 = first.kvh;
+      std::fill(acc.begin(), acc.begin() + static_cast<int64_t>(nh) * gd, 0.0f);
+      std::fill(m.begin(), m.begin() + nh * group, -INFINITY);
+      std::fill(l.begin(), l.begin() + nh * group, 0.0f);
+      const size_t span = static_cast<size_t>(nh) * row_bytes;  // the run's bytes of a slot
+      for (int32_t p0 = 0; p0 < first.n_ctx; p0 += kChunk) {
+        const int cn = std::min<int32_t>(kChunk, first.n_ctx - p0);
         int64_t row[kChunk];  // head 0's row of each position's slot
-        slot_offsets(a, table, p0, cn, 1, row);
-        // Rows a few chunks ahead, into L2, while this chunk computes.
+        slot_offsets(a, first.table, p0, cn, 1, row);
+        // The run's rows a few chunks ahead, into L2, while this chunk computes.
         const int32_t pf0 = p0 + kPrefetchChunks * kChunk;
-        const int pn = std::max(0, std::min<int32_t>(kChunk, n_ctx - pf0));
+        const int pn = std::max(0, std::min<int32_t>(kChunk, first.n_ctx - pf0));
         if (pn > 0) {
           int64_t pf[kChunk];
-          slot_offsets(a, table, pf0, pn, 1, pf);
+          slot_offsets(a, first.table, pf0, pn, 1, pf);
           for (int j = 0; j < pn; ++j) {
-            const size_t o = static_cast<size_t>(pf[j] + kvh) * row_bytes;
-            for (size_t b = 0; b < row_bytes; b += 64) {
+            const size_t o = static_cast<size_t>(pf[j] + kvh0) * row_bytes;
+            for (size_t b = 0; b < span; b += 64) {
               simd::prefetch(kb + o + b);
               simd::prefetch(vb + o + b);
             }
-            if (row_bytes % 64 != 0) {  // a row that ends in one more line
-              simd::prefetch(kb + o + row_bytes - 1);
-              simd::prefetch(vb + o + row_bytes - 1);
+            if (span % 64 != 0) {  // a run that ends in one more line
+              simd::prefetch(kb + o + span - 1);
+              simd::prefetch(vb + o + span - 1);
             }
           }
         }
-        for (int j = 0; j < cn; ++j) {
-          widen_row_avx2(a.k_cache, a.kv_type, row[j] + kvh, d, kf.data() + j * d);
-          widen_row_avx2(a.v_cache, a.kv_type, row[j] + kvh, d, vf.data() + j * d);
+        for (int h = 0; h < nh; ++h) {
+          for (int j = 0; j < cn; ++j) {
+            widen_row_avx2(a.k_cache, a.kv_type, row[j] + kvh0 + h, d, kf.data() + j * d);
+            widen_row_avx2(a.v_cache, a.kv_type, row[j] + kvh0 + h, d, vf.data() + j * d);
+          }
+          const float* q0 = first.q0 + static_cast<size_t>(h) * gd;
+          for (int g = 0; g < group; ++g)
+            chunk_head(q0 + g * d, kf.data(), vf.data(), d, cn, a.scale,
+                       acc.data() + h * gd + static_cast<size_t>(g) * d, m[h * group + g],
+                       l[h * group + g]);
         }
-        for (int g = 0; g < group; ++g)
-          chunk_head(q0 + g * d, kf.data(), vf.data(), d, cn, a.scale,
-                     acc.data() + static_cast<size_t>(g) * d, m[g], l[g]);
       }
-      for (int g = 0; g < group; ++g) {
-        float* o = a.out + t * a.out_stride + (static_cast<int64_t>(kvh) * group + g) * d;
-        const __m256 inv = _mm256_set1_ps(l[g] > 0 ? 1.0f / l[g] : 0.0f);
-        const float* ag = acc.data() + static_cast<size_t>(g) * d;
-        for (int i = 0; i < d; i += 8)
-          _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(ag + i), inv));
-      }
+      for (int h = 0; h < nh; ++h)
+        for (int g = 0; g < group; ++g) {
+          const float lg = l[h * group + g];
+          float* o =
+              a.out + first.t * a.out_stride + (static_cast<int64_t>(kvh0 + h) * group + g) * d;
+          const __m256 inv = _mm256_set1_ps(lg > 0 ? 1.0f / lg : 0.0f);
+          const float* ag = acc.data() + h * gd + static_cast<size_t>(g) * d;
+          for (int i = 0; i < d; i += 8)
+            _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(ag + i), inv));
+        }
+      w0 += nh;
     }
   });
 }
