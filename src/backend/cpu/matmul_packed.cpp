@@ -306,26 +306,13 @@ struct Avx2 {
         for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
-          __m256i A0 = simd::load256(bc + 64 * (k % 4));
-          __m256i A1 = simd::load256(bc + 64 * (k % 4) + 32);
-          if (k >= 4) {
-            A0 = _mm256_srli_epi16(A0, 4);
-            A1 = _mm256_srli_epi16(A1, 4);
+          __m256i A[2];
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            const __m256i v = simd::load256(bc + 64 * (k % 4) + 32 * h);
+            A[h] = _mm256_and_si256(k >= 4 ? _mm256_srli_epi16(v, 4) : v, m4);
           }
-          A0 = _mm256_and_si256(A0, m4);
-          A1 = _mm256_and_si256(A1, m4);
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) {
-            const __m256i y =
-                _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(xr[c].qs + 32 * b + 4 * k)));
-            P[0][c] = _mm256_add_epi16(P[0][c], _mm256_maddubs_epi16(A0, y));
-            P[1][c] = _mm256_add_epi16(P[1][c], _mm256_maddubs_epi16(A1, y));
-          }
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) {
-            simd::pin(P[0][c]);
-            simd::pin(P[1][c]);
-          }
+          add_pair_sums<CB>(A, xr, static_cast<size_t>(32 * b + 4 * k), P);
         }
 #pragma GCC unroll 16
         for (int c = 0; c < CB; ++c) {

@@ -328,24 +328,9 @@ struct Avx2K4 {
                     A[h], _mm256_and_si256(_mm256_cmpeq_epi8(hv, bit), _mm256_set1_epi8(16)));
               }
             }
-#pragma GCC unroll 16
-            for (int c = 0; c < CB; ++c) {
-              const __m256i y = _mm256_set1_epi32(
-                  static_cast<int32_t>(simd::load_u32(xr[c].qs + 256 * s + 32 * j + 4 * k)));
-              P[0][c] = _mm256_add_epi16(P[0][c], _mm256_maddubs_epi16(A[0], y));
-              P[1][c] = _mm256_add_epi16(P[1][c], _mm256_maddubs_epi16(A[1], y));
-            }
-#pragma GCC unroll 16
-            for (int c = 0; c < CB; ++c) {
-              simd::pin(P[0][c]);
-              simd::pin(P[1][c]);
-            }
+            add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 32 * j + 4 * k), P);
           }
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) {
-            S[0][c] = _mm256_add_epi32(S[0][c], _mm256_madd_epi16(P[0][c], sc[0]));
-            S[1][c] = _mm256_add_epi32(S[1][c], _mm256_madd_epi16(P[1][c], sc[1]));
-          }
+          add_scaled_sums<CB>(P, sc, S);
         }
       }
 #pragma GCC unroll 2
@@ -631,24 +616,9 @@ struct Avx2Q6K {
               hi = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * (G / 16)), m3);
               A[h] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(hi, 4));
             }
-#pragma GCC unroll 16
-            for (int c = 0; c < CB; ++c) {
-              const __m256i y = _mm256_set1_epi32(
-                  static_cast<int32_t>(simd::load_u32(xr[c].qs + 256 * s + 16 * j + 4 * t)));
-              P[0][c] = _mm256_add_epi16(P[0][c], _mm256_maddubs_epi16(A[0], y));
-              P[1][c] = _mm256_add_epi16(P[1][c], _mm256_maddubs_epi16(A[1], y));
-            }
-#pragma GCC unroll 16
-            for (int c = 0; c < CB; ++c) {
-              simd::pin(P[0][c]);
-              simd::pin(P[1][c]);
-            }
+            add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 16 * j + 4 * t), P);
           }
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) {
-            S[0][c] = _mm256_add_epi32(S[0][c], _mm256_madd_epi16(P[0][c], sc[0]));
-            S[1][c] = _mm256_add_epi32(S[1][c], _mm256_madd_epi16(P[1][c], sc[1]));
-          }
+          add_scaled_sums<CB>(P, sc, S);
         }
       }
 #pragma GCC unroll 2

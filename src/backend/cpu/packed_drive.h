@@ -103,6 +103,40 @@ inline void store_rows8(float* out, int64_t os, const __m256 (&acc)[CB], int val
     }
   }
 }
+
+// The AVX2 Rows16 kernels' inner step: the code registers A of one dword
+// group (rows 0-7, 8-15; unsigned) times each column's four activation codes
+// at xr[c].qs + off, added to the column's int16 pair sums P[half][c]. The
+// sums are pinned to registers after the step (simd::pin). The caller keeps
+// them within int16.
+template <int CB, class XR>
+inline __attribute__((always_inline)) void add_pair_sums(const __m256i (&A)[2], const XR (&xr)[CB],
+                                                         size_t off, __m256i (&P)[2][CB]) {
+#pragma GCC unroll 16
+  for (int c = 0; c < CB; ++c) {
+    const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(xr[c].qs + off)));
+    P[0][c] = _mm256_add_epi16(P[0][c], _mm256_maddubs_epi16(A[0], y));
+    P[1][c] = _mm256_add_epi16(P[1][c], _mm256_maddubs_epi16(A[1], y));
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < CB; ++c) {
+    simd::pin(P[0][c]);
+    simd::pin(P[1][c]);
+  }
+}
+
+// S[half][c] += P[half][c] * sc[half] as int16 pairs (one madd: the scale
+// pairs hold each row's scale twice, so this is scale * (P + P'), exact).
+template <int CB>
+inline __attribute__((always_inline)) void add_scaled_sums(const __m256i (&P)[2][CB],
+                                                           const __m256i (&sc)[2],
+                                                           __m256i (&S)[2][CB]) {
+#pragma GCC unroll 16
+  for (int c = 0; c < CB; ++c) {
+    S[0][c] = _mm256_add_epi32(S[0][c], _mm256_madd_epi16(P[0][c], sc[0]));
+    S[1][c] = _mm256_add_epi32(S[1][c], _mm256_madd_epi16(P[1][c], sc[1]));
+  }
+}
 PAGELLM_TARGET_END
 #endif
 
