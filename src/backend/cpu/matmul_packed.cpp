@@ -292,10 +292,8 @@ struct Avx2 {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* bc = codes + rows16_codes_at(b, C);
       const uint8_t* sc = codes + rows16_scales_at(b, nb, C);
-      if constexpr (CB >= kPrefetchMinColsAvx2) {
-        for (size_t l = 0; l < C; l += 64) simd::prefetch(bc + kPrefetchBytes + l);
-        simd::prefetch(sc + kPrefetchBytes);
-      }
+      for (size_t l = 0; l < C; l += 64) simd::prefetch(bc + kPrefetchBytes + l);
+      simd::prefetch(sc + kPrefetchBytes);
       __m256i I[2][CB];
       if constexpr (T == DType::Q4_0) {
         // Codes <= 15: a pair sum is at most 2 * 15 * 128 = 3840, so the
@@ -364,8 +362,7 @@ struct Avx2 {
         acc[1][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[1][c]), _mm256_mul_ps(dw1, dx), acc[1][c]);
       }
     }
-    store_rows8<CB>(out, os, acc[0], valid);
-    if (valid > 8) store_rows8<CB>(out + 8, os, acc[1], valid - 8);
+    store_rows8x2<CB>(out, os, acc, valid);
   }
 
   static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,

@@ -291,8 +291,7 @@ struct Avx2K4 {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
       const uint8_t* hb = sb;  // Q5_K's fifth bits
       if constexpr (kQ5) sb += kQ5KPlane;
-      if constexpr (CB >= kPrefetchMinColsAvx2)
-        for (size_t l = 0; l < kK4Super<kQ5>; l += 64) simd::prefetch(hb + kPrefetchBytes + l);
+      for (size_t l = 0; l < kK4Super<kQ5>; l += 64) simd::prefetch(hb + kPrefetchBytes + l);
       __m256i S[2][CB];
 #pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
@@ -358,8 +357,7 @@ struct Avx2K4 {
         }
       }
     }
-    store_rows8<CB>(out, os, acc[0], valid);
-    if (valid > 8) store_rows8<CB>(out + 8, os, acc[1], valid - 8);
+    store_rows8x2<CB>(out, os, acc, valid);
   }
 
   static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
@@ -585,8 +583,7 @@ struct Avx2Q6K {
                   lo16 = _mm256_set1_epi32(0xFFFF);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper;
-      if constexpr (CB >= kPrefetchMinColsAvx2)
-        for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+      for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
       __m256i S[2][CB];
 #pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
@@ -648,8 +645,7 @@ struct Avx2Q6K {
         }
       }
     }
-    store_rows8<CB>(out, os, acc[0], valid);
-    if (valid > 8) store_rows8<CB>(out + 8, os, acc[1], valid - 8);
+    store_rows8x2<CB>(out, os, acc, valid);
   }
 
   static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,

@@ -30,10 +30,9 @@ namespace pagellm::cpu::detail {
 // hints, 23.5 without).
 constexpr size_t kPrefetchBytes = 8192;
 constexpr int kPrefetchMinCols = 2;
-// The AVX2 kernels hint for every tile: on Zen 3 (2 threads, GEMV from DRAM,
-// alternating runs) one-column tiles run Q6_K at 9 -> 14-19 GB/s with the
-// hints, Q4_K 15 -> 16-18, Q4_0 within the noise.
-constexpr int kPrefetchMinColsAvx2 = 1;
+// The AVX2 integer kernels hint for every tile, one-column ones too: on Zen 3
+// (2 threads, GEMV from DRAM, alternating runs) Q6_K reads 9 -> 14-19 GB/s
+// with the hints, Q4_K 15 -> 16-18, Q4_0 within the noise.
 
 // The Rows16 order: column chunks of 64 outermost (their activations stay in
 // L2 while the weight groups pass by), then the 16-row groups:
@@ -90,16 +89,21 @@ PAGELLM_TARGET_END
 
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
-// Stores CB column tiles of 8 rows (out + c * os), the first `valid` rows.
+// Stores CB column tiles of 16 rows held as two 8-row halves (acc[0]: rows
+// 0-7, acc[1]: rows 8-15; column c at out + c * os), the first `valid` rows.
 template <int CB>
-inline void store_rows8(float* out, int64_t os, const __m256 (&acc)[CB], int valid) {
-  for (int c = 0; c < CB; ++c) {
-    if (valid >= 8) {
-      _mm256_storeu_ps(out + c * os, acc[c]);
-    } else {
-      alignas(32) float tmp[8];
-      _mm256_store_ps(tmp, acc[c]);
-      std::memcpy(out + c * os, tmp, sizeof(float) * static_cast<size_t>(valid));
+inline void store_rows8x2(float* out, int64_t os, const __m256 (&acc)[2][CB], int valid) {
+  for (int h = 0; h < 2 && 8 * h < valid; ++h) {
+    const int n = std::min(8, valid - 8 * h);
+    for (int c = 0; c < CB; ++c) {
+      float* o = out + c * os + 8 * h;
+      if (n == 8) {
+        _mm256_storeu_ps(o, acc[h][c]);
+      } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, acc[h][c]);
+        std::memcpy(o, tmp, sizeof(float) * static_cast<size_t>(n));
+      }
     }
   }
 }
