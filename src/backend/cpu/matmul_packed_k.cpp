@@ -295,41 +295,92 @@ struct Avx2K4 {
       __m256i S[2][CB];
 #pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
-      for (int j = 0; j < 8; ++j) {
-        // Sub-block j's scales of the 8 rows of each half as int16 pairs.
-        __m256i sc[2];
+      // Sub-block j's scales of the 8 rows of each half as int16 pairs.
+      const auto scales = [&](int j, __m256i(&sc)[2]) {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           const __m256i s32 = _mm256_cvtepu8_epi32(
               _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ4KScales + 16 * j + 8 * h)));
           sc[h] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
         }
-        // maddubs pair sums (2 * code * 127 at most) add up in int16 while
-        // they fit: all eight for Q4_K (codes <= 15: 30480), four at a time
-        // for Q5_K (<= 31: 31496).
-        constexpr int kRun = kQ5 ? 4 : 8;
+      };
+      // Sub-blocks 2i and 2i + 1 share their code bytes (low and high
+      // nibbles); narrow tiles have the registers to take both per load.
+      constexpr bool kPairs = CB <= (kQ5 ? 1 : 2);
+      for (int i = 0; i < 4; ++i) {
+        if constexpr (kPairs) {
+          __m256i sc[2][2];
+          scales(2 * i, sc[0]);
+          scales(2 * i + 1, sc[1]);
+          constexpr int kRun = kQ5 ? 4 : 8;
 #pragma GCC unroll 2
-        for (int k0 = 0; k0 < 8; k0 += kRun) {
-          __m256i P[2][CB];
+          for (int k0 = 0; k0 < 8; k0 += kRun) {
+            __m256i P[2][2][CB];
 #pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
+            for (int c = 0; c < CB; ++c)
+              P[0][0][c] = P[0][1][c] = P[1][0][c] = P[1][1][c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-          for (int k = k0; k < k0 + kRun; ++k) {
-            __m256i A[2];
+            for (int k = k0; k < k0 + kRun; ++k) {
+              __m256i A[2][2];
 #pragma GCC unroll 2
-            for (int h = 0; h < 2; ++h) {
-              const __m256i v = simd::load256(sb + 512 * (j / 2) + 64 * k + 32 * h);
-              A[h] = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
-              if constexpr (kQ5) {
-                const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
-                const __m256i hv = _mm256_and_si256(simd::load256(hb + 64 * k + 32 * h), bit);
-                A[h] = _mm256_or_si256(
-                    A[h], _mm256_and_si256(_mm256_cmpeq_epi8(hv, bit), _mm256_set1_epi8(16)));
+              for (int h = 0; h < 2; ++h) {
+                const __m256i v = simd::load256(sb + 512 * i + 64 * k + 32 * h);
+                A[0][h] = _mm256_and_si256(v, m4);
+                A[1][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                if constexpr (kQ5) {
+                  const __m256i hv = simd::load256(hb + 64 * k + 32 * h);
+#pragma GCC unroll 2
+                  for (int jj = 0; jj < 2; ++jj) {
+                    const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (2 * i + jj)));
+                    A[jj][h] = _mm256_or_si256(
+                        A[jj][h],
+                        _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit),
+                                         _mm256_set1_epi8(16)));
+                  }
+                }
               }
+#pragma GCC unroll 2
+              for (int jj = 0; jj < 2; ++jj)
+                add_pair_sums<CB>(A[jj], xr,
+                                  static_cast<size_t>(256 * s + 32 * (2 * i + jj) + 4 * k), P[jj]);
             }
-            add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 32 * j + 4 * k), P);
+            add_scaled_sums<CB>(P[0], sc[0], S);
+            add_scaled_sums<CB>(P[1], sc[1], S);
           }
-          add_scaled_sums<CB>(P, sc, S);
+          continue;
+        }
+#pragma GCC unroll 2
+        for (int jj = 0; jj < 2; ++jj) {
+          const int j = 2 * i + jj;
+          __m256i sc[2];
+          scales(j, sc);
+          // maddubs pair sums (2 * code * 127 at most) add up in int16 while
+          // they fit: all eight for Q4_K (codes <= 15: 30480), four at a time
+          // for Q5_K (<= 31: 31496).
+          constexpr int kRun = kQ5 ? 4 : 8;
+#pragma GCC unroll 2
+          for (int k0 = 0; k0 < 8; k0 += kRun) {
+            __m256i P[2][CB];
+#pragma GCC unroll 16
+            for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int k = k0; k < k0 + kRun; ++k) {
+              __m256i A[2];
+#pragma GCC unroll 2
+              for (int h = 0; h < 2; ++h) {
+                const __m256i v = simd::load256(sb + 512 * i + 64 * k + 32 * h);
+                A[h] = _mm256_and_si256(jj ? _mm256_srli_epi16(v, 4) : v, m4);
+                if constexpr (kQ5) {
+                  const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
+                  const __m256i hv = _mm256_and_si256(simd::load256(hb + 64 * k + 32 * h), bit);
+                  A[h] = _mm256_or_si256(
+                      A[h], _mm256_and_si256(_mm256_cmpeq_epi8(hv, bit), _mm256_set1_epi8(16)));
+                }
+              }
+              add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 32 * j + 4 * k), P);
+            }
+            add_scaled_sums<CB>(P, sc, S);
+          }
         }
       }
 #pragma GCC unroll 2
