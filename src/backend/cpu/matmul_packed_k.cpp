@@ -638,37 +638,44 @@ struct Avx2Q6K {
       __m256i S[2][CB];
 #pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
-      for (int j = 0; j < 16; ++j) {
-        __m256i sc[2];  // sub-block j's scales of each half's rows, as int16 pairs
+        // Sub-block j = 4q + jq: its code groups G = 4j + t lie in quarter q
+        // (G / 16) of the bit planes, which picks the nibble and the 2-bit
+        // field; q is unrolled so both are constants.
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q)
+        for (int jq = 0; jq < 4; ++jq) {
+          const int j = 4 * q + jq;
+          __m256i sc[2];  // sub-block j's scales of each half's rows, as int16 pairs
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-          const __m256i s32 = _mm256_cvtepi8_epi32(
-              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ6KScales + 16 * j + 8 * h)));
-          sc[h] = _mm256_or_si256(_mm256_and_si256(s32, lo16), _mm256_slli_epi32(s32, 16));
-        }
-        // Codes <= 63: two pair sums fit in int16 (2 * 2 * 63 * 127 = 32004).
-#pragma GCC unroll 2
-        for (int t0 = 0; t0 < 4; t0 += 2) {
-          __m256i P[2][CB];
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
-#pragma GCC unroll 2
-          for (int t = t0; t < t0 + 2; ++t) {
-            const int G = 4 * j + t;
-            __m256i A[2];
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; ++h) {
-              __m256i lo = simd::load256(sb + 64 * (G % 32) + 32 * h);
-              if (G >= 32) lo = _mm256_srli_epi16(lo, 4);
-              __m256i hi = simd::load256(sb + kQ6KQh + 64 * (G % 16) + 32 * h);
-              hi = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * (G / 16)), m3);
-              A[h] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(hi, 4));
-            }
-            add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 16 * j + 4 * t), P);
+          for (int h = 0; h < 2; ++h) {
+            const __m256i s32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                reinterpret_cast<const __m128i*>(sb + kQ6KScales + 16 * j + 8 * h)));
+            sc[h] = _mm256_or_si256(_mm256_and_si256(s32, lo16), _mm256_slli_epi32(s32, 16));
           }
-          add_scaled_sums<CB>(P, sc, S);
+          // Codes <= 63: two pair sums fit in int16 (2 * 2 * 63 * 127 = 32004).
+#pragma GCC unroll 2
+          for (int t0 = 0; t0 < 4; t0 += 2) {
+            __m256i P[2][CB];
+#pragma GCC unroll 16
+            for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+            for (int t = t0; t < t0 + 2; ++t) {
+              const int g = 4 * jq + t;  // G % 16
+              __m256i A[2];
+#pragma GCC unroll 2
+              for (int h = 0; h < 2; ++h) {
+                __m256i lo = simd::load256(sb + 64 * (16 * (q % 2) + g) + 32 * h);
+                if (q >= 2) lo = _mm256_srli_epi16(lo, 4);
+                __m256i hi = simd::load256(sb + kQ6KQh + 64 * g + 32 * h);
+                if (q > 0) hi = _mm256_srli_epi16(hi, 2 * q);
+                hi = _mm256_and_si256(hi, m3);
+                A[h] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(hi, 4));
+              }
+              add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 16 * j + 4 * t), P);
+            }
+            add_scaled_sums<CB>(P, sc, S);
+          }
         }
-      }
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         __m256i O[CB];
