@@ -325,6 +325,42 @@ TEST_P(PagedAttention, DecodeTokensInHeadRunsAndOtherGroupSizes) {
     }
 }
 
+// Prompt chunks of several sequences in one batch (a prompt from position 0,
+// a chunked prefill's continuation from position 13, tokens out of position
+// order, a lone token between two of a sequence): each token equals the naive
+// result and, bit for bit, itself run alone with one thread, however the
+// batch cuts it into tiles of consecutive tokens.
+TEST_P(PagedAttention, PromptTokensInTilesEqualEachAlone) {
+  for (DType type : {DType::F16, DType::Q8_0, DType::F32}) {
+    std::mt19937 rng(77);
+    CacheFixture s;
+    s.n_heads = 12, s.n_kv = 4, s.d = 64, s.n_blocks = 60;
+    s.build(rng, {41, 26, 35}, type);
+    Batch b;
+    for (int p = 0; p < 41; ++p) b.tok.seq.push_back(0), b.tok.pos.push_back(p);
+    for (int p = 13; p < 26; ++p) b.tok.seq.push_back(1), b.tok.pos.push_back(p);
+    for (int p : {34, 3, 17, 16, 33}) b.tok.seq.push_back(2), b.tok.pos.push_back(p);
+    b.tok.seq.push_back(0), b.tok.pos.push_back(7);
+    b.tok.seq.push_back(2), b.tok.pos.push_back(20);
+    const int row = s.n_heads * s.d;
+    b.q.resize(b.tok.seq.size() * row);
+    std::normal_distribution<float> nd;
+    for (auto& x : b.q) x = nd(rng);
+    for (int threads : {1, 3}) {
+      b.out = run(s, b.tok, b.q, threads);
+      EXPECT_LT(worst_vs_naive(s, b), 2e-5) << dtype_name(type);
+      for (size_t i = 0; i < b.tok.seq.size(); ++i) {
+        const Tokens alone{{b.tok.seq[i]}, {b.tok.pos[i]}};
+        const std::vector<float> qi(b.q.begin() + i * row, b.q.begin() + (i + 1) * row);
+        const auto one = run(s, alone, qi, 1);
+        for (int j = 0; j < row; ++j)
+          ASSERT_EQ(one[j], b.out[i * row + j])
+              << dtype_name(type) << " threads " << threads << " token " << i;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, PagedAttention, ::testing::ValuesIn(cpu::available_isas()),
                          [](const ::testing::TestParamInfo<cpu::CpuIsa>& i) {
                            return std::string(cpu::isa_name(i.param));

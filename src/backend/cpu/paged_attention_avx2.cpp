@@ -2,9 +2,10 @@
 // AVX-512 (most client x86-64 parts) and caches or head sizes the AVX-512
 // kernels do not specialise.
 //
-// Per (token, KV head) and chunk of kAttnChunk positions, in this order:
+// Per (tile, KV head) and chunk of kAttnChunk positions, in this order (a
+// tile: up to kTileTokens consecutive prompt tokens of one sequence):
 //   K, V rows of the chunk widened to f32 (kf, vf: [position][head_dim])
-//   per query head g of the GQA group:
+//   per token of the tile that reaches the chunk, per query head g of the GQA group:
 //     u_j = sum over v of q[8v..8v+7] * k_j[8v..8v+7] (lane vectors, v in order)
 //     s_j = lane sum of u_j by one fixed tree (eight positions per tree) * scale
 //     m' = max(m, max_j s_j); acc, l scaled by exp(m - m') when m' > m
@@ -33,6 +34,9 @@ namespace {
 
 constexpr int kChunk = kAttnChunk;
 constexpr int kPrefetchChunks = 2;  // rows hinted this many chunks ahead
+// Prompt tokens per tile: each chunk's rows are widened once for the tile
+// (widening costs about as much as one token's arithmetic on them).
+constexpr int kTileTokens = 4;
 
 // Lane j of the result: the sum of u[j]'s eight lanes, as
 // ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
@@ -174,42 +178,58 @@ void widen_row_avx2(const void* base, DType type, int64_t row, int n, float* dst
 void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
   const int group = a.n_heads / a.n_kv_heads;
   const int d = a.head_dim;
-  const int64_t work = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads;
   const size_t row_bytes = dtype_row_bytes(a.kv_type, d);
   const auto* kb = static_cast<const char*>(a.k_cache);
   const auto* vb = static_cast<const char*>(a.v_cache);
   const size_t gd = static_cast<size_t>(group) * d;
 
+  // Tiles: runs of up to kTileTokens consecutive tokens of one sequence (a
+  // prompt's), which share each chunk's widened K and V rows.
+  std::vector<int32_t> tiles;  // first token of each tile, then n_tokens
+  for (int32_t t = 0; t < a.n_tokens;) {
+    tiles.push_back(t);
+    const int32_t seq = a.token_seq[t];
+    for (++t; t < a.n_tokens && t - tiles.back() < kTileTokens && a.token_seq[t] == seq;) ++t;
+  }
+  tiles.push_back(a.n_tokens);
+  const int64_t work = static_cast<int64_t>(tiles.size() - 1) * a.n_kv_heads;
+
   pool.parallel_for(work, [&](int64_t begin, int64_t end, int) {
     // Zeroed: rows past a chunk's end are read (and masked) before any is written.
     std::vector<float> kf(static_cast<size_t>(kChunk) * d), vf(kf.size());
-    std::vector<float> acc(static_cast<size_t>(a.n_kv_heads) * gd);
-    std::vector<float> m(static_cast<size_t>(a.n_kv_heads) * group);
-    std::vector<float> l(m.size());
-    // The items of one token (its KV heads kvh0 .. kvh0 + nh - 1 here) go
+    // State of (tile token i, head h of the run, query head g): ((i * nh + h) * group + g).
+    const size_t states = static_cast<size_t>(kTileTokens) * a.n_kv_heads * group;
+    std::vector<float> acc(states * d), m(states), l(states);
+    // The items of one tile (its KV heads kvh0 .. kvh0 + nh - 1 here) go
     // through the positions together, chunk by chunk: a slot holds the rows
     // of every KV head side by side, so the run reads nh rows in a row
     // instead of one row per slot per pass (a stride that left Zen 3 at 3 GB/s).
-    // Each head's steps are the ones it takes alone.
+    // Each (token, query head) takes the steps it takes alone.
     for (int64_t w0 = begin; w0 < end;) {
-      const HeadItem first = head_item(a, w0);
-      const int nh = static_cast<int>(
-          std::min<int64_t>(end - w0, static_cast<int64_t>(a.n_kv_heads) - first.kvh));
-      const int kvh0 = first.kvh;
-      std::fill(acc.begin(), acc.begin() + static_cast<int64_t>(nh) * gd, 0.0f);
-      std::fill(m.begin(), m.begin() + nh * group, -INFINITY);
-      std::fill(l.begin(), l.begin() + nh * group, 0.0f);
+      const int64_t tile = w0 / a.n_kv_heads;
+      const int kvh0 = static_cast<int>(w0 % a.n_kv_heads);
+      const int nh = static_cast<int>(std::min<int64_t>(end - w0, a.n_kv_heads - kvh0));
+      const int32_t t0 = tiles[tile];
+      const int nt = tiles[tile + 1] - t0;
+      const int32_t* table = a.block_tables[a.token_seq[t0]];
+      int32_t n_ctx[kTileTokens];
+      int32_t max_ctx = 0;
+      for (int i = 0; i < nt; ++i) max_ctx = std::max(max_ctx, n_ctx[i] = a.token_pos[t0 + i] + 1);
+      const size_t used = static_cast<size_t>(nt) * nh * group;
+      std::fill(acc.begin(), acc.begin() + static_cast<int64_t>(used * d), 0.0f);
+      std::fill(m.begin(), m.begin() + static_cast<int64_t>(used), -INFINITY);
+      std::fill(l.begin(), l.begin() + static_cast<int64_t>(used), 0.0f);
       const size_t span = static_cast<size_t>(nh) * row_bytes;  // the run's bytes of a slot
-      for (int32_t p0 = 0; p0 < first.n_ctx; p0 += kChunk) {
-        const int cn = std::min<int32_t>(kChunk, first.n_ctx - p0);
+      for (int32_t p0 = 0; p0 < max_ctx; p0 += kChunk) {
+        const int cn = std::min<int32_t>(kChunk, max_ctx - p0);
         int64_t row[kChunk];  // head 0's row of each position's slot
-        slot_offsets(a, first.table, p0, cn, 1, row);
+        slot_offsets(a, table, p0, cn, 1, row);
         // The run's rows a few chunks ahead, into L2, while this chunk computes.
         const int32_t pf0 = p0 + kPrefetchChunks * kChunk;
-        const int pn = std::max(0, std::min<int32_t>(kChunk, first.n_ctx - pf0));
+        const int pn = std::max(0, std::min<int32_t>(kChunk, max_ctx - pf0));
         if (pn > 0) {
           int64_t pf[kChunk];
-          slot_offsets(a, first.table, pf0, pn, 1, pf);
+          slot_offsets(a, table, pf0, pn, 1, pf);
           for (int j = 0; j < pn; ++j) {
             const size_t o = static_cast<size_t>(pf[j] + kvh0) * row_bytes;
             for (size_t b = 0; b < span; b += 64) {
@@ -227,23 +247,29 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
             widen_row_avx2(a.k_cache, a.kv_type, row[j] + kvh0 + h, d, kf.data() + j * d);
             widen_row_avx2(a.v_cache, a.kv_type, row[j] + kvh0 + h, d, vf.data() + j * d);
           }
-          const float* q0 = first.q0 + static_cast<size_t>(h) * gd;
-          for (int g = 0; g < group; ++g)
-            chunk_head(q0 + g * d, kf.data(), vf.data(), d, cn, a.scale,
-                       acc.data() + h * gd + static_cast<size_t>(g) * d, m[h * group + g],
-                       l[h * group + g]);
+          for (int i = 0; i < nt; ++i) {
+            if (p0 >= n_ctx[i]) continue;
+            const int ci = std::min<int32_t>(kChunk, n_ctx[i] - p0);
+            const float* q0 = a.q + (t0 + i) * a.q_stride + static_cast<size_t>(kvh0 + h) * gd;
+            const size_t s0 = (static_cast<size_t>(i) * nh + h) * group;
+            for (int g = 0; g < group; ++g)
+              chunk_head(q0 + g * d, kf.data(), vf.data(), d, ci, a.scale,
+                         acc.data() + (s0 + g) * d, m[s0 + g], l[s0 + g]);
+          }
         }
       }
-      for (int h = 0; h < nh; ++h)
-        for (int g = 0; g < group; ++g) {
-          const float lg = l[h * group + g];
-          float* o =
-              a.out + first.t * a.out_stride + (static_cast<int64_t>(kvh0 + h) * group + g) * d;
-          const __m256 inv = _mm256_set1_ps(lg > 0 ? 1.0f / lg : 0.0f);
-          const float* ag = acc.data() + h * gd + static_cast<size_t>(g) * d;
-          for (int i = 0; i < d; i += 8)
-            _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(ag + i), inv));
-        }
+      for (int i = 0; i < nt; ++i)
+        for (int h = 0; h < nh; ++h)
+          for (int g = 0; g < group; ++g) {
+            const size_t si = (static_cast<size_t>(i) * nh + h) * group + g;
+            const float lg = l[si];
+            float* o =
+                a.out + (t0 + i) * a.out_stride + (static_cast<int64_t>(kvh0 + h) * group + g) * d;
+            const __m256 inv = _mm256_set1_ps(lg > 0 ? 1.0f / lg : 0.0f);
+            const float* ag = acc.data() + si * d;
+            for (int k = 0; k < d; k += 8)
+              _mm256_storeu_ps(o + k, _mm256_mul_ps(_mm256_loadu_ps(ag + k), inv));
+          }
       w0 += nh;
     }
   });
