@@ -33,7 +33,10 @@ using test::Packed;
 using test::random_floats;
 using test::WeightFill;
 
-const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q3_K,
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K};
+// The types with AMX kernels.
+const DType kAmxTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // A row length for type t: `n` for the 32-blocks, a multiple of 256 for Q4_K.
 int64_t len_for(DType t, int64_t n) {
@@ -41,8 +44,8 @@ int64_t len_for(DType t, int64_t n) {
 }
 
 TEST(PackedWeights, RoundTripsEveryRow) {
-  for (DType t :
-       {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16}) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                  DType::F16, DType::BF16}) {
     for (int64_t n_out : {1, 16, 37}) {
       for (int64_t blocks : {3, 4}) {  // Q4_0 / Q8_0 pair blocks: an odd last one, or none
         const int64_t n = blocks * (dtype_block_size(t) == 256 ? 256 : 32);
@@ -63,7 +66,9 @@ TEST(PackedWeights, RoundTripsEveryRow) {
 
 TEST(PackedWeights, RejectsOtherTypesAndLengths) {
   EXPECT_FALSE(packable(DType::Q4_1));
-  EXPECT_FALSE(packable(DType::Q3_K));
+  EXPECT_FALSE(packable(DType::Q2_K));
+  EXPECT_TRUE(packable(DType::Q3_K));
+  EXPECT_THROW(packed_bytes(DType::Q3_K, 128, 16), Error);
   EXPECT_TRUE(packable(DType::Q5_K));
   EXPECT_TRUE(packable(DType::Q4_K));
   EXPECT_THROW(packed_bytes(DType::Q4_K, 96, 16), Error);
@@ -135,6 +140,39 @@ int q6k_code(const BlockQ6_K& b, int e) {
   return (m < 2 ? ql & 15 : ql >> 4) | (((b.qh[32 * half + l] >> (2 * m)) & 3) << 4);
 }
 
+// Q3_K from its format (tensor/blocks.h): element e's low bits at qs[32 *
+// (e / 128) + e % 32] >> 2 * ((e % 128) / 32), its high bit at bit 4 * (e /
+// 128) + (e % 128) / 32 of hmask[e % 32], value low + 4 * high - 4; scale j's
+// low 4 bits in the nibbles of bytes 0..7, top 2 bits at bits 2 * (j / 4) of
+// byte 8 + j % 4, biased by 32.
+int q3k_value(const BlockQ3_K& b, int e) {
+  const int half = e / 128, m = (e % 128) / 32, l = e % 32;
+  const int low = (b.qs[32 * half + l] >> (2 * m)) & 3;
+  const int high = (b.hmask[l] >> (4 * half + m)) & 1;
+  return low + 4 * high - 4;
+}
+int q3k_scale(const BlockQ3_K& b, int j) {
+  const int lo = j < 8 ? b.scales[j] & 15 : b.scales[j - 8] >> 4;
+  const int hi = (b.scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
+float expected_dot_q3k(const uint8_t* wrow, const BlockQ8_K* xb, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t s = 0; s < n / 256; ++s) {
+    BlockQ3_K blk;  // rows sit at odd offsets
+    std::memcpy(&blk, wrow + s * sizeof blk, sizeof blk);
+    int32_t S = 0;
+    for (int j = 0; j < 16; ++j) {
+      int32_t I = 0;
+      for (int e = 16 * j; e < 16 * j + 16; ++e) I += q3k_value(blk, e) * xb[s].qs[e];
+      S += q3k_scale(blk, j) * I;
+    }
+    acc = std::fma(static_cast<float>(S), fp16_to_fp32(blk.d) * xb[s].d, acc);
+  }
+  return acc;
+}
+
 float expected_dot_q6k(const uint8_t* wrow, const BlockQ8_K* xb, int64_t n) {
   float acc = 0.0f;
   for (int64_t s = 0; s < n / 256; ++s) {
@@ -157,6 +195,7 @@ float contract(DType t, const uint8_t* wrow, const uint8_t* xq, int64_t n) {
   if (t == DType::Q4_K) return expected_dot_k4<BlockQ4_K>(wrow, xk, n);
   if (t == DType::Q5_K) return expected_dot_k4<BlockQ5_K>(wrow, xk, n);
   if (t == DType::Q6_K) return expected_dot_q6k(wrow, xk, n);
+  if (t == DType::Q3_K) return expected_dot_q3k(wrow, xk, n);
   return expected_dot(t, wrow, reinterpret_cast<const BlockQ8_0*>(xq), n);
 }
 
@@ -221,6 +260,9 @@ std::vector<std::pair<size_t, size_t>> code_fields(DType t) {
     case DType::Q6_K:
       return {{offsetof(BlockQ6_K, ql), sizeof(BlockQ6_K::ql)},
               {offsetof(BlockQ6_K, qh), sizeof(BlockQ6_K::qh)}};
+    case DType::Q3_K:
+      return {{offsetof(BlockQ3_K, hmask), sizeof(BlockQ3_K::hmask)},
+              {offsetof(BlockQ3_K, qs), sizeof(BlockQ3_K::qs)}};
     default:
       return {};
   }
@@ -229,7 +271,8 @@ std::vector<std::pair<size_t, size_t>> code_fields(DType t) {
 // Codes and activations at their extremes, where the kernels' integer sums
 // are largest (the AVX2 kernels add maddubs pair sums in int16 while they
 // fit: eight of Q4_0's and Q4_K's, 8 * 2 * 15 * 127 = 30480; four of Q5_K's,
-// 31496; two of Q6_K's, 32004; Q8_0's single pair sums reach 2 * 128 * 127):
+// 31496; two of Q6_K's, 32004; four of Q3_K's, 7112; Q8_0's single pair
+// sums reach 2 * 128 * 127):
 // every variant still gives the contract's value, with activations all at
 // +127, all at -127, and alternating.
 TEST(PackedMatmul, ExtremeCodesAndActivationsMatchTheContract) {
@@ -274,7 +317,7 @@ TEST(PackedMatmul, ExtremeCodesAndActivationsMatchTheContract) {
 // group.
 void check_amx_kernel(bool emulated) {
   ThreadPool pool(1);
-  for (DType t : kTypes) {
+  for (DType t : kAmxTypes) {
     const cpu::detail::PackedTileFn fn = cpu::detail::packed_amx_fn(t, emulated);
     ASSERT_NE(fn, nullptr) << dtype_name(t);
     for (int64_t blocks : {1, 3, 4}) {

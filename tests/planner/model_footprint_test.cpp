@@ -96,7 +96,7 @@ TEST(ModelFootprint, TiedOutputAndTensorTypes) {
 // loaded model holds (ModelWeights::streamed_bytes_per_token counts them).
 TEST(ModelFootprint, CountsRepackedMatricesAtTheirLoadedSize) {
   ThreadPool pool(2);
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     for (bool tied : {false, true}) {
       test::TempPath path(".gguf");
       MakeModelSpec spec;
@@ -119,7 +119,7 @@ TEST(ModelFootprint, CountsRepackedMatricesAtTheirLoadedSize) {
       const int64_t plan_growth = static_cast<int64_t>(fp_packed.total_weight_bytes()) -
                                   static_cast<int64_t>(fp_plain.total_weight_bytes());
       EXPECT_EQ(plan_growth, model_growth) << dtype_name(t) << (tied ? " tied" : "");
-      if (t == DType::Q4_K || t == DType::Q5_K) {
+      if (t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K) {
         EXPECT_GT(model_growth, 0) << dtype_name(t);
       }
     }

@@ -232,6 +232,8 @@ PAGELLM_TARGET_END
 PackedTileFn packed_q4k_fn(CpuIsa isa);
 PackedTileFn packed_q5k_fn(CpuIsa isa);
 PackedTileFn packed_q6k_fn(CpuIsa isa);
+// Q3_K (matmul_packed_q3k.cpp): scalar and AVX2 (run on AVX-512 hosts too).
+PackedTileFn packed_q3k_fn(CpuIsa isa);
 // F16 / BF16 (matmul_packed_float.cpp).
 PackedTileFn packed_float_fn(DType wtype, CpuIsa isa);
 // Their AMX kernels (Q4_K, Q5_K, Q6_K), as packed_amx_fn.

@@ -1,4 +1,4 @@
-// The Rows16 weight layout: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 and BF16 matrices
+// The Rows16 weight layout: Q4_0, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, F16 and BF16 matrices
 // repacked once at load. For the quantized types one 512-bit register holds
 // the same four codes of 16 consecutive rows.
 // An integer dot product instruction (VNNI vpdpbusd) then yields the exact
@@ -50,6 +50,14 @@
 //          scales      at 3072: int8 16j + lane = sub-block j's (16 elements)
 //          d           at 3328: 16 f16, lane order
 //        value = d * scale_j * (code - 32).
+//   Q3_K: per super-block s, 1824 bytes at s * 1824 (3.6% more than the
+//        file's rows); element e in dword group G = e / 4, byte i = e % 4:
+//          low 2 bits at 64 * (G % 16) + 4*lane + i, bits 2 * (G / 16)
+//          high bit   at 1024 + 64 * (G % 8) + 4*lane + i, bit G / 8
+//          scales     at 1536: int8 16j + lane = sub-block j's (16 elements),
+//                     unpacked from the 6-bit field (-32..31)
+//          d          at 1792: 16 f16, lane order
+//        value = d * scale_j * (code - 4), code = low | 4 * high.
 //   F16 / BF16: no register transpose, only rows interleaved by 32-element
 //        chunks in quads, so that 4 rows are one forward stream instead of
 //        4 (one core reads it 5-15% faster) and a group is 4 such streams one

@@ -1,0 +1,183 @@
+// Rows16 Q3_K weights (packed_weights.h) times split Q8_K activation rows
+// (activation_quant.h). Per weight row r, activation row c, super-block s:
+//   S = sum_j scale_j * I_j      I_j = exact dot of sub-block j's codes (0..7)
+//                                      and q_x
+//   O = sum_j scale_j * sum16_j  (sums of 16 activation codes)
+//   acc = fma(float(S - 4 * O), d * d_x, acc)
+// super-blocks in order: the scalar and AVX2 variants give the same bits. The
+// AVX-512 hosts run the AVX2 kernel (Q3_K has no AVX-512 or AMX variant).
+#include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "tensor/blocks.h"
+#include "tensor/fp16.h"
+
+namespace pagellm::cpu::detail {
+
+namespace {
+
+constexpr size_t kQ3KHigh = 1024, kQ3KScales = 1536, kQ3KD = 1792, kQ3KSuper = 1824;
+
+struct XRowQ3 {
+  const int8_t* qs;
+  const float* d;
+  const int16_t* sum16;
+};
+// A split Q8_K row: codes, then per super-block d, 8 sums of 32, 16 sums of 16.
+inline XRowQ3 xq3_row(const uint8_t* x, int64_t n) {
+  XRowQ3 r;
+  r.qs = reinterpret_cast<const int8_t*>(x);
+  r.d = reinterpret_cast<const float*>(x + n);
+  r.sum16 = reinterpret_cast<const int16_t*>(x + n + 4 * (n / 256)) + 8 * (n / 256);
+  return r;
+}
+
+void q3k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
+                int64_t cols, float* out, int64_t os) {
+  const int64_t nsb = n / 256;
+  for (int64_t g = 0; g * kPackRows < rows; ++g) {
+    const uint8_t* grp = w + static_cast<size_t>(g) * gb;
+    for (int64_t c = 0; c < cols; ++c) {
+      const XRowQ3 xr = xq3_row(x + static_cast<size_t>(c) * xs, n);
+      float acc[kPackRows] = {};
+      for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* sb = grp + static_cast<size_t>(s) * kQ3KSuper;
+        for (int lane = 0; lane < kPackRows; ++lane) {
+          int32_t S = 0, O = 0;
+          for (int j = 0; j < 16; ++j) {
+            int32_t I = 0;
+            for (int e = 16 * j; e < 16 * j + 16; ++e) {
+              const int G = e / 4, i = e % 4;
+              const int lo = (sb[64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3;
+              const int hi = (sb[kQ3KHigh + 64 * (G % 8) + 4 * lane + i] >> (G / 8)) & 1;
+              I += (lo | (hi << 2)) * xr.qs[256 * s + e];
+            }
+            const int scale = static_cast<int8_t>(sb[kQ3KScales + 16 * j + lane]);
+            S += scale * I;
+            O += scale * xr.sum16[16 * s + j];
+          }
+          f16_t hd;
+          std::memcpy(&hd, sb + kQ3KD + 2 * lane, 2);
+          acc[lane] =
+              std::fma(static_cast<float>(S - 4 * O), fp16_to_fp32(hd) * xr.d[s], acc[lane]);
+        }
+      }
+      for (int lane = 0; lane < kPackRows; ++lane) {
+        const int64_t r = g * kPackRows + lane;
+        if (r < rows) out[c * os + r] = acc[lane];
+      }
+    }
+  }
+}
+
+#if PAGELLM_HAVE_AVX2
+PAGELLM_TARGET_AVX2
+// As the AVX2 Q6_K kernel (matmul_packed_k.cpp): both halves in one pass,
+// columns innermost; sub-block j = 4q + jq reads quarter q of the 2-bit plane
+// (q unrolled: the shift is a constant) and eighth 2q + jq / 2 of the high
+// bits. Codes <= 7: a sub-block's four maddubs pair sums fit in int16
+// (4 * 2 * 7 * 128 = 7168).
+struct Avx2Q3K {
+  static constexpr int kCols = 4;
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowQ3 xr[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) xr[c] = xq3_row(x + static_cast<size_t>(c) * xs, n);
+    __m256 acc[2][CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+    const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4),
+                  lo16 = _mm256_set1_epi32(0xFFFF);
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ3KSuper;
+      for (size_t l = 0; l < kQ3KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+      __m256i S[2][CB];
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q)
+        for (int jq = 0; jq < 4; ++jq) {
+          const int j = 4 * q + jq;
+          __m256i sc[2];  // sub-block j's scales of each half's rows, as int16 pairs
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            const __m256i s32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                reinterpret_cast<const __m128i*>(sb + kQ3KScales + 16 * j + 8 * h)));
+            sc[h] = _mm256_or_si256(_mm256_and_si256(s32, lo16), _mm256_slli_epi32(s32, 16));
+          }
+          const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (2 * q + jq / 2)));
+          __m256i P[2][CB];
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+          for (int t = 0; t < 4; ++t) {
+            const int g = 4 * jq + t;  // G % 16
+            __m256i A[2];
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
+              __m256i lo = simd::load256(sb + 64 * g + 32 * h);
+              if (q > 0) lo = _mm256_srli_epi16(lo, 2 * q);
+              const __m256i hv = _mm256_and_si256(
+                  simd::load256(sb + kQ3KHigh + 64 * (4 * (jq % 2) + t) + 32 * h), bit);
+              A[h] = _mm256_or_si256(_mm256_and_si256(lo, m3),
+                                     _mm256_and_si256(_mm256_cmpeq_epi8(hv, bit), four));
+            }
+            add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 16 * j + 4 * t), P);
+          }
+          add_scaled_sums<CB>(P, sc, S);
+        }
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        __m256i O[CB];
+#pragma GCC unroll 16
+        for (int c = 0; c < CB; ++c) O[c] = _mm256_setzero_si256();
+        for (int j = 0; j < 16; j += 2) {
+          const __m128i a =
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ3KScales + 16 * j + 8 * h));
+          const __m128i b = _mm_loadl_epi64(
+              reinterpret_cast<const __m128i*>(sb + kQ3KScales + 16 * (j + 1) + 8 * h));
+          const __m256i scp = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b));
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c)
+            O[c] = _mm256_add_epi32(
+                O[c], _mm256_madd_epi16(scp, _mm256_set1_epi32(static_cast<int32_t>(
+                                                 simd::load_u32(xr[c].sum16 + 16 * s + j)))));
+        }
+        const __m256 dv =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ3KD + 16 * h)));
+#pragma GCC unroll 16
+        for (int c = 0; c < CB; ++c) {
+          const __m256i I = _mm256_sub_epi32(S[h][c], _mm256_slli_epi32(O[c], 2));
+          acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I),
+                                      _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])), acc[h][c]);
+        }
+      }
+    }
+    store_rows8x2<CB>(out, os, acc, valid);
+  }
+
+  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+                   int64_t os, int valid) {
+    tail_of<Avx2Q3K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+};
+PAGELLM_TARGET_END
+#endif  // PAGELLM_HAVE_AVX2
+
+}  // namespace
+
+PackedTileFn packed_q3k_fn(CpuIsa isa) {
+#if PAGELLM_HAVE_AVX2
+  if (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512) return drive<Avx2Q3K>;
+#endif
+  if (isa == CpuIsa::Scalar) return q3k_scalar;
+  return nullptr;
+}
+
+}  // namespace pagellm::cpu::detail
