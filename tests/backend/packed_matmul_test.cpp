@@ -33,7 +33,7 @@ using test::Packed;
 using test::random_floats;
 using test::WeightFill;
 
-const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q3_K,
+const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q2_K, DType::Q3_K,
                         DType::Q4_K, DType::Q5_K, DType::Q6_K};
 // The types with AMX kernels.
 const DType kAmxTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
@@ -44,8 +44,8 @@ int64_t len_for(DType t, int64_t n) {
 }
 
 TEST(PackedWeights, RoundTripsEveryRow) {
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                  DType::F16, DType::BF16}) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                  DType::Q6_K, DType::F16, DType::BF16}) {
     for (int64_t n_out : {1, 16, 37}) {
       for (int64_t blocks : {3, 4}) {  // Q4_0 / Q8_0 pair blocks: an odd last one, or none
         const int64_t n = blocks * (dtype_block_size(t) == 256 ? 256 : 32);
@@ -66,7 +66,8 @@ TEST(PackedWeights, RoundTripsEveryRow) {
 
 TEST(PackedWeights, RejectsOtherTypesAndLengths) {
   EXPECT_FALSE(packable(DType::Q4_1));
-  EXPECT_FALSE(packable(DType::Q2_K));
+  EXPECT_FALSE(packable(DType::Q5_0));
+  EXPECT_TRUE(packable(DType::Q2_K));
   EXPECT_TRUE(packable(DType::Q3_K));
   EXPECT_THROW(packed_bytes(DType::Q3_K, 128, 16), Error);
   EXPECT_TRUE(packable(DType::Q5_K));
@@ -157,6 +158,31 @@ int q3k_scale(const BlockQ3_K& b, int j) {
   return (lo | (hi << 4)) - 32;
 }
 
+// Q2_K from its format: element e's code as Q3_K's low bits, sub-block j's
+// byte scales[j] = scale | min << 4.
+float expected_dot_q2k(const uint8_t* wrow, const BlockQ8_K* xb, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t s = 0; s < n / 256; ++s) {
+    BlockQ2_K blk;
+    std::memcpy(&blk, wrow + s * sizeof blk, sizeof blk);
+    int32_t S = 0, M = 0;
+    for (int j = 0; j < 16; ++j) {
+      int32_t I = 0, X = 0;
+      for (int e = 16 * j; e < 16 * j + 16; ++e) {
+        const int code = (blk.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        I += code * xb[s].qs[e];
+        X += xb[s].qs[e];
+      }
+      S += (blk.scales[j] & 15) * I;
+      M += (blk.scales[j] >> 4) * X;
+    }
+    const float dx = xb[s].d;
+    acc = std::fma(static_cast<float>(S), fp16_to_fp32(blk.d) * dx, acc);
+    acc = std::fma(static_cast<float>(M), -(fp16_to_fp32(blk.dmin) * dx), acc);
+  }
+  return acc;
+}
+
 float expected_dot_q3k(const uint8_t* wrow, const BlockQ8_K* xb, int64_t n) {
   float acc = 0.0f;
   for (int64_t s = 0; s < n / 256; ++s) {
@@ -196,6 +222,7 @@ float contract(DType t, const uint8_t* wrow, const uint8_t* xq, int64_t n) {
   if (t == DType::Q5_K) return expected_dot_k4<BlockQ5_K>(wrow, xk, n);
   if (t == DType::Q6_K) return expected_dot_q6k(wrow, xk, n);
   if (t == DType::Q3_K) return expected_dot_q3k(wrow, xk, n);
+  if (t == DType::Q2_K) return expected_dot_q2k(wrow, xk, n);
   return expected_dot(t, wrow, reinterpret_cast<const BlockQ8_0*>(xq), n);
 }
 
@@ -260,6 +287,8 @@ std::vector<std::pair<size_t, size_t>> code_fields(DType t) {
     case DType::Q6_K:
       return {{offsetof(BlockQ6_K, ql), sizeof(BlockQ6_K::ql)},
               {offsetof(BlockQ6_K, qh), sizeof(BlockQ6_K::qh)}};
+    case DType::Q2_K:
+      return {{offsetof(BlockQ2_K, qs), sizeof(BlockQ2_K::qs)}};
     case DType::Q3_K:
       return {{offsetof(BlockQ3_K, hmask), sizeof(BlockQ3_K::hmask)},
               {offsetof(BlockQ3_K, qs), sizeof(BlockQ3_K::qs)}};
@@ -271,8 +300,8 @@ std::vector<std::pair<size_t, size_t>> code_fields(DType t) {
 // Codes and activations at their extremes, where the kernels' integer sums
 // are largest (the AVX2 kernels add maddubs pair sums in int16 while they
 // fit: eight of Q4_0's and Q4_K's, 8 * 2 * 15 * 127 = 30480; four of Q5_K's,
-// 31496; two of Q6_K's, 32004; four of Q3_K's, 7112; Q8_0's single pair
-// sums reach 2 * 128 * 127):
+// 31496; two of Q6_K's, 32004; four of Q3_K's, 7112, and of Q2_K's, 3048;
+// Q8_0's single pair sums reach 2 * 128 * 127):
 // every variant still gives the contract's value, with activations all at
 // +127, all at -127, and alternating.
 TEST(PackedMatmul, ExtremeCodesAndActivationsMatchTheContract) {

@@ -96,7 +96,8 @@ TEST(ModelFootprint, TiedOutputAndTensorTypes) {
 // loaded model holds (ModelWeights::streamed_bytes_per_token counts them).
 TEST(ModelFootprint, CountsRepackedMatricesAtTheirLoadedSize) {
   ThreadPool pool(2);
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                  DType::Q6_K}) {
     for (bool tied : {false, true}) {
       test::TempPath path(".gguf");
       MakeModelSpec spec;

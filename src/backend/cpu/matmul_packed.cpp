@@ -414,6 +414,8 @@ PackedTileFn packed_tile_fn(DType wtype, CpuIsa isa) {
       return packed_q5k_fn(isa);
     case DType::Q6_K:
       return packed_q6k_fn(isa);
+    case DType::Q2_K:
+      return packed_q2k_fn(isa);
     case DType::Q3_K:
       return packed_q3k_fn(isa);
     case DType::F16:

@@ -23,20 +23,6 @@ namespace {
 //   acc = fma(float(S), d * d_x, acc); acc = fma(float(M), -(dmin * d_x), acc)
 // super-blocks in order; every variant computes exactly this.
 
-struct XRowK {
-  const int8_t* qs;
-  const float* d;
-  const int16_t* sum32;
-  const int16_t* sum16;
-};
-inline XRowK xk_row(const uint8_t* x, int64_t n) {
-  XRowK r;
-  r.qs = reinterpret_cast<const int8_t*>(x);
-  r.d = reinterpret_cast<const float*>(x + n);
-  r.sum32 = reinterpret_cast<const int16_t*>(x + n + 4 * (n / 256));
-  r.sum16 = r.sum32 + 8 * (n / 256);
-  return r;
-}
 // Q5_K: the 512 bytes of fifth bits come first, then Q4_K's layout.
 constexpr size_t kQ4KSuper = 2368, kQ4KScales = 2048, kQ4KMins = 2176, kQ4KD = 2304,
                  kQ5KPlane = 512, kQ5KSuper = 2880;

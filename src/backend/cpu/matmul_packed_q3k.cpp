@@ -20,27 +20,13 @@ namespace {
 
 constexpr size_t kQ3KHigh = 1024, kQ3KScales = 1536, kQ3KD = 1792, kQ3KSuper = 1824;
 
-struct XRowQ3 {
-  const int8_t* qs;
-  const float* d;
-  const int16_t* sum16;
-};
-// A split Q8_K row: codes, then per super-block d, 8 sums of 32, 16 sums of 16.
-inline XRowQ3 xq3_row(const uint8_t* x, int64_t n) {
-  XRowQ3 r;
-  r.qs = reinterpret_cast<const int8_t*>(x);
-  r.d = reinterpret_cast<const float*>(x + n);
-  r.sum16 = reinterpret_cast<const int16_t*>(x + n + 4 * (n / 256)) + 8 * (n / 256);
-  return r;
-}
-
 void q3k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
                 int64_t cols, float* out, int64_t os) {
   const int64_t nsb = n / 256;
   for (int64_t g = 0; g * kPackRows < rows; ++g) {
     const uint8_t* grp = w + static_cast<size_t>(g) * gb;
     for (int64_t c = 0; c < cols; ++c) {
-      const XRowQ3 xr = xq3_row(x + static_cast<size_t>(c) * xs, n);
+      const XRowK xr = xk_row(x + static_cast<size_t>(c) * xs, n);
       float acc[kPackRows] = {};
       for (int64_t s = 0; s < nsb; ++s) {
         const uint8_t* sb = grp + static_cast<size_t>(s) * kQ3KSuper;
@@ -86,9 +72,9 @@ struct Avx2Q3K {
   static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
                     int64_t os, int valid) {
     const int64_t nsb = n / 256;
-    XRowQ3 xr[CB];
+    XRowK xr[CB];
 #pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = xq3_row(x + static_cast<size_t>(c) * xs, n);
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
     __m256 acc[2][CB];
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();

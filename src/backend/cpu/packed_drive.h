@@ -34,6 +34,23 @@ constexpr int kPrefetchMinCols = 2;
 // (2 threads, GEMV from DRAM, alternating runs) Q6_K reads 9 -> 14-19 GB/s
 // with the hints, Q4_K 15 -> 16-18, Q4_0 within the noise.
 
+// A split Q8_K activation row (activation_quant.h): codes, then per
+// super-block d, 8 sums of 32 codes and 16 sums of 16.
+struct XRowK {
+  const int8_t* qs;
+  const float* d;
+  const int16_t* sum32;
+  const int16_t* sum16;
+};
+inline XRowK xk_row(const uint8_t* x, int64_t n) {
+  XRowK r;
+  r.qs = reinterpret_cast<const int8_t*>(x);
+  r.d = reinterpret_cast<const float*>(x + n);
+  r.sum32 = reinterpret_cast<const int16_t*>(x + n + 4 * (n / 256));
+  r.sum16 = r.sum32 + 8 * (n / 256);
+  return r;
+}
+
 // The Rows16 order: column chunks of 64 outermost (their activations stay in
 // L2 while the weight groups pass by), then the 16-row groups:
 // fn(group bytes, chunk's activations, its output, columns in the chunk,
@@ -232,7 +249,9 @@ PAGELLM_TARGET_END
 PackedTileFn packed_q4k_fn(CpuIsa isa);
 PackedTileFn packed_q5k_fn(CpuIsa isa);
 PackedTileFn packed_q6k_fn(CpuIsa isa);
-// Q3_K (matmul_packed_q3k.cpp): scalar and AVX2 (run on AVX-512 hosts too).
+// Q2_K and Q3_K (matmul_packed_q2k.cpp, matmul_packed_q3k.cpp): scalar and
+// AVX2 (run on AVX-512 hosts too).
+PackedTileFn packed_q2k_fn(CpuIsa isa);
 PackedTileFn packed_q3k_fn(CpuIsa isa);
 // F16 / BF16 (matmul_packed_float.cpp).
 PackedTileFn packed_float_fn(DType wtype, CpuIsa isa);

@@ -162,21 +162,70 @@ void unpack_q6_k_row(const uint8_t* group, int lane, int64_t nsb, BlockQ6_K* dst
   }
 }
 
+// Q2_K: bytes per super-block per group (see the header).
+constexpr size_t kQ2KScales = 1024, kQ2KD = 1280, kQ2KSuper = 1344;
+
+// Element e's 2-bit field in a Q2_K or Q3_K block's qs (tensor/blocks.h):
+// byte 32 * (e / 128) + e % 32, bits 2 * ((e % 128) / 32).
+int low2_code(const uint8_t* qs, int e) {
+  return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+}
+void set_low2_code(uint8_t* qs, int e, int code) {
+  qs[32 * (e / 128) + e % 32] |= static_cast<uint8_t>((code & 3) << (2 * ((e % 128) / 32)));
+}
+
+// Element e's code in group bytes sb (the 2-bit plane of Q2_K and Q3_K).
+void put_plane2(uint8_t* sb, int lane, int e, int code) {
+  const int G = e / 4, i = e % 4;
+  sb[64 * (G % 16) + 4 * lane + i] |= static_cast<uint8_t>((code & 3) << (2 * (G / 16)));
+}
+int get_plane2(const uint8_t* sb, int lane, int e) {
+  const int G = e / 4, i = e % 4;
+  return (sb[64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3;
+}
+
+void pack_q2_k_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t* dst) {
+  for (int64_t s = 0; s < nsb; ++s) {
+    uint8_t* sb = dst + static_cast<size_t>(s) * kQ2KSuper;
+    std::memset(sb, 0, kQ2KSuper);
+    for (int lane = 0; lane < kPackRows; ++lane) {
+      if (!rows[lane]) continue;  // padding rows: codes, scales, d and dmin 0
+      BlockQ2_K blk;
+      std::memcpy(&blk, rows[lane] + static_cast<size_t>(s) * sizeof blk, sizeof blk);
+      for (int e = 0; e < QK_K; ++e) put_plane2(sb, lane, e, low2_code(blk.qs, e));
+      for (int j = 0; j < 16; ++j) sb[kQ2KScales + 16 * j + lane] = blk.scales[j];
+      std::memcpy(sb + kQ2KD + 2 * lane, &blk.d, 2);
+      std::memcpy(sb + kQ2KD + 32 + 2 * lane, &blk.dmin, 2);
+    }
+  }
+}
+
+void unpack_q2_k_row(const uint8_t* group, int lane, int64_t nsb, BlockQ2_K* dst) {
+  for (int64_t s = 0; s < nsb; ++s) {
+    const uint8_t* sb = group + static_cast<size_t>(s) * kQ2KSuper;
+    BlockQ2_K& b = dst[s];
+    std::memset(&b, 0, sizeof b);
+    for (int e = 0; e < QK_K; ++e) set_low2_code(b.qs, e, get_plane2(sb, lane, e));
+    for (int j = 0; j < 16; ++j) b.scales[j] = sb[kQ2KScales + 16 * j + lane];
+    std::memcpy(&b.d, sb + kQ2KD + 2 * lane, 2);
+    std::memcpy(&b.dmin, sb + kQ2KD + 32 + 2 * lane, 2);
+  }
+}
+
 // Q3_K: bytes per super-block per group (see the header).
 constexpr size_t kQ3KHigh = 1024, kQ3KScales = 1536, kQ3KD = 1792, kQ3KSuper = 1824;
 
 // The 3-bit code (0..7, value code - 4) of element e of a Q3_K block: its two
 // low bits in qs, its high bit in hmask (tensor/blocks.h layout).
 int q3k_code(const BlockQ3_K& b, int e) {
-  const int half = e / 128, m = (e % 128) / 32, l = e % 32;
-  const int low = (b.qs[32 * half + l] >> (2 * m)) & 3;
-  return low | (((b.hmask[l] >> (4 * half + m)) & 1) << 2);
+  const int half = e / 128, m = (e % 128) / 32;
+  return low2_code(b.qs, e) | (((b.hmask[e % 32] >> (4 * half + m)) & 1) << 2);
 }
 
 void set_q3k_code(BlockQ3_K& b, int e, int code) {
-  const int half = e / 128, m = (e % 128) / 32, l = e % 32;
-  b.qs[32 * half + l] |= static_cast<uint8_t>((code & 3) << (2 * m));
-  b.hmask[l] |= static_cast<uint8_t>(((code >> 2) & 1) << (4 * half + m));
+  const int half = e / 128, m = (e % 128) / 32;
+  set_low2_code(b.qs, e, code);
+  b.hmask[e % 32] |= static_cast<uint8_t>(((code >> 2) & 1) << (4 * half + m));
 }
 
 // Inverse of detail::unpack_scale_q3_k: sub-block j's scale (-32..31) into the
@@ -200,7 +249,7 @@ void pack_q3_k_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t*
       std::memcpy(&blk, rows[lane] + static_cast<size_t>(s) * sizeof blk, sizeof blk);
       for (int e = 0; e < QK_K; ++e) {
         const int code = q3k_code(blk, e), G = e / 4, i = e % 4;
-        sb[64 * (G % 16) + 4 * lane + i] |= static_cast<uint8_t>((code & 3) << (2 * (G / 16)));
+        put_plane2(sb, lane, e, code);
         sb[kQ3KHigh + 64 * (G % 8) + 4 * lane + i] |= static_cast<uint8_t>((code >> 2) << (G / 8));
       }
       for (int j = 0; j < 16; ++j)
@@ -218,9 +267,8 @@ void unpack_q3_k_row(const uint8_t* group, int lane, int64_t nsb, BlockQ3_K* dst
     std::memset(&b, 0, sizeof b);
     for (int e = 0; e < QK_K; ++e) {
       const int G = e / 4, i = e % 4;
-      const int lo = (sb[64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3;
       const int hi = (sb[kQ3KHigh + 64 * (G % 8) + 4 * lane + i] >> (G / 8)) & 1;
-      set_q3k_code(b, e, lo | (hi << 2));
+      set_q3k_code(b, e, get_plane2(sb, lane, e) | (hi << 2));
     }
     for (int j = 0; j < 16; ++j)
       set_q3k_scale(b.scales, j, static_cast<int8_t>(sb[kQ3KScales + 16 * j + lane]));
@@ -238,8 +286,9 @@ int64_t blocks_of(int64_t n_in) {
 }  // namespace
 
 bool packable(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q3_K || t == DType::Q4_K ||
-         t == DType::Q5_K || t == DType::Q6_K || t == DType::F16 || t == DType::BF16;
+  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q2_K || t == DType::Q3_K ||
+         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::F16 ||
+         t == DType::BF16;
 }
 
 size_t packed_group_bytes(DType t, int64_t n_in) {
@@ -249,6 +298,7 @@ size_t packed_group_bytes(DType t, int64_t n_in) {
   if (t == DType::Q5_K) return static_cast<size_t>(supers_of(n_in)) * kQ5KSuper;
   if (t == DType::Q6_K) return static_cast<size_t>(supers_of(n_in)) * kQ6KSuper;
   if (t == DType::Q3_K) return static_cast<size_t>(supers_of(n_in)) * kQ3KSuper;
+  if (t == DType::Q2_K) return static_cast<size_t>(supers_of(n_in)) * kQ2KSuper;
   const int64_t nb = blocks_of(n_in);
   return static_cast<size_t>(nb) * (code_bytes(t) + 32) + (nb % 2 ? 32 : 0);
 }
@@ -279,7 +329,8 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
     }
     return;
   }
-  if (t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) {
+  if (t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K ||
+      t == DType::Q6_K) {
     const int64_t nsb = supers_of(n_in);
     const size_t gb = packed_group_bytes(t, n_in);
     for (int64_t g = 0; g * kPackRows < n_out; ++g) {
@@ -297,8 +348,10 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
         pack_k4_group<BlockQ5_K>(rows, nsb, gdst);
       else if (t == DType::Q6_K)
         pack_q6_k_group(rows, nsb, gdst);
-      else
+      else if (t == DType::Q3_K)
         pack_q3_k_group(rows, nsb, gdst);
+      else
+        pack_q2_k_group(rows, nsb, gdst);
     }
     return;
   }
@@ -369,6 +422,12 @@ void unpack_row16(DType t, int64_t n_in, const void* packed, int64_t r, void* ds
                            static_cast<size_t>(r / kPackRows) * packed_group_bytes(t, n_in);
     return unpack_q6_k_row(group, static_cast<int>(r % kPackRows), supers_of(n_in),
                            static_cast<BlockQ6_K*>(dst));
+  }
+  if (t == DType::Q2_K) {
+    const uint8_t* group = static_cast<const uint8_t*>(packed) +
+                           static_cast<size_t>(r / kPackRows) * packed_group_bytes(t, n_in);
+    return unpack_q2_k_row(group, static_cast<int>(r % kPackRows), supers_of(n_in),
+                           static_cast<BlockQ2_K*>(dst));
   }
   if (t == DType::Q3_K) {
     const uint8_t* group = static_cast<const uint8_t*>(packed) +

@@ -1,4 +1,4 @@
-// The Rows16 weight layout: Q4_0, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, F16 and BF16 matrices
+// The Rows16 weight layout: Q4_0, Q8_0, Q2_K .. Q6_K, F16 and BF16 matrices
 // repacked once at load. For the quantized types one 512-bit register holds
 // the same four codes of 16 consecutive rows.
 // An integer dot product instruction (VNNI vpdpbusd) then yields the exact
@@ -50,6 +50,13 @@
 //          scales      at 3072: int8 16j + lane = sub-block j's (16 elements)
 //          d           at 3328: 16 f16, lane order
 //        value = d * scale_j * (code - 32).
+//   Q2_K: per super-block s, 1344 bytes at s * 1344 (the file's size):
+//          codes  at 64 * (G % 16) + 4*lane + i, bits 2 * (G / 16) (G = e / 4,
+//                 i = e % 4, as Q3_K's low bits)
+//          scales at 1024: byte 16j + lane = sub-block j's byte of the file
+//                 (scale in the low nibble, min in the high one)
+//          d, dmin at 1280 and 1312: 16 f16 each, lane order
+//        value = d * scale_j * code - dmin * min_j.
 //   Q3_K: per super-block s, 1824 bytes at s * 1824 (3.6% more than the
 //        file's rows); element e in dword group G = e / 4, byte i = e % 4:
 //          low 2 bits at 64 * (G % 16) + 4*lane + i, bits 2 * (G / 16)

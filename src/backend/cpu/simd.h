@@ -130,7 +130,9 @@ inline void prefetch(const void* p) {
 // otherwise computes a whole block's products first, spills them, and adds
 // them up afterwards (AVX2 has 16 registers); pinning the accumulators after
 // each k keeps every product next to its add.
-inline void pin(__m256i& v) { __asm__("" : "+x"(v)); }
+inline void pin(__m256i& v) {
+  __asm__("" : "+x"(v));
+}
 
 inline __m256i load256(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));

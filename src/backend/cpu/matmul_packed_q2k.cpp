@@ -1,0 +1,169 @@
+// Rows16 Q2_K weights (packed_weights.h) times split Q8_K activation rows
+// (activation_quant.h). Per weight row r, activation row c, super-block s:
+//   S = sum_j scale_j * I_j      I_j = exact dot of sub-block j's codes (0..3)
+//                                      and q_x
+//   M = sum_j min_j * sum16_j    (sums of 16 activation codes)
+//   acc = fma(float(S), d * d_x, acc); acc = fma(float(M), -(dmin * d_x), acc)
+// super-blocks in order: the scalar and AVX2 variants give the same bits. The
+// AVX-512 hosts run the AVX2 kernel (Q2_K has no AVX-512 or AMX variant).
+#include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "tensor/blocks.h"
+#include "tensor/fp16.h"
+
+namespace pagellm::cpu::detail {
+
+namespace {
+
+constexpr size_t kQ2KScales = 1024, kQ2KD = 1280, kQ2KSuper = 1344;
+
+void q2k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
+                int64_t cols, float* out, int64_t os) {
+  const int64_t nsb = n / 256;
+  for (int64_t g = 0; g * kPackRows < rows; ++g) {
+    const uint8_t* grp = w + static_cast<size_t>(g) * gb;
+    for (int64_t c = 0; c < cols; ++c) {
+      const XRowK xr = xk_row(x + static_cast<size_t>(c) * xs, n);
+      float acc[kPackRows] = {};
+      for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* sb = grp + static_cast<size_t>(s) * kQ2KSuper;
+        for (int lane = 0; lane < kPackRows; ++lane) {
+          int32_t S = 0, M = 0;
+          for (int j = 0; j < 16; ++j) {
+            int32_t I = 0;
+            for (int e = 16 * j; e < 16 * j + 16; ++e) {
+              const int G = e / 4, i = e % 4;
+              I += ((sb[64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3) * xr.qs[256 * s + e];
+            }
+            const uint8_t sm = sb[kQ2KScales + 16 * j + lane];
+            S += (sm & 15) * I;
+            M += (sm >> 4) * xr.sum16[16 * s + j];
+          }
+          f16_t hd, hm;
+          std::memcpy(&hd, sb + kQ2KD + 2 * lane, 2);
+          std::memcpy(&hm, sb + kQ2KD + 32 + 2 * lane, 2);
+          const float dx = xr.d[s];
+          acc[lane] = std::fma(static_cast<float>(S), fp16_to_fp32(hd) * dx, acc[lane]);
+          acc[lane] = std::fma(static_cast<float>(M), -(fp16_to_fp32(hm) * dx), acc[lane]);
+        }
+      }
+      for (int lane = 0; lane < kPackRows; ++lane) {
+        const int64_t r = g * kPackRows + lane;
+        if (r < rows) out[c * os + r] = acc[lane];
+      }
+    }
+  }
+}
+
+#if PAGELLM_HAVE_AVX2
+PAGELLM_TARGET_AVX2
+// As the AVX2 Q3_K kernel (matmul_packed_q3k.cpp) without the high bits:
+// sub-block j = 4q + jq reads quarter q of the 2-bit plane (q unrolled: the
+// shift is a constant). Codes <= 3: a sub-block's four maddubs pair sums fit
+// in int16 (4 * 2 * 3 * 128 = 3072). The mins meet the sums of 16 two
+// sub-blocks per madd.
+struct Avx2Q2K {
+  static constexpr int kCols = 4;
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowK xr[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
+    __m256 acc[2][CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+    const __m256i m3 = _mm256_set1_epi8(3), lo4 = _mm256_set1_epi32(15);
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ2KSuper;
+      for (size_t l = 0; l < kQ2KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+      __m256i S[2][CB];
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q)
+        for (int jq = 0; jq < 4; ++jq) {
+          const int j = 4 * q + jq;
+          __m256i sc[2];  // sub-block j's scales of each half's rows, as int16 pairs
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            const __m256i s32 = _mm256_and_si256(
+                _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                    reinterpret_cast<const __m128i*>(sb + kQ2KScales + 16 * j + 8 * h))),
+                lo4);
+            sc[h] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+          }
+          __m256i P[2][CB];
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+          for (int t = 0; t < 4; ++t) {
+            __m256i A[2];
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
+              __m256i v = simd::load256(sb + 64 * (4 * jq + t) + 32 * h);
+              if (q > 0) v = _mm256_srli_epi16(v, 2 * q);
+              A[h] = _mm256_and_si256(v, m3);
+            }
+            add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 16 * j + 4 * t), P);
+          }
+          add_scaled_sums<CB>(P, sc, S);
+        }
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        __m256i M[CB];
+#pragma GCC unroll 16
+        for (int c = 0; c < CB; ++c) M[c] = _mm256_setzero_si256();
+        for (int j = 0; j < 16; j += 2) {
+          const __m128i a =
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ2KScales + 16 * j + 8 * h));
+          const __m128i b = _mm_loadl_epi64(
+              reinterpret_cast<const __m128i*>(sb + kQ2KScales + 16 * (j + 1) + 8 * h));
+          // (min_j, min_j+1) of each row as int16 pairs: the high nibbles.
+          const __m256i mp = _mm256_srli_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), 4);
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c)
+            M[c] = _mm256_add_epi32(
+                M[c], _mm256_madd_epi16(mp, _mm256_set1_epi32(static_cast<int32_t>(
+                                                simd::load_u32(xr[c].sum16 + 16 * s + j)))));
+        }
+        const __m256 dv =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ2KD + 16 * h)));
+        const __m256 dm = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ2KD + 32 + 16 * h)));
+#pragma GCC unroll 16
+        for (int c = 0; c < CB; ++c) {
+          const __m256 dx = _mm256_set1_ps(xr[c].d[s]);
+          acc[h][c] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[h][c]), _mm256_mul_ps(dv, dx), acc[h][c]);
+          acc[h][c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M[c]), _mm256_mul_ps(dm, dx), acc[h][c]);
+        }
+      }
+    }
+    store_rows8x2<CB>(out, os, acc, valid);
+  }
+
+  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+                   int64_t os, int valid) {
+    tail_of<Avx2Q2K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+};
+PAGELLM_TARGET_END
+#endif  // PAGELLM_HAVE_AVX2
+
+}  // namespace
+
+PackedTileFn packed_q2k_fn(CpuIsa isa) {
+#if PAGELLM_HAVE_AVX2
+  if (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512) return drive<Avx2Q2K>;
+#endif
+  if (isa == CpuIsa::Scalar) return q2k_scalar;
+  return nullptr;
+}
+
+}  // namespace pagellm::cpu::detail
