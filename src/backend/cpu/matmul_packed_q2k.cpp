@@ -119,19 +119,9 @@ struct Avx2Q2K {
         __m256i M[CB];
 #pragma GCC unroll 16
         for (int c = 0; c < CB; ++c) M[c] = _mm256_setzero_si256();
-        for (int j = 0; j < 16; j += 2) {
-          const __m128i a =
-              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ2KScales + 16 * j + 8 * h));
-          const __m128i b = _mm_loadl_epi64(
-              reinterpret_cast<const __m128i*>(sb + kQ2KScales + 16 * (j + 1) + 8 * h));
-          // (min_j, min_j+1) of each row as int16 pairs: the high nibbles.
-          const __m256i mp = _mm256_srli_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), 4);
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c)
-            M[c] = _mm256_add_epi32(
-                M[c], _mm256_madd_epi16(mp, _mm256_set1_epi32(static_cast<int32_t>(
-                                                simd::load_u32(xr[c].sum16 + 16 * s + j)))));
-        }
+        add_sub_sums16<CB>(
+            sb + kQ2KScales, h, xr, s,
+            [](__m128i v) { return _mm256_srli_epi16(_mm256_cvtepu8_epi16(v), 4); }, M);
         const __m256 dv =
             _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ2KD + 16 * h)));
         const __m256 dm = _mm256_cvtph_ps(

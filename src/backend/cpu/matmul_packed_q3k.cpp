@@ -78,8 +78,7 @@ struct Avx2Q3K {
     __m256 acc[2][CB];
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
-    const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4),
-                  lo16 = _mm256_set1_epi32(0xFFFF);
+    const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kQ3KSuper;
       for (size_t l = 0; l < kQ3KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
@@ -92,11 +91,7 @@ struct Avx2Q3K {
           const int j = 4 * q + jq;
           __m256i sc[2];  // sub-block j's scales of each half's rows, as int16 pairs
 #pragma GCC unroll 2
-          for (int h = 0; h < 2; ++h) {
-            const __m256i s32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                reinterpret_cast<const __m128i*>(sb + kQ3KScales + 16 * j + 8 * h)));
-            sc[h] = _mm256_or_si256(_mm256_and_si256(s32, lo16), _mm256_slli_epi32(s32, 16));
-          }
+          for (int h = 0; h < 2; ++h) sc[h] = scale_pairs_s8(sb + kQ3KScales + 16 * j + 8 * h);
           const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (2 * q + jq / 2)));
           __m256i P[2][CB];
 #pragma GCC unroll 16
@@ -123,18 +118,8 @@ struct Avx2Q3K {
         __m256i O[CB];
 #pragma GCC unroll 16
         for (int c = 0; c < CB; ++c) O[c] = _mm256_setzero_si256();
-        for (int j = 0; j < 16; j += 2) {
-          const __m128i a =
-              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ3KScales + 16 * j + 8 * h));
-          const __m128i b = _mm_loadl_epi64(
-              reinterpret_cast<const __m128i*>(sb + kQ3KScales + 16 * (j + 1) + 8 * h));
-          const __m256i scp = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b));
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c)
-            O[c] = _mm256_add_epi32(
-                O[c], _mm256_madd_epi16(scp, _mm256_set1_epi32(static_cast<int32_t>(
-                                                 simd::load_u32(xr[c].sum16 + 16 * s + j)))));
-        }
+        add_sub_sums16<CB>(
+            sb + kQ3KScales, h, xr, s, [](__m128i v) { return _mm256_cvtepi8_epi16(v); }, O);
         const __m256 dv =
             _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ3KD + 16 * h)));
 #pragma GCC unroll 16

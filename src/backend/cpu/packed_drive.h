@@ -146,6 +146,35 @@ inline __attribute__((always_inline)) void add_pair_sums(const __m256i (&A)[2], 
   }
 }
 
+// Eight signed bytes at p (one per row of a half) as int16 pairs (v, v), the
+// scale operand of add_scaled_sums.
+inline __m256i scale_pairs_s8(const uint8_t* p) {
+  const __m256i s32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_or_si256(_mm256_and_si256(s32, _mm256_set1_epi32(0xFFFF)),
+                         _mm256_slli_epi32(s32, 16));
+}
+
+// O[c] += sum over the 16 sub-blocks j of w_j * sum16_j (xr[c]'s sums of 16
+// codes of super-block s) for the rows of one half, two sub-blocks per madd:
+// pairs(p) widens the 16 interleaved bytes (w_j, w_j+1) of the half's 8 rows,
+// read from the rows' bytes 16 j + 8 h of w (16 bytes per sub-block), to
+// int16 pairs.
+template <int CB, class Pairs>
+inline __attribute__((always_inline)) void add_sub_sums16(const uint8_t* w, int h,
+                                                          const XRowK (&xr)[CB], int64_t s,
+                                                          Pairs pairs, __m256i (&O)[CB]) {
+  for (int j = 0; j < 16; j += 2) {
+    const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 16 * j + 8 * h));
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 16 * (j + 1) + 8 * h));
+    const __m256i wp = pairs(_mm_unpacklo_epi8(a, b));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c)
+      O[c] = _mm256_add_epi32(
+          O[c], _mm256_madd_epi16(wp, _mm256_set1_epi32(static_cast<int32_t>(
+                                          simd::load_u32(xr[c].sum16 + 16 * s + j)))));
+  }
+}
+
 // S[half][c] += P[half][c] * sc[half] as int16 pairs (one madd: the scale
 // pairs hold each row's scale twice, so this is scale * (P + P'), exact).
 template <int CB>
