@@ -164,7 +164,7 @@ void BM_GemvCached(benchmark::State& state) {
 }
 
 void shapes(benchmark::internal::Benchmark* b) {
-  // Q2_K, Q3_K: the row-major kernels (no Rows16 layout), as in Q2_K/Q3_K mixes.
+  // Q2_K, Q3_K: the bulk of Q2_K / Q3_K_S / Q3_K_M files.
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16,
                   DType::Q2_K, DType::Q3_K}) {
     for (int64_t packed : {0, 1}) {

@@ -277,7 +277,6 @@ struct Avx2K4 {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
       const uint8_t* hb = sb;  // Q5_K's fifth bits
       if constexpr (kQ5) sb += kQ5KPlane;
-      for (size_t l = 0; l < kK4Super<kQ5>; l += 64) simd::prefetch(hb + kPrefetchBytes + l);
       __m256i S[2][CB];
 #pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
@@ -294,6 +293,7 @@ struct Avx2K4 {
       // nibbles); narrow tiles have the registers to take both per load.
       constexpr bool kPairs = CB <= (kQ5 ? 1 : 2);
       for (int i = 0; i < 4; ++i) {
+        prefetch_quarter<kK4Super<kQ5>>(hb, i);
         if constexpr (kPairs) {
           __m256i sc[2][2];
           scales(2 * i, sc[0]);
@@ -619,7 +619,6 @@ struct Avx2Q6K {
     const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper;
-      for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
       __m256i S[2][CB];
 #pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
@@ -627,7 +626,8 @@ struct Avx2Q6K {
         // (G / 16) of the bit planes, which picks the nibble and the 2-bit
         // field; q is unrolled so both are constants.
 #pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q)
+      for (int q = 0; q < 4; ++q) {
+        prefetch_quarter<kQ6KSuper>(sb, q);
         for (int jq = 0; jq < 4; ++jq) {
           const int j = 4 * q + jq;
           __m256i sc[2];  // sub-block j's scales of each half's rows, as int16 pairs
@@ -657,6 +657,7 @@ struct Avx2Q6K {
             add_scaled_sums<CB>(P, sc, S);
           }
         }
+      }
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         __m256i O[CB];

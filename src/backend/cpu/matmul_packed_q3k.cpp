@@ -81,12 +81,12 @@ struct Avx2Q3K {
     const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kQ3KSuper;
-      for (size_t l = 0; l < kQ3KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
       __m256i S[2][CB];
 #pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
 #pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q)
+      for (int q = 0; q < 4; ++q) {
+        prefetch_quarter<kQ3KSuper>(sb, q);
         for (int jq = 0; jq < 4; ++jq) {
           const int j = 4 * q + jq;
           __m256i sc[2];  // sub-block j's scales of each half's rows, as int16 pairs
@@ -113,6 +113,7 @@ struct Avx2Q3K {
           }
           add_scaled_sums<CB>(P, sc, S);
         }
+      }
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         __m256i O[CB];
