@@ -599,88 +599,47 @@ PAGELLM_TARGET_END
 
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
-// Both halves in one pass, columns innermost (as Avx2K4). Sub-block j's int16
-// pair sums meet its scales in one madd; the -32 offsets are summed apart, as
-// sum_j scale_j * sum16_j with the scales of two sub-blocks as int16 pairs
-// against the two sums, exact in int32 like the rest.
-struct Avx2Q6K {
-  static constexpr int kCols = 4;
+// Avx2K16's policy: sub-block j = 4q + jq's code groups G = 4j + t lie in
+// quarter q (G / 16) of the bit planes, which picks the nibble and the 2-bit
+// field. Codes <= 63: two pair sums fit in int16 (2 * 2 * 63 * 127 = 32004).
+// The -32 offsets are summed apart, as sum_j scale_j * sum16_j.
+struct Q6KCodes {
+  static constexpr size_t kSuper = kQ6KSuper;
+  static constexpr int kRun = 2;
 
-  template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    const int64_t nsb = n / 256;
-    XRowK xr[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m256 acc[2][CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper;
-      __m256i S[2][CB];
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
-        // Sub-block j = 4q + jq: its code groups G = 4j + t lie in quarter q
-        // (G / 16) of the bit planes, which picks the nibble and the 2-bit
-        // field; q is unrolled so both are constants.
-#pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) {
-        prefetch_quarter<kQ6KSuper>(sb, q);
-        for (int jq = 0; jq < 4; ++jq) {
-          const int j = 4 * q + jq;
-          __m256i sc[2];  // sub-block j's scales of each half's rows, as int16 pairs
-#pragma GCC unroll 2
-          for (int h = 0; h < 2; ++h) sc[h] = scale_pairs_s8(sb + kQ6KScales + 16 * j + 8 * h);
-            // Codes <= 63: two pair sums fit in int16 (2 * 2 * 63 * 127 = 32004).
-#pragma GCC unroll 2
-          for (int t0 = 0; t0 < 4; t0 += 2) {
-            __m256i P[2][CB];
-#pragma GCC unroll 16
-            for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
-#pragma GCC unroll 2
-            for (int t = t0; t < t0 + 2; ++t) {
-              const int g = 4 * jq + t;  // G % 16
-              __m256i A[2];
-#pragma GCC unroll 2
-              for (int h = 0; h < 2; ++h) {
-                __m256i lo = simd::load256(sb + 64 * (16 * (q % 2) + g) + 32 * h);
-                if (q >= 2) lo = _mm256_srli_epi16(lo, 4);
-                __m256i hi = simd::load256(sb + kQ6KQh + 64 * g + 32 * h);
-                if (q > 0) hi = _mm256_srli_epi16(hi, 2 * q);
-                hi = _mm256_and_si256(hi, m3);
-                A[h] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(hi, 4));
-              }
-              add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 16 * j + 4 * t), P);
-            }
-            add_scaled_sums<CB>(P, sc, S);
-          }
-        }
-      }
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        __m256i O[CB];
-#pragma GCC unroll 16
-        for (int c = 0; c < CB; ++c) O[c] = _mm256_setzero_si256();
-        add_sub_sums16<CB>(
-            sb + kQ6KScales, h, xr, s, [](__m128i v) { return _mm256_cvtepi8_epi16(v); }, O);
-        const __m256 dv =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ6KD + 16 * h)));
-#pragma GCC unroll 16
-        for (int c = 0; c < CB; ++c) {
-          const __m256i I = _mm256_sub_epi32(S[h][c], _mm256_slli_epi32(O[c], 5));
-          acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I),
-                                      _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])), acc[h][c]);
-        }
-      }
-    }
-    store_rows8x2<CB>(out, os, acc, valid);
+  static __attribute__((always_inline)) __m256i codes(const uint8_t* sb, int q, int jq, int t,
+                                                      int h) {
+    const int g = 4 * jq + t;  // G % 16
+    __m256i lo = simd::load256(sb + 64 * (16 * (q % 2) + g) + 32 * h);
+    if (q >= 2) lo = _mm256_srli_epi16(lo, 4);
+    __m256i hi = simd::load256(sb + kQ6KQh + 64 * g + 32 * h);
+    if (q > 0) hi = _mm256_srli_epi16(hi, 2 * q);
+    hi = _mm256_and_si256(hi, _mm256_set1_epi8(3));
+    return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi8(15)), _mm256_slli_epi16(hi, 4));
   }
 
-  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    tail_of<Avx2Q6K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  static __attribute__((always_inline)) __m256i scales(const uint8_t* sb, int j, int h) {
+    return scale_pairs_s8(sb + kQ6KScales + 16 * j + 8 * h);
+  }
+
+  // acc += float(S - 32 * O) * d * d_x, O = sum_j scale_j * sum16_j.
+  template <int CB>
+  static __attribute__((always_inline)) void finish(const uint8_t* sb, int h, const XRowK (&xr)[CB],
+                                                    int64_t s, const __m256i (&S)[CB],
+                                                    __m256 (&acc)[CB]) {
+    __m256i O[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) O[c] = _mm256_setzero_si256();
+    add_sub_sums16<CB>(
+        sb + kQ6KScales, h, xr, s, [](__m128i v) { return _mm256_cvtepi8_epi16(v); }, O);
+    const __m256 dv =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ6KD + 16 * h)));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) {
+      const __m256i I = _mm256_sub_epi32(S[c], _mm256_slli_epi32(O[c], 5));
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])),
+                               acc[c]);
+    }
   }
 };
 PAGELLM_TARGET_END
@@ -695,7 +654,7 @@ PackedTileFn q6k_for(CpuIsa isa) {
   if (isa == CpuIsa::Avx512) return drive<Avx512Q6K>;
 #endif
 #if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2) return drive<Avx2Q6K>;
+  if (isa == CpuIsa::Avx2) return drive<Avx2K16<Q6KCodes>>;
 #endif
   if (isa == CpuIsa::Scalar) return q6k_scalar;
   return nullptr;

@@ -60,88 +60,49 @@ void q2k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
 
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
-// As the AVX2 Q3_K kernel (matmul_packed_q3k.cpp) without the high bits:
-// sub-block j = 4q + jq reads quarter q of the 2-bit plane (q unrolled: the
-// shift is a constant). Codes <= 3: a sub-block's four maddubs pair sums fit
-// in int16 (4 * 2 * 3 * 128 = 3072). The mins meet the sums of 16 two
-// sub-blocks per madd.
-struct Avx2Q2K {
-  static constexpr int kCols = 4;
+// Avx2K16's policy: sub-block j = 4q + jq reads quarter q of the 2-bit plane.
+// Codes <= 3: a sub-block's four maddubs pair sums fit in int16.
+struct Q2KCodes {
+  static constexpr size_t kSuper = kQ2KSuper;
+  static constexpr int kRun = 4;
 
-  template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    const int64_t nsb = n / 256;
-    XRowK xr[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m256 acc[2][CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
-    const __m256i m3 = _mm256_set1_epi8(3), lo4 = _mm256_set1_epi32(15);
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ2KSuper;
-      __m256i S[2][CB];
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) {
-        prefetch_quarter<kQ2KSuper>(sb, q);
-        for (int jq = 0; jq < 4; ++jq) {
-          const int j = 4 * q + jq;
-          __m256i sc[2];  // sub-block j's scales of each half's rows, as int16 pairs
-#pragma GCC unroll 2
-          for (int h = 0; h < 2; ++h) {
-            const __m256i s32 = _mm256_and_si256(
-                _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                    reinterpret_cast<const __m128i*>(sb + kQ2KScales + 16 * j + 8 * h))),
-                lo4);
-            sc[h] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
-          }
-          __m256i P[2][CB];
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-          for (int t = 0; t < 4; ++t) {
-            __m256i A[2];
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; ++h) {
-              __m256i v = simd::load256(sb + 64 * (4 * jq + t) + 32 * h);
-              if (q > 0) v = _mm256_srli_epi16(v, 2 * q);
-              A[h] = _mm256_and_si256(v, m3);
-            }
-            add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 16 * j + 4 * t), P);
-          }
-          add_scaled_sums<CB>(P, sc, S);
-        }
-      }
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        __m256i M[CB];
-#pragma GCC unroll 16
-        for (int c = 0; c < CB; ++c) M[c] = _mm256_setzero_si256();
-        add_sub_sums16<CB>(
-            sb + kQ2KScales, h, xr, s,
-            [](__m128i v) { return _mm256_srli_epi16(_mm256_cvtepu8_epi16(v), 4); }, M);
-        const __m256 dv =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ2KD + 16 * h)));
-        const __m256 dm = _mm256_cvtph_ps(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ2KD + 32 + 16 * h)));
-#pragma GCC unroll 16
-        for (int c = 0; c < CB; ++c) {
-          const __m256 dx = _mm256_set1_ps(xr[c].d[s]);
-          acc[h][c] =
-              _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[h][c]), _mm256_mul_ps(dv, dx), acc[h][c]);
-          acc[h][c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M[c]), _mm256_mul_ps(dm, dx), acc[h][c]);
-        }
-      }
-    }
-    store_rows8x2<CB>(out, os, acc, valid);
+  static __attribute__((always_inline)) __m256i codes(const uint8_t* sb, int q, int jq, int t,
+                                                      int h) {
+    __m256i v = simd::load256(sb + 64 * (4 * jq + t) + 32 * h);
+    if (q > 0) v = _mm256_srli_epi16(v, 2 * q);
+    return _mm256_and_si256(v, _mm256_set1_epi8(3));
   }
 
-  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    tail_of<Avx2Q2K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  // The low nibbles of the file's scale bytes (the high ones are the mins).
+  static __attribute__((always_inline)) __m256i scales(const uint8_t* sb, int j, int h) {
+    const __m256i s32 = _mm256_and_si256(
+        _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ2KScales + 16 * j + 8 * h))),
+        _mm256_set1_epi32(15));
+    return _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+  }
+
+  // acc += float(S) * d * d_x - float(M) * dmin * d_x, M = sum_j min_j * sum16_j.
+  template <int CB>
+  static __attribute__((always_inline)) void finish(const uint8_t* sb, int h, const XRowK (&xr)[CB],
+                                                    int64_t s, const __m256i (&S)[CB],
+                                                    __m256 (&acc)[CB]) {
+    __m256i M[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) M[c] = _mm256_setzero_si256();
+    add_sub_sums16<CB>(
+        sb + kQ2KScales, h, xr, s,
+        [](__m128i v) { return _mm256_srli_epi16(_mm256_cvtepu8_epi16(v), 4); }, M);
+    const __m256 dv =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ2KD + 16 * h)));
+    const __m256 dm = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ2KD + 32 + 16 * h)));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) {
+      const __m256 dx = _mm256_set1_ps(xr[c].d[s]);
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]), _mm256_mul_ps(dv, dx), acc[c]);
+      acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M[c]), _mm256_mul_ps(dm, dx), acc[c]);
+    }
   }
 };
 PAGELLM_TARGET_END
@@ -151,7 +112,7 @@ PAGELLM_TARGET_END
 
 PackedTileFn packed_q2k_fn(CpuIsa isa) {
 #if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512) return drive<Avx2Q2K>;
+  if (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512) return drive<Avx2K16<Q2KCodes>>;
 #endif
   if (isa == CpuIsa::Scalar) return q2k_scalar;
   return nullptr;

@@ -60,83 +60,46 @@ void q3k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
 
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
-// As the AVX2 Q6_K kernel (matmul_packed_k.cpp): both halves in one pass,
-// columns innermost; sub-block j = 4q + jq reads quarter q of the 2-bit plane
-// (q unrolled: the shift is a constant) and eighth 2q + jq / 2 of the high
-// bits. Codes <= 7: a sub-block's four maddubs pair sums fit in int16
-// (4 * 2 * 7 * 128 = 7168).
-struct Avx2Q3K {
-  static constexpr int kCols = 4;
+// Avx2K16's policy: sub-block j = 4q + jq reads quarter q of the 2-bit plane
+// and eighth 2q + jq / 2 of the high bits. Codes <= 7: a sub-block's four
+// maddubs pair sums fit in int16 (4 * 2 * 7 * 128 = 7168).
+struct Q3KCodes {
+  static constexpr size_t kSuper = kQ3KSuper;
+  static constexpr int kRun = 4;
 
-  template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    const int64_t nsb = n / 256;
-    XRowK xr[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m256 acc[2][CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
-    const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ3KSuper;
-      __m256i S[2][CB];
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) {
-        prefetch_quarter<kQ3KSuper>(sb, q);
-        for (int jq = 0; jq < 4; ++jq) {
-          const int j = 4 * q + jq;
-          __m256i sc[2];  // sub-block j's scales of each half's rows, as int16 pairs
-#pragma GCC unroll 2
-          for (int h = 0; h < 2; ++h) sc[h] = scale_pairs_s8(sb + kQ3KScales + 16 * j + 8 * h);
-          const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (2 * q + jq / 2)));
-          __m256i P[2][CB];
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-          for (int t = 0; t < 4; ++t) {
-            const int g = 4 * jq + t;  // G % 16
-            __m256i A[2];
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; ++h) {
-              __m256i lo = simd::load256(sb + 64 * g + 32 * h);
-              if (q > 0) lo = _mm256_srli_epi16(lo, 2 * q);
-              const __m256i hv = _mm256_and_si256(
-                  simd::load256(sb + kQ3KHigh + 64 * (4 * (jq % 2) + t) + 32 * h), bit);
-              A[h] = _mm256_or_si256(_mm256_and_si256(lo, m3),
-                                     _mm256_and_si256(_mm256_cmpeq_epi8(hv, bit), four));
-            }
-            add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 16 * j + 4 * t), P);
-          }
-          add_scaled_sums<CB>(P, sc, S);
-        }
-      }
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        __m256i O[CB];
-#pragma GCC unroll 16
-        for (int c = 0; c < CB; ++c) O[c] = _mm256_setzero_si256();
-        add_sub_sums16<CB>(
-            sb + kQ3KScales, h, xr, s, [](__m128i v) { return _mm256_cvtepi8_epi16(v); }, O);
-        const __m256 dv =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ3KD + 16 * h)));
-#pragma GCC unroll 16
-        for (int c = 0; c < CB; ++c) {
-          const __m256i I = _mm256_sub_epi32(S[h][c], _mm256_slli_epi32(O[c], 2));
-          acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I),
-                                      _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])), acc[h][c]);
-        }
-      }
-    }
-    store_rows8x2<CB>(out, os, acc, valid);
+  static __attribute__((always_inline)) __m256i codes(const uint8_t* sb, int q, int jq, int t,
+                                                      int h) {
+    const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (2 * q + jq / 2)));
+    __m256i lo = simd::load256(sb + 64 * (4 * jq + t) + 32 * h);
+    if (q > 0) lo = _mm256_srli_epi16(lo, 2 * q);
+    const __m256i hv =
+        _mm256_and_si256(simd::load256(sb + kQ3KHigh + 64 * (4 * (jq % 2) + t) + 32 * h), bit);
+    return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi8(3)),
+                           _mm256_and_si256(_mm256_cmpeq_epi8(hv, bit), _mm256_set1_epi8(4)));
   }
 
-  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    tail_of<Avx2Q3K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  static __attribute__((always_inline)) __m256i scales(const uint8_t* sb, int j, int h) {
+    return scale_pairs_s8(sb + kQ3KScales + 16 * j + 8 * h);
+  }
+
+  // acc += float(S - 4 * O) * d * d_x, O = sum_j scale_j * sum16_j.
+  template <int CB>
+  static __attribute__((always_inline)) void finish(const uint8_t* sb, int h, const XRowK (&xr)[CB],
+                                                    int64_t s, const __m256i (&S)[CB],
+                                                    __m256 (&acc)[CB]) {
+    __m256i O[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) O[c] = _mm256_setzero_si256();
+    add_sub_sums16<CB>(
+        sb + kQ3KScales, h, xr, s, [](__m128i v) { return _mm256_cvtepi8_epi16(v); }, O);
+    const __m256 dv =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ3KD + 16 * h)));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) {
+      const __m256i I = _mm256_sub_epi32(S[c], _mm256_slli_epi32(O[c], 2));
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])),
+                               acc[c]);
+    }
   }
 };
 PAGELLM_TARGET_END
@@ -146,7 +109,7 @@ PAGELLM_TARGET_END
 
 PackedTileFn packed_q3k_fn(CpuIsa isa) {
 #if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512) return drive<Avx2Q3K>;
+  if (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512) return drive<Avx2K16<Q3KCodes>>;
 #endif
   if (isa == CpuIsa::Scalar) return q3k_scalar;
   return nullptr;

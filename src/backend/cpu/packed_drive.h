@@ -206,6 +206,71 @@ inline __attribute__((always_inline)) void add_scaled_sums(const __m256i (&P)[2]
     S[1][c] = _mm256_add_epi32(S[1][c], _mm256_madd_epi16(P[1][c], sc[1]));
   }
 }
+
+// The AVX2 kernel of the K-quants with 16-element sub-blocks (Q2_K, Q3_K,
+// Q6_K), for a code policy Q. Both halves of a group go through in one pass,
+// columns innermost. Sub-block j = 4q + jq takes its codes from quarter q of
+// the bit planes; q is unrolled, so the shifts that select them are constants.
+// Each sub-block's int16 pair sums meet its scales in one madd, and Q::finish
+// turns the super-block's exact int32 sums S into float terms.
+//   Q::kSuper                 bytes per super-block
+//   Q::kRun                   dword groups (of 4) whose pair sums stay within
+//                             int16 added up (2 or 4)
+//   Q::codes(sb, q, jq, t, h) the unsigned codes of dword group t (0..3) of
+//                             sub-block 4q + jq for the rows of half h
+//   Q::scales(sb, j, h)       sub-block j's scales of half h's rows, as int16
+//                             pairs (add_scaled_sums)
+//   Q::finish<CB>(sb, h, xr, s, S, acc)  adds the super-block's terms of half h
+template <class Q>
+struct Avx2K16 {
+  static constexpr int kCols = 4;
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowK xr[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
+    __m256 acc[2][CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * Q::kSuper;
+      __m256i S[2][CB];
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        prefetch_quarter<Q::kSuper>(sb, q);
+        for (int jq = 0; jq < 4; ++jq) {
+          const int j = 4 * q + jq;
+          const __m256i sc[2] = {Q::scales(sb, j, 0), Q::scales(sb, j, 1)};
+#pragma GCC unroll 2
+          for (int t0 = 0; t0 < 4; t0 += Q::kRun) {
+            __m256i P[2][CB];
+#pragma GCC unroll 16
+            for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int t = t0; t < t0 + Q::kRun; ++t) {
+              const __m256i A[2] = {Q::codes(sb, q, jq, t, 0), Q::codes(sb, q, jq, t, 1)};
+              add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 16 * j + 4 * t), P);
+            }
+            add_scaled_sums<CB>(P, sc, S);
+          }
+        }
+      }
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) Q::template finish<CB>(sb, h, xr, s, S[h], acc[h]);
+    }
+    store_rows8x2<CB>(out, os, acc, valid);
+  }
+
+  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+                   int64_t os, int valid) {
+    tail_of<Avx2K16, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+};
 PAGELLM_TARGET_END
 #endif
 
