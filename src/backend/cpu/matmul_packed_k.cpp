@@ -32,45 +32,32 @@ constexpr size_t kK4Super = kQ5 ? kQ5KSuper : kQ4KSuper;
 template <bool kQ5>
 void q4k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
                 int64_t cols, float* out, int64_t os) {
-  const int64_t nsb = n / 256;
-  for (int64_t g = 0; g * kPackRows < rows; ++g) {
-    const uint8_t* grp = w + static_cast<size_t>(g) * gb;
-    for (int64_t c = 0; c < cols; ++c) {
-      const XRowK xr = xk_row(x + static_cast<size_t>(c) * xs, n);
-      float acc[kPackRows] = {};
-      for (int64_t s = 0; s < nsb; ++s) {
-        const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
+  scalar_k_frame<kK4Super<kQ5>>(
+      n, w, gb, rows, x, xs, cols, out, os,
+      [](const uint8_t* sb, const XRowK& xr, int64_t s, int lane, float acc) {
         const uint8_t* hb = sb;  // Q5_K's fifth bits
         if constexpr (kQ5) sb += kQ5KPlane;
         const uint8_t* mins = sb + kQ4KMins;
-        for (int lane = 0; lane < kPackRows; ++lane) {
-          int32_t S = 0, M = 0;
-          for (int j = 0; j < 8; ++j) {
-            int32_t I = 0;
-            for (int k = 0; k < 8; ++k)
-              for (int i = 0; i < 4; ++i) {
-                const uint8_t v = sb[512 * (j / 2) + 64 * k + 4 * lane + i];
-                int code = j % 2 ? v >> 4 : v & 15;
-                if constexpr (kQ5) code |= ((hb[64 * k + 4 * lane + i] >> j) & 1) << 4;
-                I += code * xr.qs[256 * s + 32 * j + 4 * k + i];
-              }
-            S += sb[kQ4KScales + 16 * j + lane] * I;
-            M += mins[2 * (16 * (j / 2) + lane) + j % 2] * xr.sum32[8 * s + j];
-          }
-          f16_t hd, hm;
-          std::memcpy(&hd, sb + kQ4KD + 2 * lane, 2);
-          std::memcpy(&hm, sb + kQ4KD + 32 + 2 * lane, 2);
-          const float dx = xr.d[s];
-          acc[lane] = std::fma(static_cast<float>(S), fp16_to_fp32(hd) * dx, acc[lane]);
-          acc[lane] = std::fma(static_cast<float>(M), -(fp16_to_fp32(hm) * dx), acc[lane]);
+        int32_t S = 0, M = 0;
+        for (int j = 0; j < 8; ++j) {
+          int32_t I = 0;
+          for (int k = 0; k < 8; ++k)
+            for (int i = 0; i < 4; ++i) {
+              const uint8_t v = sb[512 * (j / 2) + 64 * k + 4 * lane + i];
+              int code = j % 2 ? v >> 4 : v & 15;
+              if constexpr (kQ5) code |= ((hb[64 * k + 4 * lane + i] >> j) & 1) << 4;
+              I += code * xr.qs[256 * s + 32 * j + 4 * k + i];
+            }
+          S += sb[kQ4KScales + 16 * j + lane] * I;
+          M += mins[2 * (16 * (j / 2) + lane) + j % 2] * xr.sum32[8 * s + j];
         }
-      }
-      for (int lane = 0; lane < kPackRows; ++lane) {
-        const int64_t r = g * kPackRows + lane;
-        if (r < rows) out[c * os + r] = acc[lane];
-      }
-    }
-  }
+        f16_t hd, hm;
+        std::memcpy(&hd, sb + kQ4KD + 2 * lane, 2);
+        std::memcpy(&hm, sb + kQ4KD + 32 + 2 * lane, 2);
+        const float dx = xr.d[s];
+        acc = std::fma(static_cast<float>(S), fp16_to_fp32(hd) * dx, acc);
+        return std::fma(static_cast<float>(M), -(fp16_to_fp32(hm) * dx), acc);
+      });
 }
 
 #if PAGELLM_HAVE_AVX512
@@ -429,37 +416,24 @@ constexpr size_t kQ6KSuper = 3360, kQ6KQh = 2048, kQ6KScales = 3072, kQ6KD = 332
 
 void q6k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
                 int64_t cols, float* out, int64_t os) {
-  const int64_t nsb = n / 256;
-  for (int64_t g = 0; g * kPackRows < rows; ++g) {
-    const uint8_t* grp = w + static_cast<size_t>(g) * gb;
-    for (int64_t c = 0; c < cols; ++c) {
-      const XRowK xr = xk_row(x + static_cast<size_t>(c) * xs, n);
-      float acc[kPackRows] = {};
-      for (int64_t s = 0; s < nsb; ++s) {
-        const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper;
-        for (int lane = 0; lane < kPackRows; ++lane) {
-          int32_t S = 0;
-          for (int j = 0; j < 16; ++j) {
-            int32_t I = -32 * xr.sum16[16 * s + j];
-            for (int e = 16 * j; e < 16 * j + 16; ++e) {
-              const int G = e / 4, i = e % 4;
-              const int lo = (sb[64 * (G % 32) + 4 * lane + i] >> (4 * (G / 32))) & 15;
-              const int hi = (sb[kQ6KQh + 64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3;
-              I += (lo | (hi << 4)) * xr.qs[256 * s + e];
-            }
-            S += static_cast<int8_t>(sb[kQ6KScales + 16 * j + lane]) * I;
+  scalar_k_frame<kQ6KSuper>(
+      n, w, gb, rows, x, xs, cols, out, os,
+      [](const uint8_t* sb, const XRowK& xr, int64_t s, int lane, float acc) {
+        int32_t S = 0;
+        for (int j = 0; j < 16; ++j) {
+          int32_t I = -32 * xr.sum16[16 * s + j];
+          for (int e = 16 * j; e < 16 * j + 16; ++e) {
+            const int G = e / 4, i = e % 4;
+            const int lo = (sb[64 * (G % 32) + 4 * lane + i] >> (4 * (G / 32))) & 15;
+            const int hi = (sb[kQ6KQh + 64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3;
+            I += (lo | (hi << 4)) * xr.qs[256 * s + e];
           }
-          f16_t hd;
-          std::memcpy(&hd, sb + kQ6KD + 2 * lane, 2);
-          acc[lane] = std::fma(static_cast<float>(S), fp16_to_fp32(hd) * xr.d[s], acc[lane]);
+          S += static_cast<int8_t>(sb[kQ6KScales + 16 * j + lane]) * I;
         }
-      }
-      for (int lane = 0; lane < kPackRows; ++lane) {
-        const int64_t r = g * kPackRows + lane;
-        if (r < rows) out[c * os + r] = acc[lane];
-      }
-    }
-  }
+        f16_t hd;
+        std::memcpy(&hd, sb + kQ6KD + 2 * lane, 2);
+        return std::fma(static_cast<float>(S), fp16_to_fp32(hd) * xr.d[s], acc);
+      });
 }
 
 #if PAGELLM_HAVE_AVX512

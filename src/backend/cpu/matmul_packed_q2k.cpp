@@ -22,40 +22,27 @@ constexpr size_t kQ2KScales = 1024, kQ2KD = 1280, kQ2KSuper = 1344;
 
 void q2k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
                 int64_t cols, float* out, int64_t os) {
-  const int64_t nsb = n / 256;
-  for (int64_t g = 0; g * kPackRows < rows; ++g) {
-    const uint8_t* grp = w + static_cast<size_t>(g) * gb;
-    for (int64_t c = 0; c < cols; ++c) {
-      const XRowK xr = xk_row(x + static_cast<size_t>(c) * xs, n);
-      float acc[kPackRows] = {};
-      for (int64_t s = 0; s < nsb; ++s) {
-        const uint8_t* sb = grp + static_cast<size_t>(s) * kQ2KSuper;
-        for (int lane = 0; lane < kPackRows; ++lane) {
-          int32_t S = 0, M = 0;
-          for (int j = 0; j < 16; ++j) {
-            int32_t I = 0;
-            for (int e = 16 * j; e < 16 * j + 16; ++e) {
-              const int G = e / 4, i = e % 4;
-              I += ((sb[64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3) * xr.qs[256 * s + e];
-            }
-            const uint8_t sm = sb[kQ2KScales + 16 * j + lane];
-            S += (sm & 15) * I;
-            M += (sm >> 4) * xr.sum16[16 * s + j];
-          }
-          f16_t hd, hm;
-          std::memcpy(&hd, sb + kQ2KD + 2 * lane, 2);
-          std::memcpy(&hm, sb + kQ2KD + 32 + 2 * lane, 2);
-          const float dx = xr.d[s];
-          acc[lane] = std::fma(static_cast<float>(S), fp16_to_fp32(hd) * dx, acc[lane]);
-          acc[lane] = std::fma(static_cast<float>(M), -(fp16_to_fp32(hm) * dx), acc[lane]);
-        }
-      }
-      for (int lane = 0; lane < kPackRows; ++lane) {
-        const int64_t r = g * kPackRows + lane;
-        if (r < rows) out[c * os + r] = acc[lane];
-      }
-    }
-  }
+  scalar_k_frame<kQ2KSuper>(n, w, gb, rows, x, xs, cols, out, os,
+                            [](const uint8_t* sb, const XRowK& xr, int64_t s, int lane, float acc) {
+                              int32_t S = 0, M = 0;
+                              for (int j = 0; j < 16; ++j) {
+                                int32_t I = 0;
+                                for (int e = 16 * j; e < 16 * j + 16; ++e) {
+                                  const int G = e / 4, i = e % 4;
+                                  I += ((sb[64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3) *
+                                       xr.qs[256 * s + e];
+                                }
+                                const uint8_t sm = sb[kQ2KScales + 16 * j + lane];
+                                S += (sm & 15) * I;
+                                M += (sm >> 4) * xr.sum16[16 * s + j];
+                              }
+                              f16_t hd, hm;
+                              std::memcpy(&hd, sb + kQ2KD + 2 * lane, 2);
+                              std::memcpy(&hm, sb + kQ2KD + 32 + 2 * lane, 2);
+                              const float dx = xr.d[s];
+                              acc = std::fma(static_cast<float>(S), fp16_to_fp32(hd) * dx, acc);
+                              return std::fma(static_cast<float>(M), -(fp16_to_fp32(hm) * dx), acc);
+                            });
 }
 
 #if PAGELLM_HAVE_AVX2

@@ -22,40 +22,26 @@ constexpr size_t kQ3KHigh = 1024, kQ3KScales = 1536, kQ3KD = 1792, kQ3KSuper = 1
 
 void q3k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
                 int64_t cols, float* out, int64_t os) {
-  const int64_t nsb = n / 256;
-  for (int64_t g = 0; g * kPackRows < rows; ++g) {
-    const uint8_t* grp = w + static_cast<size_t>(g) * gb;
-    for (int64_t c = 0; c < cols; ++c) {
-      const XRowK xr = xk_row(x + static_cast<size_t>(c) * xs, n);
-      float acc[kPackRows] = {};
-      for (int64_t s = 0; s < nsb; ++s) {
-        const uint8_t* sb = grp + static_cast<size_t>(s) * kQ3KSuper;
-        for (int lane = 0; lane < kPackRows; ++lane) {
-          int32_t S = 0, O = 0;
-          for (int j = 0; j < 16; ++j) {
-            int32_t I = 0;
-            for (int e = 16 * j; e < 16 * j + 16; ++e) {
-              const int G = e / 4, i = e % 4;
-              const int lo = (sb[64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3;
-              const int hi = (sb[kQ3KHigh + 64 * (G % 8) + 4 * lane + i] >> (G / 8)) & 1;
-              I += (lo | (hi << 2)) * xr.qs[256 * s + e];
-            }
-            const int scale = static_cast<int8_t>(sb[kQ3KScales + 16 * j + lane]);
-            S += scale * I;
-            O += scale * xr.sum16[16 * s + j];
+  scalar_k_frame<kQ3KSuper>(
+      n, w, gb, rows, x, xs, cols, out, os,
+      [](const uint8_t* sb, const XRowK& xr, int64_t s, int lane, float acc) {
+        int32_t S = 0, O = 0;
+        for (int j = 0; j < 16; ++j) {
+          int32_t I = 0;
+          for (int e = 16 * j; e < 16 * j + 16; ++e) {
+            const int G = e / 4, i = e % 4;
+            const int lo = (sb[64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3;
+            const int hi = (sb[kQ3KHigh + 64 * (G % 8) + 4 * lane + i] >> (G / 8)) & 1;
+            I += (lo | (hi << 2)) * xr.qs[256 * s + e];
           }
-          f16_t hd;
-          std::memcpy(&hd, sb + kQ3KD + 2 * lane, 2);
-          acc[lane] =
-              std::fma(static_cast<float>(S - 4 * O), fp16_to_fp32(hd) * xr.d[s], acc[lane]);
+          const int scale = static_cast<int8_t>(sb[kQ3KScales + 16 * j + lane]);
+          S += scale * I;
+          O += scale * xr.sum16[16 * s + j];
         }
-      }
-      for (int lane = 0; lane < kPackRows; ++lane) {
-        const int64_t r = g * kPackRows + lane;
-        if (r < rows) out[c * os + r] = acc[lane];
-      }
-    }
-  }
+        f16_t hd;
+        std::memcpy(&hd, sb + kQ3KD + 2 * lane, 2);
+        return std::fma(static_cast<float>(S - 4 * O), fp16_to_fp32(hd) * xr.d[s], acc);
+      });
 }
 
 #if PAGELLM_HAVE_AVX2

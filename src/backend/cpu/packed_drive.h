@@ -58,6 +58,31 @@ inline XRowK xk_row(const uint8_t* x, int64_t n) {
   return r;
 }
 
+// The scalar K-quant kernels' frame: every group of 16 rows, every column,
+// the super-blocks in order; acc = terms(sb, xr, s, lane, acc) adds super-block
+// s's terms of the group's row `lane` (one float chain per output, as in the
+// SIMD variants).
+template <size_t kSuper, class Terms>
+void scalar_k_frame(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x,
+                    size_t xs, int64_t cols, float* out, int64_t os, Terms terms) {
+  const int64_t nsb = n / 256;
+  for (int64_t g = 0; g * kPackRows < rows; ++g) {
+    const uint8_t* grp = w + static_cast<size_t>(g) * gb;
+    for (int64_t c = 0; c < cols; ++c) {
+      const XRowK xr = xk_row(x + static_cast<size_t>(c) * xs, n);
+      float acc[kPackRows] = {};
+      for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* sb = grp + static_cast<size_t>(s) * kSuper;
+        for (int lane = 0; lane < kPackRows; ++lane) acc[lane] = terms(sb, xr, s, lane, acc[lane]);
+      }
+      for (int lane = 0; lane < kPackRows; ++lane) {
+        const int64_t r = g * kPackRows + lane;
+        if (r < rows) out[c * os + r] = acc[lane];
+      }
+    }
+  }
+}
+
 // The Rows16 order: column chunks of 64 outermost (their activations stay in
 // L2 while the weight groups pass by), then the 16-row groups:
 // fn(group bytes, chunk's activations, its output, columns in the chunk,
