@@ -30,11 +30,6 @@ size_t code_bytes(DType t) {
 constexpr size_t kQ4KCodes = 2048, kQ4KScales = 128, kQ4KMins = 128, kQ4KSuper = 2368,
                  kQ5KPlane = 512, kQ5KSuper = 2880;
 
-template <class B>
-constexpr size_t k4_super_bytes() {
-  return std::is_same_v<B, BlockQ5_K> ? kQ5KSuper : kQ4KSuper;
-}
-
 int64_t supers_of(int64_t n_in) {
   if (n_in <= 0 || n_in % QK_K != 0)
     throw Error("Rows16 layout: K-quant row length " + std::to_string(n_in) +
@@ -42,68 +37,80 @@ int64_t supers_of(int64_t n_in) {
   return n_in / QK_K;
 }
 
-// Q4_K or Q5_K (B), which share everything but Q5_K's fifth bits.
-template <class B>
-void pack_k4_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t* dst) {
+// Super-block by super-block: put(sb, lane, block) writes each real row's
+// block into the zeroed group bytes sb (padding rows stay zero: codes, scales
+// and d 0).
+template <class B, size_t kSuper, class Put>
+void pack_supers(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t* dst, Put put) {
   for (int64_t s = 0; s < nsb; ++s) {
-    uint8_t* sb = dst + static_cast<size_t>(s) * k4_super_bytes<B>();
-    uint8_t* hb = sb;
-    if constexpr (std::is_same_v<B, BlockQ5_K>) sb += kQ5KPlane;
-    uint8_t* codes = sb;
-    uint8_t* scales = sb + kQ4KCodes;
-    uint8_t* mins = sb + kQ4KCodes + kQ4KScales;
-    uint8_t* d = sb + kQ4KCodes + kQ4KScales + kQ4KMins;
+    uint8_t* sb = dst + static_cast<size_t>(s) * kSuper;
+    std::memset(sb, 0, kSuper);
     for (int lane = 0; lane < kPackRows; ++lane) {
-      B blk{};
-      if (rows[lane])
-        std::memcpy(&blk, rows[lane] + static_cast<size_t>(s) * sizeof blk, sizeof blk);
-      for (int c = 0; c < 4; ++c)
-        for (int k = 0; k < 8; ++k)
-          std::memcpy(codes + 512 * c + 64 * k + 4 * lane, blk.qs + 32 * c + 4 * k, 4);
-      if constexpr (std::is_same_v<B, BlockQ5_K>)
-        for (int k = 0; k < 8; ++k) std::memcpy(hb + 64 * k + 4 * lane, blk.qh + 4 * k, 4);
-      for (int j = 0; j < 8; ++j) {
-        int sc = 0, m = 0;
-        pagellm::detail::unpack_scale_min_k4(blk.scales, j, &sc, &m);
-        scales[16 * j + lane] = static_cast<uint8_t>(sc);
-        mins[2 * (16 * (j / 2) + lane) + j % 2] = static_cast<uint8_t>(m);
-      }
-      std::memcpy(d + 2 * lane, &blk.d, 2);
-      std::memcpy(d + 32 + 2 * lane, &blk.dmin, 2);
+      if (!rows[lane]) continue;
+      B blk;
+      std::memcpy(&blk, rows[lane] + static_cast<size_t>(s) * sizeof blk, sizeof blk);
+      put(sb, lane, blk);
     }
   }
 }
 
-template <class B>
-void unpack_k4_row(const uint8_t* group, int lane, int64_t nsb, B* dst) {
+// The inverse for one row: get(sb, lane, block) fills a zeroed block.
+template <class B, size_t kSuper, class Get>
+void unpack_supers(const uint8_t* group, int lane, int64_t nsb, B* dst, Get get) {
   for (int64_t s = 0; s < nsb; ++s) {
-    const uint8_t* sb = group + static_cast<size_t>(s) * k4_super_bytes<B>();
-    const uint8_t* hb = sb;
-    if constexpr (std::is_same_v<B, BlockQ5_K>) sb += kQ5KPlane;
-    const uint8_t* scales = sb + kQ4KCodes;
-    const uint8_t* mins = sb + kQ4KCodes + kQ4KScales;
-    const uint8_t* d = sb + kQ4KCodes + kQ4KScales + kQ4KMins;
-    B& b = dst[s];
-    for (int c = 0; c < 4; ++c)
-      for (int k = 0; k < 8; ++k)
-        std::memcpy(b.qs + 32 * c + 4 * k, sb + 512 * c + 64 * k + 4 * lane, 4);
-    if constexpr (std::is_same_v<B, BlockQ5_K>)
-      for (int k = 0; k < 8; ++k) std::memcpy(b.qh + 4 * k, hb + 64 * k + 4 * lane, 4);
-    std::memset(b.scales, 0, sizeof b.scales);
-    for (int j = 0; j < 8; ++j) {
-      const int sc = scales[16 * j + lane], m = mins[2 * (16 * (j / 2) + lane) + j % 2];
-      if (j < 4) {
-        b.scales[j] |= static_cast<uint8_t>(sc & 63);
-        b.scales[j + 4] |= static_cast<uint8_t>(m & 63);
-      } else {
-        b.scales[j + 4] |= static_cast<uint8_t>((sc & 15) | ((m & 15) << 4));
-        b.scales[j - 4] |= static_cast<uint8_t>((sc >> 4) << 6);
-        b.scales[j] |= static_cast<uint8_t>((m >> 4) << 6);
-      }
-    }
-    std::memcpy(&b.d, d + 2 * lane, 2);
-    std::memcpy(&b.dmin, d + 32 + 2 * lane, 2);
+    std::memset(&dst[s], 0, sizeof(B));
+    get(group + static_cast<size_t>(s) * kSuper, lane, dst[s]);
   }
+}
+
+// Q4_K or Q5_K (B), which share everything but Q5_K's fifth bits.
+template <class B>
+void put_k4(uint8_t* sb, int lane, const B& blk) {
+  uint8_t* hb = sb;
+  if constexpr (std::is_same_v<B, BlockQ5_K>) sb += kQ5KPlane;
+  uint8_t* scales = sb + kQ4KCodes;
+  uint8_t* mins = sb + kQ4KCodes + kQ4KScales;
+  uint8_t* d = sb + kQ4KCodes + kQ4KScales + kQ4KMins;
+  for (int c = 0; c < 4; ++c)
+    for (int k = 0; k < 8; ++k)
+      std::memcpy(sb + 512 * c + 64 * k + 4 * lane, blk.qs + 32 * c + 4 * k, 4);
+  if constexpr (std::is_same_v<B, BlockQ5_K>)
+    for (int k = 0; k < 8; ++k) std::memcpy(hb + 64 * k + 4 * lane, blk.qh + 4 * k, 4);
+  for (int j = 0; j < 8; ++j) {
+    int sc = 0, m = 0;
+    pagellm::detail::unpack_scale_min_k4(blk.scales, j, &sc, &m);
+    scales[16 * j + lane] = static_cast<uint8_t>(sc);
+    mins[2 * (16 * (j / 2) + lane) + j % 2] = static_cast<uint8_t>(m);
+  }
+  std::memcpy(d + 2 * lane, &blk.d, 2);
+  std::memcpy(d + 32 + 2 * lane, &blk.dmin, 2);
+}
+
+template <class B>
+void get_k4(const uint8_t* sb, int lane, B& b) {
+  const uint8_t* hb = sb;
+  if constexpr (std::is_same_v<B, BlockQ5_K>) sb += kQ5KPlane;
+  const uint8_t* scales = sb + kQ4KCodes;
+  const uint8_t* mins = sb + kQ4KCodes + kQ4KScales;
+  const uint8_t* d = sb + kQ4KCodes + kQ4KScales + kQ4KMins;
+  for (int c = 0; c < 4; ++c)
+    for (int k = 0; k < 8; ++k)
+      std::memcpy(b.qs + 32 * c + 4 * k, sb + 512 * c + 64 * k + 4 * lane, 4);
+  if constexpr (std::is_same_v<B, BlockQ5_K>)
+    for (int k = 0; k < 8; ++k) std::memcpy(b.qh + 4 * k, hb + 64 * k + 4 * lane, 4);
+  for (int j = 0; j < 8; ++j) {
+    const int sc = scales[16 * j + lane], m = mins[2 * (16 * (j / 2) + lane) + j % 2];
+    if (j < 4) {
+      b.scales[j] |= static_cast<uint8_t>(sc & 63);
+      b.scales[j + 4] |= static_cast<uint8_t>(m & 63);
+    } else {
+      b.scales[j + 4] |= static_cast<uint8_t>((sc & 15) | ((m & 15) << 4));
+      b.scales[j - 4] |= static_cast<uint8_t>((sc >> 4) << 6);
+      b.scales[j] |= static_cast<uint8_t>((m >> 4) << 6);
+    }
+  }
+  std::memcpy(&b.d, d + 2 * lane, 2);
+  std::memcpy(&b.dmin, d + 32 + 2 * lane, 2);
 }
 
 // Q6_K: bytes per super-block per group (see the header).
@@ -125,41 +132,26 @@ void set_q6k_code(BlockQ6_K& b, int e, int code) {
   qh |= static_cast<uint8_t>(((code >> 4) & 3) << (2 * m));
 }
 
-void pack_q6_k_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t* dst) {
-  for (int64_t s = 0; s < nsb; ++s) {
-    uint8_t* sb = dst + static_cast<size_t>(s) * kQ6KSuper;
-    std::memset(sb, 0, kQ6KSuper);
-    for (int lane = 0; lane < kPackRows; ++lane) {
-      if (!rows[lane]) continue;  // padding rows: codes 0, scales 0, d 0
-      BlockQ6_K blk;
-      std::memcpy(&blk, rows[lane] + static_cast<size_t>(s) * sizeof blk, sizeof blk);
-      for (int e = 0; e < QK_K; ++e) {
-        const int code = q6k_code(blk, e), G = e / 4, i = e % 4;
-        sb[64 * (G % 32) + 4 * lane + i] |= static_cast<uint8_t>((code & 15) << (4 * (G / 32)));
-        sb[kQ6KQh + 64 * (G % 16) + 4 * lane + i] |=
-            static_cast<uint8_t>((code >> 4) << (2 * (G / 16)));
-      }
-      for (int j = 0; j < 16; ++j)
-        sb[kQ6KScales + 16 * j + lane] = static_cast<uint8_t>(blk.scales[j]);
-      std::memcpy(sb + kQ6KD + 2 * lane, &blk.d, 2);
-    }
+void put_q6k(uint8_t* sb, int lane, const BlockQ6_K& blk) {
+  for (int e = 0; e < QK_K; ++e) {
+    const int code = q6k_code(blk, e), G = e / 4, i = e % 4;
+    sb[64 * (G % 32) + 4 * lane + i] |= static_cast<uint8_t>((code & 15) << (4 * (G / 32)));
+    sb[kQ6KQh + 64 * (G % 16) + 4 * lane + i] |=
+        static_cast<uint8_t>((code >> 4) << (2 * (G / 16)));
   }
+  for (int j = 0; j < 16; ++j) sb[kQ6KScales + 16 * j + lane] = static_cast<uint8_t>(blk.scales[j]);
+  std::memcpy(sb + kQ6KD + 2 * lane, &blk.d, 2);
 }
 
-void unpack_q6_k_row(const uint8_t* group, int lane, int64_t nsb, BlockQ6_K* dst) {
-  for (int64_t s = 0; s < nsb; ++s) {
-    const uint8_t* sb = group + static_cast<size_t>(s) * kQ6KSuper;
-    BlockQ6_K& b = dst[s];
-    std::memset(&b, 0, sizeof b);
-    for (int e = 0; e < QK_K; ++e) {
-      const int G = e / 4, i = e % 4;
-      const int lo = (sb[64 * (G % 32) + 4 * lane + i] >> (4 * (G / 32))) & 15;
-      const int hi = (sb[kQ6KQh + 64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3;
-      set_q6k_code(b, e, lo | (hi << 4));
-    }
-    for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(sb[kQ6KScales + 16 * j + lane]);
-    std::memcpy(&b.d, sb + kQ6KD + 2 * lane, 2);
+void get_q6k(const uint8_t* sb, int lane, BlockQ6_K& b) {
+  for (int e = 0; e < QK_K; ++e) {
+    const int G = e / 4, i = e % 4;
+    const int lo = (sb[64 * (G % 32) + 4 * lane + i] >> (4 * (G / 32))) & 15;
+    const int hi = (sb[kQ6KQh + 64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3;
+    set_q6k_code(b, e, lo | (hi << 4));
   }
+  for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(sb[kQ6KScales + 16 * j + lane]);
+  std::memcpy(&b.d, sb + kQ6KD + 2 * lane, 2);
 }
 
 // Q2_K: bytes per super-block per group (see the header).
@@ -184,32 +176,18 @@ int get_plane2(const uint8_t* sb, int lane, int e) {
   return (sb[64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3;
 }
 
-void pack_q2_k_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t* dst) {
-  for (int64_t s = 0; s < nsb; ++s) {
-    uint8_t* sb = dst + static_cast<size_t>(s) * kQ2KSuper;
-    std::memset(sb, 0, kQ2KSuper);
-    for (int lane = 0; lane < kPackRows; ++lane) {
-      if (!rows[lane]) continue;  // padding rows: codes, scales, d and dmin 0
-      BlockQ2_K blk;
-      std::memcpy(&blk, rows[lane] + static_cast<size_t>(s) * sizeof blk, sizeof blk);
-      for (int e = 0; e < QK_K; ++e) put_plane2(sb, lane, e, low2_code(blk.qs, e));
-      for (int j = 0; j < 16; ++j) sb[kQ2KScales + 16 * j + lane] = blk.scales[j];
-      std::memcpy(sb + kQ2KD + 2 * lane, &blk.d, 2);
-      std::memcpy(sb + kQ2KD + 32 + 2 * lane, &blk.dmin, 2);
-    }
-  }
+void put_q2k(uint8_t* sb, int lane, const BlockQ2_K& blk) {
+  for (int e = 0; e < QK_K; ++e) put_plane2(sb, lane, e, low2_code(blk.qs, e));
+  for (int j = 0; j < 16; ++j) sb[kQ2KScales + 16 * j + lane] = blk.scales[j];
+  std::memcpy(sb + kQ2KD + 2 * lane, &blk.d, 2);
+  std::memcpy(sb + kQ2KD + 32 + 2 * lane, &blk.dmin, 2);
 }
 
-void unpack_q2_k_row(const uint8_t* group, int lane, int64_t nsb, BlockQ2_K* dst) {
-  for (int64_t s = 0; s < nsb; ++s) {
-    const uint8_t* sb = group + static_cast<size_t>(s) * kQ2KSuper;
-    BlockQ2_K& b = dst[s];
-    std::memset(&b, 0, sizeof b);
-    for (int e = 0; e < QK_K; ++e) set_low2_code(b.qs, e, get_plane2(sb, lane, e));
-    for (int j = 0; j < 16; ++j) b.scales[j] = sb[kQ2KScales + 16 * j + lane];
-    std::memcpy(&b.d, sb + kQ2KD + 2 * lane, 2);
-    std::memcpy(&b.dmin, sb + kQ2KD + 32 + 2 * lane, 2);
-  }
+void get_q2k(const uint8_t* sb, int lane, BlockQ2_K& b) {
+  for (int e = 0; e < QK_K; ++e) set_low2_code(b.qs, e, get_plane2(sb, lane, e));
+  for (int j = 0; j < 16; ++j) b.scales[j] = sb[kQ2KScales + 16 * j + lane];
+  std::memcpy(&b.d, sb + kQ2KD + 2 * lane, 2);
+  std::memcpy(&b.dmin, sb + kQ2KD + 32 + 2 * lane, 2);
 }
 
 // Q3_K: bytes per super-block per group (see the header).
@@ -239,41 +217,51 @@ void set_q3k_scale(uint8_t* s, int j, int scale) {
   s[8 + (j & 3)] |= static_cast<uint8_t>(hi << (2 * (j >> 2)));
 }
 
-void pack_q3_k_group(const uint8_t* const rows[kPackRows], int64_t nsb, uint8_t* dst) {
-  for (int64_t s = 0; s < nsb; ++s) {
-    uint8_t* sb = dst + static_cast<size_t>(s) * kQ3KSuper;
-    std::memset(sb, 0, kQ3KSuper);
-    for (int lane = 0; lane < kPackRows; ++lane) {
-      if (!rows[lane]) continue;  // padding rows: scales 0, d 0
-      BlockQ3_K blk;
-      std::memcpy(&blk, rows[lane] + static_cast<size_t>(s) * sizeof blk, sizeof blk);
-      for (int e = 0; e < QK_K; ++e) {
-        const int code = q3k_code(blk, e), G = e / 4, i = e % 4;
-        put_plane2(sb, lane, e, code);
-        sb[kQ3KHigh + 64 * (G % 8) + 4 * lane + i] |= static_cast<uint8_t>((code >> 2) << (G / 8));
-      }
-      for (int j = 0; j < 16; ++j)
-        sb[kQ3KScales + 16 * j + lane] =
-            static_cast<uint8_t>(static_cast<int8_t>(detail::unpack_scale_q3_k(blk.scales, j)));
-      std::memcpy(sb + kQ3KD + 2 * lane, &blk.d, 2);
-    }
+void put_q3k(uint8_t* sb, int lane, const BlockQ3_K& blk) {
+  for (int e = 0; e < QK_K; ++e) {
+    const int code = q3k_code(blk, e), G = e / 4, i = e % 4;
+    put_plane2(sb, lane, e, code);
+    sb[kQ3KHigh + 64 * (G % 8) + 4 * lane + i] |= static_cast<uint8_t>((code >> 2) << (G / 8));
+  }
+  for (int j = 0; j < 16; ++j)
+    sb[kQ3KScales + 16 * j + lane] =
+        static_cast<uint8_t>(static_cast<int8_t>(detail::unpack_scale_q3_k(blk.scales, j)));
+  std::memcpy(sb + kQ3KD + 2 * lane, &blk.d, 2);
+}
+
+void get_q3k(const uint8_t* sb, int lane, BlockQ3_K& b) {
+  for (int e = 0; e < QK_K; ++e) {
+    const int G = e / 4, i = e % 4;
+    const int hi = (sb[kQ3KHigh + 64 * (G % 8) + 4 * lane + i] >> (G / 8)) & 1;
+    set_q3k_code(b, e, get_plane2(sb, lane, e) | (hi << 2));
+  }
+  for (int j = 0; j < 16; ++j)
+    set_q3k_scale(b.scales, j, static_cast<int8_t>(sb[kQ3KScales + 16 * j + lane]));
+  std::memcpy(&b.d, sb + kQ3KD + 2 * lane, 2);
+}
+
+// Calls fn(block tag, super-block bytes, put, get) for K-quant type t.
+template <class Fn>
+void with_k_layout(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::Q2_K:
+      return fn(BlockQ2_K{}, std::integral_constant<size_t, kQ2KSuper>{}, put_q2k, get_q2k);
+    case DType::Q3_K:
+      return fn(BlockQ3_K{}, std::integral_constant<size_t, kQ3KSuper>{}, put_q3k, get_q3k);
+    case DType::Q4_K:
+      return fn(BlockQ4_K{}, std::integral_constant<size_t, kQ4KSuper>{}, put_k4<BlockQ4_K>,
+                get_k4<BlockQ4_K>);
+    case DType::Q5_K:
+      return fn(BlockQ5_K{}, std::integral_constant<size_t, kQ5KSuper>{}, put_k4<BlockQ5_K>,
+                get_k4<BlockQ5_K>);
+    default:
+      return fn(BlockQ6_K{}, std::integral_constant<size_t, kQ6KSuper>{}, put_q6k, get_q6k);
   }
 }
 
-void unpack_q3_k_row(const uint8_t* group, int lane, int64_t nsb, BlockQ3_K* dst) {
-  for (int64_t s = 0; s < nsb; ++s) {
-    const uint8_t* sb = group + static_cast<size_t>(s) * kQ3KSuper;
-    BlockQ3_K& b = dst[s];
-    std::memset(&b, 0, sizeof b);
-    for (int e = 0; e < QK_K; ++e) {
-      const int G = e / 4, i = e % 4;
-      const int hi = (sb[kQ3KHigh + 64 * (G % 8) + 4 * lane + i] >> (G / 8)) & 1;
-      set_q3k_code(b, e, get_plane2(sb, lane, e) | (hi << 2));
-    }
-    for (int j = 0; j < 16; ++j)
-      set_q3k_scale(b.scales, j, static_cast<int8_t>(sb[kQ3KScales + 16 * j + lane]));
-    std::memcpy(&b.d, sb + kQ3KD + 2 * lane, 2);
-  }
+bool is_k_quant(DType t) {
+  return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K ||
+         t == DType::Q6_K;
 }
 
 int64_t blocks_of(int64_t n_in) {
@@ -329,8 +317,7 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
     }
     return;
   }
-  if (t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K ||
-      t == DType::Q6_K) {
+  if (is_k_quant(t)) {
     const int64_t nsb = supers_of(n_in);
     const size_t gb = packed_group_bytes(t, n_in);
     for (int64_t g = 0; g * kPackRows < n_out; ++g) {
@@ -342,16 +329,9 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
                          : nullptr;
       }
       uint8_t* gdst = static_cast<uint8_t*>(dst) + static_cast<size_t>(g) * gb;
-      if (t == DType::Q4_K)
-        pack_k4_group<BlockQ4_K>(rows, nsb, gdst);
-      else if (t == DType::Q5_K)
-        pack_k4_group<BlockQ5_K>(rows, nsb, gdst);
-      else if (t == DType::Q6_K)
-        pack_q6_k_group(rows, nsb, gdst);
-      else if (t == DType::Q3_K)
-        pack_q3_k_group(rows, nsb, gdst);
-      else
-        pack_q2_k_group(rows, nsb, gdst);
+      with_k_layout(t, [&](auto blk, auto super, auto put, auto) {
+        pack_supers<decltype(blk), super()>(rows, nsb, gdst, put);
+      });
     }
     return;
   }
@@ -405,35 +385,14 @@ void unpack_row16(DType t, int64_t n_in, const void* packed, int64_t r, void* ds
                   group + float_rows16_at(static_cast<int>(r % kPackRows), b, nb), 64);
     return;
   }
-  if (t == DType::Q4_K) {
+  if (is_k_quant(t)) {
     const uint8_t* group = static_cast<const uint8_t*>(packed) +
                            static_cast<size_t>(r / kPackRows) * packed_group_bytes(t, n_in);
-    return unpack_k4_row(group, static_cast<int>(r % kPackRows), supers_of(n_in),
-                         static_cast<BlockQ4_K*>(dst));
-  }
-  if (t == DType::Q5_K) {
-    const uint8_t* group = static_cast<const uint8_t*>(packed) +
-                           static_cast<size_t>(r / kPackRows) * packed_group_bytes(t, n_in);
-    return unpack_k4_row(group, static_cast<int>(r % kPackRows), supers_of(n_in),
-                         static_cast<BlockQ5_K*>(dst));
-  }
-  if (t == DType::Q6_K) {
-    const uint8_t* group = static_cast<const uint8_t*>(packed) +
-                           static_cast<size_t>(r / kPackRows) * packed_group_bytes(t, n_in);
-    return unpack_q6_k_row(group, static_cast<int>(r % kPackRows), supers_of(n_in),
-                           static_cast<BlockQ6_K*>(dst));
-  }
-  if (t == DType::Q2_K) {
-    const uint8_t* group = static_cast<const uint8_t*>(packed) +
-                           static_cast<size_t>(r / kPackRows) * packed_group_bytes(t, n_in);
-    return unpack_q2_k_row(group, static_cast<int>(r % kPackRows), supers_of(n_in),
-                           static_cast<BlockQ2_K*>(dst));
-  }
-  if (t == DType::Q3_K) {
-    const uint8_t* group = static_cast<const uint8_t*>(packed) +
-                           static_cast<size_t>(r / kPackRows) * packed_group_bytes(t, n_in);
-    return unpack_q3_k_row(group, static_cast<int>(r % kPackRows), supers_of(n_in),
-                           static_cast<BlockQ3_K*>(dst));
+    return with_k_layout(t, [&](auto blk, auto super, auto, auto get) {
+      using B = decltype(blk);
+      unpack_supers<B, super()>(group, static_cast<int>(r % kPackRows), supers_of(n_in),
+                                static_cast<B*>(dst), get);
+    });
   }
   const size_t C = code_bytes(t);
   const int64_t nb = blocks_of(n_in);
