@@ -41,6 +41,16 @@ constexpr int kPrefetchMinCols = 2;
 // decode 31.2 -> 28.3 ms per token, GEMV from DRAM 16 -> 17.7-19 GB/s).
 constexpr size_t kSpreadPrefetchBytes = 16384;
 
+// Hints quarter `part` (0..3) of the kSuper bytes at sb, kSpreadPrefetchBytes
+// ahead.
+template <size_t kSuper>
+inline __attribute__((always_inline)) void prefetch_quarter(const uint8_t* sb, int part) {
+  constexpr size_t kLines = (kSuper + 63) / 64, kPer = (kLines + 3) / 4;
+  const size_t end = std::min(kLines, kPer * static_cast<size_t>(part + 1));
+  for (size_t l = kPer * static_cast<size_t>(part); l < end; ++l)
+    simd::prefetch(sb + kSpreadPrefetchBytes + 64 * l);
+}
+
 // A split Q8_K activation row (activation_quant.h): codes, then per
 // super-block d, 8 sums of 32 codes and 16 sums of 16.
 struct XRowK {
@@ -138,18 +148,6 @@ PAGELLM_TARGET_END
 
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
-// Hints quarter `part` (0..3) of the kSuper bytes at sb, kSpreadPrefetchBytes
-// ahead. Defined in the AVX2 region like simd::prefetch: GCC deems an
-// out-of-line prefetch free of side effects and drops the call, so a caller
-// that cannot inline it (another target) would hint nothing.
-template <size_t kSuper>
-inline void prefetch_quarter(const uint8_t* sb, int part) {
-  constexpr size_t kLines = (kSuper + 63) / 64, kPer = (kLines + 3) / 4;
-  const size_t end = std::min(kLines, kPer * static_cast<size_t>(part + 1));
-  for (size_t l = kPer * static_cast<size_t>(part); l < end; ++l)
-    simd::prefetch(sb + kSpreadPrefetchBytes + 64 * l);
-}
-
 // Stores CB column tiles of 16 rows held as two 8-row halves (acc[0]: rows
 // 0-7, acc[1]: rows 8-15; column c at out + c * os), the first `valid` rows.
 template <int CB>
