@@ -1,6 +1,6 @@
-// Internal to backend/cpu: the column driver shared by the Rows16 kernels
-// (matmul_packed.cpp: Q4_0 / Q8_0; matmul_packed_k.cpp: Q4_K / Q5_K / Q6_K). A
-// kernel K provides
+// Internal to backend/cpu: the column driver and the frames shared by the
+// Rows16 kernels (matmul_packed.cpp: Q4_0 / Q8_0; matmul_packed_k.cpp: Q4_K /
+// Q5_K / Q6_K; matmul_packed_q2k.cpp, matmul_packed_q3k.cpp). A kernel K provides
 //   static constexpr int kCols;     // columns per register tile
 //   template <int CB> static void group(int64_t n, const uint8_t* group_base,
 //       const uint8_t* x, size_t x_stride, float* out, int64_t out_stride,
@@ -37,8 +37,9 @@ constexpr int kPrefetchMinCols = 2;
 // The AVX2 K-quant kernels hint a super-block (1344-3360 bytes, 21-53 lines)
 // in four parts, one per quarter of their loop over it, and further ahead: a
 // burst of all its lines at once outruns the core's miss buffers and stalls
-// the loads behind it while nothing else is in flight (Zen 3, 2 threads, Q4_K
-// decode 31.2 -> 28.3 ms per token, GEMV from DRAM 16 -> 17.7-19 GB/s).
+// the loads behind it while nothing else is in flight (Zen 3, 2 threads,
+// alternating binaries: Q4_K decode 28.3-30.5 -> 25.9-28.1 ms per token; GEMV
+// from DRAM Q3_K 14.3 -> 17.6 GB/s, Q4_K 14-15 -> 15-16).
 constexpr size_t kSpreadPrefetchBytes = 16384;
 
 // Hints quarter `part` (0..3) of the kSuper bytes at sb, kSpreadPrefetchBytes

@@ -254,8 +254,10 @@ void with_k_layout(DType t, Fn&& fn) {
     case DType::Q5_K:
       return fn(BlockQ5_K{}, std::integral_constant<size_t, kQ5KSuper>{}, put_k4<BlockQ5_K>,
                 get_k4<BlockQ5_K>);
-    default:
+    case DType::Q6_K:
       return fn(BlockQ6_K{}, std::integral_constant<size_t, kQ6KSuper>{}, put_q6k, get_q6k);
+    default:
+      throw Error(std::string("Rows16 layout: ") + dtype_name(t) + " is not a K-quant type");
   }
 }
 
