@@ -51,12 +51,7 @@ void q4k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
           S += sb[kQ4KScales + 16 * j + lane] * I;
           M += mins[2 * (16 * (j / 2) + lane) + j % 2] * xr.sum32[8 * s + j];
         }
-        f16_t hd, hm;
-        std::memcpy(&hd, sb + kQ4KD + 2 * lane, 2);
-        std::memcpy(&hm, sb + kQ4KD + 32 + 2 * lane, 2);
-        const float dx = xr.d[s];
-        acc = std::fma(static_cast<float>(S), fp16_to_fp32(hd) * dx, acc);
-        return std::fma(static_cast<float>(M), -(fp16_to_fp32(hm) * dx), acc);
+        return add_scale_min_terms(sb + kQ4KD, lane, S, M, xr.d[s], acc);
       });
 }
 
@@ -430,9 +425,7 @@ void q6k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
           }
           S += static_cast<int8_t>(sb[kQ6KScales + 16 * j + lane]) * I;
         }
-        f16_t hd;
-        std::memcpy(&hd, sb + kQ6KD + 2 * lane, 2);
-        return std::fma(static_cast<float>(S), fp16_to_fp32(hd) * xr.d[s], acc);
+        return std::fma(static_cast<float>(S), lane_f16(sb + kQ6KD, lane) * xr.d[s], acc);
       });
 }
 
@@ -601,19 +594,7 @@ struct Q6KCodes {
   static __attribute__((always_inline)) void finish(const uint8_t* sb, int h, const XRowK (&xr)[CB],
                                                     int64_t s, const __m256i (&S)[CB],
                                                     __m256 (&acc)[CB]) {
-    __m256i O[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) O[c] = _mm256_setzero_si256();
-    add_sub_sums16<CB>(
-        sb + kQ6KScales, h, xr, s, [](__m128i v) { return _mm256_cvtepi8_epi16(v); }, O);
-    const __m256 dv =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ6KD + 16 * h)));
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) {
-      const __m256i I = _mm256_sub_epi32(S[c], _mm256_slli_epi32(O[c], 5));
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])),
-                               acc[c]);
-    }
+    finish_offset_codes<5>(sb + kQ6KScales, sb + kQ6KD, h, xr, s, S, acc);
   }
 };
 PAGELLM_TARGET_END

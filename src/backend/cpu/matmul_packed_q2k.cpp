@@ -8,12 +8,6 @@
 // AVX-512 hosts run the AVX2 kernel (Q2_K has no AVX-512 or AMX variant).
 #include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
 
-#include <cmath>
-#include <cstring>
-
-#include "tensor/blocks.h"
-#include "tensor/fp16.h"
-
 namespace pagellm::cpu::detail {
 
 namespace {
@@ -36,12 +30,7 @@ void q2k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
                                 S += (sm & 15) * I;
                                 M += (sm >> 4) * xr.sum16[16 * s + j];
                               }
-                              f16_t hd, hm;
-                              std::memcpy(&hd, sb + kQ2KD + 2 * lane, 2);
-                              std::memcpy(&hm, sb + kQ2KD + 32 + 2 * lane, 2);
-                              const float dx = xr.d[s];
-                              acc = std::fma(static_cast<float>(S), fp16_to_fp32(hd) * dx, acc);
-                              return std::fma(static_cast<float>(M), -(fp16_to_fp32(hm) * dx), acc);
+                              return add_scale_min_terms(sb + kQ2KD, lane, S, M, xr.d[s], acc);
                             });
 }
 

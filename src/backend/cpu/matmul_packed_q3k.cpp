@@ -9,10 +9,6 @@
 #include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
 
 #include <cmath>
-#include <cstring>
-
-#include "tensor/blocks.h"
-#include "tensor/fp16.h"
 
 namespace pagellm::cpu::detail {
 
@@ -38,9 +34,7 @@ void q3k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
           S += scale * I;
           O += scale * xr.sum16[16 * s + j];
         }
-        f16_t hd;
-        std::memcpy(&hd, sb + kQ3KD + 2 * lane, 2);
-        return std::fma(static_cast<float>(S - 4 * O), fp16_to_fp32(hd) * xr.d[s], acc);
+        return std::fma(static_cast<float>(S - 4 * O), lane_f16(sb + kQ3KD, lane) * xr.d[s], acc);
       });
 }
 
@@ -73,19 +67,7 @@ struct Q3KCodes {
   static __attribute__((always_inline)) void finish(const uint8_t* sb, int h, const XRowK (&xr)[CB],
                                                     int64_t s, const __m256i (&S)[CB],
                                                     __m256 (&acc)[CB]) {
-    __m256i O[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) O[c] = _mm256_setzero_si256();
-    add_sub_sums16<CB>(
-        sb + kQ3KScales, h, xr, s, [](__m128i v) { return _mm256_cvtepi8_epi16(v); }, O);
-    const __m256 dv =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ3KD + 16 * h)));
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) {
-      const __m256i I = _mm256_sub_epi32(S[c], _mm256_slli_epi32(O[c], 2));
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])),
-                               acc[c]);
-    }
+    finish_offset_codes<2>(sb + kQ3KScales, sb + kQ3KD, h, xr, s, S, acc);
   }
 };
 PAGELLM_TARGET_END

@@ -11,6 +11,7 @@
 #include "backend/cpu/simd.h"  // first: wraps <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/packed_weights.h"
+#include "tensor/fp16.h"
 
 namespace pagellm::cpu::detail {
 
@@ -67,6 +69,22 @@ inline XRowK xk_row(const uint8_t* x, int64_t n) {
   r.sum32 = reinterpret_cast<const int16_t*>(x + n + 4 * (n / 256));
   r.sum16 = r.sum32 + 8 * (n / 256);
   return r;
+}
+
+// Row `lane`'s value of the 16 lane-ordered f16s at p (a super-block's d or
+// dmin), as float.
+inline float lane_f16(const uint8_t* p, int lane) {
+  uint16_t h;  // f16 bits
+  std::memcpy(&h, p + 2 * lane, 2);
+  return fp16_to_fp32(h);
+}
+
+// acc + S * d * d_x - M * dmin * d_x, as two fmas in that order (the SIMD
+// variants' order), with d at p and dmin at p + 32 (Q2_K, Q4_K, Q5_K).
+inline float add_scale_min_terms(const uint8_t* p, int lane, int32_t S, int32_t M, float dx,
+                                 float acc) {
+  acc = std::fma(static_cast<float>(S), lane_f16(p, lane) * dx, acc);
+  return std::fma(static_cast<float>(M), -(lane_f16(p + 32, lane) * dx), acc);
 }
 
 // The scalar K-quant kernels' frame: every group of 16 rows, every column,
@@ -228,6 +246,28 @@ inline __attribute__((always_inline)) void add_scaled_sums(const __m256i (&P)[2]
   for (int c = 0; c < CB; ++c) {
     S[0][c] = _mm256_add_epi32(S[0][c], _mm256_madd_epi16(P[0][c], sc[0]));
     S[1][c] = _mm256_add_epi32(S[1][c], _mm256_madd_epi16(P[1][c], sc[1]));
+  }
+}
+
+// Avx2K16's finish for signed int8 scales (at sc) and codes offset by
+// 2^kShift (Q3_K: 4, Q6_K: 32): acc += float(S - 2^kShift * O) * d * d_x for
+// half h, with O = sum_j scale_j * sum16_j and d the 16 f16s at dp.
+template <int kShift, int CB>
+inline __attribute__((always_inline)) void finish_offset_codes(const uint8_t* sc, const uint8_t* dp,
+                                                               int h, const XRowK (&xr)[CB],
+                                                               int64_t s, const __m256i (&S)[CB],
+                                                               __m256 (&acc)[CB]) {
+  __m256i O[CB];
+#pragma GCC unroll 16
+  for (int c = 0; c < CB; ++c) O[c] = _mm256_setzero_si256();
+  add_sub_sums16<CB>(
+      sc, h, xr, s, [](__m128i v) { return _mm256_cvtepi8_epi16(v); }, O);
+  const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dp + 16 * h)));
+#pragma GCC unroll 16
+  for (int c = 0; c < CB; ++c) {
+    const __m256i I = _mm256_sub_epi32(S[c], _mm256_slli_epi32(O[c], kShift));
+    acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])),
+                             acc[c]);
   }
 }
 
