@@ -362,6 +362,32 @@ TEST_P(PagedAttention, PromptTokensInTilesEqualEachAlone) {
   }
 }
 
+// Contexts longer than one segment of the AVX2 kernel (256 positions, reduced
+// apart and merged): decode tokens at 256, 257, 513 and 700 positions, and
+// prompt tokens whose tiles straddle segment ends, with 1 and 2 threads: each
+// equals the naive result and, bit for bit, itself run alone with one thread.
+TEST_P(PagedAttention, LongContextsAcrossSegments) {
+  for (DType type : {DType::F16, DType::Q8_0, DType::F32}) {
+    std::mt19937 rng(101);
+    CacheFixture s;
+    s.n_heads = 8, s.n_kv = 2, s.d = 64, s.bs = 16, s.n_blocks = 120;
+    s.build(rng, {700, 257, 256, 513}, type);
+    Batch b;
+    for (int sq = 0; sq < 4; ++sq) b.tok.seq.push_back(sq), b.tok.pos.push_back(s.lens[sq] - 1);
+    for (int p = 250; p < 263; ++p) b.tok.seq.push_back(0), b.tok.pos.push_back(p);
+    for (int p = 507; p < 516; ++p) b.tok.seq.push_back(3), b.tok.pos.push_back(p);
+    const int row = s.n_heads * s.d;
+    b.q.resize(b.tok.seq.size() * row);
+    std::normal_distribution<float> nd;
+    for (auto& x : b.q) x = nd(rng);
+    for (int threads : {1, 2}) {
+      b.out = run(s, b.tok, b.q, threads);
+      EXPECT_LT(worst_vs_naive(s, b), 2e-5) << dtype_name(type);
+      ASSERT_EQ(first_unlike_alone(s, b), -1) << dtype_name(type) << " threads " << threads;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, PagedAttention, ::testing::ValuesIn(cpu::available_isas()),
                          [](const ::testing::TestParamInfo<cpu::CpuIsa>& i) {
                            return std::string(cpu::isa_name(i.param));

@@ -2,17 +2,22 @@
 // AVX-512 (most client x86-64 parts) and caches or head sizes the AVX-512
 // kernels do not specialise.
 //
-// Per (tile, KV head) and chunk of kAttnChunk positions, in this order (a
-// tile: up to kTileTokens consecutive prompt tokens of one sequence):
-//   K, V rows of the chunk widened to f32 (kf, vf: [position][head_dim])
-//   per token of the tile that reaches the chunk, per query head g of the GQA group:
-//     u_j = sum over v of q[8v..8v+7] * k_j[8v..8v+7] (lane vectors, v in order)
-//     s_j = lane sum of u_j by one fixed tree (eight positions per tree) * scale
-//     m' = max(m, max_j s_j); acc, l scaled by exp(m - m') when m' > m
-//     p_j = exp8(s_j - m'); l += (p_0..7 + p_8..15) summed by hsum
-//     acc += p_j * v_j, position by position
-// Every token takes the same steps whatever the batch, so the output is
-// batch-invariant; the values differ from the other variants in rounding only.
+// A token's context is cut into segments of kSegment positions from position
+// 0; a work item is one (tile, segment, KV head) (a tile: up to kTileTokens
+// consecutive prompt tokens of one sequence). Per item and chunk of
+// kAttnChunk positions, for the query rows (tile token, query head of the GQA
+// group) that reach the chunk, four rows at a time, reading K and V straight
+// from the cache (f16 / q8_0 converted in registers):
+//   u_j = sum over v of q[8v..8v+7] * k_j[8v..8v+7] (lane vectors, v in order)
+//   s_j = lane sum of u_j by one fixed tree (eight positions per tree) * scale
+//   m' = max(m, max_j s_j); acc, l scaled by exp(m - m') when m' > m
+//   p_j = exp8(s_j - m'); l += (p_0..7 + p_8..15) summed by hsum
+//   acc += p_j * v_j, position by position
+// A token with one segment writes acc / l; with several, each segment's
+// (acc, m, l) is kept and merged in segment order (merge_segments).
+// Every token takes the same steps whatever the batch and the threads, so the
+// output is batch-invariant; the values differ from the other variants in
+// rounding only.
 #include "backend/cpu/paged_attention_kernels.h"
 
 #include "backend/cpu/simd.h"  // first: wraps <immintrin.h>
@@ -33,72 +38,99 @@ PAGELLM_TARGET_AVX2
 namespace {
 
 constexpr int kChunk = kAttnChunk;
-constexpr int kPrefetchChunks = 2;  // rows hinted this many chunks ahead
-// Prompt tokens per tile: each chunk's rows are widened once for the tile
-// (widening costs about as much as one token's arithmetic on them).
+// Prompt tokens per tile: their query rows share each chunk's K and V reads.
 constexpr int kTileTokens = 4;
+// Positions per segment: a token reduces each segment of its context on its
+// own (one work item per segment and KV head) and merges the segments' partial
+// softmax states in order after. Fixed, so part of the numerics; long contexts
+// split over the threads along positions, reading whole slots (all KV heads)
+// in address order, where splitting the heads left each thread half of every
+// slot (Zen 3, 2 threads: 8 GB/s read against 18 for whole slots).
+constexpr int kSegment = 256;
 
 // Lane j of the result: the sum of u[j]'s eight lanes, as
 // ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
-inline __m256 lane_sums8(const __m256 (&u)[8]) {
+inline __m256 lane_sums8(const __m256* u) {
   const __m256 q0123 = _mm256_hadd_ps(_mm256_hadd_ps(u[0], u[1]), _mm256_hadd_ps(u[2], u[3]));
   const __m256 q4567 = _mm256_hadd_ps(_mm256_hadd_ps(u[4], u[5]), _mm256_hadd_ps(u[6], u[7]));
   return _mm256_add_ps(_mm256_permute2f128_ps(q0123, q4567, 0x20),
                        _mm256_permute2f128_ps(q0123, q4567, 0x31));
 }
 
-// Unscaled scores of the eight positions whose f32 K rows start at kf (row
-// stride d), for the query q of 8 * dv floats.
-inline __m256 scores8(const float* q, const float* kf, int d, int dv) {
-  __m256 u[8];
-  for (int j = 0; j < 8; ++j) u[j] = _mm256_setzero_ps();
-  for (int v = 0; v < dv; ++v) {
-    const __m256 qv = _mm256_loadu_ps(q + 8 * v);
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j)
-      u[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kf + j * d + 8 * v), u[j]);
+// Head rows of the cache, read eight elements at a time as f32 straight from
+// the row (no widened copy: converting in registers costs one operation per
+// R multiply-adds, where a copy costs a store and a load more).
+struct F16Rows {
+  static __m256 load8(const char* row, int v) {
+    return _mm256_cvtph_ps(simd::load128(row + 16 * v));
   }
-  return lane_sums8(u);
+};
+struct F32Rows {
+  static __m256 load8(const char* row, int v) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + 8 * v);
+  }
+};
+struct Q8Rows {  // q * d, per QK8_0 = 32 elements (four vectors) of a block
+  static __m256 load8(const char* row, int v) {
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(row) + v / 4;
+    const __m256i q = _mm256_cvtepi8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + 8 * (v % 4))));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), simd::bcast_f16(&b->d));
+  }
+};
+
+// One query row's online-softmax state (acc: head_dim floats) and how many of
+// the chunk's positions it attends to (ci >= 1).
+struct RowState {
+  const float* q;
+  float* acc;
+  float* m;
+  float* l;
+  int ci;
+};
+
+// u[r][j] for positions j < nj (a multiple of 8): the lane vector
+// sum over v of q_r[8v..8v+7] * k_j[8v..8v+7], v in order. R rows share each
+// converted K vector; NP positions per pass keep R * NP <= 8 accumulators.
+template <class Rows, int R>
+inline void lane_scores(const RowState* rs, const char* const* krow, int nj, int dv,
+                        __m256 (*u)[kChunk]) {
+  constexpr int NP = R == 1 ? 8 : R == 2 ? 4 : 2;
+  for (int j0 = 0; j0 < nj; j0 += NP) {
+    __m256 s[R][NP];
+    for (int r = 0; r < R; ++r)
+      for (int p = 0; p < NP; ++p) s[r][p] = _mm256_setzero_ps();
+    for (int v = 0; v < dv; ++v) {
+      __m256 k[NP];
+      for (int p = 0; p < NP; ++p) k[p] = Rows::load8(krow[j0 + p], v);
+      for (int r = 0; r < R; ++r) {
+        const __m256 qv = _mm256_loadu_ps(rs[r].q + 8 * v);
+        for (int p = 0; p < NP; ++p) s[r][p] = _mm256_fmadd_ps(qv, k[p], s[r][p]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int p = 0; p < NP; ++p) u[r][j0 + p] = s[r][p];
+  }
 }
 
-// acc[0 .. 8 NV) += p_j * vf[j][0 .. 8 NV) for j < cn, in position order.
-template <int NV>
-inline void weigh_slice(float* acc, const float* vf, int d, const float* pw, int cn) {
-  __m256 o[NV];
-  for (int i = 0; i < NV; ++i) o[i] = _mm256_loadu_ps(acc + 8 * i);
+// acc_r[8 v0 .. 8 (v0 + NV)) += p_rj * v_j[...] for j < cn, in position order;
+// each converted V vector serves the R rows.
+template <class Rows, int R, int NV>
+inline void weigh_slice(const RowState* rs, const char* const* vrow, const float (*pw)[kChunk],
+                        int v0, int cn) {
+  __m256 o[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < NV; ++i) o[r][i] = _mm256_loadu_ps(rs[r].acc + 8 * (v0 + i));
   for (int j = 0; j < cn; ++j) {
-    const __m256 p = _mm256_broadcast_ss(pw + j);
-    const float* vr = vf + j * d;
-    for (int i = 0; i < NV; ++i) o[i] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + 8 * i), o[i]);
+    __m256 x[NV];
+    for (int i = 0; i < NV; ++i) x[i] = Rows::load8(vrow[j], v0 + i);
+    for (int r = 0; r < R; ++r) {
+      const __m256 p = _mm256_broadcast_ss(&pw[r][j]);
+      for (int i = 0; i < NV; ++i) o[r][i] = _mm256_fmadd_ps(p, x[i], o[r][i]);
+    }
   }
-  for (int i = 0; i < NV; ++i) _mm256_storeu_ps(acc + 8 * i, o[i]);
-}
-
-// The whole row of d = 8 * dv floats in slices of up to eight registers.
-inline void weigh(float* acc, const float* vf, int d, const float* pw, int cn) {
-  const int dv = d / 8;
-  int v = 0;
-  for (; v + 8 <= dv; v += 8) weigh_slice<8>(acc + 8 * v, vf + 8 * v, d, pw, cn);
-  float* a = acc + 8 * v;
-  const float* s = vf + 8 * v;
-  switch (dv - v) {
-    case 1:
-      return weigh_slice<1>(a, s, d, pw, cn);
-    case 2:
-      return weigh_slice<2>(a, s, d, pw, cn);
-    case 3:
-      return weigh_slice<3>(a, s, d, pw, cn);
-    case 4:
-      return weigh_slice<4>(a, s, d, pw, cn);
-    case 5:
-      return weigh_slice<5>(a, s, d, pw, cn);
-    case 6:
-      return weigh_slice<6>(a, s, d, pw, cn);
-    case 7:
-      return weigh_slice<7>(a, s, d, pw, cn);
-    default:
-      return;
-  }
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < NV; ++i) _mm256_storeu_ps(rs[r].acc + 8 * (v0 + i), o[r][i]);
 }
 
 inline void scale_row(float* x, int d, float c) {
@@ -113,64 +145,112 @@ inline float hmax(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// One chunk (cn positions, K and V rows in kf / vf) for one query head: its
-// state acc (d floats), m, l.
-inline void chunk_head(const float* q, const float* kf, const float* vf, int d, int cn, float scale,
-                       float* acc, float& m, float& l) {
-  const int dv = d / 8;
-  const __m256 ninf = _mm256_set1_ps(-INFINITY);
-  const __m256i n = _mm256_set1_epi32(cn);
-  const __m256 sc = _mm256_set1_ps(scale);
-  // Positions past cn hold stale rows: computed, then masked to -inf.
-  __m256 s_lo = _mm256_mul_ps(scores8(q, kf, d, dv), sc);
-  s_lo = _mm256_blendv_ps(
-      ninf, s_lo,
-      _mm256_castsi256_ps(_mm256_cmpgt_epi32(n, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))));
-  __m256 s_hi = ninf;
-  if (cn > 8) {
-    s_hi = _mm256_mul_ps(scores8(q, kf + 8 * d, d, dv), sc);
-    s_hi = _mm256_blendv_ps(ninf, s_hi,
-                            _mm256_castsi256_ps(_mm256_cmpgt_epi32(
-                                n, _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15))));
-  }
-  const float cmax = hmax(_mm256_max_ps(s_lo, s_hi));
-  if (cmax > m) {
-    const float corr = std::exp(m - cmax);  // 0 on the first chunk
-    l *= corr;
-    scale_row(acc, d, corr);
-    m = cmax;
-  }
-  const __m256 mv = _mm256_set1_ps(m);
-  const __m256 p_lo = simd::exp8(_mm256_sub_ps(s_lo, mv));
-  const __m256 p_hi = simd::exp8(_mm256_sub_ps(s_hi, mv));  // 0 past cn
-  alignas(32) float pw[kChunk];
-  _mm256_store_ps(pw, p_lo);
-  _mm256_store_ps(pw + 8, p_hi);
-  l += simd::hsum(_mm256_add_ps(p_lo, p_hi));
-  weigh(acc, vf, d, pw, cn);
+// Scores of positions [j0, j0 + 8) scaled, -inf at positions >= ci.
+inline __m256 masked_scores8(const __m256* u, float scale, int j0, int ci) {
+  const __m256 s = _mm256_mul_ps(lane_sums8(u), _mm256_set1_ps(scale));
+  const __m256i idx =
+      _mm256_add_epi32(_mm256_set1_epi32(j0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), s,
+                          _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(ci), idx)));
 }
 
-// Head row `row` (= slot * n_kv_heads + kv_head) of a cache of `type` (F16,
-// F32, Q8_0) as n floats (n a multiple of 8; of 32 for Q8_0).
-void widen_row_avx2(const void* base, DType type, int64_t row, int n, float* dst) {
-  if (type == DType::Q8_0) {
-    const auto* blk = static_cast<const BlockQ8_0*>(base) + row * (n / QK8_0);
-    for (int b = 0; b < n / QK8_0; ++b) {
-      const __m256 d = simd::bcast_f16(&blk[b].d);
-      for (int i = 0; i < QK8_0; i += 8) {
-        const __m256i q =
-            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk[b].qs + i)));
-        _mm256_storeu_ps(dst + b * QK8_0 + i, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+// One chunk for R query rows that read the same KV head: krow / vrow hold
+// kChunk row pointers (past the chunk's cn positions, copies of a valid
+// row: computed, then masked). Per row, the steps it takes alone: a row
+// with ci < cn weighs its positions past ci by exp(-inf) = 0, adding 0.
+template <class Rows, int R>
+void chunk_rows(const RowState* rs, const char* const* krow, const char* const* vrow, int d, int cn,
+                float scale) {
+  const int dv = d / 8;
+  __m256 u[R][kChunk];
+  lane_scores<Rows, R>(rs, krow, cn > 8 ? kChunk : 8, dv, u);
+  alignas(32) float pw[R][kChunk];
+  for (int r = 0; r < R; ++r) {
+    const RowState& st = rs[r];
+    const __m256 s_lo = masked_scores8(u[r], scale, 0, st.ci);
+    const __m256 s_hi =
+        st.ci > 8 ? masked_scores8(u[r] + 8, scale, 8, st.ci) : _mm256_set1_ps(-INFINITY);
+    const float cmax = hmax(_mm256_max_ps(s_lo, s_hi));
+    if (cmax > *st.m) {
+      const float corr = std::exp(*st.m - cmax);  // 0 on the first chunk
+      *st.l *= corr;
+      scale_row(st.acc, d, corr);
+      *st.m = cmax;
+    }
+    const __m256 mv = _mm256_set1_ps(*st.m);
+    const __m256 p_lo = simd::exp8(_mm256_sub_ps(s_lo, mv));
+    const __m256 p_hi = simd::exp8(_mm256_sub_ps(s_hi, mv));  // 0 past ci
+    _mm256_store_ps(pw[r], p_lo);
+    _mm256_store_ps(pw[r] + 8, p_hi);
+    *st.l += simd::hsum(_mm256_add_ps(p_lo, p_hi));
+  }
+  constexpr int NV = R == 1 ? 8 : R == 2 ? 4 : 2;
+  int v = 0;
+  for (; v + NV <= dv; v += NV) weigh_slice<Rows, R, NV>(rs, vrow, pw, v, cn);
+  for (; v < dv; ++v) weigh_slice<Rows, R, 1>(rs, vrow, pw, v, cn);
+}
+
+// Rows in blocks of up to four (the chunk's K and V rows are read once per block).
+template <class Rows>
+void chunk_all(const RowState* rs, int n, const char* const* krow, const char* const* vrow, int d,
+               float scale) {
+  for (int b = 0; b < n; b += 4) {
+    const RowState* blk = rs + b;
+    int cn = 0;
+    for (int r = 0; r < std::min(4, n - b); ++r) cn = std::max(cn, blk[r].ci);
+    switch (std::min(4, n - b)) {
+      case 1:
+        chunk_rows<Rows, 1>(blk, krow, vrow, d, cn, scale);
+        break;
+      case 2:
+        chunk_rows<Rows, 2>(blk, krow, vrow, d, cn, scale);
+        break;
+      case 3:
+        chunk_rows<Rows, 3>(blk, krow, vrow, d, cn, scale);
+        break;
+      default:
+        chunk_rows<Rows, 4>(blk, krow, vrow, d, cn, scale);
+        break;
+    }
+  }
+}
+
+using ChunkFn = void (*)(const RowState*, int, const char* const*, const char* const*, int, float);
+
+// Loads one byte of each line of [p, p + n) (n > 0): pulls rows into the
+// cache ahead of the chunk that reads them. Loads, not prefetch hints: on Zen 3
+// (KVM) hints for a scattered block left the read at 4 GB/s, loads at 15.
+inline void touch_lines(const char* p, size_t n) {
+  for (size_t b = 0; b < n; b += 64) (void)*static_cast<const volatile char*>(p + b);
+  (void)*static_cast<const volatile char*>(p + n - 1);
+}
+
+// out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), M = max_s m_s, over a
+// token's segments s in order (partials: [segment][head] acc, then m, l).
+void merge_segments(const float* part, int n_seg, int n_heads, int d, float* out) {
+  const size_t seg_floats = static_cast<size_t>(n_heads) * (d + 2);
+  const size_t m_off = static_cast<size_t>(n_heads) * d;
+  for (int h = 0; h < n_heads; ++h) {
+    float mx = -INFINITY;
+    for (int s = 0; s < n_seg; ++s) mx = std::max(mx, part[s * seg_floats + m_off + h]);
+    float l = 0;
+    for (int s = 0; s < n_seg; ++s) {
+      const float* ps = part + s * seg_floats;
+      const float c = std::exp(ps[m_off + h] - mx);
+      l += ps[m_off + n_heads + h] * c;
+      const __m256 cv = _mm256_set1_ps(c);
+      float* o = out + static_cast<size_t>(h) * d;
+      const float* acc = ps + static_cast<size_t>(h) * d;
+      for (int k = 0; k < d; k += 8) {
+        const __m256 prev = s == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(o + k);
+        _mm256_storeu_ps(o + k, _mm256_fmadd_ps(_mm256_loadu_ps(acc + k), cv, prev));
       }
     }
-    return;
+    const __m256 inv = _mm256_set1_ps(l > 0 ? 1.0f / l : 0.0f);
+    float* o = out + static_cast<size_t>(h) * d;
+    for (int k = 0; k < d; k += 8)
+      _mm256_storeu_ps(o + k, _mm256_mul_ps(_mm256_loadu_ps(o + k), inv));
   }
-  if (type == DType::F32) {
-    std::memcpy(dst, static_cast<const float*>(base) + row * n, sizeof(float) * n);
-    return;
-  }
-  const uint16_t* src = static_cast<const uint16_t*>(base) + row * n;
-  for (int i = 0; i < n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(simd::load128(src + i)));
 }
 
 }  // namespace
@@ -182,9 +262,13 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
   const auto* kb = static_cast<const char*>(a.k_cache);
   const auto* vb = static_cast<const char*>(a.v_cache);
   const size_t gd = static_cast<size_t>(group) * d;
+  const ChunkFn chunk = a.kv_type == DType::F16    ? chunk_all<F16Rows>
+                        : a.kv_type == DType::Q8_0 ? chunk_all<Q8Rows>
+                                                   : chunk_all<F32Rows>;
+  auto n_segments = [](int32_t n_ctx) { return (n_ctx + kSegment - 1) / kSegment; };
 
   // Tiles: runs of up to kTileTokens consecutive tokens of one sequence (a
-  // prompt's), which share each chunk's widened K and V rows.
+  // prompt's), whose query rows share each chunk's K and V rows.
   std::vector<int32_t> tiles;  // first token of each tile, then n_tokens
   for (int32_t t = 0; t < a.n_tokens;) {
     tiles.push_back(t);
@@ -192,87 +276,129 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
     for (++t; t < a.n_tokens && t - tiles.back() < kTileTokens && a.token_seq[t] == seq;) ++t;
   }
   tiles.push_back(a.n_tokens);
-  const int64_t work = static_cast<int64_t>(tiles.size() - 1) * a.n_kv_heads;
+  // Work: (tile, segment) in order, times the KV heads.
+  struct Seg {
+    int32_t tile, s;
+  };
+  std::vector<Seg> segs;
+  for (int32_t tile = 0; tile + 1 < static_cast<int32_t>(tiles.size()); ++tile) {
+    int32_t max_ctx = 0;
+    for (int32_t t = tiles[tile]; t < tiles[tile + 1]; ++t)
+      max_ctx = std::max(max_ctx, a.token_pos[t] + 1);
+    for (int32_t s = 0; s < n_segments(max_ctx); ++s) segs.push_back({tile, s});
+  }
+  // Partial states of the tokens with more than one segment, at part_base[t].
+  const size_t seg_floats = static_cast<size_t>(a.n_heads) * (d + 2);
+  std::vector<int64_t> part_base(static_cast<size_t>(a.n_tokens), -1);
+  std::vector<int32_t> split_tokens;
+  int64_t n_parts = 0;
+  for (int32_t t = 0; t < a.n_tokens; ++t) {
+    const int ns = n_segments(a.token_pos[t] + 1);
+    if (ns > 1) part_base[t] = n_parts, n_parts += ns, split_tokens.push_back(t);
+  }
+  thread_local std::vector<float> parts;  // kept: decode calls this per layer
+  if (parts.size() < static_cast<size_t>(n_parts) * seg_floats)
+    parts.resize(static_cast<size_t>(n_parts) * seg_floats);
+  float* const part_data = parts.data();  // the caller's buffer (the workers have their own)
+  const int64_t work = static_cast<int64_t>(segs.size()) * a.n_kv_heads;
 
   pool.parallel_for(work, [&](int64_t begin, int64_t end, int) {
-    // Zeroed: rows past a chunk's end are read (and masked) before any is written.
-    std::vector<float> kf(static_cast<size_t>(kChunk) * d), vf(kf.size());
     // State of (tile token i, head h of the run, query head g): ((i * nh + h) * group + g).
     const size_t states = static_cast<size_t>(kTileTokens) * a.n_kv_heads * group;
     std::vector<float> acc(states * d), m(states), l(states);
-    // The items of one tile (its KV heads kvh0 .. kvh0 + nh - 1 here) go
+    std::vector<RowState> rs(static_cast<size_t>(kTileTokens) * group);
+    // The items of one segment (its KV heads kvh0 .. kvh0 + nh - 1 here) go
     // through the positions together, chunk by chunk: a slot holds the rows
-    // of every KV head side by side, so the run reads nh rows in a row
-    // instead of one row per slot per pass (a stride that left Zen 3 at 3 GB/s).
-    // Each (token, query head) takes the steps it takes alone.
+    // of every KV head side by side, and the run reads its nh rows of each
+    // slot together. Each (token, query head) takes the steps it takes alone.
     for (int64_t w0 = begin; w0 < end;) {
-      const int64_t tile = w0 / a.n_kv_heads;
+      const Seg seg = segs[w0 / a.n_kv_heads];
       const int kvh0 = static_cast<int>(w0 % a.n_kv_heads);
       const int nh = static_cast<int>(std::min<int64_t>(end - w0, a.n_kv_heads - kvh0));
-      const int32_t t0 = tiles[tile];
-      const int nt = tiles[tile + 1] - t0;
+      const int32_t t0 = tiles[seg.tile];
+      const int nt = tiles[seg.tile + 1] - t0;
       const int32_t* table = a.block_tables[a.token_seq[t0]];
       int32_t n_ctx[kTileTokens];
       int32_t max_ctx = 0;
       for (int i = 0; i < nt; ++i) max_ctx = std::max(max_ctx, n_ctx[i] = a.token_pos[t0 + i] + 1);
+      const int32_t p_begin = seg.s * kSegment;
+      const int32_t p_end = std::min(p_begin + kSegment, max_ctx);
       const size_t used = static_cast<size_t>(nt) * nh * group;
       std::fill(acc.begin(), acc.begin() + static_cast<int64_t>(used * d), 0.0f);
       std::fill(m.begin(), m.begin() + static_cast<int64_t>(used), -INFINITY);
       std::fill(l.begin(), l.begin() + static_cast<int64_t>(used), 0.0f);
       const size_t span = static_cast<size_t>(nh) * row_bytes;  // the run's bytes of a slot
-      for (int32_t p0 = 0; p0 < max_ctx; p0 += kChunk) {
-        const int cn = std::min<int32_t>(kChunk, max_ctx - p0);
+      for (int32_t p0 = p_begin; p0 < p_end; p0 += kChunk) {
+        const int cn = std::min<int32_t>(kChunk, p_end - p0);
         int64_t row[kChunk];  // head 0's row of each position's slot
         slot_offsets(a, table, p0, cn, 1, row);
-        // The run's rows a few chunks ahead, into L2, while this chunk computes.
-        const int32_t pf0 = p0 + kPrefetchChunks * kChunk;
+        // The next chunk's rows, in address order, while this one computes.
+        const int32_t pf0 = p0 + kChunk;
         const int pn = std::max(0, std::min<int32_t>(kChunk, max_ctx - pf0));
         if (pn > 0) {
           int64_t pf[kChunk];
           slot_offsets(a, table, pf0, pn, 1, pf);
           for (int j = 0; j < pn; ++j) {
             const size_t o = static_cast<size_t>(pf[j] + kvh0) * row_bytes;
-            for (size_t b = 0; b < span; b += 64) {
-              simd::prefetch(kb + o + b);
-              simd::prefetch(vb + o + b);
-            }
-            if (span % 64 != 0) {  // a run that ends in one more line
-              simd::prefetch(kb + o + span - 1);
-              simd::prefetch(vb + o + span - 1);
-            }
+            touch_lines(kb + o, span);
+            touch_lines(vb + o, span);
           }
         }
         for (int h = 0; h < nh; ++h) {
-          for (int j = 0; j < cn; ++j) {
-            widen_row_avx2(a.k_cache, a.kv_type, row[j] + kvh0 + h, d, kf.data() + j * d);
-            widen_row_avx2(a.v_cache, a.kv_type, row[j] + kvh0 + h, d, vf.data() + j * d);
+          const char* krow[kChunk];
+          const char* vrow[kChunk];
+          for (int j = 0; j < kChunk; ++j) {
+            const size_t o = static_cast<size_t>(row[std::min(j, cn - 1)] + kvh0 + h) * row_bytes;
+            krow[j] = kb + o;
+            vrow[j] = vb + o;
           }
+          int n = 0;  // the query rows (tile token, group head) that reach this chunk
           for (int i = 0; i < nt; ++i) {
             if (p0 >= n_ctx[i]) continue;
             const int ci = std::min<int32_t>(kChunk, n_ctx[i] - p0);
             const float* q0 = a.q + (t0 + i) * a.q_stride + static_cast<size_t>(kvh0 + h) * gd;
             const size_t s0 = (static_cast<size_t>(i) * nh + h) * group;
             for (int g = 0; g < group; ++g)
-              chunk_head(q0 + g * d, kf.data(), vf.data(), d, ci, a.scale,
-                         acc.data() + (s0 + g) * d, m[s0 + g], l[s0 + g]);
+              rs[n++] = {q0 + g * d, acc.data() + (s0 + g) * d, &m[s0 + g], &l[s0 + g], ci};
           }
+          chunk(rs.data(), n, krow, vrow, d, a.scale);
         }
       }
-      for (int i = 0; i < nt; ++i)
+      // One segment: the output. Several: this segment's partial state.
+      for (int i = 0; i < nt; ++i) {
+        if (n_ctx[i] <= p_begin) continue;
+        const int64_t base = part_base[t0 + i];
+        float* part = base < 0 ? nullptr : part_data + (base + seg.s) * seg_floats;
         for (int h = 0; h < nh; ++h)
           for (int g = 0; g < group; ++g) {
             const size_t si = (static_cast<size_t>(i) * nh + h) * group + g;
-            const float lg = l[si];
-            float* o =
-                a.out + (t0 + i) * a.out_stride + (static_cast<int64_t>(kvh0 + h) * group + g) * d;
-            const __m256 inv = _mm256_set1_ps(lg > 0 ? 1.0f / lg : 0.0f);
+            const int64_t qh = static_cast<int64_t>(kvh0 + h) * group + g;
             const float* ag = acc.data() + si * d;
+            if (part != nullptr) {
+              std::memcpy(part + qh * d, ag, sizeof(float) * d);
+              part[static_cast<int64_t>(a.n_heads) * d + qh] = m[si];
+              part[static_cast<int64_t>(a.n_heads) * (d + 1) + qh] = l[si];
+              continue;
+            }
+            const float lg = l[si];
+            float* o = a.out + (t0 + i) * a.out_stride + qh * d;
+            const __m256 inv = _mm256_set1_ps(lg > 0 ? 1.0f / lg : 0.0f);
             for (int k = 0; k < d; k += 8)
               _mm256_storeu_ps(o + k, _mm256_mul_ps(_mm256_loadu_ps(ag + k), inv));
           }
+      }
       w0 += nh;
     }
   });
+  if (split_tokens.empty()) return;
+  pool.parallel_for(
+      static_cast<int64_t>(split_tokens.size()), [&](int64_t begin, int64_t end, int) {
+        for (int64_t k = begin; k < end; ++k) {
+          const int32_t t = split_tokens[k];
+          merge_segments(part_data + part_base[t] * seg_floats, n_segments(a.token_pos[t] + 1),
+                         a.n_heads, d, a.out + t * a.out_stride);
+        }
+      });
 }
 
 PAGELLM_TARGET_END
