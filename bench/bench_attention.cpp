@@ -147,6 +147,7 @@ void BM_AttentionMixed(benchmark::State& state) {
 
 BENCHMARK(BM_AttentionDecode)
     ->ArgNames({"head_dim", "ctx", "seqs"})
+    ->Args({64, 256, 1})
     ->Args({64, 2048, 1})
     ->Args({64, 2048, 16})
     ->Args({128, 2048, 1})

@@ -362,10 +362,12 @@ TEST_P(PagedAttention, PromptTokensInTilesEqualEachAlone) {
   }
 }
 
-// Contexts longer than one segment of the AVX2 kernel (256 positions, reduced
-// apart and merged): decode tokens at 256, 257, 513 and 700 positions, and
-// prompt tokens whose tiles straddle segment ends, with 1 and 2 threads: each
-// equals the naive result and, bit for bit, itself run alone with one thread.
+// Contexts of many segments of the AVX2 kernel (64 positions, reduced apart
+// and folded; a decode token alone spreads its segments over the threads, one
+// in a batch of many tiles folds them in one item): decode tokens at 256, 257,
+// 513 and 700 positions, and prompt tokens whose tiles straddle segment ends,
+// with 1 and 2 threads: each equals the naive result and, bit for bit, itself
+// run alone with one thread.
 TEST_P(PagedAttention, LongContextsAcrossSegments) {
   for (DType type : {DType::F16, DType::Q8_0, DType::F32}) {
     std::mt19937 rng(101);

@@ -3,9 +3,10 @@
 // kernels do not specialise.
 //
 // A token's context is cut into segments of kSegment positions from position
-// 0; a work item is one (tile, segment, KV head) (a tile: up to kTileTokens
-// consecutive prompt tokens of one sequence). Per item and chunk of
-// kAttnChunk positions, for the query rows (tile token, query head of the GQA
+// 0; a work item is one (tile, KV head) over the tile's segments, or for a
+// decode token in a batch of few, one (token, segment, KV head) (a tile: up to
+// kTileTokens consecutive prompt tokens of one sequence). Per item and chunk
+// of kAttnChunk positions, for the query rows (tile token, query head of the GQA
 // group) that reach the chunk, four rows at a time, reading K and V straight
 // from the cache (f16 / q8_0 converted in registers):
 //   u_j = sum over v of q[8v..8v+7] * k_j[8v..8v+7] (lane vectors, v in order)
@@ -13,8 +14,8 @@
 //   m' = max(m, max_j s_j); acc, l scaled by exp(m - m') when m' > m
 //   p_j = exp8(s_j - m'); l += (p_0..7 + p_8..15) summed by hsum
 //   acc += p_j * v_j, position by position
-// A token with one segment writes acc / l; with several, each segment's
-// (acc, m, l) is kept and merged in segment order (merge_segments).
+// Each segment starts from a fresh state; a token's output is acc / l of the
+// fold of its segments' states in order (fold_state).
 // Every token takes the same steps whatever the batch and the threads, so the
 // output is batch-invariant; the values differ from the other variants in
 // rounding only.
@@ -40,13 +41,14 @@ namespace {
 constexpr int kChunk = kAttnChunk;
 // Prompt tokens per tile: their query rows share each chunk's K and V reads.
 constexpr int kTileTokens = 4;
-// Positions per segment: a token reduces each segment of its context on its
-// own (one work item per segment and KV head) and merges the segments' partial
-// softmax states in order after. Fixed, so part of the numerics; long contexts
-// split over the threads along positions, reading whole slots (all KV heads)
-// in address order, where splitting the heads left each thread half of every
-// slot (Zen 3, 2 threads: 8 GB/s read against 18 for whole slots).
-constexpr int kSegment = 256;
+// Positions per segment: a token reduces each segment of its context from a
+// fresh softmax state and folds the segments' states in order (fold_state).
+// Fixed, so part of the numerics. A decode token's segments can then go to
+// different threads, each reading whole slots (all KV heads) in address
+// order, where splitting the heads left each thread half of every slot (Zen 3,
+// 2 threads: 8 GB/s read against 18 for whole slots). A fold costs 2 * d
+// operations per query head, against 256 * d for a segment's positions.
+constexpr int kSegment = 64;
 
 // Lane j of the result: the sum of u[j]'s eight lanes, as
 // ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
@@ -225,32 +227,26 @@ inline void touch_lines(const char* p, size_t n) {
   (void)*static_cast<const volatile char*>(p + n - 1);
 }
 
-// out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), M = max_s m_s, over a
-// token's segments s in order (partials: [segment][head] acc, then m, l).
-void merge_segments(const float* part, int n_seg, int n_heads, int d, float* out) {
-  const size_t seg_floats = static_cast<size_t>(n_heads) * (d + 2);
-  const size_t m_off = static_cast<size_t>(n_heads) * d;
-  for (int h = 0; h < n_heads; ++h) {
-    float mx = -INFINITY;
-    for (int s = 0; s < n_seg; ++s) mx = std::max(mx, part[s * seg_floats + m_off + h]);
-    float l = 0;
-    for (int s = 0; s < n_seg; ++s) {
-      const float* ps = part + s * seg_floats;
-      const float c = std::exp(ps[m_off + h] - mx);
-      l += ps[m_off + n_heads + h] * c;
-      const __m256 cv = _mm256_set1_ps(c);
-      float* o = out + static_cast<size_t>(h) * d;
-      const float* acc = ps + static_cast<size_t>(h) * d;
-      for (int k = 0; k < d; k += 8) {
-        const __m256 prev = s == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(o + k);
-        _mm256_storeu_ps(o + k, _mm256_fmadd_ps(_mm256_loadu_ps(acc + k), cv, prev));
-      }
-    }
-    const __m256 inv = _mm256_set1_ps(l > 0 ? 1.0f / l : 0.0f);
-    float* o = out + static_cast<size_t>(h) * d;
-    for (int k = 0; k < d; k += 8)
-      _mm256_storeu_ps(o + k, _mm256_mul_ps(_mm256_loadu_ps(o + k), inv));
-  }
+// (acc, m, l) <- the softmax state of its positions followed by those of
+// (acc_b, m_b, l_b) (m_b finite). From the empty state (m = -inf, l = 0,
+// acc = 0) it yields b's state exactly, so a token's result is the fold of its
+// segments in order, however they were computed.
+inline void fold_state(float* acc, float& m, float& l, const float* acc_b, float m_b, float l_b,
+                       int d) {
+  const float mx = std::max(m, m_b);
+  const float ca = std::exp(m - mx), cb = std::exp(m_b - mx);
+  l = std::fma(l_b, cb, l * ca);
+  m = mx;
+  const __m256 va = _mm256_set1_ps(ca), vb = _mm256_set1_ps(cb);
+  for (int k = 0; k < d; k += 8)
+    _mm256_storeu_ps(acc + k, _mm256_fmadd_ps(_mm256_loadu_ps(acc_b + k), vb,
+                                              _mm256_mul_ps(_mm256_loadu_ps(acc + k), va)));
+}
+
+inline void write_out(float* o, const float* acc, float l, int d) {
+  const __m256 inv = _mm256_set1_ps(l > 0 ? 1.0f / l : 0.0f);
+  for (int k = 0; k < d; k += 8)
+    _mm256_storeu_ps(o + k, _mm256_mul_ps(_mm256_loadu_ps(acc + k), inv));
 }
 
 }  // namespace
@@ -268,7 +264,7 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
   auto n_segments = [](int32_t n_ctx) { return (n_ctx + kSegment - 1) / kSegment; };
 
   // Tiles: runs of up to kTileTokens consecutive tokens of one sequence (a
-  // prompt's), whose query rows share each chunk's K and V rows.
+  // prompt's), whose query rows share each chunk's K and V reads.
   std::vector<int32_t> tiles;  // first token of each tile, then n_tokens
   for (int32_t t = 0; t < a.n_tokens;) {
     tiles.push_back(t);
@@ -276,129 +272,163 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
     for (++t; t < a.n_tokens && t - tiles.back() < kTileTokens && a.token_seq[t] == seq;) ++t;
   }
   tiles.push_back(a.n_tokens);
-  // Work: (tile, segment) in order, times the KV heads.
-  struct Seg {
-    int32_t tile, s;
+  const auto n_tiles = static_cast<int32_t>(tiles.size() - 1);
+  // Units of work, each times the KV heads: a tile's segments [s0, s1). A
+  // tile goes through its segments in one unit, folding as it goes, except a
+  // lone token (decode) in a batch of few tiles: each of its segments is a
+  // unit of its own (kept in `parts`, folded after), so that threads split
+  // its context along positions, each reading whole slots in address order.
+  struct Unit {
+    int32_t tile, s0, s1;
   };
-  std::vector<Seg> segs;
-  for (int32_t tile = 0; tile + 1 < static_cast<int32_t>(tiles.size()); ++tile) {
-    int32_t max_ctx = 0;
-    for (int32_t t = tiles[tile]; t < tiles[tile + 1]; ++t)
-      max_ctx = std::max(max_ctx, a.token_pos[t] + 1);
-    for (int32_t s = 0; s < n_segments(max_ctx); ++s) segs.push_back({tile, s});
-  }
-  // Partial states of the tokens with more than one segment, at part_base[t].
-  const size_t seg_floats = static_cast<size_t>(a.n_heads) * (d + 2);
+  const bool split = n_tiles < 4 * pool.size();
+  std::vector<Unit> units;
+  const size_t seg_floats = static_cast<size_t>(a.n_heads) * (d + 2);  // acc, then m, l
   std::vector<int64_t> part_base(static_cast<size_t>(a.n_tokens), -1);
   std::vector<int32_t> split_tokens;
   int64_t n_parts = 0;
-  for (int32_t t = 0; t < a.n_tokens; ++t) {
-    const int ns = n_segments(a.token_pos[t] + 1);
-    if (ns > 1) part_base[t] = n_parts, n_parts += ns, split_tokens.push_back(t);
+  for (int32_t tile = 0; tile < n_tiles; ++tile) {
+    const int32_t t0 = tiles[tile];
+    int32_t max_ctx = 0;
+    for (int32_t t = t0; t < tiles[tile + 1]; ++t) max_ctx = std::max(max_ctx, a.token_pos[t] + 1);
+    const int ns = n_segments(max_ctx);
+    if (split && ns > 1 && tiles[tile + 1] == t0 + 1) {
+      for (int32_t s = 0; s < ns; ++s) units.push_back({tile, s, s + 1});
+      part_base[t0] = n_parts, n_parts += ns, split_tokens.push_back(t0);
+    } else {
+      units.push_back({tile, 0, ns});
+    }
   }
   thread_local std::vector<float> parts;  // kept: decode calls this per layer
   if (parts.size() < static_cast<size_t>(n_parts) * seg_floats)
     parts.resize(static_cast<size_t>(n_parts) * seg_floats);
   float* const part_data = parts.data();  // the caller's buffer (the workers have their own)
-  const int64_t work = static_cast<int64_t>(segs.size()) * a.n_kv_heads;
+  const int64_t work = static_cast<int64_t>(units.size()) * a.n_kv_heads;
 
   pool.parallel_for(work, [&](int64_t begin, int64_t end, int) {
-    // State of (tile token i, head h of the run, query head g): ((i * nh + h) * group + g).
+    // State of (tile token i, head h of the run, query head g) at
+    // ((i * nh + h) * group + g): the segment's (acc, m, l) and the fold so far.
     const size_t states = static_cast<size_t>(kTileTokens) * a.n_kv_heads * group;
-    std::vector<float> acc(states * d), m(states), l(states);
+    thread_local std::vector<float> buf;  // this thread's, kept between calls (decode: per layer)
+    if (buf.size() < 2 * states * (d + 2)) buf.resize(2 * states * (d + 2));
+    float* const acc = buf.data();
+    float* const m = acc + states * d;
+    float* const l = m + states;
+    float* const f_acc = l + states;
+    float* const f_m = f_acc + states * d;
+    float* const f_l = f_m + states;
     std::vector<RowState> rs(static_cast<size_t>(kTileTokens) * group);
-    // The items of one segment (its KV heads kvh0 .. kvh0 + nh - 1 here) go
+    // The items of one unit (its KV heads kvh0 .. kvh0 + nh - 1 here) go
     // through the positions together, chunk by chunk: a slot holds the rows
     // of every KV head side by side, and the run reads its nh rows of each
     // slot together. Each (token, query head) takes the steps it takes alone.
     for (int64_t w0 = begin; w0 < end;) {
-      const Seg seg = segs[w0 / a.n_kv_heads];
+      const Unit unit = units[w0 / a.n_kv_heads];
       const int kvh0 = static_cast<int>(w0 % a.n_kv_heads);
       const int nh = static_cast<int>(std::min<int64_t>(end - w0, a.n_kv_heads - kvh0));
-      const int32_t t0 = tiles[seg.tile];
-      const int nt = tiles[seg.tile + 1] - t0;
+      const int32_t t0 = tiles[unit.tile];
+      const int nt = tiles[unit.tile + 1] - t0;
       const int32_t* table = a.block_tables[a.token_seq[t0]];
       int32_t n_ctx[kTileTokens];
       int32_t max_ctx = 0;
       for (int i = 0; i < nt; ++i) max_ctx = std::max(max_ctx, n_ctx[i] = a.token_pos[t0 + i] + 1);
-      const int32_t p_begin = seg.s * kSegment;
-      const int32_t p_end = std::min(p_begin + kSegment, max_ctx);
       const size_t used = static_cast<size_t>(nt) * nh * group;
-      std::fill(acc.begin(), acc.begin() + static_cast<int64_t>(used * d), 0.0f);
-      std::fill(m.begin(), m.begin() + static_cast<int64_t>(used), -INFINITY);
-      std::fill(l.begin(), l.begin() + static_cast<int64_t>(used), 0.0f);
+      std::fill(f_acc, f_acc + static_cast<int64_t>(used * d), 0.0f);
+      std::fill(f_m, f_m + static_cast<int64_t>(used), -INFINITY);
+      std::fill(f_l, f_l + static_cast<int64_t>(used), 0.0f);
       const size_t span = static_cast<size_t>(nh) * row_bytes;  // the run's bytes of a slot
-      for (int32_t p0 = p_begin; p0 < p_end; p0 += kChunk) {
-        const int cn = std::min<int32_t>(kChunk, p_end - p0);
-        int64_t row[kChunk];  // head 0's row of each position's slot
-        slot_offsets(a, table, p0, cn, 1, row);
-        // The next chunk's rows, in address order, while this one computes.
-        const int32_t pf0 = p0 + kChunk;
-        const int pn = std::max(0, std::min<int32_t>(kChunk, max_ctx - pf0));
-        if (pn > 0) {
-          int64_t pf[kChunk];
-          slot_offsets(a, table, pf0, pn, 1, pf);
-          for (int j = 0; j < pn; ++j) {
-            const size_t o = static_cast<size_t>(pf[j] + kvh0) * row_bytes;
-            touch_lines(kb + o, span);
-            touch_lines(vb + o, span);
+      const int32_t first = unit.s0 * kSegment;
+      for (int32_t sg = unit.s0; sg < unit.s1; ++sg) {
+        const int32_t p_begin = sg * kSegment;
+        const int32_t p_end = std::min(p_begin + kSegment, max_ctx);
+        std::fill(acc, acc + static_cast<int64_t>(used * d), 0.0f);
+        std::fill(m, m + static_cast<int64_t>(used), -INFINITY);
+        std::fill(l, l + static_cast<int64_t>(used), 0.0f);
+        for (int32_t p0 = p_begin; p0 < p_end; p0 += kChunk) {
+          const int cn = std::min<int32_t>(kChunk, p_end - p0);
+          int64_t row[kChunk];  // head 0's row of each position's slot
+          slot_offsets(a, table, p0, cn, 1, row);
+          // The next chunk's rows (and at a unit's start this one's), in
+          // address order, before this chunk computes.
+          for (int32_t pf0 = p0 == first ? p0 : p0 + kChunk; pf0 <= p0 + kChunk; pf0 += kChunk) {
+            const int pn = std::max(0, std::min<int32_t>(kChunk, max_ctx - pf0));
+            int64_t pf[kChunk];
+            slot_offsets(a, table, pf0, pn, 1, pf);
+            for (int j = 0; j < pn; ++j) {
+              const size_t o = static_cast<size_t>(pf[j] + kvh0) * row_bytes;
+              touch_lines(kb + o, span);
+              touch_lines(vb + o, span);
+            }
+          }
+          for (int h = 0; h < nh; ++h) {
+            const char* krow[kChunk];
+            const char* vrow[kChunk];
+            for (int j = 0; j < kChunk; ++j) {
+              const size_t o = static_cast<size_t>(row[std::min(j, cn - 1)] + kvh0 + h) * row_bytes;
+              krow[j] = kb + o;
+              vrow[j] = vb + o;
+            }
+            int n = 0;  // the query rows (tile token, group head) that reach this chunk
+            for (int i = 0; i < nt; ++i) {
+              if (p0 >= n_ctx[i]) continue;
+              const int ci = std::min<int32_t>(kChunk, n_ctx[i] - p0);
+              const float* q0 = a.q + (t0 + i) * a.q_stride + static_cast<size_t>(kvh0 + h) * gd;
+              const size_t s0 = (static_cast<size_t>(i) * nh + h) * group;
+              for (int g = 0; g < group; ++g)
+                rs[n++] = {q0 + g * d, acc + (s0 + g) * d, &m[s0 + g], &l[s0 + g], ci};
+            }
+            chunk(rs.data(), n, krow, vrow, d, a.scale);
           }
         }
-        for (int h = 0; h < nh; ++h) {
-          const char* krow[kChunk];
-          const char* vrow[kChunk];
-          for (int j = 0; j < kChunk; ++j) {
-            const size_t o = static_cast<size_t>(row[std::min(j, cn - 1)] + kvh0 + h) * row_bytes;
-            krow[j] = kb + o;
-            vrow[j] = vb + o;
-          }
-          int n = 0;  // the query rows (tile token, group head) that reach this chunk
-          for (int i = 0; i < nt; ++i) {
-            if (p0 >= n_ctx[i]) continue;
-            const int ci = std::min<int32_t>(kChunk, n_ctx[i] - p0);
-            const float* q0 = a.q + (t0 + i) * a.q_stride + static_cast<size_t>(kvh0 + h) * gd;
-            const size_t s0 = (static_cast<size_t>(i) * nh + h) * group;
-            for (int g = 0; g < group; ++g)
-              rs[n++] = {q0 + g * d, acc.data() + (s0 + g) * d, &m[s0 + g], &l[s0 + g], ci};
-          }
-          chunk(rs.data(), n, krow, vrow, d, a.scale);
+        // The segment's state: kept (a unit of one segment of a split token)
+        // or folded into the tile's.
+        for (int i = 0; i < nt; ++i) {
+          if (n_ctx[i] <= p_begin) continue;
+          const int64_t base = part_base[t0 + i];
+          float* part = base < 0 ? nullptr : part_data + (base + sg) * seg_floats;
+          for (int h = 0; h < nh; ++h)
+            for (int g = 0; g < group; ++g) {
+              const size_t si = (static_cast<size_t>(i) * nh + h) * group + g;
+              const int64_t qh = static_cast<int64_t>(kvh0 + h) * group + g;
+              if (part != nullptr) {
+                std::memcpy(part + qh * d, acc + si * d, sizeof(float) * d);
+                part[static_cast<int64_t>(a.n_heads) * d + qh] = m[si];
+                part[static_cast<int64_t>(a.n_heads) * (d + 1) + qh] = l[si];
+              } else {
+                fold_state(f_acc + si * d, f_m[si], f_l[si], acc + si * d, m[si], l[si], d);
+              }
+            }
         }
       }
-      // One segment: the output. Several: this segment's partial state.
       for (int i = 0; i < nt; ++i) {
-        if (n_ctx[i] <= p_begin) continue;
-        const int64_t base = part_base[t0 + i];
-        float* part = base < 0 ? nullptr : part_data + (base + seg.s) * seg_floats;
+        if (part_base[t0 + i] >= 0) continue;
         for (int h = 0; h < nh; ++h)
           for (int g = 0; g < group; ++g) {
             const size_t si = (static_cast<size_t>(i) * nh + h) * group + g;
             const int64_t qh = static_cast<int64_t>(kvh0 + h) * group + g;
-            const float* ag = acc.data() + si * d;
-            if (part != nullptr) {
-              std::memcpy(part + qh * d, ag, sizeof(float) * d);
-              part[static_cast<int64_t>(a.n_heads) * d + qh] = m[si];
-              part[static_cast<int64_t>(a.n_heads) * (d + 1) + qh] = l[si];
-              continue;
-            }
-            const float lg = l[si];
-            float* o = a.out + (t0 + i) * a.out_stride + qh * d;
-            const __m256 inv = _mm256_set1_ps(lg > 0 ? 1.0f / lg : 0.0f);
-            for (int k = 0; k < d; k += 8)
-              _mm256_storeu_ps(o + k, _mm256_mul_ps(_mm256_loadu_ps(ag + k), inv));
+            write_out(a.out + (t0 + i) * a.out_stride + qh * d, f_acc + si * d, f_l[si], d);
           }
       }
       w0 += nh;
     }
   });
-  if (split_tokens.empty()) return;
-  pool.parallel_for(
-      static_cast<int64_t>(split_tokens.size()), [&](int64_t begin, int64_t end, int) {
-        for (int64_t k = begin; k < end; ++k) {
-          const int32_t t = split_tokens[k];
-          merge_segments(part_data + part_base[t] * seg_floats, n_segments(a.token_pos[t] + 1),
-                         a.n_heads, d, a.out + t * a.out_stride);
-        }
-      });
+  // The split tokens' segments, folded in order (here: a few tokens, one
+  // fold per segment and query head, less than another job would cost).
+  std::vector<float> f(static_cast<size_t>(d));
+  const int64_t m_off = static_cast<int64_t>(a.n_heads) * d;
+  for (const int32_t t : split_tokens) {
+    const float* part = part_data + part_base[t] * seg_floats;
+    for (int32_t qh = 0; qh < a.n_heads; ++qh) {
+      std::fill(f.begin(), f.end(), 0.0f);
+      float fm = -INFINITY, fl = 0;
+      for (int s = 0; s < n_segments(a.token_pos[t] + 1); ++s) {
+        const float* ps = part + s * seg_floats;
+        fold_state(f.data(), fm, fl, ps + static_cast<int64_t>(qh) * d, ps[m_off + qh],
+                   ps[m_off + a.n_heads + qh], d);
+      }
+      write_out(a.out + t * a.out_stride + static_cast<int64_t>(qh) * d, f.data(), fl, d);
+    }
+  }
 }
 
 PAGELLM_TARGET_END
