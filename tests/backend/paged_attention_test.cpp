@@ -363,11 +363,11 @@ TEST_P(PagedAttention, PromptTokensInTilesEqualEachAlone) {
 }
 
 // Contexts of many segments of the AVX2 kernel (64 positions, reduced apart
-// and folded; a decode token alone spreads its segments over the threads, one
-// in a batch of many tiles folds them in one item): decode tokens at 256, 257,
-// 513 and 700 positions, and prompt tokens whose tiles straddle segment ends,
-// with 1 and 2 threads: each equals the naive result and, bit for bit, itself
-// run alone with one thread.
+// and folded; decode tokens in a batch of few tiles spread their segments
+// over the threads, in a batch of many each folds them in one item): decode
+// tokens at 256, 257, 513 and 700 positions, and prompt tokens whose tiles
+// straddle segment ends, with 1, 2 and 3 threads: each equals the naive
+// result and, bit for bit, itself run alone with one thread.
 TEST_P(PagedAttention, LongContextsAcrossSegments) {
   for (DType type : {DType::F16, DType::Q8_0, DType::F32}) {
     std::mt19937 rng(101);
@@ -387,7 +387,37 @@ TEST_P(PagedAttention, LongContextsAcrossSegments) {
       EXPECT_LT(worst_vs_naive(s, b), 2e-5) << dtype_name(type);
       ASSERT_EQ(first_unlike_alone(s, b), -1) << dtype_name(type) << " threads " << threads;
     }
+    // The decode tokens alone in a batch (few tiles: their segments spread
+    // over the threads and are folded after).
+    Batch dec;
+    dec.tok.seq.assign(b.tok.seq.begin(), b.tok.seq.begin() + 4);
+    dec.tok.pos.assign(b.tok.pos.begin(), b.tok.pos.begin() + 4);
+    dec.q.assign(b.q.begin(), b.q.begin() + 4 * row);
+    for (int threads : {2, 3}) {
+      dec.out = run(s, dec.tok, dec.q, threads);
+      EXPECT_LT(worst_vs_naive(s, dec), 2e-5) << dtype_name(type);
+      ASSERT_EQ(first_unlike_alone(s, dec), -1) << dtype_name(type) << " threads " << threads;
+    }
   }
+}
+
+// Two decode tokens of 8,320 positions with 64 query heads of size 256: the
+// AVX2 kernel keeps the first one's 130 segment states apart, and the second
+// (past its 16 MiB of them) folds its segments in one item per KV head: both
+// equal the naive result and, bit for bit, themselves alone with one thread.
+TEST_P(PagedAttention, VeryLongDecodeTokensPastTheSegmentBuffer) {
+  std::mt19937 rng(202);
+  CacheFixture s;
+  s.n_heads = 64, s.n_kv = 1, s.d = 256, s.bs = 16, s.n_blocks = 1045;
+  s.build(rng, {8320, 8320}, DType::F16);
+  Batch b;
+  for (int sq = 0; sq < 2; ++sq) b.tok.seq.push_back(sq), b.tok.pos.push_back(s.lens[sq] - 1);
+  b.q.resize(b.tok.seq.size() * s.n_heads * s.d);
+  std::normal_distribution<float> nd;
+  for (auto& x : b.q) x = nd(rng);
+  b.out = run(s, b.tok, b.q, 2);
+  EXPECT_LT(worst_vs_naive(s, b), 2e-5);
+  ASSERT_EQ(first_unlike_alone(s, b), -1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, PagedAttention, ::testing::ValuesIn(cpu::available_isas()),

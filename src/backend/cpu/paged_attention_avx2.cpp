@@ -4,7 +4,7 @@
 //
 // A token's context is cut into segments of kSegment positions from position
 // 0; a work item is one (tile, KV head) over the tile's segments, or for a
-// decode token in a batch of few, one (token, segment, KV head) (a tile: up to
+// tile of one token (decode) in a batch of few, one (token, segment, KV head) (a tile: up to
 // kTileTokens consecutive prompt tokens of one sequence). Per item and chunk
 // of kAttnChunk positions, for the query rows (tile token, query head of the GQA
 // group) that reach the chunk, four rows at a time, reading K and V straight
@@ -49,6 +49,11 @@ constexpr int kTileTokens = 4;
 // 2 threads: 8 GB/s read against 18 for whole slots). A fold costs 2 * d
 // operations per query head, against 256 * d for a segment's positions.
 constexpr int kSegment = 64;
+// At most this many floats of split tokens' segment states (16 MiB, kept by
+// the calling thread); past it a token folds its segments in one unit per KV
+// head (the same bits, but no split over more threads than KV heads: a 32-head
+// model of head size 128 gets there past 64k positions of one decode token).
+constexpr size_t kMaxPartFloats = size_t{4} << 20;
 
 // Lane j of the result: the sum of u[j]'s eight lanes, as
 // ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
@@ -229,8 +234,9 @@ inline void touch_lines(const char* p, size_t n) {
 
 // (acc, m, l) <- the softmax state of its positions followed by those of
 // (acc_b, m_b, l_b) (m_b finite). From the empty state (m = -inf, l = 0,
-// acc = 0) it yields b's state exactly, so a token's result is the fold of its
-// segments in order, however they were computed.
+// acc = 0) it yields b's state exactly (up to the sign of a zero), so a
+// token's result is the fold of its segments in order, however they were
+// computed.
 inline void fold_state(float* acc, float& m, float& l, const float* acc_b, float m_b, float l_b,
                        int d) {
   const float mx = std::max(m, m_b);
@@ -275,13 +281,14 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
   const auto n_tiles = static_cast<int32_t>(tiles.size() - 1);
   // Units of work, each times the KV heads: a tile's segments [s0, s1). A
   // tile goes through its segments in one unit, folding as it goes, except a
-  // lone token (decode) in a batch of few tiles: each of its segments is a
-  // unit of its own (kept in `parts`, folded after), so that threads split
-  // its context along positions, each reading whole slots in address order.
+  // tile of one token (decode) in a batch of few tiles, with several threads:
+  // each of its segments is a unit of its own (kept in `parts`, folded
+  // after), so that threads split its context along positions, each reading
+  // whole slots in address order.
   struct Unit {
     int32_t tile, s0, s1;
   };
-  const bool split = n_tiles < 4 * pool.size();
+  const bool split = pool.size() > 1 && n_tiles < 4 * pool.size();
   std::vector<Unit> units;
   const size_t seg_floats = static_cast<size_t>(a.n_heads) * (d + 2);  // acc, then m, l
   std::vector<int64_t> part_base(static_cast<size_t>(a.n_tokens), -1);
@@ -292,7 +299,8 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
     int32_t max_ctx = 0;
     for (int32_t t = t0; t < tiles[tile + 1]; ++t) max_ctx = std::max(max_ctx, a.token_pos[t] + 1);
     const int ns = n_segments(max_ctx);
-    if (split && ns > 1 && tiles[tile + 1] == t0 + 1) {
+    if (split && ns > 1 && tiles[tile + 1] == t0 + 1 &&
+        static_cast<size_t>(n_parts + ns) * seg_floats <= kMaxPartFloats) {
       for (int32_t s = 0; s < ns; ++s) units.push_back({tile, s, s + 1});
       part_base[t0] = n_parts, n_parts += ns, split_tokens.push_back(t0);
     } else {
@@ -302,7 +310,9 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
   thread_local std::vector<float> parts;  // kept: decode calls this per layer
   if (parts.size() < static_cast<size_t>(n_parts) * seg_floats)
     parts.resize(static_cast<size_t>(n_parts) * seg_floats);
-  float* const part_data = parts.data();  // the caller's buffer (the workers have their own)
+  // The workers write through this pointer (`parts` named on a worker thread
+  // would be that thread's own, empty vector).
+  float* const part_data = parts.data();
   const int64_t work = static_cast<int64_t>(units.size()) * a.n_kv_heads;
 
   pool.parallel_for(work, [&](int64_t begin, int64_t end, int) {
@@ -317,7 +327,8 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
     float* const f_acc = l + states;
     float* const f_m = f_acc + states * d;
     float* const f_l = f_m + states;
-    std::vector<RowState> rs(static_cast<size_t>(kTileTokens) * group);
+    thread_local std::vector<RowState> rs;
+    rs.resize(static_cast<size_t>(kTileTokens) * group);
     // The items of one unit (its KV heads kvh0 .. kvh0 + nh - 1 here) go
     // through the positions together, chunk by chunk: a slot holds the rows
     // of every KV head side by side, and the run reads its nh rows of each
@@ -412,16 +423,17 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
       w0 += nh;
     }
   });
-  // The split tokens' segments, folded in order (here: a few tokens, one
-  // fold per segment and query head, less than another job would cost).
+  // The split tokens' segments, folded in order, here: fewer than 4 tokens per
+  // thread, one fold (2 * head_dim operations) per segment and query head.
   std::vector<float> f(static_cast<size_t>(d));
   const int64_t m_off = static_cast<int64_t>(a.n_heads) * d;
   for (const int32_t t : split_tokens) {
     const float* part = part_data + part_base[t] * seg_floats;
+    const int ns = n_segments(a.token_pos[t] + 1);
     for (int32_t qh = 0; qh < a.n_heads; ++qh) {
       std::fill(f.begin(), f.end(), 0.0f);
       float fm = -INFINITY, fl = 0;
-      for (int s = 0; s < n_segments(a.token_pos[t] + 1); ++s) {
+      for (int s = 0; s < ns; ++s) {
         const float* ps = part + s * seg_floats;
         fold_state(f.data(), fm, fl, ps + static_cast<int64_t>(qh) * d, ps[m_off + qh],
                    ps[m_off + a.n_heads + qh], d);

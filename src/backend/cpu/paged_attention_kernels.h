@@ -45,7 +45,8 @@ inline HeadItem head_item(const PagedAttentionArgs& a, int64_t w) {
 }
 
 // AVX2 + FMA + F16C, for head_dim a multiple of 8 and f16, f32 or q8_0
-// caches: per (tile of a prompt's tokens, segment of 64 positions, KV head),
+// caches: per (tile of a prompt's tokens, KV head) over the tile's segments
+// of positions (a decode token's segments apart, in a batch of few tokens),
 // the query rows of the tile and GQA group four at a time over each chunk's
 // K and V rows (read from the cache, converted in registers), eight scores per
 // tree of adds, the online-softmax update with a vectorised exp, V rows
