@@ -249,6 +249,17 @@ inline void fold_state(float* acc, float& m, float& l, const float* acc_b, float
                                               _mm256_mul_ps(_mm256_loadu_ps(acc + k), va)));
 }
 
+// One segment's softmax states of a split token, every query head:
+// acc [n_heads][d], then m [n_heads], then l [n_heads].
+struct SegStates {
+  float* base;
+  int64_t n_heads, d;
+  static int64_t floats(int64_t n_heads, int64_t d) { return n_heads * (d + 2); }
+  float* acc(int64_t qh) const { return base + qh * d; }
+  float& m(int64_t qh) const { return base[n_heads * d + qh]; }
+  float& l(int64_t qh) const { return base[n_heads * (d + 1) + qh]; }
+};
+
 inline void write_out(float* o, const float* acc, float l, int d) {
   const __m256 inv = _mm256_set1_ps(l > 0 ? 1.0f / l : 0.0f);
   for (int k = 0; k < d; k += 8)
@@ -290,7 +301,7 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
   };
   const bool split = pool.size() > 1 && n_tiles < 4 * pool.size();
   std::vector<Unit> units;
-  const size_t seg_floats = static_cast<size_t>(a.n_heads) * (d + 2);  // acc, then m, l
+  const auto seg_floats = static_cast<size_t>(SegStates::floats(a.n_heads, d));
   std::vector<int64_t> part_base(static_cast<size_t>(a.n_tokens), -1);
   std::vector<int32_t> split_tokens;
   int64_t n_parts = 0;
@@ -348,6 +359,13 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
       std::fill(f_m, f_m + static_cast<int64_t>(used), -INFINITY);
       std::fill(f_l, f_l + static_cast<int64_t>(used), 0.0f);
       const size_t span = static_cast<size_t>(nh) * row_bytes;  // the run's bytes of a slot
+      // fn(state index, query head) for tile token i's query rows in the run.
+      const auto for_rows = [&](int i, const auto& fn) {
+        for (int h = 0; h < nh; ++h)
+          for (int g = 0; g < group; ++g)
+            fn((static_cast<size_t>(i) * nh + h) * group + g,
+               static_cast<int64_t>(kvh0 + h) * group + g);
+      };
       const int32_t first = unit.s0 * kSegment;
       for (int32_t sg = unit.s0; sg < unit.s1; ++sg) {
         const int32_t p_begin = sg * kSegment;
@@ -396,29 +414,24 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
         for (int i = 0; i < nt; ++i) {
           if (n_ctx[i] <= p_begin) continue;
           const int64_t base = part_base[t0 + i];
-          float* part = base < 0 ? nullptr : part_data + (base + sg) * seg_floats;
-          for (int h = 0; h < nh; ++h)
-            for (int g = 0; g < group; ++g) {
-              const size_t si = (static_cast<size_t>(i) * nh + h) * group + g;
-              const int64_t qh = static_cast<int64_t>(kvh0 + h) * group + g;
-              if (part != nullptr) {
-                std::memcpy(part + qh * d, acc + si * d, sizeof(float) * d);
-                part[static_cast<int64_t>(a.n_heads) * d + qh] = m[si];
-                part[static_cast<int64_t>(a.n_heads) * (d + 1) + qh] = l[si];
-              } else {
-                fold_state(f_acc + si * d, f_m[si], f_l[si], acc + si * d, m[si], l[si], d);
-              }
+          const SegStates part{base < 0 ? nullptr : part_data + (base + sg) * seg_floats, a.n_heads,
+                               d};
+          for_rows(i, [&](size_t si, int64_t qh) {
+            if (part.base != nullptr) {
+              std::memcpy(part.acc(qh), acc + si * d, sizeof(float) * d);
+              part.m(qh) = m[si];
+              part.l(qh) = l[si];
+            } else {
+              fold_state(f_acc + si * d, f_m[si], f_l[si], acc + si * d, m[si], l[si], d);
             }
+          });
         }
       }
       for (int i = 0; i < nt; ++i) {
         if (part_base[t0 + i] >= 0) continue;
-        for (int h = 0; h < nh; ++h)
-          for (int g = 0; g < group; ++g) {
-            const size_t si = (static_cast<size_t>(i) * nh + h) * group + g;
-            const int64_t qh = static_cast<int64_t>(kvh0 + h) * group + g;
-            write_out(a.out + (t0 + i) * a.out_stride + qh * d, f_acc + si * d, f_l[si], d);
-          }
+        for_rows(i, [&](size_t si, int64_t qh) {
+          write_out(a.out + (t0 + i) * a.out_stride + qh * d, f_acc + si * d, f_l[si], d);
+        });
       }
       w0 += nh;
     }
@@ -426,17 +439,14 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
   // The split tokens' segments, folded in order, here: fewer than 4 tokens per
   // thread, one fold (2 * head_dim operations) per segment and query head.
   std::vector<float> f(static_cast<size_t>(d));
-  const int64_t m_off = static_cast<int64_t>(a.n_heads) * d;
   for (const int32_t t : split_tokens) {
-    const float* part = part_data + part_base[t] * seg_floats;
     const int ns = n_segments(a.token_pos[t] + 1);
     for (int32_t qh = 0; qh < a.n_heads; ++qh) {
       std::fill(f.begin(), f.end(), 0.0f);
       float fm = -INFINITY, fl = 0;
       for (int s = 0; s < ns; ++s) {
-        const float* ps = part + s * seg_floats;
-        fold_state(f.data(), fm, fl, ps + static_cast<int64_t>(qh) * d, ps[m_off + qh],
-                   ps[m_off + a.n_heads + qh], d);
+        const SegStates ps{part_data + (part_base[t] + s) * seg_floats, a.n_heads, d};
+        fold_state(f.data(), fm, fl, ps.acc(qh), ps.m(qh), ps.l(qh), d);
       }
       write_out(a.out + t * a.out_stride + static_cast<int64_t>(qh) * d, f.data(), fl, d);
     }
