@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <numeric>
 #include <random>
 #include <string>
@@ -186,6 +187,24 @@ int first_unlike_alone(const CacheFixture& s, const Batch& b) {
   return -1;
 }
 
+// Normal random queries for every token of b.
+void random_queries(const CacheFixture& s, Batch& b, std::mt19937& rng) {
+  b.q.resize(b.tok.seq.size() * s.n_heads * s.d);
+  std::normal_distribution<float> nd;
+  for (auto& x : b.q) x = nd(rng);
+}
+
+// b run with each thread count: within 2e-5 of naive, and every token, bit
+// for bit, itself run alone with one thread.
+void expect_naive_and_alone(const CacheFixture& s, Batch& b, std::initializer_list<int> threads,
+                            const std::string& what) {
+  for (int n : threads) {
+    b.out = run(s, b.tok, b.q, n);
+    EXPECT_LT(worst_vs_naive(s, b), 2e-5) << what;
+    ASSERT_EQ(first_unlike_alone(s, b), -1) << what << " threads " << n;
+  }
+}
+
 TEST_P(PagedAttention, MatchesNaiveAcrossSequencesAndTypes) {
   for (DType t : {DType::F32, DType::F16, DType::Q8_0}) {
     std::mt19937 rng(5);
@@ -319,17 +338,10 @@ TEST_P(PagedAttention, DecodeTokensInHeadRunsAndOtherGroupSizes) {
       Batch b;
       for (int sq = 0; sq < static_cast<int>(s.lens.size()); ++sq)
         b.tok.seq.push_back(sq), b.tok.pos.push_back(s.lens[sq] - 1);
-      const int row = s.n_heads * s.d;
-      b.q.resize(b.tok.seq.size() * row);
-      std::normal_distribution<float> nd;
-      for (auto& x : b.q) x = nd(rng);
-      for (int threads : {1, 2}) {
-        b.out = run(s, b.tok, b.q, threads);
-        EXPECT_LT(worst_vs_naive(s, b), 2e-5)
-            << dtype_name(type) << " " << c.n_heads << "/" << c.n_kv << " d " << c.d;
-        ASSERT_EQ(first_unlike_alone(s, b), -1)
-            << dtype_name(type) << " " << c.n_heads << "/" << c.n_kv << " d " << c.d;
-      }
+      random_queries(s, b, rng);
+      expect_naive_and_alone(s, b, {1, 2},
+                             std::string(dtype_name(type)) + " " + std::to_string(c.n_heads) + "/" +
+                                 std::to_string(c.n_kv) + " d " + std::to_string(c.d));
     }
 }
 
@@ -350,15 +362,8 @@ TEST_P(PagedAttention, PromptTokensInTilesEqualEachAlone) {
     for (int p : {34, 3, 17, 16, 33}) b.tok.seq.push_back(2), b.tok.pos.push_back(p);
     b.tok.seq.push_back(0), b.tok.pos.push_back(7);
     b.tok.seq.push_back(2), b.tok.pos.push_back(20);
-    const int row = s.n_heads * s.d;
-    b.q.resize(b.tok.seq.size() * row);
-    std::normal_distribution<float> nd;
-    for (auto& x : b.q) x = nd(rng);
-    for (int threads : {1, 3}) {
-      b.out = run(s, b.tok, b.q, threads);
-      EXPECT_LT(worst_vs_naive(s, b), 2e-5) << dtype_name(type);
-      ASSERT_EQ(first_unlike_alone(s, b), -1) << dtype_name(type) << " threads " << threads;
-    }
+    random_queries(s, b, rng);
+    expect_naive_and_alone(s, b, {1, 3}, dtype_name(type));
   }
 }
 
@@ -378,26 +383,15 @@ TEST_P(PagedAttention, LongContextsAcrossSegments) {
     for (int sq = 0; sq < 4; ++sq) b.tok.seq.push_back(sq), b.tok.pos.push_back(s.lens[sq] - 1);
     for (int p = 250; p < 263; ++p) b.tok.seq.push_back(0), b.tok.pos.push_back(p);
     for (int p = 507; p < 516; ++p) b.tok.seq.push_back(3), b.tok.pos.push_back(p);
-    const int row = s.n_heads * s.d;
-    b.q.resize(b.tok.seq.size() * row);
-    std::normal_distribution<float> nd;
-    for (auto& x : b.q) x = nd(rng);
-    for (int threads : {1, 2}) {
-      b.out = run(s, b.tok, b.q, threads);
-      EXPECT_LT(worst_vs_naive(s, b), 2e-5) << dtype_name(type);
-      ASSERT_EQ(first_unlike_alone(s, b), -1) << dtype_name(type) << " threads " << threads;
-    }
+    random_queries(s, b, rng);
+    expect_naive_and_alone(s, b, {1, 2}, dtype_name(type));
     // The decode tokens alone in a batch (few tiles: their segments spread
     // over the threads and are folded after).
     Batch dec;
     dec.tok.seq.assign(b.tok.seq.begin(), b.tok.seq.begin() + 4);
     dec.tok.pos.assign(b.tok.pos.begin(), b.tok.pos.begin() + 4);
-    dec.q.assign(b.q.begin(), b.q.begin() + 4 * row);
-    for (int threads : {2, 3}) {
-      dec.out = run(s, dec.tok, dec.q, threads);
-      EXPECT_LT(worst_vs_naive(s, dec), 2e-5) << dtype_name(type);
-      ASSERT_EQ(first_unlike_alone(s, dec), -1) << dtype_name(type) << " threads " << threads;
-    }
+    dec.q.assign(b.q.begin(), b.q.begin() + 4 * s.n_heads * s.d);
+    expect_naive_and_alone(s, dec, {2, 3}, dtype_name(type));
   }
 }
 
@@ -412,12 +406,8 @@ TEST_P(PagedAttention, VeryLongDecodeTokensPastTheSegmentBuffer) {
   s.build(rng, {8320, 8320}, DType::F16);
   Batch b;
   for (int sq = 0; sq < 2; ++sq) b.tok.seq.push_back(sq), b.tok.pos.push_back(s.lens[sq] - 1);
-  b.q.resize(b.tok.seq.size() * s.n_heads * s.d);
-  std::normal_distribution<float> nd;
-  for (auto& x : b.q) x = nd(rng);
-  b.out = run(s, b.tok, b.q, 2);
-  EXPECT_LT(worst_vs_naive(s, b), 2e-5);
-  ASSERT_EQ(first_unlike_alone(s, b), -1);
+  random_queries(s, b, rng);
+  expect_naive_and_alone(s, b, {2}, "f16");
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, PagedAttention, ::testing::ValuesIn(cpu::available_isas()),
