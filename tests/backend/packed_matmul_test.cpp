@@ -33,8 +33,8 @@ using test::Packed;
 using test::random_floats;
 using test::WeightFill;
 
-const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                        DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q2_K,
+                        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 // The types with AMX kernels.
 const DType kAmxTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
@@ -44,8 +44,8 @@ int64_t len_for(DType t, int64_t n) {
 }
 
 TEST(PackedWeights, RoundTripsEveryRow) {
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                  DType::Q6_K, DType::F16, DType::BF16}) {
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K,
+                  DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16}) {
     for (int64_t n_out : {1, 16, 37}) {
       for (int64_t blocks : {3, 4}) {  // Q4_0 / Q8_0 pair blocks: an odd last one, or none
         const int64_t n = blocks * (dtype_block_size(t) == 256 ? 256 : 32);
@@ -66,7 +66,9 @@ TEST(PackedWeights, RoundTripsEveryRow) {
 
 TEST(PackedWeights, RejectsOtherTypesAndLengths) {
   EXPECT_FALSE(packable(DType::Q4_1));
-  EXPECT_FALSE(packable(DType::Q5_0));
+  EXPECT_FALSE(packable(DType::Q5_1));
+  EXPECT_TRUE(packable(DType::Q5_0));
+  EXPECT_THROW(packed_bytes(DType::Q5_0, 48, 16), Error);
   EXPECT_TRUE(packable(DType::Q2_K));
   EXPECT_TRUE(packable(DType::Q3_K));
   EXPECT_THROW(packed_bytes(DType::Q3_K, 128, 16), Error);
@@ -93,6 +95,17 @@ float expected_dot(DType t, const uint8_t* wrow, const BlockQ8_0* xb, int64_t n)
       for (int j = 0; j < 16; ++j) {
         I += ((blk->qs[j] & 15) - 8) * xb[b].qs[j];
         I += ((blk->qs[j] >> 4) - 8) * xb[b].qs[j + 16];
+      }
+      dw = fp16_to_fp32(blk->d);
+    } else if (t == DType::Q5_0) {
+      // Fifth bit of element e: bit e of qh (little-endian, ggml's layout).
+      const auto* blk = reinterpret_cast<const BlockQ5_0*>(wrow) + b;
+      const uint32_t qh = static_cast<uint32_t>(blk->qh[0]) | blk->qh[1] << 8 | blk->qh[2] << 16 |
+                          static_cast<uint32_t>(blk->qh[3]) << 24;
+      for (int j = 0; j < 16; ++j) {
+        I += ((blk->qs[j] & 15) + 16 * static_cast<int>((qh >> j) & 1) - 16) * xb[b].qs[j];
+        I += ((blk->qs[j] >> 4) + 16 * static_cast<int>((qh >> (j + 16)) & 1) - 16) *
+             xb[b].qs[j + 16];
       }
       dw = fp16_to_fp32(blk->d);
     } else {
@@ -277,6 +290,9 @@ std::vector<std::pair<size_t, size_t>> code_fields(DType t) {
   switch (t) {
     case DType::Q4_0:
       return {{offsetof(BlockQ4_0, qs), sizeof(BlockQ4_0::qs)}};
+    case DType::Q5_0:
+      return {{offsetof(BlockQ5_0, qh), sizeof(BlockQ5_0::qh)},
+              {offsetof(BlockQ5_0, qs), sizeof(BlockQ5_0::qs)}};
     case DType::Q8_0:
       return {{offsetof(BlockQ8_0, qs), sizeof(BlockQ8_0::qs)}};
     case DType::Q4_K:
@@ -299,8 +315,8 @@ std::vector<std::pair<size_t, size_t>> code_fields(DType t) {
 
 // Codes and activations at their extremes, where the kernels' integer sums
 // are largest (the AVX2 kernels add maddubs pair sums in int16 while they
-// fit: eight of Q4_0's and Q4_K's, 8 * 2 * 15 * 127 = 30480; four of Q5_K's,
-// 31496; two of Q6_K's, 32004; four of Q3_K's, 7112, and of Q2_K's, 3048;
+// fit: eight of Q4_0's and Q4_K's, 8 * 2 * 15 * 127 = 30480; four of Q5_0's
+// and Q5_K's, 31496; two of Q6_K's, 32004; four of Q3_K's, 7112, and of Q2_K's, 3048;
 // Q8_0's single pair sums reach 2 * 128 * 127):
 // every variant still gives the contract's value, with activations all at
 // +127, all at -127, and alternating.

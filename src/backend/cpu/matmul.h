@@ -2,7 +2,7 @@
 //
 //   W  n_out rows of n_in elements in its own type, either row-major
 //      (tensor/blocks.h layout; row r starts at data + r * row_stride) or, for
-//      Q4_0 / Q8_0, repacked 16 rows at a time (Rows16, packed_weights.h;
+//      the packable types, repacked 16 rows at a time (Rows16, packed_weights.h;
 //      row_stride is then the bytes per 16-row group).
 //   X  `rows` activation rows of n_in floats, row t at x + t * x_stride.
 //   Y  rows x n_out floats: Y[t * y_stride + r] = dot(W row r, X row t).

@@ -1,12 +1,14 @@
-// Rows16 (packed_weights.h) Q4_0 / Q8_0 weights times split Q8_0 activations
-// (activation_quant.h). For weight row r, activation row c and block b:
+// Rows16 (packed_weights.h) Q4_0 / Q5_0 / Q8_0 weights times split Q8_0
+// activations (activation_quant.h). For weight row r, activation row c and
+// block b:
 //   I      = sum over the block of q_w * q_x, exact in int32
 //            (VNNI: codes (u8) times q_x, plus -offset * sum(q_x) from the row)
 //   acc_rc = fma(float(I), d_w * d_x, acc_rc)         blocks in order, from 0
 // and the output is acc_rc: one float chain per output, kept in one lane of a
 // register that holds 16 (AVX-512) or 8 (AVX2) rows. The scalar, AVX2 and
 // AVX-512 variants compute exactly this and agree bit for bit, whatever the
-// batch size (columns are only ever grouped, never mixed).
+// batch size (columns are only ever grouped, never mixed). Q5_0 has the scalar
+// and AVX2 variants (the AVX2 one also serves AVX-512 hosts).
 #include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
 
 #include <cmath>
@@ -25,6 +27,11 @@ template <>
 struct Traits<DType::Q4_0> {
   static constexpr size_t kCodeBytes = 256;
   static constexpr int kOffset = 8;
+};
+template <>
+struct Traits<DType::Q5_0> {
+  static constexpr size_t kCodeBytes = 320;
+  static constexpr int kOffset = 16;
 };
 template <>
 struct Traits<DType::Q8_0> {
@@ -53,6 +60,10 @@ int code_of(const uint8_t* block_codes, int k, int lane, int j) {
   if constexpr (T == DType::Q4_0) {
     const uint8_t v = block_codes[64 * (k % 4) + 4 * lane + j];
     return k < 4 ? (v & 15) : (v >> 4);
+  } else if constexpr (T == DType::Q5_0) {
+    const uint8_t v = block_codes[64 + 64 * (k % 4) + 4 * lane + j];
+    const int bit = (block_codes[4 * lane + j] >> k) & 1;
+    return (k < 4 ? (v & 15) : (v >> 4)) + 16 * bit;
   } else {
     return block_codes[64 * k + 4 * lane + j];
   }
@@ -275,7 +286,20 @@ PAGELLM_TARGET_AVX2
 
 template <DType T>
 struct Avx2 {
-  static constexpr int kCols = T == DType::Q4_0 ? 4 : 3;
+  static constexpr int kCols = T == DType::Q8_0 ? 3 : 4;
+
+  // Q5_0's codes of dword group k for half h: the nibbles of v (chunk k % 4)
+  // plus 16 times bit k of the fifth-bit bytes hb. A 16-bit shift moves bit k
+  // of both bytes of a lane to bit 4, where the mask keeps it.
+  // (k is a constant once the caller's loop is unrolled.)
+  static inline __attribute__((always_inline)) __m256i q5_codes(int k, __m256i v, __m256i hb) {
+    const __m256i nib =
+        _mm256_and_si256(k >= 4 ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(15));
+    const __m256i bit = k < 4   ? _mm256_slli_epi16(hb, 4 - k)
+                        : k > 4 ? _mm256_srli_epi16(hb, k - 4)
+                                : hb;
+    return _mm256_or_si256(nib, _mm256_and_si256(bit, _mm256_set1_epi8(16)));
+  }
 
   template <int CB>
   static void group(int64_t n, const uint8_t* codes, const uint8_t* x, size_t xs, float* out,
@@ -317,6 +341,31 @@ struct Avx2 {
           I[0][c] = _mm256_madd_epi16(P[0][c], ones);
           I[1][c] = _mm256_madd_epi16(P[1][c], ones);
         }
+      } else if constexpr (T == DType::Q5_0) {
+        // Codes <= 31: pair sums <= 2 * 31 * 128 = 7936, so four dword groups
+        // add up in int16 (<= 31744); the block widens twice.
+        const __m256i hb[2] = {simd::load256(bc), simd::load256(bc + 32)};
+#pragma GCC unroll 2
+        for (int run = 0; run < 2; ++run) {
+          __m256i P[2][CB];
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+          for (int k = 4 * run; k < 4 * run + 4; ++k) {
+            __m256i A[2];
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h)
+              A[h] = q5_codes(k, simd::load256(bc + 64 + 64 * (k % 4) + 32 * h), hb[h]);
+            add_pair_sums<CB>(A, xr, static_cast<size_t>(32 * b + 4 * k), P);
+          }
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) {
+            const __m256i w0 = _mm256_madd_epi16(P[0][c], ones);
+            const __m256i w1 = _mm256_madd_epi16(P[1][c], ones);
+            I[0][c] = run == 0 ? w0 : _mm256_add_epi32(I[0][c], w0);
+            I[1][c] = run == 0 ? w1 : _mm256_add_epi32(I[1][c], w1);
+          }
+        }
       } else {
         // Signed codes again: |w| * (x with w's sign) keeps maddubs' int16
         // pair sums in range (128 * 127 * 2 < 2^15).
@@ -354,7 +403,7 @@ struct Avx2 {
       for (int c = 0; c < CB; ++c) {
         const __m256i off = _mm256_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]);
         const __m256 dx = _mm256_set1_ps(xr[c].d[b]);
-        if constexpr (T == DType::Q4_0) {
+        if constexpr (T != DType::Q8_0) {
           I[0][c] = _mm256_add_epi32(I[0][c], off);
           I[1][c] = _mm256_add_epi32(I[1][c], off);
         }
@@ -375,16 +424,22 @@ PAGELLM_TARGET_END
 
 template <DType T>
 PackedTileFn packed_for(CpuIsa isa) {
+  if constexpr (T == DType::Q5_0) {
+#if PAGELLM_HAVE_AVX2
+    if (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512) return drive<Avx2<T>>;
+#endif
+  } else {
 #if PAGELLM_HAVE_AMX
-  if (isa == CpuIsa::Avx512 && amx_tile_model_requested()) return Amx<T, EmuTiles>::run;
-  if (isa == CpuIsa::Avx512 && amx_int8_available()) return Amx<T, HwTiles>::run;
+    if (isa == CpuIsa::Avx512 && amx_tile_model_requested()) return Amx<T, EmuTiles>::run;
+    if (isa == CpuIsa::Avx512 && amx_int8_available()) return Amx<T, HwTiles>::run;
 #endif
 #if PAGELLM_HAVE_AVX512
-  if (isa == CpuIsa::Avx512) return drive<Avx512<T>>;
+    if (isa == CpuIsa::Avx512) return drive<Avx512<T>>;
 #endif
 #if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2) return drive<Avx2<T>>;
+    if (isa == CpuIsa::Avx2) return drive<Avx2<T>>;
 #endif
+  }
   if (isa == CpuIsa::Scalar) return packed_scalar<T>;
   return nullptr;
 }
@@ -406,6 +461,8 @@ PackedTileFn packed_tile_fn(DType wtype, CpuIsa isa) {
   switch (wtype) {
     case DType::Q4_0:
       return packed_for<DType::Q4_0>(isa);
+    case DType::Q5_0:
+      return packed_for<DType::Q5_0>(isa);
     case DType::Q8_0:
       return packed_for<DType::Q8_0>(isa);
     case DType::Q4_K:

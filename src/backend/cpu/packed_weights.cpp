@@ -18,6 +18,8 @@ size_t code_bytes(DType t) {
   switch (t) {
     case DType::Q4_0:
       return 256;
+    case DType::Q5_0:
+      return 320;
     case DType::Q8_0:
       return 512;
     default:
@@ -276,9 +278,9 @@ int64_t blocks_of(int64_t n_in) {
 }  // namespace
 
 bool packable(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q2_K || t == DType::Q3_K ||
-         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::F16 ||
-         t == DType::BF16;
+  return t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q8_0 || t == DType::Q2_K ||
+         t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
+         t == DType::F16 || t == DType::BF16;
 }
 
 size_t packed_group_bytes(DType t, int64_t n_in) {
@@ -360,6 +362,19 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
             std::memcpy(&scale, blk + offsetof(BlockQ4_0, d), 2);
           }
           for (int k = 0; k < 4; ++k) std::memcpy(cb + 64 * k + 4 * lane, qs + 4 * k, 4);
+        } else if (t == DType::Q5_0) {
+          BlockQ5_0 blk{};  // padding rows: codes and d 0
+          if (row) std::memcpy(&blk, row + static_cast<size_t>(b) * sizeof blk, sizeof blk);
+          scale = blk.d;
+          uint32_t qh;
+          std::memcpy(&qh, blk.qh, 4);
+          for (int j = 0; j < 4; ++j) {
+            uint8_t bits = 0;
+            for (int k = 0; k < 8; ++k)
+              bits |= static_cast<uint8_t>(((qh >> (4 * k + j)) & 1) << k);
+            cb[4 * lane + j] = bits;
+          }
+          for (int k = 0; k < 4; ++k) std::memcpy(cb + 64 + 64 * k + 4 * lane, blk.qs + 4 * k, 4);
         } else {
           uint8_t qs[32];
           std::memset(qs, 0x80, sizeof qs);  // padding rows: code 128 = value 0
@@ -410,6 +425,17 @@ void unpack_row16(DType t, int64_t n_in, const void* packed, int64_t r, void* ds
       std::memcpy(blk + offsetof(BlockQ4_0, d), sc, 2);
       for (int k = 0; k < 4; ++k)
         std::memcpy(blk + offsetof(BlockQ4_0, qs) + 4 * k, cb + 64 * k + 4 * lane, 4);
+    } else if (t == DType::Q5_0) {
+      BlockQ5_0 blk;
+      std::memcpy(&blk.d, sc, 2);
+      uint32_t qh = 0;
+      for (int j = 0; j < 4; ++j)
+        for (int k = 0; k < 8; ++k)
+          qh |= static_cast<uint32_t>((cb[4 * lane + j] >> k) & 1) << (4 * k + j);
+      std::memcpy(blk.qh, &qh, 4);
+      for (int k = 0; k < 4; ++k) std::memcpy(blk.qs + 4 * k, cb + 64 + 64 * k + 4 * lane, 4);
+      std::memcpy(static_cast<uint8_t*>(dst) + static_cast<size_t>(b) * sizeof blk, &blk,
+                  sizeof blk);
     } else {
       uint8_t* blk = static_cast<uint8_t*>(dst) + static_cast<size_t>(b) * sizeof(BlockQ8_0);
       std::memcpy(blk + offsetof(BlockQ8_0, d), sc, 2);

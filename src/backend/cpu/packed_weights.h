@@ -1,4 +1,4 @@
-// The Rows16 weight layout: Q4_0, Q8_0, Q2_K .. Q6_K, F16 and BF16 matrices
+// The Rows16 weight layout: Q4_0, Q5_0, Q8_0, Q2_K .. Q6_K, F16 and BF16 matrices
 // repacked once at load. For the quantized types one 512-bit register holds
 // the same four codes of 16 consecutive rows.
 // An integer dot product instruction (VNNI vpdpbusd) then yields the exact
@@ -6,7 +6,7 @@
 // and accumulation run lane-wise: no horizontal sums, no per-row shuffles.
 //
 // Rows are taken 16 at a time ("groups"; the last group is padded with rows
-// of zeros). For Q4_0 / Q8_0, with nb = n_in / 32 blocks per row, a group
+// of zeros). For Q4_0 / Q5_0 / Q8_0, with nb = n_in / 32 blocks per row, a group
 // holds the blocks in pairs, each pair one forward run of bytes (one stream
 // for the hardware prefetcher; codes and scales in two separate runs read at
 // 2/3 of the speed on Zen 4):
@@ -27,6 +27,11 @@
 //        codes are unsigned 0..15, value = d * (code - 8).
 //   Q8_0 (C = 512): chunk k (0..7) byte 4*lane+j = the row's qs[4k + j] + 128
 //        (as u8), value = d * (code - 128).
+//   Q5_0 (C = 320): first the fifth bits, 64 bytes: byte 4*lane+j has bit k =
+//        the fifth bit of element 4k + j (the row's qh bit 4k + j), so that
+//        dword group k reads bit k of every byte; then Q4_0's 256 nibble bytes
+//        (the row's qs). Code = nibble + 16 * bit (0..31), value = d * (code -
+//        16). The file's 22 bytes per row and block, rearranged.
 //
 //   Q4_K: per 256-element super-block s, kQ4KSuper = 2368 bytes at s * 2368
 //        (group_bytes = n_in / 256 * 2368, 2.8% more than the file's rows):
@@ -73,9 +78,10 @@
 //        bytes at + 64 * j, unchanged; group_bytes = nb * 1024 (padding rows
 //        are +0.0).
 //
-// For Q4_0 / Q8_0, every block of 32 elements therefore is 8 "dword groups"
-// of 4 elements: group k (elements 4k..4k+3) is chunk k for Q8_0, and the low
-// (k < 4) or high (k >= 4) nibbles of chunk k % 4 for Q4_0. A group is exactly
+// For Q4_0 / Q5_0 / Q8_0, every block of 32 elements therefore is 8 "dword
+// groups" of 4 elements: group k (elements 4k..4k+3) is chunk k for Q8_0, and
+// the low (k < 4) or high (k >= 4) nibbles of chunk k % 4 for Q4_0 and Q5_0
+// (plus bit k of Q5_0's fifth-bit bytes). A group is exactly
 // the bytes the row-major layout stores, so packing is lossless (unpack_row16
 // inverts it; likewise for the K-quants, whose scales are unpacked, not
 // rounded).
@@ -102,7 +108,7 @@ constexpr size_t float_rows16_at(int lane, int64_t b, int64_t nb) {
 // Types with a Rows16 layout.
 bool packable(DType t);
 
-// Q4_0 / Q8_0 (C code bytes per block): where block b's codes and scales
+// Q4_0 / Q5_0 / Q8_0 (C code bytes per block): where block b's codes and scales
 // start in a group of nb blocks (the pairs above).
 constexpr size_t rows16_codes_at(int64_t b, size_t C) {
   return static_cast<size_t>(b / 2) * (2 * C + 64) + static_cast<size_t>(b % 2) * C;
