@@ -33,8 +33,8 @@ using test::Packed;
 using test::random_floats;
 using test::WeightFill;
 
-const DType kTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q2_K,
-                        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                        DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 // The types with AMX kernels.
 const DType kAmxTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
@@ -44,8 +44,8 @@ int64_t len_for(DType t, int64_t n) {
 }
 
 TEST(PackedWeights, RoundTripsEveryRow) {
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K,
-                  DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,
+                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16}) {
     for (int64_t n_out : {1, 16, 37}) {
       for (int64_t blocks : {3, 4}) {  // Q4_0 / Q8_0 pair blocks: an odd last one, or none
         const int64_t n = blocks * (dtype_block_size(t) == 256 ? 256 : 32);
@@ -65,8 +65,10 @@ TEST(PackedWeights, RoundTripsEveryRow) {
 }
 
 TEST(PackedWeights, RejectsOtherTypesAndLengths) {
-  EXPECT_FALSE(packable(DType::Q4_1));
-  EXPECT_FALSE(packable(DType::Q5_1));
+  EXPECT_FALSE(packable(DType::Q8_1));
+  EXPECT_FALSE(packable(DType::Q8_K));
+  EXPECT_TRUE(packable(DType::Q4_1));
+  EXPECT_TRUE(packable(DType::Q5_1));
   EXPECT_TRUE(packable(DType::Q5_0));
   EXPECT_THROW(packed_bytes(DType::Q5_0, 48, 16), Error);
   EXPECT_TRUE(packable(DType::Q2_K));
@@ -82,39 +84,61 @@ TEST(PackedWeights, RejectsOtherTypesAndLengths) {
   EXPECT_THROW(packed_bytes(DType::Q8_0, 40, 16), Error);
 }
 
+// The 5-bit codes of a Q5_0 / Q5_1 block: the fifth bit of element e is bit
+// e of qh (little-endian, ggml's layout).
+template <class B>
+int q5_code(const B& blk, int e) {
+  const uint32_t qh = static_cast<uint32_t>(blk.qh[0]) | blk.qh[1] << 8 | blk.qh[2] << 16 |
+                      static_cast<uint32_t>(blk.qh[3]) << 24;
+  const int nib = e < 16 ? blk.qs[e] & 15 : blk.qs[e - 16] >> 4;
+  return nib + 16 * static_cast<int>((qh >> e) & 1);
+}
+
+// Element e's code of a Q4_0 / Q4_1 block.
+template <class B>
+int q4_code(const B& blk, int e) {
+  return e < 16 ? blk.qs[e] & 15 : blk.qs[e - 16] >> 4;
+}
+
 // The contract, written out independently of the kernels from the row-major
-// weights and Q8_0 activation blocks: acc = fma(float(exact block dot),
-// d_w * d_x, acc) over the blocks in order.
-float expected_dot(DType t, const uint8_t* wrow, const BlockQ8_0* xb, int64_t n) {
+// weights and the activation blocks of the type (XB: Q8_0, or Q8_1 whose
+// codes and d are Q8_0's): acc = fma(float(exact block dot), d_w * d_x, acc)
+// over the blocks in order, and for the types with a min (Q4_1, Q5_1) then
+// acc = fma(float(sum of the block's activation codes), m_w * d_x, acc).
+template <class XB>
+float expected_dot(DType t, const uint8_t* wrow, const XB* xb, int64_t n) {
   float acc = 0.0f;
   for (int64_t b = 0; b < n / 32; ++b) {
-    int32_t I = 0;
-    float dw;
+    int32_t I = 0, sum_x = 0;
+    float dw, mw = 0;
+    for (int e = 0; e < 32; ++e) sum_x += xb[b].qs[e];
     if (t == DType::Q4_0) {
-      const auto* blk = reinterpret_cast<const BlockQ4_0*>(wrow) + b;
-      for (int j = 0; j < 16; ++j) {
-        I += ((blk->qs[j] & 15) - 8) * xb[b].qs[j];
-        I += ((blk->qs[j] >> 4) - 8) * xb[b].qs[j + 16];
-      }
-      dw = fp16_to_fp32(blk->d);
+      const auto& blk = reinterpret_cast<const BlockQ4_0*>(wrow)[b];
+      for (int e = 0; e < 32; ++e) I += (q4_code(blk, e) - 8) * xb[b].qs[e];
+      dw = fp16_to_fp32(blk.d);
+    } else if (t == DType::Q4_1) {
+      const auto& blk = reinterpret_cast<const BlockQ4_1*>(wrow)[b];
+      for (int e = 0; e < 32; ++e) I += q4_code(blk, e) * xb[b].qs[e];
+      dw = fp16_to_fp32(blk.d);
+      mw = fp16_to_fp32(blk.m);
     } else if (t == DType::Q5_0) {
-      // Fifth bit of element e: bit e of qh (little-endian, ggml's layout).
-      const auto* blk = reinterpret_cast<const BlockQ5_0*>(wrow) + b;
-      const uint32_t qh = static_cast<uint32_t>(blk->qh[0]) | blk->qh[1] << 8 | blk->qh[2] << 16 |
-                          static_cast<uint32_t>(blk->qh[3]) << 24;
-      for (int j = 0; j < 16; ++j) {
-        I += ((blk->qs[j] & 15) + 16 * static_cast<int>((qh >> j) & 1) - 16) * xb[b].qs[j];
-        I += ((blk->qs[j] >> 4) + 16 * static_cast<int>((qh >> (j + 16)) & 1) - 16) *
-             xb[b].qs[j + 16];
-      }
-      dw = fp16_to_fp32(blk->d);
+      const auto& blk = reinterpret_cast<const BlockQ5_0*>(wrow)[b];
+      for (int e = 0; e < 32; ++e) I += (q5_code(blk, e) - 16) * xb[b].qs[e];
+      dw = fp16_to_fp32(blk.d);
+    } else if (t == DType::Q5_1) {
+      const auto& blk = reinterpret_cast<const BlockQ5_1*>(wrow)[b];
+      for (int e = 0; e < 32; ++e) I += q5_code(blk, e) * xb[b].qs[e];
+      dw = fp16_to_fp32(blk.d);
+      mw = fp16_to_fp32(blk.m);
     } else {
       const auto* blk = reinterpret_cast<const BlockQ8_0*>(wrow) + b;
       for (int j = 0; j < 32; ++j) I += blk->qs[j] * xb[b].qs[j];
       dw = fp16_to_fp32(blk->d);
     }
-    const float s = dw * fp16_to_fp32(xb[b].d);
-    acc = std::fma(static_cast<float>(I), s, acc);
+    const float dx = fp16_to_fp32(xb[b].d);
+    acc = std::fma(static_cast<float>(I), dw * dx, acc);
+    if (t == DType::Q4_1 || t == DType::Q5_1)
+      acc = std::fma(static_cast<float>(sum_x), mw * dx, acc);
   }
   return acc;
 }
@@ -236,6 +260,8 @@ float contract(DType t, const uint8_t* wrow, const uint8_t* xq, int64_t n) {
   if (t == DType::Q6_K) return expected_dot_q6k(wrow, xk, n);
   if (t == DType::Q3_K) return expected_dot_q3k(wrow, xk, n);
   if (t == DType::Q2_K) return expected_dot_q2k(wrow, xk, n);
+  if (t == DType::Q4_1 || t == DType::Q5_1)
+    return expected_dot(t, wrow, reinterpret_cast<const BlockQ8_1*>(xq), n);
   return expected_dot(t, wrow, reinterpret_cast<const BlockQ8_0*>(xq), n);
 }
 
@@ -290,9 +316,14 @@ std::vector<std::pair<size_t, size_t>> code_fields(DType t) {
   switch (t) {
     case DType::Q4_0:
       return {{offsetof(BlockQ4_0, qs), sizeof(BlockQ4_0::qs)}};
+    case DType::Q4_1:
+      return {{offsetof(BlockQ4_1, qs), sizeof(BlockQ4_1::qs)}};
     case DType::Q5_0:
       return {{offsetof(BlockQ5_0, qh), sizeof(BlockQ5_0::qh)},
               {offsetof(BlockQ5_0, qs), sizeof(BlockQ5_0::qs)}};
+    case DType::Q5_1:
+      return {{offsetof(BlockQ5_1, qh), sizeof(BlockQ5_1::qh)},
+              {offsetof(BlockQ5_1, qs), sizeof(BlockQ5_1::qs)}};
     case DType::Q8_0:
       return {{offsetof(BlockQ8_0, qs), sizeof(BlockQ8_0::qs)}};
     case DType::Q4_K:
@@ -315,11 +346,10 @@ std::vector<std::pair<size_t, size_t>> code_fields(DType t) {
 
 // Codes and activations at their extremes, where the kernels' integer sums
 // are largest (the AVX2 kernels add maddubs pair sums in int16 while they
-// fit: eight of Q4_0's and Q4_K's, 8 * 2 * 15 * 127 = 30480; four of Q5_0's
-// and Q5_K's, 31496; two of Q6_K's, 32004; four of Q3_K's, 7112, and of Q2_K's, 3048;
-// Q8_0's single pair sums reach 2 * 128 * 127):
-// every variant still gives the contract's value, with activations all at
-// +127, all at -127, and alternating.
+// fit: eight of Q4_0's, Q4_1's and Q4_K's, 8 * 2 * 15 * 127 = 30480; four of
+// Q5_0's, Q5_1's and Q5_K's, 31496; two of Q6_K's, 32004; four of Q3_K's, 7112, and of Q2_K's,
+// 3048; Q8_0's single pair sums reach 2 * 128 * 127): every variant still gives the contract's
+// value, with activations all at +127, all at -127, and alternating.
 TEST(PackedMatmul, ExtremeCodesAndActivationsMatchTheContract) {
   for (DType t : kTypes) {
     const int64_t n = 512, n_out = 24, T = 5;

@@ -1,14 +1,15 @@
-// Rows16 (packed_weights.h) Q4_0 / Q5_0 / Q8_0 weights times split Q8_0
-// activations (activation_quant.h). For weight row r, activation row c and
-// block b:
+// Rows16 (packed_weights.h) Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights times
+// split Q8_0 activations (activation_quant.h). For weight row r, activation
+// row c and block b:
 //   I      = sum over the block of q_w * q_x, exact in int32
 //            (VNNI: codes (u8) times q_x, plus -offset * sum(q_x) from the row)
 //   acc_rc = fma(float(I), d_w * d_x, acc_rc)         blocks in order, from 0
+//   acc_rc = fma(float(sum(q_x)), m_w * d_x, acc_rc)  Q4_1 / Q5_1 (q_w = code)
 // and the output is acc_rc: one float chain per output, kept in one lane of a
 // register that holds 16 (AVX-512) or 8 (AVX2) rows. The scalar, AVX2 and
 // AVX-512 variants compute exactly this and agree bit for bit, whatever the
-// batch size (columns are only ever grouped, never mixed). Q5_0 has the scalar
-// and AVX2 variants (the AVX2 one also serves AVX-512 hosts).
+// batch size (columns are only ever grouped, never mixed). Q4_1, Q5_0 and Q5_1
+// have the scalar and AVX2 variants (the AVX2 one also serves AVX-512 hosts).
 #include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
 
 #include <cmath>
@@ -21,22 +22,15 @@ namespace pagellm::cpu::detail {
 
 namespace {
 
+// kCodeBytes, kScaleBytes: C and S of packed_weights.h; kOffset: code - q_w;
+// kFifthBit: Q5 codes; kMin: value = d * code + m.
 template <DType T>
-struct Traits;
-template <>
-struct Traits<DType::Q4_0> {
-  static constexpr size_t kCodeBytes = 256;
-  static constexpr int kOffset = 8;
-};
-template <>
-struct Traits<DType::Q5_0> {
-  static constexpr size_t kCodeBytes = 320;
-  static constexpr int kOffset = 16;
-};
-template <>
-struct Traits<DType::Q8_0> {
-  static constexpr size_t kCodeBytes = 512;
-  static constexpr int kOffset = 128;
+struct Traits {
+  static constexpr bool kFifthBit = T == DType::Q5_0 || T == DType::Q5_1;
+  static constexpr bool kMin = T == DType::Q4_1 || T == DType::Q5_1;
+  static constexpr size_t kCodeBytes = T == DType::Q8_0 ? 512 : kFifthBit ? 320 : 256;
+  static constexpr size_t kScaleBytes = kMin ? 64 : 32;
+  static constexpr int kOffset = T == DType::Q8_0 ? 128 : kMin ? 0 : kFifthBit ? 16 : 8;
 };
 
 // Pointers into one split activation row.
@@ -57,22 +51,22 @@ inline XRow x_row(const uint8_t* x, int64_t n) {
 
 template <DType T>
 int code_of(const uint8_t* block_codes, int k, int lane, int j) {
-  if constexpr (T == DType::Q4_0) {
-    const uint8_t v = block_codes[64 * (k % 4) + 4 * lane + j];
-    return k < 4 ? (v & 15) : (v >> 4);
-  } else if constexpr (T == DType::Q5_0) {
+  if constexpr (T == DType::Q8_0) {
+    return block_codes[64 * k + 4 * lane + j];
+  } else if constexpr (Traits<T>::kFifthBit) {
     const uint8_t v = block_codes[64 + 64 * (k % 4) + 4 * lane + j];
     const int bit = (block_codes[4 * lane + j] >> k) & 1;
     return (k < 4 ? (v & 15) : (v >> 4)) + 16 * bit;
   } else {
-    return block_codes[64 * k + 4 * lane + j];
+    const uint8_t v = block_codes[64 * (k % 4) + 4 * lane + j];
+    return k < 4 ? (v & 15) : (v >> 4);
   }
 }
 
 template <DType T>
 void packed_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x,
                    size_t xs, int64_t cols, float* out, int64_t os) {
-  constexpr size_t C = Traits<T>::kCodeBytes;
+  constexpr size_t C = Traits<T>::kCodeBytes, S = Traits<T>::kScaleBytes;
   const int64_t nb = n / 32;
   for (int64_t g = 0; g * kPackRows < rows; ++g) {
     const uint8_t* group = w + static_cast<size_t>(g) * gb;
@@ -80,16 +74,22 @@ void packed_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const u
       const XRow xr = x_row(x + static_cast<size_t>(c) * xs, n);
       float acc[kPackRows] = {};
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* bc = group + rows16_codes_at(b, C);
+        const uint8_t* bc = group + rows16_codes_at(b, C, S);
+        const uint8_t* sc = group + rows16_scales_at(b, nb, C, S);
         const int8_t* q = xr.qs + 32 * b;
         for (int lane = 0; lane < kPackRows; ++lane) {
           int32_t I = -Traits<T>::kOffset * xr.sum[b];
           for (int k = 0; k < 8; ++k)
             for (int j = 0; j < 4; ++j) I += code_of<T>(bc, k, lane, j) * q[4 * k + j];
           f16_t h;
-          std::memcpy(&h, group + rows16_scales_at(b, nb, C) + 2 * lane, 2);
+          std::memcpy(&h, sc + 2 * lane, 2);
           const float s = fp16_to_fp32(h) * xr.d[b];
           acc[lane] = std::fma(static_cast<float>(I), s, acc[lane]);
+          if constexpr (Traits<T>::kMin) {
+            std::memcpy(&h, sc + 32 + 2 * lane, 2);
+            acc[lane] =
+                std::fma(static_cast<float>(xr.sum[b]), fp16_to_fp32(h) * xr.d[b], acc[lane]);
+          }
         }
       }
       for (int lane = 0; lane < kPackRows; ++lane) {
@@ -106,6 +106,7 @@ PAGELLM_TARGET_AVX512
 
 template <DType T>
 struct Avx512 {
+  static_assert(T == DType::Q4_0 || T == DType::Q8_0);
   static constexpr int kCols = 16;
   static constexpr size_t C = Traits<T>::kCodeBytes;
 
@@ -288,7 +289,7 @@ template <DType T>
 struct Avx2 {
   static constexpr int kCols = T == DType::Q8_0 ? 3 : 4;
 
-  // Q5_0's codes of dword group k for half h: the nibbles of v (chunk k % 4)
+  // Q5_0's / Q5_1's codes of dword group k for half h: the nibbles of v (chunk k % 4)
   // plus 16 times bit k of the fifth-bit bytes hb. A 16-bit shift moves bit k
   // of both bytes of a lane to bit 4, where the mask keeps it.
   // (k is a constant once the caller's loop is unrolled.)
@@ -304,7 +305,7 @@ struct Avx2 {
   template <int CB>
   static void group(int64_t n, const uint8_t* codes, const uint8_t* x, size_t xs, float* out,
                     int64_t os, int valid) {
-    constexpr size_t C = Traits<T>::kCodeBytes;
+    constexpr size_t C = Traits<T>::kCodeBytes, S = Traits<T>::kScaleBytes;
     const int64_t nb = n / 32;
     XRow xr[CB];
 #pragma GCC unroll 16
@@ -314,12 +315,12 @@ struct Avx2 {
     for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* bc = codes + rows16_codes_at(b, C);
-      const uint8_t* sc = codes + rows16_scales_at(b, nb, C);
+      const uint8_t* bc = codes + rows16_codes_at(b, C, S);
+      const uint8_t* sc = codes + rows16_scales_at(b, nb, C, S);
       for (size_t l = 0; l < C; l += 64) simd::prefetch(bc + kPrefetchBytes + l);
       simd::prefetch(sc + kPrefetchBytes);
       __m256i I[2][CB];
-      if constexpr (T == DType::Q4_0) {
+      if constexpr (T == DType::Q4_0 || T == DType::Q4_1) {
         // Codes <= 15: a pair sum is at most 2 * 15 * 128 = 3840, so the
         // block's eight add up in int16 (<= 30720) and widen once.
         const __m256i m4 = _mm256_set1_epi8(15);
@@ -341,7 +342,7 @@ struct Avx2 {
           I[0][c] = _mm256_madd_epi16(P[0][c], ones);
           I[1][c] = _mm256_madd_epi16(P[1][c], ones);
         }
-      } else if constexpr (T == DType::Q5_0) {
+      } else if constexpr (Traits<T>::kFifthBit) {
         // Codes <= 31: pair sums <= 2 * 31 * 128 = 7936, so four dword groups
         // add up in int16 (<= 31744); the block widens twice.
         const __m256i hb[2] = {simd::load256(bc), simd::load256(bc + 32)};
@@ -399,16 +400,26 @@ struct Avx2 {
       const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
       const __m256 dw1 =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)));
+      [[maybe_unused]] __m256 mw0, mw1;  // the mins (Q4_1, Q5_1)
+      if constexpr (Traits<T>::kMin) {
+        mw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 32)));
+        mw1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 48)));
+      }
 #pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) {
         const __m256i off = _mm256_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]);
         const __m256 dx = _mm256_set1_ps(xr[c].d[b]);
-        if constexpr (T != DType::Q8_0) {
+        if constexpr (T != DType::Q8_0 && !Traits<T>::kMin) {
           I[0][c] = _mm256_add_epi32(I[0][c], off);
           I[1][c] = _mm256_add_epi32(I[1][c], off);
         }
         acc[0][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[0][c]), _mm256_mul_ps(dw0, dx), acc[0][c]);
         acc[1][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[1][c]), _mm256_mul_ps(dw1, dx), acc[1][c]);
+        if constexpr (Traits<T>::kMin) {
+          const __m256 sx = _mm256_set1_ps(static_cast<float>(xr[c].sum[b]));
+          acc[0][c] = _mm256_fmadd_ps(sx, _mm256_mul_ps(mw0, dx), acc[0][c]);
+          acc[1][c] = _mm256_fmadd_ps(sx, _mm256_mul_ps(mw1, dx), acc[1][c]);
+        }
       }
     }
     store_rows8x2<CB>(out, os, acc, valid);
@@ -424,7 +435,7 @@ PAGELLM_TARGET_END
 
 template <DType T>
 PackedTileFn packed_for(CpuIsa isa) {
-  if constexpr (T == DType::Q5_0) {
+  if constexpr (T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1) {
 #if PAGELLM_HAVE_AVX2
     if (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512) return drive<Avx2<T>>;
 #endif
@@ -461,8 +472,12 @@ PackedTileFn packed_tile_fn(DType wtype, CpuIsa isa) {
   switch (wtype) {
     case DType::Q4_0:
       return packed_for<DType::Q4_0>(isa);
+    case DType::Q4_1:
+      return packed_for<DType::Q4_1>(isa);
     case DType::Q5_0:
       return packed_for<DType::Q5_0>(isa);
+    case DType::Q5_1:
+      return packed_for<DType::Q5_1>(isa);
     case DType::Q8_0:
       return packed_for<DType::Q8_0>(isa);
     case DType::Q4_K:

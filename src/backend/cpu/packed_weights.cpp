@@ -17,13 +17,70 @@ namespace {
 size_t code_bytes(DType t) {
   switch (t) {
     case DType::Q4_0:
+    case DType::Q4_1:
       return 256;
     case DType::Q5_0:
+    case DType::Q5_1:
       return 320;
     case DType::Q8_0:
       return 512;
     default:
       throw Error(std::string("no Rows16 layout for weight type ") + dtype_name(t));
+  }
+}
+
+// Scale bytes per block per group (S in the header): d, and m where the type
+// has one.
+size_t scale_bytes(DType t) {
+  return t == DType::Q4_1 || t == DType::Q5_1 ? 64 : 32;
+}
+
+// The nibble types (Q4_0, Q4_1, Q5_0, Q5_1; block type B): row `lane`'s
+// block into the codes cb and scales sc of its group (see the header).
+template <class B>
+void put_nibbles(uint8_t* cb, uint8_t* sc, int lane, const B& blk) {
+  if constexpr (requires { blk.qh; }) {
+    uint32_t qh;
+    std::memcpy(&qh, blk.qh, 4);
+    for (int j = 0; j < 4; ++j) {
+      uint8_t bits = 0;
+      for (int k = 0; k < 8; ++k) bits |= static_cast<uint8_t>(((qh >> (4 * k + j)) & 1) << k);
+      cb[4 * lane + j] = bits;
+    }
+    cb += 64;
+  }
+  for (int k = 0; k < 4; ++k) std::memcpy(cb + 64 * k + 4 * lane, blk.qs + 4 * k, 4);
+  std::memcpy(sc + 2 * lane, &blk.d, 2);
+  if constexpr (requires { blk.m; }) std::memcpy(sc + 32 + 2 * lane, &blk.m, 2);
+}
+
+template <class B>
+void get_nibbles(const uint8_t* cb, const uint8_t* sc, int lane, B& blk) {
+  if constexpr (requires { blk.qh; }) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 8; ++k)
+        qh |= static_cast<uint32_t>((cb[4 * lane + j] >> k) & 1) << (4 * k + j);
+    std::memcpy(blk.qh, &qh, 4);
+    cb += 64;
+  }
+  for (int k = 0; k < 4; ++k) std::memcpy(blk.qs + 4 * k, cb + 64 * k + 4 * lane, 4);
+  std::memcpy(&blk.d, sc + 2 * lane, 2);
+  if constexpr (requires { blk.m; }) std::memcpy(&blk.m, sc + 32 + 2 * lane, 2);
+}
+
+// fn(B{}) with B the block type of nibble type t.
+template <class Fn>
+void with_nibble_block(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::Q4_0:
+      return fn(BlockQ4_0{});
+    case DType::Q4_1:
+      return fn(BlockQ4_1{});
+    case DType::Q5_0:
+      return fn(BlockQ5_0{});
+    default:
+      return fn(BlockQ5_1{});
   }
 }
 
@@ -278,9 +335,9 @@ int64_t blocks_of(int64_t n_in) {
 }  // namespace
 
 bool packable(DType t) {
-  return t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q8_0 || t == DType::Q2_K ||
-         t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
-         t == DType::F16 || t == DType::BF16;
+  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
+         t == DType::Q8_0 || t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K ||
+         t == DType::Q5_K || t == DType::Q6_K || t == DType::F16 || t == DType::BF16;
 }
 
 size_t packed_group_bytes(DType t, int64_t n_in) {
@@ -292,7 +349,8 @@ size_t packed_group_bytes(DType t, int64_t n_in) {
   if (t == DType::Q3_K) return static_cast<size_t>(supers_of(n_in)) * kQ3KSuper;
   if (t == DType::Q2_K) return static_cast<size_t>(supers_of(n_in)) * kQ2KSuper;
   const int64_t nb = blocks_of(n_in);
-  return static_cast<size_t>(nb) * (code_bytes(t) + 32) + (nb % 2 ? 32 : 0);
+  const size_t S = scale_bytes(t);
+  return static_cast<size_t>(nb) * (code_bytes(t) + S) + (nb % 2 ? S : 0);
 }
 
 size_t packed_bytes(DType t, int64_t n_in, int64_t n_out) {
@@ -339,7 +397,7 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
     }
     return;
   }
-  const size_t C = code_bytes(t);
+  const size_t C = code_bytes(t), S = scale_bytes(t);
   const int64_t nb = blocks_of(n_in);
   const size_t gbytes = packed_group_bytes(t, n_in);
   const int64_t groups = (n_out + kPackRows - 1) / kPackRows;
@@ -352,32 +410,12 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
       const int64_t r = g * kPackRows + lane;
       const uint8_t* row = r < n_out ? s + static_cast<size_t>(r) * src_stride : nullptr;
       for (int64_t b = 0; b < nb; ++b) {
-        uint8_t* cb = group + rows16_codes_at(b, C);
-        f16_t scale = 0;
-        if (t == DType::Q4_0) {
-          uint8_t qs[16] = {};
-          if (row) {  // byte offsets: rows need not be aligned
-            const uint8_t* blk = row + static_cast<size_t>(b) * sizeof(BlockQ4_0);
-            std::memcpy(qs, blk + offsetof(BlockQ4_0, qs), 16);
-            std::memcpy(&scale, blk + offsetof(BlockQ4_0, d), 2);
-          }
-          for (int k = 0; k < 4; ++k) std::memcpy(cb + 64 * k + 4 * lane, qs + 4 * k, 4);
-        } else if (t == DType::Q5_0) {
-          BlockQ5_0 blk{};  // padding rows: codes and d 0
-          if (row) std::memcpy(&blk, row + static_cast<size_t>(b) * sizeof blk, sizeof blk);
-          scale = blk.d;
-          uint32_t qh;
-          std::memcpy(&qh, blk.qh, 4);
-          for (int j = 0; j < 4; ++j) {
-            uint8_t bits = 0;
-            for (int k = 0; k < 8; ++k)
-              bits |= static_cast<uint8_t>(((qh >> (4 * k + j)) & 1) << k);
-            cb[4 * lane + j] = bits;
-          }
-          for (int k = 0; k < 4; ++k) std::memcpy(cb + 64 + 64 * k + 4 * lane, blk.qs + 4 * k, 4);
-        } else {
+        uint8_t* cb = group + rows16_codes_at(b, C, S);
+        uint8_t* sc = group + rows16_scales_at(b, nb, C, S);
+        if (t == DType::Q8_0) {
           uint8_t qs[32];
           std::memset(qs, 0x80, sizeof qs);  // padding rows: code 128 = value 0
+          f16_t scale = 0;
           if (row) {
             const uint8_t* blk = row + static_cast<size_t>(b) * sizeof(BlockQ8_0);
             for (int j = 0; j < 32; ++j)
@@ -385,8 +423,14 @@ void pack_rows16(DType t, int64_t n_in, int64_t n_out, const void* src, size_t s
             std::memcpy(&scale, blk + offsetof(BlockQ8_0, d), 2);
           }
           for (int k = 0; k < 8; ++k) std::memcpy(cb + 64 * k + 4 * lane, qs + 4 * k, 4);
+          std::memcpy(sc + 2 * lane, &scale, 2);
+          continue;
         }
-        std::memcpy(group + rows16_scales_at(b, nb, C) + 2 * lane, &scale, 2);
+        with_nibble_block(t, [&](auto blk) {  // padding rows: codes, d and m 0
+          // byte offsets: rows need not be aligned
+          if (row) std::memcpy(&blk, row + static_cast<size_t>(b) * sizeof blk, sizeof blk);
+          put_nibbles(cb, sc, lane, blk);
+        });
       }
     }
   }
@@ -411,39 +455,29 @@ void unpack_row16(DType t, int64_t n_in, const void* packed, int64_t r, void* ds
                                 static_cast<B*>(dst), get);
     });
   }
-  const size_t C = code_bytes(t);
+  const size_t C = code_bytes(t), S = scale_bytes(t);
   const int64_t nb = blocks_of(n_in);
   const int64_t g = r / kPackRows;
   const int lane = static_cast<int>(r % kPackRows);
   const auto* group =
       static_cast<const uint8_t*>(packed) + static_cast<size_t>(g) * packed_group_bytes(t, n_in);
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* cb = group + rows16_codes_at(b, C);
-    const uint8_t* sc = group + rows16_scales_at(b, nb, C) + 2 * lane;
-    if (t == DType::Q4_0) {
-      uint8_t* blk = static_cast<uint8_t*>(dst) + static_cast<size_t>(b) * sizeof(BlockQ4_0);
-      std::memcpy(blk + offsetof(BlockQ4_0, d), sc, 2);
-      for (int k = 0; k < 4; ++k)
-        std::memcpy(blk + offsetof(BlockQ4_0, qs) + 4 * k, cb + 64 * k + 4 * lane, 4);
-    } else if (t == DType::Q5_0) {
-      BlockQ5_0 blk;
-      std::memcpy(&blk.d, sc, 2);
-      uint32_t qh = 0;
-      for (int j = 0; j < 4; ++j)
-        for (int k = 0; k < 8; ++k)
-          qh |= static_cast<uint32_t>((cb[4 * lane + j] >> k) & 1) << (4 * k + j);
-      std::memcpy(blk.qh, &qh, 4);
-      for (int k = 0; k < 4; ++k) std::memcpy(blk.qs + 4 * k, cb + 64 + 64 * k + 4 * lane, 4);
-      std::memcpy(static_cast<uint8_t*>(dst) + static_cast<size_t>(b) * sizeof blk, &blk,
-                  sizeof blk);
-    } else {
+    const uint8_t* cb = group + rows16_codes_at(b, C, S);
+    const uint8_t* sc = group + rows16_scales_at(b, nb, C, S);
+    if (t == DType::Q8_0) {
       uint8_t* blk = static_cast<uint8_t*>(dst) + static_cast<size_t>(b) * sizeof(BlockQ8_0);
-      std::memcpy(blk + offsetof(BlockQ8_0, d), sc, 2);
+      std::memcpy(blk + offsetof(BlockQ8_0, d), sc + 2 * lane, 2);
       for (int k = 0; k < 8; ++k)
         for (int j = 0; j < 4; ++j)
           blk[offsetof(BlockQ8_0, qs) + 4 * k + j] =
               static_cast<uint8_t>(cb[64 * k + 4 * lane + j] - 128);
+      continue;
     }
+    with_nibble_block(t, [&](auto blk) {
+      get_nibbles(cb, sc, lane, blk);
+      std::memcpy(static_cast<uint8_t*>(dst) + static_cast<size_t>(b) * sizeof blk, &blk,
+                  sizeof blk);
+    });
   }
 }
 

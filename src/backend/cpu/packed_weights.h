@@ -1,25 +1,26 @@
-// The Rows16 weight layout: Q4_0, Q5_0, Q8_0, Q2_K .. Q6_K, F16 and BF16 matrices
-// repacked once at load. For the quantized types one 512-bit register holds
+// The Rows16 weight layout: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K, F16 and
+// BF16 matrices repacked once at load. For the quantized types one 512-bit register holds
 // the same four codes of 16 consecutive rows.
 // An integer dot product instruction (VNNI vpdpbusd) then yields the exact
 // block sums of 16 rows at once, one row per 32-bit lane, and the float scale
 // and accumulation run lane-wise: no horizontal sums, no per-row shuffles.
 //
 // Rows are taken 16 at a time ("groups"; the last group is padded with rows
-// of zeros). For Q4_0 / Q5_0 / Q8_0, with nb = n_in / 32 blocks per row, a group
-// holds the blocks in pairs, each pair one forward run of bytes (one stream
-// for the hardware prefetcher; codes and scales in two separate runs read at
-// 2/3 of the speed on Zen 4):
+// of zeros). For the 32-element block types, with nb = n_in / 32 blocks per
+// row, a group holds the blocks in pairs, each pair one forward run of bytes
+// (one stream for the hardware prefetcher; codes and scales in two separate
+// runs read at 2/3 of the speed on Zen 4):
 //
-//   pair p  at p * (2C + 64): block 2p's codes (C bytes), block 2p+1's codes
-//           (C bytes), then block 2p's scales (32 bytes) and block 2p+1's
-//           (32 bytes). With nb odd, the last pair holds one block: its codes,
-//           its scales and 32 bytes of padding, (C + 64) bytes.
+//   pair p  at p * (2C + 2S): block 2p's codes (C bytes), block 2p+1's codes
+//           (C bytes), then block 2p's scales (S bytes) and block 2p+1's
+//           (S bytes). With nb odd, the last pair holds one block: its codes,
+//           its scales and S bytes of padding, (C + 2S) bytes.
 //   codes   C / 64 chunks of 64 bytes; chunk byte 4 * lane + j belongs to row
 //           (16g + lane)
-//   scales  the block's 16 f16 scales (d of each row), lane order
+//   scales  the block's 16 f16 scales (d of each row), lane order (S = 32);
+//           Q4_1 and Q5_1 (S = 64): then the 16 f16 mins (m of each row)
 //
-// so group_bytes = nb * (C + 32), plus 32 when nb is odd; every block's
+// so group_bytes = nb * (C + S), plus S when nb is odd; every block's
 // codes start on a 64-byte boundary.
 //
 //   Q4_0 (C = 256): chunk k (0..3) byte 4*lane+j = the row's qs[4k + j], i.e.
@@ -32,6 +33,8 @@
 //        dword group k reads bit k of every byte; then Q4_0's 256 nibble bytes
 //        (the row's qs). Code = nibble + 16 * bit (0..31), value = d * (code -
 //        16). The file's 22 bytes per row and block, rearranged.
+//   Q4_1 (C = 256), Q5_1 (C = 320): the codes of Q4_0 and Q5_0, value = d *
+//        code + m.
 //
 //   Q4_K: per 256-element super-block s, kQ4KSuper = 2368 bytes at s * 2368
 //        (group_bytes = n_in / 256 * 2368, 2.8% more than the file's rows):
@@ -78,10 +81,10 @@
 //        bytes at + 64 * j, unchanged; group_bytes = nb * 1024 (padding rows
 //        are +0.0).
 //
-// For Q4_0 / Q5_0 / Q8_0, every block of 32 elements therefore is 8 "dword
-// groups" of 4 elements: group k (elements 4k..4k+3) is chunk k for Q8_0, and
-// the low (k < 4) or high (k >= 4) nibbles of chunk k % 4 for Q4_0 and Q5_0
-// (plus bit k of Q5_0's fifth-bit bytes). A group is exactly
+// For the 32-element block types, every block therefore is 8 "dword groups"
+// of 4 elements: group k (elements 4k..4k+3) is chunk k for Q8_0, and the low
+// (k < 4) or high (k >= 4) nibbles of chunk k % 4 for the others (plus bit k
+// of Q5_0's and Q5_1's fifth-bit bytes). A group is exactly
 // the bytes the row-major layout stores, so packing is lossless (unpack_row16
 // inverts it; likewise for the K-quants, whose scales are unpacked, not
 // rounded).
@@ -108,15 +111,16 @@ constexpr size_t float_rows16_at(int lane, int64_t b, int64_t nb) {
 // Types with a Rows16 layout.
 bool packable(DType t);
 
-// Q4_0 / Q5_0 / Q8_0 (C code bytes per block): where block b's codes and scales
-// start in a group of nb blocks (the pairs above).
-constexpr size_t rows16_codes_at(int64_t b, size_t C) {
-  return static_cast<size_t>(b / 2) * (2 * C + 64) + static_cast<size_t>(b % 2) * C;
+// The 32-element block types (C code bytes and S scale bytes per block):
+// where block b's codes and scales start in a group of nb blocks (the pairs
+// above).
+constexpr size_t rows16_codes_at(int64_t b, size_t C, size_t S = 32) {
+  return static_cast<size_t>(b / 2) * (2 * C + 2 * S) + static_cast<size_t>(b % 2) * C;
 }
-constexpr size_t rows16_scales_at(int64_t b, int64_t nb, size_t C) {
+constexpr size_t rows16_scales_at(int64_t b, int64_t nb, size_t C, size_t S = 32) {
   const int64_t first = b - b % 2;
-  return static_cast<size_t>(b / 2) * (2 * C + 64) + (first + 1 < nb ? 2 * C : C) +
-         static_cast<size_t>(b % 2) * 32;
+  return static_cast<size_t>(b / 2) * (2 * C + 2 * S) + (first + 1 < nb ? 2 * C : C) +
+         static_cast<size_t>(b % 2) * S;
 }
 
 // Bytes per 16-row group (n_in a multiple of 32) and of the whole matrix.
