@@ -171,7 +171,7 @@ void BM_Gemm16Cached(benchmark::State& state) {
 void shapes(benchmark::internal::Benchmark* b) {
   // Q2_K, Q3_K: the bulk of Q2_K / Q3_K_S / Q3_K_M files.
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16,
-                  DType::Q2_K, DType::Q3_K, DType::Q5_0}) {
+                  DType::Q2_K, DType::Q3_K, DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
     for (int64_t packed : {0, 1}) {
       if (packed && !packable(t)) continue;
       b->Args({static_cast<int64_t>(t), 2048, 5632, packed});  // FFN up
