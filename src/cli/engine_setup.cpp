@@ -13,10 +13,11 @@ void ModelOptions::add_to(CLI::App& sub) {
       ->check(CLI::NonNegativeNumber);
   sub.add_flag("--no-mmap", no_mmap, "Read the weights into memory instead of mmap");
   sub.add_flag("--mlock", mlock, "Lock the weights in RAM");
-  sub.add_flag("--no-repack", no_repack,
-               "Keep the weight matrices in the file's layout (zero-copy mmap) instead of "
-               "repacking the Q4_0, Q5_0, Q8_0, K-quant, F16 and BF16 ones for the faster CPU "
-               "kernels");
+  sub.add_flag(
+      "--no-repack", no_repack,
+      "Keep the weight matrices in the file's layout (zero-copy mmap) instead of "
+      "repacking the Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, K-quant, F16 and BF16 ones for the faster CPU "
+      "kernels");
 }
 
 std::string ModelOptions::path() const {

@@ -1,9 +1,10 @@
 // The model's tensors, located in the GGUF file (mmap'd or read into memory)
 // and checked against the hyper-parameters. Matrices stay in the file's
 // buffer in their stored type, except that repack() may copy the layer and
-// output matrices the CPU kernels have a faster layout for (Q4_0, Q5_0, Q8_0,
-// the K-quants, F16, BF16 -> Rows16, backend/cpu/packed_weights.h) into owned memory and give the
-// file's pages back. Small 1-D tensors that are not F32 are converted into owned memory.
+// output matrices the CPU kernels have a faster layout for (Q4_0, Q4_1, Q5_0,
+// Q5_1, Q8_0, the K-quants, F16, BF16 -> Rows16, backend/cpu/packed_weights.h)
+// into owned memory and give the file's pages back. Small 1-D tensors that
+// are not F32 are converted into owned memory.
 #pragma once
 
 #include <cstdint>

@@ -47,7 +47,7 @@ TEST(PackedWeights, RoundTripsEveryRow) {
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,
                   DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16}) {
     for (int64_t n_out : {1, 16, 37}) {
-      for (int64_t blocks : {3, 4}) {  // Q4_0 / Q8_0 pair blocks: an odd last one, or none
+      for (int64_t blocks : {3, 4}) {  // 32-element blocks go in pairs: an odd last one, or none
         const int64_t n = blocks * (dtype_block_size(t) == 256 ? 256 : 32);
         // Rows at odd offsets for the quantized types; float rows stay 2-byte aligned.
         const size_t pad = t == DType::F16 || t == DType::BF16 ? 6 : 5;
@@ -571,31 +571,39 @@ TEST(PackedMatmul, ManyInOneRegionEqualsEachAlone) {
   const Packed a = pack(make_weights(DType::Q4_0, 48, n, 31, WeightFill::Quantized));
   const Packed b = pack(make_weights(DType::Q8_0, 21, n, 32, WeightFill::Quantized));
   const Packed c = pack(make_weights(DType::Q4_K, 40, n, 33, WeightFill::Quantized));
+  const Packed d = pack(make_weights(DType::Q5_0, 19, n, 36, WeightFill::Quantized));
+  const Packed e = pack(make_weights(DType::Q5_1, 33, n, 37, WeightFill::Quantized));
   const auto rm = make_weights(DType::Q6_K, 9, n, 34, WeightFill::Quantized);
   const WeightMatrix wr{DType::Q6_K, n, 9, rm.bytes.data(), rm.stride};
-  const WeightMatrix wa = a.view(), wb = b.view(), wc = c.view();
+  const WeightMatrix wa = a.view(), wb = b.view(), wc = c.view(), wd = d.view(), we = e.view();
   const auto x = random_floats(static_cast<size_t>(T * n), 35);
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
-    MatmulScratch s0, sk, sr;
-    const ActivationRows x0 = quantize_activations(wa, x.data(), n, T, pool, s0);  // Q4_0, Q8_0
+    MatmulScratch s0, sk, sr, s1;
+    // Q4_0, Q5_0, Q8_0
+    const ActivationRows x0 = quantize_activations(wa, x.data(), n, T, pool, s0);
     const ActivationRows xk = quantize_activations(wc, x.data(), n, T, pool, sk);
     const ActivationRows xr = quantize_activations(wr, x.data(), n, T, pool, sr);
-    std::vector<float> ya(T * 48), yb(T * 21), yc(T * 40), yr(T * 9);
-    const MatmulJob jobs[] = {{&wa, &x0, ya.data(), 48},
-                              {&wr, &xr, yr.data(), 9},
-                              {&wb, &x0, yb.data(), 21},
-                              {&wc, &xk, yc.data(), 40}};
-    matmul_many(jobs, 4, pool);
-    std::vector<float> wa_y(T * 48), wb_y(T * 21), wc_y(T * 40), wr_y(T * 9);
+    const ActivationRows x1 = quantize_activations(we, x.data(), n, T, pool, s1);  // Q5_1
+    std::vector<float> ya(T * 48), yb(T * 21), yc(T * 40), yr(T * 9), yd(T * 19), ye(T * 33);
+    const MatmulJob jobs[] = {{&wa, &x0, ya.data(), 48}, {&wr, &xr, yr.data(), 9},
+                              {&wb, &x0, yb.data(), 21}, {&wc, &xk, yc.data(), 40},
+                              {&wd, &x0, yd.data(), 19}, {&we, &x1, ye.data(), 33}};
+    matmul_many(jobs, 6, pool);
+    std::vector<float> wa_y(T * 48), wb_y(T * 21), wc_y(T * 40), wr_y(T * 9), wd_y(T * 19),
+        we_y(T * 33);
     matmul(wa, x0, wa_y.data(), 48, pool);
     matmul(wb, x0, wb_y.data(), 21, pool);
     matmul(wc, xk, wc_y.data(), 40, pool);
     matmul(wr, xr, wr_y.data(), 9, pool);
+    matmul(wd, x0, wd_y.data(), 19, pool);
+    matmul(we, x1, we_y.data(), 33, pool);
     EXPECT_EQ(ya, wa_y) << threads;
     EXPECT_EQ(yb, wb_y) << threads;
     EXPECT_EQ(yc, wc_y) << threads;
     EXPECT_EQ(yr, wr_y) << threads;
+    EXPECT_EQ(yd, wd_y) << threads;
+    EXPECT_EQ(ye, we_y) << threads;
   }
 }
 

@@ -114,10 +114,10 @@ bool packable(DType t);
 // The 32-element block types (C code bytes and S scale bytes per block):
 // where block b's codes and scales start in a group of nb blocks (the pairs
 // above).
-constexpr size_t rows16_codes_at(int64_t b, size_t C, size_t S = 32) {
+constexpr size_t rows16_codes_at(int64_t b, size_t C, size_t S) {
   return static_cast<size_t>(b / 2) * (2 * C + 2 * S) + static_cast<size_t>(b % 2) * C;
 }
-constexpr size_t rows16_scales_at(int64_t b, int64_t nb, size_t C, size_t S = 32) {
+constexpr size_t rows16_scales_at(int64_t b, int64_t nb, size_t C, size_t S) {
   const int64_t first = b - b % 2;
   return static_cast<size_t>(b / 2) * (2 * C + 2 * S) + (first + 1 < nb ? 2 * C : C) +
          static_cast<size_t>(b % 2) * S;
