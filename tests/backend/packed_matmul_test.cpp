@@ -112,24 +112,20 @@ float expected_dot(DType t, const uint8_t* wrow, const XB* xb, int64_t n) {
     int32_t I = 0, sum_x = 0;
     float dw, mw = 0;
     for (int e = 0; e < 32; ++e) sum_x += xb[b].qs[e];
+    // A nibble-type block: element e's weight is code(blk, e) - offset.
+    auto nibble_block = [&](const auto& blk, auto code, int offset) {
+      for (int e = 0; e < 32; ++e) I += (code(blk, e) - offset) * xb[b].qs[e];
+      dw = fp16_to_fp32(blk.d);
+      if constexpr (requires { blk.m; }) mw = fp16_to_fp32(blk.m);
+    };
     if (t == DType::Q4_0) {
-      const auto& blk = reinterpret_cast<const BlockQ4_0*>(wrow)[b];
-      for (int e = 0; e < 32; ++e) I += (q4_code(blk, e) - 8) * xb[b].qs[e];
-      dw = fp16_to_fp32(blk.d);
+      nibble_block(reinterpret_cast<const BlockQ4_0*>(wrow)[b], q4_code<BlockQ4_0>, 8);
     } else if (t == DType::Q4_1) {
-      const auto& blk = reinterpret_cast<const BlockQ4_1*>(wrow)[b];
-      for (int e = 0; e < 32; ++e) I += q4_code(blk, e) * xb[b].qs[e];
-      dw = fp16_to_fp32(blk.d);
-      mw = fp16_to_fp32(blk.m);
+      nibble_block(reinterpret_cast<const BlockQ4_1*>(wrow)[b], q4_code<BlockQ4_1>, 0);
     } else if (t == DType::Q5_0) {
-      const auto& blk = reinterpret_cast<const BlockQ5_0*>(wrow)[b];
-      for (int e = 0; e < 32; ++e) I += (q5_code(blk, e) - 16) * xb[b].qs[e];
-      dw = fp16_to_fp32(blk.d);
+      nibble_block(reinterpret_cast<const BlockQ5_0*>(wrow)[b], q5_code<BlockQ5_0>, 16);
     } else if (t == DType::Q5_1) {
-      const auto& blk = reinterpret_cast<const BlockQ5_1*>(wrow)[b];
-      for (int e = 0; e < 32; ++e) I += q5_code(blk, e) * xb[b].qs[e];
-      dw = fp16_to_fp32(blk.d);
-      mw = fp16_to_fp32(blk.m);
+      nibble_block(reinterpret_cast<const BlockQ5_1*>(wrow)[b], q5_code<BlockQ5_1>, 0);
     } else {
       const auto* blk = reinterpret_cast<const BlockQ8_0*>(wrow) + b;
       for (int j = 0; j < 32; ++j) I += blk->qs[j] * xb[b].qs[j];
