@@ -24,8 +24,8 @@ Runner add_make_model(CLI::App& app) {
   sub->add_option("--n-ctx", s->n_ctx, "Trained context length");
   sub->add_option("--vocab-from", s->vocab_from, "GGUF file whose tokenizer is copied")->required();
   sub->add_option("--type", *type,
-                  "Type of the 2-D weights (f32, f16, bf16, q8_0, q4_0, q4_1, "
-                  "q5_0, q5_1, q4_k, q6_k)");
+                  "Type of the 2-D weights (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                  "q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs)");
   sub->add_option("--seed", s->seed, "Random seed");
   sub->add_flag("--tied", s->tied, "Omit output.weight (tie it to token_embd)");
   sub->add_option("-t,--threads", *threads, "Threads");

@@ -13,6 +13,12 @@
 //   Q5_K  {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}
 //   Q6_K  {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}  16 sub-blocks of 16, x = d * sc * (q - 32)
 //   Q8_K  {f32 d; i8 qs[256]; i16 bsums[16]}  activations only; bsums = sums of 16 q's
+// Non-linear 4-bit codes (q indexes kIq4NlValues; nibble order of Q4_0):
+//   IQ4_NL  {f16 d; u8 qs[16]}  32 elements, x = d * kIq4NlValues[q]
+//   IQ4_XS  {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}  256 elements, 8 sub-blocks of 32:
+//           6-bit scale ls of sub-block s = nibble s%2 of scales_l[s/2] | bits 2s..2s+1 of
+//           scales_h << 4; x = d * (ls - 32) * kIq4NlValues[q]; sub-block s's codes are
+//           qs[16s..16s+16) (low nibble = element j, high = element j+16)
 #pragma once
 
 #include <cstdint>
@@ -23,6 +29,7 @@ using f16_t = uint16_t;   // IEEE half, stored bits
 using bf16_t = uint16_t;  // bfloat16, stored bits
 
 constexpr int QK4_0 = 32, QK4_1 = 32, QK5_0 = 32, QK5_1 = 32, QK8_0 = 32, QK8_1 = 32;
+constexpr int QK4_NL = 32;
 constexpr int QK_K = 256;
 constexpr int K_SCALE_SIZE = 12;
 
@@ -80,6 +87,25 @@ struct BlockQ6_K {
   int8_t scales[QK_K / 16];
   f16_t d;
 };
+struct BlockIQ4_NL {
+  f16_t d;
+  uint8_t qs[QK4_NL / 2];
+};
+struct BlockIQ4_XS {
+  f16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[QK_K / 64];
+  uint8_t qs[QK_K / 2];
+};
+// The sixteen values of IQ4_NL / IQ4_XS codes, ascending.
+inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+// IQ4_XS sub-block s's scale, ls - 32 (-32..31).
+inline int iq4_xs_scale(const BlockIQ4_XS& b, int s) {
+  const int lo = (b.scales_l[s / 2] >> (4 * (s % 2))) & 15;
+  const int hi = (b.scales_h >> (2 * s)) & 3;
+  return (lo | (hi << 4)) - 32;
+}
 struct BlockQ8_K {
   float d;
   int8_t qs[QK_K];
@@ -98,5 +124,7 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_XS) == 136);
 
 }  // namespace pagellm

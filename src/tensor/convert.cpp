@@ -123,6 +123,12 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q8_K:
       dequantize_q8_k(static_cast<const BlockQ8_K*>(src), dst, nb);
       return;
+    case DType::IQ4_NL:
+      dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, nb);
+      return;
+    case DType::IQ4_XS:
+      dequantize_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, nb);
+      return;
   }
   throw Error("dequantize_row: unsupported type " + std::string(dtype_name(type)));
 }
@@ -177,6 +183,12 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       return;
     case DType::Q8_K:
       quantize_q8_k(src, static_cast<BlockQ8_K*>(dst), nb);
+      return;
+    case DType::IQ4_NL:
+      quantize_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), nb);
+      return;
+    case DType::IQ4_XS:
+      quantize_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), nb);
       return;
   }
   throw Error("quantize_row: unsupported type " + std::string(dtype_name(type)));

@@ -24,6 +24,8 @@ const DTypeTraits kTraits[] = {
     {DType::Q5_K, "q5_k", QK_K, sizeof(BlockQ5_K), true, true},
     {DType::Q6_K, "q6_k", QK_K, sizeof(BlockQ6_K), true, true},
     {DType::Q8_K, "q8_k", QK_K, sizeof(BlockQ8_K), true, true},
+    {DType::IQ4_NL, "iq4_nl", QK4_NL, sizeof(BlockIQ4_NL), true, true},
+    {DType::IQ4_XS, "iq4_xs", QK_K, sizeof(BlockIQ4_XS), true, true},
 };
 }  // namespace
 

@@ -66,6 +66,12 @@ void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb);
 void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t nb);
 void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb);
 
+// Non-linear 4-bit codes (quant_iq4.cpp).
+void dequantize_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t nb);
+void dequantize_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t nb);
+void quantize_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t nb);
+void quantize_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t nb);
+
 // Q4_K/Q5_K pack eight 6-bit scales and eight 6-bit mins into 12 bytes:
 // sub-blocks 0..3 keep theirs in the low 6 bits of bytes 0..3 (scale) and 4..7
 // (min); sub-blocks 4..7 keep their low 4 bits in the nibbles of bytes 8..11

@@ -21,9 +21,10 @@ namespace pagellm::test {
 
 // Every weight type with a CPU dot product.
 inline const std::vector<DType>& dot_weight_types() {
-  static const std::vector<DType> types = {
-      DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-      DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  static const std::vector<DType> types = {DType::F32,  DType::F16,    DType::BF16,  DType::Q4_0,
+                                           DType::Q4_1, DType::Q5_0,   DType::Q5_1,  DType::Q8_0,
+                                           DType::Q2_K, DType::Q3_K,   DType::Q4_K,  DType::Q5_K,
+                                           DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
   return types;
 }
 
@@ -91,6 +92,12 @@ inline void fix_scales(DType t, uint8_t* blk, std::mt19937_64& rng) {
       break;
     case DType::Q6_K:
       put_f16(blk + offsetof(BlockQ6_K, d), d(rng));
+      break;
+    case DType::IQ4_NL:
+      put_f16(blk + offsetof(BlockIQ4_NL, d), d(rng));
+      break;
+    case DType::IQ4_XS:
+      put_f16(blk + offsetof(BlockIQ4_XS, d), d(rng));
       break;
     default:
       break;

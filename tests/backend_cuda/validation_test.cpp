@@ -17,7 +17,8 @@ TEST(CudaValidation, WeightTypes) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                   DType::Q4_K, DType::Q5_K, DType::Q6_K})
     EXPECT_TRUE(cuda_supports_weight_type(t)) << dtype_name(t);
-  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q8_K})
+  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q8_K, DType::IQ4_NL,
+                  DType::IQ4_XS})
     EXPECT_FALSE(cuda_supports_weight_type(t)) << dtype_name(t);
   EXPECT_NO_THROW(validate_weight_shape(DType::Q4_K, 10, 4096));
   EXPECT_THROW(validate_weight_shape(DType::Q4_K, 10, 4000), ConfigError);  // not 256-aligned

@@ -20,13 +20,14 @@ struct Expected {
 
 // Sizes as in the GGML/GGUF specification of each block.
 const Expected kExpected[] = {
-    {DType::F32, 0, "f32", 1, 4},        {DType::F16, 1, "f16", 1, 2},
-    {DType::Q4_0, 2, "q4_0", 32, 18},    {DType::Q4_1, 3, "q4_1", 32, 20},
-    {DType::Q5_0, 6, "q5_0", 32, 22},    {DType::Q5_1, 7, "q5_1", 32, 24},
-    {DType::Q8_0, 8, "q8_0", 32, 34},    {DType::Q8_1, 9, "q8_1", 32, 36},
-    {DType::Q2_K, 10, "q2_k", 256, 84},  {DType::Q3_K, 11, "q3_k", 256, 110},
-    {DType::Q4_K, 12, "q4_k", 256, 144}, {DType::Q5_K, 13, "q5_k", 256, 176},
-    {DType::Q6_K, 14, "q6_k", 256, 210}, {DType::Q8_K, 15, "q8_k", 256, 292},
+    {DType::F32, 0, "f32", 1, 4},          {DType::F16, 1, "f16", 1, 2},
+    {DType::Q4_0, 2, "q4_0", 32, 18},      {DType::Q4_1, 3, "q4_1", 32, 20},
+    {DType::Q5_0, 6, "q5_0", 32, 22},      {DType::Q5_1, 7, "q5_1", 32, 24},
+    {DType::Q8_0, 8, "q8_0", 32, 34},      {DType::Q8_1, 9, "q8_1", 32, 36},
+    {DType::Q2_K, 10, "q2_k", 256, 84},    {DType::Q3_K, 11, "q3_k", 256, 110},
+    {DType::Q4_K, 12, "q4_k", 256, 144},   {DType::Q5_K, 13, "q5_k", 256, 176},
+    {DType::Q6_K, 14, "q6_k", 256, 210},   {DType::Q8_K, 15, "q8_k", 256, 292},
+    {DType::IQ4_NL, 20, "iq4_nl", 32, 18}, {DType::IQ4_XS, 23, "iq4_xs", 256, 136},
     {DType::BF16, 30, "bf16", 1, 2},
 };
 

@@ -223,9 +223,9 @@ TEST(RoundTrip, KQuantsRelativeRmsError) {
 // Every quantizable type: zeros stay exactly zero, a constant comes back
 // close, tiny values (scales underflowing f16) stay finite.
 TEST(RoundTrip, DegenerateBlocks) {
-  for (DType t :
-       {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1, DType::Q2_K,
-        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K, DType::F16, DType::BF16}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1,
+                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
+                  DType::F16, DType::BF16, DType::IQ4_NL, DType::IQ4_XS}) {
     SCOPED_TRACE(dtype_name(t));
     const int64_t n = 512;
     const std::vector<float> zeros(n, 0.0f);
@@ -252,7 +252,8 @@ TEST(RoundTrip, DegenerateBlocks) {
 TEST(RoundTrip, RowEqualsBlockByBlock) {
   const auto x = sample(distributions()[0], 256 * 4, 400);
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1,
-                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K}) {
+                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
+                  DType::IQ4_NL, DType::IQ4_XS}) {
     SCOPED_TRACE(dtype_name(t));
     const int64_t bs = dtype_block_size(t);
     const size_t ts = dtype_type_size(t);

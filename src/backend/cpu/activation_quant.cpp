@@ -21,6 +21,7 @@ DType dot_type(DType weight) {
     case DType::Q4_0:
     case DType::Q5_0:
     case DType::Q8_0:
+    case DType::IQ4_NL:
       return DType::Q8_0;
     case DType::Q4_1:
     case DType::Q5_1:
@@ -30,6 +31,7 @@ DType dot_type(DType weight) {
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
+    case DType::IQ4_XS:
       return DType::Q8_K;
     default:
       break;

@@ -130,6 +130,26 @@ float dot_q8_0(int64_t n, const uint8_t* wp, const uint8_t* xp) {
   return acc;
 }
 
+// ---- non-linear 4-bit codes -----------------------------------------------------
+
+// sum of kIq4NlValues[code] * y over the 32 elements of 16 nibble bytes
+// (low nibble = element j, high = element j + 16).
+inline int iq4_group(const uint8_t* qs, const int8_t* y) {
+  int isum = 0;
+  for (int j = 0; j < 16; ++j)
+    isum += kIq4NlValues[qs[j] & 15] * y[j] + kIq4NlValues[qs[j] >> 4] * y[j + 16];
+  return isum;
+}
+
+float dot_iq4_nl(int64_t n, const uint8_t* wp, const uint8_t* xp) {
+  const auto* w = reinterpret_cast<const BlockIQ4_NL*>(wp);
+  const auto* x = reinterpret_cast<const BlockQ8_0*>(xp);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / QK4_NL; ++b)
+    acc += (f16(w[b].d) * f16(x[b].d)) * static_cast<float>(iq4_group(w[b].qs, x[b].qs));
+  return acc;
+}
+
 // ---- K-quants (256-element super-blocks, Q8_K activations) ----------------------
 
 // Adds one super-block: d * dx * isum - dmin * dx * msum.
@@ -274,6 +294,19 @@ float dot_q6_k(int64_t n, const uint8_t* wp, const uint8_t* xp) {
   return acc;
 }
 
+float dot_iq4_xs(int64_t n, const uint8_t* wp, const uint8_t* xp) {
+  const auto* w = reinterpret_cast<const BlockIQ4_XS*>(wp);
+  const auto* x = reinterpret_cast<const BlockQ8_K*>(xp);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    int isum = 0;
+    for (int s = 0; s < 8; ++s)  // sub-block s: elements 32s..32s+32
+      isum += iq4_xs_scale(w[b], s) * iq4_group(w[b].qs + 16 * s, x[b].qs + 32 * s);
+    acc = kblock(acc, f16(w[b].d), 0.0f, x[b].d, isum, 0);
+  }
+  return acc;
+}
+
 using RowDotFn = float (*)(int64_t n, const uint8_t* w, const uint8_t* x);
 
 template <RowDotFn F>
@@ -318,6 +351,10 @@ DotTileFn scalar_dot_tile(DType wtype) {
       return tile<dot_q5_k>;
     case DType::Q6_K:
       return tile<dot_q6_k>;
+    case DType::IQ4_NL:
+      return tile<dot_iq4_nl>;
+    case DType::IQ4_XS:
+      return tile<dot_iq4_xs>;
     default:
       return nullptr;
   }
