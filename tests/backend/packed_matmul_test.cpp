@@ -33,8 +33,9 @@ using test::Packed;
 using test::random_floats;
 using test::WeightFill;
 
-const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                        DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kTypes[] = {DType::Q4_0, DType::Q4_1,   DType::Q5_0, DType::Q5_1,
+                        DType::Q8_0, DType::IQ4_NL, DType::Q2_K, DType::Q3_K,
+                        DType::Q4_K, DType::Q5_K,   DType::Q6_K};
 // The types with AMX kernels.
 const DType kAmxTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
@@ -44,8 +45,9 @@ int64_t len_for(DType t, int64_t n) {
 }
 
 TEST(PackedWeights, RoundTripsEveryRow) {
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,
-                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16}) {
+  for (DType t :
+       {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,
+        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16}) {
     for (int64_t n_out : {1, 16, 37}) {
       for (int64_t blocks : {3, 4}) {  // 32-element blocks go in pairs: an odd last one, or none
         const int64_t n = blocks * (dtype_block_size(t) == 256 ? 256 : 32);
@@ -70,6 +72,8 @@ TEST(PackedWeights, RejectsOtherTypesAndLengths) {
   EXPECT_TRUE(packable(DType::Q4_1));
   EXPECT_TRUE(packable(DType::Q5_1));
   EXPECT_TRUE(packable(DType::Q5_0));
+  EXPECT_TRUE(packable(DType::IQ4_NL));
+  EXPECT_FALSE(packable(DType::IQ4_XS));
   EXPECT_THROW(packed_bytes(DType::Q5_0, 48, 16), Error);
   EXPECT_TRUE(packable(DType::Q2_K));
   EXPECT_TRUE(packable(DType::Q3_K));
@@ -126,6 +130,13 @@ float expected_dot(DType t, const uint8_t* wrow, const XB* xb, int64_t n) {
       nibble_block(reinterpret_cast<const BlockQ5_0*>(wrow)[b], q5_code<BlockQ5_0>, 16);
     } else if (t == DType::Q5_1) {
       nibble_block(reinterpret_cast<const BlockQ5_1*>(wrow)[b], q5_code<BlockQ5_1>, 0);
+    } else if (t == DType::IQ4_NL) {
+      // The published value table of IQ4_NL codes.
+      static constexpr int kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                          1,    13,   25,  38,  53,  69,  89,  113};
+      const auto& blk = reinterpret_cast<const BlockIQ4_NL*>(wrow)[b];
+      for (int e = 0; e < 32; ++e) I += kValues[q4_code(blk, e)] * xb[b].qs[e];
+      dw = fp16_to_fp32(blk.d);
     } else {
       const auto* blk = reinterpret_cast<const BlockQ8_0*>(wrow) + b;
       for (int j = 0; j < 32; ++j) I += blk->qs[j] * xb[b].qs[j];
@@ -322,6 +333,8 @@ std::vector<std::pair<size_t, size_t>> code_fields(DType t) {
               {offsetof(BlockQ5_1, qs), sizeof(BlockQ5_1::qs)}};
     case DType::Q8_0:
       return {{offsetof(BlockQ8_0, qs), sizeof(BlockQ8_0::qs)}};
+    case DType::IQ4_NL:
+      return {{offsetof(BlockIQ4_NL, qs), sizeof(BlockIQ4_NL::qs)}};
     case DType::Q4_K:
       return {{offsetof(BlockQ4_K, qs), sizeof(BlockQ4_K::qs)}};
     case DType::Q5_K:

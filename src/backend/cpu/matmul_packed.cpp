@@ -1,15 +1,17 @@
-// Rows16 (packed_weights.h) Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights times
-// split Q8_0 activations (activation_quant.h). For weight row r, activation
-// row c and block b:
-//   I      = sum over the block of q_w * q_x, exact in int32
+// Rows16 (packed_weights.h) Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL weights
+// times split Q8_0 activations (activation_quant.h). For weight row r,
+// activation row c and block b:
+//   I      = sum over the block of q_w * q_x, exact in int32 (IQ4_NL: q_w =
+//            kIq4NlValues[code])
 //            (VNNI: codes (u8) times q_x, plus -offset * sum(q_x) from the row)
 //   acc_rc = fma(float(I), d_w * d_x, acc_rc)         blocks in order, from 0
 //   acc_rc = fma(float(sum(q_x)), m_w * d_x, acc_rc)  Q4_1 / Q5_1 (q_w = code)
 // and the output is acc_rc: one float chain per output, kept in one lane of a
 // register that holds 16 (AVX-512) or 8 (AVX2) rows. The scalar, AVX2 and
 // AVX-512 variants compute exactly this and agree bit for bit, whatever the
-// batch size (columns are only ever grouped, never mixed). Q4_1, Q5_0 and Q5_1
-// have the scalar and AVX2 variants (the AVX2 one also serves AVX-512 hosts).
+// batch size (columns are only ever grouped, never mixed). Q4_1, Q5_0, Q5_1
+// and IQ4_NL have the scalar and AVX2 variants (the AVX2 one also serves
+// AVX-512 hosts).
 #include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
 
 #include <cmath>
@@ -23,14 +25,16 @@ namespace pagellm::cpu::detail {
 namespace {
 
 // kCodeBytes, kScaleBytes: C and S of packed_weights.h; kOffset: code - q_w;
-// kFifthBit: Q5 codes; kMin: value = d * code + m.
+// kFifthBit: Q5 codes; kMin: value = d * code + m; kTable: q_w =
+// kIq4NlValues[code].
 template <DType T>
 struct Traits {
   static constexpr bool kFifthBit = T == DType::Q5_0 || T == DType::Q5_1;
   static constexpr bool kMin = T == DType::Q4_1 || T == DType::Q5_1;
+  static constexpr bool kTable = T == DType::IQ4_NL;
   static constexpr size_t kCodeBytes = T == DType::Q8_0 ? 512 : kFifthBit ? 320 : 256;
   static constexpr size_t kScaleBytes = kMin ? 64 : 32;
-  static constexpr int kOffset = T == DType::Q8_0 ? 128 : kMin ? 0 : kFifthBit ? 16 : 8;
+  static constexpr int kOffset = T == DType::Q8_0 ? 128 : kMin || kTable ? 0 : kFifthBit ? 16 : 8;
 };
 
 // Pointers into one split activation row.
@@ -59,7 +63,8 @@ int code_of(const uint8_t* block_codes, int k, int lane, int j) {
     return (k < 4 ? (v & 15) : (v >> 4)) + 16 * bit;
   } else {
     const uint8_t v = block_codes[64 * (k % 4) + 4 * lane + j];
-    return k < 4 ? (v & 15) : (v >> 4);
+    const int code = k < 4 ? (v & 15) : (v >> 4);
+    return Traits<T>::kTable ? kIq4NlValues[code] : code;
   }
 }
 
@@ -287,7 +292,10 @@ PAGELLM_TARGET_AVX2
 
 template <DType T>
 struct Avx2 {
-  static constexpr int kCols = T == DType::Q8_0 ? 3 : 4;
+  // Signed weight values (Q8_0, IQ4_NL): |w| times x with w's sign, one
+  // widening per product, so fewer columns keep their sums in registers.
+  static constexpr bool kSigned = T == DType::Q8_0 || Traits<T>::kTable;
+  static constexpr int kCols = kSigned ? 3 : 4;
 
   // Q5_0's / Q5_1's codes of dword group k for half h: the nibbles of v (chunk k % 4)
   // plus 16 times bit k of the fifth-bit bytes hb. A 16-bit shift moves bit k
@@ -367,6 +375,39 @@ struct Avx2 {
             I[1][c] = run == 0 ? w1 : _mm256_add_epi32(I[1][c], w1);
           }
         }
+      } else if constexpr (Traits<T>::kTable) {
+        // The nibbles index the value table (one shuffle per register), then
+        // |w| * (x with w's sign) as Q8_0's below (127 * 127 * 2 < 2^15).
+        const __m256i m4 = _mm256_set1_epi8(15);
+        const __m256i table = _mm256_broadcastsi128_si256(simd::load128(kIq4NlValues));
+#pragma GCC unroll 16
+        for (int c = 0; c < CB; ++c) I[0][c] = I[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          __m256i A[2], U[2];
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            const __m256i v = simd::load256(bc + 64 * (k % 4) + 32 * h);
+            A[h] = _mm256_shuffle_epi8(table,
+                                       _mm256_and_si256(k >= 4 ? _mm256_srli_epi16(v, 4) : v, m4));
+            U[h] = _mm256_abs_epi8(A[h]);
+          }
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) {
+            const __m256i y =
+                _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(xr[c].qs + 32 * b + 4 * k)));
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h)
+              I[h][c] = _mm256_add_epi32(
+                  I[h][c],
+                  _mm256_madd_epi16(_mm256_maddubs_epi16(U[h], _mm256_sign_epi8(y, A[h])), ones));
+          }
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) {
+            simd::pin(I[0][c]);
+            simd::pin(I[1][c]);
+          }
+        }
       } else {
         // Signed codes again: |w| * (x with w's sign) keeps maddubs' int16
         // pair sums in range (128 * 127 * 2 < 2^15).
@@ -409,7 +450,7 @@ struct Avx2 {
       for (int c = 0; c < CB; ++c) {
         const __m256i off = _mm256_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]);
         const __m256 dx = _mm256_set1_ps(xr[c].d[b]);
-        if constexpr (T != DType::Q8_0 && !Traits<T>::kMin) {
+        if constexpr (!kSigned && !Traits<T>::kMin) {
           I[0][c] = _mm256_add_epi32(I[0][c], off);
           I[1][c] = _mm256_add_epi32(I[1][c], off);
         }
@@ -435,7 +476,7 @@ PAGELLM_TARGET_END
 
 template <DType T>
 PackedTileFn packed_for(CpuIsa isa) {
-  if constexpr (T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1) {
+  if constexpr (T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1 || T == DType::IQ4_NL) {
 #if PAGELLM_HAVE_AVX2
     if (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512) return drive<Avx2<T>>;
 #endif
@@ -480,6 +521,8 @@ PackedTileFn packed_tile_fn(DType wtype, CpuIsa isa) {
       return packed_for<DType::Q5_1>(isa);
     case DType::Q8_0:
       return packed_for<DType::Q8_0>(isa);
+    case DType::IQ4_NL:
+      return packed_for<DType::IQ4_NL>(isa);
     case DType::Q4_K:
       return packed_q4k_fn(isa);
     case DType::Q5_K:

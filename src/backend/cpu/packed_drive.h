@@ -1,5 +1,5 @@
 // Internal to backend/cpu: the column driver and the frames shared by the
-// Rows16 kernels (matmul_packed.cpp: Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0; matmul_packed_k.cpp: Q4_K /
+// Rows16 kernels (matmul_packed.cpp: Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL; matmul_packed_k.cpp: Q4_K /
 // Q5_K / Q6_K; matmul_packed_q2k.cpp, matmul_packed_q3k.cpp). A kernel K provides
 //   static constexpr int kCols;     // columns per register tile
 //   template <int CB> static void group(int64_t n, const uint8_t* group_base,

@@ -18,6 +18,7 @@ size_t code_bytes(DType t) {
   switch (t) {
     case DType::Q4_0:
     case DType::Q4_1:
+    case DType::IQ4_NL:
       return 256;
     case DType::Q5_0:
     case DType::Q5_1:
@@ -35,7 +36,7 @@ size_t scale_bytes(DType t) {
   return t == DType::Q4_1 || t == DType::Q5_1 ? 64 : 32;
 }
 
-// The nibble types (Q4_0, Q4_1, Q5_0, Q5_1; block type B): row `lane`'s
+// The nibble types (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; block type B): row `lane`'s
 // block into the codes cb and scales sc of its group (see the header).
 template <class B>
 void put_nibbles(uint8_t* cb, uint8_t* sc, int lane, const B& blk) {
@@ -79,6 +80,8 @@ void with_nibble_block(DType t, Fn&& fn) {
       return fn(BlockQ4_1{});
     case DType::Q5_0:
       return fn(BlockQ5_0{});
+    case DType::IQ4_NL:
+      return fn(BlockIQ4_NL{});
     default:
       return fn(BlockQ5_1{});
   }
@@ -336,8 +339,9 @@ int64_t blocks_of(int64_t n_in) {
 
 bool packable(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
-         t == DType::Q8_0 || t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K ||
-         t == DType::Q5_K || t == DType::Q6_K || t == DType::F16 || t == DType::BF16;
+         t == DType::Q8_0 || t == DType::IQ4_NL || t == DType::Q2_K || t == DType::Q3_K ||
+         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::F16 ||
+         t == DType::BF16;
 }
 
 size_t packed_group_bytes(DType t, int64_t n_in) {

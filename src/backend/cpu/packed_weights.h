@@ -1,5 +1,5 @@
-// The Rows16 weight layout: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K, F16 and
-// BF16 matrices repacked once at load. For the quantized types one 512-bit register holds
+// The Rows16 weight layout: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K .. Q6_K,
+// F16 and BF16 matrices repacked once at load. For the quantized types one 512-bit register holds
 // the same four codes of 16 consecutive rows.
 // An integer dot product instruction (VNNI vpdpbusd) then yields the exact
 // block sums of 16 rows at once, one row per 32-bit lane, and the float scale
@@ -35,6 +35,8 @@
 //        16). The file's 22 bytes per row and block, rearranged.
 //   Q4_1 (C = 256), Q5_1 (C = 320): the codes of Q4_0 and Q5_0, value = d *
 //        code + m.
+//   IQ4_NL (C = 256): Q4_0's nibble layout (the row's qs), value = d *
+//        kIq4NlValues[code].
 //
 //   Q4_K: per 256-element super-block s, kQ4KSuper = 2368 bytes at s * 2368
 //        (group_bytes = n_in / 256 * 2368, 2.8% more than the file's rows):
