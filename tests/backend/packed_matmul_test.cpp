@@ -35,7 +35,7 @@ using test::WeightFill;
 
 const DType kTypes[] = {DType::Q4_0, DType::Q4_1,   DType::Q5_0, DType::Q5_1,
                         DType::Q8_0, DType::IQ4_NL, DType::Q2_K, DType::Q3_K,
-                        DType::Q4_K, DType::Q5_K,   DType::Q6_K};
+                        DType::Q4_K, DType::Q5_K,   DType::Q6_K, DType::IQ4_XS};
 // The types with AMX kernels.
 const DType kAmxTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
@@ -45,9 +45,9 @@ int64_t len_for(DType t, int64_t n) {
 }
 
 TEST(PackedWeights, RoundTripsEveryRow) {
-  for (DType t :
-       {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,
-        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL,
+                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS,
+                  DType::F16, DType::BF16}) {
     for (int64_t n_out : {1, 16, 37}) {
       for (int64_t blocks : {3, 4}) {  // 32-element blocks go in pairs: an odd last one, or none
         const int64_t n = blocks * (dtype_block_size(t) == 256 ? 256 : 32);
@@ -73,7 +73,8 @@ TEST(PackedWeights, RejectsOtherTypesAndLengths) {
   EXPECT_TRUE(packable(DType::Q5_1));
   EXPECT_TRUE(packable(DType::Q5_0));
   EXPECT_TRUE(packable(DType::IQ4_NL));
-  EXPECT_FALSE(packable(DType::IQ4_XS));
+  EXPECT_TRUE(packable(DType::IQ4_XS));
+  EXPECT_THROW(packed_bytes(DType::IQ4_XS, 96, 16), Error);
   EXPECT_THROW(packed_bytes(DType::Q5_0, 48, 16), Error);
   EXPECT_TRUE(packable(DType::Q2_K));
   EXPECT_TRUE(packable(DType::Q3_K));
@@ -104,6 +105,10 @@ int q4_code(const B& blk, int e) {
   return e < 16 ? blk.qs[e] & 15 : blk.qs[e - 16] >> 4;
 }
 
+// The published value table of IQ4_NL / IQ4_XS codes.
+constexpr int kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                             1,    13,   25,  38,  53,  69,  89,  113};
+
 // The contract, written out independently of the kernels from the row-major
 // weights and the activation blocks of the type (XB: Q8_0, or Q8_1 whose
 // codes and d are Q8_0's): acc = fma(float(exact block dot), d_w * d_x, acc)
@@ -131,9 +136,6 @@ float expected_dot(DType t, const uint8_t* wrow, const XB* xb, int64_t n) {
     } else if (t == DType::Q5_1) {
       nibble_block(reinterpret_cast<const BlockQ5_1*>(wrow)[b], q5_code<BlockQ5_1>, 0);
     } else if (t == DType::IQ4_NL) {
-      // The published value table of IQ4_NL codes.
-      static constexpr int kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                          1,    13,   25,  38,  53,  69,  89,  113};
       const auto& blk = reinterpret_cast<const BlockIQ4_NL*>(wrow)[b];
       for (int e = 0; e < 32; ++e) I += kValues[q4_code(blk, e)] * xb[b].qs[e];
       dw = fp16_to_fp32(blk.d);
@@ -146,6 +148,30 @@ float expected_dot(DType t, const uint8_t* wrow, const XB* xb, int64_t n) {
     acc = std::fma(static_cast<float>(I), dw * dx, acc);
     if (t == DType::Q4_1 || t == DType::Q5_1)
       acc = std::fma(static_cast<float>(sum_x), mw * dx, acc);
+  }
+  return acc;
+}
+
+// IQ4_XS from its format (tensor/blocks.h): sub-block j's 6-bit scale ls =
+// nibble j % 2 of scales_l[j / 2] | bits 2j..2j+1 of scales_h << 4, element
+// 32j + l (l < 16) the low nibble of qs[16j + l], 32j + 16 + l the high one:
+// acc = fma(float(sum_j (ls - 32) * I_j), d * d_x, acc) per super-block.
+float expected_dot_iq4xs(const uint8_t* wrow, const BlockQ8_K* xb, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t s = 0; s < n / 256; ++s) {
+    const auto* blk = reinterpret_cast<const BlockIQ4_XS*>(wrow) + s;
+    int32_t S = 0;
+    for (int j = 0; j < 8; ++j) {
+      const int ls =
+          ((blk->scales_l[j / 2] >> (4 * (j % 2))) & 15) | (((blk->scales_h >> (2 * j)) & 3) << 4);
+      int32_t I = 0;
+      for (int l = 0; l < 16; ++l) {
+        const uint8_t v = blk->qs[16 * j + l];
+        I += kValues[v & 15] * xb[s].qs[32 * j + l] + kValues[v >> 4] * xb[s].qs[32 * j + 16 + l];
+      }
+      S += (ls - 32) * I;
+    }
+    acc = std::fma(static_cast<float>(S), fp16_to_fp32(blk->d) * xb[s].d, acc);
   }
   return acc;
 }
@@ -267,6 +293,7 @@ float contract(DType t, const uint8_t* wrow, const uint8_t* xq, int64_t n) {
   if (t == DType::Q6_K) return expected_dot_q6k(wrow, xk, n);
   if (t == DType::Q3_K) return expected_dot_q3k(wrow, xk, n);
   if (t == DType::Q2_K) return expected_dot_q2k(wrow, xk, n);
+  if (t == DType::IQ4_XS) return expected_dot_iq4xs(wrow, xk, n);
   if (t == DType::Q4_1 || t == DType::Q5_1)
     return expected_dot(t, wrow, reinterpret_cast<const BlockQ8_1*>(xq), n);
   return expected_dot(t, wrow, reinterpret_cast<const BlockQ8_0*>(xq), n);
@@ -335,6 +362,8 @@ std::vector<std::pair<size_t, size_t>> code_fields(DType t) {
       return {{offsetof(BlockQ8_0, qs), sizeof(BlockQ8_0::qs)}};
     case DType::IQ4_NL:
       return {{offsetof(BlockIQ4_NL, qs), sizeof(BlockIQ4_NL::qs)}};
+    case DType::IQ4_XS:
+      return {{offsetof(BlockIQ4_XS, qs), sizeof(BlockIQ4_XS::qs)}};
     case DType::Q4_K:
       return {{offsetof(BlockQ4_K, qs), sizeof(BlockQ4_K::qs)}};
     case DType::Q5_K:

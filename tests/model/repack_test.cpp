@@ -38,7 +38,7 @@ std::vector<float> prompt_logits(LlamaModel& model, ThreadPool& pool) {
 TEST(Repack, LogitsMatchTheFileLayoutForEveryPackableType) {
   ThreadPool pool(2);
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL,
-                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     test::TempPath path(".gguf");
     MakeModelSpec spec;
     spec.n_layer = 2;

@@ -533,6 +533,8 @@ PackedTileFn packed_tile_fn(DType wtype, CpuIsa isa) {
       return packed_q2k_fn(isa);
     case DType::Q3_K:
       return packed_q3k_fn(isa);
+    case DType::IQ4_XS:
+      return packed_iq4xs_fn(isa);
     case DType::F16:
     case DType::BF16:
       return packed_float_fn(wtype, isa);

@@ -1,5 +1,6 @@
 // Internal to backend/cpu: the column driver and the frames shared by the
-// Rows16 kernels (matmul_packed.cpp: Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL; matmul_packed_k.cpp: Q4_K /
+// Rows16 kernels (matmul_packed.cpp: Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL;
+// matmul_packed_iq4xs.cpp: IQ4_XS; matmul_packed_k.cpp: Q4_K /
 // Q5_K / Q6_K; matmul_packed_q2k.cpp, matmul_packed_q3k.cpp). A kernel K provides
 //   static constexpr int kCols;     // columns per register tile
 //   template <int CB> static void group(int64_t n, const uint8_t* group_base,
@@ -430,6 +431,8 @@ PackedTileFn packed_q6k_fn(CpuIsa isa);
 // AVX2 (run on AVX-512 hosts too).
 PackedTileFn packed_q2k_fn(CpuIsa isa);
 PackedTileFn packed_q3k_fn(CpuIsa isa);
+// IQ4_XS (matmul_packed_iq4xs.cpp): scalar and AVX2 (run on AVX-512 hosts too).
+PackedTileFn packed_iq4xs_fn(CpuIsa isa);
 // F16 / BF16 (matmul_packed_float.cpp).
 PackedTileFn packed_float_fn(DType wtype, CpuIsa isa);
 // Their AMX kernels (Q4_K, Q5_K, Q6_K), as packed_amx_fn.

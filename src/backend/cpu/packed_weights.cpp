@@ -302,6 +302,29 @@ void get_q3k(const uint8_t* sb, int lane, BlockQ3_K& b) {
   std::memcpy(&b.d, sb + kQ3KD + 2 * lane, 2);
 }
 
+// IQ4_XS: bytes per super-block per group (see the header).
+constexpr size_t kIq4XsScales = 2048, kIq4XsD = 2176, kIq4XsSuper = 2208;
+
+void put_iq4xs(uint8_t* sb, int lane, const BlockIQ4_XS& blk) {
+  for (int j = 0; j < 8; ++j) {
+    for (int k = 0; k < 4; ++k)
+      std::memcpy(sb + 256 * j + 64 * k + 4 * lane, blk.qs + 16 * j + 4 * k, 4);
+    sb[kIq4XsScales + 16 * j + lane] = static_cast<uint8_t>(iq4_xs_scale(blk, j));
+  }
+  std::memcpy(sb + kIq4XsD + 2 * lane, &blk.d, 2);
+}
+
+void get_iq4xs(const uint8_t* sb, int lane, BlockIQ4_XS& b) {
+  for (int j = 0; j < 8; ++j) {
+    for (int k = 0; k < 4; ++k)
+      std::memcpy(b.qs + 16 * j + 4 * k, sb + 256 * j + 64 * k + 4 * lane, 4);
+    const int ls = static_cast<int8_t>(sb[kIq4XsScales + 16 * j + lane]) + 32;
+    b.scales_l[j / 2] = static_cast<uint8_t>(b.scales_l[j / 2] | ((ls & 15) << (4 * (j % 2))));
+    b.scales_h = static_cast<uint16_t>(b.scales_h | ((ls >> 4) << (2 * j)));
+  }
+  std::memcpy(&b.d, sb + kIq4XsD + 2 * lane, 2);
+}
+
 // Calls fn(block tag, super-block bytes, put, get) for K-quant type t.
 template <class Fn>
 void with_k_layout(DType t, Fn&& fn) {
@@ -318,14 +341,17 @@ void with_k_layout(DType t, Fn&& fn) {
                 get_k4<BlockQ5_K>);
     case DType::Q6_K:
       return fn(BlockQ6_K{}, std::integral_constant<size_t, kQ6KSuper>{}, put_q6k, get_q6k);
+    case DType::IQ4_XS:
+      return fn(BlockIQ4_XS{}, std::integral_constant<size_t, kIq4XsSuper>{}, put_iq4xs, get_iq4xs);
     default:
       throw Error(std::string("Rows16 layout: ") + dtype_name(t) + " is not a K-quant type");
   }
 }
 
+// The types of 256-element super-blocks (with_k_layout).
 bool is_k_quant(DType t) {
   return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K ||
-         t == DType::Q6_K;
+         t == DType::Q6_K || t == DType::IQ4_XS;
 }
 
 int64_t blocks_of(int64_t n_in) {
@@ -340,8 +366,8 @@ int64_t blocks_of(int64_t n_in) {
 bool packable(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
          t == DType::Q8_0 || t == DType::IQ4_NL || t == DType::Q2_K || t == DType::Q3_K ||
-         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::F16 ||
-         t == DType::BF16;
+         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS ||
+         t == DType::F16 || t == DType::BF16;
 }
 
 size_t packed_group_bytes(DType t, int64_t n_in) {
@@ -352,6 +378,7 @@ size_t packed_group_bytes(DType t, int64_t n_in) {
   if (t == DType::Q6_K) return static_cast<size_t>(supers_of(n_in)) * kQ6KSuper;
   if (t == DType::Q3_K) return static_cast<size_t>(supers_of(n_in)) * kQ3KSuper;
   if (t == DType::Q2_K) return static_cast<size_t>(supers_of(n_in)) * kQ2KSuper;
+  if (t == DType::IQ4_XS) return static_cast<size_t>(supers_of(n_in)) * kIq4XsSuper;
   const int64_t nb = blocks_of(n_in);
   const size_t S = scale_bytes(t);
   return static_cast<size_t>(nb) * (code_bytes(t) + S) + (nb % 2 ? S : 0);

@@ -1,9 +1,8 @@
 // The Rows16 weight layout: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K .. Q6_K,
-// F16 and BF16 matrices repacked once at load. For the quantized types one 512-bit register holds
-// the same four codes of 16 consecutive rows.
-// An integer dot product instruction (VNNI vpdpbusd) then yields the exact
-// block sums of 16 rows at once, one row per 32-bit lane, and the float scale
-// and accumulation run lane-wise: no horizontal sums, no per-row shuffles.
+// IQ4_XS, F16 and BF16 matrices repacked once at load. For the quantized types one 512-bit register
+// holds the same four codes of 16 consecutive rows. An integer dot product instruction (VNNI
+// vpdpbusd) then yields the exact block sums of 16 rows at once, one row per 32-bit lane, and the
+// float scale and accumulation run lane-wise: no horizontal sums, no per-row shuffles.
 //
 // Rows are taken 16 at a time ("groups"; the last group is padded with rows
 // of zeros). For the 32-element block types, with nb = n_in / 32 blocks per
@@ -75,6 +74,14 @@
 //                     unpacked from the 6-bit field (-32..31)
 //          d          at 1792: 16 f16, lane order
 //        value = d * scale_j * (code - 4), code = low | 4 * high.
+//   IQ4_XS: per super-block s, 2208 bytes at s * 2208 (1.5% more than the
+//        file's rows):
+//          codes  sub-block j (32 elements) at 256 * j, Q4_0's nibble layout:
+//                 chunk k (0..3) byte 4*lane+i = the row's qs[16j + 4k + i]
+//                 (element 32j + 4k + i low, 32j + 16 + 4k + i high)
+//          scales at 2048: int8 16j + lane = sub-block j's ls - 32
+//          d      at 2176: 16 f16, lane order
+//        value = d * scale_j * kIq4NlValues[code].
 //   F16 / BF16: no register transpose, only rows interleaved by 32-element
 //        chunks in quads, so that 4 rows are one forward stream instead of
 //        4 (one core reads it 5-15% faster) and a group is 4 such streams one

@@ -1,0 +1,132 @@
+// Rows16 IQ4_XS weights (packed_weights.h) times split Q8_K activation rows
+// (activation_quant.h). Per weight row r, activation row c, super-block s:
+//   S = sum_j scale_j * I_j     I_j = exact dot of sub-block j's values
+//                               (kIq4NlValues[code]) and q_x; scale_j = ls - 32
+//   acc = fma(float(S), d * d_x, acc)
+// super-blocks in order: the scalar and AVX2 variants give the same bits. The
+// AVX-512 hosts run the AVX2 kernel (no AVX-512 or AMX variant).
+#include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
+
+#include <cmath>
+
+#include "tensor/blocks.h"
+
+namespace pagellm::cpu::detail {
+
+namespace {
+
+// Offsets in a super-block's bytes (packed_weights.h).
+constexpr size_t kIq4XsScales = 2048, kIq4XsD = 2176, kIq4XsSuper = 2208;
+
+// The value of element e (0..255) of row `lane` in super-block bytes sb.
+int iq4xs_value(const uint8_t* sb, int lane, int e) {
+  const int j = e / 32, t = (e % 32) / 4, i = e % 4;
+  const uint8_t v = sb[256 * j + 64 * (t % 4) + 4 * lane + i];
+  return kIq4NlValues[t < 4 ? v & 15 : v >> 4];
+}
+
+void iq4xs_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
+                  int64_t cols, float* out, int64_t os) {
+  scalar_k_frame<kIq4XsSuper>(
+      n, w, gb, rows, x, xs, cols, out, os,
+      [](const uint8_t* sb, const XRowK& xr, int64_t s, int lane, float acc) {
+        int32_t S = 0;
+        for (int j = 0; j < 8; ++j) {
+          int32_t I = 0;
+          for (int e = 32 * j; e < 32 * j + 32; ++e)
+            I += iq4xs_value(sb, lane, e) * xr.qs[256 * s + e];
+          S += static_cast<int8_t>(sb[kIq4XsScales + 16 * j + lane]) * I;
+        }
+        return std::fma(static_cast<float>(S), lane_f16(sb + kIq4XsD, lane) * xr.d[s], acc);
+      });
+}
+
+#if PAGELLM_HAVE_AVX2
+PAGELLM_TARGET_AVX2
+// Both halves of a group in one pass, columns innermost. Per dword group the
+// nibbles of 16 rows are looked up in the value table (one shuffle per 8 rows)
+// and multiplied as signed values: |v| times x with v's sign, whose int16
+// pair sums (<= 2 * 127 * 127) meet the sub-block's scale pairs in one madd.
+struct Avx2Iq4Xs {
+  static constexpr int kCols = 3;
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowK xr[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
+    __m256 acc[2][CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+    const __m256i table = _mm256_broadcastsi128_si256(simd::load128(kIq4NlValues));
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kIq4XsSuper;
+      __m256i S[2][CB];
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        if (j % 2 == 0) prefetch_quarter<kIq4XsSuper>(sb, j / 2);
+        const __m256i sc[2] = {scale_pairs_s8(sb + kIq4XsScales + 16 * j),
+                               scale_pairs_s8(sb + kIq4XsScales + 16 * j + 8)};
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; ++t) {
+          __m256i A[2], U[2];
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            const __m256i v = simd::load256(sb + 256 * j + 64 * (t % 4) + 32 * h);
+            A[h] = _mm256_shuffle_epi8(table,
+                                       _mm256_and_si256(t >= 4 ? _mm256_srli_epi16(v, 4) : v, m4));
+            U[h] = _mm256_abs_epi8(A[h]);
+          }
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) {
+            const __m256i y = _mm256_set1_epi32(
+                static_cast<int32_t>(simd::load_u32(xr[c].qs + 256 * s + 32 * j + 4 * t)));
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h)
+              S[h][c] = _mm256_add_epi32(
+                  S[h][c],
+                  _mm256_madd_epi16(_mm256_maddubs_epi16(U[h], _mm256_sign_epi8(y, A[h])), sc[h]));
+          }
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) {
+            simd::pin(S[0][c]);
+            simd::pin(S[1][c]);
+          }
+        }
+      }
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256 dv = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kIq4XsD + 16 * h)));
+#pragma GCC unroll 16
+        for (int c = 0; c < CB; ++c)
+          acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[h][c]),
+                                      _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])), acc[h][c]);
+      }
+    }
+    store_rows8x2<CB>(out, os, acc, valid);
+  }
+
+  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+                   int64_t os, int valid) {
+    tail_of<Avx2Iq4Xs, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+};
+PAGELLM_TARGET_END
+#endif  // PAGELLM_HAVE_AVX2
+
+}  // namespace
+
+PackedTileFn packed_iq4xs_fn(CpuIsa isa) {
+#if PAGELLM_HAVE_AVX2
+  if (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512) return drive<Avx2Iq4Xs>;
+#endif
+  if (isa == CpuIsa::Scalar) return iq4xs_scalar;
+  return nullptr;
+}
+
+}  // namespace pagellm::cpu::detail
