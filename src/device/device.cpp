@@ -14,6 +14,24 @@ const char* device_kind_name(DeviceKind kind) {
   return kind == DeviceKind::kCuda ? "cuda" : "cpu";
 }
 
+bool device_runs_weight_type(DeviceKind kind, DType t) {
+  if (kind == DeviceKind::kCpu) return true;
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::string Device::name() const {
   if (is_host()) return "host";
   if (part > 0) return fmt::format("{}:{}.{}", device_kind_name(kind), index, part);

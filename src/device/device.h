@@ -15,12 +15,20 @@
 #include <string>
 #include <vector>
 
+#include "tensor/dtype.h"
+
 namespace pagellm {
 
 enum class DeviceKind { kCpu, kCuda };
 
 // "cpu" or "cuda".
 const char* device_kind_name(DeviceKind kind);
+
+// True when the kernels of a device of this kind run weights of type t: the
+// CPU every type, CUDA the types of backend/cuda/gemv.h (F32, F16, BF16, Q8_0,
+// Q4_0, Q4_1, Q4_K, Q5_K, Q6_K; a CUDA build's test checks the two lists
+// agree). The planner keeps other layers off such devices.
+bool device_runs_weight_type(DeviceKind kind, DType t);
 
 struct Device {
   DeviceKind kind = DeviceKind::kCpu;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "device/device.h"
+
 namespace pagellm::planner_detail {
 
 CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
@@ -14,6 +16,18 @@ CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
   for (int l = 0; l < n_; ++l)
     prefix_[static_cast<size_t>(l) + 1] =
         prefix_[static_cast<size_t>(l)] + fp.layer_weight_bytes[static_cast<size_t>(l)];
+  for (const auto& d : dev_) {
+    std::vector<int32_t> bad(static_cast<size_t>(n_) + 1, 0);
+    for (int l = 0; l < n_; ++l) {
+      bool ok = true;
+      if (static_cast<size_t>(l) < fp.layer_types.size())
+        for (DType t : fp.layer_types[static_cast<size_t>(l)])
+          ok = ok && device_runs_weight_type(d.device.kind, t);
+      bad[static_cast<size_t>(l) + 1] = bad[static_cast<size_t>(l)] + (ok ? 0 : 1);
+    }
+    unrunnable_prefix_.push_back(std::move(bad));
+    runs_output_.push_back(device_runs_weight_type(d.device.kind, fp.output_type) ? 1 : 0);
+  }
   kvb_ = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(req.block_size);
   for (const auto& d : dev_)
     if (d.device.kind == DeviceKind::kCuda) cuda_runtime_host_ = fp.cuda_host_runtime_bytes;
@@ -41,7 +55,26 @@ uint64_t CostModel::workspace(int i, int s, int e) const {
   return w;
 }
 
+bool CostModel::runs(int i, int s, int e) const {
+  if (e <= s) return true;
+  const auto& bad = unrunnable_prefix_[static_cast<size_t>(i)];
+  if (bad[static_cast<size_t>(e)] != bad[static_cast<size_t>(s)]) return false;
+  return e < n_ || runs_output_[static_cast<size_t>(i)];
+}
+
+std::optional<std::pair<int, DType>> CostModel::first_unrunnable(int i, int s, int e) const {
+  const DeviceKind kind = dev(i).device.kind;
+  for (int l = s; l < e; ++l)
+    if (static_cast<size_t>(l) < fp_.layer_types.size())
+      for (DType t : fp_.layer_types[static_cast<size_t>(l)])
+        if (!device_runs_weight_type(kind, t)) return std::make_pair(l, t);
+  if (e > s && e == n_ && !device_runs_weight_type(kind, fp_.output_type))
+    return std::make_pair(n_, fp_.output_type);
+  return std::nullopt;
+}
+
 bool CostModel::own_ok(int i, int s, int e, int64_t blocks) const {
+  if (!runs(i, s, e)) return false;
   const i128 v = kv(s, e, blocks);
   if (req_.kv_mode == KvMode::kMemory && v > static_cast<i128>(req_.kv_mem_bytes)) return false;
   if (i == host()) return true;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "planner/device_map.h"
@@ -64,8 +65,15 @@ class CostModel {
   i128 kv(int s, int e, int64_t blocks) const { return static_cast<i128>(kvb_) * (e - s) * blocks; }
 
   // The device's own limits (not the shared pool): memory (or the fraction of
-  // it) and --kv-mem. The host has only --kv-mem here; its memory is the pool.
+  // it) and --kv-mem, and whether its kernels run the range's weight types
+  // (runs). The host has only --kv-mem here; its memory is the pool.
   bool own_ok(int i, int s, int e, int64_t blocks) const;
+  // Device i's kernels take every weight type of layers [s, e) and, when it
+  // holds the last layer, of the output projection.
+  bool runs(int i, int s, int e) const;
+  // The first layer of [s, e) whose types device i does not run (n for the
+  // output projection) and such a type; nullopt when runs(i, s, e).
+  std::optional<std::pair<int, DType>> first_unrunnable(int i, int s, int e) const;
   // What the range adds to the shared host-RAM pool, scaled: num*fixed + den*KV.
   i128 shared_cost(int i, int s, int e, int64_t blocks) const {
     if (!shared(i)) return 0;
@@ -114,6 +122,10 @@ class CostModel {
   uint64_t cuda_runtime_host_ = 0;  // the footprint's CUDA runtime bytes when a GPU is planned
   int n_ = 0, k_ = 0;
   std::vector<uint64_t> prefix_;
+  // Per device: prefix counts of the layers it cannot run, and whether it
+  // runs the output projection's type.
+  std::vector<std::vector<int32_t>> unrunnable_prefix_;
+  std::vector<char> runs_output_;
   uint64_t kvb_ = 0;
   uint64_t num_ = 1, den_ = 1;  // the KV fraction, num/den (1 unless --kv-fraction)
 };

@@ -75,9 +75,11 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
   fp.n_kv_heads = hp.n_head_kv;
   fp.head_dim = hp.head_dim;
   fp.layer_weight_bytes.assign(static_cast<size_t>(hp.n_layer), 0);
+  fp.layer_types.assign(static_cast<size_t>(hp.n_layer), {});
 
   bool has_output = false;
   uint64_t embd_bytes = 0, output_bytes = 0, output_norm_bytes = 0;
+  DType embd_type = DType::F32;
   uint64_t largest_expanded = 0;  // elements of the largest matrix cuBLAS sees as an f16 copy
   for (const auto& ts : tensors) {
     const int64_t layer = layer_of(ts.name);
@@ -95,19 +97,26 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
             fmt::format("tensor '{}' belongs to layer {}, but the model has {} layers", t.name,
                         layer, hp.n_layer));
       fp.layer_weight_bytes[static_cast<size_t>(layer)] += t.bytes;
+      auto& types = fp.layer_types[static_cast<size_t>(layer)];
+      if (std::find(types.begin(), types.end(), t.type) == types.end()) types.push_back(t.type);
     } else if (t.name == "output.weight") {
       has_output = true;
       output_bytes = t.bytes;
+      fp.output_type = t.type;
     } else if (t.name == "output_norm.weight") {
       output_norm_bytes = t.bytes;
     } else {
-      if (t.name == "token_embd.weight") embd_bytes = t.bytes;
+      if (t.name == "token_embd.weight") {
+        embd_bytes = t.bytes;
+        embd_type = t.type;
+      }
       fp.host_weight_bytes += t.bytes;  // embeddings and anything else outside the layers
     }
   }
   // Tied output: the projection reads the embedding matrix; on another device
   // it needs its own copy.
   fp.output_weight_bytes = output_norm_bytes + (has_output ? output_bytes : embd_bytes);
+  if (!has_output) fp.output_type = embd_type;
   fp.output_weight_bytes_on_host = output_norm_bytes + (has_output ? output_bytes : 0);
 
   fp.kv_type = opts.kv_type;

@@ -63,6 +63,11 @@ struct ModelFootprint {
   // reuses the host's embedding rather than a copy.
   uint64_t output_weight_bytes_on_host = 0;
   std::map<std::string, uint64_t> weight_bytes_by_type;  // "q4_k" -> bytes, for display
+  // The distinct tensor types of each layer, and the output projection's (the
+  // embedding's when tied): a device runs only layers whose types its kernels
+  // take (device_runs_weight_type). Empty: no constraint.
+  std::vector<std::vector<DType>> layer_types;
+  DType output_type = DType::F32;
 
   // KV cache.
   DType kv_type = DType::F16;

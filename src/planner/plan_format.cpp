@@ -54,6 +54,9 @@ std::string format_plan_table(const Plan& p) {
   out += fmt::format("layers on the host CPU: {}\n", p.host_layers());
   out += fmt::format("binding limit: {} ({})\n", binding_limit_name(p.binding_limit),
                      p.binding_detail);
+  if (!p.kernel_note.empty())
+    out +=
+        fmt::format("weight types: {} (layers with them stay on other devices)\n", p.kernel_note);
   return out;
 }
 
@@ -89,6 +92,7 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["device_map"] = p.device_map();
   j["host_layers"] = p.host_layers();
   j["manual_map"] = p.manual_map;
+  j["kernel_note"] = p.kernel_note;
   return j;
 }
 

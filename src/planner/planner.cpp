@@ -122,6 +122,24 @@ class Planner {
  private:
   // ---- automatic placement ----
   Plan run_auto() {
+    if (req_.no_cpu_offload && m_.k() > 0) {
+      // A layer (or the output projection, with the last layer) that no
+      // accelerator's kernels run would have to go to the host.
+      for (int l = 0; l < m_.n(); ++l) {
+        std::optional<std::pair<int, DType>> bad;
+        for (int i = 0; i < m_.k(); ++i) {
+          const auto b = m_.first_unrunnable(i, l, l + 1);
+          if (!b) break;
+          if (i == 0) bad = b;
+          if (i == m_.k() - 1)
+            throw ConfigError(fmt::format(
+                "--no-cpu-offload: {} has {} weights, which only the host's kernels run",
+                bad->first == m_.n() ? std::string("the output projection")
+                                     : fmt::format("layer {}", bad->first),
+                dtype_name(bad->second)));
+        }
+      }
+    }
     if (req_.kv_mode == KvMode::kTokens) {
       const int64_t target = std::min(asked_, cap_);
       if (auto h = m_.min_host_layers(target))
@@ -160,6 +178,15 @@ class Planner {
     std::vector<Device> devs;
     for (const auto& d : m_.devices()) devs.push_back(d.device);
     const auto r = resolve_device_map(*req_.device_map, m_.n(), devs);
+    for (int i = 0; i < m_.k(); ++i) {
+      const LayerRange& range = r[static_cast<size_t>(i)];
+      if (const auto bad = m_.first_unrunnable(i, range.begin, range.end))
+        throw ConfigError(fmt::format(
+            "--device-map puts {} on {}, whose kernels do not run {} weights",
+            bad->first == m_.n() ? std::string("the output projection (with the last layer)")
+                                 : fmt::format("layer {}", bad->first),
+            m_.dev(i).device.name(), dtype_name(bad->second)));
+    }
     const LayerRange& host = r[static_cast<size_t>(m_.host())];
     if (req_.no_cpu_offload && !host.empty())
       throw ConfigError(fmt::format(
@@ -189,6 +216,22 @@ class Planner {
     p.max_concurrent_full_sequences = blocks / per_seq_;
     p.kv_mode = req_.kv_mode;
     p.manual_map = req_.device_map.has_value();
+    for (int i = 0; i < m_.k(); ++i) {
+      std::vector<DType> lacks;
+      auto note = [&](DType t) {
+        if (!device_runs_weight_type(m_.dev(i).device.kind, t) &&
+            std::find(lacks.begin(), lacks.end(), t) == lacks.end())
+          lacks.push_back(t);
+      };
+      for (const auto& types : fp_.layer_types)
+        for (DType t : types) note(t);
+      note(fp_.output_type);
+      if (lacks.empty()) continue;
+      std::string names;
+      for (DType t : lacks) append(names, ", ", dtype_name(t));
+      append(p.kernel_note, "; ",
+             fmt::format("{} does not run {}", m_.dev(i).device.name(), names));
+    }
     p.kv_type = fp_.kv_type;
     p.n_kv_heads = fp_.n_kv_heads;
     p.head_dim = fp_.head_dim;

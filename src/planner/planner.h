@@ -117,6 +117,10 @@ struct Plan {
   BindingLimit binding_limit = BindingLimit::kSeqCap;
   std::string binding_device;  // the device (or "host") whose limit binds; empty otherwise
   std::string binding_detail;  // one human sentence
+  // Devices whose kernels lack some of the model's weight types (so layers
+  // with them stay off those devices), e.g. "cuda:0 does not run q3_k, q5_0";
+  // empty when every device runs every type.
+  std::string kernel_note;
   KvMode kv_mode = KvMode::kAuto;
   bool manual_map = false;
   DType kv_type = DType::F16;

@@ -8,10 +8,23 @@
 #include "backend/cuda/kv_write.h"
 #include "backend/cuda/paged_attention.h"
 #include "cuda_test_util.h"
+#include "device/device.h"
 #include "util/error.h"
 
 namespace pagellm::cuda {
 namespace {
+
+// The planner's list of what CUDA devices run (device/device.h) is this
+// backend's.
+TEST(CudaValidation, PlannerKnowsTheWeightTypes) {
+  for (uint32_t id = 0; id < 64; ++id) {
+    const auto tr = dtype_traits_of(id);
+    if (!tr) continue;
+    EXPECT_EQ(device_runs_weight_type(DeviceKind::kCuda, tr->type),
+              cuda_supports_weight_type(tr->type))
+        << tr->name;
+  }
+}
 
 TEST(CudaValidation, WeightTypes) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,

@@ -84,6 +84,10 @@ TEST(ModelFootprint, TiedOutputAndTensorTypes) {
   EXPECT_EQ(fp.total_weight_bytes(), 300u + 320 + 1005 + 10);
   EXPECT_EQ(fp.weight_bytes_by_type.at("q4_k"), 200u);
   EXPECT_EQ(fp.weight_bytes_by_type.at("q6_k"), 420u);
+  // Each layer's distinct types; the tied projection is the embedding's type.
+  EXPECT_EQ(fp.layer_types, (std::vector<std::vector<DType>>{{DType::Q4_K, DType::Q6_K},
+                                                             {DType::Q4_K, DType::Q6_K}}));
+  EXPECT_EQ(fp.output_type, DType::Q8_0);
   EXPECT_EQ(fp.kv_bytes_per_token_layer, 2u * 2 * 64 * 2);
 
   std::vector<TensorSize> bad = tensors;

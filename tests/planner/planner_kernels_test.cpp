@@ -1,0 +1,96 @@
+// The planner keeps layers off devices whose kernels do not run their weight
+// types (device_runs_weight_type): the CUDA backend has no Q3_K / Q5_0 / IQ4
+// kernels, the CPU runs every type.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "planner/plan_format.h"
+#include "planner/planner_fixtures.h"
+
+namespace pagellm {
+namespace {
+
+using namespace test;
+
+// 8 layers of 64 MiB: Q4_K matrices and F32 norms, layer 5 Q3_K; a Q6_K output.
+ModelFootprint mixed_model() {
+  ModelFootprint fp = synth_model(8, 64 * kMiB, 32 * kKiB);
+  fp.layer_types.assign(8, {DType::Q4_K, DType::F32});
+  fp.layer_types[5] = {DType::F32, DType::Q3_K};
+  fp.output_type = DType::Q6_K;
+  return fp;
+}
+
+std::string config_error(const PlanRequest& req, const ModelFootprint& fp,
+                         const std::vector<PlanDevice>& devs) {
+  try {
+    make_plan(req, fp, devs);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(PlannerKernels, LayersTheGpuCannotRunStayOnTheHost) {
+  const ModelFootprint fp = mixed_model();
+  const std::vector<PlanDevice> devs = {gpu(0, 16 * kGiB), host(64 * kGiB)};
+  const Plan p = make_plan(request(1024, 4), fp, devs);
+  // Room for every layer on the GPU, but layer 5 cannot run there: the GPU
+  // takes the contiguous layers before it, the host the rest.
+  EXPECT_EQ(p.device_map(), "0-4:cuda:0,5-7:host");
+  EXPECT_EQ(p.kernel_note, "cuda:0 does not run q3_k");
+  EXPECT_NE(format_plan_table(p).find("weight types: cuda:0 does not run q3_k"), std::string::npos);
+  // Without the Q3_K layer the whole model goes to the GPU.
+  ModelFootprint all_k = fp;
+  all_k.layer_types[5] = {DType::Q4_K, DType::F32};
+  const Plan q = make_plan(request(1024, 4), all_k, devs);
+  EXPECT_EQ(q.device_map(), "0-7:cuda:0");
+  EXPECT_EQ(q.kernel_note, "");
+}
+
+TEST(PlannerKernels, TheOutputTypeKeepsTheLastLayerOffTheGpu) {
+  ModelFootprint fp = mixed_model();
+  fp.layer_types[5] = {DType::Q4_K, DType::F32};
+  fp.output_type = DType::Q5_0;  // the projection goes with the last layer
+  const Plan p = make_plan(request(1024, 4), fp, {gpu(0, 16 * kGiB), host(64 * kGiB)});
+  EXPECT_EQ(p.device_map(), "0-6:cuda:0,7:host");
+  EXPECT_EQ(p.kernel_note, "cuda:0 does not run q5_0");
+}
+
+TEST(PlannerKernels, VirtualCpuDevicesRunEveryType) {
+  const Plan p = make_plan(request(1024, 4), mixed_model(), {vcpu(0, 8 * kGiB), host(64 * kGiB)});
+  EXPECT_EQ(p.device_map(), "0-7:cpu:0");
+  EXPECT_EQ(p.kernel_note, "");
+}
+
+TEST(PlannerKernels, ManualMapAndNoCpuOffloadRefuseWithTheLayerAndType) {
+  const ModelFootprint fp = mixed_model();
+  const std::vector<PlanDevice> devs = {gpu(0, 16 * kGiB), host(64 * kGiB)};
+  PlanRequest req = request(1024, 4);
+  req.device_map = parse_device_map("0-7:cuda:0");
+  EXPECT_EQ(config_error(req, fp, devs),
+            "--device-map puts layer 5 on cuda:0, whose kernels do not run q3_k weights");
+  req.device_map = parse_device_map("0-4:cuda:0,5-7:host");
+  EXPECT_EQ(make_plan(req, fp, devs).device_map(), "0-4:cuda:0,5-7:host");
+  ModelFootprint out = fp;
+  out.layer_types[5] = {DType::Q4_K};
+  out.output_type = DType::IQ4_XS;
+  req.device_map = parse_device_map("0-7:cuda:0");
+  EXPECT_EQ(config_error(req, out, devs),
+            "--device-map puts the output projection (with the last layer) on cuda:0, whose "
+            "kernels do not run iq4_xs weights");
+  req.device_map.reset();
+  req.no_cpu_offload = true;
+  EXPECT_EQ(config_error(req, fp, devs),
+            "--no-cpu-offload: layer 5 has q3_k weights, which only the host's kernels run");
+  EXPECT_EQ(config_error(req, out, devs),
+            "--no-cpu-offload: the output projection has iq4_xs weights, which only the host's "
+            "kernels run");
+  // A virtual CPU device next to the GPU can take what the GPU cannot.
+  EXPECT_EQ(config_error(req, fp, {gpu(0, 16 * kGiB), vcpu(0, 8 * kGiB), host(64 * kGiB)}),
+            "no error");
+}
+
+}  // namespace
+}  // namespace pagellm
