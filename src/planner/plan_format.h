@@ -11,7 +11,8 @@ namespace pagellm {
 
 // One row per device (layers, weights, KV cache, workspace, headroom, free,
 // free after), then blocks, tokens of cache, concurrent full-length sequences
-// and the binding limit. Lines end with '\n'.
+// and the binding limit, and the weight types a device's kernels lack, if
+// any. Lines end with '\n'.
 std::string format_plan_table(const Plan& plan);
 
 // {"devices": [{"name", "kind", "virtual", "first_layer", "last_layer",
@@ -20,7 +21,7 @@ std::string format_plan_table(const Plan& plan);
 //  "block_size", "num_blocks", "kv_tokens", "kv_type", "kv_bytes_per_token",
 //  "kv_mode", "max_seq_len", "max_num_seqs", "max_concurrent_full_sequences",
 //  "binding_limit", "binding_device", "binding_detail", "device_map",
-//  "host_layers", "manual_map"}
+//  "host_layers", "manual_map", "kernel_note"}
 nlohmann::json plan_to_json(const Plan& plan);
 
 // {"error": message, "largest_kv_tokens": n (-1: not even the weights fit)}

@@ -216,22 +216,7 @@ class Planner {
     p.max_concurrent_full_sequences = blocks / per_seq_;
     p.kv_mode = req_.kv_mode;
     p.manual_map = req_.device_map.has_value();
-    for (int i = 0; i < m_.k(); ++i) {
-      std::vector<DType> lacks;
-      auto note = [&](DType t) {
-        if (!device_runs_weight_type(m_.dev(i).device.kind, t) &&
-            std::find(lacks.begin(), lacks.end(), t) == lacks.end())
-          lacks.push_back(t);
-      };
-      for (const auto& types : fp_.layer_types)
-        for (DType t : types) note(t);
-      note(fp_.output_type);
-      if (lacks.empty()) continue;
-      std::string names;
-      for (DType t : lacks) append(names, ", ", dtype_name(t));
-      append(p.kernel_note, "; ",
-             fmt::format("{} does not run {}", m_.dev(i).device.name(), names));
-    }
+    p.kernel_note = kernel_note();
     p.kv_type = fp_.kv_type;
     p.n_kv_heads = fp_.n_kv_heads;
     p.head_dim = fp_.head_dim;
@@ -365,6 +350,35 @@ class Planner {
                        format_count(req_.max_seq_len), format_count(floor * bs_));
   }
 
+  // Which of the model's weight types each accelerator's kernels lack (layers
+  // with them stay off it): "cuda:0 does not run q3_k, q5_0"; empty if none.
+  std::string kernel_note() const {
+    std::string out;
+    for (int i = 0; i < m_.k(); ++i) {
+      std::vector<DType> lacks;
+      auto note = [&](DType t) {
+        if (!device_runs_weight_type(m_.dev(i).device.kind, t) &&
+            std::find(lacks.begin(), lacks.end(), t) == lacks.end())
+          lacks.push_back(t);
+      };
+      for (const auto& types : fp_.layer_types)
+        for (DType t : types) note(t);
+      note(fp_.output_type);
+      if (lacks.empty()) continue;
+      std::string names;
+      for (DType t : lacks) append(names, ", ", dtype_name(t));
+      append(out, "; ", fmt::format("{} does not run {}", m_.dev(i).device.name(), names));
+    }
+    return out;
+  }
+  // The note as the end of a refusal: why layers a device has room for stay
+  // off it.
+  std::string kernel_hint() const {
+    const std::string note = kernel_note();
+    return note.empty() ? ""
+                        : fmt::format(" (weight types: {}: layers with them stay off it)", note);
+  }
+
   // With --no-cpu-offload: how much would fit if layers could go to the host.
   std::string offload_hint() const {
     if (!req_.no_cpu_offload) return "";
@@ -393,7 +407,7 @@ class Planner {
       std::vector<LayerRange> r(1, LayerRange{0, m_.n()});
       msg += "; " + remedy(m_.deficits(r, 0));
     }
-    throw PlanError(msg + offload_hint(), -1);
+    throw PlanError(msg + offload_hint() + kernel_hint(), -1);
   }
 
   // --kv-tokens N that does not fit.
@@ -406,7 +420,8 @@ class Planner {
     throw PlanError(fmt::format("{} does not fit{}; largest cache that fits: {} tokens; or {} "
                                 "(with {}){}",
                                 what, offload_suffix(), format_count(most * bs_),
-                                remedy(m_.deficits(r, target)), placement_text(r), offload_hint()),
+                                remedy(m_.deficits(r, target)), placement_text(r), offload_hint()) +
+                        kernel_hint(),
                     most * bs_);
   }
 
@@ -418,7 +433,8 @@ class Planner {
         fmt::format("largest cache that fits{}: {} tokens, less than {}; lower --max-seq-len or "
                     "--min-kv-tokens, or {} (with {}){}",
                     offload_suffix(), format_count(most * bs_), floor_text(floor),
-                    remedy(m_.deficits(r, floor)), placement_text(r), offload_hint()),
+                    remedy(m_.deficits(r, floor)), placement_text(r), offload_hint()) +
+            kernel_hint(),
         most * bs_);
   }
 

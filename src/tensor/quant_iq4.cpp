@@ -8,6 +8,8 @@
 // assigns every element its nearest table value, refits the scale by least
 // squares for that assignment and keeps the candidate with the smallest
 // squared error. Codes are then chosen again against the scale as stored.
+#include <algorithm>
+#include <cmath>
 #include <initializer_list>
 #include <limits>
 
@@ -20,9 +22,11 @@ namespace {
 
 constexpr int kGroup = 32;
 
-// Index of the table value nearest v (the lower one on a tie).
+// Index of the table value nearest v (the lower one on a tie; for NaN the
+// value nearest 0).
 int nearest_code(float v) {
   int lo = 0, hi = 15;  // kIq4NlValues[lo] <= v < kIq4NlValues[hi] once inside
+  if (std::isnan(v)) return 8;
   if (!(v > kIq4NlValues[0])) return 0;
   if (v >= kIq4NlValues[15]) return 15;
   while (hi - lo > 1) {
@@ -65,6 +69,13 @@ float fit_group(const float* x) {
   return best_d;
 }
 
+// A scale as an f16: clamped to the largest finite f16 (65504), NaN as 0, so
+// that huge or non-finite inputs decode to finite values.
+f16_t scale_f16(float d) {
+  if (std::isnan(d)) return fp32_to_fp16(0.0f);
+  return fp32_to_fp16(std::clamp(d, -65504.0f, 65504.0f));
+}
+
 // Packs 32 codes in Q4_0's nibble order: qs[j] = code[j] | code[j + 16] << 4.
 void pack_nibbles(const uint8_t* code, uint8_t* qs) {
   for (int j = 0; j < kGroup / 2; ++j)
@@ -95,7 +106,7 @@ void dequantize_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t nb) {
 void quantize_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t nb) {
   uint8_t code[kGroup];
   for (int64_t b = 0; b < nb; ++b, x += QK4_NL) {
-    y[b].d = fp32_to_fp16(fit_group(x));
+    y[b].d = scale_f16(fit_group(x));
     assign_codes(x, fp16_to_fp32(y[b].d), code);
     pack_nibbles(code, y[b].qs);
   }
@@ -110,7 +121,7 @@ void quantize_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t nb) {
     // The sub-block scale of largest magnitude gets multiplier -32 exactly.
     const float max = signed_absmax(sub, kSubs);
     BlockIQ4_XS& blk = y[b];
-    blk.d = fp32_to_fp16(max / -32.0f);
+    blk.d = scale_f16(max / -32.0f);
     const float d = fp16_to_fp32(blk.d);
     blk.scales_h = 0;
     for (auto& l : blk.scales_l) l = 0;

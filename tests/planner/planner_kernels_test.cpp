@@ -92,5 +92,31 @@ TEST(PlannerKernels, ManualMapAndNoCpuOffloadRefuseWithTheLayerAndType) {
             "no error");
 }
 
+// When the host is then too small, the refusal says why the GPU's room went
+// unused.
+TEST(PlannerKernels, RefusalNamesTheTypesAGpuLacks) {
+  ModelFootprint fp = mixed_model();
+  fp.layer_types[0] = {DType::Q3_K};  // nothing can go to the GPU
+  try {
+    make_plan(request(1024, 4), fp, {gpu(0, 16 * kGiB), host(256 * kMiB)});
+    FAIL() << "expected a refusal";
+  } catch (const PlanError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("(weight types: cuda:0 does not run q3_k: layers with them stay off it)"),
+              std::string::npos)
+        << msg;
+  }
+}
+
+TEST(PlannerKernels, PlansTheSameWithoutTypeInformation) {
+  // A footprint without layer types (hand-built, as older callers make) puts
+  // no constraint on the placement.
+  ModelFootprint fp = mixed_model();
+  fp.layer_types.clear();
+  fp.output_type = DType::F32;
+  const Plan p = make_plan(request(1024, 4), fp, {gpu(0, 16 * kGiB), host(64 * kGiB)});
+  EXPECT_EQ(p.device_map(), "0-7:cuda:0");
+}
+
 }  // namespace
 }  // namespace pagellm

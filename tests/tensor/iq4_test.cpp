@@ -138,5 +138,16 @@ TEST(Iq4, BeatsQ4_0OnGaussianData) {
   EXPECT_LT(xs, q4);
 }
 
+// Values past the f16 range (a scale that would overflow) decode to finite
+// numbers: the scale is clamped to the largest f16.
+TEST(Iq4, HugeValuesDecodeFinite) {
+  std::vector<float> x(256);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = (i % 3 ? 1e30f : -3e32f) * static_cast<float>(i % 7 + 1);
+  for (DType t : {DType::IQ4_NL, DType::IQ4_XS})
+    for (float v : decode_bytes(t, encode(t, x), 256))
+      ASSERT_TRUE(std::isfinite(v)) << dtype_name(t);
+}
+
 }  // namespace
 }  // namespace pagellm
