@@ -375,67 +375,21 @@ struct Avx2 {
             I[1][c] = run == 0 ? w1 : _mm256_add_epi32(I[1][c], w1);
           }
         }
-      } else if constexpr (Traits<T>::kTable) {
-        // The nibbles index the value table (one shuffle per register), then
-        // |w| * (x with w's sign) as Q8_0's below (127 * 127 * 2 < 2^15).
-        const __m256i m4 = _mm256_set1_epi8(15);
-        const __m256i table = _mm256_broadcastsi128_si256(simd::load128(kIq4NlValues));
-#pragma GCC unroll 16
-        for (int c = 0; c < CB; ++c) I[0][c] = I[1][c] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) {
-          __m256i A[2], U[2];
-#pragma GCC unroll 2
-          for (int h = 0; h < 2; ++h) {
-            const __m256i v = simd::load256(bc + 64 * (k % 4) + 32 * h);
-            A[h] = _mm256_shuffle_epi8(table,
-                                       _mm256_and_si256(k >= 4 ? _mm256_srli_epi16(v, 4) : v, m4));
-            U[h] = _mm256_abs_epi8(A[h]);
-          }
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) {
-            const __m256i y =
-                _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(xr[c].qs + 32 * b + 4 * k)));
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; ++h)
-              I[h][c] = _mm256_add_epi32(
-                  I[h][c],
-                  _mm256_madd_epi16(_mm256_maddubs_epi16(U[h], _mm256_sign_epi8(y, A[h])), ones));
-          }
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) {
-            simd::pin(I[0][c]);
-            simd::pin(I[1][c]);
-          }
-        }
       } else {
-        // Signed codes again: |w| * (x with w's sign) keeps maddubs' int16
-        // pair sums in range (128 * 127 * 2 < 2^15).
+        // Signed weights (Q8_0: the codes again; IQ4_NL: the nibbles looked
+        // up in the value table), multiplied as add_signed_products does.
+        const __m256i ones2[2] = {ones, ones};
 #pragma GCC unroll 16
         for (int c = 0; c < CB; ++c) I[0][c] = I[1][c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
-          const __m256i A0 = _mm256_xor_si256(simd::load256(bc + 64 * k), _mm256_set1_epi8(-128));
-          const __m256i A1 =
-              _mm256_xor_si256(simd::load256(bc + 64 * k + 32), _mm256_set1_epi8(-128));
-          const __m256i U0 = _mm256_abs_epi8(A0);
-          const __m256i U1 = _mm256_abs_epi8(A1);
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) {
-            const __m256i y =
-                _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(xr[c].qs + 32 * b + 4 * k)));
-            I[0][c] = _mm256_add_epi32(
-                I[0][c],
-                _mm256_madd_epi16(_mm256_maddubs_epi16(U0, _mm256_sign_epi8(y, A0)), ones));
-            I[1][c] = _mm256_add_epi32(
-                I[1][c],
-                _mm256_madd_epi16(_mm256_maddubs_epi16(U1, _mm256_sign_epi8(y, A1)), ones));
-          }
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) {
-            simd::pin(I[0][c]);
-            simd::pin(I[1][c]);
-          }
+          __m256i W[2];
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h)
+            W[h] = Traits<T>::kTable ? iq4_values(simd::load256(bc + 64 * (k % 4) + 32 * h), k)
+                                     : _mm256_xor_si256(simd::load256(bc + 64 * k + 32 * h),
+                                                        _mm256_set1_epi8(-128));
+          add_signed_products<CB>(W, xr, static_cast<size_t>(32 * b + 4 * k), ones2, I);
         }
       }
       const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));

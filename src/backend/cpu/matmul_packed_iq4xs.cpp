@@ -44,9 +44,10 @@ void iq4xs_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const ui
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
 // Both halves of a group in one pass, columns innermost. Per dword group the
-// nibbles of 16 rows are looked up in the value table (one shuffle per 8 rows)
-// and multiplied as signed values: |v| times x with v's sign, whose int16
-// pair sums (<= 2 * 127 * 127) meet the sub-block's scale pairs in one madd.
+// nibbles of 16 rows are looked up in the value table (one shuffle per 8 rows,
+// iq4_values) and multiplied as signed values (add_signed_products), whose
+// int16 pair sums (<= 2 * 127 * 127) meet the sub-block's scale pairs in one
+// madd.
 struct Avx2Iq4Xs {
   static constexpr int kCols = 3;
 
@@ -60,8 +61,6 @@ struct Avx2Iq4Xs {
     __m256 acc[2][CB];
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
-    const __m256i table = _mm256_broadcastsi128_si256(simd::load128(kIq4NlValues));
-    const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kIq4XsSuper;
       __m256i S[2][CB];
@@ -73,29 +72,9 @@ struct Avx2Iq4Xs {
                                scale_pairs_s8(sb + kIq4XsScales + 16 * j + 8)};
 #pragma GCC unroll 8
         for (int t = 0; t < 8; ++t) {
-          __m256i A[2], U[2];
-#pragma GCC unroll 2
-          for (int h = 0; h < 2; ++h) {
-            const __m256i v = simd::load256(sb + 256 * j + 64 * (t % 4) + 32 * h);
-            A[h] = _mm256_shuffle_epi8(table,
-                                       _mm256_and_si256(t >= 4 ? _mm256_srli_epi16(v, 4) : v, m4));
-            U[h] = _mm256_abs_epi8(A[h]);
-          }
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) {
-            const __m256i y = _mm256_set1_epi32(
-                static_cast<int32_t>(simd::load_u32(xr[c].qs + 256 * s + 32 * j + 4 * t)));
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; ++h)
-              S[h][c] = _mm256_add_epi32(
-                  S[h][c],
-                  _mm256_madd_epi16(_mm256_maddubs_epi16(U[h], _mm256_sign_epi8(y, A[h])), sc[h]));
-          }
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) {
-            simd::pin(S[0][c]);
-            simd::pin(S[1][c]);
-          }
+          const __m256i W[2] = {iq4_values(simd::load256(sb + 256 * j + 64 * (t % 4)), t),
+                                iq4_values(simd::load256(sb + 256 * j + 64 * (t % 4) + 32), t)};
+          add_signed_products<CB>(W, xr, static_cast<size_t>(256 * s + 32 * j + 4 * t), sc, S);
         }
       }
 #pragma GCC unroll 2

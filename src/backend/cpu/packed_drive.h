@@ -20,6 +20,7 @@
 #include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/packed_weights.h"
+#include "tensor/blocks.h"
 #include "tensor/fp16.h"
 
 namespace pagellm::cpu::detail {
@@ -206,6 +207,39 @@ inline __attribute__((always_inline)) void add_pair_sums(const __m256i (&A)[2], 
     simd::pin(P[0][c]);
     simd::pin(P[1][c]);
   }
+}
+
+// add_pair_sums for signed weights W (Q8_0, the IQ4 table values): |W| times
+// each column's four codes with W's sign (pair sums <= 2 * 128 * 127, one
+// widening each), madd'ed with w[half] (ones, or a sub-block's scale pairs)
+// into the column's int32 sums I[half][c]; pinned after the step.
+template <int CB, class XR>
+inline __attribute__((always_inline)) void add_signed_products(const __m256i (&W)[2],
+                                                               const XR (&xr)[CB], size_t off,
+                                                               const __m256i (&w)[2],
+                                                               __m256i (&I)[2][CB]) {
+  const __m256i U[2] = {_mm256_abs_epi8(W[0]), _mm256_abs_epi8(W[1])};
+#pragma GCC unroll 16
+  for (int c = 0; c < CB; ++c) {
+    const __m256i y = _mm256_set1_epi32(static_cast<int32_t>(simd::load_u32(xr[c].qs + off)));
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h)
+      I[h][c] = _mm256_add_epi32(
+          I[h][c], _mm256_madd_epi16(_mm256_maddubs_epi16(U[h], _mm256_sign_epi8(y, W[h])), w[h]));
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < CB; ++c) {
+    simd::pin(I[0][c]);
+    simd::pin(I[1][c]);
+  }
+}
+
+// The IQ4 table values (kIq4NlValues) of dword group t of a Q4_0-layout
+// nibble register v: low nibbles for t < 4, high ones after.
+inline __attribute__((always_inline)) __m256i iq4_values(__m256i v, int t) {
+  const __m256i table = _mm256_broadcastsi128_si256(simd::load128(kIq4NlValues));
+  return _mm256_shuffle_epi8(
+      table, _mm256_and_si256(t >= 4 ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(15)));
 }
 
 // Eight signed bytes at p (one per row of a half) as int16 pairs (v, v), the
