@@ -4,38 +4,16 @@
 // floats, so the logits agree to activation rounding, not bit for bit.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-
 #include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
-#include "kvcache/block_allocator.h"
-#include "kvcache/block_table.h"
 #include "model/llama_model.h"
 #include "model/make_model.h"
+#include "model/model_test_util.h"
 #include "support/test_support.h"
 #include "tensor/convert.h"
 
 namespace pagellm {
 namespace {
-
-std::vector<float> prompt_logits(LlamaModel& model, ThreadPool& pool) {
-  const int32_t bs = 16;
-  const std::vector<int32_t> prompt = {1, 17, 255, 3, 400, 88, 9, 120, 33, 500, 2, 64};
-  BlockAllocator alloc(2);
-  KvCacheStorage kv(model.kv_shape(alloc.num_blocks(), bs, DType::F32),
-                    {{"host", 0, model.hparams().n_layer}});
-  BlockTable table(bs);
-  EXPECT_TRUE(table.reserve(alloc, static_cast<int64_t>(prompt.size())));
-  Batch b;
-  const int32_t s = b.add_sequence(table);
-  for (size_t i = 0; i < prompt.size(); ++i)
-    b.add_token(s, prompt[i], static_cast<int32_t>(i), true);
-  std::vector<float> logits;
-  model.forward(b, kv, pool, logits);
-  table.release(alloc);
-  return logits;
-}
 
 // A copy of the GGUF file at `src` with every quantized tensor expanded to F32.
 void write_expanded(const std::string& src, const std::string& dst) {
@@ -72,15 +50,7 @@ TEST(Iq4Model, LogitsMatchTheExpandedModel) {
       write_expanded(quant.path, expanded.path);
       auto q = LlamaModel::load(quant.path, {.repack = repack});
       auto f = LlamaModel::load(expanded.path, {.repack = repack});
-      const auto a = prompt_logits(*q, pool), b = prompt_logits(*f, pool);
-      ASSERT_EQ(a.size(), b.size());
-      double max_diff = 0, max_mag = 0;
-      for (size_t i = 0; i < a.size(); ++i) {
-        max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[i] - b[i])));
-        max_mag = std::max(max_mag, static_cast<double>(std::fabs(b[i])));
-      }
-      EXPECT_GT(max_mag, 0.0);
-      EXPECT_LT(max_diff, 0.03 * max_mag + 1e-3) << "max |logit| " << max_mag;
+      test::expect_logits_close(test::prompt_logits(*q, pool), test::prompt_logits(*f, pool), 0.03);
     }
   }
 }

@@ -5,35 +5,13 @@
 // tests/backend).
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-
-#include "kvcache/block_allocator.h"
-#include "kvcache/block_table.h"
 #include "model/llama_model.h"
 #include "model/make_model.h"
+#include "model/model_test_util.h"
 #include "support/test_support.h"
 
 namespace pagellm {
 namespace {
-
-std::vector<float> prompt_logits(LlamaModel& model, ThreadPool& pool) {
-  const int32_t bs = 16;
-  const std::vector<int32_t> prompt = {1, 17, 255, 3, 400, 88, 9, 120, 33, 500, 2, 64};
-  BlockAllocator alloc(2);
-  KvCacheStorage kv(model.kv_shape(alloc.num_blocks(), bs, DType::F32),
-                    {{"host", 0, model.hparams().n_layer}});
-  BlockTable table(bs);
-  EXPECT_TRUE(table.reserve(alloc, static_cast<int64_t>(prompt.size())));
-  Batch b;
-  const int32_t s = b.add_sequence(table);
-  for (size_t i = 0; i < prompt.size(); ++i)
-    b.add_token(s, prompt[i], static_cast<int32_t>(i), true);
-  std::vector<float> logits;
-  model.forward(b, kv, pool, logits);
-  table.release(alloc);
-  return logits;
-}
 
 TEST(Repack, LogitsMatchTheFileLayoutForEveryPackableType) {
   ThreadPool pool(2);
@@ -48,15 +26,9 @@ TEST(Repack, LogitsMatchTheFileLayoutForEveryPackableType) {
     auto packed = LlamaModel::load(path.path, {.repack = true});
     auto plain = LlamaModel::load(path.path, {.repack = false});
     ASSERT_GT(packed->weights().streamed_bytes_per_token(), 0u);
-    const auto a = prompt_logits(*packed, pool), b = prompt_logits(*plain, pool);
-    ASSERT_EQ(a.size(), b.size());
-    double max_diff = 0, max_mag = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[i] - b[i])));
-      max_mag = std::max(max_mag, static_cast<double>(std::fabs(b[i])));
-    }
-    EXPECT_GT(max_mag, 0.0) << dtype_name(t);
-    EXPECT_LT(max_diff, 0.02 * max_mag + 1e-3) << dtype_name(t) << ": max |logit| " << max_mag;
+    SCOPED_TRACE(dtype_name(t));
+    test::expect_logits_close(test::prompt_logits(*packed, pool), test::prompt_logits(*plain, pool),
+                              0.02);
   }
 }
 
