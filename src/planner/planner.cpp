@@ -126,18 +126,15 @@ class Planner {
       // A layer (or the output projection, with the last layer) that no
       // accelerator's kernels run would have to go to the host.
       for (int l = 0; l < m_.n(); ++l) {
-        std::optional<std::pair<int, DType>> bad;
-        for (int i = 0; i < m_.k(); ++i) {
-          const auto b = m_.first_unrunnable(i, l, l + 1);
-          if (!b) break;
-          if (i == 0) bad = b;
-          if (i == m_.k() - 1)
-            throw ConfigError(fmt::format(
-                "--no-cpu-offload: {} has {} weights, which only the host's kernels run",
-                bad->first == m_.n() ? std::string("the output projection")
-                                     : fmt::format("layer {}", bad->first),
-                dtype_name(bad->second)));
-        }
+        bool any = false;
+        for (int i = 0; i < m_.k() && !any; ++i) any = m_.runs(i, l, l + 1);
+        if (any) continue;
+        const auto bad = *m_.first_unrunnable(0, l, l + 1);
+        throw ConfigError(
+            fmt::format("--no-cpu-offload: {} has {} weights, which only the host's kernels run",
+                        bad.first == m_.n() ? std::string("the output projection")
+                                            : fmt::format("layer {}", bad.first),
+                        dtype_name(bad.second)));
       }
     }
     if (req_.kv_mode == KvMode::kTokens) {
