@@ -23,9 +23,15 @@ bool device_runs_weight_type(DeviceKind kind, DType t) {
     case DType::Q8_0:
     case DType::Q4_0:
     case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
       return true;
     default:
       return false;

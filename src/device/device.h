@@ -25,9 +25,9 @@ enum class DeviceKind { kCpu, kCuda };
 const char* device_kind_name(DeviceKind kind);
 
 // True when the kernels of a device of this kind run weights of type t: the
-// CPU every type, CUDA the types of backend/cuda/gemv.h (F32, F16, BF16, Q8_0,
-// Q4_0, Q4_1, Q4_K, Q5_K, Q6_K; a CUDA build's test checks the two lists
-// agree). The planner keeps other layers off such devices.
+// CPU every type, CUDA the types of backend/cuda/gemv.h (every GGUF weight type
+// the CPU runs, not the Q8_1 / Q8_K activation formats; a CUDA build's test
+// checks the two lists agree). The planner keeps other layers off such devices.
 bool device_runs_weight_type(DeviceKind kind, DType t);
 
 struct Device {

@@ -21,12 +21,11 @@ CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
     for (int l = 0; l < n_; ++l) {
       bool ok = true;
       if (static_cast<size_t>(l) < fp.layer_types.size())
-        for (DType t : fp.layer_types[static_cast<size_t>(l)])
-          ok = ok && device_runs_weight_type(d.device.kind, t);
+        for (DType t : fp.layer_types[static_cast<size_t>(l)]) ok = ok && d.runs_weight_type(t);
       bad[static_cast<size_t>(l) + 1] = bad[static_cast<size_t>(l)] + (ok ? 0 : 1);
     }
     unrunnable_prefix_.push_back(std::move(bad));
-    runs_output_.push_back(device_runs_weight_type(d.device.kind, fp.output_type) ? 1 : 0);
+    runs_output_.push_back(d.runs_weight_type(fp.output_type) ? 1 : 0);
   }
   kvb_ = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(req.block_size);
   for (const auto& d : dev_)
@@ -63,12 +62,12 @@ bool CostModel::runs(int i, int s, int e) const {
 }
 
 std::optional<std::pair<int, DType>> CostModel::first_unrunnable(int i, int s, int e) const {
-  const DeviceKind kind = dev(i).device.kind;
+  const PlanDevice& d = dev(i);
   for (int l = s; l < e; ++l)
     if (static_cast<size_t>(l) < fp_.layer_types.size())
       for (DType t : fp_.layer_types[static_cast<size_t>(l)])
-        if (!device_runs_weight_type(kind, t)) return std::make_pair(l, t);
-  if (e > s && e == n_ && !device_runs_weight_type(kind, fp_.output_type))
+        if (!d.runs_weight_type(t)) return std::make_pair(l, t);
+  if (e > s && e == n_ && !d.runs_weight_type(fp_.output_type))
     return std::make_pair(n_, fp_.output_type);
   return std::nullopt;
 }

@@ -65,7 +65,7 @@ struct ModelFootprint {
   std::map<std::string, uint64_t> weight_bytes_by_type;  // "q4_k" -> bytes, for display
   // The distinct tensor types of each layer, and the output projection's (the
   // embedding's when tied): a device runs only layers whose types its kernels
-  // take (device_runs_weight_type). Empty: no constraint.
+  // take (PlanDevice::runs_weight_type). Empty: no constraint.
   std::vector<std::vector<DType>> layer_types;
   DType output_type = DType::F32;
 

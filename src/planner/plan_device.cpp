@@ -60,6 +60,8 @@ std::vector<PlanDevice> measure_devices(const std::vector<Device>& declared, Mem
   for (const auto& d : devices) {
     PlanDevice p;
     p.device = d;
+    for (DType t : all_dtypes())
+      if (!device_runs_weight_type(d.kind, t)) p.missing_weight_kernels.push_back(t);
     if (d.kind != DeviceKind::kCuda) {
       p.free_bytes = probe.measure(d).free_bytes;
       p.headroom_bytes = headroom ? *headroom : default_headroom(d, p.free_bytes);

@@ -17,6 +17,7 @@
 // part: free = min(size, free memory), headroom from that.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -31,6 +32,14 @@ struct PlanDevice {
   uint64_t free_bytes = 0;      // host: usable RAM now; virtual: its cap; GPU: free memory
                                 // (a part of a split GPU: its share)
   uint64_t headroom_bytes = 0;  // kept free (a part of a split GPU: its share)
+  // Weight types this device's kernels do not run (device_runs_weight_type,
+  // filled by measure_devices): layers with them stay off it.
+  std::vector<DType> missing_weight_kernels = {};
+
+  bool runs_weight_type(DType t) const {
+    return std::find(missing_weight_kernels.begin(), missing_weight_kernels.end(), t) ==
+           missing_weight_kernels.end();
+  }
 
   // What the plan may use: free - headroom (0 when the headroom is larger).
   uint64_t budget_bytes() const {

@@ -354,7 +354,7 @@ class Planner {
     for (int i = 0; i < m_.k(); ++i) {
       std::vector<DType> lacks;
       auto note = [&](DType t) {
-        if (!device_runs_weight_type(m_.dev(i).device.kind, t) &&
+        if (!m_.dev(i).runs_weight_type(t) &&
             std::find(lacks.begin(), lacks.end(), t) == lacks.end())
           lacks.push_back(t);
       };

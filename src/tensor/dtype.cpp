@@ -1,5 +1,6 @@
 #include "tensor/dtype.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "tensor/blocks.h"
@@ -33,6 +34,16 @@ std::optional<DTypeTraits> dtype_traits_of(uint32_t id) {
   for (const auto& t : kTraits)
     if (static_cast<uint32_t>(t.type) == id) return t;
   return std::nullopt;
+}
+
+const std::vector<DType>& all_dtypes() {
+  static const std::vector<DType> all = [] {
+    std::vector<DType> v;
+    for (const auto& t : kTraits) v.push_back(t.type);
+    std::sort(v.begin(), v.end());
+    return v;
+  }();
+  return all;
 }
 
 const DTypeTraits& dtype_traits(DType t) {

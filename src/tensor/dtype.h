@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace pagellm {
 
@@ -42,6 +43,8 @@ struct DTypeTraits {
 
 // Traits for a supported type; nullopt for ids this engine does not know.
 std::optional<DTypeTraits> dtype_traits_of(uint32_t id);
+// Every type this engine knows, in id order.
+const std::vector<DType>& all_dtypes();
 // Traits for a known type (throws Error for an unknown one).
 const DTypeTraits& dtype_traits(DType t);
 

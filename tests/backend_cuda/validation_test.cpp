@@ -27,20 +27,21 @@ TEST(CudaValidation, PlannerKnowsTheWeightTypes) {
 }
 
 TEST(CudaValidation, WeightTypes) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                  DType::Q4_K, DType::Q5_K, DType::Q6_K})
+  for (DType t : test::cuda_weight_types())
     EXPECT_TRUE(cuda_supports_weight_type(t)) << dtype_name(t);
-  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q8_K, DType::IQ4_NL,
-                  DType::IQ4_XS})
+  // The activation formats of the CPU's dot products are not weight types.
+  for (DType t : {DType::Q8_1, DType::Q8_K})
     EXPECT_FALSE(cuda_supports_weight_type(t)) << dtype_name(t);
   EXPECT_NO_THROW(validate_weight_shape(DType::Q4_K, 10, 4096));
   EXPECT_THROW(validate_weight_shape(DType::Q4_K, 10, 4000), ConfigError);  // not 256-aligned
   EXPECT_THROW(validate_weight_shape(DType::F16, 10, 100), ConfigError);    // not 32-aligned
-  EXPECT_THROW(validate_weight_shape(DType::Q3_K, 10, 4096), ConfigError);
+  EXPECT_THROW(validate_weight_shape(DType::IQ4_XS, 10, 4000), ConfigError);
+  EXPECT_NO_THROW(validate_weight_shape(DType::IQ4_NL, 10, 4000));  // 32-element blocks
+  EXPECT_THROW(validate_weight_shape(DType::Q8_K, 10, 4096), ConfigError);
   try {
-    validate_weight_shape(DType::Q2_K, 1, 256);
+    validate_weight_shape(DType::Q8_K, 1, 256);
   } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(), "CUDA backend: weight type q2_k is not supported");
+    EXPECT_STREQ(e.what(), "CUDA backend: weight type q8_k is not supported");
   }
 }
 

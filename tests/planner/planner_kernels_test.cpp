@@ -1,6 +1,8 @@
 // The planner keeps layers off devices whose kernels do not run their weight
-// types (device_runs_weight_type): the CUDA backend has no Q3_K / Q5_0 / IQ4
-// kernels, the CPU runs every type.
+// types (PlanDevice::missing_weight_kernels, which measure_devices fills from
+// device_runs_weight_type). Today's CUDA kernels run every weight type the CPU
+// does, so most tests here declare a GPU without Q3_K / Q5_0 / IQ4_XS kernels,
+// as an older build or a new type would be.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -22,6 +24,12 @@ ModelFootprint mixed_model() {
   return fp;
 }
 
+PlanDevice limited_gpu(int32_t i, uint64_t free) {
+  PlanDevice d = gpu(i, free);
+  d.missing_weight_kernels = {DType::Q3_K, DType::Q5_0, DType::IQ4_XS};
+  return d;
+}
+
 std::string config_error(const PlanRequest& req, const ModelFootprint& fp,
                          const std::vector<PlanDevice>& devs) {
   try {
@@ -34,7 +42,7 @@ std::string config_error(const PlanRequest& req, const ModelFootprint& fp,
 
 TEST(PlannerKernels, LayersTheGpuCannotRunStayOnTheHost) {
   const ModelFootprint fp = mixed_model();
-  const std::vector<PlanDevice> devs = {gpu(0, 16 * kGiB), host(64 * kGiB)};
+  const std::vector<PlanDevice> devs = {limited_gpu(0, 16 * kGiB), host(64 * kGiB)};
   const Plan p = make_plan(request(1024, 4), fp, devs);
   // Room for every layer on the GPU, but layer 5 cannot run there: the GPU
   // takes the contiguous layers before it, the host the rest.
@@ -53,7 +61,7 @@ TEST(PlannerKernels, TheOutputTypeKeepsTheLastLayerOffTheGpu) {
   ModelFootprint fp = mixed_model();
   fp.layer_types[5] = {DType::Q4_K, DType::F32};
   fp.output_type = DType::Q5_0;  // the projection goes with the last layer
-  const Plan p = make_plan(request(1024, 4), fp, {gpu(0, 16 * kGiB), host(64 * kGiB)});
+  const Plan p = make_plan(request(1024, 4), fp, {limited_gpu(0, 16 * kGiB), host(64 * kGiB)});
   EXPECT_EQ(p.device_map(), "0-6:cuda:0,7:host");
   EXPECT_EQ(p.kernel_note, "cuda:0 does not run q5_0");
 }
@@ -66,7 +74,7 @@ TEST(PlannerKernels, VirtualCpuDevicesRunEveryType) {
 
 TEST(PlannerKernels, ManualMapAndNoCpuOffloadRefuseWithTheLayerAndType) {
   const ModelFootprint fp = mixed_model();
-  const std::vector<PlanDevice> devs = {gpu(0, 16 * kGiB), host(64 * kGiB)};
+  const std::vector<PlanDevice> devs = {limited_gpu(0, 16 * kGiB), host(64 * kGiB)};
   PlanRequest req = request(1024, 4);
   req.device_map = parse_device_map("0-7:cuda:0");
   EXPECT_EQ(config_error(req, fp, devs),
@@ -88,7 +96,7 @@ TEST(PlannerKernels, ManualMapAndNoCpuOffloadRefuseWithTheLayerAndType) {
             "--no-cpu-offload: the output projection has iq4_xs weights, which only the host's "
             "kernels run");
   // A virtual CPU device next to the GPU can take what the GPU cannot.
-  EXPECT_EQ(config_error(req, fp, {gpu(0, 16 * kGiB), vcpu(0, 8 * kGiB), host(64 * kGiB)}),
+  EXPECT_EQ(config_error(req, fp, {limited_gpu(0, 16 * kGiB), vcpu(0, 8 * kGiB), host(64 * kGiB)}),
             "no error");
 }
 
@@ -98,7 +106,7 @@ TEST(PlannerKernels, RefusalNamesTheTypesAGpuLacks) {
   ModelFootprint fp = mixed_model();
   fp.layer_types[0] = {DType::Q3_K};  // nothing can go to the GPU
   try {
-    make_plan(request(1024, 4), fp, {gpu(0, 16 * kGiB), host(256 * kMiB)});
+    make_plan(request(1024, 4), fp, {limited_gpu(0, 16 * kGiB), host(256 * kMiB)});
     FAIL() << "expected a refusal";
   } catch (const PlanError& e) {
     const std::string msg = e.what();
@@ -108,13 +116,35 @@ TEST(PlannerKernels, RefusalNamesTheTypesAGpuLacks) {
   }
 }
 
+TEST(PlannerKernels, MeasuredDevicesListWhatTheirKernelsLack) {
+  FakeProbe probe = FakeProbe::with_host(64 * kGiB);
+  probe.gpus = {{24 * kGiB, 24 * kGiB}};
+  const std::vector<PlanDevice> devs =
+      measure_devices({Device{DeviceKind::kCpu, 0, 8 * kGiB}}, probe);
+  ASSERT_EQ(devs.size(), 2u);
+  for (const PlanDevice& d : devs) EXPECT_TRUE(d.missing_weight_kernels.empty()) << d.device.name();
+  const std::vector<PlanDevice> gpus = measure_devices({}, probe);
+  ASSERT_EQ(gpus.size(), 2u);
+  ASSERT_EQ(gpus[0].device.kind, DeviceKind::kCuda);
+  for (DType t : all_dtypes())
+    EXPECT_EQ(gpus[0].runs_weight_type(t), device_runs_weight_type(DeviceKind::kCuda, t))
+        << dtype_name(t);
+  // The Q8 activation formats are no weight type of the GPU's; every GGUF
+  // weight type the CPU runs is.
+  EXPECT_FALSE(gpus[0].runs_weight_type(DType::Q8_K));
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q5_0, DType::IQ4_NL, DType::IQ4_XS})
+    EXPECT_TRUE(gpus[0].runs_weight_type(t)) << dtype_name(t);
+  // So a model of those types plans entirely onto an unlimited GPU.
+  EXPECT_EQ(make_plan(request(1024, 4), mixed_model(), gpus).device_map(), "0-7:cuda:0");
+}
+
 TEST(PlannerKernels, PlansTheSameWithoutTypeInformation) {
   // A footprint without layer types (hand-built, as older callers make) puts
   // no constraint on the placement.
   ModelFootprint fp = mixed_model();
   fp.layer_types.clear();
   fp.output_type = DType::F32;
-  const Plan p = make_plan(request(1024, 4), fp, {gpu(0, 16 * kGiB), host(64 * kGiB)});
+  const Plan p = make_plan(request(1024, 4), fp, {limited_gpu(0, 16 * kGiB), host(64 * kGiB)});
   EXPECT_EQ(p.device_map(), "0-7:cuda:0");
 }
 

@@ -66,6 +66,38 @@ __host__ __device__ __forceinline__ void scale_min_k4(const uint8_t* s, int j, i
   }
 }
 
+// Q3_K's 6-bit scale of sub-block j (of 16), bias removed (tensor/quant_internal.h).
+__host__ __device__ __forceinline__ int scale_q3_k(const uint8_t* s, int j) {
+  const int lo = j < 8 ? (s[j] & 0x0f) : (s[j - 8] >> 4);
+  const int hi = (s[8 + (j & 3)] >> (2 * (j >> 2))) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
+// Byte i (0..7) of the 8 bytes {lo, hi} (little-endian): __byte_perm on the
+// device, the same selection spelled out on the host.
+__host__ __device__ __forceinline__ uint32_t select_byte(uint32_t lo, uint32_t hi, uint32_t i) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(lo, hi, i) & 0xffu;
+#else
+  return ((i < 4 ? lo : hi) >> (8 * (i & 3))) & 0xffu;
+#endif
+}
+
+// kIq4NlValues[q] (tensor/blocks.h) from four words of registers: a table in
+// memory would be a host array (not visible to device code), and one in
+// __constant__ memory serializes when the lanes of a warp read different codes.
+__host__ __device__ __forceinline__ int iq4_value(uint32_t q) {
+  const uint32_t b = q < 8 ? select_byte(0xbfad9881u, 0xf6eaddcfu, q & 7)
+                           : select_byte(0x26190d01u, 0x71594535u, q & 7);
+  return static_cast<int>(static_cast<int8_t>(static_cast<uint8_t>(b)));
+}
+
+// The low 32 bits of a Q5 block's qh (2-byte aligned in the row, so by bytes).
+__host__ __device__ __forceinline__ uint32_t load_qh(const uint8_t* qh) {
+  return static_cast<uint32_t>(qh[0]) | (static_cast<uint32_t>(qh[1]) << 8) |
+         (static_cast<uint32_t>(qh[2]) << 16) | (static_cast<uint32_t>(qh[3]) << 24);
+}
+
 // w[0..32) = elements [32u, 32u + 32) of the row at `row` (GGUF layout).
 template <DType T>
 __host__ __device__ __forceinline__ void dequant_unit(const uint8_t* row, int64_t u,
@@ -98,6 +130,76 @@ __host__ __device__ __forceinline__ void dequant_unit(const uint8_t* row, int64_
     for (int j = 0; j < 16; ++j) {
       w[j] = PAGELLM_ADD_RN(PAGELLM_MUL_RN(d, static_cast<float>(b->qs[j] & 0x0f)), m);
       w[j + 16] = PAGELLM_ADD_RN(PAGELLM_MUL_RN(d, static_cast<float>(b->qs[j] >> 4)), m);
+    }
+  } else if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
+    // Low nibble of qs[j] and bit j of qh: element j; high nibble and bit
+    // j + 16: element j + 16. Q5_0 centres on 16, Q5_1 adds its minimum.
+    using Block = std::conditional_t<T == DType::Q5_0, BlockQ5_0, BlockQ5_1>;
+    const Block* b = reinterpret_cast<const Block*>(row) + u;
+    const float d = f16_to_f32(b->d);
+    const uint32_t qh = load_qh(b->qh);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int lo = (b->qs[j] & 0x0f) | static_cast<int>(((qh >> j) & 1) << 4);
+      const int hi = (b->qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4);
+      if constexpr (T == DType::Q5_0) {
+        w[j] = PAGELLM_MUL_RN(d, static_cast<float>(lo - 16));
+        w[j + 16] = PAGELLM_MUL_RN(d, static_cast<float>(hi - 16));
+      } else {
+        const float m = f16_to_f32(b->m);
+        w[j] = PAGELLM_ADD_RN(PAGELLM_MUL_RN(d, static_cast<float>(lo)), m);
+        w[j + 16] = PAGELLM_ADD_RN(PAGELLM_MUL_RN(d, static_cast<float>(hi)), m);
+      }
+    }
+  } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
+    // Unit j of super-block u / 8: 2-bit fields at bit 2 * (j % 4) of
+    // qs[32 * (j / 4) + l], sub-blocks of 16 (scale 2j + l / 16); Q3_K's high
+    // bit is bit j of hmask[l] (set: no -4).
+    using Block = std::conditional_t<T == DType::Q2_K, BlockQ2_K, BlockQ3_K>;
+    const Block* b = reinterpret_cast<const Block*>(row) + u / 8;
+    const int j = static_cast<int>(u % 8), shift = 2 * (j % 4);
+    const uint8_t* q = b->qs + 32 * (j / 4);
+    const float d = f16_to_f32(b->d);
+#pragma unroll
+    for (int part = 0; part < 2; ++part) {
+      if constexpr (T == DType::Q2_K) {
+        const uint8_t sc = b->scales[2 * j + part];
+        const float dl = PAGELLM_MUL_RN(d, static_cast<float>(sc & 0x0f));
+        const float ml = PAGELLM_MUL_RN(f16_to_f32(b->dmin), static_cast<float>(sc >> 4));
+#pragma unroll
+        for (int l = 16 * part; l < 16 * part + 16; ++l)
+          w[l] = PAGELLM_SUB_RN(PAGELLM_MUL_RN(dl, static_cast<float>((q[l] >> shift) & 3)), ml);
+      } else {
+        const float dl = PAGELLM_MUL_RN(d, static_cast<float>(scale_q3_k(b->scales, 2 * j + part)));
+#pragma unroll
+        for (int l = 16 * part; l < 16 * part + 16; ++l) {
+          const int v = ((q[l] >> shift) & 3) - (((b->hmask[l] >> j) & 1) ? 0 : 4);
+          w[l] = PAGELLM_MUL_RN(dl, static_cast<float>(v));
+        }
+      }
+    }
+  } else if constexpr (T == DType::IQ4_NL || T == DType::IQ4_XS) {
+    // Codes in Q4_0's nibble order; IQ4_XS: unit j is sub-block j % 8 of
+    // super-block u / 8, with its 6-bit scale.
+    const uint8_t* qs;
+    float d;
+    if constexpr (T == DType::IQ4_NL) {
+      const BlockIQ4_NL* b = reinterpret_cast<const BlockIQ4_NL*>(row) + u;
+      qs = b->qs;
+      d = f16_to_f32(b->d);
+    } else {
+      const BlockIQ4_XS* b = reinterpret_cast<const BlockIQ4_XS*>(row) + u / 8;
+      const int s = static_cast<int>(u % 8);
+      const int ls =
+          (((b->scales_l[s / 2] >> (4 * (s % 2))) & 15) | (((b->scales_h >> (2 * s)) & 3) << 4)) -
+          32;
+      qs = b->qs + 16 * s;
+      d = PAGELLM_MUL_RN(f16_to_f32(b->d), static_cast<float>(ls));
+    }
+#pragma unroll
+    for (int l = 0; l < 16; ++l) {
+      w[l] = PAGELLM_MUL_RN(d, static_cast<float>(iq4_value(qs[l] & 0x0fu)));
+      w[l + 16] = PAGELLM_MUL_RN(d, static_cast<float>(iq4_value(qs[l] >> 4)));
     }
   } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     // Sub-block j of super-block u / 8: low (even j) or high nibbles of
@@ -140,7 +242,8 @@ using TypeTag = std::integral_constant<DType, T>;
 
 // Calls f(TypeTag<T>{}) for the runtime type t (f reads the type back as
 // decltype(tag)::value); false if t is not one of the types the CUDA kernels
-// dequantize: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K.
+// dequantize: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K,
+// IQ4_NL, IQ4_XS.
 template <typename F>
 bool dispatch_weight_type(DType t, F&& f) {
   switch (t) {
@@ -161,6 +264,24 @@ bool dispatch_weight_type(DType t, F&& f) {
       return true;
     case DType::Q4_1:
       f(TypeTag<DType::Q4_1>{});
+      return true;
+    case DType::Q5_0:
+      f(TypeTag<DType::Q5_0>{});
+      return true;
+    case DType::Q5_1:
+      f(TypeTag<DType::Q5_1>{});
+      return true;
+    case DType::Q2_K:
+      f(TypeTag<DType::Q2_K>{});
+      return true;
+    case DType::Q3_K:
+      f(TypeTag<DType::Q3_K>{});
+      return true;
+    case DType::IQ4_NL:
+      f(TypeTag<DType::IQ4_NL>{});
+      return true;
+    case DType::IQ4_XS:
+      f(TypeTag<DType::IQ4_XS>{});
       return true;
     case DType::Q4_K:
       f(TypeTag<DType::Q4_K>{});

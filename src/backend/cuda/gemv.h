@@ -7,10 +7,11 @@
 //   x  [n_vecs][cols] f32, vector stride x_stride floats (x 16-byte aligned,
 //      x_stride a multiple of 4)
 //   y  [n_vecs][rows] f32, vector stride y_stride floats
-// Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K; cols a
-// multiple of 32 (256 for the K types; F32 any length, with a plain kernel). One warp per row; each
-// lane expands 32-element units of the row in registers and dots them with every vector (up to 8
-// vectors per pass; more take several passes).
+// Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K,
+// IQ4_NL, IQ4_XS; cols a multiple of 32 (256 for the K types and IQ4_XS; F32
+// any length, with a plain kernel). One warp per row; each lane expands
+// 32-element units of the row in registers and dots them with every vector (up
+// to 16 vectors per pass; more take several passes).
 #pragma once
 
 #include <cstdint>

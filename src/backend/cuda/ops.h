@@ -14,8 +14,8 @@
 namespace pagellm::cuda {
 
 // out[t][0..n_embd) = row tokens[t] of `table` as f32.
-//   table   [n_vocab][n_embd] of `type` (F32, F16, BF16, Q8_0, Q4_0, Q4_1,
-//           Q4_K, Q5_K, Q6_K; GGUF rows, n_embd a multiple of the block size)
+//   table   [n_vocab][n_embd] of any weight type of gemv.h (GGUF rows, n_embd
+//           a multiple of the block size)
 //   tokens  [n_tokens] int32; ids outside [0, n_vocab) give rows of zeros
 //           (callers check ids on the host first, as the CPU path does)
 //   out     [n_tokens][n_embd] f32
