@@ -103,5 +103,49 @@ TEST(CudaValidation, DeviceDequantizationLayoutsOnHost) {
   }
 }
 
+// The GEMV kernel's per-lane code and warp sum, run on the host, against a
+// double-precision product of the exact weights: the quad indexing of W and x
+// of every type, strides and several passes of vectors, without a GPU.
+TEST(CudaValidation, GemvLaneCodeOnHost) {
+  const int64_t rows = 37, cols = 768;
+  for (DType type : test::cuda_weight_types()) {
+    const test::HostWeights w = test::make_weights(type, rows, cols, 71);
+    for (int32_t n : {1, 3, 19}) {  // 19: two passes of at most 16 vectors
+      SCOPED_TRACE(std::string(dtype_name(type)) + " x" + std::to_string(n));
+      const int64_t x_stride = cols + 4, y_stride = rows + 3;
+      const std::vector<float> x = test::random_floats(static_cast<size_t>(n * x_stride), 72 + n);
+      std::vector<float> want(static_cast<size_t>(n * y_stride), 0.0f), got = want;
+      for (int64_t v = 0; v < n; ++v)
+        for (int64_t r = 0; r < rows; ++r) {
+          double s = 0;
+          for (int64_t c = 0; c < cols; ++c)
+            s += static_cast<double>(w.values[r * cols + c]) * x[v * x_stride + c];
+          want[v * y_stride + r] = static_cast<float>(s);
+        }
+      gemv_rows_host(type, w.bytes.data(), rows, cols, x.data(), x_stride, got.data(), y_stride, n);
+      EXPECT_LE(test::rel_error(got, want), 1e-5);
+    }
+  }
+}
+
+TEST(CudaValidation, GemvRefusesMisalignedOperands) {
+  const test::HostWeights w = test::make_weights(DType::Q4_0, 4, 64, 81);
+  std::vector<uint8_t> shifted(w.bytes.size() + 1);
+  std::vector<float> x(130), y(8);
+  EXPECT_THROW(gemv_rows_host(DType::Q4_0, shifted.data() + 1, 4, 64, x.data(), 64, y.data(), 4, 1),
+               ConfigError);
+  EXPECT_THROW(gemv_rows_host(DType::Q4_0, w.bytes.data(), 4, 64, x.data() + 1, 64, y.data(), 4, 1),
+               ConfigError);
+  EXPECT_THROW(gemv_rows_host(DType::Q4_0, w.bytes.data(), 4, 64, x.data(), 65, y.data(), 4, 2),
+               ConfigError);
+  EXPECT_NO_THROW(gemv_rows_host(DType::Q4_0, w.bytes.data(), 4, 64, x.data(), 64, y.data(), 4, 2));
+  try {
+    validate_weight_pointer(DType::Q8_0, shifted.data() + 1);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "CUDA backend: q8_0 weights at an address that is not 2-aligned");
+  }
+}
+
 }  // namespace
 }  // namespace pagellm::cuda

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cublas_api_impl.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dequant.cuh"
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/gemv.h"
 #include "util/error.h"
@@ -18,18 +19,19 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One thread per 32-element unit.
+// One thread per quad (4 elements): consecutive threads write consecutive
+// 8-byte pieces of dst.
 template <DType T>
-__global__ void dequant_f16_kernel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t units,
+__global__ void dequant_f16_kernel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t quads,
                                    __half* dst) {
   const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (k >= rows * units) return;
-  const int64_t r = k / units, u = k % units;
-  float v[kUnit];
-  dequant_unit<T>(w + static_cast<size_t>(r) * row_bytes, u, v);
-  __half2* o = reinterpret_cast<__half2*>(dst + r * units * kUnit + u * kUnit);
-#pragma unroll
-  for (int i = 0; i < kUnit / 2; ++i) o[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+  if (k >= rows * quads) return;
+  const int64_t r = k / quads, q = k % quads;
+  float v[kQuad];
+  dequant_quad<T>(w + static_cast<size_t>(r) * row_bytes, q, v);
+  __half2* o = reinterpret_cast<__half2*>(dst + (r * quads + q) * kQuad);
+  o[0] = __floats2half2_rn(v[0], v[1]);
+  o[1] = __floats2half2_rn(v[2], v[3]);
 }
 
 // Row r of x to f16, scaled by 2^-e[r], e[r] the smallest e >= 0 that brings
@@ -83,7 +85,8 @@ size_t gemm_activation_scratch_bytes(int64_t n, int64_t cols) {
 void dequantize_to_f16(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,
                        void* dst) {
   validate_weight_shape(type, rows, cols);
-  const int64_t work = rows * (cols / kUnit);
+  validate_weight_pointer(type, w);
+  const int64_t work = rows * (cols / kQuad);
   if (work == 0) return;
   dev.make_current();
   const size_t row_bytes = dtype_row_bytes(type, cols);
@@ -91,7 +94,7 @@ void dequantize_to_f16(const CudaDevice& dev, DType type, const void* w, int64_t
     constexpr DType T = decltype(tag)::value;
     dequant_f16_kernel<T>
         <<<grid_for(work, kThreads), kThreads, 0, static_cast<cudaStream_t>(dev.stream())>>>(
-            static_cast<const uint8_t*>(w), row_bytes, rows, cols / kUnit,
+            static_cast<const uint8_t*>(w), row_bytes, rows, cols / kQuad,
             static_cast<__half*>(dst));
   });
   check_launch("dequantize_to_f16", dev.index());

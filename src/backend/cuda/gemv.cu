@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dequant.cuh"
 #include "backend/cuda/device_common.cuh"
 #include "util/error.h"
 
@@ -18,35 +19,39 @@ namespace {
 constexpr int kMaxVecs = 16;
 constexpr int kRowsPerBlock = 4;  // one warp per row
 
+// Lane `lane`'s partial sums of one row: quads k = lane, lane + 32, ... (a
+// warp's 32 quads are 128 consecutive elements, so both the weight blocks and
+// the float4s of x are read coalesced), acc[v] += w[4k..4k+4) . x_v[4k..4k+4).
+// Shared by the kernel and its host rendition (gemv_rows_host).
+template <DType T>
+__host__ __device__ __forceinline__ void lane_partials(const uint8_t* row, int64_t quads, int lane,
+                                                       const float* x, int64_t x_stride, int nv,
+                                                       float (&acc)[kMaxVecs]) {
+#pragma unroll
+  for (int v = 0; v < kMaxVecs; ++v) acc[v] = 0.0f;
+#pragma unroll 2
+  for (int64_t k = lane; k < quads; k += 32) {
+    float wv[kQuad];
+    dequant_quad<T>(row, k, wv);
+#pragma unroll
+    for (int v = 0; v < kMaxVecs; ++v) {
+      if (v < nv) {
+        const float4 xx = reinterpret_cast<const float4*>(x + v * x_stride)[k];
+        acc[v] += wv[0] * xx.x + wv[1] * xx.y + wv[2] * xx.z + wv[3] * xx.w;
+      }
+    }
+  }
+}
+
 template <DType T>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
-    gemv_kernel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t units, const float* x,
+    gemv_kernel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t quads, const float* x,
                 int64_t x_stride, float* y, int64_t y_stride, int nv) {
   const int lane = threadIdx.x % 32;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;
-  const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
   float acc[kMaxVecs];
-#pragma unroll
-  for (int v = 0; v < kMaxVecs; ++v) acc[v] = 0.0f;
-  for (int64_t u = lane; u < units; u += 32) {
-    float wv[kUnit];
-    dequant_unit<T>(row, u, wv);
-#pragma unroll
-    for (int v = 0; v < kMaxVecs; ++v) {
-      if (v < nv) {
-        const float4* xv = reinterpret_cast<const float4*>(x + v * x_stride + u * kUnit);
-        float s = 0.0f;
-#pragma unroll
-        for (int i = 0; i < kUnit / 4; ++i) {
-          const float4 xx = xv[i];
-          s +=
-              wv[4 * i] * xx.x + wv[4 * i + 1] * xx.y + wv[4 * i + 2] * xx.z + wv[4 * i + 3] * xx.w;
-        }
-        acc[v] += s;
-      }
-    }
-  }
+  lane_partials<T>(w + static_cast<size_t>(r) * row_bytes, quads, lane, x, x_stride, nv, acc);
 #pragma unroll
   for (int v = 0; v < kMaxVecs; ++v) {
     if (v < nv) {
@@ -92,10 +97,60 @@ void dequantize_row_host(DType type, const void* row, int64_t cols, float* dst) 
   validate_weight_shape(type, 1, cols);
   dispatch_weight_type(type, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;
-    for (int64_t u = 0; u < cols / kUnit; ++u) {
-      float w[kUnit];
-      dequant_unit<T>(static_cast<const uint8_t*>(row), u, w);
-      for (int i = 0; i < kUnit; ++i) dst[u * kUnit + i] = w[i];
+    for (int64_t k = 0; k < cols / kQuad; ++k) {
+      float w[kQuad];
+      dequant_quad<T>(static_cast<const uint8_t*>(row), k, w);
+      for (int i = 0; i < kQuad; ++i) dst[k * kQuad + i] = w[i];
+    }
+  });
+}
+
+namespace {
+
+// The checks gemv() makes before a launch (not the F32 any-length case).
+void validate_gemv(DType type, const void* w, int64_t rows, int64_t cols, const float* x,
+                   int64_t x_stride, int32_t n_vecs) {
+  validate_weight_shape(type, rows, cols);
+  validate_weight_pointer(type, w);
+  // x is read as float4: 16-byte aligned vectors.
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || (n_vecs > 1 && x_stride % 4 != 0))
+    throw ConfigError(
+        fmt::format("CUDA gemv: x must be 16-byte aligned with a stride that is a multiple of 4 "
+                    "floats (stride {})",
+                    x_stride));
+}
+
+}  // namespace
+
+void validate_weight_pointer(DType type, const void* w) {
+  if (reinterpret_cast<uintptr_t>(w) % dtype_alignment(type) != 0)
+    throw ConfigError(fmt::format("CUDA backend: {} weights at an address that is not {}-aligned",
+                                  dtype_name(type), dtype_alignment(type)));
+}
+
+void gemv_rows_host(DType type, const void* w, int64_t rows, int64_t cols, const float* x,
+                    int64_t x_stride, float* y, int64_t y_stride, int32_t n_vecs) {
+  validate_gemv(type, w, rows, cols, x, x_stride, n_vecs);
+  const size_t row_bytes = dtype_row_bytes(type, cols);
+  dispatch_weight_type(type, [&](auto tag) {
+    constexpr DType T = decltype(tag)::value;
+    for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
+      const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
+      for (int64_t r = 0; r < rows; ++r) {
+        float part[32][kMaxVecs];
+        for (int lane = 0; lane < 32; ++lane)
+          lane_partials<T>(static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes,
+                           cols / kQuad, lane, x + v0 * x_stride, x_stride, nv, part[lane]);
+        // warp_sum: at each offset o, every lane adds lane (lane ^ o)'s value.
+        for (int o = 16; o > 0; o >>= 1) {
+          float next[32][kMaxVecs];
+          for (int lane = 0; lane < 32; ++lane)
+            for (int v = 0; v < nv; ++v) next[lane][v] = part[lane][v] + part[lane ^ o][v];
+          for (int lane = 0; lane < 32; ++lane)
+            for (int v = 0; v < nv; ++v) part[lane][v] = next[lane][v];
+        }
+        for (int v = 0; v < nv; ++v) y[(v0 + v) * y_stride + r] = part[0][v];
+      }
     }
   });
 }
@@ -115,13 +170,7 @@ void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_
     }
     return;
   }
-  validate_weight_shape(type, rows, cols);
-  // x is read as float4: 16-byte aligned vectors.
-  if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || (n_vecs > 1 && x_stride % 4 != 0))
-    throw ConfigError(
-        fmt::format("CUDA gemv: x must be 16-byte aligned with a stride that is a multiple of 4 "
-                    "floats (stride {})",
-                    x_stride));
+  validate_gemv(type, w, rows, cols, x, x_stride, n_vecs);
   if (rows == 0 || n_vecs <= 0) return;
   dev.make_current();
   const size_t row_bytes = dtype_row_bytes(type, cols);
@@ -132,7 +181,7 @@ void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_
     dispatch_weight_type(type, [&](auto tag) {
       constexpr DType T = decltype(tag)::value;
       gemv_kernel<T><<<grid, kRowsPerBlock * 32, 0, s>>>(static_cast<const uint8_t*>(w), row_bytes,
-                                                         rows, cols / kUnit, x + v0 * x_stride,
+                                                         rows, cols / kQuad, x + v0 * x_stride,
                                                          x_stride, y + v0 * y_stride, y_stride, nv);
     });
     check_launch("gemv", dev.index());

@@ -9,9 +9,10 @@
 //   y  [n_vecs][rows] f32, vector stride y_stride floats
 // Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K,
 // IQ4_NL, IQ4_XS; cols a multiple of 32 (256 for the K types and IQ4_XS; F32
-// any length, with a plain kernel). One warp per row; each lane expands
-// 32-element units of the row in registers and dots them with every vector (up
-// to 16 vectors per pass; more take several passes).
+// any length, with a plain kernel). One warp per row; lane L expands quads
+// (4 elements) L, L + 32, ... of the row (dequant.cuh) and dots each with the
+// matching float4 of every vector (up to 16 vectors per pass; more take several
+// passes): a warp reads 128 consecutive elements of W and of x per step.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,16 @@ void validate_weight_shape(DType type, int64_t rows, int64_t cols);
 // dst[0..cols) = the row at `row` expanded by the kernels' own dequantization
 // code, run on the host: lets tests check the device layouts without a GPU.
 void dequantize_row_host(DType type, const void* row, int64_t cols, float* dst);
+
+// Throws ConfigError when w is not aligned for the type (2 bytes; F32 4): the
+// kernels read blocks in 16-bit halves.
+void validate_weight_pointer(DType type, const void* w);
+
+// gemv() computed on the host by the kernel's own per-lane code, lanes and
+// warp sum spelled out (host memory): tests check the kernel's indexing and
+// arithmetic without a GPU.
+void gemv_rows_host(DType type, const void* w, int64_t rows, int64_t cols, const float* x,
+                    int64_t x_stride, float* y, int64_t y_stride, int32_t n_vecs);
 
 void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,
           const float* x, int64_t x_stride, float* y, int64_t y_stride, int32_t n_vecs);

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dequant.cuh"
 #include "backend/cuda/device_common.cuh"
+#include "backend/cuda/gemv.h"
 #include "util/error.h"
 
 namespace pagellm::cuda {
@@ -16,22 +18,18 @@ cudaStream_t stream_of(const CudaDevice& dev) {
   return static_cast<cudaStream_t>(dev.stream());
 }
 
+// Thread i of a row's block writes quads i, i + blockDim.x, ...: coalesced.
 template <DType T>
 __global__ void embedding_kernel(const uint8_t* table, size_t row_bytes, int64_t n_vocab,
-                                 int64_t units, const int32_t* tokens, float* out) {
+                                 int64_t quads, const int32_t* tokens, float* out) {
   const int64_t t = blockIdx.x;
   const int32_t id = tokens[t];
-  float* o = out + t * units * kUnit;
-  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
-    float w[kUnit];
-    if (id >= 0 && id < n_vocab) {
-      dequant_unit<T>(table + static_cast<size_t>(id) * row_bytes, u, w);
-    } else {
+  float* o = out + t * quads * kQuad;
+  for (int64_t k = threadIdx.x; k < quads; k += blockDim.x) {
+    float w[kQuad] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (id >= 0 && id < n_vocab) dequant_quad<T>(table + static_cast<size_t>(id) * row_bytes, k, w);
 #pragma unroll
-      for (int i = 0; i < kUnit; ++i) w[i] = 0.0f;
-    }
-#pragma unroll
-    for (int i = 0; i < kUnit; ++i) o[u * kUnit + i] = w[i];
+    for (int i = 0; i < kQuad; ++i) o[k * kQuad + i] = w[i];
   }
 }
 
@@ -119,14 +117,15 @@ void embedding_gather(const CudaDevice& dev, DType type, const void* table, int6
                       int64_t n_embd, const int32_t* tokens, int64_t n_tokens, float* out) {
   if (n_embd % kUnit != 0)
     throw ConfigError(fmt::format("CUDA embedding: row length {} is not a multiple of 32", n_embd));
+  if (cuda_supports_weight_type(type)) validate_weight_pointer(type, table);
   if (n_tokens == 0) return;
   dev.make_current();
   const size_t row_bytes = dtype_row_bytes(type, n_embd);
-  const int64_t units = n_embd / kUnit;
+  const int64_t quads = n_embd / kQuad;
   const bool ok = dispatch_weight_type(type, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;
     embedding_kernel<T><<<static_cast<unsigned>(n_tokens), 128, 0, stream_of(dev)>>>(
-        static_cast<const uint8_t*>(table), row_bytes, n_vocab, units, tokens, out);
+        static_cast<const uint8_t*>(table), row_bytes, n_vocab, quads, tokens, out);
   });
   if (!ok)
     throw ConfigError(
