@@ -2,6 +2,8 @@
 // before any CUDA call, so these tests run without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemv.h"
@@ -124,6 +126,25 @@ TEST(CudaValidation, GemvLaneCodeOnHost) {
         }
       gemv_rows_host(type, w.bytes.data(), rows, cols, x.data(), x_stride, got.data(), y_stride, n);
       EXPECT_LE(test::rel_error(got, want), 1e-5);
+    }
+  }
+}
+
+// One vector alone (one row per warp) and in a batch of 19 (four rows per
+// warp, two passes) gives the same bits: the kernel's batch invariance, in
+// its host rendition.
+TEST(CudaValidation, GemvLaneCodeIsBatchInvariantOnHost) {
+  const int64_t rows = 37, cols = 512, n = 19;
+  for (DType type : test::cuda_weight_types()) {
+    SCOPED_TRACE(dtype_name(type));
+    const test::HostWeights w = test::make_weights(type, rows, cols, 91);
+    const std::vector<float> x = test::random_floats(static_cast<size_t>(n * cols), 92);
+    std::vector<float> all(static_cast<size_t>(n * rows)), one(static_cast<size_t>(rows));
+    gemv_rows_host(type, w.bytes.data(), rows, cols, x.data(), cols, all.data(), rows, n);
+    for (int64_t v : {0, 2, 15, 16, 18}) {
+      gemv_rows_host(type, w.bytes.data(), rows, cols, x.data() + v * cols, cols, one.data(), rows,
+                     1);
+      EXPECT_TRUE(std::equal(one.begin(), one.end(), all.begin() + v * rows)) << "vector " << v;
     }
   }
 }

@@ -3,7 +3,8 @@
 // GPU, with its own stream). Kernels: this folder's; weights stay in their
 // GGUF layout in device memory. Matrix products: GEMV (gemv.h) for up to
 // kGemvMaxRows activation rows (decode batches: f32, the same bits for a
-// sequence whatever else is in the batch, weights read once per 16 rows),
+// sequence whatever else is in the batch, weights read once per 16 rows, each
+// warp taking 4 weight rows when there are several),
 // dequantize + cuBLAS (gemm.h) above (prompts: f16 inputs).
 // Every failure throws CudaError naming the call and the device.
 #pragma once

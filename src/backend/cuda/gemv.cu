@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/device_common.cuh"
@@ -14,60 +18,116 @@ using namespace detail;
 namespace {
 
 // Vectors per launch: each is computed the same way whatever their number
-// (one accumulator per vector, units in order, one warp sum), so results do
+// (one accumulator per vector, quads in order, one warp sum), so results do
 // not depend on the batch; more vectors per launch read the weights fewer times.
 constexpr int kMaxVecs = 16;
-constexpr int kRowsPerBlock = 4;  // one warp per row
+constexpr int kWarpsPerBlock = 4;
 
-// Lane `lane`'s partial sums of one row: quads k = lane, lane + 32, ... (a
-// warp's 32 quads are 128 consecutive elements, so both the weight blocks and
-// the float4s of x are read coalesced), acc[v] += w[4k..4k+4) . x_v[4k..4k+4).
-// Shared by the kernel and its host rendition (gemv_rows_host).
-template <DType T>
-__host__ __device__ __forceinline__ void lane_partials(const uint8_t* row, int64_t quads, int lane,
+// Rows per warp: with several vectors a warp takes 4 rows, so each float4 of
+// x it loads serves 4 rows (the loads of x, not of W, bound the kernel then);
+// with one or two it takes one, for more warps in flight. A row's sums are the
+// same bits either way (lane_partials).
+inline int rows_per_warp(int nv) {
+  return nv <= 2 ? 1 : 4;
+}
+
+// acc + w . x, rounded step by step (a product, three FMAs, an add) so that
+// every row and vector count gives the same bits, and the host the device's.
+__host__ __device__ __forceinline__ float dot4_add(float acc, const float (&w)[kQuad], float4 x) {
+#ifdef __CUDA_ARCH__
+  float s = __fmul_rn(w[0], x.x);
+  s = __fmaf_rn(w[1], x.y, s);
+  s = __fmaf_rn(w[2], x.z, s);
+  s = __fmaf_rn(w[3], x.w, s);
+  return __fadd_rn(acc, s);
+#else
+  float s = w[0] * x.x;
+  s = std::fma(w[1], x.y, s);
+  s = std::fma(w[2], x.z, s);
+  s = std::fma(w[3], x.w, s);
+  return acc + s;
+#endif
+}
+
+// Lane `lane`'s partial sums of rows r0 .. r0 + nr (nr <= R): quads k = lane,
+// lane + 32, ... (a warp's 32 quads are 128 consecutive elements, so both the
+// weight blocks and the float4s of x are read coalesced),
+// acc[i][v] += w_{r0+i}[4k..4k+4) . x_v[4k..4k+4). Shared by the kernel and
+// its host rendition (gemv_rows_host).
+template <DType T, int R>
+__host__ __device__ __forceinline__ void lane_partials(const uint8_t* w, size_t row_bytes,
+                                                       int64_t r0, int nr, int64_t quads, int lane,
                                                        const float* x, int64_t x_stride, int nv,
-                                                       float (&acc)[kMaxVecs]) {
+                                                       float (&acc)[R][kMaxVecs]) {
 #pragma unroll
-  for (int v = 0; v < kMaxVecs; ++v) acc[v] = 0.0f;
+  for (int i = 0; i < R; ++i)
+#pragma unroll
+    for (int v = 0; v < kMaxVecs; ++v) acc[i][v] = 0.0f;
 #pragma unroll 2
   for (int64_t k = lane; k < quads; k += 32) {
-    float wv[kQuad];
-    dequant_quad<T>(row, k, wv);
+    float wv[R][kQuad];
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (i < nr) {
+        dequant_quad<T>(w + static_cast<size_t>(r0 + i) * row_bytes, k, wv[i]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kQuad; ++e) wv[i][e] = 0.0f;
+      }
+    }
 #pragma unroll
     for (int v = 0; v < kMaxVecs; ++v) {
       if (v < nv) {
         const float4 xx = reinterpret_cast<const float4*>(x + v * x_stride)[k];
-        acc[v] += wv[0] * xx.x + wv[1] * xx.y + wv[2] * xx.z + wv[3] * xx.w;
+#pragma unroll
+        for (int i = 0; i < R; ++i) acc[i][v] = dot4_add(acc[i][v], wv[i], xx);
       }
     }
   }
 }
 
-template <DType T>
-__global__ void __launch_bounds__(kRowsPerBlock * 32)
+// Calls f(TypeTag<T>{}, std::integral_constant<int, R>{}) for the weight
+// type and rows_per_warp(nv).
+template <typename F>
+void with_rows_per_warp(DType type, int nv, F&& f) {
+  dispatch_weight_type(type, [&](auto tag) {
+    if (rows_per_warp(nv) == 1)
+      f(tag, std::integral_constant<int, 1>{});
+    else
+      f(tag, std::integral_constant<int, 4>{});
+  });
+}
+
+// Warp g of the grid takes rows R g .. R g + R.
+template <DType T, int R>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_kernel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t quads, const float* x,
                 int64_t x_stride, float* y, int64_t y_stride, int nv) {
   const int lane = threadIdx.x % 32;
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
-  if (r >= rows) return;
-  float acc[kMaxVecs];
-  lane_partials<T>(w + static_cast<size_t>(r) * row_bytes, quads, lane, x, x_stride, nv, acc);
+  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32) * R;
+  if (r0 >= rows) return;
+  const int nr = rows - r0 < R ? static_cast<int>(rows - r0) : R;
+  float acc[R][kMaxVecs];
+  lane_partials<T, R>(w, row_bytes, r0, nr, quads, lane, x, x_stride, nv, acc);
 #pragma unroll
-  for (int v = 0; v < kMaxVecs; ++v) {
-    if (v < nv) {
-      const float s = warp_sum(acc[v]);
-      if (lane == 0) y[v * y_stride + r] = s;
+  for (int i = 0; i < R; ++i) {
+#pragma unroll
+    for (int v = 0; v < kMaxVecs; ++v) {
+      if (i < nr && v < nv) {
+        const float s = warp_sum(acc[i][v]);
+        if (lane == 0) y[v * y_stride + r0 + i] = s;
+      }
     }
   }
 }
 
 // F32 rows of any length (toy models: stories260K's n_ff is 172): one warp
 // per row, lanes striding over elements.
-__global__ void __launch_bounds__(kRowsPerBlock * 32)
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_f32_any_kernel(const float* w, int64_t rows, int64_t cols, const float* x,
                         int64_t x_stride, float* y, int64_t y_stride, int nv) {
   const int lane = threadIdx.x % 32;
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;
   const float* row = w + r * cols;
   for (int v = 0; v < nv; ++v) {
@@ -132,27 +192,38 @@ void gemv_rows_host(DType type, const void* w, int64_t rows, int64_t cols, const
                     int64_t x_stride, float* y, int64_t y_stride, int32_t n_vecs) {
   validate_gemv(type, w, rows, cols, x, x_stride, n_vecs);
   const size_t row_bytes = dtype_row_bytes(type, cols);
-  dispatch_weight_type(type, [&](auto tag) {
-    constexpr DType T = decltype(tag)::value;
-    for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
-      const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
-      for (int64_t r = 0; r < rows; ++r) {
-        float part[32][kMaxVecs];
-        for (int lane = 0; lane < 32; ++lane)
-          lane_partials<T>(static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes,
-                           cols / kQuad, lane, x + v0 * x_stride, x_stride, nv, part[lane]);
+  for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
+    const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
+    with_rows_per_warp(type, nv, [&](auto tag, auto r_tag) {
+      constexpr DType T = decltype(tag)::value;
+      constexpr int R = decltype(r_tag)::value;
+      for (int64_t r0 = 0; r0 < rows; r0 += R) {
+        const int nr = rows - r0 < R ? static_cast<int>(rows - r0) : R;
+        std::vector<float> part(32 * R * kMaxVecs);  // [lane][i][v]
+        auto at = [&](int lane, int i, int v) -> float& {
+          return part[(static_cast<size_t>(lane) * R + i) * kMaxVecs + v];
+        };
+        for (int lane = 0; lane < 32; ++lane) {
+          float acc[R][kMaxVecs];
+          lane_partials<T, R>(static_cast<const uint8_t*>(w), row_bytes, r0, nr, cols / kQuad, lane,
+                              x + v0 * x_stride, x_stride, nv, acc);
+          for (int i = 0; i < R; ++i)
+            for (int v = 0; v < kMaxVecs; ++v) at(lane, i, v) = acc[i][v];
+        }
         // warp_sum: at each offset o, every lane adds lane (lane ^ o)'s value.
         for (int o = 16; o > 0; o >>= 1) {
-          float next[32][kMaxVecs];
+          const std::vector<float> prev = part;
           for (int lane = 0; lane < 32; ++lane)
-            for (int v = 0; v < nv; ++v) next[lane][v] = part[lane][v] + part[lane ^ o][v];
-          for (int lane = 0; lane < 32; ++lane)
-            for (int v = 0; v < nv; ++v) part[lane][v] = next[lane][v];
+            for (int i = 0; i < R; ++i)
+              for (int v = 0; v < nv; ++v)
+                at(lane, i, v) = prev[(static_cast<size_t>(lane) * R + i) * kMaxVecs + v] +
+                                 prev[(static_cast<size_t>(lane ^ o) * R + i) * kMaxVecs + v];
         }
-        for (int v = 0; v < nv; ++v) y[(v0 + v) * y_stride + r] = part[0][v];
+        for (int i = 0; i < nr; ++i)
+          for (int v = 0; v < nv; ++v) y[(v0 + v) * y_stride + r0 + i] = at(0, i, v);
       }
-    }
-  });
+    });
+  }
 }
 
 void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,
@@ -163,7 +234,7 @@ void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_
     const auto s = static_cast<cudaStream_t>(dev.stream());
     for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
       const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
-      gemv_f32_any_kernel<<<grid_for(rows, kRowsPerBlock), kRowsPerBlock * 32, 0, s>>>(
+      gemv_f32_any_kernel<<<grid_for(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, s>>>(
           static_cast<const float*>(w), rows, cols, x + v0 * x_stride, x_stride, y + v0 * y_stride,
           y_stride, nv);
       check_launch("gemv_f32_any", dev.index());
@@ -175,14 +246,14 @@ void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_
   dev.make_current();
   const size_t row_bytes = dtype_row_bytes(type, cols);
   const auto s = static_cast<cudaStream_t>(dev.stream());
-  const unsigned grid = grid_for(rows, kRowsPerBlock);
   for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
     const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
-    dispatch_weight_type(type, [&](auto tag) {
+    with_rows_per_warp(type, nv, [&](auto tag, auto r_tag) {
       constexpr DType T = decltype(tag)::value;
-      gemv_kernel<T><<<grid, kRowsPerBlock * 32, 0, s>>>(static_cast<const uint8_t*>(w), row_bytes,
-                                                         rows, cols / kQuad, x + v0 * x_stride,
-                                                         x_stride, y + v0 * y_stride, y_stride, nv);
+      constexpr int R = decltype(r_tag)::value;
+      gemv_kernel<T, R><<<grid_for(rows, kWarpsPerBlock * R), kWarpsPerBlock * 32, 0, s>>>(
+          static_cast<const uint8_t*>(w), row_bytes, rows, cols / kQuad, x + v0 * x_stride,
+          x_stride, y + v0 * y_stride, y_stride, nv);
     });
     check_launch("gemv", dev.index());
   }
