@@ -322,9 +322,9 @@ struct Avx2 {
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* bc = codes + rows16_codes_at(b, C, S);
-      const uint8_t* sc = codes + rows16_scales_at(b, nb, C, S);
+    // Block b's codes at bc, its scales at sc (rows16_codes_at / _scales_at).
+    auto block = [&](int64_t b, const uint8_t* bc, const uint8_t* sc)
+        __attribute__((always_inline)) {
       for (size_t l = 0; l < C; l += 64) simd::prefetch(bc + kPrefetchBytes + l);
       simd::prefetch(sc + kPrefetchBytes);
       __m256i I[2][CB];
@@ -416,7 +416,16 @@ struct Avx2 {
           acc[1][c] = _mm256_fmadd_ps(sx, _mm256_mul_ps(mw1, dx), acc[1][c]);
         }
       }
+    };
+    // Blocks go in pairs (codes, codes, scales, scales): walking the pairs
+    // with a pointer spares the per-block offset arithmetic.
+    const uint8_t* p = codes;
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2, p += 2 * C + 2 * S) {
+      block(b, p, p + 2 * C);
+      block(b + 1, p + C, p + 2 * C + S);
     }
+    if (b < nb) block(b, p, p + C);
     store_rows8x2<CB>(out, os, acc, valid);
   }
 
