@@ -109,10 +109,11 @@ TEST(CudaValidation, DeviceDequantizationLayoutsOnHost) {
 // double-precision product of the exact weights: the quad indexing of W and x
 // of every type, strides and several passes of vectors, without a GPU.
 TEST(CudaValidation, GemvLaneCodeOnHost) {
-  const int64_t rows = 37, cols = 768;
+  const int64_t rows = 38, cols = 768;  // 38: a last warp of 2 rows when it takes 4
   for (DType type : test::cuda_weight_types()) {
     const test::HostWeights w = test::make_weights(type, rows, cols, 71);
-    for (int32_t n : {1, 3, 19}) {  // 19: two passes of at most 16 vectors
+    // 18, 19: two passes of at most 16 vectors, the second with 1 or 4 rows per warp
+    for (int32_t n : {1, 3, 18, 19}) {
       SCOPED_TRACE(std::string(dtype_name(type)) + " x" + std::to_string(n));
       const int64_t x_stride = cols + 4, y_stride = rows + 3;
       const std::vector<float> x = test::random_floats(static_cast<size_t>(n * x_stride), 72 + n);
@@ -134,7 +135,7 @@ TEST(CudaValidation, GemvLaneCodeOnHost) {
 // warp, two passes) gives the same bits: the kernel's batch invariance, in
 // its host rendition.
 TEST(CudaValidation, GemvLaneCodeIsBatchInvariantOnHost) {
-  const int64_t rows = 37, cols = 512, n = 19;
+  const int64_t rows = 39, cols = 512, n = 19;
   for (DType type : test::cuda_weight_types()) {
     SCOPED_TRACE(dtype_name(type));
     const test::HostWeights w = test::make_weights(type, rows, cols, 91);

@@ -229,6 +229,7 @@ void gemv_rows_host(DType type, const void* w, int64_t rows, int64_t cols, const
 void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,
           const float* x, int64_t x_stride, float* y, int64_t y_stride, int32_t n_vecs) {
   if (type == DType::F32 && cols > 0 && cols % kUnit != 0) {
+    validate_weight_pointer(type, w);
     if (rows <= 0 || n_vecs <= 0) return;
     dev.make_current();
     const auto s = static_cast<cudaStream_t>(dev.stream());

@@ -9,10 +9,11 @@
 //   y  [n_vecs][rows] f32, vector stride y_stride floats
 // Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K,
 // IQ4_NL, IQ4_XS; cols a multiple of 32 (256 for the K types and IQ4_XS; F32
-// any length, with a plain kernel). One warp per row; lane L expands quads
-// (4 elements) L, L + 32, ... of the row (dequant.cuh) and dots each with the
-// matching float4 of every vector (up to 16 vectors per pass; more take several
-// passes): a warp reads 128 consecutive elements of W and of x per step.
+// any length, with a plain kernel). A warp takes one row (1-2 vectors) or 4
+// (3 or more); lane L expands quads (4 elements) L, L + 32, ... of its rows
+// (dequant.cuh) and dots each with the matching float4 of every vector (up to
+// 16 vectors per pass; more take several passes): a warp reads 128
+// consecutive elements of W and of x per step.
 #pragma once
 
 #include <cstdint>

@@ -117,7 +117,10 @@ void embedding_gather(const CudaDevice& dev, DType type, const void* table, int6
                       int64_t n_embd, const int32_t* tokens, int64_t n_tokens, float* out) {
   if (n_embd % kUnit != 0)
     throw ConfigError(fmt::format("CUDA embedding: row length {} is not a multiple of 32", n_embd));
-  if (cuda_supports_weight_type(type)) validate_weight_pointer(type, table);
+  if (cuda_supports_weight_type(type)) {
+    validate_weight_shape(type, n_vocab, n_embd);  // whole blocks (256 for the K types)
+    validate_weight_pointer(type, table);
+  }
   if (n_tokens == 0) return;
   dev.make_current();
   const size_t row_bytes = dtype_row_bytes(type, n_embd);
