@@ -73,7 +73,9 @@ struct AttnCase {
   std::vector<int32_t> step;      // this step's tokens per sequence (1 = decode)
 };
 
-void run_attention_case(const CudaDevice& dev, const AttnCase& c, uint64_t seed) {
+// The CPU kernel's result for case c against the CUDA kernel's on `dev`, or,
+// with no device, against the kernel's host rendition (paged_attention_host).
+void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed) {
   const int block_size = 16;
   const int n_seqs = static_cast<int>(c.seq_lens.size());
   // Block tables: a shuffled pool of blocks, as a real allocator would leave it.
@@ -139,10 +141,23 @@ void run_attention_case(const CudaDevice& dev, const AttnCase& c, uint64_t seed)
   ThreadPool pool(2);
   paged_attention(pa, pool);
 
-  DeviceBuffer dq = upload(dev, q), dk = upload(dev, kc), dv = upload(dev, vc);
-  DeviceBuffer dseq = upload(dev, token_seq), dpos = upload(dev, token_pos),
-               dtab = upload(dev, flat);
-  DeviceBuffer dout(dev, want.size() * sizeof(float));
+  if (dev == nullptr) {
+    PagedAttentionArgs ha = pa;  // host pointers, a flat table
+    std::vector<float> got(want.size());
+    ha.out = got.data();
+    ha.block_tables = nullptr;
+    ha.block_table_flat = flat.data();
+    ha.block_table_stride = max_blocks;
+    paged_attention_host(ha);
+    EXPECT_LE(test::rel_error(got, want), 2e-5)
+        << dtype_name(c.kv_type) << " heads " << c.n_heads << "/" << c.n_kv_heads << " dim "
+        << c.head_dim << " tokens " << T << " (host rendition)";
+    return;
+  }
+  DeviceBuffer dq = upload(*dev, q), dk = upload(*dev, kc), dv = upload(*dev, vc);
+  DeviceBuffer dseq = upload(*dev, token_seq), dpos = upload(*dev, token_pos),
+               dtab = upload(*dev, flat);
+  DeviceBuffer dout(*dev, want.size() * sizeof(float));
   PagedAttentionArgs ga = pa;  // the same call, device pointers and a flat table
   ga.q = dq.as<float>();
   ga.out = dout.as<float>();
@@ -153,23 +168,19 @@ void run_attention_case(const CudaDevice& dev, const AttnCase& c, uint64_t seed)
   ga.block_tables = nullptr;
   ga.block_table_flat = dtab.as<int32_t>();
   ga.block_table_stride = max_blocks;
-  cuda::paged_attention(dev, ga);
-  const auto got = download<float>(dev, dout, want.size());
+  cuda::paged_attention(*dev, ga);
+  const auto got = download<float>(*dev, dout, want.size());
   EXPECT_LE(test::rel_error(got, want), 2e-5)
       << dtype_name(c.kv_type) << " heads " << c.n_heads << "/" << c.n_kv_heads << " dim "
       << c.head_dim << " tokens " << T;
 }
 
-TEST(CudaPagedAttention, DecodeMatchesCpu) {
-  PAGELLM_REQUIRE_CUDA_DEVICE();
-  CudaDevice dev(0);
+void decode_cases(const CudaDevice* dev) {
   for (DType t : {DType::F16, DType::Q8_0, DType::F32})
     run_attention_case(dev, {t, 32, 8, 128, {1, 17, 300, 1000}, {1, 1, 1, 1}}, 100);
 }
 
-TEST(CudaPagedAttention, PrefillAndChunkedPrefillMatchCpu) {
-  PAGELLM_REQUIRE_CUDA_DEVICE();
-  CudaDevice dev(0);
+void prefill_cases(const CudaDevice* dev) {
   for (DType t : {DType::F16, DType::Q8_0}) {
     // A whole prompt, a later chunk of a prompt, and a decode, in one batch.
     run_attention_case(dev, {t, 16, 4, 64, {75, 200, 33}, {75, 64, 1}}, 200);
@@ -178,6 +189,25 @@ TEST(CudaPagedAttention, PrefillAndChunkedPrefillMatchCpu) {
   }
   // f16 head size that is not a multiple of 32.
   run_attention_case(dev, {DType::F16, 8, 2, 80, {90, 5}, {90, 2}}, 400);
+}
+
+TEST(CudaPagedAttention, DecodeMatchesCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  decode_cases(&dev);
+}
+
+TEST(CudaPagedAttention, PrefillAndChunkedPrefillMatchCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  prefill_cases(&dev);
+}
+
+// The kernel's lane code on the host (no GPU needed): block tables, GQA head
+// mapping, the chunked online softmax and the warps' merge.
+TEST(CudaPagedAttention, HostRenditionMatchesCpu) {
+  decode_cases(nullptr);
+  prefill_cases(nullptr);
 }
 
 }  // namespace

@@ -30,4 +30,9 @@ void validate(const PagedAttentionArgs& args);
 
 void paged_attention(const CudaDevice& dev, const PagedAttentionArgs& args);
 
+// The same computation on the host (host pointers, flat block table), by the
+// kernel's own per-lane code with its warp reductions spelled out: tests check
+// the kernel's indexing and softmax merge without a GPU.
+void paged_attention_host(const PagedAttentionArgs& args);
+
 }  // namespace pagellm::cuda
