@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
 #include <random>
 
 #include "backend/cpu/paged_attention.h"
@@ -32,38 +33,64 @@ std::vector<uint8_t> cpu_cache(DType type, const std::vector<float>& rows, int64
   return cache;
 }
 
-TEST(CudaKvWrite, SameBytesAsCpu) {
-  PAGELLM_REQUIRE_CUDA_DEVICE();
-  CudaDevice dev(0);
+// The cache bytes of KvPool::write's quantizers against the CUDA kernel's on
+// `dev`, or, with no device, against the kernel's host rendition.
+void kv_write_case(const CudaDevice* dev) {
   const int n_kv_heads = 4, head_dim = 128, n_tokens = 9, n_slots = 64;
   const std::vector<int64_t> slots = {5, 6, 7, 40, 41, 0, 63, 17, 18};
   for (DType type : {DType::F16, DType::F32, DType::Q8_0}) {
-    SCOPED_TRACE(dtype_name(type));
+    SCOPED_TRACE(std::string(dtype_name(type)) + (dev ? "" : " (host rendition)"));
     auto k = test::random_floats(n_tokens * n_kv_heads * head_dim, 21, 2.0f);
     const auto v = test::random_floats(n_tokens * n_kv_heads * head_dim, 22, 2.0f);
     for (int i = 0; i < head_dim; ++i) k[i] = 0.0f;  // an all-zero head row: d = 0
+    // A block with d = 1 and codes at exact halves: rounding must go away
+    // from zero, as the CPU's quantizer does (not to even).
+    const float halves[] = {127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 125.5f, -126.5f};
+    for (size_t i = 0; i < std::size(halves); ++i) k[head_dim + i] = halves[i];
     const auto want_k = cpu_cache(type, k, n_tokens, slots, n_slots, n_kv_heads, head_dim);
     const auto want_v = cpu_cache(type, v, n_tokens, slots, n_slots, n_kv_heads, head_dim);
-    DeviceBuffer dk = upload(dev, k), dv = upload(dev, v), ds = upload(dev, slots);
-    DeviceBuffer kc(dev, want_k.size()), vc(dev, want_v.size());
-    dev.fill_zero(kc.data(), kc.bytes());
-    dev.fill_zero(vc.data(), vc.bytes());
     KvWriteArgs a;
-    a.k = dk.as<float>();
     a.k_stride = n_kv_heads * head_dim;
-    a.v = dv.as<float>();
     a.v_stride = n_kv_heads * head_dim;
-    a.slots = ds.as<int64_t>();
     a.n_tokens = n_tokens;
     a.n_kv_heads = n_kv_heads;
     a.head_dim = head_dim;
+    a.cache_type = type;
+    if (dev == nullptr) {
+      std::vector<uint8_t> kc(want_k.size(), 0), vc(want_v.size(), 0);
+      a.k = k.data();
+      a.v = v.data();
+      a.slots = slots.data();
+      a.k_cache = kc.data();
+      a.v_cache = vc.data();
+      kv_write_host(a);
+      EXPECT_TRUE(kc == want_k);
+      EXPECT_TRUE(vc == want_v);
+      continue;
+    }
+    DeviceBuffer dk = upload(*dev, k), dv = upload(*dev, v), ds = upload(*dev, slots);
+    DeviceBuffer kc(*dev, want_k.size()), vc(*dev, want_v.size());
+    dev->fill_zero(kc.data(), kc.bytes());
+    dev->fill_zero(vc.data(), vc.bytes());
+    a.k = dk.as<float>();
+    a.v = dv.as<float>();
+    a.slots = ds.as<int64_t>();
     a.k_cache = kc.data();
     a.v_cache = vc.data();
-    a.cache_type = type;
-    kv_write(dev, a);
-    EXPECT_TRUE(download<uint8_t>(dev, kc, want_k.size()) == want_k);
-    EXPECT_TRUE(download<uint8_t>(dev, vc, want_v.size()) == want_v);
+    kv_write(*dev, a);
+    EXPECT_TRUE(download<uint8_t>(*dev, kc, want_k.size()) == want_k);
+    EXPECT_TRUE(download<uint8_t>(*dev, vc, want_v.size()) == want_v);
   }
+}
+
+TEST(CudaKvWrite, SameBytesAsCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  kv_write_case(&dev);
+}
+
+TEST(CudaKvWrite, HostRenditionSameBytesAsCpu) {
+  kv_write_case(nullptr);
 }
 
 struct AttnCase {

@@ -12,6 +12,40 @@ using namespace detail;
 
 namespace {
 
+// f32 -> f16 bits, nearest even, on the host and the device alike.
+__host__ __device__ __forceinline__ uint16_t to_f16_bits(float f) {
+  const __half_raw r = __half(__float2half_rn(f));
+  return r.x;
+}
+
+// Lane `lane` of a Q8_0 block with absolute maximum amax: its code (and the
+// block's d, which lane 0 stores).
+__host__ __device__ __forceinline__ int8_t q8_code(float x, float amax, float* d_out) {
+#ifdef __CUDA_ARCH__
+  const float d = __fdiv_rn(amax, 127.0f);
+  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+  const float r = roundf(__fmul_rn(x, id));
+#else
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float r = roundf(x * id);
+#endif
+  *d_out = d;
+  // |x * id| <= 127 by construction; the clamp only guards NaN/inf.
+  const int q = r != r ? 0 : (r < -127.0f ? -127 : (r > 127.0f ? 127 : static_cast<int>(r)));
+  return static_cast<int8_t>(q);
+}
+
+// Element i of head row `row` of a f32 / f16 cache, from x.
+template <DType T>
+__host__ __device__ __forceinline__ void store_elem(void* cache, int64_t row, int D, int i,
+                                                    float x) {
+  if constexpr (T == DType::F32)
+    static_cast<float*>(cache)[row * D + i] = x;
+  else
+    static_cast<uint16_t*>(cache)[row * D + i] = to_f16_bits(x);
+}
+
 // Block (token, kv head); threads over the head row. Q8_0: one warp per
 // 32-element block.
 template <DType T>
@@ -25,25 +59,45 @@ __global__ void kv_write_kernel(KvWriteArgs a) {
     const float* src =
         (which == 0 ? a.k + t * a.k_stride : a.v + t * a.v_stride) + static_cast<int64_t>(h) * D;
     void* cache = which == 0 ? a.k_cache : a.v_cache;
-    if constexpr (T == DType::F32) {
-      float* dst = static_cast<float*>(cache) + row * D;
-      for (int i = threadIdx.x; i < D; i += blockDim.x) dst[i] = src[i];
-    } else if constexpr (T == DType::F16) {
-      uint16_t* dst = static_cast<uint16_t*>(cache) + row * D;
-      for (int i = threadIdx.x; i < D; i += blockDim.x) dst[i] = f32_to_f16(src[i]);
+    if constexpr (T == DType::F32 || T == DType::F16) {
+      for (int i = threadIdx.x; i < D; i += blockDim.x) store_elem<T>(cache, row, D, i, src[i]);
     } else {
       BlockQ8_0* dst = static_cast<BlockQ8_0*>(cache) + row * (D / QK8_0);
       const int lane = threadIdx.x % 32;
       for (int b = threadIdx.x / 32; b < D / QK8_0; b += blockDim.x / 32) {
         const float x = src[b * QK8_0 + lane];
-        const float amax = warp_max(fabsf(x));
-        const float d = __fdiv_rn(amax, 127.0f);
-        const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-        // |x * id| <= 127 by construction; the clamp only guards NaN/inf.
-        const float r = roundf(__fmul_rn(x, id));
-        const int q = r != r ? 0 : max(-127, min(127, static_cast<int>(r)));
-        dst[b].qs[lane] = static_cast<int8_t>(q);
-        if (lane == 0) dst[b].d = f32_to_f16(d);
+        float d;
+        dst[b].qs[lane] = q8_code(x, warp_max(fabsf(x)), &d);
+        if (lane == 0) dst[b].d = to_f16_bits(d);
+      }
+    }
+  }
+}
+
+// The kernel's work for token t on the host, the warp's maximum spelled out.
+template <DType T>
+void kv_write_host_token(const KvWriteArgs& a, int32_t t) {
+  const int64_t slot = a.slots[t];
+  if (slot < 0) return;
+  const int32_t D = a.head_dim;
+  for (int32_t h = 0; h < a.n_kv_heads; ++h) {
+    const int64_t row = slot * a.n_kv_heads + h;
+    for (int which = 0; which < 2; ++which) {
+      const float* src =
+          (which == 0 ? a.k + t * a.k_stride : a.v + t * a.v_stride) + static_cast<int64_t>(h) * D;
+      void* cache = which == 0 ? a.k_cache : a.v_cache;
+      if constexpr (T == DType::F32 || T == DType::F16) {
+        for (int i = 0; i < D; ++i) store_elem<T>(cache, row, D, i, src[i]);
+      } else {
+        BlockQ8_0* dst = static_cast<BlockQ8_0*>(cache) + row * (D / QK8_0);
+        for (int b = 0; b < D / QK8_0; ++b) {
+          float amax = 0.0f;
+          for (int lane = 0; lane < 32; ++lane) amax = fmaxf(amax, fabsf(src[b * QK8_0 + lane]));
+          float d = 0.0f;
+          for (int lane = 0; lane < 32; ++lane)
+            dst[b].qs[lane] = q8_code(src[b * QK8_0 + lane], amax, &d);
+          dst[b].d = to_f16_bits(d);
+        }
       }
     }
   }
@@ -63,6 +117,23 @@ void validate(const KvWriteArgs& a) {
   if (a.n_tokens < 0 || a.n_kv_heads <= 0 || a.head_dim <= 0)
     throw ConfigError(fmt::format("CUDA KV write: bad shape {} tokens, {} heads of {}", a.n_tokens,
                                   a.n_kv_heads, a.head_dim));
+}
+
+void kv_write_host(const KvWriteArgs& a) {
+  validate(a);
+  for (int32_t t = 0; t < a.n_tokens; ++t) {
+    switch (a.cache_type) {
+      case DType::F32:
+        kv_write_host_token<DType::F32>(a, t);
+        break;
+      case DType::F16:
+        kv_write_host_token<DType::F16>(a, t);
+        break;
+      default:
+        kv_write_host_token<DType::Q8_0>(a, t);
+        break;
+    }
+  }
 }
 
 void kv_write(const CudaDevice& dev, const KvWriteArgs& a) {

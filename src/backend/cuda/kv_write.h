@@ -40,4 +40,9 @@ void validate(const KvWriteArgs& args);
 
 void kv_write(const CudaDevice& dev, const KvWriteArgs& args);
 
+// The same stores on the host (host pointers), by the kernel's own per-element
+// code with the warp's maximum spelled out: tests check the cache bytes
+// without a GPU.
+void kv_write_host(const KvWriteArgs& args);
+
 }  // namespace pagellm::cuda
