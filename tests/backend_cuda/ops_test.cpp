@@ -71,6 +71,24 @@ TEST(CudaOps, RopeBothStylesMatchCpu) {
   }
 }
 
+// The kernels' per-pair code (angle table, both pair orders, the rounding of
+// the rotation) on the host against the CPU's RoPE.
+TEST(CudaOps, RopeHostRenditionMatchesCpu) {
+  const int32_t head_dim = 128, n_heads = 6, n_rot = 96;
+  const std::vector<int32_t> pos = {0, 1, 5, 300, 4095, 32767};
+  const int64_t T = static_cast<int64_t>(pos.size()), stride = n_heads * head_dim + 64;
+  for (RopeStyle style : {RopeStyle::kNorm, RopeStyle::kNeox}) {
+    const auto x = test::random_floats(T * stride, 5 + static_cast<int>(style));
+    std::vector<float> want = x, got = x;
+    RopeCache cpu(n_rot, 10000.0f, 0.5f);
+    cpu.prepare(pos.data(), T);
+    cpu.apply(want.data(), T, stride, n_heads, head_dim, style);
+    rope_host(got.data(), pos.data(), T, stride, n_heads, head_dim, n_rot, 10000.0f, 0.5f, style);
+    EXPECT_LE(rel_error(got, want), 1e-6) << (style == RopeStyle::kNorm ? "norm" : "neox");
+    EXPECT_EQ(got[n_rot + 1], x[n_rot + 1]);  // dims past n_rot stay
+  }
+}
+
 TEST(CudaOps, SiluMulAddBiasAndResidualMatchCpu) {
   PAGELLM_REQUIRE_CUDA_DEVICE();
   CudaDevice dev(0);

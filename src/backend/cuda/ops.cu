@@ -78,6 +78,25 @@ __global__ void add_bias_kernel(float* x, const float* bias, int64_t rows, int64
   }
 }
 
+// {cos, sin} of pair i's angle at position pos (in double, as the CPU).
+__host__ __device__ __forceinline__ float2 rope_cos_sin(int32_t pos, int32_t i, int32_t n_rot,
+                                                        float freq_base, float freq_scale) {
+  const double inv_freq = pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
+  const double angle = static_cast<double>(pos) * freq_scale * inv_freq;
+  return make_float2(static_cast<float>(cos(angle)), static_cast<float>(sin(angle)));
+}
+
+// Rotates pair i of the head at v: kNorm (v[2i], v[2i+1]), kNeox (v[i],
+// v[i + half]); a * c - b * s and a * s + b * c, rounded step by step as on
+// the CPU.
+__host__ __device__ __forceinline__ void rope_rotate(float* v, int32_t i, int32_t half, bool neox,
+                                                     float2 cs) {
+  const int32_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+  const float a = v[i0], b = v[i1];
+  v[i0] = PAGELLM_SUB_RN(PAGELLM_MUL_RN(a, cs.x), PAGELLM_MUL_RN(b, cs.y));
+  v[i1] = PAGELLM_ADD_RN(PAGELLM_MUL_RN(a, cs.y), PAGELLM_MUL_RN(b, cs.x));
+}
+
 __global__ void rope_table_kernel(const int32_t* positions, int64_t n_tokens, int32_t n_rot,
                                   float freq_base, float freq_scale, float2* cos_sin) {
   const int32_t half = n_rot / 2;
@@ -85,9 +104,7 @@ __global__ void rope_table_kernel(const int32_t* positions, int64_t n_tokens, in
   if (k >= n_tokens * half) return;
   const int64_t t = k / half;
   const int32_t i = static_cast<int32_t>(k % half);
-  const double inv_freq = pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
-  const double angle = static_cast<double>(positions[t]) * freq_scale * inv_freq;
-  cos_sin[k] = make_float2(static_cast<float>(cos(angle)), static_cast<float>(sin(angle)));
+  cos_sin[k] = rope_cos_sin(positions[t], i, n_rot, freq_base, freq_scale);
 }
 
 __global__ void rope_apply_kernel(float* x, int64_t n_tokens, int64_t stride, int32_t n_heads,
@@ -100,13 +117,8 @@ __global__ void rope_apply_kernel(float* x, int64_t n_tokens, int64_t stride, in
   const int64_t th = k / half;
   const int32_t h = static_cast<int32_t>(th % n_heads);
   const int64_t t = th / n_heads;
-  const float2 cs = cos_sin[t * half + i];
-  float* v = x + t * stride + static_cast<int64_t>(h) * head_dim;
-  const int32_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
-  const float a = v[i0], b = v[i1];
-  // a * c - b * s and a * s + b * c, rounded step by step as on the CPU.
-  v[i0] = __fsub_rn(__fmul_rn(a, cs.x), __fmul_rn(b, cs.y));
-  v[i1] = __fadd_rn(__fmul_rn(a, cs.y), __fmul_rn(b, cs.x));
+  rope_rotate(x + t * stride + static_cast<int64_t>(h) * head_dim, i, half, neox,
+              cos_sin[t * half + i]);
 }
 
 constexpr int kThreads = 256;
@@ -166,6 +178,21 @@ void add_bias(const CudaDevice& dev, float* x, const float* bias, int64_t rows, 
   add_bias_kernel<<<grid_for(rows * n, kThreads), kThreads, 0, stream_of(dev)>>>(x, bias, rows, n,
                                                                                  stride);
   check_launch("add_bias", dev.index());
+}
+
+void rope_host(float* x, const int32_t* positions, int64_t n_tokens, int64_t stride,
+               int32_t n_heads, int32_t head_dim, int32_t n_rot, float freq_base, float freq_scale,
+               RopeStyle style) {
+  if (n_rot > head_dim || n_rot % 2 != 0)
+    throw ConfigError(fmt::format("CUDA RoPE: n_rot {} for heads of {}", n_rot, head_dim));
+  const int32_t half = n_rot / 2;
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int32_t i = 0; i < half; ++i) {
+      const float2 cs = rope_cos_sin(positions[t], i, n_rot, freq_base, freq_scale);
+      for (int32_t h = 0; h < n_heads; ++h)
+        rope_rotate(x + t * stride + static_cast<int64_t>(h) * head_dim, i, half,
+                    style == RopeStyle::kNeox, cs);
+    }
 }
 
 void CudaRopeCache::prepare(const CudaDevice& dev, const int32_t* positions, int64_t n_tokens) {

@@ -41,6 +41,12 @@ void add_bias(const CudaDevice& dev, float* x, const float* bias, int64_t rows, 
 // RoPE, as backend/cpu RopeCache: cos/sin of every (token, pair) computed once
 // per step in double precision (angle = pos * freq_scale * base^(-2i / n_rot)),
 // then applied to the first n_rot dims of each head.
+// CudaRopeCache's prepare + apply on the host (host memory), by the kernels'
+// own per-pair code: tests check the table and both pair orders without a GPU.
+void rope_host(float* x, const int32_t* positions, int64_t n_tokens, int64_t stride,
+               int32_t n_heads, int32_t head_dim, int32_t n_rot, float freq_base, float freq_scale,
+               RopeStyle style);
+
 class CudaRopeCache {
  public:
   CudaRopeCache(int32_t n_rot, float freq_base, float freq_scale)
