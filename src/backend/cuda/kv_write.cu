@@ -46,6 +46,13 @@ __host__ __device__ __forceinline__ void store_elem(void* cache, int64_t row, in
     static_cast<uint16_t*>(cache)[row * D + i] = to_f16_bits(x);
 }
 
+// Token t's head h row of K (which 0) or V (which 1).
+__host__ __device__ __forceinline__ const float* head_src(const KvWriteArgs& a, int which,
+                                                          int32_t t, int32_t h) {
+  return (which == 0 ? a.k + t * a.k_stride : a.v + t * a.v_stride) +
+         static_cast<int64_t>(h) * a.head_dim;
+}
+
 // Block (token, kv head); threads over the head row. Q8_0: one warp per
 // 32-element block.
 template <DType T>
@@ -56,8 +63,7 @@ __global__ void kv_write_kernel(KvWriteArgs a) {
   const int32_t D = a.head_dim;
   const int64_t row = slot * a.n_kv_heads + h;
   for (int which = 0; which < 2; ++which) {
-    const float* src =
-        (which == 0 ? a.k + t * a.k_stride : a.v + t * a.v_stride) + static_cast<int64_t>(h) * D;
+    const float* src = head_src(a, which, t, h);
     void* cache = which == 0 ? a.k_cache : a.v_cache;
     if constexpr (T == DType::F32 || T == DType::F16) {
       for (int i = threadIdx.x; i < D; i += blockDim.x) store_elem<T>(cache, row, D, i, src[i]);
@@ -83,8 +89,7 @@ void kv_write_host_token(const KvWriteArgs& a, int32_t t) {
   for (int32_t h = 0; h < a.n_kv_heads; ++h) {
     const int64_t row = slot * a.n_kv_heads + h;
     for (int which = 0; which < 2; ++which) {
-      const float* src =
-          (which == 0 ? a.k + t * a.k_stride : a.v + t * a.v_stride) + static_cast<int64_t>(h) * D;
+      const float* src = head_src(a, which, t, h);
       void* cache = which == 0 ? a.k_cache : a.v_cache;
       if constexpr (T == DType::F32 || T == DType::F16) {
         for (int i = 0; i < D; ++i) store_elem<T>(cache, row, D, i, src[i]);
