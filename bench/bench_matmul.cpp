@@ -187,6 +187,16 @@ void shapes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Gemv)->Apply(shapes);
+// The output layer's shape (vocab 32000), 6x the FFN matrix: per-job costs
+// (waking the threads, the last chunk) weigh less than in BM_Gemv.
+void output_shapes(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16})
+    b->Args({static_cast<int64_t>(t), 2048, 32000, 1});
+  b->ArgNames({"type", "n_in", "n_out", "packed"});
+  b->UseRealTime();
+  b->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK(BM_Gemv)->Apply(output_shapes);
 BENCHMARK(BM_Gemm64)->Apply(shapes);
 BENCHMARK(BM_Gemm16)->Apply(shapes);
 void cached_shapes(benchmark::internal::Benchmark* b) {

@@ -14,6 +14,8 @@ CpuFeatures detect() {
   CpuFeatures f;
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+  f.intel = b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;  // "Genu" "ineI" "ntel"
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = c & (1u << 27);
   f.avx = c & (1u << 28);

@@ -6,6 +6,7 @@
 namespace pagellm {
 
 struct CpuFeatures {
+  bool intel = false;      // CPUID vendor "GenuineIntel" (tuning choices, never correctness)
   bool ymm_state = false;  // the OS saves AVX (YMM) state
   bool zmm_state = false;  // ... and AVX-512 state (opmask, ZMM upper halves, ZMM16-31)
   bool avx = false, f16c = false, fma = false, popcnt = false;

@@ -3,6 +3,8 @@
 // under PAGELLM_CPU_ISA=scalar and =avx2: tests/CMakeLists.txt).
 #include "backend/cpu/cpu_isa.h"
 
+#include "util/cpu_features.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -53,6 +55,14 @@ TEST(CpuIsa, GccBuildsOfferWhatTheCpuRuns) {
                       __builtin_cpu_supports("avx512vnni");
   EXPECT_EQ(isa_available(CpuIsa::Avx2), avx2);
   EXPECT_EQ(isa_available(CpuIsa::Avx512), avx512);
+}
+
+TEST(CpuIsa, VendorMatchesGcc) {
+  __builtin_cpu_init();
+  EXPECT_EQ(cpu_features().intel, __builtin_cpu_is("intel") != 0);
+  // The decode prefetch default follows it (unless the environment says).
+  if (!std::getenv("PAGELLM_GEMV_HINTS"))
+    EXPECT_EQ(gemv_prefetch_hints(), __builtin_cpu_is("intel") != 0);
 }
 #endif
 

@@ -99,6 +99,14 @@ bool isa_available(CpuIsa isa) {
   return false;
 }
 
+bool gemv_prefetch_hints() {
+  static const bool on = [] {
+    if (const char* v = std::getenv("PAGELLM_GEMV_HINTS"); v && *v) return std::strcmp(v, "0") != 0;
+    return cpu_features().intel;
+  }();
+  return on;
+}
+
 const char* isa_name(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::Scalar:

@@ -41,4 +41,12 @@ bool amx_int8_available();
 // without AMX). Needs the Avx512 variant; wins over the CPU's tiles.
 bool amx_tile_model_requested();
 
+// Whether the AVX-512 Rows16 kernels hint the L2 ahead of their weights in
+// one-column tiles (decode) too, as they always do for wider tiles
+// (packed_drive.h). On by default on Intel CPUs, where it lifts GEMV from DRAM
+// by 10-30%; off elsewhere (Zen 4 read Q4_K faster without); the environment
+// variable PAGELLM_GEMV_HINTS=0|1 overrides. A pure tuning choice: the hints
+// change no value.
+bool gemv_prefetch_hints();
+
 }  // namespace pagellm::cpu

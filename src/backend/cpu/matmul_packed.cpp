@@ -167,10 +167,11 @@ struct Avx512 {
     __m512 acc[CB];
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+    const bool hint = tile_hints<CB>();
     const uint8_t* p = grp;
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2, p += kPair) {
-      if constexpr (CB >= kPrefetchMinCols)
+      if (hint)
         for (size_t l = 0; l < kPair; l += 64) simd::prefetch(p + kPrefetchBytes + l);
       block<CB>(p, p + 2 * C, xr, b, acc);
       block<CB>(p + C, p + 2 * C + 32, xr, b + 1, acc);

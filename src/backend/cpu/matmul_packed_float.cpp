@@ -54,9 +54,10 @@ struct FloatRows16Avx512 {
     for (int r = 0; r < RB; ++r)
       for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_setzero_ps();
     const int64_t nb = n / 32;
+    const bool hint = tile_hints<CB>();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* chunk = grp + float_rows16_at(r0, b, nb);
-      if constexpr (CB >= kPrefetchMinCols)
+      if (hint)
         for (int r = 0; r < RB; ++r) simd::prefetch(chunk + kPrefetchBytes + 64 * r);
       for (int h = 0; h < 2; ++h) {
         __m512 xv[CB];
@@ -137,9 +138,10 @@ struct FloatRows16Avx2 {
     for (int r = 0; r < RB; ++r)
       for (int c = 0; c < CB; ++c) acc[r][c] = _mm256_setzero_ps();
     const int64_t nb = n / 32;
+    const bool hint = tile_hints<CB>();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* chunk = grp + float_rows16_at(r0, b, nb);
-      if constexpr (CB >= kPrefetchMinCols)
+      if (hint)
         for (int r = 0; r < RB; ++r) simd::prefetch(chunk + kPrefetchBytes + 64 * r);
       for (int e = 0; e < 4; ++e) {
         __m256 xv[CB];

@@ -74,16 +74,22 @@ struct Avx512K4 {
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(15);
+    const bool hint = tile_hints<CB>();
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
+      // Wide tiles hint the whole super-block at once, one-column ones a
+      // quarter at a time (a burst of 37-45 lines stalls a GEMV).
       if constexpr (CB >= kPrefetchMinCols)
         for (size_t l = 0; l < kK4Super<kQ5>; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+      const uint8_t* hinted = sb;
       const uint8_t* hb = sb;  // Q5_K's fifth bits
       if constexpr (kQ5) sb += kQ5KPlane;
       __m512i S[CB];
 #pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
       for (int j = 0; j < 8; ++j) {
+        if (CB < kPrefetchMinCols && hint && j % 2 == 0)
+          prefetch_quarter<kK4Super<kQ5>>(hinted, j / 2);
         __m512i A[8];
 #pragma GCC unroll 16
         for (int k = 0; k < 8; ++k) {
@@ -445,6 +451,7 @@ struct Avx512Q6K {
 #pragma GCC unroll 8
     for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    const bool hint = tile_hints<CB>();
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper;
       if constexpr (CB >= kPrefetchMinCols)
@@ -453,6 +460,7 @@ struct Avx512Q6K {
 #pragma GCC unroll 8
       for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
       for (int j = 0; j < 16; ++j) {
+        if (CB < kPrefetchMinCols && hint && j % 4 == 0) prefetch_quarter<kQ6KSuper>(sb, j / 4);
         __m512i A[4];
 #pragma GCC unroll 4
         for (int t = 0; t < 4; ++t) {

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "backend/cpu/amx_tiles.h"
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/packed_weights.h"
 #include "tensor/blocks.h"
@@ -28,12 +29,18 @@ namespace pagellm::cpu::detail {
 // Every Rows16 group is one forward run of bytes, which a thread reads in
 // order. A tile of several columns works long enough on each block that the
 // hardware prefetcher alone leaves it waiting on memory, so such tiles hint the
-// L2 this far ahead (16 columns from DRAM: +10% Q4_0, +30% Q8_0). A one-column
-// tile (decode) reads fast enough for the hardware prefetcher, and hints only
-// take its load slots (Zen 4, one thread, GEMV from DRAM: Q4_K 20 GB/s with
-// hints, 23.5 without).
+// L2 this far ahead (16 columns from DRAM: +10% Q4_0, +30% Q8_0). One-column
+// tiles (decode) hint too where gemv_prefetch_hints() says so (cpu_isa.h):
+// on Sapphire Rapids (2 threads, GEMV from DRAM, alternating binaries) Q4_0
+// 21 -> 27, F16 21 -> 28, Q8_0 26.5 -> 28 GB/s, and Q4_K / Q5_K, hinting a
+// super-block in quarters (prefetch_quarter), 19.5 -> 24; on Zen 4 (one
+// thread) Q4_K read 20 GB/s with whole-super-block hints, 23.5 without.
 constexpr size_t kPrefetchBytes = 8192;
 constexpr int kPrefetchMinCols = 2;
+template <int CB>
+inline bool tile_hints() {
+  return CB >= kPrefetchMinCols || gemv_prefetch_hints();
+}
 // The AVX2 integer kernels hint for every tile, one-column ones too: on Zen 3
 // (2 threads, GEMV from DRAM, alternating runs) Q6_K reads 9 -> 14-19 GB/s
 // with the hints, Q4_K 15 -> 16-18, Q4_0 within the noise.
