@@ -61,8 +61,9 @@ TEST(CpuIsa, VendorMatchesGcc) {
   __builtin_cpu_init();
   EXPECT_EQ(cpu_features().intel, __builtin_cpu_is("intel") != 0);
   // The decode prefetch default follows it (unless the environment says).
-  if (!std::getenv("PAGELLM_GEMV_HINTS"))
+  if (!std::getenv("PAGELLM_GEMV_HINTS")) {
     EXPECT_EQ(gemv_prefetch_hints(), __builtin_cpu_is("intel") != 0);
+  }
 }
 #endif
 

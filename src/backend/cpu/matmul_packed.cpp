@@ -9,9 +9,9 @@
 // and the output is acc_rc: one float chain per output, kept in one lane of a
 // register that holds 16 (AVX-512) or 8 (AVX2) rows. The scalar, AVX2 and
 // AVX-512 variants compute exactly this and agree bit for bit, whatever the
-// batch size (columns are only ever grouped, never mixed). Q4_1, Q5_0, Q5_1
-// and IQ4_NL have the scalar and AVX2 variants (the AVX2 one also serves
-// AVX-512 hosts).
+// batch size (columns are only ever grouped, never mixed). On AVX-512 the
+// codes go into VNNI as unsigned bytes (IQ4_NL's table values + 128), and
+// with AMX-INT8 tiles of 4+ columns take the same integer sums.
 #include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
 
 #include <cmath>
@@ -109,11 +109,54 @@ void packed_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const u
 PAGELLM_TARGET_AVX512
 // ---- AVX-512 VNNI: one zmm = 16 rows ------------------------------------------
 
+// The VNNI and AMX products take unsigned codes: IQ4_NL's table values go in
+// shifted by 128 (all within 1..241), so the integer sum is the same after
+// the -128 * sum(q_x) term (kVnniOffset).
+template <DType T>
+constexpr int kVnniOffset = Traits<T>::kTable ? 128 : Traits<T>::kOffset;
+struct ShiftedIq4 {
+  alignas(16) uint8_t v[16];
+};
+constexpr ShiftedIq4 shifted_iq4() {
+  ShiftedIq4 t{};
+  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(kIq4NlValues[i] + 128);
+  return t;
+}
+constexpr ShiftedIq4 kIq4Shifted = shifted_iq4();
+
 template <DType T>
 struct Avx512 {
-  static_assert(T == DType::Q4_0 || T == DType::Q8_0);
   static constexpr int kCols = 16;
-  static constexpr size_t C = Traits<T>::kCodeBytes;
+  static constexpr size_t C = Traits<T>::kCodeBytes, S = Traits<T>::kScaleBytes;
+
+  // The block's unsigned codes of dword group k, for 16 rows (bc: its codes).
+  static inline __attribute__((always_inline)) void codes(const uint8_t* bc, __m512i (&A)[8]) {
+    if constexpr (T == DType::Q8_0) {
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) A[k] = _mm512_loadu_si512(bc + 64 * k);
+    } else {
+      const uint8_t* nib = Traits<T>::kFifthBit ? bc + 64 : bc;
+      const __m512i m4 = _mm512_set1_epi8(15);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m512i v = _mm512_loadu_si512(nib + 64 * k);
+        A[k] = _mm512_and_si512(v, m4);
+        A[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      }
+      if constexpr (Traits<T>::kFifthBit) {
+        const __m512i hb = _mm512_loadu_si512(bc);
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k)
+          A[k] = _mm512_mask_add_epi8(
+              A[k], _mm512_test_epi8_mask(hb, _mm512_set1_epi8(static_cast<char>(1 << k))), A[k],
+              _mm512_set1_epi8(16));
+      } else if constexpr (Traits<T>::kTable) {
+        const __m512i table = _mm512_broadcast_i32x4(simd::load128(kIq4Shifted.v));
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) A[k] = _mm512_shuffle_epi8(table, A[k]);
+      }
+    }
+  }
 
   // Block b (codes bc, scales sc) times CB columns, into acc.
   template <int CB>
@@ -121,23 +164,14 @@ struct Avx512 {
                                                           const XRow (&xr)[CB], int64_t b,
                                                           __m512 (&acc)[CB]) {
     __m512i A[8];
-    if constexpr (T == DType::Q4_0) {
-      const __m512i m4 = _mm512_set1_epi8(15);
-#pragma GCC unroll 16
-      for (int k = 0; k < 4; ++k) {
-        const __m512i v = _mm512_loadu_si512(bc + 64 * k);
-        A[k] = _mm512_and_si512(v, m4);
-        A[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-      }
-    } else {
-#pragma GCC unroll 16
-      for (int k = 0; k < 8; ++k) A[k] = _mm512_loadu_si512(bc + 64 * k);
-    }
+    codes(bc, A);
     const __m512 dw = _mm512_cvtph_ps(simd::load256(sc));
+    [[maybe_unused]] __m512 mw;  // the mins (Q4_1, Q5_1)
+    if constexpr (Traits<T>::kMin) mw = _mm512_cvtph_ps(simd::load256(sc + 32));
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) {
       const int8_t* q = xr[c].qs + 32 * b;
-      __m512i I = _mm512_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]);
+      __m512i I = _mm512_set1_epi32(-kVnniOffset<T> * xr[c].sum[b]);
       if constexpr (CB <= 2) {
         // Few columns: two independent chains so the dpbusd latency hides.
         __m512i J = _mm512_setzero_si512();
@@ -151,15 +185,28 @@ struct Avx512 {
 #pragma GCC unroll 16
         for (int k = 0; k < 8; ++k) I = simd::dpbusd_bcast(I, A[k], q + 4 * k);
       }
-      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xr[c].d[b]));
-      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), s, acc[c]);
+      epilogue<CB>(I, dw, mw, xr[c], b, acc[c]);
     }
+  }
+
+  // acc = fma(float(I), d_w * d_x, acc), then Q4_1 / Q5_1's
+  // fma(float(sum q_x), m_w * d_x, acc): the contract's order.
+  template <int CB>
+  static inline __attribute__((always_inline)) void epilogue(__m512i I, __m512 dw,
+                                                             [[maybe_unused]] __m512 mw,
+                                                             const XRow& xr, int64_t b,
+                                                             __m512& acc) {
+    const __m512 dx = _mm512_set1_ps(xr.d[b]);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(dw, dx), acc);
+    if constexpr (Traits<T>::kMin)
+      acc = _mm512_fmadd_ps(_mm512_set1_ps(static_cast<float>(xr.sum[b])), _mm512_mul_ps(mw, dx),
+                            acc);
   }
 
   template <int CB>
   static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
                     int64_t os, int valid) {
-    constexpr size_t kPair = 2 * C + 64;
+    constexpr size_t kPair = 2 * (C + S);
     const int64_t nb = n / 32;
     XRow xr[CB];
 #pragma GCC unroll 16
@@ -174,7 +221,7 @@ struct Avx512 {
       if (hint)
         for (size_t l = 0; l < kPair; l += 64) simd::prefetch(p + kPrefetchBytes + l);
       block<CB>(p, p + 2 * C, xr, b, acc);
-      block<CB>(p + C, p + 2 * C + 32, xr, b + 1, acc);
+      block<CB>(p + C, p + 2 * C + S, xr, b + 1, acc);
     }
     if (b < nb) block<CB>(p, p + C, xr, b, acc);  // the odd last block
     store_rows16<CB>(out, os, acc, valid);
@@ -210,19 +257,17 @@ struct Amx {
   using Tiles = TilesT;
   static TileConfig config(int cols) { return pair_tiles(cols, 32); }
 
-  // The block's codes as B's bytes: in place (Q8_0), or spread into buf.
+  // The block's codes as B's bytes: in place (Q8_0), or the VNNI kernel's
+  // unsigned codes spread into buf.
   static inline __attribute__((always_inline)) const uint8_t* b_bytes(const uint8_t* bc,
                                                                       uint8_t* buf) {
     if constexpr (T == DType::Q8_0) {
       return bc;
     } else {
-      const __m512i m4 = _mm512_set1_epi8(15);
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const __m512i v = _mm512_loadu_si512(bc + 64 * k);
-        _mm512_store_si512(buf + 64 * k, _mm512_and_si512(v, m4));
-        _mm512_store_si512(buf + 64 * (k + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
-      }
+      __m512i A[8];
+      Avx512<T>::codes(bc, A);
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) _mm512_store_si512(buf + 64 * k, A[k]);
       return buf;
     }
   }
@@ -233,12 +278,13 @@ struct Amx {
                                                           const uint8_t* sc, const XRow (&xr)[CB],
                                                           int64_t b, __m512 (&acc)[CB]) {
     const __m512 dw = _mm512_cvtph_ps(simd::load256(sc));
+    [[maybe_unused]] __m512 mw;
+    if constexpr (Traits<T>::kMin) mw = _mm512_cvtph_ps(simd::load256(sc + 32));
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) {
       const __m512i I = _mm512_add_epi32(_mm512_load_si512(sums[c]),
-                                         _mm512_set1_epi32(-Traits<T>::kOffset * xr[c].sum[b]));
-      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xr[c].d[b]));
-      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), s, acc[c]);
+                                         _mm512_set1_epi32(-kVnniOffset<T> * xr[c].sum[b]));
+      Avx512<T>::template epilogue<CB>(I, dw, mw, xr[c], b, acc[c]);
     }
   }
 
@@ -246,7 +292,7 @@ struct Amx {
   template <int CB>
   static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
                     int64_t os, int valid) {
-    constexpr size_t kPair = 2 * C + 64;
+    constexpr size_t S = Traits<T>::kScaleBytes, kPair = 2 * (C + S);
     const int64_t nb = n / 32;
     XRow xr[CB];
 #pragma GCC unroll 16
@@ -263,7 +309,7 @@ struct Amx {
       pair_products<Tiles>(x + 32 * b, x + 32 * (b + 1), xs, b_bytes(p, codes[0]),
                            b_bytes(p + C, codes[1]), sums);
       scale<CB>(sums[0], p + 2 * C, xr, b, acc);
-      scale<CB>(sums[1], p + 2 * C + 32, xr, b + 1, acc);
+      scale<CB>(sums[1], p + 2 * C + S, xr, b + 1, acc);
     }
     if (b < nb) {  // the odd last block
       first_product<Tiles>(x + 32 * b, xs, b_bytes(p, codes[0]), sums);
@@ -440,35 +486,48 @@ PAGELLM_TARGET_END
 
 template <DType T>
 PackedTileFn packed_for(CpuIsa isa) {
-  if constexpr (T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1 || T == DType::IQ4_NL) {
-#if PAGELLM_HAVE_AVX2
-    if (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512) return drive<Avx2<T>>;
-#endif
-  } else {
 #if PAGELLM_HAVE_AMX
-    if (isa == CpuIsa::Avx512 && amx_tile_model_requested()) return Amx<T, EmuTiles>::run;
-    if (isa == CpuIsa::Avx512 && amx_int8_available()) return Amx<T, HwTiles>::run;
+  if (isa == CpuIsa::Avx512 && amx_tile_model_requested()) return Amx<T, EmuTiles>::run;
+  if (isa == CpuIsa::Avx512 && amx_int8_available()) return Amx<T, HwTiles>::run;
 #endif
 #if PAGELLM_HAVE_AVX512
-    if (isa == CpuIsa::Avx512) return drive<Avx512<T>>;
+  if (isa == CpuIsa::Avx512) return drive<Avx512<T>>;
 #endif
 #if PAGELLM_HAVE_AVX2
-    if (isa == CpuIsa::Avx2) return drive<Avx2<T>>;
+  if (isa == CpuIsa::Avx2) return drive<Avx2<T>>;
 #endif
-  }
   if (isa == CpuIsa::Scalar) return packed_scalar<T>;
   return nullptr;
 }
+
+#if PAGELLM_HAVE_AMX
+template <DType T>
+PackedTileFn amx_for(bool emulated) {
+  return emulated ? Amx<T, EmuTiles>::run : Amx<T, HwTiles>::run;
+}
+#endif
 
 }  // namespace
 
 PackedTileFn packed_amx_fn(DType wtype, bool emulated) {
   if (!isa_available(CpuIsa::Avx512) || (!emulated && !amx_int8_available())) return nullptr;
 #if PAGELLM_HAVE_AMX
-  if (wtype == DType::Q4_0)
-    return emulated ? Amx<DType::Q4_0, EmuTiles>::run : Amx<DType::Q4_0, HwTiles>::run;
-  if (wtype == DType::Q8_0)
-    return emulated ? Amx<DType::Q8_0, EmuTiles>::run : Amx<DType::Q8_0, HwTiles>::run;
+  switch (wtype) {
+    case DType::Q4_0:
+      return amx_for<DType::Q4_0>(emulated);
+    case DType::Q4_1:
+      return amx_for<DType::Q4_1>(emulated);
+    case DType::Q5_0:
+      return amx_for<DType::Q5_0>(emulated);
+    case DType::Q5_1:
+      return amx_for<DType::Q5_1>(emulated);
+    case DType::Q8_0:
+      return amx_for<DType::Q8_0>(emulated);
+    case DType::IQ4_NL:
+      return amx_for<DType::IQ4_NL>(emulated);
+    default:
+      break;
+  }
 #endif
   return packed_k_amx_fn(wtype, emulated);
 }
