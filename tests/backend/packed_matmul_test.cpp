@@ -37,8 +37,8 @@ const DType kTypes[] = {DType::Q4_0, DType::Q4_1,   DType::Q5_0, DType::Q5_1,
                         DType::Q8_0, DType::IQ4_NL, DType::Q2_K, DType::Q3_K,
                         DType::Q4_K, DType::Q5_K,   DType::Q6_K, DType::IQ4_XS};
 // The types with AMX kernels.
-const DType kAmxTypes[] = {DType::Q4_0,   DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                           DType::IQ4_NL, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kAmxTypes[] = {DType::Q4_0,   DType::Q4_1,   DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                           DType::IQ4_NL, DType::IQ4_XS, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // A row length for type t: `n` for the 32-blocks, a multiple of 256 for Q4_K.
 int64_t len_for(DType t, int64_t n) {

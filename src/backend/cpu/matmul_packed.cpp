@@ -109,20 +109,9 @@ void packed_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const u
 PAGELLM_TARGET_AVX512
 // ---- AVX-512 VNNI: one zmm = 16 rows ------------------------------------------
 
-// The VNNI and AMX products take unsigned codes: IQ4_NL's table values go in
-// shifted by 128 (all within 1..241), so the integer sum is the same after
-// the -128 * sum(q_x) term (kVnniOffset).
+// The -offset of the unsigned codes VNNI and AMX take (IQ4_NL: kIq4Shifted).
 template <DType T>
 constexpr int kVnniOffset = Traits<T>::kTable ? 128 : Traits<T>::kOffset;
-struct ShiftedIq4 {
-  alignas(16) uint8_t v[16];
-};
-constexpr ShiftedIq4 shifted_iq4() {
-  ShiftedIq4 t{};
-  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(kIq4NlValues[i] + 128);
-  return t;
-}
-constexpr ShiftedIq4 kIq4Shifted = shifted_iq4();
 
 template <DType T>
 struct Avx512 {
@@ -135,14 +124,7 @@ struct Avx512 {
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) A[k] = _mm512_loadu_si512(bc + 64 * k);
     } else {
-      const uint8_t* nib = Traits<T>::kFifthBit ? bc + 64 : bc;
-      const __m512i m4 = _mm512_set1_epi8(15);
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const __m512i v = _mm512_loadu_si512(nib + 64 * k);
-        A[k] = _mm512_and_si512(v, m4);
-        A[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-      }
+      nibble_groups(Traits<T>::kFifthBit ? bc + 64 : bc, A);
       if constexpr (Traits<T>::kFifthBit) {
         const __m512i hb = _mm512_loadu_si512(bc);
 #pragma GCC unroll 8
@@ -151,9 +133,7 @@ struct Avx512 {
               A[k], _mm512_test_epi8_mask(hb, _mm512_set1_epi8(static_cast<char>(1 << k))), A[k],
               _mm512_set1_epi8(16));
       } else if constexpr (Traits<T>::kTable) {
-        const __m512i table = _mm512_broadcast_i32x4(simd::load128(kIq4Shifted.v));
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) A[k] = _mm512_shuffle_epi8(table, A[k]);
+        iq4_shifted_values(A);
       }
     }
   }
@@ -529,6 +509,7 @@ PackedTileFn packed_amx_fn(DType wtype, bool emulated) {
       break;
   }
 #endif
+  if (wtype == DType::IQ4_XS) return packed_iq4xs_amx_fn(emulated);
   return packed_k_amx_fn(wtype, emulated);
 }
 

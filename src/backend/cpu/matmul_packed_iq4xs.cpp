@@ -3,8 +3,8 @@
 //   S = sum_j scale_j * I_j     I_j = exact dot of sub-block j's values
 //                               (kIq4NlValues[code]) and q_x; scale_j = ls - 32
 //   acc = fma(float(S), d * d_x, acc)
-// super-blocks in order: the scalar and AVX2 variants give the same bits. The
-// AVX-512 hosts run the AVX2 kernel (no AVX-512 or AMX variant).
+// super-blocks in order: the scalar, AVX2, AVX-512 VNNI and AMX variants give
+// the same bits.
 #include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
 
 #include <cmath>
@@ -98,11 +98,168 @@ struct Avx2Iq4Xs {
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX2
 
+#if PAGELLM_HAVE_AVX512
+PAGELLM_TARGET_AVX512
+// One zmm = 16 rows: per sub-block the nibbles' table values + 128 as
+// unsigned codes through vpdpbusd, -128 * sum32_j(q_x) taken back, times the
+// sub-block's scales in int32; the float work once per super-block.
+struct Avx512Iq4Xs {
+  static constexpr int kCols = 8;
+
+  // S[c] += scale_j * I_j for every column, from sub-block j's shifted codes A.
+  template <int CB>
+  static inline __attribute__((always_inline)) void add_scaled(const __m512i (&A)[8],
+                                                               const uint8_t* sb, int j,
+                                                               const XRowK (&xr)[CB], int64_t s,
+                                                               __m512i (&S)[CB]) {
+    const __m512i sc = _mm512_cvtepi8_epi32(simd::load128(sb + kIq4XsScales + 16 * j));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) {
+      const int8_t* q = xr[c].qs + 256 * s + 32 * j;
+      __m512i I = _mm512_set1_epi32(-128 * xr[c].sum32[8 * s + j]), J = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; k += 2) {
+        I = simd::dpbusd_bcast(I, A[k], q + 4 * k);
+        J = simd::dpbusd_bcast(J, A[k + 1], q + 4 * k + 4);
+      }
+      S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_add_epi32(I, J), sc));
+    }
+  }
+
+  // acc[c] = fma(float(S[c]), d * d_x, acc[c]) for super-block s.
+  template <int CB>
+  static inline __attribute__((always_inline)) void finish(const uint8_t* sb, const XRowK (&xr)[CB],
+                                                           int64_t s, const __m512i (&S)[CB],
+                                                           __m512 (&acc)[CB]) {
+    const __m512 dv = _mm512_cvtph_ps(simd::load256(sb + kIq4XsD));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c)
+      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]),
+                               _mm512_mul_ps(dv, _mm512_set1_ps(xr[c].d[s])), acc[c]);
+  }
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowK xr[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
+    __m512 acc[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+    const bool hint = tile_hints<CB>();
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kIq4XsSuper;
+      __m512i S[CB];
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
+      for (int j = 0; j < 8; ++j) {
+        if (hint && j % 2 == 0) prefetch_quarter<kIq4XsSuper>(sb, j / 2);
+        __m512i A[8];
+        nibble_groups(sb + 256 * j, A);
+        iq4_shifted_values(A);
+        add_scaled<CB>(A, sb, j, xr, s, S);
+      }
+      finish<CB>(sb, xr, s, S, acc);
+    }
+    store_rows16<CB>(out, os, acc, valid);
+  }
+
+  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+                   int64_t os, int valid) {
+    tail_of<Avx512Iq4Xs, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+};
+PAGELLM_TARGET_END
+#endif  // PAGELLM_HAVE_AVX512
+
+#if PAGELLM_HAVE_AMX
+PAGELLM_TARGET_AMX
+// AMX (packed_drive.h's pair tiles): sub-blocks j and j + 1 at once, A = the
+// columns' 32 activation codes of each, B = the 16 rows' shifted table values,
+// C = their exact sums; the rest is Avx512Iq4Xs's on the same integers.
+template <class TilesT>
+struct AmxIq4Xs {
+  using Tiles = TilesT;
+  static constexpr int kMinCols = 4;
+  static TileConfig config(int cols) { return pair_tiles(cols, 32); }
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowK xr[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
+    __m512 acc[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+    alignas(64) uint8_t codes[2][512];
+    alignas(64) int32_t sums[2][16][16];
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * kIq4XsSuper;
+      for (size_t l = 0; l < kIq4XsSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+      __m512i S[CB];
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
+      for (int j = 0; j < 8; j += 2) {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          __m512i A[8];
+          nibble_groups(sb + 256 * (j + h), A);
+          iq4_shifted_values(A);
+#pragma GCC unroll 8
+          for (int k = 0; k < 8; ++k) _mm512_store_si512(codes[h] + 64 * k, A[k]);
+        }
+        const uint8_t* q = x + 256 * s + 32 * j;
+        pair_products<Tiles>(q, q + 32, xs, codes[0], codes[1], sums);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m512i sc = _mm512_cvtepi8_epi32(simd::load128(sb + kIq4XsScales + 16 * (j + h)));
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) {
+            const __m512i I =
+                _mm512_add_epi32(_mm512_load_si512(sums[h][c]),
+                                 _mm512_set1_epi32(-128 * xr[c].sum32[8 * s + j + h]));
+            S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I, sc));
+          }
+        }
+      }
+      Avx512Iq4Xs::finish<CB>(sb, xr, s, S, acc);
+    }
+    store_rows16<CB>(out, os, acc, valid);
+  }
+
+  static void run(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
+                  int64_t cols, float* out, int64_t os) {
+    drive_amx<AmxIq4Xs, Avx512Iq4Xs>(n, w, gb, rows, x, xs, cols, out, os);
+  }
+};
+PAGELLM_TARGET_END
+#endif  // PAGELLM_HAVE_AMX
+
 }  // namespace
 
+PackedTileFn packed_iq4xs_amx_fn(bool emulated) {
+#if PAGELLM_HAVE_AMX
+  return emulated ? AmxIq4Xs<EmuTiles>::run : AmxIq4Xs<HwTiles>::run;
+#else
+  (void)emulated;
+  return nullptr;
+#endif
+}
+
 PackedTileFn packed_iq4xs_fn(CpuIsa isa) {
+#if PAGELLM_HAVE_AMX
+  if (isa == CpuIsa::Avx512 && amx_tile_model_requested()) return AmxIq4Xs<EmuTiles>::run;
+  if (isa == CpuIsa::Avx512 && amx_int8_available()) return AmxIq4Xs<HwTiles>::run;
+#endif
+#if PAGELLM_HAVE_AVX512
+  if (isa == CpuIsa::Avx512) return drive<Avx512Iq4Xs>;
+#endif
 #if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512) return drive<Avx2Iq4Xs>;
+  if (isa == CpuIsa::Avx2) return drive<Avx2Iq4Xs>;
 #endif
   if (isa == CpuIsa::Scalar) return iq4xs_scalar;
   return nullptr;

@@ -163,8 +163,40 @@ void tail_of(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs
   }
 }
 
+// The VNNI and AMX products take unsigned codes: IQ4_NL / IQ4_XS table values
+// go in shifted by 128 (all within 1..241), and -128 * sum(q_x) takes the
+// shift back out of the integer sum.
+struct ShiftedIq4 {
+  alignas(16) uint8_t v[16];
+};
+constexpr ShiftedIq4 shifted_iq4() {
+  ShiftedIq4 t{};
+  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(kIq4NlValues[i] + 128);
+  return t;
+}
+inline constexpr ShiftedIq4 kIq4Shifted = shifted_iq4();
+
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
+// The shifted IQ4 values of the nibbles in A[k] (0..15 each), in place.
+inline __attribute__((always_inline)) void iq4_shifted_values(__m512i (&A)[8]) {
+  const __m512i table = _mm512_broadcast_i32x4(simd::load128(kIq4Shifted.v));
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) A[k] = _mm512_shuffle_epi8(table, A[k]);
+}
+
+// A 32-element Q4_0-layout sub-block's codes (4 chunks of 64 bytes at bc) as
+// the nibbles of dword groups 0..7.
+inline __attribute__((always_inline)) void nibble_groups(const uint8_t* bc, __m512i (&A)[8]) {
+  const __m512i m4 = _mm512_set1_epi8(15);
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m512i v = _mm512_loadu_si512(bc + 64 * k);
+    A[k] = _mm512_and_si512(v, m4);
+    A[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  }
+}
+
 // Stores CB column tiles of 16 rows (out + c * os), the first `valid` rows.
 template <int CB>
 inline void store_rows16(float* out, int64_t os, const __m512 (&acc)[CB], int valid) {
@@ -472,8 +504,10 @@ PackedTileFn packed_q6k_fn(CpuIsa isa);
 // AVX2 (run on AVX-512 hosts too).
 PackedTileFn packed_q2k_fn(CpuIsa isa);
 PackedTileFn packed_q3k_fn(CpuIsa isa);
-// IQ4_XS (matmul_packed_iq4xs.cpp): scalar and AVX2 (run on AVX-512 hosts too).
+// IQ4_XS (matmul_packed_iq4xs.cpp): scalar, AVX2, AVX-512 VNNI and AMX; its
+// AMX kernel alone as packed_amx_fn.
 PackedTileFn packed_iq4xs_fn(CpuIsa isa);
+PackedTileFn packed_iq4xs_amx_fn(bool emulated);
 // F16 / BF16 (matmul_packed_float.cpp).
 PackedTileFn packed_float_fn(DType wtype, CpuIsa isa);
 // Their AMX kernels (Q4_K, Q5_K, Q6_K), as packed_amx_fn.
