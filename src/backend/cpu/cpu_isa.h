@@ -8,9 +8,8 @@
 //   Avx2    AVX2 + FMA + F16C, 256-bit
 //   Avx512  AVX-512 F/BW/VL/DQ + VNNI: 512-bit float dots, VNNI integer dots
 //           (and on 256-bit registers for the row-major quantized types);
-//           where the CPU has AMX-INT8, the Rows16 Q4_0, Q4_1, Q5_0, Q5_1,
-//           Q8_0, IQ4_NL, IQ4_XS, Q4_K, Q5_K and Q6_K products of 4 or more
-//           columns run on AMX tiles, with the same bits
+//           where the CPU has AMX-INT8, the quantized Rows16 products (but
+//           Q2_K, Q3_K) of 4 or more columns run on AMX tiles, with the same bits
 //
 // Within one variant every output is computed by the same sequence of
 // operations whatever the batch size, position or thread count, so results

@@ -40,7 +40,7 @@ using PackedTileFn = void (*)(int64_t n, const uint8_t* w, size_t group_bytes, i
                               const uint8_t* x, size_t x_stride, int64_t cols, float* out,
                               int64_t out_stride);
 PackedTileFn packed_tile_fn(DType wtype, CpuIsa isa);
-// The AMX int8 kernel of a Rows16 type other than Q2_K, Q3_K, F16, BF16 (packed_tile_fn picks it
+// The AMX int8 kernel of a quantized Rows16 type but Q2_K / Q3_K (packed_tile_fn picks it
 // for Avx512 when amx_int8_available()), on the CPU's tiles or, with `emulated`, on the
 // software model (amx_tiles.h; needs Avx512 only). nullptr when not runnable.
 PackedTileFn packed_amx_fn(DType wtype, bool emulated);

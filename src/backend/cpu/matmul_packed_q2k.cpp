@@ -4,8 +4,8 @@
 //                                      and q_x
 //   M = sum_j min_j * sum16_j    (sums of 16 activation codes)
 //   acc = fma(float(S), d * d_x, acc); acc = fma(float(M), -(dmin * d_x), acc)
-// super-blocks in order: the scalar and AVX2 variants give the same bits. The
-// AVX-512 hosts run the AVX2 kernel (Q2_K has no AVX-512 or AMX variant).
+// super-blocks in order: the scalar, AVX2 and AVX-512 variants give the same
+// bits. No AMX variant (packed_drive.h).
 #include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
 
 namespace pagellm::cpu::detail {
@@ -84,11 +84,67 @@ struct Q2KCodes {
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX2
 
+#if PAGELLM_HAVE_AVX512
+PAGELLM_TARGET_AVX512
+// Avx512K16's policy: codes 0..3 from the 2-bit plane, the scale byte's low
+// nibble; the mins' term in finish.
+struct Q2KCodes512 {
+  static constexpr size_t kSuper = kQ2KSuper;
+  static constexpr int kOffset = 0;
+
+  static __attribute__((always_inline)) __m512i codes(const uint8_t* sb, int G) {
+    __m512i v = _mm512_loadu_si512(sb + 64 * (G % 16));
+    if (G >= 16) v = _mm512_srli_epi16(v, 2 * (G / 16));
+    return _mm512_and_si512(v, _mm512_set1_epi8(3));
+  }
+
+  static __attribute__((always_inline)) __m512i scales(const uint8_t* sb, int j) {
+    return _mm512_and_si512(_mm512_cvtepu8_epi32(simd::load128(sb + kQ2KScales + 16 * j)),
+                            _mm512_set1_epi32(15));
+  }
+
+  // acc = fma(float(S), d * d_x, acc), then fma(float(M), -(dmin * d_x), acc)
+  // with M = sum_j min_j * sum16_j (two sub-blocks per vpdpwssd).
+  template <int CB>
+  static __attribute__((always_inline)) void finish(const uint8_t* sb, const XRowK (&xr)[CB],
+                                                    int64_t s, const __m512i (&S)[CB],
+                                                    __m512 (&acc)[CB]) {
+    __m512i mp[8];  // (min_2p, min_2p+1) of each row as int16 pairs
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+      const __m512i a =
+          _mm512_srli_epi32(_mm512_cvtepu8_epi32(simd::load128(sb + kQ2KScales + 32 * p)), 4);
+      const __m512i b =
+          _mm512_srli_epi32(_mm512_cvtepu8_epi32(simd::load128(sb + kQ2KScales + 32 * p + 16)), 4);
+      mp[p] = _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
+    }
+    const __m512 dv = _mm512_cvtph_ps(simd::load256(sb + kQ2KD));
+    const __m512 dm = _mm512_cvtph_ps(simd::load256(sb + kQ2KD + 32));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) {
+      __m512i M = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p)
+        M = _mm512_dpwssd_epi32(
+            M, mp[p],
+            _mm512_set1_epi32(static_cast<int32_t>(simd::load_u32(xr[c].sum16 + 16 * s + 2 * p))));
+      const __m512 dx = _mm512_set1_ps(xr[c].d[s]);
+      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(dv, dx), acc[c]);
+      acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dm, dx), acc[c]);
+    }
+  }
+};
+PAGELLM_TARGET_END
+#endif  // PAGELLM_HAVE_AVX512
+
 }  // namespace
 
 PackedTileFn packed_q2k_fn(CpuIsa isa) {
+#if PAGELLM_HAVE_AVX512
+  if (isa == CpuIsa::Avx512) return drive<Avx512K16<Q2KCodes512>>;
+#endif
 #if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512) return drive<Avx2K16<Q2KCodes>>;
+  if (isa == CpuIsa::Avx2) return drive<Avx2K16<Q2KCodes>>;
 #endif
   if (isa == CpuIsa::Scalar) return q2k_scalar;
   return nullptr;

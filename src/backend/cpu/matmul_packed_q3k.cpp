@@ -4,8 +4,9 @@
 //                                      and q_x
 //   O = sum_j scale_j * sum16_j  (sums of 16 activation codes)
 //   acc = fma(float(S - 4 * O), d * d_x, acc)
-// super-blocks in order: the scalar and AVX2 variants give the same bits. The
-// AVX-512 hosts run the AVX2 kernel (Q3_K has no AVX-512 or AMX variant).
+// super-blocks in order: the scalar, AVX2 and AVX-512 variants give the same
+// bits (S - 4 * O is the same integer whether the offset is taken per
+// sub-block or at the end). No AMX variant (packed_drive.h).
 #include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
 
 #include <cmath>
@@ -73,11 +74,49 @@ struct Q3KCodes {
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX2
 
+#if PAGELLM_HAVE_AVX512
+PAGELLM_TARGET_AVX512
+// Avx512K16's policy: code = low 2 bits | 4 * high bit (0..7), offset 4.
+struct Q3KCodes512 {
+  static constexpr size_t kSuper = kQ3KSuper;
+  static constexpr int kOffset = 4;
+
+  static __attribute__((always_inline)) __m512i codes(const uint8_t* sb, int G) {
+    __m512i lo = _mm512_loadu_si512(sb + 64 * (G % 16));
+    if (G >= 16) lo = _mm512_srli_epi16(lo, 2 * (G / 16));
+    lo = _mm512_and_si512(lo, _mm512_set1_epi8(3));
+    const __mmask64 hi = _mm512_test_epi8_mask(_mm512_loadu_si512(sb + kQ3KHigh + 64 * (G % 8)),
+                                               _mm512_set1_epi8(static_cast<char>(1 << (G / 8))));
+    return _mm512_mask_add_epi8(lo, hi, lo, _mm512_set1_epi8(4));
+  }
+
+  static __attribute__((always_inline)) __m512i scales(const uint8_t* sb, int j) {
+    return _mm512_cvtepi8_epi32(simd::load128(sb + kQ3KScales + 16 * j));
+  }
+
+  // acc = fma(float(S), d * d_x, acc) (S already holds -4 * O).
+  template <int CB>
+  static __attribute__((always_inline)) void finish(const uint8_t* sb, const XRowK (&xr)[CB],
+                                                    int64_t s, const __m512i (&S)[CB],
+                                                    __m512 (&acc)[CB]) {
+    const __m512 dv = _mm512_cvtph_ps(simd::load256(sb + kQ3KD));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c)
+      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]),
+                               _mm512_mul_ps(dv, _mm512_set1_ps(xr[c].d[s])), acc[c]);
+  }
+};
+PAGELLM_TARGET_END
+#endif  // PAGELLM_HAVE_AVX512
+
 }  // namespace
 
 PackedTileFn packed_q3k_fn(CpuIsa isa) {
+#if PAGELLM_HAVE_AVX512
+  if (isa == CpuIsa::Avx512) return drive<Avx512K16<Q3KCodes512>>;
+#endif
 #if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2 || isa == CpuIsa::Avx512) return drive<Avx2K16<Q3KCodes>>;
+  if (isa == CpuIsa::Avx2) return drive<Avx2K16<Q3KCodes>>;
 #endif
   if (isa == CpuIsa::Scalar) return q3k_scalar;
   return nullptr;
