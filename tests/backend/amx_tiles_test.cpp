@@ -24,7 +24,7 @@ TileConfig shapes(int m, int k_bytes, int n) {
   return cfg;
 }
 
-TEST(AmxModel, DpbsudIsTheSignedTimesUnsignedDotOfDwordGroups) {
+TEST(AmxModel, DpbsudAndDpbssdAreTheDotsOfDwordGroups) {
   std::mt19937 rng(7);
   const std::tuple<int, int, int> cases[] = {{16, 64, 16}, {5, 32, 16}, {3, 12, 7}};
   for (auto [m, k_bytes, n] : cases) {
@@ -39,17 +39,24 @@ TEST(AmxModel, DpbsudIsTheSignedTimesUnsignedDotOfDwordGroups) {
     EmuTiles::configure(shapes(m, k_bytes, n));
     EmuTiles::load<0>(a.data(), sa);
     EmuTiles::load<2>(b.data(), sb);
-    EmuTiles::load<4>(c0.data(), sc);
-    EmuTiles::dpbsud<4, 0, 2>();
-    EmuTiles::store<4>(c.data(), sc);
-    for (int i = 0; i < m; ++i)
-      for (int j = 0; j < n; ++j) {
-        int64_t want = c0[i * sc / 4 + j];
-        for (int k = 0; k < k_bytes; ++k)
-          want += int64_t{a[i * sa + k]} * b[(k / 4) * sb + 4 * j + k % 4];
-        ASSERT_EQ(c[i * sc / 4 + j], want)
-            << m << "x" << k_bytes << "x" << n << " at " << i << "," << j;
-      }
+    for (bool b_signed : {false, true}) {  // TDPBSUD, TDPBSSD
+      EmuTiles::load<4>(c0.data(), sc);
+      if (b_signed)
+        EmuTiles::dpbssd<4, 0, 2>();
+      else
+        EmuTiles::dpbsud<4, 0, 2>();
+      EmuTiles::store<4>(c.data(), sc);
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          int64_t want = c0[i * sc / 4 + j];
+          for (int k = 0; k < k_bytes; ++k) {
+            const uint8_t bv = b[(k / 4) * sb + 4 * j + k % 4];
+            want += int64_t{a[i * sa + k]} * (b_signed ? int64_t{static_cast<int8_t>(bv)} : bv);
+          }
+          ASSERT_EQ(c[i * sc / 4 + j], want) << m << "x" << k_bytes << "x" << n << " at " << i
+                                             << "," << j << " signed " << b_signed;
+        }
+    }
     // Bytes past a stored row's colsb are left alone.
     for (int i = 0; i < m; ++i)
       for (size_t j = static_cast<size_t>(n); j < sc / 4; ++j) ASSERT_EQ(c[i * sc / 4 + j], -1);

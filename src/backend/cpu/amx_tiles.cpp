@@ -110,14 +110,15 @@ void EmuTiles::store_tile(int t, void* base, size_t stride) {
     std::memcpy(static_cast<uint8_t*>(base) + r * stride, emu.data[t] + 64 * r, emu.cfg.colsb[t]);
 }
 
-void EmuTiles::dpbsud_tiles(int c, int a, int b) {
-  check_tile(c, "tdpbsud");
-  check_tile(a, "tdpbsud");
-  check_tile(b, "tdpbsud");
+void EmuTiles::dot_tiles(int c, int a, int b, bool b_signed) {
+  const char* name = b_signed ? "tdpbssd" : "tdpbsud";
+  check_tile(c, name);
+  check_tile(a, name);
+  check_tile(b, name);
   const TileConfig& k = emu.cfg;
   if (c == a || c == b || a == b || k.rows[a] != k.rows[c] || k.colsb[a] != 4 * k.rows[b] ||
       k.colsb[b] != k.colsb[c] || k.colsb[a] % 4 != 0 || k.colsb[c] % 4 != 0)
-    throw Error("AMX model: tdpbsud shapes disagree");
+    throw Error(std::string("AMX model: ") + name + " shapes disagree");
   for (int m = 0; m < k.rows[c]; ++m)
     for (int n = 0; n < k.colsb[c] / 4; ++n) {
       int32_t acc;
@@ -125,7 +126,9 @@ void EmuTiles::dpbsud_tiles(int c, int a, int b) {
       for (int kk = 0; kk < k.colsb[a] / 4; ++kk)
         for (int i = 0; i < 4; ++i)
           acc += static_cast<int8_t>(emu.data[a][64 * m + 4 * kk + i]) *
-                 static_cast<int32_t>(emu.data[b][64 * kk + 4 * n + i]);
+                 (b_signed
+                      ? static_cast<int32_t>(static_cast<int8_t>(emu.data[b][64 * kk + 4 * n + i]))
+                      : static_cast<int32_t>(emu.data[b][64 * kk + 4 * n + i]));
       std::memcpy(emu.data[c] + 64 * m + 4 * n, &acc, 4);
     }
 }

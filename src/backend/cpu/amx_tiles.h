@@ -21,6 +21,7 @@
 //              The shapes must agree (rows(a) = rows(c), colsb(a) = 4 rows(b),
 //              colsb(b) = colsb(c)), or the CPU raises #UD. The sums are exact
 //              int32, as VNNI's vpdpbusd: a kernel on either gives the same bits.
+//   TDPBSSD    c, a, b           the same with b's bytes signed too: s8(b[k][4n + i])
 //   TILERELEASE                  back to the unconfigured state
 // Linux hands a process the tile data state only after
 // arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), which
@@ -64,14 +65,18 @@ struct EmuTiles {
   }
   template <int C, int A, int B>
   static void dpbsud() {
-    dpbsud_tiles(C, A, B);
+    dot_tiles(C, A, B, false);
+  }
+  template <int C, int A, int B>
+  static void dpbssd() {
+    dot_tiles(C, A, B, true);
   }
 
  private:
   static void zero_tile(int t);
   static void load_tile(int t, const void* base, size_t stride);
   static void store_tile(int t, void* base, size_t stride);
-  static void dpbsud_tiles(int c, int a, int b);
+  static void dot_tiles(int c, int a, int b, bool b_signed);
 };
 
 #if PAGELLM_HAVE_AMX
@@ -126,6 +131,15 @@ struct HwTiles {
       _tile_dpbsud(4, 0, 2);
     else if constexpr (C == 5 && A == 1 && B == 3)
       _tile_dpbsud(5, 1, 3);
+    else
+      static_assert(C == 4 && A == 0 && B == 2, "add the triple here");
+  }
+  template <int C, int A, int B>
+  static void dpbssd() {
+    if constexpr (C == 4 && A == 0 && B == 2)
+      _tile_dpbssd(4, 0, 2);
+    else if constexpr (C == 5 && A == 1 && B == 3)
+      _tile_dpbssd(5, 1, 3);
     else
       static_assert(C == 4 && A == 0 && B == 2, "add the triple here");
   }

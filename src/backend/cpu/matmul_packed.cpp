@@ -221,13 +221,14 @@ PAGELLM_TARGET_AMX
 //
 // Per block b of a 16-row group:
 //   A (CB rows x 32 bytes, s8)   each column's 32 activation codes of block b
-//   B (8 rows x 64 bytes, u8)    row k = chunk k of the block's codes: the
-//                                four codes of dword group k of the 16 weight
-//                                rows (Q4_0's nibbles spread to bytes first)
-//   C = A B (CB rows x 16 int32) row c = the column's block sums of the 16
-//                                weight rows, exact
+//   B (8 rows x 64 bytes, s8)    row k = dword group k's four weight values
+//                                q_w of the 16 rows (codes spread to bytes,
+//                                less the type's offset)
+//   C = A B (CB rows x 16 int32) row c = the column's block sums I of the 16
+//                                weight rows, exact (TDPBSSD)
 // and the float epilogue is the VNNI kernel's on the same integers, so both
-// give the same bits. Blocks go in pairs: tiles 0, 1 = A; 2, 3 = B; 4, 5 = C.
+// give the same bits; the signed B spares the epilogue VNNI's offset term.
+// Blocks go in pairs: tiles 0, 1 = A; 2, 3 = B; 4, 5 = C.
 template <DType T, class TilesT>
 struct Amx {
   static constexpr size_t C = Traits<T>::kCodeBytes;
@@ -237,19 +238,19 @@ struct Amx {
   using Tiles = TilesT;
   static TileConfig config(int cols) { return pair_tiles(cols, 32); }
 
-  // The block's codes as B's bytes: in place (Q8_0), or the VNNI kernel's
-  // unsigned codes spread into buf.
+  // The block's weight values q_w as B's signed bytes (the VNNI kernel's
+  // codes less kVnniOffset, -128..127), so the tile sums need no offset term.
   static inline __attribute__((always_inline)) const uint8_t* b_bytes(const uint8_t* bc,
                                                                       uint8_t* buf) {
-    if constexpr (T == DType::Q8_0) {
-      return bc;
-    } else {
-      __m512i A[8];
-      Avx512<T>::codes(bc, A);
+    __m512i A[8];
+    Avx512<T>::codes(bc, A);
 #pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) _mm512_store_si512(buf + 64 * k, A[k]);
-      return buf;
+    for (int k = 0; k < 8; ++k) {
+      if constexpr (kVnniOffset<T> != 0)
+        A[k] = _mm512_sub_epi8(A[k], _mm512_set1_epi8(static_cast<char>(kVnniOffset<T>)));
+      _mm512_store_si512(buf + 64 * k, A[k]);
     }
+    return buf;
   }
 
   // acc[c] += column c's sums of block b (scales sc), as Avx512::block does.
@@ -261,11 +262,8 @@ struct Amx {
     [[maybe_unused]] __m512 mw;
     if constexpr (Traits<T>::kMin) mw = _mm512_cvtph_ps(simd::load256(sc + 32));
 #pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) {
-      const __m512i I = _mm512_add_epi32(_mm512_load_si512(sums[c]),
-                                         _mm512_set1_epi32(-kVnniOffset<T> * xr[c].sum[b]));
-      Avx512<T>::template epilogue<CB>(I, dw, mw, xr[c], b, acc[c]);
-    }
+    for (int c = 0; c < CB; ++c)
+      Avx512<T>::template epilogue<CB>(_mm512_load_si512(sums[c]), dw, mw, xr[c], b, acc[c]);
   }
 
   // One group times CB columns; the tiles are configured for CB.
@@ -286,13 +284,13 @@ struct Amx {
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2, p += kPair) {
       for (size_t l = 0; l < kPair; l += 64) simd::prefetch(p + kPrefetchBytes + l);
-      pair_products<Tiles>(x + 32 * b, x + 32 * (b + 1), xs, b_bytes(p, codes[0]),
-                           b_bytes(p + C, codes[1]), sums);
+      pair_products<Tiles, true>(x + 32 * b, x + 32 * (b + 1), xs, b_bytes(p, codes[0]),
+                                 b_bytes(p + C, codes[1]), sums);
       scale<CB>(sums[0], p + 2 * C, xr, b, acc);
       scale<CB>(sums[1], p + 2 * C + S, xr, b + 1, acc);
     }
     if (b < nb) {  // the odd last block
-      first_product<Tiles>(x + 32 * b, xs, b_bytes(p, codes[0]), sums);
+      first_product<Tiles, true>(x + 32 * b, xs, b_bytes(p, codes[0]), sums);
       scale<CB>(sums[0], p + C, xr, b, acc);
     }
     store_rows16<CB>(out, os, acc, valid);

@@ -507,9 +507,19 @@ inline TileConfig pair_tiles(int cols, int k_bytes) {
   return cfg;
 }
 
+// C += A B on the pair tiles (C, A, B) = (4, 0, 2) or (5, 1, 3): B's bytes
+// unsigned (TDPBSUD) or, with kSignedB, signed (TDPBSSD).
+template <class Tiles, bool kSignedB, int C, int A, int B>
+inline __attribute__((always_inline)) void tile_dot() {
+  if constexpr (kSignedB)
+    Tiles::template dpbssd<C, A, B>();
+  else
+    Tiles::template dpbsud<C, A, B>();
+}
+
 // The pair tiles' two products, C0 = A0 B0 and C1 = A1 B1 (A rows a_stride
 // bytes apart, B rows 64), stored to sums[0] and sums[1].
-template <class Tiles>
+template <class Tiles, bool kSignedB = false>
 inline __attribute__((always_inline)) void pair_products(const uint8_t* a0, const uint8_t* a1,
                                                          size_t a_stride, const uint8_t* b0,
                                                          const uint8_t* b1,
@@ -520,21 +530,21 @@ inline __attribute__((always_inline)) void pair_products(const uint8_t* a0, cons
   Tiles::template load<3>(b1, 64);
   Tiles::template zero<4>();
   Tiles::template zero<5>();
-  Tiles::template dpbsud<4, 0, 2>();
-  Tiles::template dpbsud<5, 1, 3>();
+  tile_dot<Tiles, kSignedB, 4, 0, 2>();
+  tile_dot<Tiles, kSignedB, 5, 1, 3>();
   Tiles::template store<4>(sums[0], 64);
   Tiles::template store<5>(sums[1], 64);
 }
 
 // The first product alone (an odd last block): sums[0] = A0 B0.
-template <class Tiles>
+template <class Tiles, bool kSignedB = false>
 inline __attribute__((always_inline)) void first_product(const uint8_t* a0, size_t a_stride,
                                                          const uint8_t* b0,
                                                          int32_t (&sums)[2][16][16]) {
   Tiles::template load<0>(a0, a_stride);
   Tiles::template load<2>(b0, 64);
   Tiles::template zero<4>();
-  Tiles::template dpbsud<4, 0, 2>();
+  tile_dot<Tiles, kSignedB, 4, 0, 2>();
   Tiles::template store<4>(sums[0], 64);
 }
 
