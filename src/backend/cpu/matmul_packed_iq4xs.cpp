@@ -177,8 +177,9 @@ PAGELLM_TARGET_END
 #if PAGELLM_HAVE_AMX
 PAGELLM_TARGET_AMX
 // AMX (packed_drive.h's pair tiles): sub-blocks j and j + 1 at once, A = the
-// columns' 32 activation codes of each, B = the 16 rows' shifted table values,
-// C = their exact sums; the rest is Avx512Iq4Xs's on the same integers.
+// columns' 32 activation codes of each, B = the 16 rows' table values (signed,
+// TDPBSSD), C = their exact sums I_j; the rest is Avx512Iq4Xs's on the same
+// integers.
 template <class TilesT>
 struct AmxIq4Xs {
   using Tiles = TilesT;
@@ -208,22 +209,18 @@ struct AmxIq4Xs {
         for (int h = 0; h < 2; ++h) {
           __m512i A[8];
           nibble_groups(sb + 256 * (j + h), A);
-          iq4_shifted_values(A);
+          iq4_signed_values(A);
 #pragma GCC unroll 8
           for (int k = 0; k < 8; ++k) _mm512_store_si512(codes[h] + 64 * k, A[k]);
         }
         const uint8_t* q = x + 256 * s + 32 * j;
-        pair_products<Tiles>(q, q + 32, xs, codes[0], codes[1], sums);
+        pair_products<Tiles, true>(q, q + 32, xs, codes[0], codes[1], sums);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           const __m512i sc = _mm512_cvtepi8_epi32(simd::load128(sb + kIq4XsScales + 16 * (j + h)));
 #pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) {
-            const __m512i I =
-                _mm512_add_epi32(_mm512_load_si512(sums[h][c]),
-                                 _mm512_set1_epi32(-128 * xr[c].sum32[8 * s + j + h]));
-            S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I, sc));
-          }
+          for (int c = 0; c < CB; ++c)
+            S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(sums[h][c]), sc));
         }
       }
       Avx512Iq4Xs::finish<CB>(sb, xr, s, S, acc);

@@ -503,8 +503,9 @@ PAGELLM_TARGET_END
 #if PAGELLM_HAVE_AMX
 PAGELLM_TARGET_AMX
 // AMX (packed_drive.h's pair tiles of 16-byte rows): sub-blocks j and j + 1 at
-// once, B = Avx512Q6K's codes of each, C = the exact code sums; the offset,
-// scale and float work is Avx512Q6K's on the same integers.
+// once, B = Avx512Q6K's codes of each less 32 (signed, TDPBSSD), C = the
+// exact sums with the offset in them; the scale and float work is
+// Avx512Q6K's on the same integers.
 template <class TilesT>
 struct AmxQ6K {
   using Tiles = TilesT;
@@ -521,7 +522,7 @@ struct AmxQ6K {
     __m512 acc[CB];
 #pragma GCC unroll 16
     for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
-    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3), m32 = _mm512_set1_epi8(32);
     alignas(64) uint8_t codes[2][256];
     alignas(64) int32_t sums[2][16][16];
     for (int64_t s = 0; s < nsb; ++s) {
@@ -538,21 +539,20 @@ struct AmxQ6K {
           if (G >= 32) lo = _mm512_srli_epi16(lo, 4);
           __m512i hi = _mm512_loadu_si512(sb + kQ6KQh + 64 * (G % 16));
           hi = _mm512_and_si512(_mm512_srli_epi16(hi, 2 * (G / 16)), m3);
-          _mm512_store_si512(codes[t / 4] + 64 * (t % 4),
-                             _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(hi, 4)));
+          // The value code - 32 as a signed byte (TDPBSSD): no offset term.
+          _mm512_store_si512(
+              codes[t / 4] + 64 * (t % 4),
+              _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(hi, 4)),
+                              m32));
         }
         const uint8_t* q = x + 256 * s + 16 * j;
-        pair_products<Tiles>(q, q + 16, xs, codes[0], codes[1], sums);
+        pair_products<Tiles, true>(q, q + 16, xs, codes[0], codes[1], sums);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           const __m512i sc = _mm512_cvtepi8_epi32(simd::load128(sb + kQ6KScales + 16 * (j + h)));
 #pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) {
-            const __m512i I =
-                _mm512_add_epi32(_mm512_load_si512(sums[h][c]),
-                                 _mm512_set1_epi32(-32 * xr[c].sum16[16 * s + j + h]));
-            S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I, sc));
-          }
+          for (int c = 0; c < CB; ++c)
+            S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(sums[h][c]), sc));
         }
       }
       const __m512 dv = _mm512_cvtph_ps(simd::load256(sb + kQ6KD));

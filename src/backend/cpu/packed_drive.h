@@ -163,9 +163,9 @@ void tail_of(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs
   }
 }
 
-// The VNNI and AMX products take unsigned codes: IQ4_NL / IQ4_XS table values
-// go in shifted by 128 (all within 1..241), and -128 * sum(q_x) takes the
-// shift back out of the integer sum.
+// VNNI products take unsigned codes: IQ4_NL / IQ4_XS table values go in
+// shifted by 128 (all within 1..241), and -128 * sum(q_x) takes the shift
+// back out of the integer sum. (The AMX kernels take the values signed.)
 struct ShiftedIq4 {
   alignas(16) uint8_t v[16];
 };
@@ -181,6 +181,14 @@ PAGELLM_TARGET_AVX512
 // The shifted IQ4 values of the nibbles in A[k] (0..15 each), in place.
 inline __attribute__((always_inline)) void iq4_shifted_values(__m512i (&A)[8]) {
   const __m512i table = _mm512_broadcast_i32x4(simd::load128(kIq4Shifted.v));
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) A[k] = _mm512_shuffle_epi8(table, A[k]);
+}
+
+// The IQ4 values themselves (signed bytes) of the nibbles in A[k], in place:
+// B's bytes for the signed tile products.
+inline __attribute__((always_inline)) void iq4_signed_values(__m512i (&A)[8]) {
+  const __m512i table = _mm512_broadcast_i32x4(simd::load128(kIq4NlValues));
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) A[k] = _mm512_shuffle_epi8(table, A[k]);
 }
