@@ -482,12 +482,7 @@ struct Avx512Q6K {
           S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I, sc));
         }
       }
-      const __m512 dv =
-          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ6KD)));
-#pragma GCC unroll 8
-      for (int c = 0; c < CB; ++c)
-        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]),
-                                 _mm512_mul_ps(dv, _mm512_set1_ps(xr[c].d[s])), acc[c]);
+      add_super_block_terms<CB>(sb + kQ6KD, xr, s, S, acc);
     }
     store_rows16<CB>(out, os, acc, valid);
   }
@@ -555,11 +550,7 @@ struct AmxQ6K {
             S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(sums[h][c]), sc));
         }
       }
-      const __m512 dv = _mm512_cvtph_ps(simd::load256(sb + kQ6KD));
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c)
-        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]),
-                                 _mm512_mul_ps(dv, _mm512_set1_ps(xr[c].d[s])), acc[c]);
+      add_super_block_terms<CB>(sb + kQ6KD, xr, s, S, acc);
     }
     store_rows16<CB>(out, os, acc, valid);
   }

@@ -99,11 +99,7 @@ struct Q3KCodes512 {
   static __attribute__((always_inline)) void finish(const uint8_t* sb, const XRowK (&xr)[CB],
                                                     int64_t s, const __m512i (&S)[CB],
                                                     __m512 (&acc)[CB]) {
-    const __m512 dv = _mm512_cvtph_ps(simd::load256(sb + kQ3KD));
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c)
-      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]),
-                               _mm512_mul_ps(dv, _mm512_set1_ps(xr[c].d[s])), acc[c]);
+    add_super_block_terms<CB>(sb + kQ3KD, xr, s, S, acc);
   }
 };
 PAGELLM_TARGET_END

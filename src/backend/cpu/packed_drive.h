@@ -211,6 +211,21 @@ inline void store_rows16(float* out, int64_t os, const __m512 (&acc)[CB], int va
   const __mmask16 mask = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
   for (int c = 0; c < CB; ++c) _mm512_mask_storeu_ps(out + c * os, mask, acc[c]);
 }
+
+// acc[c] = fma(float(S[c]), d * d_x, acc[c]) for super-block s: the float
+// step of the K-quant layouts with one f16 d per row (16 at dp, lane order)
+// and the super-block's exact int32 sums S.
+template <int CB>
+inline __attribute__((always_inline)) void add_super_block_terms(const uint8_t* dp,
+                                                                 const XRowK (&xr)[CB], int64_t s,
+                                                                 const __m512i (&S)[CB],
+                                                                 __m512 (&acc)[CB]) {
+  const __m512 dv = _mm512_cvtph_ps(simd::load256(dp));
+#pragma GCC unroll 16
+  for (int c = 0; c < CB; ++c)
+    acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]),
+                             _mm512_mul_ps(dv, _mm512_set1_ps(xr[c].d[s])), acc[c]);
+}
 PAGELLM_TARGET_END
 #endif
 
