@@ -14,6 +14,8 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ops.h"
+#include "backend/cuda/gemv_q8.h"
+#include "backend/cuda/q8_activations.h"
 #include "cuda_test_util.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -102,19 +104,30 @@ TEST(CudaBackend, EpiloguesEqualBiasAndRopeAfterTheProduct) {
         const std::vector<float> got = fused.floats(), sep = apart.floats();
         ASSERT_EQ(0, std::memcmp(got.data(), sep.data(), out_bytes));
 
-        // Host: the exact product in double, the bias, the CPU backend's RoPE.
+        // Host: the exact product in double (of the int8 GEMV's activation
+        // codes where it runs: q8_activations.h), the bias, the CPU's RoPE.
+        std::vector<float> xv = x;
+        if (c.rows <= CudaBackend::kGemvMaxRows && gemv_q8_supports(type)) {
+          struct alignas(16) Chunk {
+            uint8_t b[16];
+          };
+          std::vector<Chunk> q(q8_act_bytes(c.rows, n_in) / 16 + 1);
+          quantize_q8_activations_host(x.data(), n_in, c.rows, n_in, q.data());
+          const Q8ActView a = q8_act_view(q.data(), c.rows, n_in);
+          for (int64_t i = 0; i < c.rows * n_in; ++i) xv[i] = a.d[i / 32] * a.qs[i];
+        }
         std::vector<float> want(got.size());
         for (int64_t t = 0; t < c.rows; ++t)
           for (int64_t r = 0; r < n_out; ++r) {
             double s = 0;
             for (int64_t i = 0; i < n_in; ++i)
-              s += static_cast<double>(w.values[r * n_in + i]) * x[t * n_in + i];
+              s += static_cast<double>(w.values[r * n_in + i]) * xv[t * n_in + i];
             want[t * n_out + r] = static_cast<float>(s);
           }
         pagellm::add_bias(want.data(), bias.data(), c.rows, n_out, n_out);
         host.begin_step(in, rope);
         host.rope(want.data(), n_out, c.rope_heads, c.head_dim, style);
-        // GEMV: f32 products (CudaGemv: 1e-5); GEMM: operands rounded to f16.
+        // GEMV: f32 sums (CudaGemv: 1e-5); GEMM: operands rounded to f16.
         EXPECT_LE(test::rel_error(got, want), c.rows > CudaBackend::kGemvMaxRows ? 3e-3 : 1e-4);
       }
     }

@@ -80,8 +80,9 @@ TEST(CudaEngine, ForwardLogitsMatchTheCpu) {
       if (kv == DType::Q8_0 && cpu.model->hparams().head_dim % 32 != 0) continue;
       const auto want = two_steps(*cpu.model, kv);
       const auto got = two_steps(*gpu.model, kv);
-      // Activations: Q8 blocks on the CPU, f16 (prefill) or f32 (decode) on
-      // the GPU; a wrong kernel is off by the logits' own size.
+      // Activations: Q8 blocks on the CPU; f16 on the GPU for prefill, Q8_0
+      // blocks for decode (f32 for F16 / F32 weights); a wrong kernel is off
+      // by the logits' own size.
       EXPECT_LT(relative_error(got[0], want[0]), 3e-2) << file << " prefill, kv " << dtype_name(kv);
       EXPECT_LT(relative_error(got[1], want[1]), 3e-2) << file << " decode, kv " << dtype_name(kv);
     }
@@ -110,8 +111,8 @@ double cpu_margin(LlamaModel& cpu, const std::vector<int32_t>& ids) {
   return (sorted[0] - sorted[1]) / scale;
 }
 
-// Greedy tokens on `placements` equal the CPU's. The GPU computes with f32
-// (decode) or f16 (prefill) activations where the CPU uses Q8 blocks, so a
+// Greedy tokens on `placements` equal the CPU's. The GPU computes with f16
+// activations for prompts and other float sums where the CPU uses Q8 blocks, so a
 // sequence may part from the CPU's where the CPU itself nearly tied (margin
 // under 2%); anywhere else is a failure, and so are more than two such partings.
 // Returns the GPU's tokens.

@@ -4,18 +4,32 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/bandwidth.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_q8.h"
 #include "backend/cuda/kv_write.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/step_upload.h"
 
 namespace pagellm::cuda {
 
-CudaBackend::CudaBackend(int index, const std::string& label) : dev_(index) {
+namespace {
+
+// PAGELLM_CUDA_GEMV=f32 keeps decode on the f32 GEMV for every weight type
+// (comparisons, and a way around the int8 kernels should one misbehave).
+bool int8_gemv_enabled() {
+  const char* e = std::getenv("PAGELLM_CUDA_GEMV");
+  return !(e && std::string(e) == "f32");
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(int index, const std::string& label)
+    : dev_(index), int8_gemv_(int8_gemv_enabled()) {
   name_ =
       fmt::format("{} ({})", label.empty() ? fmt::format("cuda:{}", index) : label, dev_.name());
 }
@@ -134,6 +148,7 @@ void CudaBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs,
     if (outs[i].rope_heads > 0 && rows != n_tokens_)
       throw Error(fmt::format("{}: RoPE after a matmul needs the step's {} token rows, not {}",
                               name_, n_tokens_, rows));
+  int64_t q8_cols = 0;  // the width of x in q8_act_, once quantized
   for (size_t i = 0; i < n_outs; ++i) {
     const MatrixView& w = *outs[i].w;
     if (w.layout != cpu::WeightLayout::Rows)
@@ -141,16 +156,31 @@ void CudaBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs,
     if (w.row_stride != dtype_row_bytes(w.type, w.n_in))  // the kernels assume packed rows
       throw Error(fmt::format("{}: a {} matrix with {}-byte rows padded to {} bytes", name_,
                               dtype_name(w.type), dtype_row_bytes(w.type, w.n_in), w.row_stride));
-    if (rows <= kGemvMaxRows)
+    if (rows <= kGemvMaxRows && uses_int8_gemv(w.type)) {
+      // x quantized once for the outputs that share it (q, k, v; gate, up).
+      if (q8_cols != w.n_in) {
+        q8_act_.reserve(dev_, q8_act_bytes(rows, w.n_in));
+        quantize_q8_activations(dev_, x, w.n_in, rows, w.n_in, q8_act_.data());
+        q8_cols = w.n_in;
+      }
+      gemv_q8(dev_, w.type, w.data, w.n_out, w.n_in, q8_act_view(q8_act_.data(), rows, w.n_in),
+              static_cast<int32_t>(rows), outs[i].y, w.n_out);
+    } else if (rows <= kGemvMaxRows) {
       gemv(dev_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, outs[i].y, w.n_out,
            static_cast<int32_t>(rows));
-    else
+    } else
       gemm(dev_, gemm_ws_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, rows, outs[i].y, w.n_out);
   }
   finish_outputs(rows, outs, n_outs);
 }
 
+bool CudaBackend::uses_int8_gemv(DType type) const {
+  return int8_gemv_ && gemv_q8_supports(type);
+}
+
 void CudaBackend::reserve_matmul(const MatrixView& w, int64_t rows) {
+  if (uses_int8_gemv(w.type))
+    q8_act_.reserve(dev_, q8_act_bytes(std::min(rows, kGemvMaxRows), w.n_in));
   if (rows <= kGemvMaxRows) return;
   gemm_ws_.w_f16.reserve(dev_, gemm_weight_scratch_bytes(w.type, w.n_out, w.n_in));
   gemm_ws_.x_f16.reserve(dev_, gemm_activation_scratch_bytes(rows, w.n_in));

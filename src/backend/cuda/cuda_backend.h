@@ -1,11 +1,13 @@
 // The Backend (backend/backend.h) of one CUDA GPU, or of one part of a GPU
 // split into virtual devices (each part is its own CudaBackend on the same
 // GPU, with its own stream). Kernels: this folder's; weights stay in their
-// GGUF layout in device memory. Matrix products: GEMV (gemv.h) for up to
-// kGemvMaxRows activation rows (decode batches: f32, the same bits for a
-// sequence whatever else is in the batch, weights read once per 16 rows, each
-// warp taking 4 weight rows when there are several),
-// dequantize + cuBLAS (gemm.h) above (prompts: f16 inputs).
+// GGUF layout in device memory. Matrix products: for up to kGemvMaxRows
+// activation rows (decode batches), a GEMV whose bits for a sequence do not
+// depend on the rest of the batch, weights read once per 16 rows: gemv_q8.h
+// over int8 activations (dp4a, as the CPU's dot products) for the types it
+// takes, gemv.h over f32 activations for the others (for all with
+// PAGELLM_CUDA_GEMV=f32); above, dequantize + cuBLAS (gemm.h; prompts, f16
+// inputs).
 // Every failure throws CudaError naming the call and the device.
 #pragma once
 
@@ -63,12 +65,15 @@ class CudaBackend final : public Backend {
                        float scale) override;
 
  private:
+  bool uses_int8_gemv(DType type) const;
   // Lets GPU `peer` read this GPU's memory directly, once per pair.
   void enable_peer_access(int peer);
 
   CudaDevice dev_;
   std::set<int> peers_checked_;
   std::string name_;
+  bool int8_gemv_;
+  DeviceBuffer q8_act_;  // int8 activations of a decode matmul (q8_activations.h)
   GemmWorkspace gemm_ws_;
   std::unique_ptr<CudaRopeCache> rope_;
   RopeParams rope_params_;

@@ -1,0 +1,185 @@
+#include "backend/cuda/gemv_q8.h"
+
+#include <fmt/format.h>
+
+#include <type_traits>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dp4a_units.cuh"
+#include "backend/cuda/gemv.h"
+#include "util/error.h"
+
+namespace pagellm::cuda {
+
+using namespace detail;
+
+namespace {
+
+constexpr int kMaxVecs = 16;  // vectors per pass
+constexpr int kWarps = 4;     // per CUDA block
+
+// Warps per row, from the row's number of units alone (so a vector's sums
+// never depend on the batch): enough that each thread has about one unit of
+// a 4096-wide row, with many rows in flight.
+inline int warps_per_row(int64_t units) {
+  return units >= 128 ? 4 : units >= 64 ? 2 : 1;
+}
+
+template <typename F>
+void with_warps_per_row(int64_t units, F&& f) {
+  switch (warps_per_row(units)) {
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    default:
+      return f(std::integral_constant<int, 1>{});
+  }
+}
+
+__host__ __device__ __forceinline__ ActRow act_row(const Q8ActView& x, int v) {
+  const int64_t nb = x.cols / 32;
+  return ActRow{x.qs + v * x.cols, x.d + v * nb, x.sum + v * nb};
+}
+
+// Thread t (of a row's group of n_threads) sums units t, t + n_threads, ...
+// of `row` against each of the nv vectors of x: acc[v].
+template <DType T>
+__host__ __device__ __forceinline__ void thread_partials(const uint8_t* row, int64_t units, int t,
+                                                         int n_threads, const Q8ActView& x, int nv,
+                                                         float (&acc)[kMaxVecs]) {
+#pragma unroll
+  for (int v = 0; v < kMaxVecs; ++v) acc[v] = 0.0f;
+#pragma unroll 2
+  for (int64_t u = t; u < units; u += n_threads) {
+    Unit<T> wu;
+    wu.load(row, u);
+#pragma unroll
+    for (int v = 0; v < kMaxVecs; ++v)
+      if (v < nv) acc[v] = wu.dot(act_row(x, v), u, acc[v]);
+  }
+}
+
+// Warps w .. w + W of a CUDA block take row blockIdx.x * (kWarps / W) + w / W.
+template <DType T, int W>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_q8_kernel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t units, Q8ActView x,
+                   int nv, float* y, int64_t y_stride) {
+  __shared__ float part[kWarps][kMaxVecs];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * (kWarps / W) + warp / W;
+  float acc[kMaxVecs];
+  if (r < rows) {
+    thread_partials<T>(w + static_cast<size_t>(r) * row_bytes, units, (warp % W) * 32 + lane,
+                       W * 32, x, nv, acc);
+  } else {
+#pragma unroll
+    for (int v = 0; v < kMaxVecs; ++v) acc[v] = 0.0f;
+  }
+#pragma unroll
+  for (int v = 0; v < kMaxVecs; ++v) {
+    if (v < nv) {
+      const float s = warp_sum(acc[v]);
+      if (lane == 0) part[warp][v] = s;
+    }
+  }
+  __syncthreads();
+  // Lane v of the group's first warp adds the group's warps in order.
+  if (warp % W == 0 && lane < nv && r < rows) {
+    float s = part[warp][lane];
+#pragma unroll
+    for (int k = 1; k < W; ++k) s = __fadd_rn(s, part[warp + k][lane]);
+    y[lane * y_stride + r] = s;
+  }
+}
+
+void validate(DType type, const void* w, int64_t rows, int64_t cols, const Q8ActView& x) {
+  if (!gemv_q8_supports(type))
+    throw ConfigError(
+        fmt::format("CUDA int8 gemv: weight type {} is not supported", dtype_name(type)));
+  validate_weight_shape(type, rows, cols);
+  validate_weight_pointer(type, w);
+  if (x.cols != cols)
+    throw ConfigError(fmt::format(
+        "CUDA int8 gemv: activations of {} elements for a matrix of {} columns", x.cols, cols));
+  if (reinterpret_cast<uintptr_t>(x.qs) % 16 != 0)
+    throw ConfigError("CUDA int8 gemv: activation codes not 16-byte aligned");
+}
+
+Q8ActView skip_vectors(const Q8ActView& x, int64_t v0) {
+  const int64_t nb = x.cols / 32;
+  return Q8ActView{x.qs + v0 * x.cols, x.d + v0 * nb, x.sum + v0 * nb, x.cols};
+}
+
+// warp_sum of 32 lanes' values as the shuffles add them: lane 0's result.
+float warp_sum_host(std::vector<float> v) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const std::vector<float> prev = v;
+    for (int lane = 0; lane < 32; ++lane) v[lane] = prev[lane] + prev[lane ^ o];
+  }
+  return v[0];
+}
+
+}  // namespace
+
+bool gemv_q8_supports(DType type) {
+  return dispatch_q8_type(type, [](auto) {});
+}
+
+void gemv_q8(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,
+             const Q8ActView& x, int32_t n_vecs, float* y, int64_t y_stride) {
+  validate(type, w, rows, cols, x);
+  if (rows == 0 || n_vecs <= 0) return;
+  dev.make_current();
+  const size_t row_bytes = dtype_row_bytes(type, cols);
+  const auto s = static_cast<cudaStream_t>(dev.stream());
+  dispatch_q8_type(type, [&](auto tag) {
+    constexpr DType T = decltype(tag)::value;
+    const int64_t units = cols / Unit<T>::kElems;
+    with_warps_per_row(units, [&](auto w_tag) {
+      constexpr int W = decltype(w_tag)::value;
+      for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
+        const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
+        gemv_q8_kernel<T, W><<<grid_for(rows, kWarps / W), kWarps * 32, 0, s>>>(
+            static_cast<const uint8_t*>(w), row_bytes, rows, units, skip_vectors(x, v0), nv,
+            y + v0 * y_stride, y_stride);
+        check_launch("gemv_q8", dev.index());
+      }
+    });
+  });
+}
+
+void gemv_q8_host(DType type, const void* w, int64_t rows, int64_t cols, const Q8ActView& x,
+                  int32_t n_vecs, float* y, int64_t y_stride) {
+  validate(type, w, rows, cols, x);
+  const size_t row_bytes = dtype_row_bytes(type, cols);
+  dispatch_q8_type(type, [&](auto tag) {
+    constexpr DType T = decltype(tag)::value;
+    const int64_t units = cols / Unit<T>::kElems;
+    const int n_warps = warps_per_row(units);
+    for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
+      const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
+      const Q8ActView xv = skip_vectors(x, v0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
+        // lanes[warp][v][lane]
+        std::vector<std::vector<std::vector<float>>> lanes(
+            n_warps, std::vector<std::vector<float>>(nv, std::vector<float>(32)));
+        for (int k = 0; k < n_warps; ++k)
+          for (int lane = 0; lane < 32; ++lane) {
+            float acc[kMaxVecs];
+            thread_partials<T>(row, units, k * 32 + lane, n_warps * 32, xv, nv, acc);
+            for (int v = 0; v < nv; ++v) lanes[k][v][lane] = acc[v];
+          }
+        for (int v = 0; v < nv; ++v) {
+          float s = warp_sum_host(lanes[0][v]);
+          for (int k = 1; k < n_warps; ++k) s += warp_sum_host(lanes[k][v]);
+          y[(v0 + v) * y_stride + r] = s;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace pagellm::cuda

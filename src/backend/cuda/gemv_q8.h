@@ -1,0 +1,44 @@
+// Matrix-vector products for decode over int8 activations: y = W x for up to
+// a few dozen vectors, with W in its GGUF storage type and x quantized by
+// quantize_q8_activations (q8_activations.h), the products summed in integers
+// by dp4a (dp4a_units.cuh) as the CPU's dot products do with its Q8_0
+// activations. Several times fewer instructions per weight than expanding
+// the weights to f32, so decode runs at the memory's pace.
+//
+// Layouts (device memory):
+//   W  [rows][cols] of `type`, GGUF row-major, rows dtype_row_bytes(type, cols)
+//      apart (2-byte aligned)
+//   x  n_vecs quantized vectors of cols elements (Q8ActView)
+//   y  [n_vecs][rows] f32, vector stride y_stride floats
+// Types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (cols a multiple of 32), Q4_K,
+// Q5_K, Q6_K (of 256). Each row is taken by a group of 1, 2 or 4 warps (by
+// the row's number of units, never by n_vecs); thread t of the group takes
+// units t, t + group size, ... and keeps one f32 sum per vector; the sums
+// meet by warp shuffles, then across the group's warps in order. Up to 16
+// vectors per pass, more take several passes: a vector's result does not
+// depend on the others in the call.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/q8_activations.h"
+#include "tensor/dtype.h"
+
+namespace pagellm::cuda {
+
+// True for the weight types gemv_q8 takes.
+bool gemv_q8_supports(DType type);
+
+// y = W x on dev's stream. Throws ConfigError for an unsupported type, a cols
+// that is not whole blocks, or a misaligned W (on the host, before any launch).
+void gemv_q8(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,
+             const Q8ActView& x, int32_t n_vecs, float* y, int64_t y_stride);
+
+// The same on the host (host memory) by the kernel's own per-thread code,
+// with the warp shuffles and the group's sum spelled out: tests check the
+// kernel's indexing and arithmetic without a GPU.
+void gemv_q8_host(DType type, const void* w, int64_t rows, int64_t cols, const Q8ActView& x,
+                  int32_t n_vecs, float* y, int64_t y_stride);
+
+}  // namespace pagellm::cuda

@@ -1,0 +1,218 @@
+// The int8 decode GEMV (gemv_q8.h) and its activations (q8_activations.h):
+// their host renditions against the CPU's Q8_0 activation bytes, the CPU's
+// dot products and a double-precision product, over realistic and random-byte
+// weights; on a GPU, the kernels against their host renditions bit for bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/activation_quant.h"
+#include "backend/cpu/vec_dot.h"
+#include "backend/cuda/gemv_q8.h"
+#include "backend/cuda/q8_activations.h"
+#include "cuda_test_util.h"
+#include "tensor/blocks.h"
+#include "tensor/fp16.h"
+#include "util/error.h"
+
+namespace pagellm::cuda {
+namespace {
+
+using ::pagellm::test::WeightFill;
+
+const std::vector<DType>& q8_types() {
+  static const std::vector<DType> t = {DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                                       DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
+                                       DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  return t;
+}
+
+// Quantized activations in host memory (16-byte aligned, as a device buffer).
+struct HostAct {
+  std::vector<uint64_t> storage;  // 8-byte words: aligned for the views
+  Q8ActView view;
+  HostAct(const std::vector<float>& x, int64_t x_stride, int64_t n, int64_t cols)
+      : storage((q8_act_bytes(n, cols) + 15) / 8 + 2) {
+    void* base = align16();
+    quantize_q8_activations_host(x.data(), x_stride, n, cols, base);
+    view = q8_act_view(base, n, cols);
+  }
+  void* align16() {
+    auto p = reinterpret_cast<uintptr_t>(storage.data());
+    return reinterpret_cast<void*>((p + 15) & ~uintptr_t{15});
+  }
+  // Element c of vector v as the codes say: d * q.
+  double value(int64_t v, int64_t c) const {
+    return static_cast<double>(view.d[v * (view.cols / 32) + c / 32]) * view.qs[v * view.cols + c];
+  }
+};
+
+// y[v][r] = sum_c w[r][c] * (d q)[v][c] in double.
+std::vector<float> reference(const std::vector<float>& w, int64_t rows, int64_t cols,
+                             const HostAct& a, int64_t n, int64_t y_stride) {
+  std::vector<float> y(static_cast<size_t>(n * y_stride), 0.0f);
+  for (int64_t v = 0; v < n; ++v)
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int64_t c = 0; c < cols; ++c) s += w[r * cols + c] * a.value(v, c);
+      y[v * y_stride + r] = static_cast<float>(s);
+    }
+  return y;
+}
+
+std::vector<float> dequantized(const ::pagellm::test::TestWeights& w) {
+  std::vector<float> f(static_cast<size_t>(w.rows * w.n));
+  for (int64_t r = 0; r < w.rows; ++r)
+    dequantize_row(w.type, w.bytes.data() + r * w.stride, f.data() + r * w.n, w.n);
+  return f;
+}
+
+TEST(CudaQ8Activations, HostBytesAreTheCpuQ8_0Blocks) {
+  const int64_t cols = 256, n = 3;
+  auto x = test::random_floats(n * cols, 5);
+  std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // a block of zeros
+  x[100] = 1e4f;                                    // one large value
+  x[2 * cols + 7] = -3e-3f;
+  HostAct a(x, cols, n, cols);
+  for (int64_t v = 0; v < n; ++v) {
+    std::vector<BlockQ8_0> cpu(cols / 32);
+    cpu::quantize_activation_row(DType::Q4_0, x.data() + v * cols, cpu.data(), cols,
+                                 cpu::CpuIsa::Scalar);
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      SCOPED_TRACE("vector " + std::to_string(v) + " block " + std::to_string(b));
+      EXPECT_EQ(a.view.d[v * 8 + b], fp16_to_fp32(cpu[b].d));
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) {
+        EXPECT_EQ(a.view.qs[v * cols + 32 * b + i], cpu[b].qs[i]);
+        sum += cpu[b].qs[i];
+      }
+      EXPECT_EQ(a.view.sum[v * 8 + b], sum);
+    }
+  }
+}
+
+TEST(CudaQ8Activations, RejectsRowsOfPartBlocks) {
+  std::vector<float> x(48);
+  alignas(16) uint8_t buf[256];
+  EXPECT_THROW(quantize_q8_activations_host(x.data(), 48, 1, 48, buf), ConfigError);
+}
+
+// Widths give groups of 1, 2 and 4 warps per row for both unit sizes.
+const int64_t kWidths[] = {512, 2560, 4352, 8192};
+
+TEST(CudaGemvQ8, HostMatchesDoubleProductOfTheCodes) {
+  for (DType type : q8_types())
+    for (WeightFill fill : {WeightFill::Quantized, WeightFill::RandomBytes})
+      for (int64_t cols : kWidths) {
+        const int64_t rows = 3, n = cols == 512 ? 18 : 2;  // 18: two passes
+        SCOPED_TRACE(std::string(dtype_name(type)) + " cols " + std::to_string(cols) +
+                     (fill == WeightFill::Quantized ? " quantized" : " random bytes"));
+        const auto w = ::pagellm::test::make_weights(type, rows, cols, 7 + cols, fill);
+        const auto x = test::random_floats(n * cols, 9 + cols);
+        HostAct a(x, cols, n, cols);
+        const int64_t y_stride = rows + 2;
+        const auto want = reference(dequantized(w), rows, cols, a, n, y_stride);
+        std::vector<float> got(want.size(), 0.0f);
+        gemv_q8_host(type, w.bytes.data(), rows, cols, a.view, n, got.data(), y_stride);
+        EXPECT_LE(test::rel_error(got, want), 2e-6);
+      }
+}
+
+// The types whose CPU activations are Q8_0 blocks see the same codes and
+// scales, so only the order of the float sums differs from the CPU's dot
+// products. (Q4_1 / Q5_1 take Q8_1 on the CPU, whose block sum is rounded to
+// f16; the K types Q8_K.)
+TEST(CudaGemvQ8, HostMatchesTheCpuDotProducts) {
+  const int64_t rows = 5, cols = 2560;
+  for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::IQ4_NL}) {
+    SCOPED_TRACE(dtype_name(type));
+    const auto w = ::pagellm::test::make_weights(type, rows, cols, 21, WeightFill::Quantized);
+    const auto x = test::random_floats(cols, 22);
+    std::vector<uint8_t> act(cpu::activation_row_bytes(type, cols));
+    cpu::quantize_activation_row(type, x.data(), act.data(), cols, cpu::CpuIsa::Scalar);
+    std::vector<float> want(rows), got(rows);
+    cpu::vec_dot_rows(type, cols, w.bytes.data(), w.stride, rows, act.data(), want.data(),
+                      cpu::CpuIsa::Scalar);
+    HostAct a(x, cols, 1, cols);
+    gemv_q8_host(type, w.bytes.data(), rows, cols, a.view, 1, got.data(), rows);
+    EXPECT_LE(test::rel_error(got, want), 2e-6);
+  }
+}
+
+TEST(CudaGemvQ8, RejectsWhatItCannotRun) {
+  std::vector<float> x(512);
+  HostAct a(x, 512, 1, 512);
+  std::vector<uint8_t> w(dtype_row_bytes(DType::Q4_K, 512) + 2);
+  float y[1];
+  EXPECT_THROW(gemv_q8_host(DType::F16, w.data(), 1, 256, a.view, 1, y, 1), ConfigError);
+  EXPECT_THROW(gemv_q8_host(DType::Q4_K, w.data(), 1, 384, a.view, 1, y, 1), ConfigError);
+  EXPECT_THROW(gemv_q8_host(DType::Q4_0, w.data(), 1, 256, a.view, 1, y, 1), ConfigError)
+      << "activations of another width";
+  EXPECT_THROW(gemv_q8_host(DType::Q4_0, w.data() + 1, 1, 512, a.view, 1, y, 1), ConfigError)
+      << "misaligned weights";
+  EXPECT_FALSE(gemv_q8_supports(DType::Q2_K));
+  EXPECT_TRUE(gemv_q8_supports(DType::Q6_K));
+}
+
+// ---- on a GPU -------------------------------------------------------------
+
+TEST(CudaGemvQ8, DeviceMatchesHostRenditionBitForBit) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  for (DType type : q8_types())
+    for (int64_t cols : kWidths)
+      for (int32_t n : {1, 3, 16, 17, 32}) {
+        const int64_t rows = 37;
+        SCOPED_TRACE(std::string(dtype_name(type)) + " cols " + std::to_string(cols) + " x" +
+                     std::to_string(n));
+        const auto w =
+            ::pagellm::test::make_weights(type, rows, cols, 31 + n, WeightFill::RandomBytes);
+        const int64_t x_stride = cols + 4, y_stride = rows + 3;
+        const auto x = test::random_floats(n * x_stride, 32 + n);
+        HostAct a(x, x_stride, n, cols);
+        std::vector<float> want(static_cast<size_t>(n * y_stride), 0.0f);
+        gemv_q8_host(type, w.bytes.data(), rows, cols, a.view, n, want.data(), y_stride);
+
+        DeviceBuffer dw = test::upload(dev, w.bytes), dx = test::upload(dev, x);
+        DeviceBuffer dq(dev, q8_act_bytes(n, cols)), dy(dev, want.size() * sizeof(float));
+        dev.fill_zero(dy.data(), dy.bytes());
+        quantize_q8_activations(dev, dx.as<float>(), x_stride, n, cols, dq.data());
+        const auto q_dev = test::download<uint8_t>(dev, dq, q8_act_bytes(n, cols));
+        ASSERT_EQ(0, memcmp(q_dev.data(), a.view.qs, q_dev.size())) << "activation bytes";
+        gemv_q8(dev, type, dw.data(), rows, cols, q8_act_view(dq.data(), n, cols), n,
+                dy.as<float>(), y_stride);
+        const auto got = test::download<float>(dev, dy, want.size());
+        EXPECT_EQ(0, memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+      }
+}
+
+TEST(CudaGemvQ8, DeviceVectorsDoNotDependOnTheBatch) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  const int64_t rows = 129, cols = 4096, n = 32;
+  for (DType type : q8_types()) {
+    SCOPED_TRACE(dtype_name(type));
+    const auto w = ::pagellm::test::make_weights(type, rows, cols, 61, WeightFill::Quantized);
+    const auto x = test::random_floats(n * cols, 62);
+    DeviceBuffer dw = test::upload(dev, w.bytes), dx = test::upload(dev, x);
+    DeviceBuffer dq(dev, q8_act_bytes(n, cols)), d1(dev, q8_act_bytes(1, cols));
+    DeviceBuffer all(dev, n * rows * sizeof(float)), one(dev, rows * sizeof(float));
+    quantize_q8_activations(dev, dx.as<float>(), cols, n, cols, dq.data());
+    gemv_q8(dev, type, dw.data(), rows, cols, q8_act_view(dq.data(), n, cols), n, all.as<float>(),
+            rows);
+    const auto together = test::download<float>(dev, all, n * rows);
+    for (int64_t v : {0, 15, 16, 31}) {
+      quantize_q8_activations(dev, dx.as<float>() + v * cols, cols, 1, cols, d1.data());
+      gemv_q8(dev, type, dw.data(), rows, cols, q8_act_view(d1.data(), 1, cols), 1, one.as<float>(),
+              rows);
+      const auto alone = test::download<float>(dev, one, rows);
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + v * rows))
+          << "vector " << v;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagellm::cuda
