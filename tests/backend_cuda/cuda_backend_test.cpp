@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -144,6 +145,57 @@ TEST(CudaBackend, RopeEpilogueNeedsTheStepRows) {
   gpu.begin_step(step.in, RopeParams{64, 10000.0f, 1.0f});
   const MatrixView mw{DType::F16, 64, 64, dw.p, dtype_row_bytes(DType::F16, 64)};
   EXPECT_THROW(gpu.matmul(dx.f(), 4, {{&mw, dy.f(), nullptr, 1, 64, RopeStyle::kNorm}}), Error);
+}
+
+// The fused paths (norm or SwiGLU straight to int8, several matrices in one
+// launch) give the bits of the plain calls: rms_norm / silu_mul into f32,
+// then one matmul per matrix. Mixed types (Q4_K with Q6_K, as Q4_K_M files)
+// and a type without int8 kernel (F16, which takes the unfused path).
+TEST(CudaBackend, FusedNormSwigluAndMultiMatrixLaunchesEqualThePlainCalls) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaBackend gpu(0);
+  const int64_t n_in = 512, rows = 5;
+  const Step step({0, 1, 2, 3, 4});
+  gpu.begin_step(step.in, RopeParams{64, 10000.0f, 1.0f});
+  const auto x = test::random_floats(rows * n_in, 1, 2.0f), norm = test::random_floats(n_in, 2);
+  const auto up = test::random_floats(rows * n_in, 3);
+  Buffer dx(gpu, x), dnorm(gpu, norm), dup(gpu, up), h(gpu, x.size() * 4), g(gpu, x);
+  for (const std::vector<DType>& types : {std::vector<DType>{DType::Q4_0, DType::Q4_0, DType::Q4_0},
+                                          std::vector<DType>{DType::Q4_K, DType::Q4_K, DType::Q6_K},
+                                          std::vector<DType>{DType::Q8_0, DType::F16}}) {
+    SCOPED_TRACE(dtype_name(types.back()));
+    std::vector<test::HostWeights> w;
+    std::vector<std::unique_ptr<Buffer>> dw, fused, plain;
+    std::vector<MatrixView> mv;
+    const int64_t n_out[] = {96, 32, 64};
+    for (size_t i = 0; i < types.size(); ++i) {
+      w.push_back(test::make_weights(types[i], n_out[i], n_in, 10 + i));
+      dw.push_back(std::make_unique<Buffer>(gpu, w.back().bytes));
+      fused.push_back(std::make_unique<Buffer>(gpu, size_t(rows * n_out[i] * 4)));
+      plain.push_back(std::make_unique<Buffer>(gpu, size_t(rows * n_out[i] * 4)));
+      mv.push_back({types[i], n_in, n_out[i], dw.back()->p, dtype_row_bytes(types[i], n_in)});
+    }
+    std::vector<MatmulOutput> outs_fused, outs_plain;
+    for (size_t i = 0; i < types.size(); ++i) {
+      outs_fused.push_back({&mv[i], fused[i]->f()});
+      outs_plain.push_back({&mv[i], plain[i]->f()});
+    }
+    for (size_t i = 0; i < mv.size(); ++i) gpu.reserve_matmul(mv[i], rows);
+
+    gpu.norm_matmul(dx.f(), dnorm.f(), 1e-5f, h.f(), rows, outs_fused.data(), outs_fused.size());
+    gpu.rms_norm(dx.f(), dnorm.f(), h.f(), rows, n_in, 1e-5f);
+    for (const MatmulOutput& o : outs_plain) gpu.matmul(h.f(), rows, &o, 1);
+    for (size_t i = 0; i < mv.size(); ++i)
+      EXPECT_EQ(fused[i]->floats(), plain[i]->floats()) << "norm_matmul, matrix " << i;
+
+    gpu.silu_mul_matmul(g.f(), dup.f(), rows, outs_fused.data(), outs_fused.size());
+    gpu.upload(g.p, x.data(), g.bytes);  // gate may have been overwritten
+    gpu.silu_mul(g.f(), dup.f(), rows * n_in);
+    for (const MatmulOutput& o : outs_plain) gpu.matmul(g.f(), rows, &o, 1);
+    for (size_t i = 0; i < mv.size(); ++i)
+      EXPECT_EQ(fused[i]->floats(), plain[i]->floats()) << "silu_mul_matmul, matrix " << i;
+    gpu.upload(g.p, x.data(), g.bytes);
+  }
 }
 
 }  // namespace

@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/activation_quant.h"
+#include "backend/cpu/ops.h"
 #include "backend/cpu/vec_dot.h"
 #include "backend/cuda/gemv_q8.h"
+#include "backend/cuda/ops.h"
 #include "backend/cuda/q8_activations.h"
 #include "cuda_test_util.h"
 #include "tensor/blocks.h"
@@ -156,7 +159,69 @@ TEST(CudaGemvQ8, RejectsWhatItCannotRun) {
   EXPECT_TRUE(gemv_q8_supports(DType::Q6_K));
 }
 
+// The fused RMSNorm quantizer's host rendition is the norm's rendition, then
+// the quantizer: against the CPU's norm, then the CPU's Q8_0 activations.
+TEST(CudaQ8Activations, NormedHostCodesAreTheCpuCodesOfTheNorm) {
+  const int64_t n = 3, cols = 4096;
+  const auto x = test::random_floats(n * cols, 41, 2.0f), w = test::random_floats(cols, 42);
+  std::vector<uint64_t> buf(q8_act_bytes(n, cols) / 8 + 2);
+  auto* base = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(buf.data()) + 15) & ~15ul);
+  rms_norm_q8_activations_host(x.data(), w.data(), n, cols, 1e-5f, base);
+  const Q8ActView a = q8_act_view(base, n, cols);
+  std::vector<float> normed(x.size());
+  pagellm::rms_norm(x.data(), w.data(), normed.data(), n, cols, 1e-5f);
+  int differ = 0;
+  for (int64_t v = 0; v < n; ++v) {
+    std::vector<BlockQ8_0> cpu(cols / 32);
+    cpu::quantize_activation_row(DType::Q8_0, normed.data() + v * cols, cpu.data(), cols,
+                                 cpu::CpuIsa::Scalar);
+    for (int64_t c = 0; c < cols; ++c) {
+      const int q = cpu[c / 32].qs[c % 32], got = a.qs[v * cols + c];
+      ASSERT_LE(std::abs(q - got), 1) << "vector " << v << " element " << c;
+      differ += q != got;
+    }
+  }
+  // The norms' float rows may differ in the last bit (their sums run in other
+  // orders), which moves a code only at a rounding boundary.
+  EXPECT_LE(differ, 8);
+}
+
 // ---- on a GPU -------------------------------------------------------------
+
+// The fused producers give the bytes of their two-kernel paths (rms_norm or
+// silu_mul, then quantize_q8_activations); the norm's also its rendition's.
+TEST(CudaQ8Activations, FusedKernelsEqualTheirTwoKernelPaths) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  for (int64_t cols : {64, 2048, 5632}) {
+    SCOPED_TRACE(cols);
+    const int64_t n = 5;
+    const auto x = test::random_floats(n * cols, 51, 2.0f), w = test::random_floats(cols, 52);
+    const auto up = test::random_floats(n * cols, 53);
+    const size_t bytes = q8_act_bytes(n, cols);
+    DeviceBuffer dx = test::upload(dev, x), dw = test::upload(dev, w), du = test::upload(dev, up);
+    DeviceBuffer tmp(dev, x.size() * 4), fused(dev, bytes), twice(dev, bytes);
+
+    rms_norm_q8_activations(dev, dx.as<float>(), dw.as<float>(), n, cols, 1e-5f, fused.data());
+    rms_norm(dev, dx.as<float>(), dw.as<float>(), tmp.as<float>(), n, cols, 1e-5f);
+    quantize_q8_activations(dev, tmp.as<float>(), cols, n, cols, twice.data());
+    const auto a = test::download<uint8_t>(dev, fused, bytes);
+    EXPECT_EQ(a, test::download<uint8_t>(dev, twice, bytes)) << "rms_norm";
+    std::vector<uint64_t> hb(bytes / 8 + 2);
+    auto* base = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(hb.data()) + 15) & ~15ul);
+    rms_norm_q8_activations_host(x.data(), w.data(), n, cols, 1e-5f, base);
+    EXPECT_EQ(0, memcmp(a.data(), base, bytes)) << "rms_norm host rendition";
+
+    silu_mul_q8_activations(dev, dx.as<float>(), du.as<float>(), n, cols, fused.data());
+    DeviceBuffer g = test::upload(dev, x);
+    silu_mul(dev, g.as<float>(), du.as<float>(), n * cols);
+    quantize_q8_activations(dev, g.as<float>(), cols, n, cols, twice.data());
+    EXPECT_EQ(test::download<uint8_t>(dev, fused, bytes),
+              test::download<uint8_t>(dev, twice, bytes))
+        << "silu_mul";
+    EXPECT_EQ(test::download<float>(dev, dx, x.size()), x) << "gate is not written";
+  }
+}
 
 TEST(CudaGemvQ8, DeviceMatchesHostRenditionBitForBit) {
   PAGELLM_REQUIRE_CUDA_DEVICE();
@@ -186,6 +251,45 @@ TEST(CudaGemvQ8, DeviceMatchesHostRenditionBitForBit) {
         const auto got = test::download<float>(dev, dy, want.size());
         EXPECT_EQ(0, memcmp(got.data(), want.data(), got.size() * sizeof(float)));
       }
+}
+
+// Matrices sharing a launch (gemv_q8_multi) get the bits of launches of their own.
+TEST(CudaGemvQ8, MultiMatrixLaunchEqualsOneLaunchEach) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  const int64_t cols = 1024, n = 3;
+  const int64_t rows[] = {77, 0, 16};  // an empty matrix in the middle
+  const auto x = test::random_floats(n * cols, 71);
+  DeviceBuffer dx = test::upload(dev, x), dq(dev, q8_act_bytes(n, cols));
+  quantize_q8_activations(dev, dx.as<float>(), cols, n, cols, dq.data());
+  const Q8ActView a = q8_act_view(dq.data(), n, cols);
+  for (DType type : {DType::Q4_0, DType::Q6_K}) {
+    SCOPED_TRACE(dtype_name(type));
+    std::vector<DeviceBuffer> dw, multi, single;
+    GemvQ8Target t[3];
+    for (int i = 0; i < 3; ++i) {
+      const auto w = ::pagellm::test::make_weights(type, std::max<int64_t>(rows[i], 1), cols,
+                                                   72 + i, WeightFill::Quantized);
+      dw.push_back(test::upload(dev, w.bytes));
+      multi.emplace_back(dev, (rows[i] + 1) * n * sizeof(float));
+      single.emplace_back(dev, (rows[i] + 1) * n * sizeof(float));
+      t[i] = GemvQ8Target{dw.back().data(), rows[i], multi.back().as<float>(), rows[i] + 1};
+    }
+    gemv_q8_multi(dev, type, cols, t, 3, a, n);
+    for (int i = 0; i < 3; ++i) {
+      gemv_q8(dev, type, dw[i].data(), rows[i], cols, a, n, single[i].as<float>(), rows[i] + 1);
+      const size_t count = static_cast<size_t>((rows[i] + 1) * n);
+      auto want = test::download<float>(dev, single[i], count);
+      auto got = test::download<float>(dev, multi[i], count);
+      for (int64_t v = 0; v < n; ++v) {  // the padding float of each vector is not written
+        want[v * (rows[i] + 1) + rows[i]] = 0;
+        got[v * (rows[i] + 1) + rows[i]] = 0;
+      }
+      EXPECT_EQ(got, want) << "matrix " << i;
+    }
+  }
+  const GemvQ8Target none[1] = {};
+  EXPECT_THROW(gemv_q8_multi(dev, DType::Q4_0, cols, none, 0, a, n), ConfigError);
 }
 
 TEST(CudaGemvQ8, DeviceVectorsDoNotDependOnTheBatch) {

@@ -13,6 +13,7 @@
 #include "backend/cuda/gemv_q8.h"
 #include "backend/cuda/kv_write.h"
 #include "backend/cuda/paged_attention.h"
+#include "backend/cuda/q8_activations.h"
 #include "backend/cuda/step_upload.h"
 
 namespace pagellm::cuda {
@@ -143,39 +144,93 @@ void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
   rope_->prepare(dev_, d_positions_, in.n_tokens);
 }
 
-void CudaBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
-  for (size_t i = 0; i < n_outs; ++i)
+void CudaBackend::check_outputs(int64_t rows, const MatmulOutput* outs, size_t n_outs) const {
+  for (size_t i = 0; i < n_outs; ++i) {
+    const MatrixView& w = *outs[i].w;
     if (outs[i].rope_heads > 0 && rows != n_tokens_)
       throw Error(fmt::format("{}: RoPE after a matmul needs the step's {} token rows, not {}",
                               name_, n_tokens_, rows));
-  int64_t q8_cols = 0;  // the width of x in q8_act_, once quantized
-  for (size_t i = 0; i < n_outs; ++i) {
-    const MatrixView& w = *outs[i].w;
     if (w.layout != cpu::WeightLayout::Rows)
       throw Error(fmt::format("{}: a matrix in the CPU's repacked layout cannot run here", name_));
     if (w.row_stride != dtype_row_bytes(w.type, w.n_in))  // the kernels assume packed rows
       throw Error(fmt::format("{}: a {} matrix with {}-byte rows padded to {} bytes", name_,
                               dtype_name(w.type), dtype_row_bytes(w.type, w.n_in), w.row_stride));
-    if (rows <= kGemvMaxRows && uses_int8_gemv(w.type)) {
-      // x quantized once for the outputs that share it (q, k, v; gate, up).
-      if (q8_cols != w.n_in) {
-        q8_act_.reserve(dev_, q8_act_bytes(rows, w.n_in));
-        quantize_q8_activations(dev_, x, w.n_in, rows, w.n_in, q8_act_.data());
-        q8_cols = w.n_in;
-      }
-      gemv_q8(dev_, w.type, w.data, w.n_out, w.n_in, q8_act_view(q8_act_.data(), rows, w.n_in),
-              static_cast<int32_t>(rows), outs[i].y, w.n_out);
-    } else if (rows <= kGemvMaxRows) {
-      gemv(dev_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, outs[i].y, w.n_out,
-           static_cast<int32_t>(rows));
-    } else
-      gemm(dev_, gemm_ws_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, rows, outs[i].y, w.n_out);
+    if (w.n_in != outs[0].w->n_in)
+      throw Error(fmt::format("{}: matrices of {} and {} columns share one input", name_,
+                              outs[0].w->n_in, w.n_in));
   }
-  finish_outputs(rows, outs, n_outs);
 }
 
 bool CudaBackend::uses_int8_gemv(DType type) const {
   return int8_gemv_ && gemv_q8_supports(type);
+}
+
+bool CudaBackend::int8_inputs(int64_t rows, const MatmulOutput* outs, size_t n_outs) const {
+  if (n_outs == 0 || rows > kGemvMaxRows) return false;
+  for (size_t i = 0; i < n_outs; ++i)
+    if (!uses_int8_gemv(outs[i].w->type)) return false;
+  return true;
+}
+
+void* CudaBackend::int8_buffer(int64_t rows, int64_t n_in) {
+  q8_act_.reserve(dev_, q8_act_bytes(rows, n_in));
+  return q8_act_.data();
+}
+
+void CudaBackend::products(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
+  for (size_t i = 0; i < n_outs;) {
+    const MatrixView& w = *outs[i].w;
+    if (rows <= kGemvMaxRows && uses_int8_gemv(w.type)) {
+      // Consecutive outputs of one type (q, k, v; gate, up): one launch.
+      GemvQ8Target t[kGemvQ8MaxTargets];
+      int k = 0;
+      for (; i < n_outs && k < kGemvQ8MaxTargets && outs[i].w->type == w.type; ++i, ++k)
+        t[k] = GemvQ8Target{outs[i].w->data, outs[i].w->n_out, outs[i].y, outs[i].w->n_out};
+      gemv_q8_multi(dev_, w.type, w.n_in, t, k, q8_act_view(q8_act_.data(), rows, w.n_in),
+                    static_cast<int32_t>(rows));
+      continue;
+    }
+    if (rows <= kGemvMaxRows)
+      gemv(dev_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, outs[i].y, w.n_out,
+           static_cast<int32_t>(rows));
+    else
+      gemm(dev_, gemm_ws_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, rows, outs[i].y, w.n_out);
+    ++i;
+  }
+  finish_outputs(rows, outs, n_outs);
+}
+
+void CudaBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
+  check_outputs(rows, outs, n_outs);
+  if (n_outs == 0) return;
+  const int64_t n_in = outs[0].w->n_in;
+  bool any_int8 = false;
+  for (size_t i = 0; i < n_outs; ++i) any_int8 |= uses_int8_gemv(outs[i].w->type);
+  // x quantized once for the outputs that share it.
+  if (rows <= kGemvMaxRows && any_int8)
+    quantize_q8_activations(dev_, x, n_in, rows, n_in, int8_buffer(rows, n_in));
+  products(x, rows, outs, n_outs);
+}
+
+void CudaBackend::norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
+                              const MatmulOutput* outs, size_t n_outs) {
+  if (!int8_inputs(rows, outs, n_outs))
+    return Backend::norm_matmul(x, norm, eps, h, rows, outs, n_outs);
+  check_outputs(rows, outs, n_outs);
+  // The normalized rows go straight to int8 (h untouched): one launch, not two.
+  const int64_t n_in = outs[0].w->n_in;
+  rms_norm_q8_activations(dev_, x, norm, rows, n_in, eps, int8_buffer(rows, n_in));
+  products(nullptr, rows, outs, n_outs);
+}
+
+void CudaBackend::silu_mul_matmul(float* gate, const float* up, int64_t rows,
+                                  const MatmulOutput* outs, size_t n_outs) {
+  if (!int8_inputs(rows, outs, n_outs))
+    return Backend::silu_mul_matmul(gate, up, rows, outs, n_outs);
+  check_outputs(rows, outs, n_outs);
+  const int64_t n_in = outs[0].w->n_in;
+  silu_mul_q8_activations(dev_, gate, up, rows, n_in, int8_buffer(rows, n_in));
+  products(nullptr, rows, outs, n_outs);
 }
 
 void CudaBackend::reserve_matmul(const MatrixView& w, int64_t rows) {

@@ -53,6 +53,12 @@ class CudaBackend final : public Backend {
   void begin_step(const StepInputs& in, const RopeParams& rope) override;
   using Backend::matmul;
   void matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) override;
+  using Backend::norm_matmul;
+  void norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
+                   const MatmulOutput* outs, size_t n_outs) override;
+  using Backend::silu_mul_matmul;
+  void silu_mul_matmul(float* gate, const float* up, int64_t rows, const MatmulOutput* outs,
+                       size_t n_outs) override;
   void reserve_matmul(const MatrixView& w, int64_t rows) override;
   void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t n,
                 float eps) override;
@@ -65,7 +71,16 @@ class CudaBackend final : public Backend {
                        float scale) override;
 
  private:
+  // Throws Error for outputs the kernels cannot take.
+  void check_outputs(int64_t rows, const MatmulOutput* outs, size_t n_outs) const;
   bool uses_int8_gemv(DType type) const;
+  // True when every output runs the int8 GEMV at this many rows: the input
+  // may then be produced straight into q8_act_ (fused norm / SwiGLU).
+  bool int8_inputs(int64_t rows, const MatmulOutput* outs, size_t n_outs) const;
+  void* int8_buffer(int64_t rows, int64_t n_in);
+  // The products and epilogues of a matmul whose int8 input (if any output
+  // needs it) is in q8_act_; x (f32) for the other outputs.
+  void products(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs);
   // Lets GPU `peer` read this GPU's memory directly, once per pair.
   void enable_peer_access(int peer);
 

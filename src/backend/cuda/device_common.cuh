@@ -54,6 +54,36 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// 1 / sqrt(mean(x^2) + eps) of the n floats at xr, by the calling block's
+// kRmsThreads threads, every one of which gets it: thread i sums the squares of
+// elements i, i + kRmsThreads, ... in double, warps add by shuffles, thread 0
+// adds the warps in order (rms_scale_host in ops.h spells this out).
+constexpr int kRmsThreads = 256;
+__device__ __forceinline__ float block_rms_scale(const float* xr, int64_t n, float eps) {
+  double ss = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kRmsThreads) {
+    const double v = xr[i];
+    ss = __dadd_rn(ss, __dmul_rn(v, v));  // unfused, as the host rendition
+  }
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  __shared__ double part[kRmsThreads / 32];
+  __shared__ float scale_s;
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int w = 0; w < kRmsThreads / 32; ++w) total += part[w];
+    scale_s = static_cast<float>(1.0 / sqrt(total / static_cast<double>(n) + eps));
+  }
+  __syncthreads();
+  return scale_s;
+}
+
+// silu(g) * u, silu(g) = g / (1 + exp(-g)), rounded step by step.
+__device__ __forceinline__ float silu_mul_value(float g, float u) {
+  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+}
+
 inline unsigned grid_for(int64_t n, int threads) {
   return static_cast<unsigned>((n + threads - 1) / threads);
 }

@@ -61,17 +61,30 @@ __host__ __device__ __forceinline__ void thread_partials(const uint8_t* row, int
   }
 }
 
-// Warps w .. w + W of a CUDA block take row blockIdx.x * (kWarps / W) + w / W.
+// The matrices of a launch, and the first CUDA block of each.
+struct Targets {
+  const uint8_t* w[kGemvQ8MaxTargets];
+  int64_t rows[kGemvQ8MaxTargets];
+  float* y[kGemvQ8MaxTargets];
+  int64_t y_stride[kGemvQ8MaxTargets];
+  unsigned first_block[kGemvQ8MaxTargets + 1];
+  int n;
+};
+
+// CUDA block b takes matrix m (first_block[m] <= b < first_block[m + 1]);
+// its warps w .. w + W take row (b - first_block[m]) * (kWarps / W) + w / W.
 template <DType T, int W>
 __global__ void __launch_bounds__(kWarps * 32)
-    gemv_q8_kernel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t units, Q8ActView x,
-                   int nv, float* y, int64_t y_stride) {
+    gemv_q8_kernel(Targets tg, size_t row_bytes, int64_t units, Q8ActView x, int nv) {
   __shared__ float part[kWarps][kMaxVecs];
+  int m = 0;
+  while (m + 1 < tg.n && blockIdx.x >= tg.first_block[m + 1]) ++m;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * (kWarps / W) + warp / W;
+  const int64_t rows = tg.rows[m];
+  const int64_t r = static_cast<int64_t>(blockIdx.x - tg.first_block[m]) * (kWarps / W) + warp / W;
   float acc[kMaxVecs];
   if (r < rows) {
-    thread_partials<T>(w + static_cast<size_t>(r) * row_bytes, units, (warp % W) * 32 + lane,
+    thread_partials<T>(tg.w[m] + static_cast<size_t>(r) * row_bytes, units, (warp % W) * 32 + lane,
                        W * 32, x, nv, acc);
   } else {
 #pragma unroll
@@ -90,7 +103,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     float s = part[warp][lane];
 #pragma unroll
     for (int k = 1; k < W; ++k) s = __fadd_rn(s, part[warp + k][lane]);
-    y[lane * y_stride + r] = s;
+    tg.y[m][lane * tg.y_stride[m] + r] = s;
   }
 }
 
@@ -129,8 +142,17 @@ bool gemv_q8_supports(DType type) {
 
 void gemv_q8(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,
              const Q8ActView& x, int32_t n_vecs, float* y, int64_t y_stride) {
-  validate(type, w, rows, cols, x);
-  if (rows == 0 || n_vecs <= 0) return;
+  const GemvQ8Target t{w, rows, y, y_stride};
+  gemv_q8_multi(dev, type, cols, &t, 1, x, n_vecs);
+}
+
+void gemv_q8_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8Target* targets,
+                   int n_targets, const Q8ActView& x, int32_t n_vecs) {
+  if (n_targets < 1 || n_targets > kGemvQ8MaxTargets)
+    throw ConfigError(fmt::format("CUDA int8 gemv: {} matrices in one launch (1 to {})", n_targets,
+                                  kGemvQ8MaxTargets));
+  for (int i = 0; i < n_targets; ++i) validate(type, targets[i].w, targets[i].rows, cols, x);
+  if (n_vecs <= 0) return;
   dev.make_current();
   const size_t row_bytes = dtype_row_bytes(type, cols);
   const auto s = static_cast<cudaStream_t>(dev.stream());
@@ -141,9 +163,21 @@ void gemv_q8(const CudaDevice& dev, DType type, const void* w, int64_t rows, int
       constexpr int W = decltype(w_tag)::value;
       for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
         const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
-        gemv_q8_kernel<T, W><<<grid_for(rows, kWarps / W), kWarps * 32, 0, s>>>(
-            static_cast<const uint8_t*>(w), row_bytes, rows, units, skip_vectors(x, v0), nv,
-            y + v0 * y_stride, y_stride);
+        Targets tg{};
+        tg.n = n_targets;
+        int64_t blocks = 0;
+        for (int i = 0; i < n_targets; ++i) {
+          tg.w[i] = static_cast<const uint8_t*>(targets[i].w);
+          tg.rows[i] = targets[i].rows;
+          tg.y[i] = targets[i].y + v0 * targets[i].y_stride;
+          tg.y_stride[i] = targets[i].y_stride;
+          tg.first_block[i] = static_cast<unsigned>(blocks);
+          blocks += grid_for(targets[i].rows, kWarps / W);
+        }
+        tg.first_block[n_targets] = static_cast<unsigned>(blocks);
+        if (blocks == 0) return;
+        gemv_q8_kernel<T, W><<<static_cast<unsigned>(blocks), kWarps * 32, 0, s>>>(
+            tg, row_bytes, units, skip_vectors(x, v0), nv);
         check_launch("gemv_q8", dev.index());
       }
     });

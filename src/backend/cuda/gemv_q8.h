@@ -30,6 +30,21 @@ namespace pagellm::cuda {
 // True for the weight types gemv_q8 takes.
 bool gemv_q8_supports(DType type);
 
+// One matrix of a launch: y = W x, W [rows][cols] (2-byte aligned), y with
+// vector stride y_stride floats.
+struct GemvQ8Target {
+  const void* w = nullptr;
+  int64_t rows = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+constexpr int kGemvQ8MaxTargets = 3;  // q, k and v of a layer in one launch
+
+// Up to kGemvQ8MaxTargets matrices of one type and width against the same
+// vectors, in one launch per 16 vectors (each row's sums as gemv_q8's).
+void gemv_q8_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8Target* targets,
+                   int n_targets, const Q8ActView& x, int32_t n_vecs);
+
 // y = W x on dev's stream. Throws ConfigError for an unsupported type, a cols
 // that is not whole blocks, or a misaligned W (on the host, before any launch).
 void gemv_q8(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/device_common.cuh"
@@ -33,26 +36,13 @@ __global__ void embedding_kernel(const uint8_t* table, size_t row_bytes, int64_t
   }
 }
 
-// One block of 256 threads per row.
-__global__ void rms_norm_kernel(const float* x, const float* weight, float* out, int64_t n,
-                                float eps) {
+// One block of kRmsThreads threads per row.
+__global__ void __launch_bounds__(kRmsThreads)
+    rms_norm_kernel(const float* x, const float* weight, float* out, int64_t n, float eps) {
   const float* xr = x + blockIdx.x * n;
   float* o = out + blockIdx.x * n;
-  double ss = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += static_cast<double>(xr[i]) * xr[i];
-  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  __shared__ double part[32];
-  __shared__ float scale_s;
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double total = 0;
-    for (unsigned w = 0; w < blockDim.x / 32; ++w) total += part[w];
-    scale_s = static_cast<float>(1.0 / sqrt(total / static_cast<double>(n) + eps));
-  }
-  __syncthreads();
-  const float scale = scale_s;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+  const float scale = block_rms_scale(xr, n, eps);
+  for (int64_t i = threadIdx.x; i < n; i += kRmsThreads)
     o[i] = __fmul_rn(__fmul_rn(xr[i], scale), weight[i]);
 }
 
@@ -63,10 +53,7 @@ __global__ void add_kernel(float* x, const float* y, int64_t count) {
 
 __global__ void silu_mul_kernel(float* gate, const float* up, int64_t count) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < count) {
-    const float g = gate[i];
-    gate[i] = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), up[i]);
-  }
+  if (i < count) gate[i] = silu_mul_value(gate[i], up[i]);
 }
 
 __global__ void add_bias_kernel(float* x, const float* bias, int64_t rows, int64_t n,
@@ -152,8 +139,8 @@ void rms_norm(const CudaDevice& dev, const float* x, const float* weight, float*
               int64_t n, float eps) {
   if (rows == 0) return;
   dev.make_current();
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream_of(dev)>>>(x, weight, out, n,
-                                                                                eps);
+  rms_norm_kernel<<<static_cast<unsigned>(rows), kRmsThreads, 0, stream_of(dev)>>>(x, weight, out,
+                                                                                   n, eps);
   check_launch("rms_norm", dev.index());
 }
 
@@ -178,6 +165,36 @@ void add_bias(const CudaDevice& dev, float* x, const float* bias, int64_t rows, 
   add_bias_kernel<<<grid_for(rows * n, kThreads), kThreads, 0, stream_of(dev)>>>(x, bias, rows, n,
                                                                                  stride);
   check_launch("add_bias", dev.index());
+}
+
+float rms_scale_host(const float* xr, int64_t n, float eps) {
+  double warps[kRmsThreads / 32];
+  for (int w = 0; w < kRmsThreads / 32; ++w) {
+    double lanes[32];
+    for (int l = 0; l < 32; ++l) {
+      double ss = 0;
+      for (int64_t i = 32 * w + l; i < n; i += kRmsThreads)
+        ss += static_cast<double>(xr[i]) * xr[i];
+      lanes[l] = ss;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      double prev[32];
+      std::copy(lanes, lanes + 32, prev);
+      for (int l = 0; l < 32; ++l) lanes[l] = prev[l] + prev[l ^ o];
+    }
+    warps[w] = lanes[0];
+  }
+  double total = 0;
+  for (double w : warps) total += w;
+  return static_cast<float>(1.0 / std::sqrt(total / static_cast<double>(n) + eps));
+}
+
+void rms_norm_host(const float* x, const float* weight, float* out, int64_t rows, int64_t n,
+                   float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float scale = rms_scale_host(x + r * n, n, eps);
+    for (int64_t i = 0; i < n; ++i) out[r * n + i] = x[r * n + i] * scale * weight[i];
+  }
 }
 
 void rope_host(float* x, const int32_t* positions, int64_t n_tokens, int64_t stride,

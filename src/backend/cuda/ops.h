@@ -28,6 +28,13 @@ void embedding_gather(const CudaDevice& dev, DType type, const void* table, int6
 void rms_norm(const CudaDevice& dev, const float* x, const float* weight, float* out, int64_t rows,
               int64_t n, float eps);
 
+// rms_norm's row scale 1 / sqrt(mean(x^2) + eps) and the whole kernel, on the
+// host (host memory), with its block's reduction order spelled out: tests
+// check it without a GPU. (The kernel's scale is the same bits.)
+float rms_scale_host(const float* xr, int64_t n, float eps);
+void rms_norm_host(const float* x, const float* weight, float* out, int64_t rows, int64_t n,
+                   float eps);
+
 // x[i] += y[i]
 void add_inplace(const CudaDevice& dev, float* x, const float* y, int64_t count);
 

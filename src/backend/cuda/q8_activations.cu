@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
+#include "backend/cuda/ops.h"
 #include "tensor/fp16.h"
 #include "util/error.h"
 
@@ -50,26 +52,79 @@ void validate(int64_t cols, const void* dst) {
     throw ConfigError("CUDA int8 activations: the buffer is not 16-byte aligned");
 }
 
+// Lanes l = 0..31 of a warp, each holding element l of a block: its codes,
+// and (lane 0) its scale and code sum.
+__device__ __forceinline__ void quantize_lanes(float xv, int lane, int8_t* qs, float* d_out,
+                                               int32_t* sum_out) {
+  const float amax = warp_max(fabsf(xv));
+  float d, id;
+  block_scale(amax, &d, &id);
+  const int8_t q = code_of(xv, id);
+  qs[lane] = q;
+  int s = q;
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) {
+    *d_out = d;
+    *sum_out = s;
+  }
+}
+
+// The block's codes, scale and sum from its 32 values, on the host.
+void quantize_block_host(const float* xb, int8_t* qs, float* d_out, int32_t* sum_out) {
+  float amax = 0.0f;  // max is exact in any order, as warp_max's tree
+  for (int l = 0; l < kBlock; ++l) amax = std::fmax(amax, std::fabs(xb[l]));
+  float d, id;
+  block_scale(amax, &d, &id);
+  int s = 0;
+  for (int l = 0; l < kBlock; ++l) {
+    qs[l] = code_of(xb[l], id);
+    s += qs[l];
+  }
+  *d_out = d;
+  *sum_out = s;
+}
+
+struct Q8Out {
+  int8_t* qs;
+  float* d;
+  int32_t* sum;
+};
+
+Q8Out q8_out(void* dst, int64_t n_vecs, int64_t cols) {
+  const Q8ActView a = q8_act_view(dst, n_vecs, cols);
+  return {const_cast<int8_t*>(a.qs), const_cast<float*>(a.d), const_cast<int32_t*>(a.sum)};
+}
+
 // Warp g of the grid quantizes block g % nb of vector g / nb; lane l element l.
+// kSiluMul: the values are silu(x) * up (x and up with stride cols).
+template <bool kSiluMul>
 __global__ void __launch_bounds__(kWarps * 32)
-    quantize_kernel(const float* x, int64_t x_stride, int64_t n_vecs, int64_t cols, int8_t* qs,
-                    float* d_out, int32_t* sum_out) {
+    quantize_kernel(const float* x, const float* up, int64_t x_stride, int64_t n_vecs, int64_t cols,
+                    Q8Out out) {
   const int64_t nb = cols / kBlock;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (g >= n_vecs * nb) return;
   const int lane = threadIdx.x % 32;
   const int64_t v = g / nb, b = g % nb;
-  const float xv = x[v * x_stride + b * kBlock + lane];
-  const float amax = warp_max(fabsf(xv));
-  float d, id;
-  block_scale(amax, &d, &id);
-  const int8_t q = code_of(xv, id);
-  qs[v * cols + b * kBlock + lane] = q;
-  int s = q;
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (lane == 0) {
-    d_out[g] = d;
-    sum_out[g] = s;
+  const int64_t i = v * x_stride + b * kBlock + lane;
+  const float xv = kSiluMul ? silu_mul_value(x[i], up[i]) : x[i];
+  quantize_lanes(xv, lane, out.qs + v * cols + b * kBlock, out.d + g, out.sum + g);
+}
+
+// Block r (kRmsThreads threads) normalizes row r; warp w quantizes its
+// blocks w, w + kRmsThreads / 32, ...
+__global__ void __launch_bounds__(kRmsThreads)
+    rms_norm_quantize_kernel(const float* x, const float* weight, int64_t cols, float eps,
+                             Q8Out out) {
+  const int64_t r = blockIdx.x, nb = cols / kBlock;
+  const float* xr = x + r * cols;
+  const float scale = block_rms_scale(xr, cols, eps);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int64_t b = warp; b < nb; b += kRmsThreads / 32) {
+    const int64_t c = b * kBlock + lane;
+    const float v = __fmul_rn(__fmul_rn(xr[c], scale), weight[c]);
+    quantize_lanes(v, lane, out.qs + r * cols + b * kBlock, out.d + r * nb + b,
+                   out.sum + r * nb + b);
   }
 }
 
@@ -96,37 +151,62 @@ void quantize_q8_activations(const CudaDevice& dev, const float* x, int64_t x_st
                              int64_t n_vecs, int64_t cols, void* dst) {
   validate(cols, dst);
   if (n_vecs <= 0) return;
-  const Q8ActView a = q8_act_view(dst, n_vecs, cols);
   dev.make_current();
   const int64_t warps = n_vecs * (cols / kBlock);
-  quantize_kernel<<<grid_for(warps, kWarps), kWarps * 32, 0,
-                    static_cast<cudaStream_t>(dev.stream())>>>(
-      x, x_stride, n_vecs, cols, const_cast<int8_t*>(a.qs), const_cast<float*>(a.d),
-      const_cast<int32_t*>(a.sum));
+  quantize_kernel<false>
+      <<<grid_for(warps, kWarps), kWarps * 32, 0, static_cast<cudaStream_t>(dev.stream())>>>(
+          x, nullptr, x_stride, n_vecs, cols, q8_out(dst, n_vecs, cols));
   check_launch("quantize_q8_activations", dev.index());
 }
 
 void quantize_q8_activations_host(const float* x, int64_t x_stride, int64_t n_vecs, int64_t cols,
                                   void* dst) {
   validate(cols, dst);
-  const Q8ActView a = q8_act_view(dst, n_vecs, cols);
+  const Q8Out out = q8_out(dst, n_vecs, cols);
   const int64_t nb = cols / kBlock;
   for (int64_t v = 0; v < n_vecs; ++v)
-    for (int64_t b = 0; b < nb; ++b) {
-      const float* xb = x + v * x_stride + b * kBlock;
-      float amax = 0.0f;  // max is exact in any order, as warp_max's tree
-      for (int l = 0; l < kBlock; ++l) amax = std::fmax(amax, std::fabs(xb[l]));
-      float d, id;
-      block_scale(amax, &d, &id);
-      int s = 0;
-      for (int l = 0; l < kBlock; ++l) {
-        const int8_t q = code_of(xb[l], id);
-        const_cast<int8_t*>(a.qs)[v * cols + b * kBlock + l] = q;
-        s += q;
-      }
-      const_cast<float*>(a.d)[v * nb + b] = d;
-      const_cast<int32_t*>(a.sum)[v * nb + b] = s;
-    }
+    for (int64_t b = 0; b < nb; ++b)
+      quantize_block_host(x + v * x_stride + b * kBlock, out.qs + v * cols + b * kBlock,
+                          out.d + v * nb + b, out.sum + v * nb + b);
+}
+
+void rms_norm_q8_activations(const CudaDevice& dev, const float* x, const float* weight,
+                             int64_t n_vecs, int64_t cols, float eps, void* dst) {
+  validate(cols, dst);
+  if (n_vecs <= 0) return;
+  dev.make_current();
+  rms_norm_quantize_kernel<<<static_cast<unsigned>(n_vecs), kRmsThreads, 0,
+                             static_cast<cudaStream_t>(dev.stream())>>>(x, weight, cols, eps,
+                                                                        q8_out(dst, n_vecs, cols));
+  check_launch("rms_norm_q8_activations", dev.index());
+}
+
+void rms_norm_q8_activations_host(const float* x, const float* weight, int64_t n_vecs, int64_t cols,
+                                  float eps, void* dst) {
+  validate(cols, dst);
+  std::vector<float> h(static_cast<size_t>(n_vecs * cols));
+  rms_norm_host(x, weight, h.data(), n_vecs, cols, eps);
+  quantize_q8_activations_host(h.data(), cols, n_vecs, cols, dst);
+}
+
+void silu_mul_q8_activations(const CudaDevice& dev, const float* gate, const float* up,
+                             int64_t n_vecs, int64_t cols, void* dst) {
+  validate(cols, dst);
+  if (n_vecs <= 0) return;
+  dev.make_current();
+  const int64_t warps = n_vecs * (cols / kBlock);
+  quantize_kernel<true>
+      <<<grid_for(warps, kWarps), kWarps * 32, 0, static_cast<cudaStream_t>(dev.stream())>>>(
+          gate, up, cols, n_vecs, cols, q8_out(dst, n_vecs, cols));
+  check_launch("silu_mul_q8_activations", dev.index());
+}
+
+void silu_mul_q8_activations_host(const float* gate, const float* up, int64_t n_vecs, int64_t cols,
+                                  void* dst) {
+  validate(cols, dst);
+  std::vector<float> v(static_cast<size_t>(n_vecs * cols));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  quantize_q8_activations_host(v.data(), cols, n_vecs, cols, dst);
 }
 
 }  // namespace pagellm::cuda

@@ -45,4 +45,21 @@ void quantize_q8_activations(const CudaDevice& dev, const float* x, int64_t x_st
 void quantize_q8_activations_host(const float* x, int64_t x_stride, int64_t n_vecs, int64_t cols,
                                   void* dst);
 
+// rms_norm (ops.h) of x [n_vecs][cols] with `weight`, quantized into dst in
+// the same launch: the bytes of rms_norm into a buffer, then
+// quantize_q8_activations. The f32 rows are not written.
+void rms_norm_q8_activations(const CudaDevice& dev, const float* x, const float* weight,
+                             int64_t n_vecs, int64_t cols, float eps, void* dst);
+void rms_norm_q8_activations_host(const float* x, const float* weight, int64_t n_vecs, int64_t cols,
+                                  float eps, void* dst);
+
+// silu(gate) * up (ops.h silu_mul) of gate, up [n_vecs][cols], quantized into
+// dst in the same launch (gate is not written). The host rendition's exp is
+// the host's, so its codes may differ from the kernel's by one where a
+// product lands next to a rounding boundary.
+void silu_mul_q8_activations(const CudaDevice& dev, const float* gate, const float* up,
+                             int64_t n_vecs, int64_t cols, void* dst);
+void silu_mul_q8_activations_host(const float* gate, const float* up, int64_t n_vecs, int64_t cols,
+                                  void* dst);
+
 }  // namespace pagellm::cuda
