@@ -13,7 +13,9 @@
 #    `pagellm bench --roofline`: the GPU's measured read bandwidth, decode
 #    tokens/s at batch 1 and its fraction of that bandwidth and of the nominal
 #    HBM bandwidth (PEAK_GBPS, by default the GPU model's data-sheet figure),
-#    prefill 128 / 512, and decode at 1 / 4 / 16 / 64 sequences;
+#    prefill 128 / 512, and decode at 1 / 4 / 16 / 64 sequences; then batch-1
+#    decode (median inter-token latency) as built, without CUDA graphs
+#    (PAGELLM_CUDA_GRAPHS=0), and with the f32 GEMV too (PAGELLM_CUDA_GEMV=f32);
 # 4. on the way, the host CPU's AMX int8 kernels: the Rows16 matmul tests,
 #    which run them on the CPU's tiles where it has AMX-INT8 (GPU hosts often
 #    do; the development machines do not).
@@ -68,6 +70,14 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   # Decode at batch 1 against the GPU's measured read bandwidth, prefill 128 /
   # 512, and decode at 1 / 4 / 16 / 64 sequences, in one run.
   "$BUILD_DIR/pagellm" bench --roofline -m "$model" --json >"$LOG_DIR/roofline.json"
+  # What the decode pieces bring, batch 1: as built (int8 GEMV, CUDA graphs),
+  # without graphs, and without either (f32 GEMV, a launch per kernel).
+  for v in default:PAGELLM_CUDA_GRAPHS=1 nographs:PAGELLM_CUDA_GRAPHS=0 \
+    f32gemv:PAGELLM_CUDA_GRAPHS=0,PAGELLM_CUDA_GEMV=f32; do
+    name=${v%%:*}
+    env $(echo "${v#*:}" | tr , ' ') "$BUILD_DIR/pagellm" bench -m "$model" --concurrency 1 \
+      --requests 1 --prompt-len 32 --gen-len 256 --json >"$LOG_DIR/ablation_$name.json"
+  done
   set -e
   gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
   python3 - "$LOG_DIR" "$gpu_name" "${PEAK_GBPS:-}" >"$bench_json" <<'PY'
@@ -107,6 +117,10 @@ if roof:
         out[f"c{c}_decode_tok_s"] = v
     if bat.get(1) and bat.get(64):
         out["c64_over_c1"] = bat[64] / bat[1]
+for name in ("default", "nographs", "f32gemv"):
+    a = load(f"ablation_{name}.json")
+    if a.get("itl_p50_s"):
+        out[f"decode_{name}_tok_s"] = 1.0 / a["itl_p50_s"]
 print(json.dumps(out))
 PY
 fi

@@ -33,6 +33,7 @@ void Backend::finish_outputs(int64_t rows, const MatmulOutput* outs, size_t n_ou
     const int64_t n = o.w->n_out;
     if (o.bias) add_bias(o.y, o.bias, rows, n, n);
     if (o.rope_heads > 0) rope(o.y, n, o.rope_heads, o.head_dim, o.rope_style);
+    if (o.add_to) add_inplace(o.add_to, o.y, rows * n);
   }
 }
 

@@ -31,6 +31,8 @@ using MatrixView = cpu::WeightMatrix;
 //   y row += bias                                        (as add_bias)
 //   RoPE of the first rope_heads heads of head_dim       (as rope(); the rows
 //                                                         are the step's tokens)
+//   add_to row += y row                                  (as add_inplace: the
+//                                                         residual stream)
 // The CPU backend runs the epilogue in the product's threads while the rows
 // are in cache where its 16-row groups can be cut on head bounds, otherwise
 // once after the product, as finish_outputs() does.
@@ -41,6 +43,7 @@ struct MatmulOutput {
   int32_t rope_heads = 0;       // 0: no RoPE
   int32_t head_dim = 0;
   RopeStyle rope_style = RopeStyle::kNorm;
+  float* add_to = nullptr;  // [rows][w->n_out]; nullptr: no add
 };
 
 // One step's batch, in host memory; valid from begin_step() to the next one.
@@ -104,6 +107,22 @@ class Backend {
   // Takes the step's batch (copies what the kernels need to the device) and
   // prepares RoPE for its positions.
   virtual void begin_step(const StepInputs& in, const RopeParams& rope) = 0;
+
+  // Recorded layer runs (CUDA graphs: one launch for a step's layers instead
+  // of hundreds). Before running layers [begin, end) of a step the model asks
+  // begin_layers():
+  //   kRun       make the calls
+  //   kRecord    make the calls, then end_layers(), which runs the recording;
+  //              false: recording failed and nothing ran, make them again
+  //   kReplayed  the backend ran its recording of the same calls from an
+  //              earlier step of this shape: skip them
+  // A backend may only replay calls that are the same given its step shape
+  // (begin_step) and the layer range, with buffers it has not freed since.
+  // cancel_layers() drops a recording cut short by an exception.
+  enum class LayerRun { kRun, kRecord, kReplayed };
+  virtual LayerRun begin_layers(int32_t /*begin*/, int32_t /*end*/) { return LayerRun::kRun; }
+  virtual bool end_layers() { return true; }
+  virtual void cancel_layers() noexcept {}
 
   // y_i = x W_i^T for each output, then its epilogue; x [rows][n_in] shared
   // by all of them.

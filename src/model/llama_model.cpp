@@ -201,7 +201,6 @@ void LlamaModel::reserve_workspace(int64_t max_tokens, int64_t max_logit_rows) {
 
 void LlamaModel::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T) {
   Backend& b = *s.backend;
-  const int64_t E = hp_.n_embd;
   const LayerWeights& L = w_.layers[static_cast<size_t>(l)];
   KvPool& pool = kv.pool_for_layer(l);
   // The pool must be in memory this backend's kernels can address.
@@ -225,12 +224,25 @@ void LlamaModel::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T)
   const KvLayerView cache = pool.view(l);
   b.kv_write(cache, k, v);
   b.paged_attention(cache, q, attn, hp_.n_head, 1.0f / std::sqrt(static_cast<float>(hp_.head_dim)));
-  b.matmul(attn, T, {{&wo, h}});
-  b.add_inplace(x, h, T * E);
+  // The residual adds (x += h) run as the products' epilogues.
+  b.matmul(attn, T, {{.w = &wo, .y = h, .add_to = x}});
 
   b.norm_matmul(x, L.ffn_norm, hp_.rms_eps, h, T, {{&wg, gate}, {&wu, up}});
-  b.silu_mul_matmul(gate, up, T, {{&wd, h}});
-  b.add_inplace(x, h, T * E);
+  b.silu_mul_matmul(gate, up, T, {{.w = &wd, .y = h, .add_to = x}});
+}
+
+void LlamaModel::run_layers(Segment& s, KvCacheStorage& kv, int64_t T) {
+  Backend& b = *s.backend;
+  const Backend::LayerRun mode = b.begin_layers(s.layer_begin, s.layer_end);
+  if (mode == Backend::LayerRun::kReplayed) return;
+  try {
+    for (int32_t l = s.layer_begin; l < s.layer_end; ++l) run_layer(s, l, kv, T);
+  } catch (...) {
+    if (mode == Backend::LayerRun::kRecord) b.cancel_layers();
+    throw;
+  }
+  if (mode == Backend::LayerRun::kRecord && !b.end_layers())
+    for (int32_t l = s.layer_begin; l < s.layer_end; ++l) run_layer(s, l, kv, T);
 }
 
 void LlamaModel::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
@@ -292,7 +304,7 @@ void LlamaModel::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& poo
       prev.backend->copy_to(*s.backend, s.x.data(), prev.x.data(), x_bytes);
       transfer_bytes_ += x_bytes;
     }
-    for (int32_t l = s.layer_begin; l < s.layer_end; ++l) run_layer(s, l, kv, T);
+    run_layers(s, kv, T);
   }
 
   Segment& last = segments_.back();

@@ -101,6 +101,9 @@ class LlamaModel {
   Backend& backend_of(const std::string& device);
   void ensure_workspace(Segment& s, int64_t tokens, int64_t logit_rows);
   void run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T);
+  // The segment's layers, through the backend's recording when it has one
+  // (Backend::begin_layers).
+  void run_layers(Segment& s, KvCacheStorage& kv, int64_t T);
 
   std::unique_ptr<GgufFile> file_;
   ModelHParams hp_;

@@ -152,6 +152,50 @@ TEST(CpuBackend, SiluMulMatmulEqualsSiluMulThenMatmul) {
   }
 }
 
+// The residual epilogue (add_to += y) equals add_inplace after the product,
+// bit for bit, alone and after a bias: packed and row-major weights, float
+// weights, 1-3 threads, matmul and silu_mul_matmul.
+TEST(CpuBackend, ResidualEpilogueEqualsAddAfterTheProduct) {
+  const int64_t n = 256, E = 96;
+  for (DType t : {DType::Q4_0, DType::Q6_K, DType::F16}) {
+    for (bool packed : {true, false}) {
+      const Matrix wm = make_matrix(t, E, n, 21, packed);
+      const WeightMatrix w = wm.view();
+      const auto bias = random_floats(static_cast<size_t>(E), 22);
+      for (int threads : {1, 3}) {
+        for (int32_t T : {1, 5}) {
+          ThreadPool pool(threads);
+          CpuBackend b(&pool);
+          Step step(T);
+          b.begin_step(step.in, RopeParams{64, 10000.0f, 1.0f});
+          const auto x = random_floats(static_cast<size_t>(T * n), 23, 2.0f);
+          const auto up = random_floats(static_cast<size_t>(T * n), 24);
+          const auto res = random_floats(static_cast<size_t>(T * E), 25);
+          for (const float* bp : {static_cast<const float*>(nullptr), bias.data()}) {
+            std::vector<float> y1(T * E), y2(T * E), r1 = res, r2 = res;
+            b.matmul(x.data(), T, {{.w = &w, .y = y1.data(), .bias = bp, .add_to = r1.data()}});
+            b.matmul(x.data(), T, {{.w = &w, .y = y2.data(), .bias = bp}});
+            b.add_inplace(r2.data(), y2.data(), T * E);
+            const std::string at = std::string(dtype_name(t)) + " packed " +
+                                   std::to_string(packed) + " threads " + std::to_string(threads) +
+                                   " T " + std::to_string(T) + (bp ? " bias" : "");
+            EXPECT_EQ(y1, y2) << at;
+            EXPECT_EQ(r1, r2) << at;
+            EXPECT_NE(r1, res) << at;
+          }
+          std::vector<float> g1 = x, g2 = x, y1(T * E), y2(T * E), r1 = res, r2 = res;
+          b.silu_mul_matmul(g1.data(), up.data(), T,
+                            {{.w = &w, .y = y1.data(), .add_to = r1.data()}});
+          b.silu_mul(g2.data(), up.data(), T * n);
+          b.matmul(g2.data(), T, {{.w = &w, .y = y2.data()}});
+          b.add_inplace(r2.data(), y2.data(), T * E);
+          EXPECT_EQ(r1, r2) << dtype_name(t) << " silu_mul_matmul";
+        }
+      }
+    }
+  }
+}
+
 // A RoPE epilogue needs the step's rows and heads that fit the output.
 TEST(CpuBackend, RopeEpilogueRejectsRowsOtherThanTheStep) {
   ThreadPool pool(1);

@@ -195,6 +195,18 @@ TEST(CudaBackend, FusedNormSwigluAndMultiMatrixLaunchesEqualThePlainCalls) {
     for (size_t i = 0; i < mv.size(); ++i)
       EXPECT_EQ(fused[i]->floats(), plain[i]->floats()) << "silu_mul_matmul, matrix " << i;
     gpu.upload(g.p, x.data(), g.bytes);
+
+    // The residual epilogue (made by the int8 GEMV where it runs) equals the
+    // product, then add_inplace.
+    const auto res = test::random_floats(rows * n_out[0], 4);
+    Buffer r1(gpu, res), r2(gpu, res);
+    MatmulOutput with_add = outs_fused[0], alone = outs_plain[0];
+    with_add.add_to = r1.f();
+    gpu.matmul(dx.f(), rows, &with_add, 1);
+    gpu.matmul(dx.f(), rows, &alone, 1);
+    gpu.add_inplace(r2.f(), plain[0]->f(), rows * n_out[0]);
+    EXPECT_EQ(fused[0]->floats(), plain[0]->floats()) << "matmul with add_to: y";
+    EXPECT_EQ(r1.floats(), r2.floats()) << "matmul with add_to: the sum";
   }
 }
 

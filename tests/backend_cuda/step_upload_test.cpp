@@ -48,6 +48,16 @@ TEST(CudaStepUpload, PacksEveryArrayAtItsOffset) {
   const int32_t want[3][3] = {{1, 0, 0}, {5, 2, 0}, {9, 8, 7}};
   for (size_t s = 0; s < 3; ++s)
     for (size_t b = 0; b < 3; ++b) EXPECT_EQ(at<int32_t>(buf, l.off_tables, s * 3 + b), want[s][b]);
+
+  // Tables widened to a multiple of 32 entries (stable shapes for recorded
+  // steps): the same ids, zeros after them.
+  std::vector<uint8_t> wide;
+  const StepUploadLayout w = pack_step_inputs(in, wide, 32);
+  EXPECT_EQ(w.table_stride, 32);
+  EXPECT_EQ(w.total, w.off_tables + 3 * 32 * 4);
+  for (size_t s = 0; s < 3; ++s)
+    for (size_t b = 0; b < 32; ++b)
+      EXPECT_EQ(at<int32_t>(wide, w.off_tables, s * 32 + b), b < 3 ? want[s][b] : 0);
 }
 
 TEST(CudaStepUpload, EmptyStepAndEmptyTables) {

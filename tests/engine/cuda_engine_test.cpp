@@ -8,9 +8,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 
 #include "device/memory_probe.h"
+#ifdef PAGELLM_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "engine/engine_runner.h"
 #include "model/backend_factory.h"
 #include "util/error.h"
@@ -167,6 +171,36 @@ TEST(CudaEngine, GreedyTokensEqualTheCpuWithHostLayers) {
   const int32_t L = load("stories260K.gguf").model->hparams().n_layer;
   check_tokens("stories260K.gguf", {{"cuda:0", 0, L - 2}, {"host", L - 2, L}});
   check_tokens("stories260K.gguf", {{"host", 0, 1}, {"cuda:0", 1, L}});
+}
+
+// Decode steps replayed from CUDA graphs (the default) give the tokens of
+// unrecorded launches (PAGELLM_CUDA_GRAPHS=0) bit for bit, on one GPU and on
+// two virtual ones; and replays happened.
+TEST(CudaEngine, RecordedDecodeStepsGiveTheUnrecordedTokens) {
+  REQUIRE_GPU();
+  for (const char* file : {"stories260K.gguf", "golden/random/rand-llama-tok512-Q4_K.gguf"}) {
+    const int32_t L = load(file).model->hparams().n_layer;
+    for (const std::vector<KvPoolPlacement>& placements :
+         {std::vector<KvPoolPlacement>{{"cuda:0", 0, L}},
+          std::vector<KvPoolPlacement>{{"cuda:0", 0, L / 2}, {"cuda:0.1", L / 2, L}}}) {
+      setenv("PAGELLM_CUDA_GRAPHS", "0", 1);
+      Loaded plain = load(file, {.placements = placements});
+      unsetenv("PAGELLM_CUDA_GRAPHS");
+      Loaded recorded = load(file, {.placements = placements});
+      auto prompts = make_prompts(*plain.tok, 8);
+      EngineConfig cfg;
+      cfg.num_blocks = 64;
+      EXPECT_EQ(run_all(recorded, prompts, cfg, 24), run_all(plain, prompts, cfg, 24))
+          << file << ", " << placements.size() << " device(s)";
+#ifdef PAGELLM_CUDA
+      for (const auto& p : placements) {
+        auto* b = dynamic_cast<cuda::CudaBackend*>(recorded.model->backend_for_device(p.device));
+        ASSERT_NE(b, nullptr) << p.device;
+        EXPECT_GT(b->graphs().replayed(), 0) << p.device << ": " << b->graphs().off_reason();
+      }
+#endif
+    }
+  }
 }
 
 // Without a GPU (or without CUDA in the build), placing layers on one fails

@@ -62,6 +62,9 @@ void CpuBackend::run_epilogue(const void* ctx, float* y, int64_t y_stride, int64
       e.rope->apply(y + h0 * e.head_dim, x_rows, y_stride, static_cast<int32_t>(h1 - h0),
                     e.head_dim, e.style);
   }
+  if (e.add_to)
+    for (int64_t t = 0; t < x_rows; ++t)
+      pagellm::add_inplace(e.add_to + t * y_stride + r0, y + t * y_stride + r0, r1 - r0);
 }
 
 void CpuBackend::run_prepared(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs,
@@ -86,7 +89,7 @@ void CpuBackend::run_prepared(const float* x, int64_t rows, const MatmulOutput* 
       act = &prepared_.back().second;
     }
     const MatmulEpilogue* epilogue = nullptr;
-    if (o.bias || o.rope_heads > 0) {
+    if (o.bias || o.rope_heads > 0 || o.add_to) {
       if (o.rope_heads > 0) {
         if (!rope_ || rows != step_.n_tokens)
           throw Error("RoPE after a matmul needs the step's token rows (begin_step)");
@@ -97,7 +100,8 @@ void CpuBackend::run_prepared(const float* x, int64_t rows, const MatmulOutput* 
                       std::to_string(rope_params_.n_rot) + ") do not fit rows of " +
                       std::to_string(w.n_out));
       }
-      epilogue_args_.push_back({o.bias, rope_.get(), o.rope_heads, o.head_dim, o.rope_style});
+      epilogue_args_.push_back(
+          {o.bias, rope_.get(), o.rope_heads, o.head_dim, o.rope_style, o.add_to});
       epilogues_.push_back(
           {&run_epilogue, &epilogue_args_.back(), o.rope_heads > 0 ? o.head_dim : int64_t{1}});
       epilogue = &epilogues_.back();

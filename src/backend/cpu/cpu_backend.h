@@ -78,6 +78,7 @@ class CpuBackend final : public Backend {
     const RopeCache* rope;
     int32_t heads, head_dim;
     RopeStyle style;
+    float* add_to;
   };
   std::vector<OutputEpilogue> epilogue_args_;
   std::vector<MatmulEpilogue> epilogues_;

@@ -27,10 +27,20 @@ bool int8_gemv_enabled() {
   return !(e && std::string(e) == "f32");
 }
 
+bool graphs_enabled() {
+  const char* e = std::getenv("PAGELLM_CUDA_GRAPHS");
+  return !(e && std::string(e) == "0");
+}
+
+// Block tables are uploaded this many entries wide at least (a multiple of
+// it): a growing sequence then changes the step's shape, and so its recorded
+// graph, once per 512 tokens (blocks of 16) instead of once per block.
+constexpr int32_t kTableStrideStep = 32;
+
 }  // namespace
 
 CudaBackend::CudaBackend(int index, const std::string& label)
-    : dev_(index), int8_gemv_(int8_gemv_enabled()) {
+    : dev_(index), graphs_(dev_, graphs_enabled()), int8_gemv_(int8_gemv_enabled()) {
   name_ =
       fmt::format("{} ({})", label.empty() ? fmt::format("cuda:{}", index) : label, dev_.name());
 }
@@ -54,6 +64,7 @@ void* CudaBackend::allocate(size_t bytes) {
 
 void CudaBackend::deallocate(void* p, size_t /*bytes*/) noexcept {
   if (!p) return;
+  graphs_.invalidate();  // a recording may point into p
   int prev = 0;
   cudaGetDevice(&prev);
   cudaSetDevice(dev_.index());
@@ -124,11 +135,21 @@ double CudaBackend::measure_read_bandwidth() {
   return cuda::measure_read_bandwidth(dev_, std::min<size_t>(size_t{1} << 30, free_b / 4));
 }
 
+void CudaBackend::grow(DeviceBuffer& b, size_t bytes) {
+  if (b.data() && bytes <= b.bytes()) return;
+  graphs_.invalidate();
+  b.reserve(dev_, bytes);
+}
+
 void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
   n_tokens_ = in.n_tokens;
-  const StepUploadLayout l = pack_step_inputs(in, staging_);
+  n_seqs_ = in.n_seqs;
+  const StepUploadLayout l = pack_step_inputs(in, staging_, kTableStrideStep);
   table_stride_ = l.table_stride;
-  step_buf_.reserve(dev_, std::max<size_t>(l.total, 16));
+  // Grown in powers of two: few moves, so recorded graphs stay valid.
+  size_t want = 4096;
+  while (want < l.total) want *= 2;
+  if (!step_buf_.data() || step_buf_.bytes() < l.total) grow(step_buf_, want);
   dev_.to_device(step_buf_.data(), staging_.data(), l.total);
   auto* base = static_cast<uint8_t*>(step_buf_.data());
   d_positions_ = reinterpret_cast<const int32_t*>(base);
@@ -137,11 +158,27 @@ void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
   d_tables_ = reinterpret_cast<const int32_t*>(base + l.off_tables);
 
   if (!rope_ || !(rope == rope_params_)) {
+    graphs_.invalidate();
     if (rope_) dev_.synchronize();  // queued kernels may still read the old tables
     rope_ = std::make_unique<CudaRopeCache>(rope.n_rot, rope.freq_base, rope.freq_scale);
     rope_params_ = rope;
   }
+  const void* table = rope_->table();
   rope_->prepare(dev_, d_positions_, in.n_tokens);
+  if (rope_->table() != table) graphs_.invalidate();
+}
+
+Backend::LayerRun CudaBackend::begin_layers(int32_t begin, int32_t end) {
+  if (n_tokens_ <= 0 || n_tokens_ > kGemvMaxRows) return LayerRun::kRun;  // prompts: cuBLAS
+  return graphs_.begin(LayerGraphs::Key{begin, end, n_tokens_, n_seqs_, table_stride_});
+}
+
+bool CudaBackend::end_layers() {
+  return graphs_.end();
+}
+
+void CudaBackend::cancel_layers() noexcept {
+  graphs_.cancel();
 }
 
 void CudaBackend::check_outputs(int64_t rows, const MatmulOutput* outs, size_t n_outs) const {
@@ -173,19 +210,26 @@ bool CudaBackend::int8_inputs(int64_t rows, const MatmulOutput* outs, size_t n_o
 }
 
 void* CudaBackend::int8_buffer(int64_t rows, int64_t n_in) {
-  q8_act_.reserve(dev_, q8_act_bytes(rows, n_in));
+  grow(q8_act_, q8_act_bytes(rows, n_in));
   return q8_act_.data();
 }
 
 void CudaBackend::products(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
+  // Outputs whose residual add the int8 GEMV does in its epilogue (those
+  // without bias or RoPE, which come before the add).
+  std::vector<char>& fused = fused_add_;
+  fused.assign(n_outs, 0);
   for (size_t i = 0; i < n_outs;) {
     const MatrixView& w = *outs[i].w;
     if (rows <= kGemvMaxRows && uses_int8_gemv(w.type)) {
       // Consecutive outputs of one type (q, k, v; gate, up): one launch.
       GemvQ8Target t[kGemvQ8MaxTargets];
       int k = 0;
-      for (; i < n_outs && k < kGemvQ8MaxTargets && outs[i].w->type == w.type; ++i, ++k)
-        t[k] = GemvQ8Target{outs[i].w->data, outs[i].w->n_out, outs[i].y, outs[i].w->n_out};
+      for (; i < n_outs && k < kGemvQ8MaxTargets && outs[i].w->type == w.type; ++i, ++k) {
+        const MatmulOutput& o = outs[i];
+        fused[i] = o.add_to && !o.bias && o.rope_heads == 0;
+        t[k] = GemvQ8Target{o.w->data, o.w->n_out, o.y, o.w->n_out, fused[i] ? o.add_to : nullptr};
+      }
       gemv_q8_multi(dev_, w.type, w.n_in, t, k, q8_act_view(q8_act_.data(), rows, w.n_in),
                     static_cast<int32_t>(rows));
       continue;
@@ -197,7 +241,13 @@ void CudaBackend::products(const float* x, int64_t rows, const MatmulOutput* out
       gemm(dev_, gemm_ws_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, rows, outs[i].y, w.n_out);
     ++i;
   }
-  finish_outputs(rows, outs, n_outs);
+  for (size_t i = 0; i < n_outs; ++i) {
+    const MatmulOutput& o = outs[i];
+    const int64_t n = o.w->n_out;
+    if (o.bias) add_bias(o.y, o.bias, rows, n, n);
+    if (o.rope_heads > 0) rope(o.y, n, o.rope_heads, o.head_dim, o.rope_style);
+    if (o.add_to && !fused[i]) add_inplace(o.add_to, o.y, rows * n);
+  }
 }
 
 void CudaBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
@@ -234,8 +284,7 @@ void CudaBackend::silu_mul_matmul(float* gate, const float* up, int64_t rows,
 }
 
 void CudaBackend::reserve_matmul(const MatrixView& w, int64_t rows) {
-  if (uses_int8_gemv(w.type))
-    q8_act_.reserve(dev_, q8_act_bytes(std::min(rows, kGemvMaxRows), w.n_in));
+  if (uses_int8_gemv(w.type)) grow(q8_act_, q8_act_bytes(std::min(rows, kGemvMaxRows), w.n_in));
   if (rows <= kGemvMaxRows) return;
   gemm_ws_.w_f16.reserve(dev_, gemm_weight_scratch_bytes(w.type, w.n_out, w.n_in));
   gemm_ws_.x_f16.reserve(dev_, gemm_activation_scratch_bytes(rows, w.n_in));

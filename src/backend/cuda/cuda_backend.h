@@ -19,6 +19,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/layer_graphs.h"
 #include "backend/cuda/ops.h"
 
 namespace pagellm::cuda {
@@ -51,6 +52,12 @@ class CudaBackend final : public Backend {
   double measure_read_bandwidth() override;
 
   void begin_step(const StepInputs& in, const RopeParams& rope) override;
+  // Decode steps (up to kGemvMaxRows tokens) are recorded as CUDA graphs
+  // (layer_graphs.h); PAGELLM_CUDA_GRAPHS=0 turns that off.
+  LayerRun begin_layers(int32_t begin, int32_t end) override;
+  bool end_layers() override;
+  void cancel_layers() noexcept override;
+  const LayerGraphs& graphs() const { return graphs_; }
   using Backend::matmul;
   void matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) override;
   using Backend::norm_matmul;
@@ -78,17 +85,22 @@ class CudaBackend final : public Backend {
   // may then be produced straight into q8_act_ (fused norm / SwiGLU).
   bool int8_inputs(int64_t rows, const MatmulOutput* outs, size_t n_outs) const;
   void* int8_buffer(int64_t rows, int64_t n_in);
+  // Grows b to `bytes`; recordings that used its old memory are dropped.
+  void grow(DeviceBuffer& b, size_t bytes);
   // The products and epilogues of a matmul whose int8 input (if any output
-  // needs it) is in q8_act_; x (f32) for the other outputs.
+  // needs it) is in q8_act_; x (f32) for the other outputs. The int8 GEMV
+  // makes the residual add of outputs without bias or RoPE itself.
   void products(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs);
   // Lets GPU `peer` read this GPU's memory directly, once per pair.
   void enable_peer_access(int peer);
 
   CudaDevice dev_;
+  LayerGraphs graphs_;
   std::set<int> peers_checked_;
   std::string name_;
   bool int8_gemv_;
-  DeviceBuffer q8_act_;  // int8 activations of a decode matmul (q8_activations.h)
+  DeviceBuffer q8_act_;          // int8 activations of a decode matmul (q8_activations.h)
+  std::vector<char> fused_add_;  // products(): outputs whose add the GEMV made
   GemmWorkspace gemm_ws_;
   std::unique_ptr<CudaRopeCache> rope_;
   RopeParams rope_params_;
@@ -97,6 +109,7 @@ class CudaBackend final : public Backend {
   std::vector<uint8_t> staging_;
   DeviceBuffer step_buf_;
   int32_t n_tokens_ = 0;
+  int32_t n_seqs_ = 0;
   int32_t table_stride_ = 0;
   const int32_t* d_positions_ = nullptr;
   const int32_t* d_token_seq_ = nullptr;

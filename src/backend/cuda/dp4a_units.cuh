@@ -112,6 +112,7 @@ struct ActRow {
 
 // Unit<T>: load(row, u) takes unit u of a weight row into registers;
 // dot(x, u, acc) adds its product with the matching 32 (64) activations.
+// kPerBlock units share a GGUF block of kBlockBytes bytes.
 template <DType T>
 struct Unit;
 
@@ -119,6 +120,7 @@ struct Unit;
 template <DType T>
 struct Unit32 {
   static constexpr int kElems = 32;
+  static constexpr int kPerBlock = 1;  // units per GGUF block
   static constexpr bool kHasMin = T == DType::Q4_1 || T == DType::Q5_1;
   // Codes offset by this much (their value is code - kOffset): Q4_0 8, Q5_0 16.
   static constexpr int kOffset = T == DType::Q4_0 ? 8 : T == DType::Q5_0 ? 16 : 0;
@@ -130,6 +132,7 @@ struct Unit32 {
               T == DType::Q4_1, BlockQ4_1,
               std::conditional_t<T == DType::Q5_0, BlockQ5_0,
                                  std::conditional_t<T == DType::Q5_1, BlockQ5_1, BlockIQ4_NL>>>>>;
+  static constexpr int kBlockBytes = sizeof(Block);
 
   uint32_t q[8];
   float d;
@@ -195,7 +198,9 @@ struct Unit<DType::IQ4_NL> : Unit32<DType::IQ4_NL> {};
 template <DType T>
 struct UnitK45 {
   static constexpr int kElems = 64;
+  static constexpr int kPerBlock = 4;
   using Block = std::conditional_t<T == DType::Q4_K, BlockQ4_K, BlockQ5_K>;
+  static constexpr int kBlockBytes = sizeof(Block);
 
   uint32_t q[2][8];
   float d, dmin;
@@ -250,6 +255,8 @@ struct Unit<DType::Q5_K> : UnitK45<DType::Q5_K> {};
 template <>
 struct Unit<DType::Q6_K> {
   static constexpr int kElems = 32;
+  static constexpr int kPerBlock = 8;
+  static constexpr int kBlockBytes = sizeof(BlockQ6_K);
 
   uint32_t q[8];  // code - 32, signed bytes
   float d;

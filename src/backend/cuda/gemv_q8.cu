@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -43,21 +44,54 @@ __host__ __device__ __forceinline__ ActRow act_row(const Q8ActView& x, int v) {
   return ActRow{x.qs + v * x.cols, x.d + v * nb, x.sum + v * nb};
 }
 
-// Thread t (of a row's group of n_threads) sums units t, t + n_threads, ...
-// of `row` against each of the nv vectors of x: acc[v].
+// The bytes of units u0 .. u0 + n of a row (u0 a multiple of 32, so whole
+// GGUF blocks; n = min(32, units - u0)).
+struct Chunk {
+  const uint8_t* src;
+  int n;
+  int bytes;  // even: every block size is
+};
 template <DType T>
-__host__ __device__ __forceinline__ void thread_partials(const uint8_t* row, int64_t units, int t,
-                                                         int n_threads, const Q8ActView& x, int nv,
-                                                         float (&acc)[kMaxVecs]) {
+__host__ __device__ __forceinline__ Chunk chunk_at(const uint8_t* row, int64_t u0, int64_t units) {
+  constexpr int kPerBlock = Unit<T>::kPerBlock, kBlockBytes = Unit<T>::kBlockBytes;
+  const int n = units - u0 < 32 ? static_cast<int>(units - u0) : 32;
+  return Chunk{row + u0 / kPerBlock * kBlockBytes, n, n / kPerBlock * kBlockBytes};
+}
+template <DType T>
+constexpr int kChunkBytes = 32 / Unit<T>::kPerBlock* Unit<T>::kBlockBytes;
+
+// Warp `warp_in_group` of a row's n_warps: lane l sums units u0 + l for
+// u0 = 32 warp_in_group, + 32 n_warps, ... against each of the nv vectors of
+// x (acc[v]). Each step the warp's 32 units are first copied to shared memory
+// (`stage`) by coalesced 4- or 2-byte loads, then each lane expands its unit
+// from there: read straight from global memory, lane l's block bytes would sit
+// 18 to 44 bytes from lane l + 1's, and every load instruction would cost the
+// L1 several wavefronts for a few bytes each.
+template <DType T>
+__device__ __forceinline__ void warp_partials(const uint8_t* row, int64_t units, int warp_in_group,
+                                              int n_warps, const Q8ActView& x, int nv,
+                                              uint8_t* stage, float (&acc)[kMaxVecs]) {
+  const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int v = 0; v < kMaxVecs; ++v) acc[v] = 0.0f;
-#pragma unroll 2
-  for (int64_t u = t; u < units; u += n_threads) {
-    Unit<T> wu;
-    wu.load(row, u);
+  for (int64_t u0 = 32 * warp_in_group; u0 < units; u0 += 32 * n_warps) {
+    const Chunk c = chunk_at<T>(row, u0, units);
+    __syncwarp();  // the lanes are done with the previous step's units
+    if ((reinterpret_cast<uintptr_t>(c.src) & 3) == 0 && c.bytes % 4 == 0) {
+      for (int i = lane; i < c.bytes / 4; i += 32)
+        reinterpret_cast<uint32_t*>(stage)[i] = reinterpret_cast<const uint32_t*>(c.src)[i];
+    } else {
+      for (int i = lane; i < c.bytes / 2; i += 32)
+        reinterpret_cast<uint16_t*>(stage)[i] = reinterpret_cast<const uint16_t*>(c.src)[i];
+    }
+    __syncwarp();
+    if (lane < c.n) {
+      Unit<T> wu;
+      wu.load(stage, lane);
 #pragma unroll
-    for (int v = 0; v < kMaxVecs; ++v)
-      if (v < nv) acc[v] = wu.dot(act_row(x, v), u, acc[v]);
+      for (int v = 0; v < kMaxVecs; ++v)
+        if (v < nv) acc[v] = wu.dot(act_row(x, v), u0 + lane, acc[v]);
+    }
   }
 }
 
@@ -67,6 +101,7 @@ struct Targets {
   int64_t rows[kGemvQ8MaxTargets];
   float* y[kGemvQ8MaxTargets];
   int64_t y_stride[kGemvQ8MaxTargets];
+  float* add_to[kGemvQ8MaxTargets];
   unsigned first_block[kGemvQ8MaxTargets + 1];
   int n;
 };
@@ -77,6 +112,7 @@ template <DType T, int W>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_q8_kernel(Targets tg, size_t row_bytes, int64_t units, Q8ActView x, int nv) {
   __shared__ float part[kWarps][kMaxVecs];
+  __shared__ __align__(16) uint8_t stage[kWarps][kChunkBytes<T>];
   int m = 0;
   while (m + 1 < tg.n && blockIdx.x >= tg.first_block[m + 1]) ++m;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -84,8 +120,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t r = static_cast<int64_t>(blockIdx.x - tg.first_block[m]) * (kWarps / W) + warp / W;
   float acc[kMaxVecs];
   if (r < rows) {
-    thread_partials<T>(tg.w[m] + static_cast<size_t>(r) * row_bytes, units, (warp % W) * 32 + lane,
-                       W * 32, x, nv, acc);
+    warp_partials<T>(tg.w[m] + static_cast<size_t>(r) * row_bytes, units, warp % W, W, x, nv,
+                     stage[warp], acc);
   } else {
 #pragma unroll
     for (int v = 0; v < kMaxVecs; ++v) acc[v] = 0.0f;
@@ -103,7 +139,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     float s = part[warp][lane];
 #pragma unroll
     for (int k = 1; k < W; ++k) s = __fadd_rn(s, part[warp + k][lane]);
-    tg.y[m][lane * tg.y_stride[m] + r] = s;
+    const int64_t at = lane * tg.y_stride[m] + r;
+    tg.y[m][at] = s;
+    if (tg.add_to[m]) tg.add_to[m][at] = __fadd_rn(tg.add_to[m][at], s);
   }
 }
 
@@ -171,6 +209,7 @@ void gemv_q8_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8
           tg.rows[i] = targets[i].rows;
           tg.y[i] = targets[i].y + v0 * targets[i].y_stride;
           tg.y_stride[i] = targets[i].y_stride;
+          tg.add_to[i] = targets[i].add_to ? targets[i].add_to + v0 * targets[i].y_stride : nullptr;
           tg.first_block[i] = static_cast<unsigned>(blocks);
           blocks += grid_for(targets[i].rows, kWarps / W);
         }
@@ -185,7 +224,7 @@ void gemv_q8_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8
 }
 
 void gemv_q8_host(DType type, const void* w, int64_t rows, int64_t cols, const Q8ActView& x,
-                  int32_t n_vecs, float* y, int64_t y_stride) {
+                  int32_t n_vecs, float* y, int64_t y_stride, float* add_to) {
   validate(type, w, rows, cols, x);
   const size_t row_bytes = dtype_row_bytes(type, cols);
   dispatch_q8_type(type, [&](auto tag) {
@@ -197,19 +236,26 @@ void gemv_q8_host(DType type, const void* w, int64_t rows, int64_t cols, const Q
       const Q8ActView xv = skip_vectors(x, v0);
       for (int64_t r = 0; r < rows; ++r) {
         const uint8_t* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
-        // lanes[warp][v][lane]
+        // lanes[warp][v][lane], as warp_partials: stage 32 units, expand each.
         std::vector<std::vector<std::vector<float>>> lanes(
-            n_warps, std::vector<std::vector<float>>(nv, std::vector<float>(32)));
+            n_warps, std::vector<std::vector<float>>(nv, std::vector<float>(32, 0.0f)));
+        std::vector<uint8_t> stage(kChunkBytes<T>);
         for (int k = 0; k < n_warps; ++k)
-          for (int lane = 0; lane < 32; ++lane) {
-            float acc[kMaxVecs];
-            thread_partials<T>(row, units, k * 32 + lane, n_warps * 32, xv, nv, acc);
-            for (int v = 0; v < nv; ++v) lanes[k][v][lane] = acc[v];
+          for (int64_t u0 = 32 * k; u0 < units; u0 += 32 * n_warps) {
+            const Chunk c = chunk_at<T>(row, u0, units);
+            std::memcpy(stage.data(), c.src, static_cast<size_t>(c.bytes));
+            for (int lane = 0; lane < c.n; ++lane) {
+              Unit<T> wu;
+              wu.load(stage.data(), lane);
+              for (int v = 0; v < nv; ++v)
+                lanes[k][v][lane] = wu.dot(act_row(xv, v), u0 + lane, lanes[k][v][lane]);
+            }
           }
         for (int v = 0; v < nv; ++v) {
           float s = warp_sum_host(lanes[0][v]);
           for (int k = 1; k < n_warps; ++k) s += warp_sum_host(lanes[k][v]);
           y[(v0 + v) * y_stride + r] = s;
+          if (add_to) add_to[(v0 + v) * y_stride + r] += s;
         }
       }
     }

@@ -14,7 +14,9 @@
 // Q5_K, Q6_K (of 256). Each row is taken by a group of 1, 2 or 4 warps (by
 // the row's number of units, never by n_vecs); thread t of the group takes
 // units t, t + group size, ... and keeps one f32 sum per vector; the sums
-// meet by warp shuffles, then across the group's warps in order. Up to 16
+// meet by warp shuffles, then across the group's warps in order. A warp
+// copies its 32 units' bytes to shared memory with coalesced loads before
+// its lanes expand them. Up to 16
 // vectors per pass, more take several passes: a vector's result does not
 // depend on the others in the call.
 #pragma once
@@ -37,6 +39,7 @@ struct GemvQ8Target {
   int64_t rows = 0;
   float* y = nullptr;
   int64_t y_stride = 0;
+  float* add_to = nullptr;  // then add_to[v][r] += y[v][r] (stride y_stride), as add_inplace
 };
 constexpr int kGemvQ8MaxTargets = 3;  // q, k and v of a layer in one launch
 
@@ -54,6 +57,6 @@ void gemv_q8(const CudaDevice& dev, DType type, const void* w, int64_t rows, int
 // with the warp shuffles and the group's sum spelled out: tests check the
 // kernel's indexing and arithmetic without a GPU.
 void gemv_q8_host(DType type, const void* w, int64_t rows, int64_t cols, const Q8ActView& x,
-                  int32_t n_vecs, float* y, int64_t y_stride);
+                  int32_t n_vecs, float* y, int64_t y_stride, float* add_to = nullptr);
 
 }  // namespace pagellm::cuda

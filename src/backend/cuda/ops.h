@@ -65,6 +65,8 @@ class CudaRopeCache {
   // x[2i+1]), kNeox (x[i], x[i + n_rot/2]).
   void apply(const CudaDevice& dev, float* x, int64_t n_tokens, int64_t stride, int32_t n_heads,
              int32_t head_dim, RopeStyle style) const;
+  // Where the table is (it moves when a step has more tokens than before).
+  const void* table() const { return cos_sin_.data(); }
 
  private:
   int32_t n_rot_;

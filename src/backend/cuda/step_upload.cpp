@@ -13,10 +13,13 @@ size_t align16(size_t n) {
 
 }  // namespace
 
-StepUploadLayout pack_step_inputs(const StepInputs& in, std::vector<uint8_t>& buf) {
+StepUploadLayout pack_step_inputs(const StepInputs& in, std::vector<uint8_t>& buf,
+                                  int32_t stride_multiple) {
   StepUploadLayout l;
   for (int32_t s = 0; s < in.n_seqs; ++s)
     l.table_stride = std::max(l.table_stride, in.block_counts[s]);
+  const int32_t m = std::max(stride_multiple, 1);
+  l.table_stride = (l.table_stride + m - 1) / m * m;
   const size_t T = static_cast<size_t>(std::max(in.n_tokens, 0));
   l.off_seq = align16(T * 4);
   l.off_slots = l.off_seq + align16(T * 4);

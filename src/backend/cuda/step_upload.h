@@ -4,7 +4,8 @@
 //   token_seq  [n_tokens] int32        at off_seq
 //   slots      [n_tokens] int64        at off_slots
 //   tables     [n_seqs][table_stride]  int32 at off_tables: sequence s's block
-//              ids, then zeros up to table_stride = max(1, longest table)
+//              ids, then zeros up to table_stride: max(1, longest table)
+//              rounded up to a multiple of stride_multiple
 // Every offset is a multiple of 16 bytes. Host code only: testable without a GPU.
 #pragma once
 
@@ -25,6 +26,7 @@ struct StepUploadLayout {
 };
 
 // Fills `buf` (resized to layout.total) and returns the layout.
-StepUploadLayout pack_step_inputs(const StepInputs& in, std::vector<uint8_t>& buf);
+StepUploadLayout pack_step_inputs(const StepInputs& in, std::vector<uint8_t>& buf,
+                                  int32_t stride_multiple = 1);
 
 }  // namespace pagellm::cuda
