@@ -215,6 +215,7 @@ void* CudaBackend::int8_buffer(int64_t rows, int64_t n_in) {
 }
 
 void CudaBackend::products(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
+  if (rows == 0) return;
   // Outputs whose residual add the int8 GEMV does in its epilogue (those
   // without bias or RoPE, which come before the add).
   std::vector<char>& fused = fused_add_;
@@ -241,13 +242,31 @@ void CudaBackend::products(const float* x, int64_t rows, const MatmulOutput* out
       gemm(dev_, gemm_ws_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, rows, outs[i].y, w.n_out);
     ++i;
   }
+  // Epilogues: biases, then RoPE (q and k in one launch where they share a
+  // head size and style), then the adds not made yet; per output the
+  // contract's order.
+  for (size_t i = 0; i < n_outs; ++i)
+    if (outs[i].bias) add_bias(outs[i].y, outs[i].bias, rows, outs[i].w->n_out, outs[i].w->n_out);
+  std::vector<char>& roped = rope_done_;
+  roped.assign(n_outs, 0);
   for (size_t i = 0; i < n_outs; ++i) {
     const MatmulOutput& o = outs[i];
-    const int64_t n = o.w->n_out;
-    if (o.bias) add_bias(o.y, o.bias, rows, n, n);
-    if (o.rope_heads > 0) rope(o.y, n, o.rope_heads, o.head_dim, o.rope_style);
-    if (o.add_to && !fused[i]) add_inplace(o.add_to, o.y, rows * n);
+    if (o.rope_heads <= 0 || roped[i]) continue;
+    RopeTarget t[kRopeMaxTargets] = {{o.y, o.w->n_out, o.rope_heads}};
+    int k = 1;
+    for (size_t j = i + 1; j < n_outs && k < kRopeMaxTargets; ++j) {
+      const MatmulOutput& p = outs[j];
+      if (p.rope_heads > 0 && !roped[j] && p.head_dim == o.head_dim &&
+          p.rope_style == o.rope_style) {
+        t[k++] = {p.y, p.w->n_out, p.rope_heads};
+        roped[j] = 1;
+      }
+    }
+    rope_->apply(dev_, t, k, n_tokens_, o.head_dim, o.rope_style);
   }
+  for (size_t i = 0; i < n_outs; ++i)
+    if (outs[i].add_to && !fused[i])
+      add_inplace(outs[i].add_to, outs[i].y, rows * outs[i].w->n_out);
 }
 
 void CudaBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {

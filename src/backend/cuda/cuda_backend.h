@@ -101,6 +101,7 @@ class CudaBackend final : public Backend {
   bool int8_gemv_;
   DeviceBuffer q8_act_;          // int8 activations of a decode matmul (q8_activations.h)
   std::vector<char> fused_add_;  // products(): outputs whose add the GEMV made
+  std::vector<char> rope_done_;  // products(): outputs rotated with an earlier one
   GemmWorkspace gemm_ws_;
   std::unique_ptr<CudaRopeCache> rope_;
   RopeParams rope_params_;
