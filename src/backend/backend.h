@@ -117,7 +117,9 @@ class Backend {
   //   kReplayed  the backend ran its recording of the same calls from an
   //              earlier step of this shape: skip them
   // A backend may only replay calls that are the same given its step shape
-  // (begin_step) and the layer range, with buffers it has not freed since.
+  // (begin_step) and the layer range, with buffers it has not freed since:
+  // the caller keeps one KV cache storage per model while it lives (as the
+  // engine does); steps over another live storage would replay the first's.
   // cancel_layers() drops a recording cut short by an exception.
   enum class LayerRun { kRun, kRecord, kReplayed };
   virtual LayerRun begin_layers(int32_t /*begin*/, int32_t /*end*/) { return LayerRun::kRun; }

@@ -137,6 +137,12 @@ double CudaBackend::measure_read_bandwidth() {
 
 void CudaBackend::grow(DeviceBuffer& b, size_t bytes) {
   if (b.data() && bytes <= b.bytes()) return;
+  // Growing frees and allocates, which a stream capture cannot hold. Shapes
+  // are recorded the second time they are met, after a run that grew what
+  // they need, so this is a broken invariant, not an input: fail the step.
+  if (graphs_.recording())
+    throw Error(
+        fmt::format("{}: a buffer would grow to {} bytes during a recorded step", name_, bytes));
   graphs_.invalidate();
   b.reserve(dev_, bytes);
 }

@@ -48,8 +48,8 @@ Backend::LayerRun LayerGraphs::begin(const Key& k) {
 
 bool LayerGraphs::end() {
   if (!recording_) return false;
-  recording_ = false;
   dev_.make_current();
+  recording_ = false;
   cudaGraph_t graph = nullptr;
   cudaError_t e = cudaStreamEndCapture(stream_of(dev_), &graph);
   if (e != cudaSuccess || !graph) {
@@ -58,7 +58,7 @@ bool LayerGraphs::end() {
     return false;
   }
   cudaGraphExec_t exec = nullptr;
-  e = cudaGraphInstantiate(&exec, graph, 0);
+  e = cudaGraphInstantiateWithFlags(&exec, graph, 0);
   cudaGraphDestroy(graph);
   if (e != cudaSuccess) {
     fail("cudaGraphInstantiate", e);

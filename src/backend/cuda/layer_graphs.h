@@ -51,6 +51,7 @@ class LayerGraphs {
   void invalidate() noexcept;
 
   bool enabled() const { return enabled_; }
+  bool recording() const { return recording_; }
   const std::string& off_reason() const { return off_reason_; }
   int64_t recorded() const { return recorded_; }
   int64_t replayed() const { return replayed_; }
