@@ -4,13 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <iterator>
 #include <random>
 
 #include "backend/cpu/paged_attention.h"
 #include "backend/cuda/kv_write.h"
 #include "backend/cuda/paged_attention.h"
+#include "backend/cuda/q8_activations.h"
 #include "cuda_test_util.h"
+#include "util/error.h"
 #include "util/thread_pool.h"
 
 namespace pagellm::cuda {
@@ -100,6 +103,26 @@ struct AttnCase {
   std::vector<int32_t> step;      // this step's tokens per sequence (1 = decode)
 };
 
+// Int8 rows (q8_activations.h) in host memory: do they hold `rows`, as
+// quantize_q8_activations makes them?
+struct Q8Rows {
+  int64_t n, cols;
+  size_t bytes;
+  std::vector<uint64_t> buf;
+  Q8Rows(int64_t n_, int64_t cols_)
+      : n(n_), cols(cols_), bytes(q8_act_bytes(n_, cols_)), buf(bytes / 8 + 3) {}
+  void* data() {
+    return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(buf.data()) + 15) & ~uintptr_t{15});
+  }
+  bool holds(const std::vector<float>& rows) {
+    std::vector<uint64_t> want(bytes / 8 + 3);
+    auto* w =
+        reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(want.data()) + 15) & ~uintptr_t{15});
+    quantize_q8_activations_host(rows.data(), cols, n, cols, w);
+    return std::memcmp(w, data(), bytes) == 0;
+  }
+};
+
 // The CPU kernel's result for case c against the CUDA kernel's on `dev`, or,
 // with no device, against the kernel's host rendition (paged_attention_host).
 void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed) {
@@ -175,7 +198,14 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
     ha.block_tables = nullptr;
     ha.block_table_flat = flat.data();
     ha.block_table_stride = max_blocks;
-    paged_attention_host(ha);
+    Q8Rows q8(T, q_stride);
+    if (c.head_dim % 32 == 0) {
+      paged_attention_host(ha, q8.data());
+      EXPECT_TRUE(q8.holds(got)) << "int8 rows, dim " << c.head_dim << " (host rendition)";
+    } else {
+      EXPECT_THROW(paged_attention_host(ha, q8.data()), ConfigError);
+      paged_attention_host(ha);
+    }
     EXPECT_LE(test::rel_error(got, want), 2e-5)
         << dtype_name(c.kv_type) << " heads " << c.n_heads << "/" << c.n_kv_heads << " dim "
         << c.head_dim << " tokens " << T << " (host rendition)";
@@ -195,8 +225,15 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
   ga.block_tables = nullptr;
   ga.block_table_flat = dtab.as<int32_t>();
   ga.block_table_stride = max_blocks;
-  cuda::paged_attention(*dev, ga);
+  const bool with_q8 = c.head_dim % 32 == 0;
+  DeviceBuffer dq8(*dev, q8_act_bytes(T, q_stride));
+  cuda::paged_attention(*dev, ga, with_q8 ? dq8.data() : nullptr);
   const auto got = download<float>(*dev, dout, want.size());
+  if (with_q8) {
+    Q8Rows q8(T, q_stride);
+    dev->to_host(q8.data(), dq8.data(), q8.bytes);
+    EXPECT_TRUE(q8.holds(got)) << "int8 rows, dim " << c.head_dim;
+  }
   EXPECT_LE(test::rel_error(got, want), 2e-5)
       << dtype_name(c.kv_type) << " heads " << c.n_heads << "/" << c.n_kv_heads << " dim "
       << c.head_dim << " tokens " << T;

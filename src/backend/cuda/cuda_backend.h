@@ -102,6 +102,11 @@ class CudaBackend final : public Backend {
   DeviceBuffer q8_act_;          // int8 activations of a decode matmul (q8_activations.h)
   std::vector<char> fused_add_;  // products(): outputs whose add the GEMV made
   std::vector<char> rope_done_;  // products(): outputs rotated with an earlier one
+  // The output rows of the last paged_attention, when it also left them as
+  // int8 rows in q8_act_ (rows x cols); cleared by every other call, since
+  // any may change memory (the next matmul takes them or not).
+  const float* q8_from_ = nullptr;
+  int64_t q8_rows_ = 0, q8_cols_ = 0;
   GemmWorkspace gemm_ws_;
   std::unique_ptr<CudaRopeCache> rope_;
   RopeParams rope_params_;

@@ -4,6 +4,8 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
+#include "backend/cuda/q8_activations.h"
+#include "backend/cuda/q8_block.cuh"
 #include "util/error.h"
 
 namespace pagellm::cuda {
@@ -110,8 +112,21 @@ __host__ __device__ __forceinline__ void merge_factors(const float (&m_s)[kWarps
   }
 }
 
+// Where the output rows go as int8 activations (qs == nullptr: nowhere).
+struct Q8Dst {
+  int8_t* qs = nullptr;
+  float* d = nullptr;
+  int32_t* sum = nullptr;
+};
+
+Q8Dst q8_dst_of(void* dst, const PagedAttentionArgs& a) {
+  if (!dst) return {};
+  const Q8ActView v = q8_act_view(dst, a.n_tokens, static_cast<int64_t>(a.n_heads) * a.head_dim);
+  return {const_cast<int8_t*>(v.qs), const_cast<float*>(v.d), const_cast<int32_t*>(v.sum)};
+}
+
 template <DType T>
-__global__ void __launch_bounds__(kWarps * 32) attention_kernel(PagedAttentionArgs a) {
+__global__ void __launch_bounds__(kWarps * 32) attention_kernel(PagedAttentionArgs a, Q8Dst q8) {
   const int t = blockIdx.x, h = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int D = a.head_dim;
@@ -162,17 +177,25 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(PagedAttentionAr
   float f[kWarps], l_all;
   merge_factors(m_s, l_s, f, &l_all);
   float* out = a.out + t * a.out_stride + static_cast<int64_t>(h) * D;
+  // Warp w writes dims 32 w .. 32 w + 32 (+ 128, ...): with D a multiple of
+  // 32, whole blocks of the int8 row, whose lanes quantize them together.
+  const int64_t cols = static_cast<int64_t>(a.n_heads) * D;
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float v = 0.0f;
     for (int w = 0; w < kWarps; ++w) v += acc_s[w][d] * f[w];
-    out[d] = v / l_all;
+    v = v / l_all;
+    out[d] = v;
+    if (q8.qs) {
+      const int64_t c0 = static_cast<int64_t>(h) * D + (d - lane), b = (t * cols + c0) / 32;
+      quantize_lanes(v, lane, q8.qs + t * cols + c0, q8.d + b, q8.sum + b);
+    }
   }
 }
 
 // The kernel's steps for one (token, head) on the host: four warps of 32
 // lanes, their reductions spelled out.
 template <DType T>
-void attention_host(const PagedAttentionArgs& a, int t, int h) {
+void attention_host(const PagedAttentionArgs& a, Q8Dst q8, int t, int h) {
   const int D = a.head_dim;
   const int kvh = h / (a.n_heads / a.n_kv_heads);
   float q_s[kCudaAttentionMaxHeadDim];
@@ -225,6 +248,13 @@ void attention_host(const PagedAttentionArgs& a, int t, int h) {
     for (int w = 0; w < kWarps; ++w) v += acc_s[w][d % 32][d / 32] * f[w];
     out[d] = v / l_all;
   }
+  if (q8.qs) {
+    const int64_t cols = static_cast<int64_t>(a.n_heads) * D;
+    for (int d0 = 0; d0 < D; d0 += 32) {
+      const int64_t c0 = static_cast<int64_t>(h) * D + d0, b = (t * cols + c0) / 32;
+      quantize_block_host(out + d0, q8.qs + t * cols + c0, q8.d + b, q8.sum + b);
+    }
+  }
 }
 
 }  // namespace
@@ -248,39 +278,55 @@ void validate(const PagedAttentionArgs& a) {
                                   a.block_size, a.n_tokens));
 }
 
-void paged_attention_host(const PagedAttentionArgs& a) {
+namespace {
+
+void validate_q8(const PagedAttentionArgs& a, const void* q8_dst) {
+  if (q8_dst && (a.head_dim % 32 != 0 || reinterpret_cast<uintptr_t>(q8_dst) % 16 != 0))
+    throw ConfigError(fmt::format(
+        "CUDA attention: int8 output rows need a head size that is a multiple of 32 (got {}) "
+        "and a 16-byte aligned buffer",
+        a.head_dim));
+}
+
+}  // namespace
+
+void paged_attention_host(const PagedAttentionArgs& a, void* q8_dst) {
   validate(a);
+  validate_q8(a, q8_dst);
+  const Q8Dst q8 = q8_dst_of(q8_dst, a);
   for (int t = 0; t < a.n_tokens; ++t)
     for (int h = 0; h < a.n_heads; ++h) {
       switch (a.kv_type) {
         case DType::F32:
-          attention_host<DType::F32>(a, t, h);
+          attention_host<DType::F32>(a, q8, t, h);
           break;
         case DType::F16:
-          attention_host<DType::F16>(a, t, h);
+          attention_host<DType::F16>(a, q8, t, h);
           break;
         default:
-          attention_host<DType::Q8_0>(a, t, h);
+          attention_host<DType::Q8_0>(a, q8, t, h);
           break;
       }
     }
 }
 
-void paged_attention(const CudaDevice& dev, const PagedAttentionArgs& a) {
+void paged_attention(const CudaDevice& dev, const PagedAttentionArgs& a, void* q8_dst) {
   validate(a);
+  validate_q8(a, q8_dst);
   if (a.n_tokens == 0) return;
   dev.make_current();
   const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(a.n_heads));
   const auto s = static_cast<cudaStream_t>(dev.stream());
+  const Q8Dst q8 = q8_dst_of(q8_dst, a);
   switch (a.kv_type) {
     case DType::F32:
-      attention_kernel<DType::F32><<<grid, kWarps * 32, 0, s>>>(a);
+      attention_kernel<DType::F32><<<grid, kWarps * 32, 0, s>>>(a, q8);
       break;
     case DType::F16:
-      attention_kernel<DType::F16><<<grid, kWarps * 32, 0, s>>>(a);
+      attention_kernel<DType::F16><<<grid, kWarps * 32, 0, s>>>(a, q8);
       break;
     default:
-      attention_kernel<DType::Q8_0><<<grid, kWarps * 32, 0, s>>>(a);
+      attention_kernel<DType::Q8_0><<<grid, kWarps * 32, 0, s>>>(a, q8);
       break;
   }
   check_launch("paged_attention", dev.index());

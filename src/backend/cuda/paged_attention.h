@@ -28,11 +28,16 @@ constexpr int32_t kCudaAttentionMaxHeadDim = 256;
 // before any CUDA call).
 void validate(const PagedAttentionArgs& args);
 
-void paged_attention(const CudaDevice& dev, const PagedAttentionArgs& args);
+// q8_dst (optional, 16-byte aligned): the output rows also as int8
+// activations (q8_activations.h: n_tokens vectors of n_heads * head_dim, the
+// bytes quantize_q8_activations would make of them), for the output
+// projection's int8 GEMV without a launch of its own; head_dim a multiple of
+// 32 (ConfigError otherwise).
+void paged_attention(const CudaDevice& dev, const PagedAttentionArgs& args, void* q8_dst = nullptr);
 
 // The same computation on the host (host pointers, flat block table), by the
 // kernel's own per-lane code with its warp reductions spelled out: tests check
 // the kernel's indexing and softmax merge without a GPU.
-void paged_attention_host(const PagedAttentionArgs& args);
+void paged_attention_host(const PagedAttentionArgs& args, void* q8_dst = nullptr);
 
 }  // namespace pagellm::cuda

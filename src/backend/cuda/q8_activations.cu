@@ -8,7 +8,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/ops.h"
-#include "tensor/fp16.h"
+#include "backend/cuda/q8_block.cuh"
 #include "util/error.h"
 
 namespace pagellm::cuda {
@@ -20,68 +20,12 @@ namespace {
 constexpr int kBlock = 32;
 constexpr int kWarps = 4;  // blocks of 32 elements per CUDA block
 
-// The block's f16 scale d (as f32) and 1 / d (0 for a block of zeros), from
-// its largest magnitude: the CPU's arithmetic (division, f16 rounding).
-__host__ __device__ __forceinline__ void block_scale(float amax, float* d, float* id) {
-#ifdef __CUDA_ARCH__
-  *d = f16_to_f32(f32_to_f16(__fdiv_rn(amax, 127.0f)));
-  *id = *d != 0.0f ? __fdiv_rn(1.0f, *d) : 0.0f;
-#else
-  *d = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
-  *id = *d != 0.0f ? 1.0f / *d : 0.0f;
-#endif
-}
-
-// round-half-even(x * id) clamped to [-127, 127]; NaN gives 0.
-__host__ __device__ __forceinline__ int8_t code_of(float x, float id) {
-#ifdef __CUDA_ARCH__
-  const float r = rintf(__fmul_rn(x, id));
-#else
-  const float r = std::nearbyint(x * id);
-#endif
-  if (r >= 127.0f) return 127;
-  if (r <= -127.0f) return -127;
-  return r == r ? static_cast<int8_t>(r) : 0;
-}
-
 void validate(int64_t cols, const void* dst) {
   if (cols <= 0 || cols % kBlock != 0)
     throw ConfigError(fmt::format(
         "CUDA int8 activations: a row of {} elements is not whole 32-element blocks", cols));
   if (reinterpret_cast<uintptr_t>(dst) % 16 != 0)
     throw ConfigError("CUDA int8 activations: the buffer is not 16-byte aligned");
-}
-
-// Lanes l = 0..31 of a warp, each holding element l of a block: its codes,
-// and (lane 0) its scale and code sum.
-__device__ __forceinline__ void quantize_lanes(float xv, int lane, int8_t* qs, float* d_out,
-                                               int32_t* sum_out) {
-  const float amax = warp_max(fabsf(xv));
-  float d, id;
-  block_scale(amax, &d, &id);
-  const int8_t q = code_of(xv, id);
-  qs[lane] = q;
-  int s = q;
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (lane == 0) {
-    *d_out = d;
-    *sum_out = s;
-  }
-}
-
-// The block's codes, scale and sum from its 32 values, on the host.
-void quantize_block_host(const float* xb, int8_t* qs, float* d_out, int32_t* sum_out) {
-  float amax = 0.0f;  // max is exact in any order, as warp_max's tree
-  for (int l = 0; l < kBlock; ++l) amax = std::fmax(amax, std::fabs(xb[l]));
-  float d, id;
-  block_scale(amax, &d, &id);
-  int s = 0;
-  for (int l = 0; l < kBlock; ++l) {
-    qs[l] = code_of(xb[l], id);
-    s += qs[l];
-  }
-  *d_out = d;
-  *sum_out = s;
 }
 
 struct Q8Out {
