@@ -286,40 +286,23 @@ struct Unit<DType::Q6_K> {
   }
 };
 
+// The types that have a Unit.
+template <DType T>
+constexpr bool kHasUnit = T == DType::Q8_0 || T == DType::Q4_0 || T == DType::Q4_1 ||
+                          T == DType::Q5_0 || T == DType::Q5_1 || T == DType::IQ4_NL ||
+                          T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K;
+
 // Calls f(TypeTag<T>{}) for the types that have a Unit; false for the others.
 template <typename F>
 bool dispatch_q8_type(DType t, F&& f) {
-  switch (t) {
-    case DType::Q8_0:
-      f(TypeTag<DType::Q8_0>{});
-      return true;
-    case DType::Q4_0:
-      f(TypeTag<DType::Q4_0>{});
-      return true;
-    case DType::Q4_1:
-      f(TypeTag<DType::Q4_1>{});
-      return true;
-    case DType::Q5_0:
-      f(TypeTag<DType::Q5_0>{});
-      return true;
-    case DType::Q5_1:
-      f(TypeTag<DType::Q5_1>{});
-      return true;
-    case DType::IQ4_NL:
-      f(TypeTag<DType::IQ4_NL>{});
-      return true;
-    case DType::Q4_K:
-      f(TypeTag<DType::Q4_K>{});
-      return true;
-    case DType::Q5_K:
-      f(TypeTag<DType::Q5_K>{});
-      return true;
-    case DType::Q6_K:
-      f(TypeTag<DType::Q6_K>{});
-      return true;
-    default:
-      return false;
-  }
+  bool taken = false;
+  dispatch_weight_type(t, [&](auto tag) {
+    if constexpr (kHasUnit<decltype(tag)::value>) {
+      f(tag);
+      taken = true;
+    }
+  });
+  return taken;
 }
 
 }  // namespace pagellm::cuda::detail
