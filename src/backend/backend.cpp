@@ -27,6 +27,12 @@ void Backend::silu_mul_matmul(float* gate, const float* up, int64_t rows, const 
   matmul(gate, rows, outs, n_outs);
 }
 
+void Backend::attention_matmul(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
+                               float scale, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
+  paged_attention(kv, q, out, n_heads, scale);
+  matmul(out, rows, outs, n_outs);
+}
+
 void Backend::finish_outputs(int64_t rows, const MatmulOutput* outs, size_t n_outs) {
   for (size_t i = 0; i < n_outs; ++i) {
     const MatmulOutput& o = outs[i];

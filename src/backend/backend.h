@@ -151,6 +151,16 @@ class Backend {
                        std::initializer_list<MatmulOutput> outs) {
     silu_mul_matmul(gate, up, rows, outs.begin(), outs.size());
   }
+  // out = paged_attention(q) (as paged_attention below), then y_i = out W_i^T
+  // (as matmul, `rows` the step's tokens): attention and its output
+  // projection. The default makes the two calls; a backend may also hand the
+  // attention's output to its matmul in its own input form.
+  virtual void attention_matmul(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
+                                float scale, int64_t rows, const MatmulOutput* outs, size_t n_outs);
+  void attention_matmul(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
+                        float scale, int64_t rows, std::initializer_list<MatmulOutput> outs) {
+    attention_matmul(kv, q, out, n_heads, scale, rows, outs.begin(), outs.size());
+  }
   // Reserves the matmul scratch for `rows` rows against w, so that steps do
   // not allocate.
   virtual void reserve_matmul(const MatrixView& /*w*/, int64_t /*rows*/) {}

@@ -223,9 +223,9 @@ void LlamaModel::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T)
   // dtype, including this step's tokens: results do not depend on chunking.
   const KvLayerView cache = pool.view(l);
   b.kv_write(cache, k, v);
-  b.paged_attention(cache, q, attn, hp_.n_head, 1.0f / std::sqrt(static_cast<float>(hp_.head_dim)));
   // The residual adds (x += h) run as the products' epilogues.
-  b.matmul(attn, T, {{.w = &wo, .y = h, .add_to = x}});
+  b.attention_matmul(cache, q, attn, hp_.n_head, 1.0f / std::sqrt(static_cast<float>(hp_.head_dim)),
+                     T, {{.w = &wo, .y = h, .add_to = x}});
 
   b.norm_matmul(x, L.ffn_norm, hp_.rms_eps, h, T, {{&wg, gate}, {&wu, up}});
   b.silu_mul_matmul(gate, up, T, {{.w = &wd, .y = h, .add_to = x}});

@@ -48,7 +48,6 @@ CudaBackend::CudaBackend(int index, const std::string& label)
 CudaBackend::~CudaBackend() = default;
 
 void* CudaBackend::allocate(size_t bytes) {
-  q8_from_ = nullptr;  // see paged_attention
   if (bytes == 0) return nullptr;
   dev_.make_current();
   void* p = nullptr;
@@ -65,7 +64,6 @@ void* CudaBackend::allocate(size_t bytes) {
 
 void CudaBackend::deallocate(void* p, size_t /*bytes*/) noexcept {
   if (!p) return;
-  q8_from_ = nullptr;
   graphs_.invalidate();  // a recording may point into p
   int prev = 0;
   cudaGetDevice(&prev);
@@ -78,7 +76,6 @@ void CudaBackend::deallocate(void* p, size_t /*bytes*/) noexcept {
 }
 
 void CudaBackend::upload(void* dst, const void* host_src, size_t bytes) {
-  q8_from_ = nullptr;  // see paged_attention
   dev_.to_device(dst, host_src, bytes);
 }
 
@@ -87,7 +84,6 @@ void CudaBackend::download(void* host_dst, const void* src, size_t bytes) {
 }
 
 void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
-  q8_from_ = nullptr;  // see paged_attention
   if (bytes == 0) return;
   dev_.make_current();
   check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
@@ -114,10 +110,8 @@ void CudaBackend::enable_peer_access(int peer) {
 }
 
 void CudaBackend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) {
-  q8_from_ = nullptr;  // see paged_attention
   auto* other = dynamic_cast<CudaBackend*>(&to);
   if (!other) return Backend::copy_to(to, dst, src, bytes);
-  other->q8_from_ = nullptr;
   if (bytes == 0) return;
   // The source's kernels first; the copy runs on the receiver's stream
   // (directly between the GPUs where peer access allows, else through the
@@ -142,7 +136,6 @@ double CudaBackend::measure_read_bandwidth() {
 }
 
 void CudaBackend::grow(DeviceBuffer& b, size_t bytes) {
-  q8_from_ = nullptr;  // see paged_attention
   if (b.data() && bytes <= b.bytes()) return;
   // Growing frees and allocates, which a stream capture cannot hold. Shapes
   // are recorded the second time they are met, after a run that grew what
@@ -155,7 +148,6 @@ void CudaBackend::grow(DeviceBuffer& b, size_t bytes) {
 }
 
 void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
-  q8_from_ = nullptr;  // see paged_attention
   n_tokens_ = in.n_tokens;
   n_seqs_ = in.n_seqs;
   const StepUploadLayout l = pack_step_inputs(in, staging_, kTableStrideStep);
@@ -289,18 +281,14 @@ void CudaBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs,
   const int64_t n_in = outs[0].w->n_in;
   bool any_int8 = false;
   for (size_t i = 0; i < n_outs; ++i) any_int8 |= uses_int8_gemv(outs[i].w->type);
-  // x quantized once for the outputs that share it, unless the attention
-  // kernel that wrote x has just quantized it too.
-  const bool prepared = x == q8_from_ && rows == q8_rows_ && n_in == q8_cols_;
-  q8_from_ = nullptr;
-  if (rows <= kGemvMaxRows && any_int8 && !prepared)
+  // x quantized once for the outputs that share it.
+  if (rows <= kGemvMaxRows && any_int8)
     quantize_q8_activations(dev_, x, n_in, rows, n_in, int8_buffer(rows, n_in));
   products(x, rows, outs, n_outs);
 }
 
 void CudaBackend::norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
                               const MatmulOutput* outs, size_t n_outs) {
-  q8_from_ = nullptr;  // see paged_attention
   if (!int8_inputs(rows, outs, n_outs))
     return Backend::norm_matmul(x, norm, eps, h, rows, outs, n_outs);
   check_outputs(rows, outs, n_outs);
@@ -312,7 +300,6 @@ void CudaBackend::norm_matmul(const float* x, const float* norm, float eps, floa
 
 void CudaBackend::silu_mul_matmul(float* gate, const float* up, int64_t rows,
                                   const MatmulOutput* outs, size_t n_outs) {
-  q8_from_ = nullptr;  // see paged_attention
   if (!int8_inputs(rows, outs, n_outs))
     return Backend::silu_mul_matmul(gate, up, rows, outs, n_outs);
   check_outputs(rows, outs, n_outs);
@@ -322,7 +309,6 @@ void CudaBackend::silu_mul_matmul(float* gate, const float* up, int64_t rows,
 }
 
 void CudaBackend::reserve_matmul(const MatrixView& w, int64_t rows) {
-  q8_from_ = nullptr;  // see paged_attention
   if (uses_int8_gemv(w.type)) grow(q8_act_, q8_act_bytes(std::min(rows, kGemvMaxRows), w.n_in));
   if (rows <= kGemvMaxRows) return;
   gemm_ws_.w_f16.reserve(dev_, gemm_weight_scratch_bytes(w.type, w.n_out, w.n_in));
@@ -332,33 +318,27 @@ void CudaBackend::reserve_matmul(const MatrixView& w, int64_t rows) {
 
 void CudaBackend::rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t n,
                            float eps) {
-  q8_from_ = nullptr;  // see paged_attention
   cuda::rms_norm(dev_, x, weight, out, rows, n, eps);
 }
 
 void CudaBackend::add_inplace(float* x, const float* y, int64_t count) {
-  q8_from_ = nullptr;  // see paged_attention
   cuda::add_inplace(dev_, x, y, count);
 }
 
 void CudaBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) {
-  q8_from_ = nullptr;  // see paged_attention
   cuda::add_bias(dev_, x, bias, rows, n, stride);
 }
 
 void CudaBackend::silu_mul(float* gate, const float* up, int64_t count) {
-  q8_from_ = nullptr;  // see paged_attention
   cuda::silu_mul(dev_, gate, up, count);
 }
 
 void CudaBackend::rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim,
                        RopeStyle style) {
-  q8_from_ = nullptr;  // see paged_attention
   rope_->apply(dev_, x, n_tokens_, stride, n_heads, head_dim, style);
 }
 
 void CudaBackend::kv_write(const KvLayerView& kv, const float* k, const float* v) {
-  q8_from_ = nullptr;  // see paged_attention
   KvWriteArgs a;
   a.k = k;
   a.k_stride = static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim;
@@ -374,25 +354,32 @@ void CudaBackend::kv_write(const KvLayerView& kv, const float* k, const float* v
   cuda::kv_write(dev_, a);
 }
 
-void CudaBackend::paged_attention(const KvLayerView& kv, const float* q, float* out,
-                                  int32_t n_heads, float scale) {
+PagedAttentionArgs CudaBackend::attention_args(const KvLayerView& kv, const float* q, float* out,
+                                               int32_t n_heads, float scale) const {
   PagedAttentionArgs a =
       paged_attention_args(kv, q, out, n_heads, scale, n_tokens_, d_token_seq_, d_positions_);
   a.block_table_flat = d_tables_;
   a.block_table_stride = table_stride_;
-  // A decode step's output rows go to int8 as well, for the output
-  // projection's int8 GEMV (matmul() then skips its quantize launch). Only
-  // into a buffer already that large: no allocation inside a step.
+  return a;
+}
+
+void CudaBackend::paged_attention(const KvLayerView& kv, const float* q, float* out,
+                                  int32_t n_heads, float scale) {
+  cuda::paged_attention(dev_, attention_args(kv, q, out, n_heads, scale));
+}
+
+void CudaBackend::attention_matmul(const KvLayerView& kv, const float* q, float* out,
+                                   int32_t n_heads, float scale, int64_t rows,
+                                   const MatmulOutput* outs, size_t n_outs) {
   const int64_t cols = static_cast<int64_t>(n_heads) * kv.head_dim;
-  const bool q8 = int8_gemv_ && n_tokens_ <= kGemvMaxRows && kv.head_dim % 32 == 0 &&
-                  q8_act_.data() && q8_act_.bytes() >= q8_act_bytes(n_tokens_, cols);
-  q8_from_ = nullptr;
-  cuda::paged_attention(dev_, a, q8 ? q8_act_.data() : nullptr);
-  if (q8) {
-    q8_from_ = out;
-    q8_rows_ = n_tokens_;
-    q8_cols_ = cols;
-  }
+  if (rows != n_tokens_ || kv.head_dim % 32 != 0 || !int8_inputs(rows, outs, n_outs) ||
+      outs[0].w->n_in != cols)
+    return Backend::attention_matmul(kv, q, out, n_heads, scale, rows, outs, n_outs);
+  check_outputs(rows, outs, n_outs);
+  // The attention kernel writes its output rows as int8 too: the
+  // projection's input without a quantize launch of its own.
+  cuda::paged_attention(dev_, attention_args(kv, q, out, n_heads, scale), int8_buffer(rows, cols));
+  products(nullptr, rows, outs, n_outs);
 }
 
 }  // namespace pagellm::cuda

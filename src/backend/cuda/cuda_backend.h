@@ -76,6 +76,12 @@ class CudaBackend final : public Backend {
   void kv_write(const KvLayerView& kv, const float* k, const float* v) override;
   void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                        float scale) override;
+  // Decode: the attention kernel also writes its output as the int8 input of
+  // the projection's GEMV.
+  using Backend::attention_matmul;
+  void attention_matmul(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
+                        float scale, int64_t rows, const MatmulOutput* outs,
+                        size_t n_outs) override;
 
  private:
   // Throws Error for outputs the kernels cannot take.
@@ -91,6 +97,9 @@ class CudaBackend final : public Backend {
   // needs it) is in q8_act_; x (f32) for the other outputs. The int8 GEMV
   // makes the residual add of outputs without bias or RoPE itself.
   void products(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs);
+  // The attention kernel's arguments for this step.
+  PagedAttentionArgs attention_args(const KvLayerView& kv, const float* q, float* out,
+                                    int32_t n_heads, float scale) const;
   // Lets GPU `peer` read this GPU's memory directly, once per pair.
   void enable_peer_access(int peer);
 
@@ -102,11 +111,6 @@ class CudaBackend final : public Backend {
   DeviceBuffer q8_act_;          // int8 activations of a decode matmul (q8_activations.h)
   std::vector<char> fused_add_;  // products(): outputs whose add the GEMV made
   std::vector<char> rope_done_;  // products(): outputs rotated with an earlier one
-  // The output rows of the last paged_attention, when it also left them as
-  // int8 rows in q8_act_ (rows x cols); cleared by every other call, since
-  // any may change memory (the next matmul takes them or not).
-  const float* q8_from_ = nullptr;
-  int64_t q8_rows_ = 0, q8_cols_ = 0;
   GemmWorkspace gemm_ws_;
   std::unique_ptr<CudaRopeCache> rope_;
   RopeParams rope_params_;
