@@ -49,6 +49,20 @@ __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+// warp_sum on the host, for the kernels' host renditions: lane 0's result
+// of the same shuffle tree (at each offset o, every lane adds lane (lane ^ o)'s
+// value), for the 32 float or double lanes at `lanes`.
+template <typename V>
+inline V warp_sum_host(const V* lanes) {
+  V v[32];
+  for (int l = 0; l < 32; ++l) v[l] = lanes[l];
+  for (int o = 16; o > 0; o >>= 1) {
+    V prev[32];
+    for (int l = 0; l < 32; ++l) prev[l] = v[l];
+    for (int l = 0; l < 32; ++l) v[l] = prev[l] + prev[l ^ o];
+  }
+  return v[0];
+}
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;

@@ -210,17 +210,12 @@ void gemv_rows_host(DType type, const void* w, int64_t rows, int64_t cols, const
           for (int i = 0; i < R; ++i)
             for (int v = 0; v < kMaxVecs; ++v) at(lane, i, v) = acc[i][v];
         }
-        // warp_sum: at each offset o, every lane adds lane (lane ^ o)'s value.
-        for (int o = 16; o > 0; o >>= 1) {
-          const std::vector<float> prev = part;
-          for (int lane = 0; lane < 32; ++lane)
-            for (int i = 0; i < R; ++i)
-              for (int v = 0; v < nv; ++v)
-                at(lane, i, v) = prev[(static_cast<size_t>(lane) * R + i) * kMaxVecs + v] +
-                                 prev[(static_cast<size_t>(lane ^ o) * R + i) * kMaxVecs + v];
-        }
         for (int i = 0; i < nr; ++i)
-          for (int v = 0; v < nv; ++v) y[(v0 + v) * y_stride + r0 + i] = at(0, i, v);
+          for (int v = 0; v < nv; ++v) {
+            float lanes[32];
+            for (int lane = 0; lane < 32; ++lane) lanes[lane] = at(lane, i, v);
+            y[(v0 + v) * y_stride + r0 + i] = warp_sum_host(lanes);
+          }
       }
     });
   }

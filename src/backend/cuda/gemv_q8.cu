@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -163,15 +164,6 @@ Q8ActView skip_vectors(const Q8ActView& x, int64_t v0) {
   return Q8ActView{x.qs + v0 * x.cols, x.d + v0 * nb, x.sum + v0 * nb, x.cols};
 }
 
-// warp_sum of 32 lanes' values as the shuffles add them: lane 0's result.
-float warp_sum_host(std::vector<float> v) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const std::vector<float> prev = v;
-    for (int lane = 0; lane < 32; ++lane) v[lane] = prev[lane] + prev[lane ^ o];
-  }
-  return v[0];
-}
-
 }  // namespace
 
 bool gemv_q8_supports(DType type) {
@@ -237,8 +229,8 @@ void gemv_q8_host(DType type, const void* w, int64_t rows, int64_t cols, const Q
       for (int64_t r = 0; r < rows; ++r) {
         const uint8_t* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * row_bytes;
         // lanes[warp][v][lane], as warp_partials: stage 32 units, expand each.
-        std::vector<std::vector<std::vector<float>>> lanes(
-            n_warps, std::vector<std::vector<float>>(nv, std::vector<float>(32, 0.0f)));
+        std::vector<std::vector<std::array<float, 32>>> lanes(
+            n_warps, std::vector<std::array<float, 32>>(nv, std::array<float, 32>{}));
         std::vector<uint8_t> stage(kChunkBytes<T>);
         for (int k = 0; k < n_warps; ++k)
           for (int64_t u0 = 32 * k; u0 < units; u0 += 32 * n_warps) {
@@ -252,8 +244,8 @@ void gemv_q8_host(DType type, const void* w, int64_t rows, int64_t cols, const Q
             }
           }
         for (int v = 0; v < nv; ++v) {
-          float s = warp_sum_host(lanes[0][v]);
-          for (int k = 1; k < n_warps; ++k) s += warp_sum_host(lanes[k][v]);
+          float s = warp_sum_host(lanes[0][v].data());
+          for (int k = 1; k < n_warps; ++k) s += warp_sum_host(lanes[k][v].data());
           y[(v0 + v) * y_stride + r] = s;
           if (add_to) add_to[(v0 + v) * y_stride + r] += s;
         }

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
@@ -189,12 +188,7 @@ float rms_scale_host(const float* xr, int64_t n, float eps) {
         ss += static_cast<double>(xr[i]) * xr[i];
       lanes[l] = ss;
     }
-    for (int o = 16; o > 0; o >>= 1) {
-      double prev[32];
-      std::copy(lanes, lanes + 32, prev);
-      for (int l = 0; l < 32; ++l) lanes[l] = prev[l] + prev[l ^ o];
-    }
-    warps[w] = lanes[0];
+    warps[w] = warp_sum_host(lanes);
   }
   double total = 0;
   for (double w : warps) total += w;

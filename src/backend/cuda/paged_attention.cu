@@ -222,14 +222,7 @@ void attention_host(const PagedAttentionArgs& a, Q8Dst q8, int t, int h) {
       const float alpha = expf(m - m_new);
       for (int lane = 0; lane < 32; ++lane)
         pw[lane] = p0 + lane < n_ctx ? expf(s[lane] - m_new) : 0.0f;
-      float sums[32];  // warp_sum's butterfly
-      for (int lane = 0; lane < 32; ++lane) sums[lane] = pw[lane];
-      for (int o = 16; o > 0; o >>= 1) {
-        float next[32];
-        for (int lane = 0; lane < 32; ++lane) next[lane] = sums[lane] + sums[lane ^ o];
-        for (int lane = 0; lane < 32; ++lane) sums[lane] = next[lane];
-      }
-      l = l * alpha + sums[0];
+      l = l * alpha + warp_sum_host(pw);
       const int cn = n_ctx - p0 < 32 ? n_ctx - p0 : 32;
       for (int lane = 0; lane < 32; ++lane) {
         for (float& v : acc_s[warp][lane]) v *= alpha;
