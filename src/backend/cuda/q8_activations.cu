@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -143,14 +142,6 @@ void silu_mul_q8_activations(const CudaDevice& dev, const float* gate, const flo
       <<<grid_for(warps, kWarps), kWarps * 32, 0, static_cast<cudaStream_t>(dev.stream())>>>(
           gate, up, cols, n_vecs, cols, q8_out(dst, n_vecs, cols));
   check_launch("silu_mul_q8_activations", dev.index());
-}
-
-void silu_mul_q8_activations_host(const float* gate, const float* up, int64_t n_vecs, int64_t cols,
-                                  void* dst) {
-  validate(cols, dst);
-  std::vector<float> v(static_cast<size_t>(n_vecs * cols));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-  quantize_q8_activations_host(v.data(), cols, n_vecs, cols, dst);
 }
 
 }  // namespace pagellm::cuda

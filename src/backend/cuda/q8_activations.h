@@ -54,12 +54,9 @@ void rms_norm_q8_activations_host(const float* x, const float* weight, int64_t n
                                   float eps, void* dst);
 
 // silu(gate) * up (ops.h silu_mul) of gate, up [n_vecs][cols], quantized into
-// dst in the same launch (gate is not written). The host rendition's exp is
-// the host's, so its codes may differ from the kernel's by one where a
-// product lands next to a rounding boundary.
+// dst in the same launch (gate is not written): the bytes of silu_mul, then
+// quantize_q8_activations.
 void silu_mul_q8_activations(const CudaDevice& dev, const float* gate, const float* up,
                              int64_t n_vecs, int64_t cols, void* dst);
-void silu_mul_q8_activations_host(const float* gate, const float* up, int64_t n_vecs, int64_t cols,
-                                  void* dst);
 
 }  // namespace pagellm::cuda
