@@ -54,6 +54,19 @@ __global__ void __launch_bounds__(kWarps * 32)
   quantize_lanes(xv, lane, out.qs + v * cols + b * kBlock, out.d + g, out.sum + g);
 }
 
+template <bool kSiluMul>
+void launch_quantize(const CudaDevice& dev, const float* x, const float* up, int64_t x_stride,
+                     int64_t n_vecs, int64_t cols, void* dst, const char* name) {
+  validate(cols, dst);
+  if (n_vecs <= 0) return;
+  dev.make_current();
+  const int64_t warps = n_vecs * (cols / kBlock);
+  quantize_kernel<kSiluMul>
+      <<<grid_for(warps, kWarps), kWarps * 32, 0, static_cast<cudaStream_t>(dev.stream())>>>(
+          x, up, x_stride, n_vecs, cols, q8_out(dst, n_vecs, cols));
+  check_launch(name, dev.index());
+}
+
 // Block r (kRmsThreads threads) normalizes row r; warp w quantizes its
 // blocks w, w + kRmsThreads / 32, ...
 __global__ void __launch_bounds__(kRmsThreads)
@@ -92,14 +105,7 @@ Q8ActView q8_act_view(const void* base, int64_t n_vecs, int64_t cols) {
 
 void quantize_q8_activations(const CudaDevice& dev, const float* x, int64_t x_stride,
                              int64_t n_vecs, int64_t cols, void* dst) {
-  validate(cols, dst);
-  if (n_vecs <= 0) return;
-  dev.make_current();
-  const int64_t warps = n_vecs * (cols / kBlock);
-  quantize_kernel<false>
-      <<<grid_for(warps, kWarps), kWarps * 32, 0, static_cast<cudaStream_t>(dev.stream())>>>(
-          x, nullptr, x_stride, n_vecs, cols, q8_out(dst, n_vecs, cols));
-  check_launch("quantize_q8_activations", dev.index());
+  launch_quantize<false>(dev, x, nullptr, x_stride, n_vecs, cols, dst, "quantize_q8_activations");
 }
 
 void quantize_q8_activations_host(const float* x, int64_t x_stride, int64_t n_vecs, int64_t cols,
@@ -134,14 +140,7 @@ void rms_norm_q8_activations_host(const float* x, const float* weight, int64_t n
 
 void silu_mul_q8_activations(const CudaDevice& dev, const float* gate, const float* up,
                              int64_t n_vecs, int64_t cols, void* dst) {
-  validate(cols, dst);
-  if (n_vecs <= 0) return;
-  dev.make_current();
-  const int64_t warps = n_vecs * (cols / kBlock);
-  quantize_kernel<true>
-      <<<grid_for(warps, kWarps), kWarps * 32, 0, static_cast<cudaStream_t>(dev.stream())>>>(
-          gate, up, cols, n_vecs, cols, q8_out(dst, n_vecs, cols));
-  check_launch("silu_mul_q8_activations", dev.index());
+  launch_quantize<true>(dev, gate, up, cols, n_vecs, cols, dst, "silu_mul_q8_activations");
 }
 
 }  // namespace pagellm::cuda
