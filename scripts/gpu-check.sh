@@ -16,6 +16,8 @@
 #    prefill 128 / 512, and decode at 1 / 4 / 16 / 64 sequences; then batch-1
 #    decode (median inter-token latency) as built, without CUDA graphs
 #    (PAGELLM_CUDA_GRAPHS=0), and with the f32 GEMV too (PAGELLM_CUDA_GEMV=f32);
+#    and decode at 64 sequences (median inter-token latency x 64) as built and
+#    with cuBLAS instead of the int8 tensor-core product (PAGELLM_CUDA_MMQ=0);
 # 4. on the way, the host CPU's AMX int8 kernels: the Rows16 matmul tests,
 #    which run them on the CPU's tiles where it has AMX-INT8 (GPU hosts often
 #    do; the development machines do not).
@@ -78,6 +80,12 @@ if [ -z "${SKIP_BENCH:-}" ]; then
     env $(echo "${v#*:}" | tr , ' ') "$BUILD_DIR/pagellm" bench -m "$model" --concurrency 1 \
       --requests 1 --prompt-len 32 --gen-len 256 --json >"$LOG_DIR/ablation_$name.json"
   done
+  # What the int8 tensor-core product brings at 64 sequences.
+  for v in c64:PAGELLM_CUDA_MMQ=1 c64nommq:PAGELLM_CUDA_MMQ=0; do
+    name=${v%%:*}
+    env "${v#*:}" "$BUILD_DIR/pagellm" bench -m "$model" --concurrency 64 --requests 64 \
+      --prompt-len 32 --gen-len 64 --json >"$LOG_DIR/ablation_$name.json"
+  done
   set -e
   gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
   python3 - "$LOG_DIR" "$gpu_name" "${PEAK_GBPS:-}" >"$bench_json" <<'PY'
@@ -121,6 +129,10 @@ for name in ("default", "nographs", "f32gemv"):
     a = load(f"ablation_{name}.json")
     if a.get("itl_p50_s"):
         out[f"decode_{name}_tok_s"] = 1.0 / a["itl_p50_s"]
+for name in ("c64", "c64nommq"):
+    a = load(f"ablation_{name}.json")
+    if a.get("itl_p50_s"):
+        out[f"decode_{name}_tok_s"] = 64.0 / a["itl_p50_s"]
 print(json.dumps(out))
 PY
 fi

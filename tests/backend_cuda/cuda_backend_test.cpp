@@ -1,8 +1,8 @@
 // The CUDA backend's matmul epilogues (bias, then RoPE of the first heads)
 // against the same backend's separate ops after a plain product (the same
 // kernels: the same bits), and against a host reference (double-precision
-// product, add_bias, the CPU backend's RoPE), through the GEMV (few rows)
-// and GEMM (many rows) paths.
+// product, add_bias, the CPU backend's RoPE), through the GEMV (few rows),
+// int8 tensor-core (tens of rows) and GEMM (many rows) paths.
 #include "backend/cuda/cuda_backend.h"
 
 #include <gtest/gtest.h>
@@ -73,10 +73,11 @@ TEST(CudaBackend, EpiloguesEqualBiasAndRopeAfterTheProduct) {
   struct Case {
     int32_t head_dim, n_head, rope_heads, n_rot, rows;
   };
-  // 80 rows: more than kGemvMaxRows, the GEMM path. rope_heads < n_head: the
-  // output's last head is not rotated (v-like rows after q/k-like ones).
+  // 80 rows: more than kGemvMaxRows, the int8 mmq path (F16: GEMM); 200: the
+  // GEMM path. rope_heads < n_head: the output's last head is not rotated
+  // (v-like rows after q/k-like ones).
   for (Case c : {Case{64, 4, 4, 64, 5}, Case{128, 2, 2, 64, 3}, Case{64, 4, 3, 64, 80},
-                 Case{80, 3, 3, 80, 17}}) {
+                 Case{80, 3, 3, 80, 17}, Case{64, 2, 2, 64, 200}}) {
     for (DType type : {DType::Q4_0, DType::Q8_0, DType::F16}) {
       for (RopeStyle style : {RopeStyle::kNorm, RopeStyle::kNeox}) {
         SCOPED_TRACE(std::string(dtype_name(type)) + " head_dim " + std::to_string(c.head_dim) +
@@ -108,7 +109,8 @@ TEST(CudaBackend, EpiloguesEqualBiasAndRopeAfterTheProduct) {
         // Host: the exact product in double (of the int8 GEMV's activation
         // codes where it runs: q8_activations.h), the bias, the CPU's RoPE.
         std::vector<float> xv = x;
-        if (c.rows <= CudaBackend::kGemvMaxRows && gemv_q8_supports(type)) {
+        const bool int8 = c.rows <= CudaBackend::kMmqMaxRows && gemv_q8_supports(type);
+        if (int8) {
           struct alignas(16) Chunk {
             uint8_t b[16];
           };
@@ -128,8 +130,9 @@ TEST(CudaBackend, EpiloguesEqualBiasAndRopeAfterTheProduct) {
         pagellm::add_bias(want.data(), bias.data(), c.rows, n_out, n_out);
         host.begin_step(in, rope);
         host.rope(want.data(), n_out, c.rope_heads, c.head_dim, style);
-        // GEMV: f32 sums (CudaGemv: 1e-5); GEMM: operands rounded to f16.
-        EXPECT_LE(test::rel_error(got, want), c.rows > CudaBackend::kGemvMaxRows ? 3e-3 : 1e-4);
+        // GEMV, mmq: f32 sums (CudaGemv: 1e-5); GEMM: operands rounded to f16.
+        const bool f32_sums = int8 || c.rows <= CudaBackend::kGemvMaxRows;
+        EXPECT_LE(test::rel_error(got, want), f32_sums ? 1e-4 : 3e-3);
       }
     }
   }
@@ -150,12 +153,17 @@ TEST(CudaBackend, RopeEpilogueNeedsTheStepRows) {
 // The fused paths (norm or SwiGLU straight to int8, several matrices in one
 // launch) give the bits of the plain calls: rms_norm / silu_mul into f32,
 // then one matmul per matrix. Mixed types (Q4_K with Q6_K, as Q4_K_M files)
-// and a type without int8 kernel (F16, which takes the unfused path).
-TEST(CudaBackend, FusedNormSwigluAndMultiMatrixLaunchesEqualThePlainCalls) {
+// and a type without int8 kernel (F16, which takes the unfused path). 5 rows
+// take the int8 GEMV, 48 the int8 mmq.
+class CudaBackendFused : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(CudaBackendFused, NormSwigluAndMultiMatrixLaunchesEqualThePlainCalls) {
   PAGELLM_REQUIRE_CUDA_DEVICE();
   CudaBackend gpu(0);
-  const int64_t n_in = 512, rows = 5;
-  const Step step({0, 1, 2, 3, 4});
+  const int64_t n_in = 512, rows = GetParam();
+  std::vector<int32_t> positions;
+  for (int32_t t = 0; t < rows; ++t) positions.push_back(t);
+  const Step step(positions);
   gpu.begin_step(step.in, RopeParams{64, 10000.0f, 1.0f});
   const auto x = test::random_floats(rows * n_in, 1, 2.0f), norm = test::random_floats(n_in, 2);
   const auto up = test::random_floats(rows * n_in, 3);
@@ -209,6 +217,8 @@ TEST(CudaBackend, FusedNormSwigluAndMultiMatrixLaunchesEqualThePlainCalls) {
     EXPECT_EQ(r1.floats(), r2.floats()) << "matmul with add_to: the sum";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Rows, CudaBackendFused, ::testing::Values(5, 48));
 
 }  // namespace
 }  // namespace pagellm::cuda

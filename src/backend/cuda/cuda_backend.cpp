@@ -12,6 +12,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_q8.h"
 #include "backend/cuda/kv_write.h"
+#include "backend/cuda/mmq.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/q8_activations.h"
 #include "backend/cuda/step_upload.h"
@@ -27,6 +28,12 @@ bool int8_gemv_enabled() {
   return !(e && std::string(e) == "f32");
 }
 
+// PAGELLM_CUDA_MMQ=0 sends the products of 33 to 128 rows to cuBLAS.
+bool mmq_enabled() {
+  const char* e = std::getenv("PAGELLM_CUDA_MMQ");
+  return !(e && std::string(e) == "0");
+}
+
 bool graphs_enabled() {
   const char* e = std::getenv("PAGELLM_CUDA_GRAPHS");
   return !(e && std::string(e) == "0");
@@ -40,7 +47,10 @@ constexpr int32_t kTableStrideStep = 32;
 }  // namespace
 
 CudaBackend::CudaBackend(int index, const std::string& label)
-    : dev_(index), graphs_(dev_, graphs_enabled()), int8_gemv_(int8_gemv_enabled()) {
+    : dev_(index),
+      graphs_(dev_, graphs_enabled()),
+      int8_gemv_(int8_gemv_enabled()),
+      mmq_(mmq_enabled()) {
   name_ =
       fmt::format("{} ({})", label.empty() ? fmt::format("cuda:{}", index) : label, dev_.name());
 }
@@ -175,7 +185,9 @@ void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
 }
 
 Backend::LayerRun CudaBackend::begin_layers(int32_t begin, int32_t end) {
-  if (n_tokens_ <= 0 || n_tokens_ > kGemvMaxRows) return LayerRun::kRun;  // prompts: cuBLAS
+  if (n_tokens_ <= 0) return LayerRun::kRun;
+  if (n_tokens_ > kGemvMaxRows && (n_tokens_ > int8_max_rows() || cublas_in_int8_range_))
+    return LayerRun::kRun;  // prompts: cuBLAS
   return graphs_.begin(LayerGraphs::Key{begin, end, n_tokens_, n_seqs_, table_stride_});
 }
 
@@ -204,14 +216,18 @@ void CudaBackend::check_outputs(int64_t rows, const MatmulOutput* outs, size_t n
   }
 }
 
-bool CudaBackend::uses_int8_gemv(DType type) const {
-  return int8_gemv_ && gemv_q8_supports(type);
+int64_t CudaBackend::int8_max_rows() const {
+  return !int8_gemv_ ? 0 : mmq_ ? kMmqMaxRows : kGemvMaxRows;
+}
+
+bool CudaBackend::uses_int8(DType type, int64_t rows) const {
+  return rows <= int8_max_rows() && gemv_q8_supports(type);
 }
 
 bool CudaBackend::int8_inputs(int64_t rows, const MatmulOutput* outs, size_t n_outs) const {
-  if (n_outs == 0 || rows > kGemvMaxRows) return false;
+  if (n_outs == 0) return false;
   for (size_t i = 0; i < n_outs; ++i)
-    if (!uses_int8_gemv(outs[i].w->type)) return false;
+    if (!uses_int8(outs[i].w->type, rows)) return false;
   return true;
 }
 
@@ -228,7 +244,7 @@ void CudaBackend::products(const float* x, int64_t rows, const MatmulOutput* out
   fused.assign(n_outs, 0);
   for (size_t i = 0; i < n_outs;) {
     const MatrixView& w = *outs[i].w;
-    if (rows <= kGemvMaxRows && uses_int8_gemv(w.type)) {
+    if (uses_int8(w.type, rows)) {
       // Consecutive outputs of one type (q, k, v; gate, up): one launch.
       GemvQ8Target t[kGemvQ8MaxTargets];
       int k = 0;
@@ -237,15 +253,20 @@ void CudaBackend::products(const float* x, int64_t rows, const MatmulOutput* out
         fused[i] = o.add_to && !o.bias && o.rope_heads == 0;
         t[k] = GemvQ8Target{o.w->data, o.w->n_out, o.y, o.w->n_out, fused[i] ? o.add_to : nullptr};
       }
-      gemv_q8_multi(dev_, w.type, w.n_in, t, k, q8_act_view(q8_act_.data(), rows, w.n_in),
-                    static_cast<int32_t>(rows));
+      const Q8ActView a = q8_act_view(q8_act_.data(), rows, w.n_in);
+      if (rows <= kGemvMaxRows)
+        gemv_q8_multi(dev_, w.type, w.n_in, t, k, a, static_cast<int32_t>(rows));
+      else
+        mmq_multi(dev_, w.type, w.n_in, t, k, a, static_cast<int32_t>(rows));
       continue;
     }
-    if (rows <= kGemvMaxRows)
+    if (rows <= kGemvMaxRows) {
       gemv(dev_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, outs[i].y, w.n_out,
            static_cast<int32_t>(rows));
-    else
+    } else {
+      if (rows <= kMmqMaxRows) cublas_in_int8_range_ = true;
       gemm(dev_, gemm_ws_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, rows, outs[i].y, w.n_out);
+    }
     ++i;
   }
   // Epilogues: biases, then RoPE (q and k in one launch where they share a
@@ -280,10 +301,9 @@ void CudaBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs,
   if (n_outs == 0) return;
   const int64_t n_in = outs[0].w->n_in;
   bool any_int8 = false;
-  for (size_t i = 0; i < n_outs; ++i) any_int8 |= uses_int8_gemv(outs[i].w->type);
+  for (size_t i = 0; i < n_outs; ++i) any_int8 |= uses_int8(outs[i].w->type, rows);
   // x quantized once for the outputs that share it.
-  if (rows <= kGemvMaxRows && any_int8)
-    quantize_q8_activations(dev_, x, n_in, rows, n_in, int8_buffer(rows, n_in));
+  if (any_int8) quantize_q8_activations(dev_, x, n_in, rows, n_in, int8_buffer(rows, n_in));
   products(x, rows, outs, n_outs);
 }
 
@@ -309,7 +329,7 @@ void CudaBackend::silu_mul_matmul(float* gate, const float* up, int64_t rows,
 }
 
 void CudaBackend::reserve_matmul(const MatrixView& w, int64_t rows) {
-  if (uses_int8_gemv(w.type)) grow(q8_act_, q8_act_bytes(std::min(rows, kGemvMaxRows), w.n_in));
+  if (uses_int8(w.type, 1)) grow(q8_act_, q8_act_bytes(std::min(rows, int8_max_rows()), w.n_in));
   if (rows <= kGemvMaxRows) return;
   gemm_ws_.w_f16.reserve(dev_, gemm_weight_scratch_bytes(w.type, w.n_out, w.n_in));
   gemm_ws_.x_f16.reserve(dev_, gemm_activation_scratch_bytes(rows, w.n_in));

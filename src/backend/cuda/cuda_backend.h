@@ -2,12 +2,14 @@
 // split into virtual devices (each part is its own CudaBackend on the same
 // GPU, with its own stream). Kernels: this folder's; weights stay in their
 // GGUF layout in device memory. Matrix products: for up to kGemvMaxRows
-// activation rows (decode batches), a GEMV whose bits for a sequence do not
-// depend on the rest of the batch, weights read once per 16 rows: gemv_q8.h
-// over int8 activations (dp4a, as the CPU's dot products) for the types it
-// takes, gemv.h over f32 activations for the others (for all with
-// PAGELLM_CUDA_GEMV=f32); above, dequantize + cuBLAS (gemm.h; prompts, f16
-// inputs).
+// activation rows (decode batches), a GEMV, weights read once per 16 rows:
+// gemv_q8.h over int8 activations (dp4a, as the CPU's dot products) for the
+// types it takes, gemv.h over f32 activations for the others (for all with
+// PAGELLM_CUDA_GEMV=f32); up to kMmqMaxRows (large decode batches, short
+// prompts), the same types through the int8 tensor-core product (mmq.h;
+// PAGELLM_CUDA_MMQ=0 sends them to cuBLAS); above, and for the other types,
+// dequantize + cuBLAS (gemm.h; f16 inputs). Up to kMmqMaxRows, a sequence's
+// bits do not depend on the rest of the batch within each path.
 // Every failure throws CudaError naming the call and the device.
 #pragma once
 
@@ -31,6 +33,11 @@ class CudaBackend final : public Backend {
   // traffic per weight): on an H100/H200, about 32 rows (an 8B model: ~10 ms
   // either way). Up to it, a sequence's decode bits do not depend on the batch.
   static constexpr int64_t kGemvMaxRows = 32;
+  // Where cuBLAS over the weights expanded to f16 takes over from the int8
+  // tensor-core product: its weights are read once per 64 rows and its
+  // per-block scaling costs a few instructions per row and block; cuBLAS's
+  // fixed expansion (~4.6 bytes per weight) pays off for long prompts.
+  static constexpr int64_t kMmqMaxRows = 128;
 
   // Throws CudaError when GPU `index` is not there or cannot be initialised.
   // `label` names it in messages ("cuda:0.1" for a part of a split GPU;
@@ -52,8 +59,9 @@ class CudaBackend final : public Backend {
   double measure_read_bandwidth() override;
 
   void begin_step(const StepInputs& in, const RopeParams& rope) override;
-  // Decode steps (up to kGemvMaxRows tokens) are recorded as CUDA graphs
-  // (layer_graphs.h); PAGELLM_CUDA_GRAPHS=0 turns that off.
+  // Decode steps (up to kGemvMaxRows tokens, or up to kMmqMaxRows while
+  // every product of that size has run on the int8 kernels) are recorded as
+  // CUDA graphs (layer_graphs.h); PAGELLM_CUDA_GRAPHS=0 turns that off.
   LayerRun begin_layers(int32_t begin, int32_t end) override;
   bool end_layers() override;
   void cancel_layers() noexcept override;
@@ -86,9 +94,13 @@ class CudaBackend final : public Backend {
  private:
   // Throws Error for outputs the kernels cannot take.
   void check_outputs(int64_t rows, const MatmulOutput* outs, size_t n_outs) const;
-  bool uses_int8_gemv(DType type) const;
-  // True when every output runs the int8 GEMV at this many rows: the input
-  // may then be produced straight into q8_act_ (fused norm / SwiGLU).
+  // Rows up to which the int8 kernels run (0: off).
+  int64_t int8_max_rows() const;
+  // True when a `type` matrix times `rows` rows runs on the int8 kernels
+  // (gemv_q8 or mmq).
+  bool uses_int8(DType type, int64_t rows) const;
+  // True when every output runs on the int8 kernels at this many rows: the
+  // input may then be produced straight into q8_act_ (fused norm / SwiGLU).
   bool int8_inputs(int64_t rows, const MatmulOutput* outs, size_t n_outs) const;
   void* int8_buffer(int64_t rows, int64_t n_in);
   // Grows b to `bytes`; recordings that used its old memory are dropped.
@@ -108,6 +120,10 @@ class CudaBackend final : public Backend {
   std::set<int> peers_checked_;
   std::string name_;
   bool int8_gemv_;
+  bool mmq_;
+  // A product between kGemvMaxRows and kMmqMaxRows rows went to cuBLAS,
+  // which may allocate inside a capture: such steps are not recorded.
+  bool cublas_in_int8_range_ = false;
   DeviceBuffer q8_act_;          // int8 activations of a decode matmul (q8_activations.h)
   std::vector<char> fused_add_;  // products(): outputs whose add the GEMV made
   std::vector<char> rope_done_;  // products(): outputs rotated with an earlier one

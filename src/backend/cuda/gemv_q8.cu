@@ -18,6 +18,7 @@ using namespace detail;
 
 namespace {
 
+constexpr const char* kWhat = "CUDA int8 gemv";
 constexpr int kMaxVecs = 16;  // vectors per pass
 constexpr int kWarps = 4;     // per CUDA block
 
@@ -146,25 +147,25 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-void validate(DType type, const void* w, int64_t rows, int64_t cols, const Q8ActView& x) {
-  if (!gemv_q8_supports(type))
-    throw ConfigError(
-        fmt::format("CUDA int8 gemv: weight type {} is not supported", dtype_name(type)));
-  validate_weight_shape(type, rows, cols);
-  validate_weight_pointer(type, w);
-  if (x.cols != cols)
-    throw ConfigError(fmt::format(
-        "CUDA int8 gemv: activations of {} elements for a matrix of {} columns", x.cols, cols));
-  if (reinterpret_cast<uintptr_t>(x.qs) % 16 != 0)
-    throw ConfigError("CUDA int8 gemv: activation codes not 16-byte aligned");
-}
-
 Q8ActView skip_vectors(const Q8ActView& x, int64_t v0) {
   const int64_t nb = x.cols / 32;
   return Q8ActView{x.qs + v0 * x.cols, x.d + v0 * nb, x.sum + v0 * nb, x.cols};
 }
 
 }  // namespace
+
+void validate_q8_matmul(const char* what, DType type, const void* w, int64_t rows, int64_t cols,
+                        const Q8ActView& x) {
+  if (!gemv_q8_supports(type))
+    throw ConfigError(fmt::format("{}: weight type {} is not supported", what, dtype_name(type)));
+  validate_weight_shape(type, rows, cols);
+  validate_weight_pointer(type, w);
+  if (x.cols != cols)
+    throw ConfigError(fmt::format("{}: activations of {} elements for a matrix of {} columns", what,
+                                  x.cols, cols));
+  if (reinterpret_cast<uintptr_t>(x.qs) % 16 != 0)
+    throw ConfigError(fmt::format("{}: activation codes not 16-byte aligned", what));
+}
 
 bool gemv_q8_supports(DType type) {
   return dispatch_q8_type(type, [](auto) {});
@@ -181,7 +182,8 @@ void gemv_q8_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8
   if (n_targets < 1 || n_targets > kGemvQ8MaxTargets)
     throw ConfigError(fmt::format("CUDA int8 gemv: {} matrices in one launch (1 to {})", n_targets,
                                   kGemvQ8MaxTargets));
-  for (int i = 0; i < n_targets; ++i) validate(type, targets[i].w, targets[i].rows, cols, x);
+  for (int i = 0; i < n_targets; ++i)
+    validate_q8_matmul(kWhat, type, targets[i].w, targets[i].rows, cols, x);
   if (n_vecs <= 0) return;
   dev.make_current();
   const size_t row_bytes = dtype_row_bytes(type, cols);
@@ -217,7 +219,7 @@ void gemv_q8_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8
 
 void gemv_q8_host(DType type, const void* w, int64_t rows, int64_t cols, const Q8ActView& x,
                   int32_t n_vecs, float* y, int64_t y_stride, float* add_to) {
-  validate(type, w, rows, cols, x);
+  validate_q8_matmul(kWhat, type, w, rows, cols, x);
   const size_t row_bytes = dtype_row_bytes(type, cols);
   dispatch_q8_type(type, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;

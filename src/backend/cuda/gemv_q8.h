@@ -32,6 +32,12 @@ namespace pagellm::cuda {
 // True for the weight types gemv_q8 takes.
 bool gemv_q8_supports(DType type);
 
+// Throws ConfigError (messages start with `what`) for an unsupported type, a
+// cols that is not whole blocks, a misaligned W, or activations of another
+// width or not 16-byte aligned.
+void validate_q8_matmul(const char* what, DType type, const void* w, int64_t rows, int64_t cols,
+                        const Q8ActView& x);
+
 // One matrix of a launch: y = W x, W [rows][cols] (2-byte aligned), y with
 // vector stride y_stride floats.
 struct GemvQ8Target {
