@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dp4a_units.cuh"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/q8_targets.cuh"
 #include "util/error.h"
 
 namespace pagellm::cuda {
@@ -97,29 +98,17 @@ __device__ __forceinline__ void warp_partials(const uint8_t* row, int64_t units,
   }
 }
 
-// The matrices of a launch, and the first CUDA block of each.
-struct Targets {
-  const uint8_t* w[kGemvQ8MaxTargets];
-  int64_t rows[kGemvQ8MaxTargets];
-  float* y[kGemvQ8MaxTargets];
-  int64_t y_stride[kGemvQ8MaxTargets];
-  float* add_to[kGemvQ8MaxTargets];
-  unsigned first_block[kGemvQ8MaxTargets + 1];
-  int n;
-};
-
-// CUDA block b takes matrix m (first_block[m] <= b < first_block[m + 1]);
-// its warps w .. w + W take row (b - first_block[m]) * (kWarps / W) + w / W.
+// CUDA block b takes matrix m (tg.first[m] <= b < tg.first[m + 1]);
+// its warps w .. w + W take row (b - tg.first[m]) * (kWarps / W) + w / W.
 template <DType T, int W>
 __global__ void __launch_bounds__(kWarps * 32)
-    gemv_q8_kernel(Targets tg, size_t row_bytes, int64_t units, Q8ActView x, int nv) {
+    gemv_q8_kernel(Q8Targets tg, size_t row_bytes, int64_t units, Q8ActView x, int nv) {
   __shared__ float part[kWarps][kMaxVecs];
   __shared__ __align__(16) uint8_t stage[kWarps][kChunkBytes<T>];
-  int m = 0;
-  while (m + 1 < tg.n && blockIdx.x >= tg.first_block[m + 1]) ++m;
+  const int m = tg.of(blockIdx.x);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t rows = tg.rows[m];
-  const int64_t r = static_cast<int64_t>(blockIdx.x - tg.first_block[m]) * (kWarps / W) + warp / W;
+  const int64_t r = static_cast<int64_t>(blockIdx.x - tg.first[m]) * (kWarps / W) + warp / W;
   float acc[kMaxVecs];
   if (r < rows) {
     warp_partials<T>(tg.w[m] + static_cast<size_t>(r) * row_bytes, units, warp % W, W, x, nv,
@@ -195,19 +184,9 @@ void gemv_q8_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8
       constexpr int W = decltype(w_tag)::value;
       for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
         const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
-        Targets tg{};
-        tg.n = n_targets;
-        int64_t blocks = 0;
-        for (int i = 0; i < n_targets; ++i) {
-          tg.w[i] = static_cast<const uint8_t*>(targets[i].w);
-          tg.rows[i] = targets[i].rows;
-          tg.y[i] = targets[i].y + v0 * targets[i].y_stride;
-          tg.y_stride[i] = targets[i].y_stride;
-          tg.add_to[i] = targets[i].add_to ? targets[i].add_to + v0 * targets[i].y_stride : nullptr;
-          tg.first_block[i] = static_cast<unsigned>(blocks);
-          blocks += grid_for(targets[i].rows, kWarps / W);
-        }
-        tg.first_block[n_targets] = static_cast<unsigned>(blocks);
+        const Q8Targets tg = make_q8_targets(
+            targets, n_targets, v0, [](int64_t rows) { return grid_for(rows, kWarps / W); });
+        const unsigned blocks = tg.first[n_targets];
         if (blocks == 0) return;
         gemv_q8_kernel<T, W><<<static_cast<unsigned>(blocks), kWarps * 32, 0, s>>>(
             tg, row_bytes, units, skip_vectors(x, v0), nv);

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mmq_tile.cuh"
+#include "backend/cuda/q8_targets.cuh"
 #include "util/error.h"
 
 namespace pagellm::cuda {
@@ -18,17 +19,6 @@ namespace {
 constexpr const char* kWhat = "CUDA int8 mmq";
 constexpr int64_t kMaxRowGroups = 65535;  // gridDim.y
 
-// The matrices of a launch, and the first row group (gridDim.y index) of each.
-struct Targets {
-  const uint8_t* w[kGemvQ8MaxTargets];
-  int64_t rows[kGemvQ8MaxTargets];
-  float* y[kGemvQ8MaxTargets];
-  int64_t y_stride[kGemvQ8MaxTargets];
-  float* add_to[kGemvQ8MaxTargets];
-  unsigned first_group[kGemvQ8MaxTargets + 1];
-  int n;
-};
-
 // Every round of every row starts 4-byte aligned.
 template <DType T>
 bool rounds_aligned4(const void* w, size_t row_bytes) {
@@ -38,14 +28,14 @@ bool rounds_aligned4(const void* w, size_t row_bytes) {
 
 template <DType T>
 __global__ void __launch_bounds__(kMmqWarps * 32)
-    mmq_kernel(Targets tg, size_t row_bytes, int64_t cols, Q8ActView x, int64_t n, bool aligned4) {
+    mmq_kernel(Q8Targets tg, size_t row_bytes, int64_t cols, Q8ActView x, int64_t n,
+               bool aligned4) {
   using M = MmqType<T>;
   __shared__ __align__(16) uint8_t smem[M::kBlockBytes];
-  int m = 0;
-  while (m + 1 < tg.n && blockIdx.y >= tg.first_group[m + 1]) ++m;
+  const int m = tg.of(blockIdx.y);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t rows = tg.rows[m];
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y - tg.first_group[m]) * kMmqRows;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y - tg.first[m]) * kMmqRows;
   const MmqTokens tk{x, static_cast<int64_t>(blockIdx.x) * kMmqTokens, n};
   const int n_local = static_cast<int>(min(static_cast<int64_t>(kMmqTokens), n - tk.tok0));
   const int tiles = (n_local + 7) / 8;
@@ -205,21 +195,11 @@ void mmq_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8Targ
   const size_t row_bytes = dtype_row_bytes(type, cols);
   dispatch_q8_type(type, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;
-    Targets tg{};
-    tg.n = n_targets;
+    const Q8Targets tg = make_q8_targets(
+        targets, n_targets, 0, [](int64_t rows) { return (rows + kMmqRows - 1) / kMmqRows; });
     bool aligned4 = true;
-    int64_t g = 0;
-    for (int i = 0; i < n_targets; ++i) {
-      tg.w[i] = static_cast<const uint8_t*>(targets[i].w);
-      tg.rows[i] = targets[i].rows;
-      tg.y[i] = targets[i].y;
-      tg.y_stride[i] = targets[i].y_stride;
-      tg.add_to[i] = targets[i].add_to;
-      tg.first_group[i] = static_cast<unsigned>(g);
-      g += (targets[i].rows + kMmqRows - 1) / kMmqRows;
+    for (int i = 0; i < n_targets; ++i)
       aligned4 = aligned4 && rounds_aligned4<T>(targets[i].w, row_bytes);
-    }
-    tg.first_group[n_targets] = static_cast<unsigned>(g);
     const dim3 grid(grid_for(n_vecs, kMmqTokens), static_cast<unsigned>(groups));
     mmq_kernel<T><<<grid, kMmqWarps * 32, 0, static_cast<cudaStream_t>(dev.stream())>>>(
         tg, row_bytes, cols, x, n_vecs, aligned4);
