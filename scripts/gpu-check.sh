@@ -18,7 +18,10 @@
 #    (PAGELLM_CUDA_GRAPHS=0), and with the f32 GEMV too (PAGELLM_CUDA_GEMV=f32);
 #    and decode at 64 sequences (median inter-token latency x 64) as built and
 #    with cuBLAS instead of the int8 tensor-core product (PAGELLM_CUDA_MMQ=0);
-# 4. on the way, the host CPU's AMX int8 kernels: the Rows16 matmul tests,
+# 4. each matrix-product kernel alone (bench/bench_cuda_kernels.cpp): time per
+#    launch and fraction of the measured read bandwidth, on an 8B layer's
+#    shapes (the table before the summary);
+# 5. on the way, the host CPU's AMX int8 kernels: the Rows16 matmul tests,
 #    which run them on the CPU's tiles where it has AMX-INT8 (GPU hosts often
 #    do; the development machines do not).
 #
@@ -40,9 +43,9 @@ t0=$(date +%s)
 # Only this GPU's architecture: a quicker build than the default four.
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGELLM_CUDA=ON \
-  -DPAGELLM_BUILD_BENCH=OFF ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} >/dev/null
+  -DPAGELLM_BUILD_BENCH=ON ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} >/dev/null
 flock /tmp/pagellm-build.lock cmake --build "$BUILD_DIR" -j "$JOBS" \
-  --target pagellm test_backend_cuda test_engine test_backend
+  --target pagellm test_backend_cuda test_engine test_backend bench_cuda_kernels
 t1=$(date +%s)
 
 mkdir -p "$LOG_DIR"
@@ -54,6 +57,9 @@ ctest_rc=${PIPESTATUS[0]}
 "$BUILD_DIR/tests/test_backend" --gtest_filter='PackedMatmul.*:AmxModel.*' 2>&1 |
   tee "$LOG_DIR/amx.log" | tail -4
 amx_rc=${PIPESTATUS[0]}
+# Each matrix-product kernel against the measured read bandwidth.
+"$BUILD_DIR/bench/bench_cuda_kernels" --benchmark_min_time=0.05 --benchmark_format=json \
+  >"$LOG_DIR/kernels.json" 2>"$LOG_DIR/kernels.err" || echo "bench_cuda_kernels failed"
 set -e
 t2=$(date +%s)
 
@@ -139,11 +145,25 @@ fi
 
 # One row per test from ctest's progress lines: "n/N Test #k: Name ....   Passed  0.1 sec".
 python3 - "$LOG_DIR/ctest.log" "$ctest_rc" "$((t1 - t0))" "$((t2 - t1))" "$bench_json" \
-  "$LOG_DIR/amx.log" "$amx_rc" <<'PY'
+  "$LOG_DIR/amx.log" "$amx_rc" "$LOG_DIR/kernels.json" <<'PY'
 import json, re, sys
 log, rc, build_s, test_s = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 bench = json.load(open(sys.argv[5]))
 amx_log, amx_rc = open(sys.argv[6], errors="replace").read(), int(sys.argv[7])
+try:
+    kernels = json.load(open(sys.argv[8])).get("benchmarks", [])
+except Exception:
+    kernels = []
+if kernels:
+    print()
+    print("== kernels (bench_cuda_kernels) ==")
+    print(f"{'kernel/type/shape/n':40}  {'us':>9}  {'of_bw':>6}  {'vec/s':>10}")
+    for k in kernels:
+        if k.get("error_occurred"):
+            print(f"{k['name']:40}  {k.get('error_message', 'error')}")
+            continue
+        print(f"{k['name']:40}  {k['real_time']:9.2f}  {k.get('of_bw', 0):6.3f}  "
+              f"{k.get('vec_per_s', 0):10.4g}")
 rows = []
 for line in open(log, errors="replace"):
     m = re.search(r"Test\s+#\d+: (\S+) \.*\s*(\*\*\*)?(Passed|Failed|Skipped|Not Run|Timeout|\w+).*?([\d.]+) sec", line)

@@ -111,16 +111,17 @@ class Backend {
   // Recorded layer runs (CUDA graphs: one launch for a step's layers instead
   // of hundreds). Before running layers [begin, end) of a step the model asks
   // begin_layers():
-  //   kRun       make the calls
+  //   kRun       make the calls, then end_layers() (true)
   //   kRecord    make the calls, then end_layers(), which runs the recording;
   //              false: recording failed and nothing ran, make them again
   //   kReplayed  the backend ran its recording of the same calls from an
-  //              earlier step of this shape: skip them
+  //              earlier step of this shape: skip them (no end_layers())
   // A backend may only replay calls that are the same given its step shape
   // (begin_step) and the layer range, with buffers it has not freed since:
   // the caller keeps one KV cache storage per model while it lives (as the
   // engine does); steps over another live storage would replay the first's.
-  // cancel_layers() drops a recording cut short by an exception.
+  // cancel_layers() ends a run (and drops a recording) cut short by an
+  // exception.
   enum class LayerRun { kRun, kRecord, kReplayed };
   virtual LayerRun begin_layers(int32_t /*begin*/, int32_t /*end*/) { return LayerRun::kRun; }
   virtual bool end_layers() { return true; }

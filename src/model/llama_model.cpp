@@ -238,10 +238,10 @@ void LlamaModel::run_layers(Segment& s, KvCacheStorage& kv, int64_t T) {
   try {
     for (int32_t l = s.layer_begin; l < s.layer_end; ++l) run_layer(s, l, kv, T);
   } catch (...) {
-    if (mode == Backend::LayerRun::kRecord) b.cancel_layers();
+    b.cancel_layers();
     throw;
   }
-  if (mode == Backend::LayerRun::kRecord && !b.end_layers())
+  if (!b.end_layers())  // a recording that failed: nothing ran
     for (int32_t l = s.layer_begin; l < s.layer_end; ++l) run_layer(s, l, kv, T);
 }
 

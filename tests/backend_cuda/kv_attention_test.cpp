@@ -237,11 +237,32 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
   EXPECT_LE(test::rel_error(got, want), 2e-5)
       << dtype_name(c.kv_type) << " heads " << c.n_heads << "/" << c.n_kv_heads << " dim "
       << c.head_dim << " tokens " << T;
+
+  // The split launch (a thread block per partition, then their merge) gives
+  // the one-block launch's bits, whatever the step's size.
+  const int32_t parts =
+      (max_blocks * block_size + kCudaAttentionPartition - 1) / kCudaAttentionPartition;
+  if (parts > 1) {
+    DeviceBuffer ws(*dev, attention_workspace_bytes(ga, parts));
+    DeviceBuffer dsplit(*dev, want.size() * sizeof(float)), dq8s(*dev, q8_act_bytes(T, q_stride));
+    PagedAttentionArgs sa = ga;
+    sa.out = dsplit.as<float>();
+    cuda::paged_attention(*dev, sa, with_q8 ? dq8s.data() : nullptr,
+                          AttentionSplit{parts, ws.as<float>()});
+    EXPECT_EQ(download<float>(*dev, dsplit, want.size()), got) << "split into " << parts;
+    if (with_q8) {
+      EXPECT_EQ(download<uint8_t>(*dev, dq8s, q8_act_bytes(T, q_stride)),
+                download<uint8_t>(*dev, dq8, q8_act_bytes(T, q_stride)))
+          << "int8 rows, split into " << parts;
+    }
+  }
 }
 
 void decode_cases(const CudaDevice* dev) {
   for (DType t : {DType::F16, DType::Q8_0, DType::F32})
     run_attention_case(dev, {t, 32, 8, 128, {1, 17, 300, 1000}, {1, 1, 1, 1}}, 100);
+  // Contexts of several 512-position partitions, and at their edges.
+  run_attention_case(dev, {DType::F16, 8, 2, 64, {2100, 513, 512, 1536}, {1, 1, 1, 1}}, 500);
 }
 
 void prefill_cases(const CudaDevice* dev) {

@@ -185,6 +185,7 @@ void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
 }
 
 Backend::LayerRun CudaBackend::begin_layers(int32_t begin, int32_t end) {
+  in_layers_ = true;
   if (n_tokens_ <= 0) return LayerRun::kRun;
   if (n_tokens_ > kGemvMaxRows && (n_tokens_ > int8_max_rows() || cublas_in_int8_range_))
     return LayerRun::kRun;  // prompts: cuBLAS
@@ -192,10 +193,12 @@ Backend::LayerRun CudaBackend::begin_layers(int32_t begin, int32_t end) {
 }
 
 bool CudaBackend::end_layers() {
-  return graphs_.end();
+  in_layers_ = false;
+  return !graphs_.recording() || graphs_.end();
 }
 
 void CudaBackend::cancel_layers() noexcept {
+  in_layers_ = false;
   graphs_.cancel();
 }
 
@@ -264,7 +267,7 @@ void CudaBackend::products(const float* x, int64_t rows, const MatmulOutput* out
       gemv(dev_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, outs[i].y, w.n_out,
            static_cast<int32_t>(rows));
     } else {
-      if (rows <= kMmqMaxRows) cublas_in_int8_range_ = true;
+      if (in_layers_ && rows <= kMmqMaxRows) cublas_in_int8_range_ = true;
       gemm(dev_, gemm_ws_, w.type, w.data, w.n_out, w.n_in, x, w.n_in, rows, outs[i].y, w.n_out);
     }
     ++i;
@@ -385,7 +388,19 @@ PagedAttentionArgs CudaBackend::attention_args(const KvLayerView& kv, const floa
 
 void CudaBackend::paged_attention(const KvLayerView& kv, const float* q, float* out,
                                   int32_t n_heads, float scale) {
-  cuda::paged_attention(dev_, attention_args(kv, q, out, n_heads, scale));
+  attention(attention_args(kv, q, out, n_heads, scale), nullptr);
+}
+
+void CudaBackend::attention(const PagedAttentionArgs& a, void* q8_dst) {
+  const int32_t parts = attention_partitions(a);
+  if (parts > 1) {
+    // Grown in powers of two: few moves, so recorded graphs stay valid.
+    const size_t need = attention_workspace_bytes(a, parts);
+    size_t want = size_t{1} << 16;
+    while (want < need) want *= 2;
+    if (attn_ws_.bytes() < need) grow(attn_ws_, want);
+  }
+  cuda::paged_attention(dev_, a, q8_dst, AttentionSplit{parts, attn_ws_.as<float>()});
 }
 
 void CudaBackend::attention_matmul(const KvLayerView& kv, const float* q, float* out,
@@ -398,7 +413,7 @@ void CudaBackend::attention_matmul(const KvLayerView& kv, const float* q, float*
   check_outputs(rows, outs, n_outs);
   // The attention kernel writes its output rows as int8 too: the
   // projection's input without a quantize launch of its own.
-  cuda::paged_attention(dev_, attention_args(kv, q, out, n_heads, scale), int8_buffer(rows, cols));
+  attention(attention_args(kv, q, out, n_heads, scale), int8_buffer(rows, cols));
   products(nullptr, rows, outs, n_outs);
 }
 

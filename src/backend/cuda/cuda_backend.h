@@ -112,6 +112,9 @@ class CudaBackend final : public Backend {
   // The attention kernel's arguments for this step.
   PagedAttentionArgs attention_args(const KvLayerView& kv, const float* q, float* out,
                                     int32_t n_heads, float scale) const;
+  // Paged attention of the step (split over partitions where it is small;
+  // its workspace in attn_ws_).
+  void attention(const PagedAttentionArgs& a, void* q8_dst);
   // Lets GPU `peer` read this GPU's memory directly, once per pair.
   void enable_peer_access(int peer);
 
@@ -121,13 +124,16 @@ class CudaBackend final : public Backend {
   std::string name_;
   bool int8_gemv_;
   bool mmq_;
-  // A product between kGemvMaxRows and kMmqMaxRows rows went to cuBLAS,
-  // which may allocate inside a capture: such steps are not recorded.
+  // A layer's product between kGemvMaxRows and kMmqMaxRows rows went to
+  // cuBLAS, which may allocate inside a capture: such steps are not recorded.
+  // (Products outside layer runs, as the output head's, are never recorded.)
   bool cublas_in_int8_range_ = false;
+  bool in_layers_ = false;       // between begin_layers and end_layers / cancel_layers
   DeviceBuffer q8_act_;          // int8 activations of a decode matmul (q8_activations.h)
   std::vector<char> fused_add_;  // products(): outputs whose add the GEMV made
   std::vector<char> rope_done_;  // products(): outputs rotated with an earlier one
   GemmWorkspace gemm_ws_;
+  DeviceBuffer attn_ws_;  // partial softmaxes of split attention launches
   std::unique_ptr<CudaRopeCache> rope_;
   RopeParams rope_params_;
   // The step's batch on the device, one allocation: positions, token_seq

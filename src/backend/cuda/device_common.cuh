@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -29,6 +30,15 @@ constexpr int kUnit = 32;  // elements per dequantization unit
 #define PAGELLM_ADD_RN(a, b) ((a) + (b))
 #define PAGELLM_SUB_RN(a, b) ((a) - (b))
 #endif
+
+// a * b + c rounded once, on the host as on the device.
+__host__ __device__ __forceinline__ float fma_rn(float a, float b, float c) {
+#ifdef __CUDA_ARCH__
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
 
 __host__ __device__ __forceinline__ float f16_to_f32(uint16_t h) {
   __half_raw r;

@@ -40,15 +40,6 @@ __host__ __device__ __forceinline__ int dp4a(uint32_t a, uint32_t b, int c) {
 #endif
 }
 
-// a * b + c rounded once, on the host as on the device.
-__host__ __device__ __forceinline__ float fma_rn(float a, float b, float c) {
-#ifdef __CUDA_ARCH__
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-
 // The 32 activation codes at p (16-byte aligned) as 8 words.
 __host__ __device__ __forceinline__ void load_codes32(const int8_t* p, uint32_t (&x)[8]) {
 #ifdef __CUDA_ARCH__

@@ -19,11 +19,9 @@ namespace {
 constexpr const char* kWhat = "CUDA int8 mmq";
 constexpr int64_t kMaxRowGroups = 65535;  // gridDim.y
 
-// Every round of every row starts 4-byte aligned.
-template <DType T>
-bool rounds_aligned4(const void* w, size_t row_bytes) {
-  return reinterpret_cast<uintptr_t>(w) % 4 == 0 && row_bytes % 4 == 0 &&
-         MmqType<T>::kRoundBytes % 4 == 0;
+// Every row starts 4-byte aligned.
+bool rows_aligned4(const void* w, size_t row_bytes) {
+  return reinterpret_cast<uintptr_t>(w) % 4 == 0 && row_bytes % 4 == 0;
 }
 
 template <DType T>
@@ -69,17 +67,18 @@ __global__ void __launch_bounds__(kMmqWarps * 32)
       }
 #pragma unroll
       for (int j = 0; j < kMmqTiles; ++j) {
-        if (j >= tiles) break;
-        uint32_t bf[2];
-        mmq_load_b(lane, tk, block0 + b, j, bf);
-        int c[4], c1[4] = {0, 0, 0, 0};
-        if constexpr (M::kHalves) {
-          mma_s8(h0, bf, c);
-          mma_s8(h1, bf, c1);
-        } else {
-          mma_s8(a, bf, c);
+        if (j < tiles) {  // not a break: a fixed trip count keeps acc in registers
+          uint32_t bf[2];
+          mmq_load_b(lane, tk, block0 + b, j, bf);
+          int c[4], c1[4] = {0, 0, 0, 0};
+          if constexpr (M::kHalves) {
+            mma_s8(h0, bf, c);
+            mma_s8(h1, bf, c1);
+          } else {
+            mma_s8(a, bf, c);
+          }
+          mmq_epilogue<T>(lane, b, j, mem, c, c1, acc[j]);
         }
-        mmq_epilogue<T>(lane, b, j, mem, c, c1, acc[j]);
       }
     }
     __syncwarp();  // the next round overwrites the stage and the words
@@ -199,7 +198,7 @@ void mmq_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8Targ
         targets, n_targets, 0, [](int64_t rows) { return (rows + kMmqRows - 1) / kMmqRows; });
     bool aligned4 = true;
     for (int i = 0; i < n_targets; ++i)
-      aligned4 = aligned4 && rounds_aligned4<T>(targets[i].w, row_bytes);
+      aligned4 = aligned4 && rows_aligned4(targets[i].w, row_bytes);
     const dim3 grid(grid_for(n_vecs, kMmqTokens), static_cast<unsigned>(groups));
     mmq_kernel<T><<<grid, kMmqWarps * 32, 0, static_cast<cudaStream_t>(dev.stream())>>>(
         tg, row_bytes, cols, x, n_vecs, aligned4);
@@ -216,7 +215,7 @@ void mmq_host(DType type, const void* w, int64_t rows, int64_t cols, const Q8Act
     std::vector<uint64_t> smem((MmqType<T>::kBlockBytes + 15) / 8 + 2);
     auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem.data()) + 15) &
                                             ~uintptr_t{15});
-    const bool aligned4 = rounds_aligned4<T>(w, row_bytes);
+    const bool aligned4 = rows_aligned4(w, row_bytes);
     for (int64_t tok0 = 0; tok0 < n_vecs; tok0 += kMmqTokens)
       for (int64_t r0 = 0; r0 < rows; r0 += kMmqRows)
         mmq_block_host<T>(static_cast<const uint8_t*>(w), row_bytes, rows, r0,

@@ -112,7 +112,8 @@ __host__ __device__ __forceinline__ void mmq_stage(int lane, const MmqRound& rd,
   // Whole GGUF blocks: the round's 32-element blocks (a K type's round is one
   // super-block).
   const int bytes = rd.blocks * 32 / (U::kElems * U::kPerBlock) * U::kBlockBytes;
-  const bool by4 = rd.aligned4 && bytes % 4 == 0;
+  const bool by4 =
+      rd.aligned4 && static_cast<size_t>(rd.round) * M::kRoundBytes % 4 == 0 && bytes % 4 == 0;
   const int per_row = by4 ? bytes / 4 : bytes / 2;
   for (int i = lane; i < kMmqRows * per_row; i += 32) {
     const int r = i / per_row, j = i % per_row;
@@ -131,6 +132,18 @@ __host__ __device__ __forceinline__ void mmq_stage(int lane, const MmqRound& rd,
 // Bytes b in [0, 2 off) of a word as the signed bytes b - off.
 __host__ __device__ __forceinline__ uint32_t minus_offset_word(uint32_t q, uint32_t off) {
   return ((q | 0x80808080u) - off * 0x01010101u) ^ 0x80808080u;
+}
+
+// The 8 words of a 32-element block to dst (16-byte aligned): two 16-byte
+// stores on the device (one word at a time, lanes 8 words apart would meet in
+// 4 banks).
+__host__ __device__ __forceinline__ void store_words8(uint32_t* dst, const uint32_t (&q)[8]) {
+#ifdef __CUDA_ARCH__
+  reinterpret_cast<uint4*>(dst)[0] = make_uint4(q[0], q[1], q[2], q[3]);
+  reinterpret_cast<uint4*>(dst)[1] = make_uint4(q[4], q[5], q[6], q[7]);
+#else
+  memcpy(dst, q, 32);
+#endif
 }
 
 // Lane's share of the expansion: units of the staged rows into words and
@@ -152,21 +165,21 @@ __host__ __device__ __forceinline__ void mmq_expand(int lane, int blocks, const 
     if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) words[(2 * u + h) * 8 + i] = wu.q[h][i];
+        store_words8(words + (2 * u + h) * 8, wu.q[h]);
         // d sc and dmin m: an f16 times a 6-bit integer, exact in f32.
         scales[2 * u + h] = make_float2(PAGELLM_MUL_RN(wu.d, static_cast<float>(wu.sc[h])),
                                         -PAGELLM_MUL_RN(wu.dmin, static_cast<float>(wu.mn[h])));
       }
     } else if constexpr (T == DType::Q6_K) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) words[u * 8 + i] = wu.q[i];
+      store_words8(words + u * 8, wu.q);
       scales[u] = make_float2(PAGELLM_MUL_RN(wu.d, static_cast<float>(wu.sc[0])),
                               PAGELLM_MUL_RN(wu.d, static_cast<float>(wu.sc[1])));
     } else {
+      if constexpr (U::kOffset != 0) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
-        words[u * 8 + i] = U::kOffset ? minus_offset_word(wu.q[i], U::kOffset) : wu.q[i];
+        for (int i = 0; i < 8; ++i) wu.q[i] = minus_offset_word(wu.q[i], U::kOffset);
+      }
+      store_words8(words + u * 8, wu.q);
       if constexpr (M::kMin)
         scales[u] = make_float2(wu.d, wu.m);
       else

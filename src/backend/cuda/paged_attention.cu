@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/q8_activations.h"
@@ -15,7 +17,11 @@ using namespace detail;
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kMaxPerLane = kCudaAttentionMaxHeadDim / 32;  // dims d = lane + 32 i
+constexpr int kThreads = kWarps * 32;
+constexpr int kMaxPerLane = kCudaAttentionMaxHeadDim / 32;          // a lane's dims lane + 32 i
+constexpr int kMaxPerThread = kCudaAttentionMaxHeadDim / kThreads;  // a thread's tid + 128 k
+constexpr int32_t kPartition = kCudaAttentionPartition;
+static_assert(kPartition % (kWarps * 32) == 0, "partitions of whole warp chunks");
 
 // q . (head row `row` of the K cache); q in shared memory.
 template <DType T>
@@ -98,18 +104,46 @@ __host__ __device__ __forceinline__ void lane_add_v(const PagedAttentionArgs& a,
   }
 }
 
-// The merge of the warps' partial softmaxes (max m_w, sum l_w): each warp's
-// factor f_w and the total l_all; out[d] = sum_w acc_w[d] f_w / l_all.
+// The merge of the warps' partial softmaxes (max m_w, sum l_w) over one
+// partition: each warp's factor f_w, the partition's max m_c and its sum l_c;
+// its (unnormalized) output v[d] = sum_w acc_w[d] f_w (partition_output).
 __host__ __device__ __forceinline__ void merge_factors(const float (&m_s)[kWarps],
                                                        const float (&l_s)[kWarps],
-                                                       float (&f)[kWarps], float* l_all) {
+                                                       float (&f)[kWarps], float* m_c, float* l_c) {
   float m_all = -INFINITY;
   for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, m_s[w]);
-  *l_all = 0.0f;
+  *l_c = 0.0f;
   for (int w = 0; w < kWarps; ++w) {
     f[w] = l_s[w] > 0.0f ? expf(m_s[w] - m_all) : 0.0f;
-    *l_all += l_s[w] * f[w];
+    *l_c = fma_rn(l_s[w], f[w], *l_c);
   }
+  *m_c = m_all;
+}
+
+__host__ __device__ __forceinline__ float partition_output(const float (&acc_d)[kWarps],
+                                                           const float (&f)[kWarps]) {
+  float v = 0.0f;
+  for (int w = 0; w < kWarps; ++w) v = fma_rn(acc_d[w], f[w], v);
+  return v;
+}
+
+// The partitions of a context, merged in order into (M, L, A): the running
+// max, sum and output of the partitions so far. One partition leaves
+// exactly its own (m_c, l_c, v): a token's bits do not depend on whether its
+// partitions ran in one thread block or in several.
+struct Running {
+  float m = -INFINITY, l = 0.0f;
+  float a[kMaxPerThread] = {};
+};
+__host__ __device__ __forceinline__ void merge_partition(Running& r, float m_c, float l_c,
+                                                         const float* v, int n) {
+  const float m_new = fmaxf(r.m, m_c);
+  const float f_old = expf(r.m - m_new), f_new = expf(m_c - m_new);
+  r.l = fma_rn(r.l, f_old, PAGELLM_MUL_RN(l_c, f_new));
+#pragma unroll
+  for (int k = 0; k < kMaxPerThread; ++k)  // fixed bounds: r.a stays in registers
+    if (k < n) r.a[k] = fma_rn(r.a[k], f_old, PAGELLM_MUL_RN(v[k], f_new));
+  r.m = m_new;
 }
 
 // Where the output rows go as int8 activations (qs == nullptr: nowhere).
@@ -125,65 +159,85 @@ Q8Dst q8_dst_of(void* dst, const PagedAttentionArgs& a) {
   return {const_cast<int8_t*>(v.qs), const_cast<float*>(v.d), const_cast<int32_t*>(v.sum)};
 }
 
+// Partials of the split launch: [n_tokens][n_heads][parts][head_dim + 2] f32,
+// a partition's v[0 .. head_dim), then m_c, l_c.
+__host__ __device__ __forceinline__ float* partial_at(const PagedAttentionArgs& a,
+                                                      const AttentionSplit& sp, int t, int h,
+                                                      int z) {
+  return sp.partials +
+         ((static_cast<int64_t>(t) * a.n_heads + h) * sp.parts + z) * (a.head_dim + 2);
+}
+
+// Thread block work shared by the kernels: one partition [p0, p1) of token
+// t's context for head h, its warps' online softmaxes merged; thread `tid`
+// gets v for its dims d = tid + 128 k (k < n_dims), and (m_c, l_c).
+struct Shared {
+  float q[kCudaAttentionMaxHeadDim];
+  float m[kWarps], l[kWarps];
+  float acc[kWarps][kCudaAttentionMaxHeadDim];
+};
+
 template <DType T>
-__global__ void __launch_bounds__(kWarps * 32) attention_kernel(PagedAttentionArgs a, Q8Dst q8) {
-  const int t = blockIdx.x, h = blockIdx.y;
+__device__ __forceinline__ void partition_device(const PagedAttentionArgs& a, const int32_t* table,
+                                                 int kvh, int32_t p0, int32_t p1, Shared& sh,
+                                                 float (&v)[kMaxPerThread], float* m_c,
+                                                 float* l_c) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int D = a.head_dim;
-  const int kvh = h / (a.n_heads / a.n_kv_heads);
-  __shared__ float q_s[kCudaAttentionMaxHeadDim];
-  __shared__ float m_s[kWarps], l_s[kWarps];
-  __shared__ float acc_s[kWarps][kCudaAttentionMaxHeadDim];
-
-  const float* q = a.q + t * a.q_stride + static_cast<int64_t>(h) * D;
-  for (int i = threadIdx.x; i < D; i += blockDim.x) q_s[i] = q[i];
-  __syncthreads();
-
-  const int32_t* table =
-      a.block_table_flat + static_cast<int64_t>(a.token_seq[t]) * a.block_table_stride;
-  const int32_t n_ctx = a.token_pos[t] + 1;
   float m = -INFINITY, l = 0.0f;
   float acc[kMaxPerLane];
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) acc[i] = 0.0f;
-
-  for (int32_t p0 = warp * 32; p0 < n_ctx; p0 += kWarps * 32) {
+  for (int32_t c0 = p0 + warp * 32; c0 < p1; c0 += kWarps * 32) {
     int64_t row;
-    const float s = lane_score<T>(a, table, kvh, q_s, p0 + lane, n_ctx, &row);
+    const float s = lane_score<T>(a, table, kvh, sh.q, c0 + lane, p1, &row);
     const float m_new = fmaxf(m, warp_max(s));  // finite: lane 0's position exists
     const float alpha = expf(m - m_new);        // 0 on the first chunk
-    const float pw = p0 + lane < n_ctx ? expf(s - m_new) : 0.0f;
+    const float pw = c0 + lane < p1 ? expf(s - m_new) : 0.0f;
     l = l * alpha + warp_sum(pw);
 #pragma unroll
     for (int i = 0; i < kMaxPerLane; ++i) acc[i] *= alpha;
-    const int cn = min(32, n_ctx - p0);
+    const int cn = min(32, p1 - c0);
     for (int j = 0; j < cn; ++j)
       lane_add_v<T>(a, acc, lane, __shfl_sync(0xffffffffu, pw, j),
                     __shfl_sync(0xffffffffu, row, j));
     m = m_new;
   }
-
-  // Merge the warps' partial softmaxes.
   if (lane == 0) {
-    m_s[warp] = m;
-    l_s[warp] = l;
+    sh.m[warp] = m;
+    sh.l[warp] = l;
   }
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
     const int d = lane + 32 * i;
-    if (d < D) acc_s[warp][d] = acc[i];
+    if (d < a.head_dim) sh.acc[warp][d] = acc[i];
   }
   __syncthreads();
-  float f[kWarps], l_all;
-  merge_factors(m_s, l_s, f, &l_all);
+  float f[kWarps];
+  merge_factors(sh.m, sh.l, f, m_c, l_c);
+#pragma unroll
+  for (int k = 0; k < kMaxPerThread; ++k) {
+    const int d = threadIdx.x + kThreads * k;
+    if (d >= a.head_dim) break;
+    float acc_d[kWarps];
+    for (int w = 0; w < kWarps; ++w) acc_d[w] = sh.acc[w][d];
+    v[k] = partition_output(acc_d, f);
+  }
+  __syncthreads();  // the next partition overwrites sh
+}
+
+// out (and its int8 row) = A / L for thread's dims. Warp w writes dims 32 w ..
+// 32 w + 32 (+ 128): with head_dim a multiple of 32, whole blocks of the int8
+// row, whose lanes quantize them together.
+__device__ __forceinline__ void write_output(const PagedAttentionArgs& a, Q8Dst q8, int t, int h,
+                                             const Running& r) {
+  const int D = a.head_dim, lane = threadIdx.x % 32;
   float* out = a.out + t * a.out_stride + static_cast<int64_t>(h) * D;
-  // Warp w writes dims 32 w .. 32 w + 32 (+ 128, ...): with D a multiple of
-  // 32, whole blocks of the int8 row, whose lanes quantize them together.
   const int64_t cols = static_cast<int64_t>(a.n_heads) * D;
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float v = 0.0f;
-    for (int w = 0; w < kWarps; ++w) v += acc_s[w][d] * f[w];
-    v = v / l_all;
+#pragma unroll
+  for (int k = 0; k < kMaxPerThread; ++k) {
+    const int d = threadIdx.x + kThreads * k;
+    if (d >= D) break;
+    const float v = r.a[k] / r.l;
     out[d] = v;
     if (q8.qs) {
       const int64_t c0 = static_cast<int64_t>(h) * D + (d - lane), b = (t * cols + c0) / 32;
@@ -192,8 +246,75 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(PagedAttentionAr
   }
 }
 
-// The kernel's steps for one (token, head) on the host: four warps of 32
-// lanes, their reductions spelled out.
+__device__ __forceinline__ int n_dims(int D) {
+  return D > static_cast<int>(threadIdx.x) ? (D - 1 - static_cast<int>(threadIdx.x)) / kThreads + 1
+                                           : 0;
+}
+
+// Token t, head h: every partition of the context in turn (sp.parts == 1),
+// or partition blockIdx.z alone into sp.partials (the split launch; a
+// partition past the token's context does nothing).
+template <DType T>
+__global__ void __launch_bounds__(kThreads)
+    attention_kernel(PagedAttentionArgs a, Q8Dst q8, AttentionSplit sp) {
+  const int t = blockIdx.x, h = blockIdx.y;
+  const int D = a.head_dim;
+  const int kvh = h / (a.n_heads / a.n_kv_heads);
+  __shared__ Shared sh;
+  const int32_t n_ctx = a.token_pos[t] + 1;
+  const int32_t z = static_cast<int32_t>(blockIdx.z);
+  if (sp.parts > 1 && z * kPartition >= n_ctx) return;
+
+  const float* q = a.q + t * a.q_stride + static_cast<int64_t>(h) * D;
+  for (int i = threadIdx.x; i < D; i += kThreads) sh.q[i] = q[i];
+  __syncthreads();
+  const int32_t* table =
+      a.block_table_flat + static_cast<int64_t>(a.token_seq[t]) * a.block_table_stride;
+  const int nd = n_dims(D);
+  float v[kMaxPerThread], m_c, l_c;
+  if (sp.parts > 1) {
+    const int32_t p0 = z * kPartition;
+    partition_device<T>(a, table, kvh, p0, min(p0 + kPartition, n_ctx), sh, v, &m_c, &l_c);
+    float* part = partial_at(a, sp, t, h, z);
+#pragma unroll
+    for (int k = 0; k < kMaxPerThread; ++k)
+      if (k < nd) part[threadIdx.x + kThreads * k] = v[k];
+    if (threadIdx.x == 0) {
+      part[D] = m_c;
+      part[D + 1] = l_c;
+    }
+    return;
+  }
+  Running r;
+  for (int32_t p0 = 0; p0 < n_ctx; p0 += kPartition) {
+    partition_device<T>(a, table, kvh, p0, min(p0 + kPartition, n_ctx), sh, v, &m_c, &l_c);
+    merge_partition(r, m_c, l_c, v, nd);
+  }
+  write_output(a, q8, t, h, r);
+}
+
+// The split launch's second half: token t, head h's partitions merged in
+// order, as attention_kernel merges them in one thread block.
+__global__ void __launch_bounds__(kThreads)
+    merge_partitions_kernel(PagedAttentionArgs a, Q8Dst q8, AttentionSplit sp) {
+  const int t = blockIdx.x, h = blockIdx.y, D = a.head_dim;
+  const int32_t n_ctx = a.token_pos[t] + 1;
+  const int nd = n_dims(D);
+  Running r;
+  for (int32_t z = 0; z * kPartition < n_ctx; ++z) {
+    const float* part = partial_at(a, sp, t, h, z);
+    float v[kMaxPerThread];
+#pragma unroll
+    for (int k = 0; k < kMaxPerThread; ++k)
+      if (k < nd) v[k] = part[threadIdx.x + kThreads * k];
+    merge_partition(r, part[D], part[D + 1], v, nd);
+  }
+  write_output(a, q8, t, h, r);
+}
+
+// The kernel's steps for one (token, head) on the host: each partition's four
+// warps of 32 lanes, their reductions spelled out, then the partitions'
+// merge.
 template <DType T>
 void attention_host(const PagedAttentionArgs& a, Q8Dst q8, int t, int h) {
   const int D = a.head_dim;
@@ -204,42 +325,56 @@ void attention_host(const PagedAttentionArgs& a, Q8Dst q8, int t, int h) {
   const int32_t* table =
       a.block_table_flat + static_cast<int64_t>(a.token_seq[t]) * a.block_table_stride;
   const int32_t n_ctx = a.token_pos[t] + 1;
-  float m_s[kWarps], l_s[kWarps];
+  // Running merges of the 128 threads (thread tid: dims tid + 128 k).
+  std::vector<Running> run(kThreads);
   static thread_local float acc_s[kWarps][32][kMaxPerLane];
-  for (int warp = 0; warp < kWarps; ++warp) {
-    float m = -INFINITY, l = 0.0f;
-    for (auto& lane_acc : acc_s[warp])
-      for (float& v : lane_acc) v = 0.0f;
-    for (int32_t p0 = warp * 32; p0 < n_ctx; p0 += kWarps * 32) {
-      float s[32], pw[32];
-      int64_t row[32];
-      float s_max = -INFINITY;
-      for (int lane = 0; lane < 32; ++lane) {
-        s[lane] = lane_score<T>(a, table, kvh, q_s, p0 + lane, n_ctx, &row[lane]);
-        s_max = fmaxf(s_max, s[lane]);
+  for (int32_t p0 = 0; p0 < n_ctx; p0 += kPartition) {
+    const int32_t p1 = p0 + kPartition < n_ctx ? p0 + kPartition : n_ctx;
+    float m_s[kWarps], l_s[kWarps];
+    for (int warp = 0; warp < kWarps; ++warp) {
+      float m = -INFINITY, l = 0.0f;
+      for (auto& lane_acc : acc_s[warp])
+        for (float& v : lane_acc) v = 0.0f;
+      for (int32_t c0 = p0 + warp * 32; c0 < p1; c0 += kWarps * 32) {
+        float s[32], pw[32];
+        int64_t row[32];
+        float s_max = -INFINITY;
+        for (int lane = 0; lane < 32; ++lane) {
+          s[lane] = lane_score<T>(a, table, kvh, q_s, c0 + lane, p1, &row[lane]);
+          s_max = fmaxf(s_max, s[lane]);
+        }
+        const float m_new = fmaxf(m, s_max);
+        const float alpha = expf(m - m_new);
+        for (int lane = 0; lane < 32; ++lane)
+          pw[lane] = c0 + lane < p1 ? expf(s[lane] - m_new) : 0.0f;
+        l = l * alpha + warp_sum_host(pw);
+        const int cn = p1 - c0 < 32 ? p1 - c0 : 32;
+        for (int lane = 0; lane < 32; ++lane) {
+          for (float& v : acc_s[warp][lane]) v *= alpha;
+          for (int j = 0; j < cn; ++j) lane_add_v<T>(a, acc_s[warp][lane], lane, pw[j], row[j]);
+        }
+        m = m_new;
       }
-      const float m_new = fmaxf(m, s_max);
-      const float alpha = expf(m - m_new);
-      for (int lane = 0; lane < 32; ++lane)
-        pw[lane] = p0 + lane < n_ctx ? expf(s[lane] - m_new) : 0.0f;
-      l = l * alpha + warp_sum_host(pw);
-      const int cn = n_ctx - p0 < 32 ? n_ctx - p0 : 32;
-      for (int lane = 0; lane < 32; ++lane) {
-        for (float& v : acc_s[warp][lane]) v *= alpha;
-        for (int j = 0; j < cn; ++j) lane_add_v<T>(a, acc_s[warp][lane], lane, pw[j], row[j]);
-      }
-      m = m_new;
+      m_s[warp] = m;
+      l_s[warp] = l;
     }
-    m_s[warp] = m;
-    l_s[warp] = l;
+    float f[kWarps], m_c, l_c;
+    merge_factors(m_s, l_s, f, &m_c, &l_c);
+    for (int tid = 0; tid < kThreads; ++tid) {
+      float v[kMaxPerThread];
+      int nd = 0;
+      for (int d = tid; d < D; d += kThreads, ++nd) {
+        float acc_d[kWarps];
+        for (int w = 0; w < kWarps; ++w) acc_d[w] = acc_s[w][d % 32][d / 32];
+        v[nd] = partition_output(acc_d, f);
+      }
+      merge_partition(run[tid], m_c, l_c, v, nd);
+    }
   }
-  float f[kWarps], l_all;
-  merge_factors(m_s, l_s, f, &l_all);
   float* out = a.out + t * a.out_stride + static_cast<int64_t>(h) * D;
   for (int d = 0; d < D; ++d) {
-    float v = 0.0f;
-    for (int w = 0; w < kWarps; ++w) v += acc_s[w][d % 32][d / 32] * f[w];
-    out[d] = v / l_all;
+    const Running& r = run[d % kThreads];
+    out[d] = r.a[d / kThreads] / r.l;
   }
   if (q8.qs) {
     const int64_t cols = static_cast<int64_t>(a.n_heads) * D;
@@ -303,26 +438,48 @@ void paged_attention_host(const PagedAttentionArgs& a, void* q8_dst) {
     }
 }
 
-void paged_attention(const CudaDevice& dev, const PagedAttentionArgs& a, void* q8_dst) {
+int32_t attention_partitions(const PagedAttentionArgs& a) {
+  const int64_t max_ctx = static_cast<int64_t>(a.block_table_stride) * a.block_size;
+  const int64_t parts = (max_ctx + kPartition - 1) / kPartition;
+  if (parts <= 1 || parts > 65535 ||
+      static_cast<int64_t>(a.n_tokens) * a.n_heads >= kCudaAttentionSplitBelow)
+    return 1;
+  return static_cast<int32_t>(parts);
+}
+
+size_t attention_workspace_bytes(const PagedAttentionArgs& a, int32_t parts) {
+  if (parts <= 1) return 0;
+  return static_cast<size_t>(a.n_tokens) * a.n_heads * parts * (a.head_dim + 2) * sizeof(float);
+}
+
+void paged_attention(const CudaDevice& dev, const PagedAttentionArgs& a, void* q8_dst,
+                     AttentionSplit split) {
   validate(a);
   validate_q8(a, q8_dst);
+  if (split.parts < 1 || split.parts > 65535 || (split.parts > 1 && !split.partials))
+    throw ConfigError(fmt::format(
+        "CUDA attention: a split into {} partitions without room for them", split.parts));
   if (a.n_tokens == 0) return;
   dev.make_current();
-  const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(a.n_heads));
+  const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(a.n_heads),
+                  static_cast<unsigned>(split.parts));
   const auto s = static_cast<cudaStream_t>(dev.stream());
   const Q8Dst q8 = q8_dst_of(q8_dst, a);
   switch (a.kv_type) {
     case DType::F32:
-      attention_kernel<DType::F32><<<grid, kWarps * 32, 0, s>>>(a, q8);
+      attention_kernel<DType::F32><<<grid, kThreads, 0, s>>>(a, q8, split);
       break;
     case DType::F16:
-      attention_kernel<DType::F16><<<grid, kWarps * 32, 0, s>>>(a, q8);
+      attention_kernel<DType::F16><<<grid, kThreads, 0, s>>>(a, q8, split);
       break;
     default:
-      attention_kernel<DType::Q8_0><<<grid, kWarps * 32, 0, s>>>(a, q8);
+      attention_kernel<DType::Q8_0><<<grid, kThreads, 0, s>>>(a, q8, split);
       break;
   }
   check_launch("paged_attention", dev.index());
+  if (split.parts == 1) return;
+  merge_partitions_kernel<<<dim3(grid.x, grid.y), kThreads, 0, s>>>(a, q8, split);
+  check_launch("paged_attention (merge)", dev.index());
 }
 
 }  // namespace pagellm::cuda

@@ -7,8 +7,15 @@
 // block tables as one array (`block_table_flat`, `block_table_stride` ints a
 // sequence; entries past a sequence's length unused).
 //
-// One thread block per (token, head); its 4 warps take interleaved chunks of
-// 32 positions, each with an online softmax, merged at the end. The result
+// A context is cut into partitions of kCudaAttentionPartition positions. One
+// thread block per (token, head) takes them in turn: its 4 warps take
+// interleaved chunks of 32 positions of a partition, each with an online
+// softmax, merged at the partition's end, and the partitions are merged in
+// order. When few (token, head) pairs would leave most of the GPU idle
+// (batch-1 decode of a long context), the split launch gives each partition a
+// thread block of its own, writing its partial softmax to a workspace that a
+// second kernel merges in the same order: the same bits as the one-block
+// launch, so a token's result does not depend on the batch. The result
 // matches the CPU kernel to f32 rounding (sums are in a different order).
 // Limits: head_dim <= 256 (a multiple of 32 for Q8_0), n_heads a multiple of
 // n_kv_heads.
@@ -23,6 +30,23 @@
 namespace pagellm::cuda {
 
 constexpr int32_t kCudaAttentionMaxHeadDim = 256;
+constexpr int32_t kCudaAttentionPartition = 512;  // positions
+// The split launch is for steps of fewer (token, head) pairs than this.
+constexpr int64_t kCudaAttentionSplitBelow = 1024;
+
+// The split launch: `parts` thread blocks per (token, head), one per
+// partition; partials: attention_workspace_bytes of device memory.
+struct AttentionSplit {
+  int32_t parts = 1;
+  float* partials = nullptr;
+};
+
+// The partitions of the longest context the step's block tables can hold
+// (block_table_stride * block_size positions) when the step is small enough
+// for the split launch; otherwise 1 (one thread block per (token, head)).
+// The same for every step of a shape, so a recorded step stays valid.
+int32_t attention_partitions(const PagedAttentionArgs& args);
+size_t attention_workspace_bytes(const PagedAttentionArgs& args, int32_t parts);
 
 // Throws ConfigError for shapes the kernel does not handle (on the host,
 // before any CUDA call).
@@ -33,7 +57,9 @@ void validate(const PagedAttentionArgs& args);
 // bytes quantize_q8_activations would make of them), for the output
 // projection's int8 GEMV without a launch of its own; head_dim a multiple of
 // 32 (ConfigError otherwise).
-void paged_attention(const CudaDevice& dev, const PagedAttentionArgs& args, void* q8_dst = nullptr);
+// split: as attention_partitions says (any parts give the same bits).
+void paged_attention(const CudaDevice& dev, const PagedAttentionArgs& args, void* q8_dst = nullptr,
+                     AttentionSplit split = {});
 
 // The same computation on the host (host pointers, flat block table), by the
 // kernel's own per-lane code with its warp reductions spelled out: tests check
