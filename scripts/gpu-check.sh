@@ -18,6 +18,8 @@
 #    (PAGELLM_CUDA_GRAPHS=0), and with the f32 GEMV too (PAGELLM_CUDA_GEMV=f32);
 #    and decode at 64 sequences (median inter-token latency x 64) as built and
 #    with cuBLAS instead of the int8 tensor-core product (PAGELLM_CUDA_MMQ=0);
+#    and the GPU time per backend operation at 1 and 64 sequences
+#    (PAGELLM_CUDA_PROFILE=1: which kernels a step's time goes to);
 # 4. each matrix-product kernel alone (bench/bench_cuda_kernels.cpp): time per
 #    launch and fraction of the measured read bandwidth, on an 8B layer's
 #    shapes (the table before the summary);
@@ -86,6 +88,12 @@ if [ -z "${SKIP_BENCH:-}" ]; then
     env $(echo "${v#*:}" | tr , ' ') "$BUILD_DIR/pagellm" bench -m "$model" --concurrency 1 \
       --requests 1 --prompt-len 32 --gen-len 256 --json >"$LOG_DIR/ablation_$name.json"
   done
+  # Where a step's time goes: GPU time per backend operation (unrecorded
+  # steps), at 1 and at 64 sequences.
+  for c in 1 64; do
+    PAGELLM_CUDA_PROFILE=1 "$BUILD_DIR/pagellm" bench -m "$model" --concurrency $c --requests $c \
+      --prompt-len 32 --gen-len 64 --json >/dev/null 2>"$LOG_DIR/profile_c$c.txt"
+  done
   # What the int8 tensor-core product brings at 64 sequences.
   for v in c64:PAGELLM_CUDA_MMQ=1 c64nommq:PAGELLM_CUDA_MMQ=0; do
     name=${v%%:*}
@@ -142,6 +150,15 @@ for name in ("c64", "c64nommq"):
 print(json.dumps(out))
 PY
 fi
+
+for c in 1 64; do
+  f="$LOG_DIR/profile_c$c.txt"
+  if [ -s "$f" ]; then
+    echo
+    echo "== GPU time per operation, $c sequence(s) (PAGELLM_CUDA_PROFILE) =="
+    sed -n '/time per operation/,$p' "$f" | head -40
+  fi
+done
 
 # One row per test from ctest's progress lines: "n/N Test #k: Name ....   Passed  0.1 sec".
 python3 - "$LOG_DIR/ctest.log" "$ctest_rc" "$((t1 - t0))" "$((t2 - t1))" "$bench_json" \

@@ -13,6 +13,7 @@
 #include "backend/cuda/gemv_q8.h"
 #include "backend/cuda/kv_write.h"
 #include "backend/cuda/mmq.h"
+#include "backend/cuda/op_profile.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/q8_activations.h"
 #include "backend/cuda/step_upload.h"
@@ -34,6 +35,13 @@ bool mmq_enabled() {
   return !(e && std::string(e) == "0");
 }
 
+// PAGELLM_CUDA_PROFILE=1: time per operation (op_profile.h), reported on
+// stderr when the backend goes; recorded steps are off meanwhile.
+bool profile_enabled() {
+  const char* e = std::getenv("PAGELLM_CUDA_PROFILE");
+  return e && std::string(e) == "1";
+}
+
 bool graphs_enabled() {
   const char* e = std::getenv("PAGELLM_CUDA_GRAPHS");
   return !(e && std::string(e) == "0");
@@ -44,18 +52,64 @@ bool graphs_enabled() {
 // graph, once per 512 tokens (blocks of 16) instead of once per block.
 constexpr int32_t kTableStrideStep = 32;
 
+// "[1]", "[2-8]", "[9-32]", "[33-128]", "[129+]": the kernel families' row ranges.
+const char* rows_bucket(int64_t rows) {
+  return rows <= 1     ? "[1]"
+         : rows <= 8   ? "[2-8]"
+         : rows <= 32  ? "[9-32]"
+         : rows <= 128 ? "[33-128]"
+                       : "[129+]";
+}
+
+// Brackets a public operation when profiling: "op TYPE xN [rows]".
+class ProfileScope {
+ public:
+  ProfileScope(OpProfile* p, const char* op, int64_t rows = -1, const MatmulOutput* outs = nullptr,
+               size_t n_outs = 0)
+      : p_(p) {
+    if (!p_) return;
+    std::string name = op;
+    if (outs && n_outs > 0) name += fmt::format(" {} x{}", dtype_name(outs[0].w->type), n_outs);
+    if (rows >= 0) name += fmt::format(" {}", rows_bucket(rows));
+    p_->begin(name);
+  }
+  ~ProfileScope() {
+    if (!p_) return;
+    try {
+      p_->end();
+    } catch (...) {  // a failed event record loses one sample, not the step
+    }
+  }
+  ProfileScope(const ProfileScope&) = delete;
+  ProfileScope& operator=(const ProfileScope&) = delete;
+
+ private:
+  OpProfile* p_;
+};
+
 }  // namespace
 
 CudaBackend::CudaBackend(int index, const std::string& label)
     : dev_(index),
-      graphs_(dev_, graphs_enabled()),
+      graphs_(dev_, graphs_enabled() && !profile_enabled()),
       int8_gemv_(int8_gemv_enabled()),
       mmq_(mmq_enabled()) {
   name_ =
       fmt::format("{} ({})", label.empty() ? fmt::format("cuda:{}", index) : label, dev_.name());
+  if (profile_enabled()) profile_ = std::make_unique<OpProfile>(dev_);
 }
 
-CudaBackend::~CudaBackend() = default;
+CudaBackend::~CudaBackend() {
+  if (!profile_) return;
+  try {
+    profile_->collect();
+    if (!profile_->stats().empty())
+      fmt::print(stderr, "pagellm: CUDA time per operation on {} (PAGELLM_CUDA_PROFILE)\n{}", name_,
+                 profile_->stats().table());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "pagellm: CUDA profile of {} lost: {}\n", name_, e.what());
+  }
+}
 
 void* CudaBackend::allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
@@ -90,6 +144,7 @@ void CudaBackend::upload(void* dst, const void* host_src, size_t bytes) {
 }
 
 void CudaBackend::download(void* host_dst, const void* src, size_t bytes) {
+  ProfileScope scope(profile_.get(), "download");
   dev_.to_host(host_dst, src, bytes);
 }
 
@@ -120,6 +175,7 @@ void CudaBackend::enable_peer_access(int peer) {
 }
 
 void CudaBackend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) {
+  ProfileScope scope(profile_.get(), "copy_to");
   auto* other = dynamic_cast<CudaBackend*>(&to);
   if (!other) return Backend::copy_to(to, dst, src, bytes);
   if (bytes == 0) return;
@@ -158,6 +214,8 @@ void CudaBackend::grow(DeviceBuffer& b, size_t bytes) {
 }
 
 void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
+  if (profile_) profile_->collect();  // the last step's events, passed by now
+  ProfileScope scope(profile_.get(), "begin_step", in.n_tokens);
   n_tokens_ = in.n_tokens;
   n_seqs_ = in.n_seqs;
   const StepUploadLayout l = pack_step_inputs(in, staging_, kTableStrideStep);
@@ -300,6 +358,7 @@ void CudaBackend::products(const float* x, int64_t rows, const MatmulOutput* out
 }
 
 void CudaBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
+  ProfileScope scope(profile_.get(), "matmul", rows, outs, n_outs);
   check_outputs(rows, outs, n_outs);
   if (n_outs == 0) return;
   const int64_t n_in = outs[0].w->n_in;
@@ -312,6 +371,7 @@ void CudaBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs,
 
 void CudaBackend::norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
                               const MatmulOutput* outs, size_t n_outs) {
+  ProfileScope scope(profile_.get(), "norm_matmul", rows, outs, n_outs);
   if (!int8_inputs(rows, outs, n_outs))
     return Backend::norm_matmul(x, norm, eps, h, rows, outs, n_outs);
   check_outputs(rows, outs, n_outs);
@@ -323,6 +383,7 @@ void CudaBackend::norm_matmul(const float* x, const float* norm, float eps, floa
 
 void CudaBackend::silu_mul_matmul(float* gate, const float* up, int64_t rows,
                                   const MatmulOutput* outs, size_t n_outs) {
+  ProfileScope scope(profile_.get(), "silu_mul_matmul", rows, outs, n_outs);
   if (!int8_inputs(rows, outs, n_outs))
     return Backend::silu_mul_matmul(gate, up, rows, outs, n_outs);
   check_outputs(rows, outs, n_outs);
@@ -341,27 +402,33 @@ void CudaBackend::reserve_matmul(const MatrixView& w, int64_t rows) {
 
 void CudaBackend::rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t n,
                            float eps) {
+  ProfileScope scope(profile_.get(), "rms_norm", rows);
   cuda::rms_norm(dev_, x, weight, out, rows, n, eps);
 }
 
 void CudaBackend::add_inplace(float* x, const float* y, int64_t count) {
+  ProfileScope scope(profile_.get(), "add_inplace");
   cuda::add_inplace(dev_, x, y, count);
 }
 
 void CudaBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) {
+  ProfileScope scope(profile_.get(), "add_bias", rows);
   cuda::add_bias(dev_, x, bias, rows, n, stride);
 }
 
 void CudaBackend::silu_mul(float* gate, const float* up, int64_t count) {
+  ProfileScope scope(profile_.get(), "silu_mul");
   cuda::silu_mul(dev_, gate, up, count);
 }
 
 void CudaBackend::rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim,
                        RopeStyle style) {
+  ProfileScope scope(profile_.get(), "rope", n_tokens_);
   rope_->apply(dev_, x, n_tokens_, stride, n_heads, head_dim, style);
 }
 
 void CudaBackend::kv_write(const KvLayerView& kv, const float* k, const float* v) {
+  ProfileScope scope(profile_.get(), "kv_write", n_tokens_);
   KvWriteArgs a;
   a.k = k;
   a.k_stride = static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim;
@@ -388,6 +455,7 @@ PagedAttentionArgs CudaBackend::attention_args(const KvLayerView& kv, const floa
 
 void CudaBackend::paged_attention(const KvLayerView& kv, const float* q, float* out,
                                   int32_t n_heads, float scale) {
+  ProfileScope scope(profile_.get(), "paged_attention", n_tokens_);
   attention(attention_args(kv, q, out, n_heads, scale), nullptr);
 }
 
@@ -406,6 +474,7 @@ void CudaBackend::attention(const PagedAttentionArgs& a, void* q8_dst) {
 void CudaBackend::attention_matmul(const KvLayerView& kv, const float* q, float* out,
                                    int32_t n_heads, float scale, int64_t rows,
                                    const MatmulOutput* outs, size_t n_outs) {
+  ProfileScope scope(profile_.get(), "attention_matmul", rows, outs, n_outs);
   const int64_t cols = static_cast<int64_t>(n_heads) * kv.head_dim;
   if (rows != n_tokens_ || kv.head_dim % 32 != 0 || !int8_inputs(rows, outs, n_outs) ||
       outs[0].w->n_in != cols)

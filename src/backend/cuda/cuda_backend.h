@@ -10,6 +10,8 @@
 // PAGELLM_CUDA_MMQ=0 sends them to cuBLAS); above, and for the other types,
 // dequantize + cuBLAS (gemm.h; f16 inputs). Up to kMmqMaxRows, a sequence's
 // bits do not depend on the rest of the batch within each path.
+// PAGELLM_CUDA_PROFILE=1 times each operation (op_profile.h) and prints the
+// table on stderr when the backend goes.
 // Every failure throws CudaError naming the call and the device.
 #pragma once
 
@@ -25,6 +27,8 @@
 #include "backend/cuda/ops.h"
 
 namespace pagellm::cuda {
+
+class OpProfile;
 
 class CudaBackend final : public Backend {
  public:
@@ -133,7 +137,8 @@ class CudaBackend final : public Backend {
   std::vector<char> fused_add_;  // products(): outputs whose add the GEMV made
   std::vector<char> rope_done_;  // products(): outputs rotated with an earlier one
   GemmWorkspace gemm_ws_;
-  DeviceBuffer attn_ws_;  // partial softmaxes of split attention launches
+  DeviceBuffer attn_ws_;                // partial softmaxes of split attention launches
+  std::unique_ptr<OpProfile> profile_;  // PAGELLM_CUDA_PROFILE=1
   std::unique_ptr<CudaRopeCache> rope_;
   RopeParams rope_params_;
   // The step's batch on the device, one allocation: positions, token_seq
