@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backend/cpu/packed_weights.h"
+#include "backend/cuda/paged_attention.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -133,7 +134,8 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
                              4 * T * static_cast<uint64_t>(hp.n_rot) + (uint64_t{1} << 20);
   fp.output_workspace_bytes = 4 * R * (V + E);
   fp.host_workspace_bytes = 4 * R * V;
-  fp.cuda_matmul_scratch_bytes = 2 * largest_expanded + 2 * T * widest;
+  fp.cuda_matmul_scratch_bytes =
+      2 * largest_expanded + 2 * T * widest + cuda::kCudaAttentionMaxWorkspace;
   fp.cuda_host_runtime_bytes = kCudaHostRuntimeBytes;
   return fp;
 }

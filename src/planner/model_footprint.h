@@ -19,6 +19,8 @@
 //   on a CUDA device that runs layers: 2*(largest quantized matrix) + 2*T*max(E,F)
 //                                      f16 copies of a weight matrix and of the
 //                                      activations for cuBLAS (backend/cuda/gemm.h)
+//                                      + 16 MiB partials of split attention
+//                                      (backend/cuda/paged_attention.h)
 #pragma once
 
 #include <cstdint>

@@ -261,8 +261,12 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
 void decode_cases(const CudaDevice* dev) {
   for (DType t : {DType::F16, DType::Q8_0, DType::F32})
     run_attention_case(dev, {t, 32, 8, 128, {1, 17, 300, 1000}, {1, 1, 1, 1}}, 100);
-  // Contexts of several 512-position partitions, and at their edges.
+  // Contexts of several 512-position partitions, and at their edges; head
+  // sizes whose dims fill two per thread (256) or leave threads without one (80).
   run_attention_case(dev, {DType::F16, 8, 2, 64, {2100, 513, 512, 1536}, {1, 1, 1, 1}}, 500);
+  run_attention_case(dev, {DType::Q8_0, 4, 4, 256, {1100, 30}, {3, 1}}, 501);
+  run_attention_case(dev, {DType::F16, 8, 2, 80, {1300}, {2}}, 502);
+  run_attention_case(dev, {DType::F32, 4, 2, 128, {1025, 700}, {1, 1}}, 503);
 }
 
 void prefill_cases(const CudaDevice* dev) {

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -24,15 +25,17 @@ using namespace test;  // engine_runner.h
 
 struct RecordingStats {
   int recorded = 0, replayed = 0, failed = 0, cancelled = 0;
+  int plain_runs = 0, plain_runs_ended = 0;  // kRun answers, and their end_layers()
 };
 
 class RecordingBackend final : public Backend {
  public:
   bool throw_in_recording = false;  // the next recorded kv_write throws
 
-  // fail_every: every n-th recording fails (0: none).
-  RecordingBackend(RecordingStats* stats, int fail_every)
-      : stats_(stats), fail_every_(fail_every) {}
+  // fail_every: every n-th recording fails (0: none). run_first: a shape's
+  // first meeting runs the calls plainly (kRun), as the CUDA backend does.
+  RecordingBackend(RecordingStats* stats, int fail_every, bool run_first = false)
+      : stats_(stats), fail_every_(fail_every), run_first_(run_first) {}
 
   std::string name() const override { return "recording " + inner_.name(); }
   bool uses_host_memory() const override { return inner_.uses_host_memory(); }
@@ -68,11 +71,19 @@ class RecordingBackend final : public Backend {
       ++stats_->replayed;
       return LayerRun::kReplayed;
     }
+    if (run_first_ && seen_.insert(key_).second) {
+      ++stats_->plain_runs;
+      return LayerRun::kRun;
+    }
     recording_ = true;
     calls_.clear();
     return LayerRun::kRecord;
   }
   bool end_layers() override {
+    if (!recording_) {  // after kRun
+      ++stats_->plain_runs_ended;
+      return true;
+    }
     recording_ = false;
     if (fail_every_ > 0 && ++attempts_ % fail_every_ == 0) {
       ++stats_->failed;
@@ -84,6 +95,7 @@ class RecordingBackend final : public Backend {
     return true;
   }
   void cancel_layers() noexcept override {
+    if (!recording_) return;
     recording_ = false;
     ++stats_->cancelled;
   }
@@ -167,6 +179,8 @@ class RecordingBackend final : public Backend {
   cpu::CpuBackend inner_{nullptr, /*staged=*/true};
   RecordingStats* stats_;
   int fail_every_;
+  bool run_first_;
+  std::set<std::tuple<int32_t, int32_t, int32_t, int32_t>> seen_;
   int attempts_ = 0;
   int32_t n_tokens_ = 0, n_seqs_ = 0;
   std::tuple<int32_t, int32_t, int32_t, int32_t> key_;
@@ -176,7 +190,7 @@ class RecordingBackend final : public Backend {
       recordings_;
 };
 
-void check_recorded(const std::string& file, int fail_every) {
+void check_recorded(const std::string& file, int fail_every, bool run_first = false) {
   Loaded ref = load(file, {.repack = false});
   const int32_t L = ref.model->hparams().n_layer;
   const auto prompts = make_prompts(*ref.tok, 6);
@@ -187,7 +201,7 @@ void check_recorded(const std::string& file, int fail_every) {
   RecordingStats stats;
   auto factory = [&](const std::string& device) -> std::unique_ptr<Backend> {
     if (device == "host") return std::make_unique<cpu::CpuBackend>(nullptr, false);
-    return std::make_unique<RecordingBackend>(&stats, fail_every);
+    return std::make_unique<RecordingBackend>(&stats, fail_every, run_first);
   };
   Loaded m = load(file, {.repack = false,
                          .placements = {{"cpu:0", 0, L / 2}, {"host", L / 2, L}},
@@ -200,6 +214,12 @@ void check_recorded(const std::string& file, int fail_every) {
   if (fail_every > 0) {
     EXPECT_GT(stats.failed, 0);
   }
+  // Every plain run was closed by end_layers (the backend's mark of the
+  // layers' end).
+  EXPECT_EQ(stats.plain_runs_ended, stats.plain_runs);
+  if (run_first) {
+    EXPECT_GT(stats.plain_runs, 0);
+  }
 }
 
 TEST(RecordedLayers, ReplayedStepsGiveTheHostTokens) {
@@ -209,6 +229,12 @@ TEST(RecordedLayers, ReplayedStepsGiveTheHostTokens) {
 
 TEST(RecordedLayers, FailedRecordingsRunTheCallsAgain) {
   check_recorded("stories260K.gguf", 2);
+}
+
+// As the CUDA backend: a shape runs plainly when first met, is recorded the
+// second time, replayed after.
+TEST(RecordedLayers, ShapesRunPlainlyFirstThenRecorded) {
+  check_recorded("stories260K.gguf", 0, /*run_first=*/true);
 }
 
 // An exception in a recorded call cancels the recording; the next step

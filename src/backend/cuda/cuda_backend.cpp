@@ -243,11 +243,13 @@ void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
 }
 
 Backend::LayerRun CudaBackend::begin_layers(int32_t begin, int32_t end) {
-  in_layers_ = true;
-  if (n_tokens_ <= 0) return LayerRun::kRun;
-  if (n_tokens_ > kGemvMaxRows && (n_tokens_ > int8_max_rows() || cublas_in_int8_range_))
-    return LayerRun::kRun;  // prompts: cuBLAS
-  return graphs_.begin(LayerGraphs::Key{begin, end, n_tokens_, n_seqs_, table_stride_});
+  LayerRun r = LayerRun::kRun;
+  if (n_tokens_ > 0 &&
+      (n_tokens_ <= kGemvMaxRows || (n_tokens_ <= int8_max_rows() && !cublas_in_int8_range_)))
+    r = graphs_.begin(LayerGraphs::Key{begin, end, n_tokens_, n_seqs_, table_stride_});
+  // Until end_layers / cancel_layers (a replayed run has neither).
+  in_layers_ = r != LayerRun::kReplayed;
+  return r;
 }
 
 bool CudaBackend::end_layers() {

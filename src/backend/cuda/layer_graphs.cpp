@@ -74,6 +74,9 @@ bool LayerGraphs::end() {
 void LayerGraphs::cancel() noexcept {
   if (!recording_) return;
   recording_ = false;
+  // Met again, the shape runs unrecorded first: the run cut short may not
+  // have grown every buffer it needs.
+  seen_.erase(recording_key_);
   int prev = 0;
   cudaGetDevice(&prev);
   cudaSetDevice(dev_.index());

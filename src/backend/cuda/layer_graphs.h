@@ -45,7 +45,7 @@ class LayerGraphs {
   // Ends the recording and launches it; false when the capture failed
   // (nothing ran).
   bool end();
-  // Drops a recording in progress.
+  // Drops a recording in progress (its shape then counts as not yet met).
   void cancel() noexcept;
   // Drops every recording (after the stream's queued work).
   void invalidate() noexcept;

@@ -271,11 +271,20 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t* table =
       a.block_table_flat + static_cast<int64_t>(a.token_seq[t]) * a.block_table_stride;
   const int nd = n_dims(D);
-  float v[kMaxPerThread], m_c, l_c;
-  if (sp.parts > 1) {
-    const int32_t p0 = z * kPartition;
+  // One call site of partition_device for both launches: the same code, so
+  // the same bits.
+  const int32_t z_begin = sp.parts > 1 ? z : 0;
+  const int32_t z_end = sp.parts > 1 ? z + 1 : (n_ctx + kPartition - 1) / kPartition;
+  Running r;
+  for (int32_t zi = z_begin; zi < z_end; ++zi) {
+    const int32_t p0 = zi * kPartition;
+    float v[kMaxPerThread], m_c, l_c;
     partition_device<T>(a, table, kvh, p0, min(p0 + kPartition, n_ctx), sh, v, &m_c, &l_c);
-    float* part = partial_at(a, sp, t, h, z);
+    if (sp.parts == 1) {
+      merge_partition(r, m_c, l_c, v, nd);
+      continue;
+    }
+    float* part = partial_at(a, sp, t, h, zi);
 #pragma unroll
     for (int k = 0; k < kMaxPerThread; ++k)
       if (k < nd) part[threadIdx.x + kThreads * k] = v[k];
@@ -283,14 +292,8 @@ __global__ void __launch_bounds__(kThreads)
       part[D] = m_c;
       part[D + 1] = l_c;
     }
-    return;
   }
-  Running r;
-  for (int32_t p0 = 0; p0 < n_ctx; p0 += kPartition) {
-    partition_device<T>(a, table, kvh, p0, min(p0 + kPartition, n_ctx), sh, v, &m_c, &l_c);
-    merge_partition(r, m_c, l_c, v, nd);
-  }
-  write_output(a, q8, t, h, r);
+  if (sp.parts == 1) write_output(a, q8, t, h, r);
 }
 
 // The split launch's second half: token t, head h's partitions merged in
@@ -301,7 +304,7 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t n_ctx = a.token_pos[t] + 1;
   const int nd = n_dims(D);
   Running r;
-  for (int32_t z = 0; z * kPartition < n_ctx; ++z) {
+  for (int32_t z = 0; z < sp.parts && z * kPartition < n_ctx; ++z) {
     const float* part = partial_at(a, sp, t, h, z);
     float v[kMaxPerThread];
 #pragma unroll
@@ -442,7 +445,8 @@ int32_t attention_partitions(const PagedAttentionArgs& a) {
   const int64_t max_ctx = static_cast<int64_t>(a.block_table_stride) * a.block_size;
   const int64_t parts = (max_ctx + kPartition - 1) / kPartition;
   if (parts <= 1 || parts > 65535 ||
-      static_cast<int64_t>(a.n_tokens) * a.n_heads >= kCudaAttentionSplitBelow)
+      static_cast<int64_t>(a.n_tokens) * a.n_heads >= kCudaAttentionSplitBelow ||
+      attention_workspace_bytes(a, static_cast<int32_t>(parts)) > kCudaAttentionMaxWorkspace)
     return 1;
   return static_cast<int32_t>(parts);
 }

@@ -21,6 +21,7 @@
 // n_kv_heads.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/attention_args.h"
@@ -31,8 +32,11 @@ namespace pagellm::cuda {
 
 constexpr int32_t kCudaAttentionMaxHeadDim = 256;
 constexpr int32_t kCudaAttentionPartition = 512;  // positions
-// The split launch is for steps of fewer (token, head) pairs than this.
+// The split launch is for steps of fewer (token, head) pairs than this, whose
+// partials fit in kCudaAttentionMaxWorkspace (the planner counts it:
+// planner/model_footprint.h).
 constexpr int64_t kCudaAttentionSplitBelow = 1024;
+constexpr size_t kCudaAttentionMaxWorkspace = size_t{16} << 20;
 
 // The split launch: `parts` thread blocks per (token, head), one per
 // partition; partials: attention_workspace_bytes of device memory.
