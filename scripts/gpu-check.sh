@@ -14,8 +14,9 @@
 #    tokens/s at batch 1 and its fraction of that bandwidth and of the nominal
 #    HBM bandwidth (PEAK_GBPS, by default the GPU model's data-sheet figure),
 #    prefill 128 / 512, and decode at 1 / 4 / 16 / 64 sequences; then batch-1
-#    decode (median inter-token latency) as built, without CUDA graphs
-#    (PAGELLM_CUDA_GRAPHS=0), and with the f32 GEMV too (PAGELLM_CUDA_GEMV=f32);
+#    decode (median inter-token latency) as built, without dependent launches
+#    (PAGELLM_CUDA_PDL=0), without CUDA graphs (PAGELLM_CUDA_GRAPHS=0), and
+#    with the f32 GEMV too (PAGELLM_CUDA_GEMV=f32);
 #    and decode at 64 sequences (median inter-token latency x 64) as built and
 #    with cuBLAS instead of the int8 tensor-core product (PAGELLM_CUDA_MMQ=0);
 #    and the GPU time per backend operation at 1 and 64 sequences
@@ -82,7 +83,7 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   "$BUILD_DIR/pagellm" bench --roofline -m "$model" --json >"$LOG_DIR/roofline.json"
   # What the decode pieces bring, batch 1: as built (int8 GEMV, CUDA graphs),
   # without graphs, and without either (f32 GEMV, a launch per kernel).
-  for v in default:PAGELLM_CUDA_GRAPHS=1 nographs:PAGELLM_CUDA_GRAPHS=0 \
+  for v in default:PAGELLM_CUDA_GRAPHS=1 nopdl:PAGELLM_CUDA_PDL=0 nographs:PAGELLM_CUDA_GRAPHS=0 \
     f32gemv:PAGELLM_CUDA_GRAPHS=0,PAGELLM_CUDA_GEMV=f32; do
     name=${v%%:*}
     env $(echo "${v#*:}" | tr , ' ') "$BUILD_DIR/pagellm" bench -m "$model" --concurrency 1 \
@@ -139,7 +140,7 @@ if roof:
         out[f"c{c}_decode_tok_s"] = v
     if bat.get(1) and bat.get(64):
         out["c64_over_c1"] = bat[64] / bat[1]
-for name in ("default", "nographs", "f32gemv"):
+for name in ("default", "nopdl", "nographs", "f32gemv"):
     a = load(f"ablation_{name}.json")
     if a.get("itl_p50_s"):
         out[f"decode_{name}_tok_s"] = 1.0 / a["itl_p50_s"]

@@ -15,6 +15,7 @@
 #include "backend/cuda/mmq.h"
 #include "backend/cuda/op_profile.h"
 #include "backend/cuda/paged_attention.h"
+#include "backend/cuda/pdl.h"
 #include "backend/cuda/q8_activations.h"
 #include "backend/cuda/step_upload.h"
 
@@ -97,6 +98,7 @@ CudaBackend::CudaBackend(int index, const std::string& label)
   name_ =
       fmt::format("{} ({})", label.empty() ? fmt::format("cuda:{}", index) : label, dev_.name());
   if (profile_enabled()) profile_ = std::make_unique<OpProfile>(dev_);
+  pdl_enabled(dev_);  // its probe allocates: never first met inside a capture
 }
 
 CudaBackend::~CudaBackend() {

@@ -10,7 +10,8 @@
 // PAGELLM_CUDA_MMQ=0 sends them to cuBLAS); above, and for the other types,
 // dequantize + cuBLAS (gemm.h; f16 inputs). Up to kMmqMaxRows, a sequence's
 // bits do not depend on the rest of the batch within each path.
-// PAGELLM_CUDA_PROFILE=1 times each operation (op_profile.h) and prints the
+// Kernels are dependent launches on Hopper (pdl.h; PAGELLM_CUDA_PDL=0 turns
+// that off). PAGELLM_CUDA_PROFILE=1 times each operation (op_profile.h) and prints the
 // table on stderr when the backend goes.
 // Every failure throws CudaError naming the call and the device.
 #pragma once

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/device_common.cuh"
+#include "backend/cuda/pdl.cuh"
 #include "util/error.h"
 
 namespace pagellm::cuda {
@@ -103,6 +104,7 @@ template <DType T, int R>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_kernel(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t quads, const float* x,
                 int64_t x_stride, float* y, int64_t y_stride, int nv) {
+  pdl_start();
   const int lane = threadIdx.x % 32;
   const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32) * R;
   if (r0 >= rows) return;
@@ -126,6 +128,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_f32_any_kernel(const float* w, int64_t rows, int64_t cols, const float* x,
                         int64_t x_stride, float* y, int64_t y_stride, int nv) {
+  pdl_start();
   const int lane = threadIdx.x % 32;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;
@@ -227,13 +230,11 @@ void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_
     validate_weight_pointer(type, w);
     if (rows <= 0 || n_vecs <= 0) return;
     dev.make_current();
-    const auto s = static_cast<cudaStream_t>(dev.stream());
     for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
       const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
-      gemv_f32_any_kernel<<<grid_for(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, s>>>(
-          static_cast<const float*>(w), rows, cols, x + v0 * x_stride, x_stride, y + v0 * y_stride,
-          y_stride, nv);
-      check_launch("gemv_f32_any", dev.index());
+      launch_pdl(dev, "gemv_f32_any", gemv_f32_any_kernel, dim3(grid_for(rows, kWarpsPerBlock)),
+                 dim3(kWarpsPerBlock * 32), 0, static_cast<const float*>(w), rows, cols,
+                 x + v0 * x_stride, x_stride, y + v0 * y_stride, y_stride, nv);
     }
     return;
   }
@@ -241,17 +242,15 @@ void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_
   if (rows == 0 || n_vecs <= 0) return;
   dev.make_current();
   const size_t row_bytes = dtype_row_bytes(type, cols);
-  const auto s = static_cast<cudaStream_t>(dev.stream());
   for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
     const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
     with_rows_per_warp(type, nv, [&](auto tag, auto r_tag) {
       constexpr DType T = decltype(tag)::value;
       constexpr int R = decltype(r_tag)::value;
-      gemv_kernel<T, R><<<grid_for(rows, kWarpsPerBlock * R), kWarpsPerBlock * 32, 0, s>>>(
-          static_cast<const uint8_t*>(w), row_bytes, rows, cols / kQuad, x + v0 * x_stride,
-          x_stride, y + v0 * y_stride, y_stride, nv);
+      launch_pdl(dev, "gemv", gemv_kernel<T, R>, dim3(grid_for(rows, kWarpsPerBlock * R)),
+                 dim3(kWarpsPerBlock * 32), 0, static_cast<const uint8_t*>(w), row_bytes, rows,
+                 cols / kQuad, x + v0 * x_stride, x_stride, y + v0 * y_stride, y_stride, nv);
     });
-    check_launch("gemv", dev.index());
   }
 }
 

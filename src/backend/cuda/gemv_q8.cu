@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dp4a_units.cuh"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/q8_targets.cuh"
 #include "util/error.h"
 
@@ -103,6 +104,7 @@ __device__ __forceinline__ void warp_partials(const uint8_t* row, int64_t units,
 template <DType T, int W>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_q8_kernel(Q8Targets tg, size_t row_bytes, int64_t units, Q8ActView x, int nv) {
+  pdl_start();
   __shared__ float part[kWarps][kMaxVecs];
   __shared__ __align__(16) uint8_t stage[kWarps][kChunkBytes<T>];
   const int m = tg.of(blockIdx.x);
@@ -176,7 +178,6 @@ void gemv_q8_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8
   if (n_vecs <= 0) return;
   dev.make_current();
   const size_t row_bytes = dtype_row_bytes(type, cols);
-  const auto s = static_cast<cudaStream_t>(dev.stream());
   dispatch_q8_type(type, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;
     const int64_t units = cols / Unit<T>::kElems;
@@ -188,9 +189,8 @@ void gemv_q8_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8
             targets, n_targets, v0, [](int64_t rows) { return grid_for(rows, kWarps / W); });
         const unsigned blocks = tg.first[n_targets];
         if (blocks == 0) return;
-        gemv_q8_kernel<T, W><<<static_cast<unsigned>(blocks), kWarps * 32, 0, s>>>(
-            tg, row_bytes, units, skip_vectors(x, v0), nv);
-        check_launch("gemv_q8", dev.index());
+        launch_pdl(dev, "gemv_q8", gemv_q8_kernel<T, W>, dim3(blocks), dim3(kWarps * 32), 0, tg,
+                   row_bytes, units, skip_vectors(x, v0), nv);
       }
     });
   });

@@ -4,6 +4,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
+#include "backend/cuda/pdl.cuh"
 #include "util/error.h"
 
 namespace pagellm::cuda {
@@ -57,6 +58,7 @@ __host__ __device__ __forceinline__ const float* head_src(const KvWriteArgs& a, 
 // 32-element block.
 template <DType T>
 __global__ void kv_write_kernel(KvWriteArgs a) {
+  pdl_start();
   const int32_t t = blockIdx.x, h = blockIdx.y;
   const int64_t slot = a.slots[t];
   if (slot < 0) return;
@@ -146,19 +148,17 @@ void kv_write(const CudaDevice& dev, const KvWriteArgs& a) {
   if (a.n_tokens == 0) return;
   dev.make_current();
   const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(a.n_kv_heads));
-  const auto s = static_cast<cudaStream_t>(dev.stream());
   switch (a.cache_type) {
     case DType::F32:
-      kv_write_kernel<DType::F32><<<grid, 128, 0, s>>>(a);
+      launch_pdl(dev, "kv_write", kv_write_kernel<DType::F32>, grid, dim3(128), 0, a);
       break;
     case DType::F16:
-      kv_write_kernel<DType::F16><<<grid, 128, 0, s>>>(a);
+      launch_pdl(dev, "kv_write", kv_write_kernel<DType::F16>, grid, dim3(128), 0, a);
       break;
     default:
-      kv_write_kernel<DType::Q8_0><<<grid, 128, 0, s>>>(a);
+      launch_pdl(dev, "kv_write", kv_write_kernel<DType::Q8_0>, grid, dim3(128), 0, a);
       break;
   }
-  check_launch("kv_write", dev.index());
 }
 
 }  // namespace pagellm::cuda

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mmq_tile.cuh"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/q8_targets.cuh"
 #include "util/error.h"
 
@@ -28,6 +29,7 @@ template <DType T>
 __global__ void __launch_bounds__(kMmqWarps * 32)
     mmq_kernel(Q8Targets tg, size_t row_bytes, int64_t cols, Q8ActView x, int64_t n,
                bool aligned4) {
+  pdl_start();
   using M = MmqType<T>;
   __shared__ __align__(16) uint8_t smem[M::kBlockBytes];
   const int m = tg.of(blockIdx.y);
@@ -200,9 +202,8 @@ void mmq_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8Targ
     for (int i = 0; i < n_targets; ++i)
       aligned4 = aligned4 && rows_aligned4(targets[i].w, row_bytes);
     const dim3 grid(grid_for(n_vecs, kMmqTokens), static_cast<unsigned>(groups));
-    mmq_kernel<T><<<grid, kMmqWarps * 32, 0, static_cast<cudaStream_t>(dev.stream())>>>(
-        tg, row_bytes, cols, x, n_vecs, aligned4);
-    check_launch("mmq", dev.index());
+    launch_pdl(dev, "mmq", mmq_kernel<T>, grid, dim3(kMmqWarps * 32), 0, tg, row_bytes, cols, x,
+               static_cast<int64_t>(n_vecs), aligned4);
   });
 }
 

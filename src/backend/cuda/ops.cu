@@ -8,6 +8,7 @@
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/pdl.cuh"
 #include "util/error.h"
 
 namespace pagellm::cuda {
@@ -16,14 +17,11 @@ using namespace detail;
 
 namespace {
 
-cudaStream_t stream_of(const CudaDevice& dev) {
-  return static_cast<cudaStream_t>(dev.stream());
-}
-
 // Thread i of a row's block writes quads i, i + blockDim.x, ...: coalesced.
 template <DType T>
 __global__ void embedding_kernel(const uint8_t* table, size_t row_bytes, int64_t n_vocab,
                                  int64_t quads, const int32_t* tokens, float* out) {
+  pdl_start();
   const int64_t t = blockIdx.x;
   const int32_t id = tokens[t];
   float* o = out + t * quads * kQuad;
@@ -38,6 +36,7 @@ __global__ void embedding_kernel(const uint8_t* table, size_t row_bytes, int64_t
 // One block of kRmsThreads threads per row.
 __global__ void __launch_bounds__(kRmsThreads)
     rms_norm_kernel(const float* x, const float* weight, float* out, int64_t n, float eps) {
+  pdl_start();
   const float* xr = x + blockIdx.x * n;
   float* o = out + blockIdx.x * n;
   const float scale = block_rms_scale(xr, n, eps);
@@ -46,17 +45,20 @@ __global__ void __launch_bounds__(kRmsThreads)
 }
 
 __global__ void add_kernel(float* x, const float* y, int64_t count) {
+  pdl_start();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < count) x[i] = __fadd_rn(x[i], y[i]);
 }
 
 __global__ void silu_mul_kernel(float* gate, const float* up, int64_t count) {
+  pdl_start();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < count) gate[i] = silu_mul_value(gate[i], up[i]);
 }
 
 __global__ void add_bias_kernel(float* x, const float* bias, int64_t rows, int64_t n,
                                 int64_t stride) {
+  pdl_start();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < rows * n) {
     const int64_t r = i / n, c = i % n;
@@ -85,6 +87,7 @@ __host__ __device__ __forceinline__ void rope_rotate(float* v, int32_t i, int32_
 
 __global__ void rope_table_kernel(const int32_t* positions, int64_t n_tokens, int32_t n_rot,
                                   float freq_base, float freq_scale, float2* cos_sin) {
+  pdl_start();
   const int32_t half = n_rot / 2;
   const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n_tokens * half) return;
@@ -106,6 +109,7 @@ struct RopeTargets {
 // (k / half) / total_heads, the heads counted across the targets in order.
 __global__ void rope_apply_kernel(RopeTargets tg, int64_t n_tokens, int32_t head_dim, int32_t n_rot,
                                   bool neox, const float2* cos_sin) {
+  pdl_start();
   const int32_t half = n_rot / 2;
   const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n_tokens * tg.total_heads * half) return;
@@ -137,45 +141,42 @@ void embedding_gather(const CudaDevice& dev, DType type, const void* table, int6
   const int64_t quads = n_embd / kQuad;
   const bool ok = dispatch_weight_type(type, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;
-    embedding_kernel<T><<<static_cast<unsigned>(n_tokens), 128, 0, stream_of(dev)>>>(
-        static_cast<const uint8_t*>(table), row_bytes, n_vocab, quads, tokens, out);
+    launch_pdl(dev, "embedding_gather", embedding_kernel<T>, dim3(n_tokens), dim3(128), 0,
+               static_cast<const uint8_t*>(table), row_bytes, n_vocab, quads, tokens, out);
   });
   if (!ok)
     throw ConfigError(
         fmt::format("CUDA embedding: token_embd type {} is not supported", dtype_name(type)));
-  check_launch("embedding_gather", dev.index());
 }
 
 void rms_norm(const CudaDevice& dev, const float* x, const float* weight, float* out, int64_t rows,
               int64_t n, float eps) {
   if (rows == 0) return;
   dev.make_current();
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kRmsThreads, 0, stream_of(dev)>>>(x, weight, out,
-                                                                                   n, eps);
-  check_launch("rms_norm", dev.index());
+  launch_pdl(dev, "rms_norm", rms_norm_kernel, dim3(rows), dim3(kRmsThreads), 0, x, weight, out, n,
+             eps);
 }
 
 void add_inplace(const CudaDevice& dev, float* x, const float* y, int64_t count) {
   if (count == 0) return;
   dev.make_current();
-  add_kernel<<<grid_for(count, kThreads), kThreads, 0, stream_of(dev)>>>(x, y, count);
-  check_launch("add_inplace", dev.index());
+  launch_pdl(dev, "add_inplace", add_kernel, dim3(grid_for(count, kThreads)), dim3(kThreads), 0, x,
+             y, count);
 }
 
 void silu_mul(const CudaDevice& dev, float* gate, const float* up, int64_t count) {
   if (count == 0) return;
   dev.make_current();
-  silu_mul_kernel<<<grid_for(count, kThreads), kThreads, 0, stream_of(dev)>>>(gate, up, count);
-  check_launch("silu_mul", dev.index());
+  launch_pdl(dev, "silu_mul", silu_mul_kernel, dim3(grid_for(count, kThreads)), dim3(kThreads), 0,
+             gate, up, count);
 }
 
 void add_bias(const CudaDevice& dev, float* x, const float* bias, int64_t rows, int64_t n,
               int64_t stride) {
   if (rows * n == 0) return;
   dev.make_current();
-  add_bias_kernel<<<grid_for(rows * n, kThreads), kThreads, 0, stream_of(dev)>>>(x, bias, rows, n,
-                                                                                 stride);
-  check_launch("add_bias", dev.index());
+  launch_pdl(dev, "add_bias", add_bias_kernel, dim3(grid_for(rows * n, kThreads)), dim3(kThreads),
+             0, x, bias, rows, n, stride);
 }
 
 float rms_scale_host(const float* xr, int64_t n, float eps) {
@@ -224,9 +225,8 @@ void CudaRopeCache::prepare(const CudaDevice& dev, const int32_t* positions, int
   if (pairs == 0) return;
   cos_sin_.reserve(dev, checked_bytes(pairs, sizeof(float2)));
   dev.make_current();
-  rope_table_kernel<<<grid_for(pairs, kThreads), kThreads, 0, stream_of(dev)>>>(
-      positions, n_tokens, n_rot_, freq_base_, freq_scale_, cos_sin_.as<float2>());
-  check_launch("rope_table", dev.index());
+  launch_pdl(dev, "rope_table", rope_table_kernel, dim3(grid_for(pairs, kThreads)), dim3(kThreads),
+             0, positions, n_tokens, n_rot_, freq_base_, freq_scale_, cos_sin_.as<float2>());
 }
 
 void CudaRopeCache::apply(const CudaDevice& dev, float* x, int64_t n_tokens, int64_t stride,
@@ -255,9 +255,9 @@ void CudaRopeCache::apply(const CudaDevice& dev, const RopeTarget* targets, int 
   const int64_t work = n_tokens * tg.total_heads * (n_rot_ / 2);
   if (work == 0) return;
   dev.make_current();
-  rope_apply_kernel<<<grid_for(work, kThreads), kThreads, 0, stream_of(dev)>>>(
-      tg, n_tokens, head_dim, n_rot_, style == RopeStyle::kNeox, cos_sin_.as<const float2>());
-  check_launch("rope_apply", dev.index());
+  launch_pdl(dev, "rope_apply", rope_apply_kernel, dim3(grid_for(work, kThreads)), dim3(kThreads),
+             0, tg, n_tokens, head_dim, n_rot_, style == RopeStyle::kNeox,
+             cos_sin_.as<const float2>());
 }
 
 }  // namespace pagellm::cuda

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/q8_activations.h"
 #include "backend/cuda/q8_block.cuh"
 #include "util/error.h"
@@ -257,6 +258,7 @@ __device__ __forceinline__ int n_dims(int D) {
 template <DType T>
 __global__ void __launch_bounds__(kThreads)
     attention_kernel(PagedAttentionArgs a, Q8Dst q8, AttentionSplit sp) {
+  pdl_start();
   const int t = blockIdx.x, h = blockIdx.y;
   const int D = a.head_dim;
   const int kvh = h / (a.n_heads / a.n_kv_heads);
@@ -300,6 +302,7 @@ __global__ void __launch_bounds__(kThreads)
 // order, as attention_kernel merges them in one thread block.
 __global__ void __launch_bounds__(kThreads)
     merge_partitions_kernel(PagedAttentionArgs a, Q8Dst q8, AttentionSplit sp) {
+  pdl_start();
   const int t = blockIdx.x, h = blockIdx.y, D = a.head_dim;
   const int32_t n_ctx = a.token_pos[t] + 1;
   const int nd = n_dims(D);
@@ -467,23 +470,24 @@ void paged_attention(const CudaDevice& dev, const PagedAttentionArgs& a, void* q
   dev.make_current();
   const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(a.n_heads),
                   static_cast<unsigned>(split.parts));
-  const auto s = static_cast<cudaStream_t>(dev.stream());
   const Q8Dst q8 = q8_dst_of(q8_dst, a);
   switch (a.kv_type) {
     case DType::F32:
-      attention_kernel<DType::F32><<<grid, kThreads, 0, s>>>(a, q8, split);
+      launch_pdl(dev, "paged_attention", attention_kernel<DType::F32>, grid, dim3(kThreads), 0, a,
+                 q8, split);
       break;
     case DType::F16:
-      attention_kernel<DType::F16><<<grid, kThreads, 0, s>>>(a, q8, split);
+      launch_pdl(dev, "paged_attention", attention_kernel<DType::F16>, grid, dim3(kThreads), 0, a,
+                 q8, split);
       break;
     default:
-      attention_kernel<DType::Q8_0><<<grid, kThreads, 0, s>>>(a, q8, split);
+      launch_pdl(dev, "paged_attention", attention_kernel<DType::Q8_0>, grid, dim3(kThreads), 0, a,
+                 q8, split);
       break;
   }
-  check_launch("paged_attention", dev.index());
   if (split.parts == 1) return;
-  merge_partitions_kernel<<<dim3(grid.x, grid.y), kThreads, 0, s>>>(a, q8, split);
-  check_launch("paged_attention (merge)", dev.index());
+  launch_pdl(dev, "paged_attention (merge)", merge_partitions_kernel, dim3(grid.x, grid.y),
+             dim3(kThreads), 0, a, q8, split);
 }
 
 }  // namespace pagellm::cuda

@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/q8_block.cuh"
 #include "util/error.h"
 
@@ -44,6 +45,7 @@ template <bool kSiluMul>
 __global__ void __launch_bounds__(kWarps * 32)
     quantize_kernel(const float* x, const float* up, int64_t x_stride, int64_t n_vecs, int64_t cols,
                     Q8Out out) {
+  pdl_start();
   const int64_t nb = cols / kBlock;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (g >= n_vecs * nb) return;
@@ -61,10 +63,8 @@ void launch_quantize(const CudaDevice& dev, const float* x, const float* up, int
   if (n_vecs <= 0) return;
   dev.make_current();
   const int64_t warps = n_vecs * (cols / kBlock);
-  quantize_kernel<kSiluMul>
-      <<<grid_for(warps, kWarps), kWarps * 32, 0, static_cast<cudaStream_t>(dev.stream())>>>(
-          x, up, x_stride, n_vecs, cols, q8_out(dst, n_vecs, cols));
-  check_launch(name, dev.index());
+  launch_pdl(dev, name, quantize_kernel<kSiluMul>, dim3(grid_for(warps, kWarps)), dim3(kWarps * 32),
+             0, x, up, x_stride, n_vecs, cols, q8_out(dst, n_vecs, cols));
 }
 
 // Block r (kRmsThreads threads) normalizes row r; warp w quantizes its
@@ -72,6 +72,7 @@ void launch_quantize(const CudaDevice& dev, const float* x, const float* up, int
 __global__ void __launch_bounds__(kRmsThreads)
     rms_norm_quantize_kernel(const float* x, const float* weight, int64_t cols, float eps,
                              Q8Out out) {
+  pdl_start();
   const int64_t r = blockIdx.x, nb = cols / kBlock;
   const float* xr = x + r * cols;
   const float scale = block_rms_scale(xr, cols, eps);
@@ -124,10 +125,8 @@ void rms_norm_q8_activations(const CudaDevice& dev, const float* x, const float*
   validate(cols, dst);
   if (n_vecs <= 0) return;
   dev.make_current();
-  rms_norm_quantize_kernel<<<static_cast<unsigned>(n_vecs), kRmsThreads, 0,
-                             static_cast<cudaStream_t>(dev.stream())>>>(x, weight, cols, eps,
-                                                                        q8_out(dst, n_vecs, cols));
-  check_launch("rms_norm_q8_activations", dev.index());
+  launch_pdl(dev, "rms_norm_q8_activations", rms_norm_quantize_kernel, dim3(n_vecs),
+             dim3(kRmsThreads), 0, x, weight, cols, eps, q8_out(dst, n_vecs, cols));
 }
 
 void rms_norm_q8_activations_host(const float* x, const float* weight, int64_t n_vecs, int64_t cols,
