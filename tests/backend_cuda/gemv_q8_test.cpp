@@ -215,39 +215,7 @@ TEST(CudaGemvQ8, DeviceMatchesHostRenditionBitForBit) {
 TEST(CudaGemvQ8, MultiMatrixLaunchEqualsOneLaunchEach) {
   PAGELLM_REQUIRE_CUDA_DEVICE();
   CudaDevice dev(0);
-  const int64_t cols = 1024, n = 3;
-  const int64_t rows[] = {77, 0, 16};  // an empty matrix in the middle
-  const auto x = test::random_floats(n * cols, 71);
-  DeviceBuffer dx = test::upload(dev, x), dq(dev, q8_act_bytes(n, cols));
-  quantize_q8_activations(dev, dx.as<float>(), cols, n, cols, dq.data());
-  const Q8ActView a = q8_act_view(dq.data(), n, cols);
-  for (DType type : {DType::Q4_0, DType::Q6_K}) {
-    SCOPED_TRACE(dtype_name(type));
-    std::vector<DeviceBuffer> dw, multi, single;
-    GemvQ8Target t[3];
-    for (int i = 0; i < 3; ++i) {
-      const auto w = ::pagellm::test::make_weights(type, std::max<int64_t>(rows[i], 1), cols,
-                                                   72 + i, WeightFill::Quantized);
-      dw.push_back(test::upload(dev, w.bytes));
-      multi.emplace_back(dev, (rows[i] + 1) * n * sizeof(float));
-      single.emplace_back(dev, (rows[i] + 1) * n * sizeof(float));
-      t[i] = GemvQ8Target{dw.back().data(), rows[i], multi.back().as<float>(), rows[i] + 1};
-    }
-    gemv_q8_multi(dev, type, cols, t, 3, a, n);
-    for (int i = 0; i < 3; ++i) {
-      gemv_q8(dev, type, dw[i].data(), rows[i], cols, a, n, single[i].as<float>(), rows[i] + 1);
-      const size_t count = static_cast<size_t>((rows[i] + 1) * n);
-      auto want = test::download<float>(dev, single[i], count);
-      auto got = test::download<float>(dev, multi[i], count);
-      for (int64_t v = 0; v < n; ++v) {  // the padding float of each vector is not written
-        want[v * (rows[i] + 1) + rows[i]] = 0;
-        got[v * (rows[i] + 1) + rows[i]] = 0;
-      }
-      EXPECT_EQ(got, want) << "matrix " << i;
-    }
-  }
-  const GemvQ8Target none[1] = {};
-  EXPECT_THROW(gemv_q8_multi(dev, DType::Q4_0, cols, none, 0, a, n), ConfigError);
+  test::check_multi_matrix_launch(dev, 3, [](auto&&... args) { gemv_q8_multi(args...); });
 }
 
 TEST(CudaGemvQ8, DeviceVectorsDoNotDependOnTheBatch) {

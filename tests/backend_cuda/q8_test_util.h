@@ -2,13 +2,19 @@
 // memory, and a double-precision product of weights and activation codes.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "backend/cuda/gemv_q8.h"
 #include "backend/cuda/q8_activations.h"
 #include "backend/kernel_test_util.h"
+#include "cuda_test_util.h"
 #include "tensor/convert.h"
 #include "tensor/dtype.h"
+#include "util/error.h"
 
 namespace pagellm::cuda::test {
 
@@ -57,6 +63,43 @@ inline std::vector<float> dequantized(const ::pagellm::test::TestWeights& w) {
   for (int64_t r = 0; r < w.rows; ++r)
     dequantize_row(w.type, w.bytes.data() + r * w.stride, f.data() + r * w.n, w.n);
   return f;
+}
+
+// On a GPU: matrices sharing a launch of `multi` (gemv_q8_multi, mmq_multi)
+// get the bits of launches of their own, an empty matrix in the middle.
+template <typename Launch>
+void check_multi_matrix_launch(const CudaDevice& dev, int64_t n, Launch multi) {
+  const int64_t cols = 1024;
+  const int64_t rows[] = {77, 0, 16};
+  const auto x = random_floats(n * cols, 71);
+  DeviceBuffer dx = upload(dev, x), dq(dev, q8_act_bytes(n, cols));
+  quantize_q8_activations(dev, dx.as<float>(), cols, n, cols, dq.data());
+  const Q8ActView a = q8_act_view(dq.data(), n, cols);
+  for (DType type : {DType::Q4_0, DType::Q6_K}) {
+    SCOPED_TRACE(dtype_name(type));
+    std::vector<DeviceBuffer> dw, together, alone;
+    GemvQ8Target t[3];
+    for (int i = 0; i < 3; ++i) {
+      const auto w = ::pagellm::test::make_weights(type, std::max<int64_t>(rows[i], 1), cols,
+                                                   72 + i, ::pagellm::test::WeightFill::Quantized);
+      dw.push_back(upload(dev, w.bytes));
+      together.emplace_back(dev, (rows[i] + 1) * n * sizeof(float));
+      alone.emplace_back(dev, (rows[i] + 1) * n * sizeof(float));
+      dev.fill_zero(together.back().data(), together.back().bytes());
+      dev.fill_zero(alone.back().data(), alone.back().bytes());
+      t[i] = GemvQ8Target{dw.back().data(), rows[i], together.back().as<float>(), rows[i] + 1};
+    }
+    multi(dev, type, cols, t, 3, a, static_cast<int32_t>(n));
+    for (int i = 0; i < 3; ++i) {
+      const GemvQ8Target one{dw[i].data(), rows[i], alone[i].as<float>(), rows[i] + 1};
+      multi(dev, type, cols, &one, 1, a, static_cast<int32_t>(n));
+      const size_t count = static_cast<size_t>((rows[i] + 1) * n);
+      EXPECT_EQ(download<float>(dev, together[i], count), download<float>(dev, alone[i], count))
+          << "matrix " << i;
+    }
+  }
+  const GemvQ8Target none[1] = {};
+  EXPECT_THROW(multi(dev, DType::Q4_0, cols, none, 0, a, static_cast<int32_t>(n)), ConfigError);
 }
 
 }  // namespace pagellm::cuda::test
