@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/ops.h"
@@ -16,6 +18,8 @@ namespace {
 TEST(CudaPdl, HopperTakesDependentLaunches) {
   PAGELLM_REQUIRE_CUDA_DEVICE();
   CudaDevice dev(0);
+  if (const char* e = std::getenv("PAGELLM_CUDA_PDL"); e && std::string(e) == "0")
+    GTEST_SKIP() << "PAGELLM_CUDA_PDL=0";
   if (dev.compute_capability() < 90) {
     EXPECT_FALSE(pdl_enabled(dev));
     GTEST_SKIP() << "sm_" << dev.compute_capability() << ": no dependent launches";

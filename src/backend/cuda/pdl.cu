@@ -2,8 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdlib>
-#include <map>
 #include <mutex>
 #include <string>
 
@@ -20,12 +20,20 @@ __global__ void probe_kernel(int* x) {
   if (threadIdx.x == 0 && blockIdx.x == 0) *x += 1;
 }
 
-// Two dependent launches on a stream of their own, then the same in a
-// captured graph; then the counter must read 4.
+// The kernels' waits are compiled in (sm_90 code or PTX: a build for older
+// GPUs only, which a Hopper GPU runs from sm_80 PTX, has none and must not
+// launch dependently); then two dependent launches on a stream of their own,
+// and the same in a captured graph; then the counter must read 4.
 bool probe(int index) {
   int prev = 0;
   cudaGetDevice(&prev);
   cudaSetDevice(index);
+  cudaFuncAttributes fa = {};
+  if (cudaFuncGetAttributes(&fa, probe_kernel) != cudaSuccess || fa.ptxVersion < 90) {
+    cudaGetLastError();
+    cudaSetDevice(prev);
+    return false;
+  }
   cudaStream_t s = nullptr;
   int* d = nullptr;
   cudaGraph_t graph = nullptr;
@@ -67,14 +75,23 @@ bool probe(int index) {
 }  // namespace
 
 bool pdl_enabled(const CudaDevice& dev) {
+  // Asked at every launch: one atomic load once known (0 unknown, 1 off, 2 on).
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices];
   static std::mutex mu;
-  static std::map<int, bool> known;
+  const int i = dev.index();
+  const bool cached = i >= 0 && i < kDevices;
+  if (cached) {
+    const int k = known[i].load(std::memory_order_acquire);
+    if (k != 0) return k == 2;
+  }
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = known.find(dev.index()); it != known.end()) return it->second;
+  if (cached && known[i].load(std::memory_order_relaxed) != 0)
+    return known[i].load(std::memory_order_relaxed) == 2;
   const char* e = std::getenv("PAGELLM_CUDA_PDL");
   const bool on =
       !(e && std::string(e) == "0") && dev.compute_capability() >= 90 && probe(dev.index());
-  known[dev.index()] = on;
+  if (cached) known[i].store(on ? 2 : 1, std::memory_order_release);
   return on;
 }
 

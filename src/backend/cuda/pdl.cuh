@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -40,7 +41,11 @@ void launch_pdl(const CudaDevice& dev, const char* name, void (*kernel)(Params..
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
   }
-  check_cuda(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), name, dev.index());
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  if (e != cudaSuccess)
+    throw CudaError(
+        cuda_error_message(std::string("launch of ") + name, dev.index(), cuda_error_string(e)), e);
+  check_launch(name, dev.index());  // an error a kernel left behind shows here
 }
 
 }  // namespace pagellm::cuda::detail
