@@ -104,13 +104,21 @@ __device__ __forceinline__ void warp_partials(const uint8_t* row, int64_t units,
 template <DType T, int W>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_q8_kernel(Q8Targets tg, size_t row_bytes, int64_t units, Q8ActView x, int nv) {
-  pdl_start();
+  pdl_trigger();
   __shared__ float part[kWarps][kMaxVecs];
   __shared__ __align__(16) uint8_t stage[kWarps][kChunkBytes<T>];
   const int m = tg.of(blockIdx.x);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t rows = tg.rows[m];
   const int64_t r = static_cast<int64_t>(blockIdx.x - tg.first[m]) * (kWarps / W) + warp / W;
+  // The block's rows are constant weights: fetched towards L2 while the
+  // kernel before (which writes x) finishes.
+  const int64_t r_first = static_cast<int64_t>(blockIdx.x - tg.first[m]) * (kWarps / W);
+  const int64_t r_end = min(rows, r_first + kWarps / W);
+  if (r_first < r_end)
+    prefetch_l2(tg.w[m] + static_cast<size_t>(r_first) * row_bytes,
+                static_cast<size_t>(r_end - r_first) * row_bytes);
+  pdl_wait();
   float acc[kMaxVecs];
   if (r < rows) {
     warp_partials<T>(tg.w[m] + static_cast<size_t>(r) * row_bytes, units, warp % W, W, x, nv,

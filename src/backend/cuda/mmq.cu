@@ -29,13 +29,19 @@ template <DType T>
 __global__ void __launch_bounds__(kMmqWarps * 32)
     mmq_kernel(Q8Targets tg, size_t row_bytes, int64_t cols, Q8ActView x, int64_t n,
                bool aligned4) {
-  pdl_start();
+  pdl_trigger();
   using M = MmqType<T>;
   __shared__ __align__(16) uint8_t smem[M::kBlockBytes];
   const int m = tg.of(blockIdx.y);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t rows = tg.rows[m];
   const int64_t r0 = static_cast<int64_t>(blockIdx.y - tg.first[m]) * kMmqRows;
+  // The first vector block's weights towards L2 while the kernel before
+  // (which writes x) finishes; the other vector blocks find them there.
+  if (blockIdx.x == 0)
+    prefetch_l2(tg.w[m] + static_cast<size_t>(r0) * row_bytes,
+                static_cast<size_t>(min(static_cast<int64_t>(kMmqRows), rows - r0)) * row_bytes);
+  pdl_wait();
   const MmqTokens tk{x, static_cast<int64_t>(blockIdx.x) * kMmqTokens, n};
   const int n_local = static_cast<int>(min(static_cast<int64_t>(kMmqTokens), n - tk.tok0));
   const int tiles = (n_local + 7) / 8;

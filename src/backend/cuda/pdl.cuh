@@ -1,12 +1,14 @@
 // The device side of programmatic dependent launch (pdl.h) and the launch
 // helper (needs nvcc). Every kernel launched by launch_pdl must call
-// pdl_start() before it touches memory that earlier kernels on the stream
-// read or write: it returns once they are complete. (On GPUs before sm_90,
+// pdl_start() (or pdl_trigger(), then pdl_wait()) before it touches memory
+// that earlier kernels on the stream read or write: pdl_wait returns once
+// they are complete. (On GPUs before sm_90,
 // and for kernels launched plainly, both are no-ops.)
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -15,12 +17,35 @@
 
 namespace pagellm::cuda::detail {
 
-__device__ __forceinline__ void pdl_start() {
+// The next kernel may be scheduled now (it waits in its own pdl_start).
+__device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The next kernel may be scheduled now (it waits in its own pdl_start);
-  // this one waits for the previous kernel.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Returns once the previous kernel on the stream is complete, its writes visible.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_start() {
+  pdl_trigger();
+  pdl_wait();
+}
+
+// Asks L2 for bytes [p, p + n) of memory no kernel writes (weights), by the
+// block's threads, 128-byte lines: a GEMV issues it before pdl_wait, so its
+// first weight loads overlap the previous kernel's tail.
+__device__ __forceinline__ void prefetch_l2(const uint8_t* p, size_t n) {
+#if defined(__CUDA_ARCH__)
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{127};
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  for (uintptr_t a = first + 128 * static_cast<uintptr_t>(threadIdx.x); a < end;
+       a += 128 * static_cast<uintptr_t>(blockDim.x))
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
 #endif
 }
 
