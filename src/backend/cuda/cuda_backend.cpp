@@ -23,29 +23,31 @@ namespace pagellm::cuda {
 
 namespace {
 
+// True when environment variable `name` is set to `value`.
+bool env_is(const char* name, const char* value) {
+  const char* e = std::getenv(name);
+  return e && std::string(e) == value;
+}
+
 // PAGELLM_CUDA_GEMV=f32 keeps decode on the f32 GEMV for every weight type
 // (comparisons, and a way around the int8 kernels should one misbehave).
 bool int8_gemv_enabled() {
-  const char* e = std::getenv("PAGELLM_CUDA_GEMV");
-  return !(e && std::string(e) == "f32");
+  return !env_is("PAGELLM_CUDA_GEMV", "f32");
 }
 
 // PAGELLM_CUDA_MMQ=0 sends the products of 33 to 128 rows to cuBLAS.
 bool mmq_enabled() {
-  const char* e = std::getenv("PAGELLM_CUDA_MMQ");
-  return !(e && std::string(e) == "0");
+  return !env_is("PAGELLM_CUDA_MMQ", "0");
 }
 
 // PAGELLM_CUDA_PROFILE=1: time per operation (op_profile.h), reported on
 // stderr when the backend goes; recorded steps are off meanwhile.
 bool profile_enabled() {
-  const char* e = std::getenv("PAGELLM_CUDA_PROFILE");
-  return e && std::string(e) == "1";
+  return env_is("PAGELLM_CUDA_PROFILE", "1");
 }
 
 bool graphs_enabled() {
-  const char* e = std::getenv("PAGELLM_CUDA_GRAPHS");
-  return !(e && std::string(e) == "0");
+  return !env_is("PAGELLM_CUDA_GRAPHS", "0");
 }
 
 // Block tables are uploaded this many entries wide at least (a multiple of
@@ -54,6 +56,8 @@ bool graphs_enabled() {
 constexpr int32_t kTableStrideStep = 32;
 
 // "[1]", "[2-8]", "[9-32]", "[33-128]", "[129+]": the kernel families' row ranges.
+static_assert(CudaBackend::kGemvMaxRows == 32 && CudaBackend::kMmqMaxRows == 128,
+              "rows_bucket's labels name the GEMV's and mmq's row limits");
 const char* rows_bucket(int64_t rows) {
   return rows <= 1     ? "[1]"
          : rows <= 8   ? "[2-8]"
@@ -215,6 +219,13 @@ void CudaBackend::grow(DeviceBuffer& b, size_t bytes) {
   b.reserve(dev_, bytes);
 }
 
+void CudaBackend::grow_pow2(DeviceBuffer& b, size_t need, size_t min_bytes) {
+  if (b.data() && b.bytes() >= need) return;
+  size_t want = min_bytes;
+  while (want < need) want *= 2;
+  grow(b, want);
+}
+
 void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
   if (profile_) profile_->collect();  // the last step's events, passed by now
   ProfileScope scope(profile_.get(), "begin_step", in.n_tokens);
@@ -222,10 +233,7 @@ void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
   n_seqs_ = in.n_seqs;
   const StepUploadLayout l = pack_step_inputs(in, staging_, kTableStrideStep);
   table_stride_ = l.table_stride;
-  // Grown in powers of two: few moves, so recorded graphs stay valid.
-  size_t want = 4096;
-  while (want < l.total) want *= 2;
-  if (!step_buf_.data() || step_buf_.bytes() < l.total) grow(step_buf_, want);
+  grow_pow2(step_buf_, l.total, 4096);
   dev_.to_device(step_buf_.data(), staging_.data(), l.total);
   auto* base = static_cast<uint8_t*>(step_buf_.data());
   d_positions_ = reinterpret_cast<const int32_t*>(base);
@@ -465,13 +473,7 @@ void CudaBackend::paged_attention(const KvLayerView& kv, const float* q, float* 
 
 void CudaBackend::attention(const PagedAttentionArgs& a, void* q8_dst) {
   const int32_t parts = attention_partitions(a);
-  if (parts > 1) {
-    // Grown in powers of two: few moves, so recorded graphs stay valid.
-    const size_t need = attention_workspace_bytes(a, parts);
-    size_t want = size_t{1} << 16;
-    while (want < need) want *= 2;
-    if (attn_ws_.bytes() < need) grow(attn_ws_, want);
-  }
+  if (parts > 1) grow_pow2(attn_ws_, attention_workspace_bytes(a, parts), size_t{1} << 16);
   cuda::paged_attention(dev_, a, q8_dst, AttentionSplit{parts, attn_ws_.as<float>()});
 }
 

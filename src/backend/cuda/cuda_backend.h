@@ -110,6 +110,9 @@ class CudaBackend final : public Backend {
   void* int8_buffer(int64_t rows, int64_t n_in);
   // Grows b to `bytes`; recordings that used its old memory are dropped.
   void grow(DeviceBuffer& b, size_t bytes);
+  // Grows b to hold `need` bytes, in powers of two from min_bytes: few moves,
+  // so recorded graphs stay valid.
+  void grow_pow2(DeviceBuffer& b, size_t need, size_t min_bytes);
   // The products and epilogues of a matmul whose int8 input (if any output
   // needs it) is in q8_act_; x (f32) for the other outputs. The int8 GEMV
   // makes the residual add of outputs without bias or RoPE itself.

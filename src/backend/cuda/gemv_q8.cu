@@ -166,6 +166,15 @@ void validate_q8_matmul(const char* what, DType type, const void* w, int64_t row
     throw ConfigError(fmt::format("{}: activation codes not 16-byte aligned", what));
 }
 
+void validate_q8_targets(const char* what, DType type, int64_t cols, const GemvQ8Target* targets,
+                         int n_targets, const Q8ActView& x) {
+  if (n_targets < 1 || n_targets > kGemvQ8MaxTargets)
+    throw ConfigError(
+        fmt::format("{}: {} matrices in one launch (1 to {})", what, n_targets, kGemvQ8MaxTargets));
+  for (int i = 0; i < n_targets; ++i)
+    validate_q8_matmul(what, type, targets[i].w, targets[i].rows, cols, x);
+}
+
 bool gemv_q8_supports(DType type) {
   return dispatch_q8_type(type, [](auto) {});
 }
@@ -178,11 +187,7 @@ void gemv_q8(const CudaDevice& dev, DType type, const void* w, int64_t rows, int
 
 void gemv_q8_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8Target* targets,
                    int n_targets, const Q8ActView& x, int32_t n_vecs) {
-  if (n_targets < 1 || n_targets > kGemvQ8MaxTargets)
-    throw ConfigError(fmt::format("CUDA int8 gemv: {} matrices in one launch (1 to {})", n_targets,
-                                  kGemvQ8MaxTargets));
-  for (int i = 0; i < n_targets; ++i)
-    validate_q8_matmul(kWhat, type, targets[i].w, targets[i].rows, cols, x);
+  validate_q8_targets(kWhat, type, cols, targets, n_targets, x);
   if (n_vecs <= 0) return;
   dev.make_current();
   const size_t row_bytes = dtype_row_bytes(type, cols);

@@ -49,6 +49,11 @@ struct GemvQ8Target {
 };
 constexpr int kGemvQ8MaxTargets = 3;  // q, k and v of a layer in one launch
 
+// validate_q8_matmul for every target of a launch of `n_targets` matrices;
+// ConfigError too for a count outside 1 .. kGemvQ8MaxTargets.
+void validate_q8_targets(const char* what, DType type, int64_t cols, const GemvQ8Target* targets,
+                         int n_targets, const Q8ActView& x);
+
 // Up to kGemvQ8MaxTargets matrices of one type and width against the same
 // vectors, in one launch per 16 vectors (each row's sums as gemv_q8's).
 void gemv_q8_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8Target* targets,

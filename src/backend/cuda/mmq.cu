@@ -186,14 +186,9 @@ void mmq_block_host(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t r0
 
 void mmq_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8Target* targets,
                int n_targets, const Q8ActView& x, int32_t n_vecs) {
-  if (n_targets < 1 || n_targets > kGemvQ8MaxTargets)
-    throw ConfigError(fmt::format("{}: {} matrices in one launch (1 to {})", kWhat, n_targets,
-                                  kGemvQ8MaxTargets));
+  validate_q8_targets(kWhat, type, cols, targets, n_targets, x);
   int64_t groups = 0;
-  for (int i = 0; i < n_targets; ++i) {
-    validate_q8_matmul(kWhat, type, targets[i].w, targets[i].rows, cols, x);
-    groups += (targets[i].rows + kMmqRows - 1) / kMmqRows;
-  }
+  for (int i = 0; i < n_targets; ++i) groups += (targets[i].rows + kMmqRows - 1) / kMmqRows;
   if (groups > kMaxRowGroups)
     throw ConfigError(fmt::format("{}: {} rows in one launch (at most {})", kWhat,
                                   groups * kMmqRows, kMaxRowGroups * kMmqRows));
