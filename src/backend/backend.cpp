@@ -33,6 +33,14 @@ void Backend::attention_matmul(const KvLayerView& kv, const float* q, float* out
   matmul(out, rows, outs, n_outs);
 }
 
+void Backend::rope_kv_write(const KvLayerView& kv, float* q, int32_t n_heads, float* k,
+                            const float* v, RopeStyle style) {
+  const int32_t hd = kv.head_dim;
+  rope(q, static_cast<int64_t>(n_heads) * hd, n_heads, hd, style);
+  rope(k, static_cast<int64_t>(kv.n_kv_heads) * hd, kv.n_kv_heads, hd, style);
+  kv_write(kv, k, v);
+}
+
 void Backend::finish_outputs(int64_t rows, const MatmulOutput* outs, size_t n_outs) {
   for (size_t i = 0; i < n_outs; ++i) {
     const MatmulOutput& o = outs[i];

@@ -181,6 +181,13 @@ class Backend {
   // Stores the step's K and V rows ([n_tokens][n_kv_heads * head_dim]) at the
   // tokens' slots, rounded to the cache type.
   virtual void kv_write(const KvLayerView& kv, const float* k, const float* v) = 0;
+  // A layer's RoPE and cache write: rotates q ([n_tokens][n_heads * head_dim])
+  // and k ([n_tokens][kv.n_kv_heads * head_dim]) as rope() does, then stores
+  // the rotated k and v as kv_write(). q holds its rotated rows afterwards; k
+  // is left unspecified (rotated, or as it was when the backend rotates on
+  // the way to the cache). The default makes the three calls.
+  virtual void rope_kv_write(const KvLayerView& kv, float* q, int32_t n_heads, float* k,
+                             const float* v, RopeStyle style);
   // Causal attention of the step's queries over the paged cache through the
   // block tables (backend/cpu/paged_attention.h contract); q and out
   // [n_tokens][n_heads * head_dim].

@@ -213,16 +213,14 @@ void LlamaModel::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T)
   const MatrixView wq = L.wq.cpu(), wk = L.wk.cpu(), wv = L.wv.cpu(), wo = L.wo.cpu(),
                    wg = L.w_gate.cpu(), wu = L.w_up.cpu(), wd = L.w_down.cpu();
 
-  // Biases and RoPE run as the products' epilogues.
-  const int32_t hd = hp_.head_dim;
-  const RopeStyle rs = hp_.rope_style;
-  b.norm_matmul(
-      x, L.attn_norm, hp_.rms_eps, h, T,
-      {{&wq, q, L.bq, hp_.n_head, hd, rs}, {&wk, k, L.bk, hp_.n_head_kv, hd, rs}, {&wv, v, L.bv}});
+  // Biases run as the products' epilogues; RoPE with the cache write (a
+  // backend may rotate K on its way to the cache).
+  b.norm_matmul(x, L.attn_norm, hp_.rms_eps, h, T,
+                {{&wq, q, L.bq}, {&wk, k, L.bk}, {&wv, v, L.bv}});
   // Attention reads every K/V back from the cache, after rounding to its
   // dtype, including this step's tokens: results do not depend on chunking.
   const KvLayerView cache = pool.view(l);
-  b.kv_write(cache, k, v);
+  b.rope_kv_write(cache, q, hp_.n_head, k, v, hp_.rope_style);
   // The residual adds (x += h) run as the products' epilogues.
   b.attention_matmul(cache, q, attn, hp_.n_head, 1.0f / std::sqrt(static_cast<float>(hp_.head_dim)),
                      T, {{.w = &wo, .y = h, .add_to = x}});

@@ -2,7 +2,8 @@
 // against the same backend's separate ops after a plain product (the same
 // kernels: the same bits), and against a host reference (double-precision
 // product, add_bias, the CPU backend's RoPE), through the GEMV (few rows),
-// int8 tensor-core (tens of rows) and GEMM (many rows) paths.
+// int8 tensor-core (tens of rows) and GEMM (many rows) paths; the fused
+// RoPE + KV write and norm / SwiGLU paths against their parts.
 #include "backend/cuda/cuda_backend.h"
 
 #include <gtest/gtest.h>
@@ -148,6 +149,64 @@ TEST(CudaBackend, RopeEpilogueNeedsTheStepRows) {
   gpu.begin_step(step.in, RopeParams{64, 10000.0f, 1.0f});
   const MatrixView mw{DType::F16, 64, 64, dw.p, dtype_row_bytes(DType::F16, 64)};
   EXPECT_THROW(gpu.matmul(dx.f(), 4, {{&mw, dy.f(), nullptr, 1, 64, RopeStyle::kNorm}}), Error);
+}
+
+// rope_kv_write (one launch) leaves the q rows and cache bytes that the
+// Backend's default composition (rope of q, rope of k, kv_write) leaves, and
+// the CPU backend's q and f32 cache within RoPE's rounding; k may stay as it
+// was.
+TEST(CudaBackend, RopeKvWriteEqualsRopeThenKvWrite) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaBackend gpu(0);
+  ThreadPool pool(1);
+  cpu::CpuBackend host(&pool);
+  const int32_t n_heads = 8, n_kv = 2, hd = 64;
+  Step step({0, 7, 300});
+  step.slots = {4, 9, 1};
+  step.in.slots = step.slots.data();
+  const int64_t T = 3, slots = 16;
+  const auto q = test::random_floats(T * n_heads * hd, 1),
+             k = test::random_floats(T * n_kv * hd, 2);
+  const auto v = test::random_floats(T * n_kv * hd, 3);
+  for (RopeStyle style : {RopeStyle::kNorm, RopeStyle::kNeox}) {
+    for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+      SCOPED_TRACE(std::string(dtype_name(type)) + (style == RopeStyle::kNeox ? " neox" : ""));
+      const size_t cache = static_cast<size_t>(slots * n_kv) * dtype_row_bytes(type, hd);
+      Buffer q1(gpu, q), k1(gpu, k), dv(gpu, v), kc1(gpu, cache), vc1(gpu, cache);
+      Buffer q2(gpu, q), k2(gpu, k), kc2(gpu, cache), vc2(gpu, cache);
+      gpu.begin_step(step.in, RopeParams{hd, 10000.0f, 1.0f});
+      gpu.rope_kv_write({kc1.p, vc1.p, type, 16, n_kv, hd}, q1.f(), n_heads, k1.f(), dv.f(), style);
+      gpu.Backend::rope_kv_write({kc2.p, vc2.p, type, 16, n_kv, hd}, q2.f(), n_heads, k2.f(),
+                                 dv.f(), style);
+      EXPECT_EQ(q1.floats(), q2.floats());
+      std::vector<uint8_t> b1(cache), b2(cache);
+      gpu.download(b1.data(), kc1.p, cache);
+      gpu.download(b2.data(), kc2.p, cache);
+      EXPECT_TRUE(b1 == b2) << "K cache";
+      gpu.download(b1.data(), vc1.p, cache);
+      gpu.download(b2.data(), vc2.p, cache);
+      EXPECT_TRUE(b1 == b2) << "V cache";
+      EXPECT_EQ(k1.floats(), k);
+      if (type != DType::F32) continue;
+      // The CPU backend, same call.
+      std::vector<float> hq = q, hk = k, hkc(cache / 4, 0.0f), hvc(cache / 4, 0.0f);
+      host.begin_step(step.in, RopeParams{hd, 10000.0f, 1.0f});
+      host.rope_kv_write({hkc.data(), hvc.data(), type, 16, n_kv, hd}, hq.data(), n_heads,
+                         hk.data(), v.data(), style);
+      EXPECT_LE(test::rel_error(q1.floats(), hq), 1e-6);
+      EXPECT_LE(test::rel_error(kc1.floats(), hkc), 1e-6);
+      EXPECT_EQ(vc1.floats(), hvc);
+    }
+  }
+}
+
+TEST(CudaBackend, RopeKvWriteNeedsAStep) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaBackend gpu(0);
+  Buffer q(gpu, size_t{64 * 4}), c(gpu, size_t{16 * 64 * 2});
+  EXPECT_THROW(gpu.rope_kv_write({c.p, c.p, DType::F16, 16, 1, 64}, q.f(), 1, q.f(), q.f(),
+                                 RopeStyle::kNorm),
+               Error);
 }
 
 // The fused paths (norm or SwiGLU straight to int8, several matrices in one

@@ -170,7 +170,13 @@ void CpuBackend::silu_mul(float* gate, const float* up, int64_t count) {
 
 void CpuBackend::rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim,
                       RopeStyle style) {
-  rope_->apply(x, step_.n_tokens, stride, n_heads, head_dim, style);
+  // Heads rotate independently: a prefill's split over the pool (a decode
+  // step's few pairs are not worth waking it).
+  if (step_.n_tokens < 8) return rope_->apply(x, step_.n_tokens, stride, n_heads, head_dim, style);
+  pool().parallel_for(n_heads, [&](int64_t h0, int64_t h1, int) {
+    rope_->apply(x + h0 * head_dim, step_.n_tokens, stride, static_cast<int32_t>(h1 - h0), head_dim,
+                 style);
+  });
 }
 
 void CpuBackend::kv_write(const KvLayerView& kv, const float* k, const float* v) {

@@ -439,8 +439,8 @@ void CudaBackend::rope(float* x, int64_t stride, int32_t n_heads, int32_t head_d
   rope_->apply(dev_, x, n_tokens_, stride, n_heads, head_dim, style);
 }
 
-void CudaBackend::kv_write(const KvLayerView& kv, const float* k, const float* v) {
-  ProfileScope scope(profile_.get(), "kv_write", n_tokens_);
+KvWriteArgs CudaBackend::kv_write_args(const KvLayerView& kv, const float* k,
+                                       const float* v) const {
   KvWriteArgs a;
   a.k = k;
   a.k_stride = static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim;
@@ -453,7 +453,26 @@ void CudaBackend::kv_write(const KvLayerView& kv, const float* k, const float* v
   a.k_cache = kv.k;
   a.v_cache = kv.v;
   a.cache_type = kv.type;
-  cuda::kv_write(dev_, a);
+  return a;
+}
+
+void CudaBackend::kv_write(const KvLayerView& kv, const float* k, const float* v) {
+  ProfileScope scope(profile_.get(), "kv_write", n_tokens_);
+  cuda::kv_write(dev_, kv_write_args(kv, k, v));
+}
+
+void CudaBackend::rope_kv_write(const KvLayerView& kv, float* q, int32_t n_heads, float* k,
+                                const float* v, RopeStyle style) {
+  ProfileScope scope(profile_.get(), "rope_kv_write", n_tokens_);
+  if (!rope_) throw Error(fmt::format("{}: RoPE before the step's begin_step()", name_));
+  KvRopeArgs r;
+  r.q = q;
+  r.q_stride = static_cast<int64_t>(n_heads) * kv.head_dim;
+  r.n_heads = n_heads;
+  r.n_rot = rope_->n_rot();
+  r.neox = style == RopeStyle::kNeox;
+  r.cos_sin = rope_->cos_sin(n_tokens_);
+  cuda::rope_kv_write(dev_, kv_write_args(kv, k, v), r);
 }
 
 PagedAttentionArgs CudaBackend::attention_args(const KvLayerView& kv, const float* q, float* out,

@@ -24,6 +24,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/kv_write.h"
 #include "backend/cuda/layer_graphs.h"
 #include "backend/cuda/ops.h"
 
@@ -87,6 +88,9 @@ class CudaBackend final : public Backend {
   void silu_mul(float* gate, const float* up, int64_t count) override;
   void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim, RopeStyle style) override;
   void kv_write(const KvLayerView& kv, const float* k, const float* v) override;
+  // One launch: q rotated in place, k rotated on its way to the cache.
+  void rope_kv_write(const KvLayerView& kv, float* q, int32_t n_heads, float* k, const float* v,
+                     RopeStyle style) override;
   void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                        float scale) override;
   // Decode: the attention kernel also writes its output as the int8 input of
@@ -117,6 +121,8 @@ class CudaBackend final : public Backend {
   // needs it) is in q8_act_; x (f32) for the other outputs. The int8 GEMV
   // makes the residual add of outputs without bias or RoPE itself.
   void products(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs);
+  // The KV write kernel's arguments for this step.
+  KvWriteArgs kv_write_args(const KvLayerView& kv, const float* k, const float* v) const;
   // The attention kernel's arguments for this step.
   PagedAttentionArgs attention_args(const KvLayerView& kv, const float* q, float* out,
                                     int32_t n_heads, float scale) const;

@@ -9,6 +9,7 @@
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/rope.cuh"
 #include "util/error.h"
 
 namespace pagellm::cuda {
@@ -64,25 +65,6 @@ __global__ void add_bias_kernel(float* x, const float* bias, int64_t rows, int64
     const int64_t r = i / n, c = i % n;
     x[r * stride + c] = __fadd_rn(x[r * stride + c], bias[c]);
   }
-}
-
-// {cos, sin} of pair i's angle at position pos (in double, as the CPU).
-__host__ __device__ __forceinline__ float2 rope_cos_sin(int32_t pos, int32_t i, int32_t n_rot,
-                                                        float freq_base, float freq_scale) {
-  const double inv_freq = pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
-  const double angle = static_cast<double>(pos) * freq_scale * inv_freq;
-  return make_float2(static_cast<float>(cos(angle)), static_cast<float>(sin(angle)));
-}
-
-// Rotates pair i of the head at v: kNorm (v[2i], v[2i+1]), kNeox (v[i],
-// v[i + half]); a * c - b * s and a * s + b * c, rounded step by step as on
-// the CPU.
-__host__ __device__ __forceinline__ void rope_rotate(float* v, int32_t i, int32_t half, bool neox,
-                                                     float2 cs) {
-  const int32_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
-  const float a = v[i0], b = v[i1];
-  v[i0] = PAGELLM_SUB_RN(PAGELLM_MUL_RN(a, cs.x), PAGELLM_MUL_RN(b, cs.y));
-  v[i1] = PAGELLM_ADD_RN(PAGELLM_MUL_RN(a, cs.y), PAGELLM_MUL_RN(b, cs.x));
 }
 
 __global__ void rope_table_kernel(const int32_t* positions, int64_t n_tokens, int32_t n_rot,
@@ -219,6 +201,19 @@ void rope_host(float* x, const int32_t* positions, int64_t n_tokens, int64_t str
     }
 }
 
+std::vector<float> rope_table_host(const int32_t* positions, int64_t n_tokens, int32_t n_rot,
+                                   float freq_base, float freq_scale) {
+  const int32_t half = n_rot / 2;
+  std::vector<float> table(static_cast<size_t>(n_tokens * half) * 2);
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int32_t i = 0; i < half; ++i) {
+      const float2 cs = rope_cos_sin(positions[t], i, n_rot, freq_base, freq_scale);
+      table[static_cast<size_t>(t * half + i) * 2] = cs.x;
+      table[static_cast<size_t>(t * half + i) * 2 + 1] = cs.y;
+    }
+  return table;
+}
+
 void CudaRopeCache::prepare(const CudaDevice& dev, const int32_t* positions, int64_t n_tokens) {
   n_tokens_ = n_tokens;
   const int64_t pairs = n_tokens * (n_rot_ / 2);
@@ -229,6 +224,12 @@ void CudaRopeCache::prepare(const CudaDevice& dev, const int32_t* positions, int
              0, positions, n_tokens, n_rot_, freq_base_, freq_scale_, cos_sin_.as<float2>());
 }
 
+const float* CudaRopeCache::cos_sin(int64_t n_tokens) const {
+  if (n_tokens > n_tokens_)
+    throw Error(fmt::format("CUDA RoPE: {} tokens, but prepare() saw {}", n_tokens, n_tokens_));
+  return cos_sin_.as<const float>();
+}
+
 void CudaRopeCache::apply(const CudaDevice& dev, float* x, int64_t n_tokens, int64_t stride,
                           int32_t n_heads, int32_t head_dim, RopeStyle style) const {
   const RopeTarget t{x, stride, n_heads};
@@ -237,8 +238,7 @@ void CudaRopeCache::apply(const CudaDevice& dev, float* x, int64_t n_tokens, int
 
 void CudaRopeCache::apply(const CudaDevice& dev, const RopeTarget* targets, int n_targets,
                           int64_t n_tokens, int32_t head_dim, RopeStyle style) const {
-  if (n_tokens > n_tokens_)
-    throw Error(fmt::format("CUDA RoPE: {} tokens, but prepare() saw {}", n_tokens, n_tokens_));
+  const float2* table = reinterpret_cast<const float2*>(cos_sin(n_tokens));
   if (n_rot_ > head_dim || n_rot_ % 2 != 0)
     throw ConfigError(fmt::format("CUDA RoPE: n_rot {} for heads of {}", n_rot_, head_dim));
   if (n_targets < 1 || n_targets > kRopeMaxTargets)
@@ -256,8 +256,7 @@ void CudaRopeCache::apply(const CudaDevice& dev, const RopeTarget* targets, int 
   if (work == 0) return;
   dev.make_current();
   launch_pdl(dev, "rope_apply", rope_apply_kernel, dim3(grid_for(work, kThreads)), dim3(kThreads),
-             0, tg, n_tokens, head_dim, n_rot_, style == RopeStyle::kNeox,
-             cos_sin_.as<const float2>());
+             0, tg, n_tokens, head_dim, n_rot_, style == RopeStyle::kNeox, table);
 }
 
 }  // namespace pagellm::cuda

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/rope_style.h"
@@ -54,6 +55,11 @@ void rope_host(float* x, const int32_t* positions, int64_t n_tokens, int64_t str
                int32_t n_heads, int32_t head_dim, int32_t n_rot, float freq_base, float freq_scale,
                RopeStyle style);
 
+// CudaRopeCache's table (rope.cuh's layout) on the host, by the kernel's own
+// per-pair code: for the host renditions of kernels that read it.
+std::vector<float> rope_table_host(const int32_t* positions, int64_t n_tokens, int32_t n_rot,
+                                   float freq_base, float freq_scale);
+
 // One tensor for CudaRopeCache::apply: n_heads heads of each token row
 // (rows `stride` floats apart).
 struct RopeTarget {
@@ -80,6 +86,10 @@ class CudaRopeCache {
              int32_t head_dim, RopeStyle style) const;
   // Where the table is (it moves when a step has more tokens than before).
   const void* table() const { return cos_sin_.data(); }
+  // The table (rope.cuh's layout) for a step's first n_tokens tokens, for
+  // kernels that rotate as they go; throws when prepare() saw fewer.
+  const float* cos_sin(int64_t n_tokens) const;
+  int32_t n_rot() const { return n_rot_; }
 
  private:
   int32_t n_rot_;
