@@ -186,21 +186,6 @@ void rms_norm_host(const float* x, const float* weight, float* out, int64_t rows
   }
 }
 
-void rope_host(float* x, const int32_t* positions, int64_t n_tokens, int64_t stride,
-               int32_t n_heads, int32_t head_dim, int32_t n_rot, float freq_base, float freq_scale,
-               RopeStyle style) {
-  if (n_rot > head_dim || n_rot % 2 != 0)
-    throw ConfigError(fmt::format("CUDA RoPE: n_rot {} for heads of {}", n_rot, head_dim));
-  const int32_t half = n_rot / 2;
-  for (int64_t t = 0; t < n_tokens; ++t)
-    for (int32_t i = 0; i < half; ++i) {
-      const float2 cs = rope_cos_sin(positions[t], i, n_rot, freq_base, freq_scale);
-      for (int32_t h = 0; h < n_heads; ++h)
-        rope_rotate(x + t * stride + static_cast<int64_t>(h) * head_dim, i, half,
-                    style == RopeStyle::kNeox, cs);
-    }
-}
-
 std::vector<float> rope_table_host(const int32_t* positions, int64_t n_tokens, int32_t n_rot,
                                    float freq_base, float freq_scale) {
   const int32_t half = n_rot / 2;
@@ -212,6 +197,23 @@ std::vector<float> rope_table_host(const int32_t* positions, int64_t n_tokens, i
       table[static_cast<size_t>(t * half + i) * 2 + 1] = cs.y;
     }
   return table;
+}
+
+void rope_host(float* x, const int32_t* positions, int64_t n_tokens, int64_t stride,
+               int32_t n_heads, int32_t head_dim, int32_t n_rot, float freq_base, float freq_scale,
+               RopeStyle style) {
+  if (n_rot > head_dim || n_rot % 2 != 0)
+    throw ConfigError(fmt::format("CUDA RoPE: n_rot {} for heads of {}", n_rot, head_dim));
+  const int32_t half = n_rot / 2;
+  // The table prepare() fills, then the pairs as rope_apply_kernel rotates them.
+  const std::vector<float> table =
+      rope_table_host(positions, n_tokens, n_rot, freq_base, freq_scale);
+  const auto* cs = reinterpret_cast<const float2*>(table.data());
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int32_t i = 0; i < half; ++i)
+      for (int32_t h = 0; h < n_heads; ++h)
+        rope_rotate(x + t * stride + static_cast<int64_t>(h) * head_dim, i, half,
+                    style == RopeStyle::kNeox, cs[t * half + i]);
 }
 
 void CudaRopeCache::prepare(const CudaDevice& dev, const int32_t* positions, int64_t n_tokens) {
