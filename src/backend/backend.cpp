@@ -3,6 +3,8 @@
 #include <memory>
 #include <utility>
 
+#include "util/host_pages.h"
+
 namespace pagellm {
 
 void Backend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) {
@@ -46,7 +48,6 @@ void Backend::finish_outputs(int64_t rows, const MatmulOutput* outs, size_t n_ou
     const MatmulOutput& o = outs[i];
     const int64_t n = o.w->n_out;
     if (o.bias) add_bias(o.y, o.bias, rows, n, n);
-    if (o.rope_heads > 0) rope(o.y, n, o.rope_heads, o.head_dim, o.rope_style);
     if (o.add_to) add_inplace(o.add_to, o.y, rows * n);
   }
 }
@@ -73,31 +74,46 @@ PagedAttentionArgs paged_attention_args(const KvLayerView& kv, const float* q, f
   return a;
 }
 
-BackendBuffer::BackendBuffer(Backend& backend, size_t bytes) {
-  ensure(backend, bytes);
+void* Backend::allocate_host(size_t bytes) {
+  return allocate_host_pages(bytes);
+}
+
+void Backend::free_host(void* p, size_t bytes) noexcept {
+  free_host_pages(p, bytes);
+}
+
+BackendBuffer::BackendBuffer(Backend& backend, size_t bytes, Memory memory) {
+  ensure(backend, bytes, memory);
 }
 
 BackendBuffer& BackendBuffer::operator=(BackendBuffer&& o) noexcept {
   if (this != &o) {
     reset();
     backend_ = std::exchange(o.backend_, nullptr);
+    memory_ = o.memory_;
     data_ = std::exchange(o.data_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
   }
   return *this;
 }
 
-void BackendBuffer::ensure(Backend& backend, size_t bytes) {
-  if (backend_ == &backend && bytes_ >= bytes) return;
+void BackendBuffer::ensure(Backend& backend, size_t bytes, Memory memory) {
+  if (backend_ == &backend && memory_ == memory && bytes_ >= bytes) return;
   reset();
   if (bytes == 0) return;
-  data_ = backend.allocate(bytes);
+  data_ = memory == Memory::kHost ? backend.allocate_host(bytes) : backend.allocate(bytes);
   backend_ = &backend;
+  memory_ = memory;
   bytes_ = bytes;
 }
 
 void BackendBuffer::reset() {
-  if (data_) backend_->deallocate(data_, bytes_);
+  if (data_) {
+    if (memory_ == Memory::kHost)
+      backend_->free_host(data_, bytes_);
+    else
+      backend_->deallocate(data_, bytes_);
+  }
   backend_ = nullptr;
   data_ = nullptr;
   bytes_ = 0;

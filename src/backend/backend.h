@@ -29,21 +29,16 @@ using MatrixView = cpu::WeightMatrix;
 
 // One product y = x W^T, then, on its rows, in this order (the epilogue):
 //   y row += bias                                        (as add_bias)
-//   RoPE of the first rope_heads heads of head_dim       (as rope(); the rows
-//                                                         are the step's tokens)
 //   add_to row += y row                                  (as add_inplace: the
 //                                                         residual stream)
 // The CPU backend runs the epilogue in the product's threads while the rows
-// are in cache where its 16-row groups can be cut on head bounds, otherwise
-// once after the product, as finish_outputs() does.
+// are in cache; CUDA in the product's kernel where it can, otherwise once
+// after the product, as finish_outputs() does.
 struct MatmulOutput {
   const MatrixView* w;
   float* y;                     // [rows][w->n_out]
   const float* bias = nullptr;  // [w->n_out]
-  int32_t rope_heads = 0;       // 0: no RoPE
-  int32_t head_dim = 0;
-  RopeStyle rope_style = RopeStyle::kNorm;
-  float* add_to = nullptr;  // [rows][w->n_out]; nullptr: no add
+  float* add_to = nullptr;      // [rows][w->n_out]; nullptr: no add
 };
 
 // One step's batch, in host memory; valid from begin_step() to the next one.
@@ -92,6 +87,11 @@ class Backend {
   // cannot be had. deallocate() takes what allocate() gave, with its size.
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* p, size_t bytes) noexcept = 0;
+  // Zero-filled host memory that download() fills fastest (CUDA: pinned,
+  // so copies go straight by DMA); the default is plain host pages.
+  // free_host() takes what allocate_host() gave, with its size.
+  virtual void* allocate_host(size_t bytes);
+  virtual void free_host(void* p, size_t bytes) noexcept;
   virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // within this backend
@@ -195,8 +195,8 @@ class Backend {
                                float scale) = 0;
 
  protected:
-  // Runs the outputs' epilogues (bias, RoPE) with add_bias() and rope(), for
-  // a matmul() that does not fuse them.
+  // Runs the outputs' epilogues with add_bias() and add_inplace(), for a
+  // matmul() that does not fuse them.
   void finish_outputs(int64_t rows, const MatmulOutput* outs, size_t n_outs);
 };
 
@@ -207,11 +207,13 @@ PagedAttentionArgs paged_attention_args(const KvLayerView& kv, const float* q, f
                                         int32_t n_heads, float scale, int32_t n_tokens,
                                         const int32_t* token_seq, const int32_t* token_pos);
 
-// An allocation of a backend's memory, released on destruction. Move-only.
+// An allocation of a backend's memory (or of the host memory it downloads
+// into fastest: kHost), released on destruction. Move-only.
 class BackendBuffer {
  public:
+  enum class Memory { kBackend, kHost };
   BackendBuffer() = default;
-  BackendBuffer(Backend& backend, size_t bytes);
+  BackendBuffer(Backend& backend, size_t bytes, Memory memory = Memory::kBackend);
   ~BackendBuffer() { reset(); }
   BackendBuffer(BackendBuffer&& o) noexcept { *this = std::move(o); }
   BackendBuffer& operator=(BackendBuffer&& o) noexcept;
@@ -222,11 +224,12 @@ class BackendBuffer {
   float* f32() const { return static_cast<float*>(data_); }
   size_t bytes() const { return bytes_; }
   // At least `bytes` (contents dropped when it grows).
-  void ensure(Backend& backend, size_t bytes);
+  void ensure(Backend& backend, size_t bytes, Memory memory = Memory::kBackend);
   void reset();
 
  private:
   Backend* backend_ = nullptr;
+  Memory memory_ = Memory::kBackend;
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };

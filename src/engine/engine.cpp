@@ -92,7 +92,7 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, 
   const int64_t max_tokens = config_.scheduler.max_batched_tokens;
   const int64_t max_rows = std::min<int64_t>(max_tokens, config_.scheduler.max_num_seqs);
   model.reserve_workspace(max_tokens, max_rows);
-  logits_.assign(static_cast<size_t>(max_rows * hp.n_vocab), 0.0f);
+  draws_.reserve(static_cast<size_t>(max_rows) * 2);
 }
 
 Engine::~Engine() = default;
@@ -217,19 +217,54 @@ void Engine::fork_samples(SeqState& parent) {
   }
 }
 
-void Engine::sample_and_emit(SeqState& st, const float* logits) {
+void Engine::add_draw(SeqState& st, const float* logits) {
+  Draw& d = draws_.emplace_back(Draw{&st, logits});
+  if (FaultInjector::hit("engine.sample", static_cast<int64_t>(st.req->id))) {
+    d.failed = true;
+    d.error = describe_failure(InjectedFault("injected fault while sampling"), "sampling");
+  }
+}
+
+void Engine::draw(Draw& d) const {
+  // Runs on any thread: touches only this sequence's sampler and log-probs
+  // and reads its tokens; errors are kept for the engine thread.
+  if (d.failed) return;
+  SeqState& st = *d.st;
+  try {
+    const Sequence& seq = *st.seq;
+    d.token = st.sampler.sample(d.logits, model_.hparams().n_vocab, seq.tokens,
+                                static_cast<size_t>(seq.n_prompt));
+    const int32_t top_n = st.req->req.logprobs;
+    if (top_n >= 0) {
+      st.has_logprob = true;
+      st.logprob = st.sampler.logprobs(d.token, top_n, &st.top_logprobs).logprob;
+    }
+  } catch (const std::exception& e) {
+    d.failed = true;
+    try {
+      d.error = describe_failure(e, "sampling");
+    } catch (...) {  // no memory for the message: emit() names the failure
+    }
+  }
+}
+
+void Engine::sample_all(std::vector<Draw>& draws) {
+  const int64_t n = static_cast<int64_t>(draws.size());
+  if (n > 1 && pool_.size() > 1 &&
+      n * model_.hparams().n_vocab >= config_.parallel_sampling_logits) {
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) draw(draws[static_cast<size_t>(i)]);
+    });
+  } else {
+    for (Draw& d : draws) draw(d);
+  }
+}
+
+void Engine::emit(SeqState& st, int32_t id) {
   Sequence& seq = *st.seq;
-  if (FaultInjector::hit("engine.sample", static_cast<int64_t>(st.req->id)))
-    throw InjectedFault("injected fault while sampling");
-  const int32_t id = st.sampler.sample(logits, model_.hparams().n_vocab, seq.tokens,
-                                       static_cast<size_t>(seq.n_prompt));
   seq.tokens.push_back(id);
   ++stats_.generated_tokens;
   const Request& req = st.req->req;
-  if (req.logprobs >= 0) {
-    st.has_logprob = true;
-    st.logprob = st.sampler.logprobs(id, req.logprobs, &st.top_logprobs).logprob;
-  }
 
   std::string reason;
   if (tokenizer_.is_eog(id) && !req.ignore_eos) {
@@ -318,10 +353,11 @@ bool Engine::step() {
       stats_.prompt_tokens_computed +=
           static_cast<uint64_t>(std::min(end, s->n_prompt) - s->n_computed);
   }
+  std::span<const float> logits;
   try {
     // Copy-on-write copies first (on a GPU they can fail like the forward pass).
     for (const auto& c : out.copies) pool_storage_->copy_block(c.src, c.dst);
-    model_.forward(batch_, *pool_storage_, pool_, logits_);
+    logits = model_.forward(batch_, *pool_storage_, pool_);
   } catch (const std::exception& e) {
     // Nothing of this step is committed; the batch's requests end with the error.
     const std::string error = describe_failure(e, "the forward pass");
@@ -332,21 +368,39 @@ bool Engine::step() {
   scheduler_->update_after_step(out);
   ++stats_.steps;
 
+  // Which sequences draw from which row: forks made and faults injected
+  // here, on the engine thread.
   const int64_t V = model_.hparams().n_vocab;
+  draws_.clear();
   for (size_t i = 0; i < sampled.size(); ++i) {
     SeqState& st = *sampled[i];
     if (st.done) continue;
-    const float* row = logits_.data() + static_cast<int64_t>(i) * V;
+    const float* row = logits.data() + static_cast<int64_t>(i) * V;
     if (st.seq->n_generated() == 0 && st.index == 0)
       stats_.cached_prompt_tokens += static_cast<uint64_t>(st.seq->n_cached_prompt);
+    // Failures here are kept in the draws (in the order the draws would have
+    // been emitted), as the draws' own are.
     try {
       if (st.req->req.n > 1 && st.req->seqs.size() == 1) {
-        // End of the shared prompt: the other samples fork here and draw from the same logits.
+        // End of a shared prompt: the other samples fork here and draw from the same logits.
         fork_samples(st);
-        for (auto& sib : st.req->seqs) sample_and_emit(*sib, row);
+        for (auto& sib : st.req->seqs) add_draw(*sib, row);
       } else {
-        sample_and_emit(st, row);
+        add_draw(st, row);
       }
+    } catch (const std::exception& e) {
+      fail_request(*st.req, describe_failure(e, "sampling"));
+    }
+  }
+  sample_all(draws_);
+  for (Draw& d : draws_) {
+    SeqState& st = *d.st;
+    if (st.done) continue;  // a sibling's draw failed the request
+    try {
+      if (d.failed)
+        fail_request(*st.req, d.error.empty() ? "out of memory during sampling" : d.error);
+      else
+        emit(st, d.token);
     } catch (const std::exception& e) {
       fail_request(*st.req, describe_failure(e, "sampling"));
     }

@@ -35,6 +35,11 @@ struct EngineConfig {
   // returns false, no new sequence is admitted. Empty: never paused.
   std::function<bool()> memory_ok;
   int32_t memory_check_ms = 100;
+  // A step's draws run on the thread pool, one sequence per task, when they
+  // read at least this many logits together (e.g. 5 sequences of a 32000-token
+  // vocabulary); fewer run on the engine thread, where a parallel region
+  // would cost more than it saves. The tokens do not depend on it.
+  int64_t parallel_sampling_logits = int64_t{1} << 17;
 };
 
 struct EngineStats {
@@ -84,7 +89,20 @@ class Engine {
   struct SeqState;
   struct RequestState;
 
-  void sample_and_emit(SeqState& st, const float* logits);
+  // One sequence's draw of a step: sampled (possibly on a pool thread),
+  // then emitted on the engine thread.
+  struct Draw {
+    SeqState* st;
+    const float* logits;
+    int32_t token = -1;
+    bool failed = false;  // the request ends with `error`
+    std::string error;
+  };
+  // Queues st's draw from `logits` (a fault injected here fails it).
+  void add_draw(SeqState& st, const float* logits);
+  void draw(Draw& d) const;
+  void sample_all(std::vector<Draw>& draws);
+  void emit(SeqState& st, int32_t id);
   void finish_seq(SeqState& st, const std::string& reason, int32_t token = -1,
                   const std::string& error = {});
   void fail_request(RequestState& rs, const std::string& error);
@@ -106,7 +124,7 @@ class Engine {
   EngineStats stats_;
   std::chrono::steady_clock::time_point last_memory_check_{};
   Batch batch_;
-  std::vector<float> logits_;
+  std::vector<Draw> draws_;
 };
 
 }  // namespace pagellm

@@ -38,6 +38,25 @@ void SamplingParams::validate() const {
   }
 }
 
+int32_t first_argmax(const float* x, int64_t n) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  // Lane maxima first (independent chains the compiler can vectorise; NaN
+  // never compares greater), then the first index holding the maximum.
+  constexpr int kLanes = 8;
+  float lane[kLanes];
+  std::fill(lane, lane + kLanes, kNegInf);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] = x[i + l] > lane[l] ? x[i + l] : lane[l];
+  float best = kNegInf;
+  for (float v : lane) best = v > best ? v : best;
+  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+  if (best == kNegInf) return 0;
+  for (int64_t j = 0; j < n; ++j)
+    if (x[j] == best) return static_cast<int32_t>(j);
+  return 0;  // not reached
+}
+
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
   params_.validate();
 }
@@ -58,75 +77,128 @@ int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_
     throw Error(fmt::format("sampler: no logits (n_vocab {})", n_vocab));
   }
   const double u = next_uniform();  // exactly one draw per call, whatever the mode
-
+  n_vocab_ = n_vocab;
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-  penalized_.resize(n_vocab);
-  for (int i = 0; i < n_vocab; ++i) {
-    penalized_[i] = std::isnan(logits[i]) ? kNegInf : static_cast<double>(logits[i]);
-  }
-
-  if (params_.repetition_penalty != 1.0f && params_.repeat_last_n != 0) {
-    size_t window = history.size();
-    if (params_.repeat_last_n > 0) {
-      window = std::min(window, static_cast<size_t>(params_.repeat_last_n));
-    }
-    const auto recent = history.subspan(history.size() - window);
-    std::vector<int32_t> distinct(recent.begin(), recent.end());
-    std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    const float penalty = params_.repetition_penalty;
-    for (int32_t id : distinct) {
-      if (id < 0 || id >= n_vocab) {
-        throw Error(
-            fmt::format("sampler: history token {} out of range (n_vocab {})", id, n_vocab));
+  // Without penalties the float logits are read in place (penalized_ is
+  // filled if logprobs() asks); with them, from penalized_.
+  const bool plain = !penalizes();
+  unpenalized_ = plain ? logits : nullptr;
+  if (!plain) {
+    copy_logits(logits, n_vocab);
+    if (params_.repetition_penalty != 1.0f && params_.repeat_last_n != 0 && !history.empty()) {
+      size_t window = history.size();
+      if (params_.repeat_last_n > 0) {
+        window = std::min(window, static_cast<size_t>(params_.repeat_last_n));
       }
-      if (std::isnan(logits[id])) continue;
-      const float l = logits[id];
-      penalized_[id] = static_cast<double>(l > 0.0f ? l / penalty : l * penalty);
-    }
-  }
-
-  if ((params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) &&
-      n_prompt < history.size()) {
-    std::vector<int32_t> generated(history.begin() + static_cast<std::ptrdiff_t>(n_prompt),
-                                   history.end());
-    std::sort(generated.begin(), generated.end());
-    for (size_t i = 0; i < generated.size();) {
-      const int32_t id = generated[i];
-      size_t j = i;
-      while (j < generated.size() && generated[j] == id) ++j;
-      if (id < 0 || id >= n_vocab) {
-        throw Error(
-            fmt::format("sampler: history token {} out of range (n_vocab {})", id, n_vocab));
+      const auto recent = history.subspan(history.size() - window);
+      std::vector<int32_t> distinct(recent.begin(), recent.end());
+      std::sort(distinct.begin(), distinct.end());
+      distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+      const float penalty = params_.repetition_penalty;
+      for (int32_t id : distinct) {
+        if (id < 0 || id >= n_vocab) {
+          throw Error(
+              fmt::format("sampler: history token {} out of range (n_vocab {})", id, n_vocab));
+        }
+        if (std::isnan(logits[id])) continue;
+        const float l = logits[id];
+        penalized_[id] = static_cast<double>(l > 0.0f ? l / penalty : l * penalty);
       }
-      const double count = static_cast<double>(j - i);
-      penalized_[id] -= static_cast<double>(params_.presence_penalty) +
-                        count * static_cast<double>(params_.frequency_penalty);
-      i = j;
+    }
+
+    if ((params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) &&
+        n_prompt < history.size()) {
+      std::vector<int32_t> generated(history.begin() + static_cast<std::ptrdiff_t>(n_prompt),
+                                     history.end());
+      std::sort(generated.begin(), generated.end());
+      for (size_t i = 0; i < generated.size();) {
+        const int32_t id = generated[i];
+        size_t j = i;
+        while (j < generated.size() && generated[j] == id) ++j;
+        if (id < 0 || id >= n_vocab) {
+          throw Error(
+              fmt::format("sampler: history token {} out of range (n_vocab {})", id, n_vocab));
+        }
+        const double count = static_cast<double>(j - i);
+        penalized_[id] -= static_cast<double>(params_.presence_penalty) +
+                          count * static_cast<double>(params_.frequency_penalty);
+        i = j;
+      }
     }
   }
+  auto value = [&](int i) -> double {
+    if (!plain) return penalized_[static_cast<size_t>(i)];
+    return std::isnan(logits[i]) ? kNegInf : static_cast<double>(logits[i]);
+  };
 
-  int32_t best = 0;
-  for (int i = 1; i < n_vocab; ++i) {
-    if (penalized_[i] > penalized_[best]) best = i;
+  if (params_.temperature == 0.0f) {
+    if (plain) return first_argmax(logits, n_vocab);
+    int32_t best = 0;
+    for (int i = 1; i < n_vocab; ++i)
+      if (penalized_[i] > penalized_[best]) best = i;
+    return best;
   }
-  if (params_.temperature == 0.0f || penalized_[best] == kNegInf) return best;
 
-  cands_.resize(n_vocab);
-  for (int i = 0; i < n_vocab; ++i) cands_[i] = {i, penalized_[i]};
+  // The candidates, best first (higher logit, then lower id).
   auto before = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
-  if (params_.top_k > 0 && params_.top_k < n_vocab) {
-    std::partial_sort(cands_.begin(), cands_.begin() + params_.top_k, cands_.end(), before);
-    cands_.resize(params_.top_k);
+  const int32_t k = params_.top_k;
+  cands_.clear();
+  if (k > 0 && k < n_vocab) {
+    // The k best in one pass: a heap whose front is the worst kept. Ids come
+    // in increasing order, so a later id only displaces it with a strictly
+    // larger logit (the same k as sorting them all).
+    int i = 0;
+    for (; i < k; ++i) {
+      cands_.push_back({i, value(i)});
+      std::push_heap(cands_.begin(), cands_.end(), before);
+    }
+    auto displace = [&](int id, double l) {
+      std::pop_heap(cands_.begin(), cands_.end(), before);
+      cands_.back() = {id, l};
+      std::push_heap(cands_.begin(), cands_.end(), before);
+    };
+    if (plain) {
+      // On the floats: the worst kept is a float (or -inf) exactly, and NaN
+      // never compares greater.
+      float worst = static_cast<float>(cands_.front().logit);
+      for (; i < n_vocab; ++i)
+        if (logits[i] > worst) {
+          displace(i, logits[i]);
+          worst = static_cast<float>(cands_.front().logit);
+        }
+    } else {
+      for (; i < n_vocab; ++i)
+        if (penalized_[i] > cands_.front().logit) displace(i, penalized_[i]);
+    }
+    std::sort_heap(cands_.begin(), cands_.end(), before);
   } else {
+    cands_.resize(static_cast<size_t>(n_vocab));
+    for (int i = 0; i < n_vocab; ++i) cands_[static_cast<size_t>(i)] = {i, value(i)};
     std::sort(cands_.begin(), cands_.end(), before);
   }
+  if (cands_.front().logit == kNegInf) return cands_.front().id;  // nothing possible: id 0
   return pick(cands_, u);
 }
 
+bool Sampler::penalizes() const {
+  return (params_.repetition_penalty != 1.0f && params_.repeat_last_n != 0) ||
+         params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+}
+
+void Sampler::copy_logits(const float* logits, int n_vocab) const {
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  penalized_.resize(static_cast<size_t>(n_vocab));
+  for (int i = 0; i < n_vocab; ++i)
+    penalized_[i] = std::isnan(logits[i]) ? kNegInf : static_cast<double>(logits[i]);
+}
+
 TokenLogprob Sampler::logprobs(int32_t token, int32_t top_n, std::vector<TokenLogprob>* top) const {
+  if (unpenalized_) {
+    copy_logits(unpenalized_, n_vocab_);
+    unpenalized_ = nullptr;
+  }
   const int n_vocab = static_cast<int>(penalized_.size());
   if (n_vocab == 0 || token < 0 || token >= n_vocab) {
     throw Error(fmt::format("sampler: logprobs of token {} (n_vocab {})", token, n_vocab));

@@ -28,6 +28,10 @@
 // logits after step 1/1b (penalties applied) and before temperature and the
 // top_k/top_p/min_p cuts: the model's distribution as penalised, the same
 // whatever the temperature.
+//
+// Greedy draws without penalties (the common serving case) scan the float
+// logits once and copy nothing; logprobs() then reads the same logits, which
+// must still be there when it is called.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +61,10 @@ struct SamplingParams {
   // "temperature must be >= 0 (got -1)" or "top_p must be in (0, 1] (got 1.5)".
   void validate() const;
 };
+
+// The first index of the largest value of x[0, n), NaN counting as -infinity
+// (0 when every value is -infinity or NaN, or n <= 0).
+int32_t first_argmax(const float* x, int64_t n);
 
 class Sampler {
  public:
@@ -88,12 +96,19 @@ class Sampler {
   // Uniform in [0, 1) from one generator step.
   double next_uniform();
   int32_t pick(std::vector<Candidate>& cands, double u) const;
+  bool penalizes() const;
+  // penalized_ from the logits, with NaN as -infinity (no penalties).
+  void copy_logits(const float* logits, int n_vocab) const;
 
   SamplingParams params_;
   std::mt19937_64 rng_;
   uint64_t draws_ = 0;
-  std::vector<double> penalized_;  // scratch: logits after the penalty
-  std::vector<Candidate> cands_;   // scratch
+  // Logits after the penalties; filled lazily (by logprobs()) after a plain
+  // greedy draw, from `unpenalized_`.
+  mutable std::vector<double> penalized_;
+  mutable const float* unpenalized_ = nullptr;
+  int n_vocab_ = 0;
+  std::vector<Candidate> cands_;  // scratch
 };
 
 }  // namespace pagellm

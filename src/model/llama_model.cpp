@@ -19,8 +19,11 @@ struct LlamaModel::Segment {
   int32_t layer_begin = 0;
   int32_t layer_end = 0;
   int64_t tokens = 0;      // capacity of the buffers, in tokens
-  int64_t logit_rows = 0;  // of `logits` (devices whose memory is not the host's)
-  BackendBuffer x, h, q, k, v, attn, gate, up, logits;
+  int64_t logit_rows = 0;  // of the logits buffers (the last segment)
+  BackendBuffer x, h, q, k, v, attn, gate, up;
+  // The output head's: `logits` in device memory where that is not the
+  // host's, `host_logits` where forward() returns them.
+  BackendBuffer logits, host_logits;
 };
 
 namespace {
@@ -170,6 +173,7 @@ KvPoolShape LlamaModel::kv_shape(int32_t num_blocks, int32_t block_size, DType k
 void LlamaModel::ensure_workspace(Segment& s, int64_t tokens, int64_t logit_rows) {
   Backend& b = *s.backend;
   if (tokens > s.tokens) {
+    s.tokens = 0;  // until every buffer has grown (a failure leaves none trusted)
     const size_t f = sizeof(float);
     const auto E = static_cast<size_t>(hp_.n_embd), KV = static_cast<size_t>(hp_.n_embd_kv()),
                F = static_cast<size_t>(hp_.n_ff), T = static_cast<size_t>(tokens);
@@ -178,10 +182,12 @@ void LlamaModel::ensure_workspace(Segment& s, int64_t tokens, int64_t logit_rows
     for (BackendBuffer* buf : {&s.gate, &s.up}) buf->ensure(b, T * F * f);
     s.tokens = tokens;
   }
-  // Logits are written in place into the caller's vector on host memory.
   const bool output = s.layer_end == hp_.n_layer;
-  if (output && !b.uses_host_memory() && logit_rows > s.logit_rows) {
-    s.logits.ensure(b, static_cast<size_t>(logit_rows * hp_.n_vocab) * sizeof(float));
+  if (output && logit_rows > s.logit_rows) {
+    const size_t bytes = static_cast<size_t>(logit_rows * hp_.n_vocab) * sizeof(float);
+    s.logit_rows = 0;
+    if (!b.uses_host_memory()) s.logits.ensure(b, bytes);
+    s.host_logits.ensure(b, bytes, BackendBuffer::Memory::kHost);
     s.logit_rows = logit_rows;
   }
 }
@@ -245,6 +251,12 @@ void LlamaModel::run_layers(Segment& s, KvCacheStorage& kv, int64_t T) {
 
 void LlamaModel::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
                          std::vector<float>& logits) {
+  const std::span<const float> out = forward(batch, kv, pool);
+  logits.assign(out.begin(), out.end());
+}
+
+std::span<const float> LlamaModel::forward(const Batch& batch, KvCacheStorage& kv,
+                                           ThreadPool& pool) {
   const int64_t T = batch.n_tokens();
   const int64_t E = hp_.n_embd, V = hp_.n_vocab;
   const int64_t n_out = static_cast<int64_t>(batch.logit_tokens.size());
@@ -253,10 +265,7 @@ void LlamaModel::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& poo
   file_->check_intact();
   if (FaultInjector::hit("model.workspace")) throw std::bad_alloc();
   for (Segment& s : segments_) ensure_workspace(s, T, n_out);
-  if (T == 0) {
-    logits.clear();
-    return;
-  }
+  if (T == 0) return {};
   for (int64_t t = 0; t < T; ++t) {
     const int32_t id = batch.tokens[static_cast<size_t>(t)];
     if (id < 0 || id >= V)
@@ -307,19 +316,26 @@ void LlamaModel::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& poo
 
   Segment& last = segments_.back();
   Backend& b = *last.backend;
-  for (int64_t i = 0; i < n_out; ++i) {
+  // One norm per run of consecutive logit tokens (a prefill's last token, a
+  // decode step's every token).
+  for (int64_t i = 0; i < n_out;) {
     const int64_t t = batch.logit_tokens[static_cast<size_t>(i)];
-    b.rms_norm(last.x.f32() + t * E, w_.output_norm, last.h.f32() + i * E, 1, E, hp_.rms_eps);
+    int64_t n = 1;
+    while (i + n < n_out && batch.logit_tokens[static_cast<size_t>(i + n)] == t + n) ++n;
+    b.rms_norm(last.x.f32() + t * E, w_.output_norm, last.h.f32() + i * E, n, E, hp_.rms_eps);
+    i += n;
   }
-  logits.resize(static_cast<size_t>(n_out * V));
   const MatrixView out = w_.output.cpu();
+  float* logits = last.host_logits.f32();
+  const size_t bytes = static_cast<size_t>(n_out * V) * sizeof(float);
   if (b.uses_host_memory()) {
-    b.matmul(last.h.f32(), n_out, {{&out, logits.data()}});
+    b.matmul(last.h.f32(), n_out, {{&out, logits}});
   } else {
     b.matmul(last.h.f32(), n_out, {{&out, last.logits.f32()}});
-    b.download(logits.data(), last.logits.data(), logits.size() * sizeof(float));
+    b.download(logits, last.logits.data(), bytes);
   }
   file_->check_intact();
+  return {logits, static_cast<size_t>(n_out * V)};
 }
 
 }  // namespace pagellm

@@ -12,6 +12,7 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -79,10 +80,14 @@ class LlamaModel {
   std::vector<DeviceWeightShare> weight_shares() const;
 
   // Runs one step: writes every token's K/V at its slot, then returns the
-  // logits of batch.logit_tokens, row after row, in `logits`
-  // ([logit_tokens.size()][n_vocab]). Throws ConfigError on a bad token id.
-  // Each layer uses the pool that holds it (in its device's memory); where
-  // consecutive layers sit on different devices the hidden state is copied.
+  // logits of batch.logit_tokens, row after row ([logit_tokens.size()]
+  // [n_vocab]), in host memory of the model's that stays valid until the next
+  // forward() (pinned memory when the output head runs on a GPU). Throws
+  // ConfigError on a bad token id. Each layer uses the pool that holds it (in
+  // its device's memory); where consecutive layers sit on different devices
+  // the hidden state is copied.
+  std::span<const float> forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool);
+  // The same, with the logits copied into `logits`.
   void forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
                std::vector<float>& logits);
   // Allocates and touches the activation workspace for batches of up to

@@ -91,29 +91,6 @@ TEST(CudaOps, RopeBothStylesMatchCpu) {
   }
 }
 
-// Two tensors in one launch (q and k) are rotated as in launches of their own.
-TEST(CudaOps, RopeOfTwoTensorsInOneLaunchEqualsTwoLaunches) {
-  PAGELLM_REQUIRE_CUDA_DEVICE();
-  CudaDevice dev(0);
-  const int32_t head_dim = 64, n_rot = 64;
-  const std::vector<int32_t> pos = {3, 4, 900};
-  const int64_t T = static_cast<int64_t>(pos.size()), sq = 6 * head_dim, sk = 2 * head_dim + 32;
-  for (RopeStyle style : {RopeStyle::kNorm, RopeStyle::kNeox}) {
-    const auto q = test::random_floats(T * sq, 21), k = test::random_floats(T * sk, 22);
-    DeviceBuffer dpos = upload(dev, pos), q1 = upload(dev, q), k1 = upload(dev, k);
-    DeviceBuffer q2 = upload(dev, q), k2 = upload(dev, k);
-    CudaRopeCache rope(n_rot, 10000.0f, 1.0f);
-    rope.prepare(dev, dpos.as<int32_t>(), T);
-    const RopeTarget both[] = {{q1.as<float>(), sq, 6}, {k1.as<float>(), sk, 2}};
-    rope.apply(dev, both, 2, T, head_dim, style);
-    rope.apply(dev, q2.as<float>(), T, sq, 6, head_dim, style);
-    rope.apply(dev, k2.as<float>(), T, sk, 2, head_dim, style);
-    EXPECT_EQ(download<float>(dev, q1, q.size()), download<float>(dev, q2, q.size()));
-    EXPECT_EQ(download<float>(dev, k1, k.size()), download<float>(dev, k2, k.size()));
-    EXPECT_NE(download<float>(dev, k1, k.size()), k);
-  }
-}
-
 // The kernels' per-pair code (angle table, both pair orders, the rounding of
 // the rotation) on the host against the CPU's RoPE.
 TEST(CudaOps, RopeHostRenditionMatchesCpu) {

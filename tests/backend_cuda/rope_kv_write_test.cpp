@@ -133,13 +133,12 @@ TEST(CudaRopeKvWrite, EqualsRopeThenKvWrite) {
     DeviceBuffer dpos = upload(dev, s.pos), dslots = upload(dev, s.slots), dv = upload(dev, s.v);
     CudaRopeCache rope(c.n_rot, kBase, kScale);
     rope.prepare(dev, dpos.as<int32_t>(), T);
-    // The two launches of the unfused path.
+    // The launches of the unfused path.
     DeviceBuffer q1 = upload(dev, s.q), k1 = upload(dev, s.k), kc1(dev, bytes), vc1(dev, bytes);
     dev.fill_zero(kc1.data(), bytes);
     dev.fill_zero(vc1.data(), bytes);
-    const RopeTarget both[] = {{q1.as<float>(), rope_args(c).q_stride, c.n_heads},
-                               {k1.as<float>(), kv_args(c, s).k_stride, c.n_kv_heads}};
-    rope.apply(dev, both, 2, T, c.head_dim, c.style);
+    rope.apply(dev, q1.as<float>(), T, rope_args(c).q_stride, c.n_heads, c.head_dim, c.style);
+    rope.apply(dev, k1.as<float>(), T, kv_args(c, s).k_stride, c.n_kv_heads, c.head_dim, c.style);
     KvWriteArgs a = kv_args(c, s);
     a.k = k1.as<float>();
     a.v = dv.as<float>();

@@ -3,8 +3,10 @@
 // sampling with copy-on-write, stop strings, abort.
 #include "engine/engine.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <random>
 
@@ -205,6 +207,51 @@ TEST(EngineSampling, NGreaterThanOneSharesPromptBlocks) {
   });
   while (e2.has_work()) e2.step();
   EXPECT_EQ(outs[0], one);
+}
+
+// Draws on the thread pool (one sequence per task) give the events that draws
+// on the engine thread give: tokens, log-probabilities, text and finish
+// reasons, for greedy and random sampling with penalties, n > 1 and stops.
+TEST(EngineSampling, DrawsOnThePoolEqualDrawsOnTheEngineThread) {
+  Loaded m = load("stories260K.gguf");
+  auto prompts = make_prompts(*m.tok, 12);
+  auto run = [&](int64_t parallel_from) {
+    ThreadPool pool(3);
+    EngineConfig cfg;
+    cfg.num_blocks = 128;
+    cfg.parallel_sampling_logits = parallel_from;
+    Engine engine(*m.model, *m.tok, pool, cfg);
+    std::vector<std::string> log;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      Request r;
+      r.prompt = prompts[i];
+      r.max_tokens = 12;
+      r.sampling.temperature = i % 3 == 0 ? 0.0f : 0.9f;
+      r.sampling.top_k = i % 2 ? 0 : 20;
+      r.sampling.repetition_penalty = i % 4 == 1 ? 1.3f : 1.0f;
+      r.sampling.frequency_penalty = i % 5 == 2 ? 0.5f : 0.0f;
+      r.sampling.seed = 100 + i;
+      r.logprobs = i % 2 ? 3 : -1;
+      r.n = i % 6 == 4 ? 3 : 1;
+      if (i == 7) r.stop = {"the"};
+      engine.submit(r, [&log](const SeqEvent& ev) {
+        std::string line = fmt::format("{}/{} {} '{}' {} {}", ev.request_id, ev.index, ev.token,
+                                       ev.text, ev.finish_reason, ev.error);
+        if (ev.has_logprob) {
+          line += fmt::format(" {}", ev.logprob);
+          for (const auto& t : ev.top_logprobs) line += fmt::format(" {}:{}", t.token, t.logprob);
+        }
+        log.push_back(line);
+      });
+    }
+    while (engine.has_work()) engine.step();
+    EXPECT_EQ(engine.kv_manager().allocator().num_used(), 0);
+    return log;
+  };
+  const auto on_pool = run(0);
+  const auto on_engine = run(std::numeric_limits<int64_t>::max());
+  EXPECT_GT(on_pool.size(), prompts.size() * 5);
+  EXPECT_EQ(on_pool, on_engine);
 }
 
 TEST(EngineStops, StopStringEndsAndIsCut) {

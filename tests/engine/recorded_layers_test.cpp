@@ -224,7 +224,7 @@ void check_recorded(const std::string& file, int fail_every, bool run_first = fa
 
 TEST(RecordedLayers, ReplayedStepsGiveTheHostTokens) {
   check_recorded("stories260K.gguf", 0);
-  check_recorded("golden/random/rand-qwen2-tok512-Q8_0.gguf", 0);  // biases, RoPE epilogues
+  check_recorded("golden/random/rand-qwen2-tok512-Q8_0.gguf", 0);  // bias epilogues
 }
 
 TEST(RecordedLayers, FailedRecordingsRunTheCallsAgain) {

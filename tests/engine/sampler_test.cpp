@@ -55,6 +55,120 @@ TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
   EXPECT_EQ(sample_once(plain(0), {nan, -1.0f, nan}), 1);  // NaN counts as -inf
 }
 
+// first_argmax against a plain scan (the first strictly larger value wins;
+// NaN is -infinity): lengths on and off its 8-lane stride, ties between and
+// within lanes, NaN and infinities anywhere.
+TEST(Sampler, FirstArgmaxEqualsTheFirstLargestOfAPlainScan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  auto scan = [](const std::vector<float>& x) {
+    int32_t best = 0;
+    auto v = [&](size_t i) {
+      return std::isnan(x[i]) ? -std::numeric_limits<float>::infinity() : x[i];
+    };
+    for (size_t i = 1; i < x.size(); ++i)
+      if (v(i) > v(static_cast<size_t>(best))) best = static_cast<int32_t>(i);
+    return best;
+  };
+  std::mt19937 gen(5);
+  for (int n : {1, 2, 7, 8, 9, 15, 16, 17, 31, 100, 1000, 32003}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> x(static_cast<size_t>(n));
+      // Few distinct values: ties are common.
+      std::uniform_int_distribution<int> level(-3, 3), what(0, 19), at(0, n - 1);
+      for (float& v : x) v = static_cast<float>(level(gen));
+      for (int k = 0; k < 1 + n / 10; ++k) {
+        const int w = what(gen);
+        float& v = x[static_cast<size_t>(at(gen))];
+        if (w == 0) v = nan;
+        if (w == 1) v = -inf;
+        if (w == 2 && trial % 4 == 0) v = inf;
+      }
+      ASSERT_EQ(first_argmax(x.data(), n), scan(x)) << n << " trial " << trial;
+    }
+    std::vector<float> none(static_cast<size_t>(n), nan);
+    EXPECT_EQ(first_argmax(none.data(), n), 0);
+    for (size_t i = 0; i < none.size(); i += 2) none[i] = -inf;
+    EXPECT_EQ(first_argmax(none.data(), n), 0);
+    none.back() = -1e30f;
+    EXPECT_EQ(first_argmax(none.data(), n), n - 1);
+  }
+}
+
+// The plain greedy draw (no penalty: nothing copied) gives the token and
+// log-probabilities that the full path gives (temperature > 0, top_k 1: the
+// same best token, the same penalised distribution).
+TEST(Sampler, PlainGreedyLogprobsEqualTheFullPath) {
+  auto logits = random_logits(1003, 17);
+  logits[5] = std::numeric_limits<float>::quiet_NaN();
+  SamplingParams full = plain(0.7f);
+  full.top_k = 1;
+  Sampler g(plain(0)), f(full);
+  const int32_t a = g.sample(logits.data(), 1003, {}), b = f.sample(logits.data(), 1003, {});
+  ASSERT_EQ(a, b);
+  std::vector<TokenLogprob> top_g, top_f;
+  const TokenLogprob lg = g.logprobs(a, 5, &top_g), lf = f.logprobs(b, 5, &top_f);
+  EXPECT_EQ(lg.logprob, lf.logprob);
+  ASSERT_EQ(top_g.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(top_g[i].token, top_f[i].token);
+    EXPECT_EQ(top_g[i].logprob, top_f[i].logprob);
+  }
+  EXPECT_EQ(g.logprobs(5, 0, nullptr).logprob, -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(g.draws(), 1u);
+}
+
+// top_k = k draws what top_k = 0 draws from logits where everything but the
+// k best (by a full sort: higher logit, then lower id) is -infinity: the same
+// tokens draw for draw, with ties at the cut, NaN, and with penalties.
+TEST(Sampler, TopKEqualsNoTopKOverTheKBestOfAFullSort) {
+  std::mt19937 gen(11);
+  for (int n : {50, 1000, 4099}) {
+    for (int k : {1, 2, 7, 40, 49}) {
+      if (k >= n) continue;
+      std::vector<float> logits(static_cast<size_t>(n));
+      std::uniform_int_distribution<int> level(0, 30);
+      for (float& x : logits) x = 0.25f * static_cast<float>(level(gen));  // many ties
+      logits[3] = std::numeric_limits<float>::quiet_NaN();
+      for (bool penalty : {false, true}) {
+        SamplingParams p = plain(0.8f, 7 + static_cast<uint64_t>(k));
+        p.top_p = 0.9f;
+        p.min_p = 0.02f;
+        if (penalty) p.repetition_penalty = 1.5f;
+        const Ids history = {5, 9, 5, static_cast<int32_t>(n - 1)};
+        // The reference: penalised values, a full sort, the k best kept.
+        std::vector<float> pen = logits;
+        if (penalty)
+          for (int32_t id : {5, 9, n - 1}) {
+            float& l = pen[static_cast<size_t>(id)];
+            l = l > 0 ? l / 1.5f : l * 1.5f;
+          }
+        std::vector<int32_t> order(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+        auto val = [&](int32_t i) {
+          const float v = pen[static_cast<size_t>(i)];
+          return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v;
+        };
+        std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+          return val(a) > val(b) || (val(a) == val(b) && a < b);
+        });
+        std::vector<float> masked(static_cast<size_t>(n), -std::numeric_limits<float>::infinity());
+        for (int i = 0; i < k; ++i)
+          masked[static_cast<size_t>(order[static_cast<size_t>(i)])] =
+              pen[static_cast<size_t>(order[static_cast<size_t>(i)])];
+        SamplingParams q = p;
+        q.top_k = 0;
+        q.repetition_penalty = 1.0f;
+        p.top_k = k;
+        Sampler a(p), b(q);
+        for (int d = 0; d < 100; ++d)
+          ASSERT_EQ(a.sample(logits.data(), n, history), b.sample(masked.data(), n, history))
+              << "n " << n << " k " << k << " penalty " << penalty << " draw " << d;
+      }
+    }
+  }
+}
+
 TEST(Sampler, TopK1IsGreedyAtAnyTemperature) {
   const std::vector<float> logits = random_logits(1000, 7);
   const int32_t best = sample_once(plain(0), logits);

@@ -54,14 +54,6 @@ void CpuBackend::run_epilogue(const void* ctx, float* y, int64_t y_stride, int64
                               int64_t r0, int64_t r1) {
   const auto& e = *static_cast<const OutputEpilogue*>(ctx);
   if (e.bias) pagellm::add_bias(y + r0, e.bias + r0, x_rows, r1 - r0, y_stride);
-  if (e.heads > 0) {
-    // Bounds fall on head bounds (row_unit) or take the whole output.
-    const int64_t h0 = r0 / e.head_dim;
-    const int64_t h1 = std::min<int64_t>(e.heads, r1 / e.head_dim);
-    if (h1 > h0)
-      e.rope->apply(y + h0 * e.head_dim, x_rows, y_stride, static_cast<int32_t>(h1 - h0),
-                    e.head_dim, e.style);
-  }
   if (e.add_to)
     for (int64_t t = 0; t < x_rows; ++t)
       pagellm::add_inplace(e.add_to + t * y_stride + r0, y + t * y_stride + r0, r1 - r0);
@@ -89,21 +81,9 @@ void CpuBackend::run_prepared(const float* x, int64_t rows, const MatmulOutput* 
       act = &prepared_.back().second;
     }
     const MatmulEpilogue* epilogue = nullptr;
-    if (o.bias || o.rope_heads > 0 || o.add_to) {
-      if (o.rope_heads > 0) {
-        if (!rope_ || rows != step_.n_tokens)
-          throw Error("RoPE after a matmul needs the step's token rows (begin_step)");
-        if (o.head_dim <= 0 || o.head_dim < rope_params_.n_rot ||
-            static_cast<int64_t>(o.rope_heads) * o.head_dim > w.n_out)
-          throw Error("RoPE after a matmul: " + std::to_string(o.rope_heads) + " heads of " +
-                      std::to_string(o.head_dim) + " (rotating " +
-                      std::to_string(rope_params_.n_rot) + ") do not fit rows of " +
-                      std::to_string(w.n_out));
-      }
-      epilogue_args_.push_back(
-          {o.bias, rope_.get(), o.rope_heads, o.head_dim, o.rope_style, o.add_to});
-      epilogues_.push_back(
-          {&run_epilogue, &epilogue_args_.back(), o.rope_heads > 0 ? o.head_dim : int64_t{1}});
+    if (o.bias || o.add_to) {
+      epilogue_args_.push_back({o.bias, o.add_to});
+      epilogues_.push_back({&run_epilogue, &epilogue_args_.back()});
       epilogue = &epilogues_.back();
     }
     jobs_.push_back({&w, act, o.y, w.n_out, epilogue});

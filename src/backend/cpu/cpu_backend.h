@@ -39,8 +39,8 @@ class CpuBackend final : public Backend {
   void matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) override;
   // Quantized weights: each row is normalized (or gate and up combined) by
   // the worker that quantizes it (RowTransform), never written out; float
-  // weights take the default path. Epilogues run in the product's threads
-  // where the Rows16 groups can be cut on head bounds (matmul_many).
+  // weights take the default path. Epilogues run in the threads that
+  // computed the rows (matmul_many).
   using Backend::norm_matmul;
   void norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
                    const MatmulOutput* outs, size_t n_outs) override;
@@ -72,12 +72,9 @@ class CpuBackend final : public Backend {
   std::map<Format, MatmulScratch> scratch_;
   std::vector<std::pair<Format, ActivationRows>> prepared_;
   std::vector<MatmulJob> jobs_;
-  // The outputs' epilogues (bias, RoPE) for the jobs: what they run on.
+  // The outputs' epilogues (bias, residual add) for the jobs: what they run on.
   struct OutputEpilogue {
     const float* bias;
-    const RopeCache* rope;
-    int32_t heads, head_dim;
-    RopeStyle style;
     float* add_to;
   };
   std::vector<OutputEpilogue> epilogue_args_;

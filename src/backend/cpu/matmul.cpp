@@ -237,13 +237,6 @@ void run_epilogue(const MatmulJob& j, int64_t r0, int64_t r1) {
   j.epilogue->fn(j.epilogue->ctx, j.y, j.y_stride, j.x->rows, r0, r1);
 }
 
-// An epilogue's row unit in 16-row groups; 0 when it does not fall on group
-// bounds (then it runs after the product).
-int64_t epilogue_groups(const MatmulEpilogue& e) {
-  if (e.row_unit <= 1) return 1;
-  return e.row_unit % kPackRows == 0 ? e.row_unit / kPackRows : 0;
-}
-
 }  // namespace
 
 void matmul_many(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool, CpuIsa isa) {
@@ -253,10 +246,8 @@ void matmul_many(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool, CpuIsa 
     detail::PackedTileFn fn;
     int64_t first_group;  // in the combined range
     int64_t groups;
-    bool epilogue_inside;  // run by the threads, on their rows
   };
   std::vector<Part> parts;
-  std::vector<const MatmulJob*> after;  // epilogues run once the region is over
   int64_t total = 0;
   for (size_t i = 0; i < n_jobs; ++i) {
     const MatmulJob& j = jobs[i];
@@ -271,44 +262,25 @@ void matmul_many(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool, CpuIsa 
       continue;
     }
     const int64_t groups = (j.w->n_out + kPackRows - 1) / kPackRows;
-    parts.push_back({&j, fn, total, groups, false});
+    parts.push_back({&j, fn, total, groups});
     total += groups;
   }
   if (parts.empty()) return;
-  // Calls are cut at multiples of every inside epilogue's unit (an epilogue
-  // whose job does not start on one runs after), as long as that leaves
-  // every thread several calls to balance with; else all run after.
-  int64_t grain = 1;
-  for (Part& p : parts) {
-    if (!p.job->epilogue) continue;
-    const int64_t unit = epilogue_groups(*p.job->epilogue);
-    p.epilogue_inside = unit > 0 && p.first_group % unit == 0 && grain % unit == 0;
-    if (!p.epilogue_inside && unit > 0 && grain == 1 && p.first_group % unit == 0 &&
-        total / unit >= 4 * int64_t{pool.size()}) {
-      grain = unit;
-      p.epilogue_inside = true;
+  pool.parallel_for(total, [&parts](int64_t b, int64_t e, int) {
+    for (const Part& p : parts) {
+      const int64_t g0 = std::max(b, p.first_group) - p.first_group;
+      const int64_t g1 = std::min(e, p.first_group + p.groups) - p.first_group;
+      if (g0 >= g1) continue;
+      const WeightMatrix& m = *p.job->w;
+      const ActivationRows& x = *p.job->x;
+      const int64_t r0 = g0 * kPackRows;
+      const int64_t r1 = std::min(m.n_out, g1 * kPackRows);
+      p.fn(m.n_in, static_cast<const uint8_t*>(m.data) + static_cast<size_t>(g0) * m.row_stride,
+           m.row_stride, r1 - r0, static_cast<const uint8_t*>(x.data), x.row_stride, x.rows,
+           p.job->y + r0, p.job->y_stride);
+      if (p.job->epilogue) run_epilogue(*p.job, r0, r1);  // while the rows are in cache
     }
-    if (!p.epilogue_inside) after.push_back(p.job);
-  }
-  pool.parallel_for(
-      total,
-      [&parts](int64_t b, int64_t e, int) {
-        for (const Part& p : parts) {
-          const int64_t g0 = std::max(b, p.first_group) - p.first_group;
-          const int64_t g1 = std::min(e, p.first_group + p.groups) - p.first_group;
-          if (g0 >= g1) continue;
-          const WeightMatrix& m = *p.job->w;
-          const ActivationRows& x = *p.job->x;
-          const int64_t r0 = g0 * kPackRows;
-          const int64_t r1 = std::min(m.n_out, g1 * kPackRows);
-          p.fn(m.n_in, static_cast<const uint8_t*>(m.data) + static_cast<size_t>(g0) * m.row_stride,
-               m.row_stride, r1 - r0, static_cast<const uint8_t*>(x.data), x.row_stride, x.rows,
-               p.job->y + r0, p.job->y_stride);
-          if (p.epilogue_inside) run_epilogue(*p.job, r0, r1);
-        }
-      },
-      grain);
-  for (const MatmulJob* j : after) run_epilogue(*j, 0, j->w->n_out);
+  });
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t rows, float* y,

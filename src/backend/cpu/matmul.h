@@ -102,14 +102,11 @@ void matmul(const WeightMatrix& w, const ActivationRows& x, float* y, int64_t y_
 // Work on rows [r0, r1) of a product's output once they are computed for all
 // of its activation rows: fn(ctx, y, y_stride, activation rows, r0, r1). In
 // matmul_many the thread that computed the rows runs it while they are in
-// cache, on bounds that are multiples of `row_unit` (or n_out), when the
-// Rows16 groups can be cut there; otherwise once over all rows after the
-// product. Calls touch only rows [r0, r1) of y.
+// cache. Calls touch only rows [r0, r1) of y.
 struct MatmulEpilogue {
   void (*fn)(const void* ctx, float* y, int64_t y_stride, int64_t x_rows, int64_t r0,
              int64_t r1) = nullptr;
   const void* ctx = nullptr;
-  int64_t row_unit = 1;
 };
 
 // One product of matmul_many.

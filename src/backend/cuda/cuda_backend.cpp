@@ -145,6 +145,27 @@ void CudaBackend::deallocate(void* p, size_t /*bytes*/) noexcept {
   cudaSetDevice(prev);
 }
 
+void* CudaBackend::allocate_host(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  dev_.make_current();
+  void* p = nullptr;
+  check_cuda(cudaHostAlloc(&p, bytes, cudaHostAllocPortable),
+             fmt::format("cudaHostAlloc({} bytes)", bytes), dev_.index());
+  std::memset(p, 0, bytes);  // touched now: resident, as the plan counted it
+  return p;
+}
+
+void CudaBackend::free_host(void* p, size_t /*bytes*/) noexcept {
+  if (!p) return;
+  // A copy queued on this backend's stream may still write p.
+  int prev = 0;
+  cudaGetDevice(&prev);
+  cudaSetDevice(dev_.index());
+  cudaStreamSynchronize(static_cast<cudaStream_t>(dev_.stream()));
+  cudaFreeHost(p);
+  cudaSetDevice(prev);
+}
+
 void CudaBackend::upload(void* dst, const void* host_src, size_t bytes) {
   dev_.to_device(dst, host_src, bytes);
 }
@@ -275,9 +296,6 @@ void CudaBackend::cancel_layers() noexcept {
 void CudaBackend::check_outputs(int64_t rows, const MatmulOutput* outs, size_t n_outs) const {
   for (size_t i = 0; i < n_outs; ++i) {
     const MatrixView& w = *outs[i].w;
-    if (outs[i].rope_heads > 0 && rows != n_tokens_)
-      throw Error(fmt::format("{}: RoPE after a matmul needs the step's {} token rows, not {}",
-                              name_, n_tokens_, rows));
     if (w.layout != cpu::WeightLayout::Rows)
       throw Error(fmt::format("{}: a matrix in the CPU's repacked layout cannot run here", name_));
     if (w.row_stride != dtype_row_bytes(w.type, w.n_in))  // the kernels assume packed rows
@@ -312,7 +330,7 @@ void* CudaBackend::int8_buffer(int64_t rows, int64_t n_in) {
 void CudaBackend::products(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
   if (rows == 0) return;
   // Outputs whose residual add the int8 GEMV does in its epilogue (those
-  // without bias or RoPE, which come before the add).
+  // without a bias, which comes before the add).
   std::vector<char>& fused = fused_add_;
   fused.assign(n_outs, 0);
   for (size_t i = 0; i < n_outs;) {
@@ -323,7 +341,7 @@ void CudaBackend::products(const float* x, int64_t rows, const MatmulOutput* out
       int k = 0;
       for (; i < n_outs && k < kGemvQ8MaxTargets && outs[i].w->type == w.type; ++i, ++k) {
         const MatmulOutput& o = outs[i];
-        fused[i] = o.add_to && !o.bias && o.rope_heads == 0;
+        fused[i] = o.add_to && !o.bias;
         t[k] = GemvQ8Target{o.w->data, o.w->n_out, o.y, o.w->n_out, fused[i] ? o.add_to : nullptr};
       }
       const Q8ActView a = q8_act_view(q8_act_.data(), rows, w.n_in);
@@ -342,28 +360,9 @@ void CudaBackend::products(const float* x, int64_t rows, const MatmulOutput* out
     }
     ++i;
   }
-  // Epilogues: biases, then RoPE (q and k in one launch where they share a
-  // head size and style), then the adds not made yet; per output the
-  // contract's order.
+  // Epilogues: biases, then the adds not made yet (per output the contract's order).
   for (size_t i = 0; i < n_outs; ++i)
     if (outs[i].bias) add_bias(outs[i].y, outs[i].bias, rows, outs[i].w->n_out, outs[i].w->n_out);
-  std::vector<char>& roped = rope_done_;
-  roped.assign(n_outs, 0);
-  for (size_t i = 0; i < n_outs; ++i) {
-    const MatmulOutput& o = outs[i];
-    if (o.rope_heads <= 0 || roped[i]) continue;
-    RopeTarget t[kRopeMaxTargets] = {{o.y, o.w->n_out, o.rope_heads}};
-    int k = 1;
-    for (size_t j = i + 1; j < n_outs && k < kRopeMaxTargets; ++j) {
-      const MatmulOutput& p = outs[j];
-      if (p.rope_heads > 0 && !roped[j] && p.head_dim == o.head_dim &&
-          p.rope_style == o.rope_style) {
-        t[k++] = {p.y, p.w->n_out, p.rope_heads};
-        roped[j] = 1;
-      }
-    }
-    rope_->apply(dev_, t, k, n_tokens_, o.head_dim, o.rope_style);
-  }
   for (size_t i = 0; i < n_outs; ++i)
     if (outs[i].add_to && !fused[i])
       add_inplace(outs[i].add_to, outs[i].y, rows * outs[i].w->n_out);

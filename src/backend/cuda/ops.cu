@@ -78,30 +78,20 @@ __global__ void rope_table_kernel(const int32_t* positions, int64_t n_tokens, in
   cos_sin[k] = rope_cos_sin(positions[t], i, n_rot, freq_base, freq_scale);
 }
 
-// The tensors of one launch (q and k).
-struct RopeTargets {
-  float* x[kRopeMaxTargets];
-  int64_t stride[kRopeMaxTargets];
-  int32_t n_heads[kRopeMaxTargets];
-  int32_t total_heads;
-  int n;
-};
-
-// Thread k rotates pair k % half of head (k / half) % total_heads of token
-// (k / half) / total_heads, the heads counted across the targets in order.
-__global__ void rope_apply_kernel(RopeTargets tg, int64_t n_tokens, int32_t head_dim, int32_t n_rot,
-                                  bool neox, const float2* cos_sin) {
+// Thread k rotates pair k % half of head (k / half) % n_heads of token
+// (k / half) / n_heads.
+__global__ void rope_apply_kernel(float* x, int64_t stride, int32_t n_heads, int64_t n_tokens,
+                                  int32_t head_dim, int32_t n_rot, bool neox,
+                                  const float2* cos_sin) {
   pdl_start();
   const int32_t half = n_rot / 2;
   const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (k >= n_tokens * tg.total_heads * half) return;
+  if (k >= n_tokens * n_heads * half) return;
   const int32_t i = static_cast<int32_t>(k % half);
   const int64_t th = k / half;
-  int32_t h = static_cast<int32_t>(th % tg.total_heads);
-  const int64_t t = th / tg.total_heads;
-  int m = 0;
-  while (m + 1 < tg.n && h >= tg.n_heads[m]) h -= tg.n_heads[m++];
-  rope_rotate(tg.x[m] + t * tg.stride[m] + static_cast<int64_t>(h) * head_dim, i, half, neox,
+  const int32_t h = static_cast<int32_t>(th % n_heads);
+  const int64_t t = th / n_heads;
+  rope_rotate(x + t * stride + static_cast<int64_t>(h) * head_dim, i, half, neox,
               cos_sin[t * half + i]);
 }
 
@@ -234,31 +224,14 @@ const float* CudaRopeCache::cos_sin(int64_t n_tokens) const {
 
 void CudaRopeCache::apply(const CudaDevice& dev, float* x, int64_t n_tokens, int64_t stride,
                           int32_t n_heads, int32_t head_dim, RopeStyle style) const {
-  const RopeTarget t{x, stride, n_heads};
-  apply(dev, &t, 1, n_tokens, head_dim, style);
-}
-
-void CudaRopeCache::apply(const CudaDevice& dev, const RopeTarget* targets, int n_targets,
-                          int64_t n_tokens, int32_t head_dim, RopeStyle style) const {
   const float2* table = reinterpret_cast<const float2*>(cos_sin(n_tokens));
   if (n_rot_ > head_dim || n_rot_ % 2 != 0)
     throw ConfigError(fmt::format("CUDA RoPE: n_rot {} for heads of {}", n_rot_, head_dim));
-  if (n_targets < 1 || n_targets > kRopeMaxTargets)
-    throw Error(
-        fmt::format("CUDA RoPE: {} tensors in one launch (1 to {})", n_targets, kRopeMaxTargets));
-  RopeTargets tg{};
-  tg.n = n_targets;
-  for (int i = 0; i < n_targets; ++i) {
-    tg.x[i] = targets[i].x;
-    tg.stride[i] = targets[i].stride;
-    tg.n_heads[i] = targets[i].n_heads;
-    tg.total_heads += targets[i].n_heads;
-  }
-  const int64_t work = n_tokens * tg.total_heads * (n_rot_ / 2);
+  const int64_t work = n_tokens * n_heads * (n_rot_ / 2);
   if (work == 0) return;
   dev.make_current();
   launch_pdl(dev, "rope_apply", rope_apply_kernel, dim3(grid_for(work, kThreads)), dim3(kThreads),
-             0, tg, n_tokens, head_dim, n_rot_, style == RopeStyle::kNeox, table);
+             0, x, stride, n_heads, n_tokens, head_dim, n_rot_, style == RopeStyle::kNeox, table);
 }
 
 }  // namespace pagellm::cuda

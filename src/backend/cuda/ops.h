@@ -60,15 +60,6 @@ void rope_host(float* x, const int32_t* positions, int64_t n_tokens, int64_t str
 std::vector<float> rope_table_host(const int32_t* positions, int64_t n_tokens, int32_t n_rot,
                                    float freq_base, float freq_scale);
 
-// One tensor for CudaRopeCache::apply: n_heads heads of each token row
-// (rows `stride` floats apart).
-struct RopeTarget {
-  float* x = nullptr;
-  int64_t stride = 0;
-  int32_t n_heads = 0;
-};
-constexpr int kRopeMaxTargets = 2;  // q and k in one launch
-
 class CudaRopeCache {
  public:
   CudaRopeCache(int32_t n_rot, float freq_base, float freq_scale)
@@ -79,10 +70,6 @@ class CudaRopeCache {
   // start; row t uses positions[t] of prepare()). kNorm rotates (x[2i],
   // x[2i+1]), kNeox (x[i], x[i + n_rot/2]).
   void apply(const CudaDevice& dev, float* x, int64_t n_tokens, int64_t stride, int32_t n_heads,
-             int32_t head_dim, RopeStyle style) const;
-  // The same for up to kRopeMaxTargets tensors with one head size and style,
-  // in one launch (each pair rotated as apply() rotates it).
-  void apply(const CudaDevice& dev, const RopeTarget* targets, int n_targets, int64_t n_tokens,
              int32_t head_dim, RopeStyle style) const;
   // Where the table is (it moves when a step has more tokens than before).
   const void* table() const { return cos_sin_.data(); }
