@@ -2,6 +2,7 @@
 // scrambled block tables, several sequences, GQA, and batch invariance, for
 // every kernel variant this CPU runs (scalar, AVX2, AVX-512).
 #include "backend/cpu/paged_attention.h"
+#include "backend/cpu/paged_attention_kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -395,15 +396,26 @@ TEST_P(PagedAttention, LongContextsAcrossSegments) {
   }
 }
 
-// Two decode tokens of 8,320 positions with 64 query heads of size 256: the
-// AVX2 kernel keeps the first one's 130 segment states apart, and the second
-// (past its 16 MiB of them) folds its segments in one item per KV head: both
-// equal the naive result and, bit for bit, themselves alone with one thread.
-TEST_P(PagedAttention, VeryLongDecodeTokensPastTheSegmentBuffer) {
+// Two decode tokens of 1,300 positions (21 segments of 16 query heads of 64):
+// with the AVX2 kernel's segment-state buffer lowered to hold one token's
+// states but not two, the first keeps its segments apart and the second folds
+// its segments in one item per KV head: both equal the naive result and, bit
+// for bit, themselves alone with one thread. (At the default 16 MiB the same
+// happens to two tokens of 8,320 positions with 64 heads of 256.)
+TEST_P(PagedAttention, DecodeTokensPastTheSegmentBuffer) {
+  struct Limit {
+    explicit Limit(size_t floats) { cpu::detail::set_avx2_max_part_floats(floats); }
+    ~Limit() { cpu::detail::set_avx2_max_part_floats(0); }
+  };
+  EXPECT_EQ(cpu::detail::avx2_max_part_floats(), size_t{4} << 20);  // 16 MiB of floats
   std::mt19937 rng(202);
   CacheFixture s;
-  s.n_heads = 64, s.n_kv = 1, s.d = 256, s.bs = 16, s.n_blocks = 1045;
-  s.build(rng, {8320, 8320}, DType::F16);
+  s.n_heads = 16, s.n_kv = 2, s.d = 64, s.bs = 16, s.n_blocks = 170;
+  s.build(rng, {1300, 1300}, DType::F16);
+  const size_t per_token = size_t{(1300 + 63) / 64} * s.n_heads * (s.d + 2);  // 22,176
+  const Limit limit(30000);
+  ASSERT_LE(per_token, cpu::detail::avx2_max_part_floats());
+  ASSERT_GT(2 * per_token, cpu::detail::avx2_max_part_floats());
   Batch b;
   for (int sq = 0; sq < 2; ++sq) b.tok.seq.push_back(sq), b.tok.pos.push_back(s.lens[sq] - 1);
   random_queries(s, b, rng);

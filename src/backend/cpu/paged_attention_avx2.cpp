@@ -24,6 +24,7 @@
 #include "backend/cpu/simd.h"  // first: wraps <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -32,6 +33,24 @@
 #include "tensor/dtype.h"
 
 namespace pagellm::cpu::detail {
+
+namespace {
+// At most this many floats of split tokens' segment states (16 MiB, kept by
+// the calling thread); past it a token folds its segments in one unit per KV
+// head (the same bits, but no split over more threads than KV heads: a 32-head
+// model of head size 128 gets there past 64k positions of one decode token).
+constexpr size_t kMaxPartFloats = size_t{4} << 20;
+std::atomic<size_t> g_max_part_floats{0};  // 0: kMaxPartFloats
+}  // namespace
+
+void set_avx2_max_part_floats(size_t floats) {
+  g_max_part_floats.store(floats, std::memory_order_relaxed);
+}
+
+size_t avx2_max_part_floats() {
+  const size_t set = g_max_part_floats.load(std::memory_order_relaxed);
+  return set ? set : kMaxPartFloats;
+}
 
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
@@ -49,11 +68,6 @@ constexpr int kTileTokens = 4;
 // 2 threads: 8 GB/s read against 18 for whole slots). A fold costs 2 * d
 // operations per query head, against 256 * d for a segment's positions.
 constexpr int kSegment = 64;
-// At most this many floats of split tokens' segment states (16 MiB, kept by
-// the calling thread); past it a token folds its segments in one unit per KV
-// head (the same bits, but no split over more threads than KV heads: a 32-head
-// model of head size 128 gets there past 64k positions of one decode token).
-constexpr size_t kMaxPartFloats = size_t{4} << 20;
 
 // Lane j of the result: the sum of u[j]'s eight lanes, as
 // ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
@@ -302,6 +316,7 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
   const bool split = pool.size() > 1 && n_tiles < 4 * pool.size();
   std::vector<Unit> units;
   const auto seg_floats = static_cast<size_t>(SegStates::floats(a.n_heads, d));
+  const size_t part_limit = avx2_max_part_floats();
   std::vector<int64_t> part_base(static_cast<size_t>(a.n_tokens), -1);
   std::vector<int32_t> split_tokens;
   int64_t n_parts = 0;
@@ -311,7 +326,7 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
     for (int32_t t = t0; t < tiles[tile + 1]; ++t) max_ctx = std::max(max_ctx, a.token_pos[t] + 1);
     const int ns = n_segments(max_ctx);
     if (split && ns > 1 && tiles[tile + 1] == t0 + 1 &&
-        static_cast<size_t>(n_parts + ns) * seg_floats <= kMaxPartFloats) {
+        static_cast<size_t>(n_parts + ns) * seg_floats <= part_limit) {
       for (int32_t s = 0; s < ns; ++s) units.push_back({tile, s, s + 1});
       part_base[t0] = n_parts, n_parts += ns, split_tokens.push_back(t0);
     } else {

@@ -4,6 +4,7 @@
 // backend/attention_args.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/attention_args.h"
@@ -52,5 +53,11 @@ inline HeadItem head_item(const PagedAttentionArgs& a, int64_t w) {
 // tree of adds, the online-softmax update with a vectorised exp, V rows
 // weighted in slices of registers; segments' states folded in order.
 void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool);
+
+// The most floats of split decode tokens' segment states attention_avx2 keeps
+// (16 MiB); past it a token folds its segments in one unit per KV head. Tests
+// lower it (0 restores the default) to reach that path on small shapes.
+size_t avx2_max_part_floats();
+void set_avx2_max_part_floats(size_t floats);
 
 }  // namespace pagellm::cpu::detail
