@@ -7,6 +7,8 @@
 //                 scalar scan, as the penalised path makes it
 //   TopK40        temperature 0.8, top_k 40, top_p 0.95, min_p 0.05 (the
 //                 defaults)
+//   Full          temperature 1, no top_k / top_p / min_p (the OpenAI API's
+//                 defaults: every token a candidate, in order)
 //   Step/seqs     a step's draws for `seqs` sequences (defaults above), one
 //                 after another on one thread (serial) or spread over the
 //                 pool (the engine's parallel sampling)
@@ -72,6 +74,18 @@ void TopK40(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(s.sample(logits.data(), vocab, {}));
 }
 
+void Full(benchmark::State& state) {
+  const int vocab = static_cast<int>(state.range(0));
+  const auto logits = logits_rows(1, vocab);
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  Sampler s(p);
+  for (auto _ : state) benchmark::DoNotOptimize(s.sample(logits.data(), vocab, {}));
+}
+
 void Step(benchmark::State& state, bool on_pool) {
   const int64_t seqs = state.range(0), vocab = state.range(1);
   const auto logits = logits_rows(seqs, vocab);
@@ -106,6 +120,7 @@ void StepOnPool(benchmark::State& state) {
 BENCHMARK(Greedy)->Arg(32000)->Arg(128256);
 BENCHMARK(GreedyScan)->Arg(32000)->Arg(128256);
 BENCHMARK(TopK40)->Arg(32000)->Arg(128256);
+BENCHMARK(Full)->Arg(32000)->Arg(128256);
 BENCHMARK(StepSerial)->Args({64, 32000})->Args({64, 128256})->UseRealTime();
 BENCHMARK(StepOnPool)->Args({64, 32000})->Args({64, 128256})->UseRealTime();
 

@@ -109,6 +109,18 @@ class Sampler {
   mutable const float* unpenalized_ = nullptr;
   int n_vocab_ = 0;
   std::vector<Candidate> cands_;  // scratch
+  // Scratch of the full ordering: (sort key, id), sorted by a radix sort;
+  // 32-bit keys for float values, 64-bit for penalised doubles.
+  template <class Key>
+  struct KeyedId {
+    Key key;
+    int32_t id;
+  };
+  std::vector<KeyedId<uint32_t>> keyed32_, keyed32_tmp_;
+  std::vector<KeyedId<uint64_t>> keyed64_, keyed64_tmp_;
+  template <class Key>
+  void order_all(std::vector<KeyedId<Key>>& keyed, std::vector<KeyedId<Key>>& tmp,
+                 const float* logits, int n_vocab);
 };
 
 }  // namespace pagellm

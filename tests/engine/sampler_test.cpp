@@ -169,6 +169,44 @@ TEST(Sampler, TopKEqualsNoTopKOverTheKBestOfAFullSort) {
   }
 }
 
+// Every token as a candidate (top_k 0: a radix sort of the values) walks
+// them in the order the comparison sort of the top_k path gives (higher
+// value, then lower id; -0 == +0): top_k = n - 1, which drops only an
+// impossible token, draws the same tokens, over values of every sign and
+// size, ties, NaN and -infinity, with and without penalties (keys of floats
+// and of doubles).
+TEST(Sampler, AllCandidatesInTheComparisonOrder) {
+  std::mt19937 gen(23);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int n : {3, 64, 777, 5000}) {
+    std::vector<float> logits(static_cast<size_t>(n));
+    std::uniform_int_distribution<int> kind(0, 9), level(-4, 4);
+    std::normal_distribution<float> wide(0.0f, 30.0f);
+    for (float& x : logits) {
+      const int k = kind(gen);
+      x = k < 4    ? 0.5f * static_cast<float>(level(gen))
+          : k < 6  ? (k == 4 ? 0.0f : -0.0f)
+          : k < 8  ? wide(gen)
+          : k == 8 ? std::numeric_limits<float>::quiet_NaN()
+                   : 1e-30f * static_cast<float>(level(gen));
+    }
+    logits[static_cast<size_t>(n) - 1] = -inf;  // at least one impossible token
+    for (bool penalty : {false, true}) {
+      SamplingParams p = plain(1.5f, 31 + static_cast<uint64_t>(n));
+      if (penalty) p.presence_penalty = 0.3f;
+      const Ids history = {0, 1, 2};
+      SamplingParams q = p;
+      p.top_k = 0;
+      q.top_k = n - 1;
+      Sampler all(p), cut(q);
+      for (int d = 0; d < 200; ++d)
+        ASSERT_EQ(all.sample(logits.data(), n, history, 1),
+                  cut.sample(logits.data(), n, history, 1))
+            << "n " << n << " penalty " << penalty << " draw " << d;
+    }
+  }
+}
+
 TEST(Sampler, TopK1IsGreedyAtAnyTemperature) {
   const std::vector<float> logits = random_logits(1000, 7);
   const int32_t best = sample_once(plain(0), logits);
