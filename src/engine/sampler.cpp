@@ -169,10 +169,11 @@ int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_
       }
     }
   }
-  auto value = [&](int i) -> double {
-    if (!plain) return penalized_[static_cast<size_t>(i)];
-    return std::isnan(logits[i]) ? kNegInf : static_cast<double>(logits[i]);
+  auto logit = [&](int i) -> float {
+    return std::isnan(logits[i]) ? -std::numeric_limits<float>::infinity() : logits[i];
   };
+  auto penalized = [&](int i) { return penalized_[static_cast<size_t>(i)]; };
+  auto value = [&](int i) -> double { return plain ? logit(i) : penalized(i); };
 
   if (params_.temperature == 0.0f) {
     if (plain) return first_argmax(logits, n_vocab);
@@ -222,40 +223,25 @@ int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_
     // increasing order, so ties stay lower id first): linear in the
     // vocabulary, where a comparison sort of 128k candidates costs ~10 ms.
     if (plain)
-      order_all(keyed32_, keyed32_tmp_, logits, n_vocab);
+      order_all(keyed32_, keyed32_tmp_, logit, n_vocab);
     else
-      order_all(keyed64_, keyed64_tmp_, logits, n_vocab);
+      order_all(keyed64_, keyed64_tmp_, penalized, n_vocab);
   }
   if (cands_.front().logit == kNegInf) return cands_.front().id;  // nothing possible: id 0
   return pick(cands_, u);
 }
 
-template <class Key>
+template <class Key, class ValueOf>
 void Sampler::order_all(std::vector<KeyedId<Key>>& keyed, std::vector<KeyedId<Key>>& tmp,
-                        const float* logits, int n_vocab) {
-  // Float keys from the logits as they are (NaN as -infinity), double keys
-  // from penalized_.
-  constexpr bool kFloat = sizeof(Key) == 4;
+                        const ValueOf& value_of, int n_vocab) {
+  // value_of(id): a float (32-bit keys) or a double (64-bit keys), not NaN.
   keyed.resize(static_cast<size_t>(n_vocab));
-  for (int i = 0; i < n_vocab; ++i) {
-    if constexpr (kFloat) {
-      const float v = std::isnan(logits[i]) ? -std::numeric_limits<float>::infinity() : logits[i];
-      keyed[static_cast<size_t>(i)] = {descending_key(v), i};
-    } else {
-      keyed[static_cast<size_t>(i)] = {descending_key(penalized_[static_cast<size_t>(i)]), i};
-    }
-  }
+  for (int i = 0; i < n_vocab; ++i)
+    keyed[static_cast<size_t>(i)] = {descending_key(value_of(i)), i};
   radix_sort(keyed, tmp);
   cands_.resize(static_cast<size_t>(n_vocab));
-  for (size_t j = 0; j < keyed.size(); ++j) {
-    const int32_t id = keyed[j].id;
-    double v;
-    if constexpr (kFloat)
-      v = std::isnan(logits[id]) ? -std::numeric_limits<double>::infinity() : logits[id];
-    else
-      v = penalized_[static_cast<size_t>(id)];
-    cands_[j] = {id, v};
-  }
+  for (size_t j = 0; j < keyed.size(); ++j)
+    cands_[j] = {keyed[j].id, static_cast<double>(value_of(keyed[j].id))};
 }
 
 bool Sampler::penalizes() const {

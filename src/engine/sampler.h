@@ -29,8 +29,8 @@
 // top_k/top_p/min_p cuts: the model's distribution as penalised, the same
 // whatever the temperature.
 //
-// Greedy draws without penalties (the common serving case) scan the float
-// logits once and copy nothing; logprobs() then reads the same logits, which
+// Draws without penalties (the common serving case) read the float logits
+// in place and copy nothing; logprobs() then reads the same logits, which
 // must still be there when it is called.
 #pragma once
 
@@ -118,9 +118,10 @@ class Sampler {
   };
   std::vector<KeyedId<uint32_t>> keyed32_, keyed32_tmp_;
   std::vector<KeyedId<uint64_t>> keyed64_, keyed64_tmp_;
-  template <class Key>
+  // cands_ = every token, best first, through a radix sort of their values.
+  template <class Key, class ValueOf>
   void order_all(std::vector<KeyedId<Key>>& keyed, std::vector<KeyedId<Key>>& tmp,
-                 const float* logits, int n_vocab);
+                 const ValueOf& value_of, int n_vocab);
 };
 
 }  // namespace pagellm

@@ -19,6 +19,7 @@
 #include "backend/cuda/gemv_q8.h"
 #include "backend/cuda/q8_activations.h"
 #include "cuda_test_util.h"
+#include "q8_test_util.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -100,13 +101,9 @@ TEST(CudaBackend, BiasEpilogueEqualsAddBiasAfterTheProduct) {
       std::vector<float> xv = x;
       const bool int8 = rows <= CudaBackend::kMmqMaxRows && gemv_q8_supports(type);
       if (int8) {
-        struct alignas(16) Chunk {
-          uint8_t b[16];
-        };
-        std::vector<Chunk> q(q8_act_bytes(rows, n_in) / 16 + 1);
-        quantize_q8_activations_host(x.data(), n_in, rows, n_in, q.data());
-        const Q8ActView a = q8_act_view(q.data(), rows, n_in);
-        for (int64_t i = 0; i < rows * n_in; ++i) xv[i] = a.d[i / 32] * a.qs[i];
+        const test::HostAct a(x, n_in, rows, n_in);
+        for (int64_t t = 0; t < rows; ++t)
+          for (int64_t i = 0; i < n_in; ++i) xv[t * n_in + i] = static_cast<float>(a.value(t, i));
       }
       std::vector<float> want(got.size());
       for (int64_t t = 0; t < rows; ++t)

@@ -132,17 +132,29 @@ void* CudaBackend::allocate(size_t bytes) {
   return p;
 }
 
+namespace {
+
+// Frees p (device memory, or pinned host memory with cudaFreeHost) once the
+// work queued on `stream` of `device`, which may still use it, is done;
+// errors here cannot be reported.
+void free_after_stream(int device, void* stream, void* p, bool host) noexcept {
+  int prev = 0;
+  cudaGetDevice(&prev);
+  cudaSetDevice(device);
+  cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+  if (host)
+    cudaFreeHost(p);
+  else
+    cudaFree(p);
+  cudaSetDevice(prev);
+}
+
+}  // namespace
+
 void CudaBackend::deallocate(void* p, size_t /*bytes*/) noexcept {
   if (!p) return;
   graphs_.invalidate();  // a recording may point into p
-  int prev = 0;
-  cudaGetDevice(&prev);
-  cudaSetDevice(dev_.index());
-  // Work queued on this backend's stream may still use p; errors here
-  // cannot be reported.
-  cudaStreamSynchronize(static_cast<cudaStream_t>(dev_.stream()));
-  cudaFree(p);
-  cudaSetDevice(prev);
+  free_after_stream(dev_.index(), dev_.stream(), p, false);
 }
 
 void* CudaBackend::allocate_host(size_t bytes) {
@@ -156,14 +168,7 @@ void* CudaBackend::allocate_host(size_t bytes) {
 }
 
 void CudaBackend::free_host(void* p, size_t /*bytes*/) noexcept {
-  if (!p) return;
-  // A copy queued on this backend's stream may still write p.
-  int prev = 0;
-  cudaGetDevice(&prev);
-  cudaSetDevice(dev_.index());
-  cudaStreamSynchronize(static_cast<cudaStream_t>(dev_.stream()));
-  cudaFreeHost(p);
-  cudaSetDevice(prev);
+  if (p) free_after_stream(dev_.index(), dev_.stream(), p, true);  // a copy may still write p
 }
 
 void CudaBackend::upload(void* dst, const void* host_src, size_t bytes) {
