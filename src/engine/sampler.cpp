@@ -4,10 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <utility>
 
+#include "backend/cpu/exp_negated.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -39,47 +38,6 @@ void SamplingParams::validate() const {
         fmt::format("frequency_penalty must be in [-2, 2] (got {})", frequency_penalty));
   }
 }
-
-namespace {
-
-// Keys whose unsigned order is the descending order of the values (not
-// NaN; -0 and +0 one key, as they compare equal).
-uint32_t descending_key(float v) {
-  if (v == 0.0f) v = 0.0f;
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return (bits >> 31) ? bits : ~(bits | (uint32_t{1} << 31));
-}
-uint64_t descending_key(double v) {
-  if (v == 0.0) v = 0.0;
-  uint64_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return (bits >> 63) ? bits : ~(bits | (uint64_t{1} << 63));
-}
-
-// Sorts `a` by key, stably: LSD radix of 11-bit digits, skipping digits that
-// every key shares.
-template <class T>
-void radix_sort(std::vector<T>& a, std::vector<T>& tmp) {
-  constexpr int kKeyBits = 8 * sizeof(T::key);
-  constexpr int kBits = 11, kPasses = (kKeyBits + kBits - 1) / kBits;
-  constexpr size_t kBuckets = size_t{1} << kBits;
-  std::vector<uint32_t> counts(kPasses * kBuckets, 0);
-  for (const T& x : a)
-    for (int p = 0; p < kPasses; ++p)
-      ++counts[p * kBuckets + ((x.key >> (p * kBits)) & (kBuckets - 1))];
-  tmp.resize(a.size());
-  for (int p = 0; p < kPasses; ++p) {
-    uint32_t* c = counts.data() + p * kBuckets;
-    if (std::find(c, c + kBuckets, static_cast<uint32_t>(a.size())) != c + kBuckets) continue;
-    uint32_t sum = 0;
-    for (size_t b = 0; b < kBuckets; ++b) sum += std::exchange(c[b], sum);
-    for (const T& x : a) tmp[c[(x.key >> (p * kBits)) & (kBuckets - 1)]++] = x;
-    a.swap(tmp);
-  }
-}
-
-}  // namespace
 
 int32_t first_argmax(const float* x, int64_t n) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -218,30 +176,162 @@ int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_
     }
     std::sort_heap(cands_.begin(), cands_.end(), before);
   } else {
-    // Every token, in the order `before` gives, by a stable radix sort of
-    // keys that order the values from the largest down (ids come in
-    // increasing order, so ties stay lower id first): linear in the
-    // vocabulary, where a comparison sort of 128k candidates costs ~10 ms.
-    if (plain)
-      order_all(keyed32_, keyed32_tmp_, logit, n_vocab);
-    else
-      order_all(keyed64_, keyed64_tmp_, penalized, n_vocab);
+    if (plain) return draw_all(logit, n_vocab, logit(first_argmax(logits, n_vocab)), u);
+    return draw_all(penalized, n_vocab, *std::max_element(penalized_.begin(), penalized_.end()), u);
   }
   if (cands_.front().logit == kNegInf) return cands_.front().id;  // nothing possible: id 0
   return pick(cands_, u);
 }
 
-template <class Key, class ValueOf>
-void Sampler::order_all(std::vector<KeyedId<Key>>& keyed, std::vector<KeyedId<Key>>& tmp,
-                        const ValueOf& value_of, int n_vocab) {
-  // value_of(id): a float (32-bit keys) or a double (64-bit keys), not NaN.
-  keyed.resize(static_cast<size_t>(n_vocab));
-  for (int i = 0; i < n_vocab; ++i)
-    keyed[static_cast<size_t>(i)] = {descending_key(value_of(i)), i};
-  radix_sort(keyed, tmp);
-  cands_.resize(static_cast<size_t>(n_vocab));
-  for (size_t j = 0; j < keyed.size(); ++j)
-    cands_[j] = {keyed[j].id, static_cast<double>(value_of(keyed[j].id))};
+template <class ValueOf>
+int32_t Sampler::draw_all(const ValueOf& value_of, int n_vocab, double max, double u) {
+  // value_of(id): the token's value (a float or a double), not NaN; `max`
+  // the largest.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  // Buckets of width 1/64 in x = (max - value) / temperature, the last one
+  // open (probabilities below e^-32 of the best): each bucket's tokens come
+  // before the next bucket's in the order, as the probability falls with
+  // the value. Walks go bucket by bucket on the summed masses and enter (sort)
+  // only the bucket where a cut or the draw falls.
+  constexpr int kBuckets = 2048;
+  constexpr double kPerUnit = 64.0;
+  const size_t n = static_cast<size_t>(n_vocab);
+  if (max == -kInf) return 0;  // nothing possible: the lowest id, as greedy
+  if (max == kInf) {           // infinitely likely: the first such token
+    for (int i = 0; i < n_vocab; ++i)
+      if (value_of(i) == max) return i;
+  }
+
+  const double temp = params_.temperature;
+  prob_.resize(n);
+  bucket_of_.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    prob_[i] = (max - static_cast<double>(value_of(static_cast<int>(i)))) / temp;
+  for (size_t i = 0; i < n; ++i) {
+    const double x = prob_[i];
+    bucket_of_[i] = static_cast<uint16_t>(
+        x < (kBuckets - 1) / kPerUnit ? static_cast<int>(x * kPerUnit) : kBuckets - 1);
+  }
+  cpu::exp_negated(prob_.data(), prob_.data(), n);  // p = exp(-x); a std::exp per token was
+                                                    // most of the draw
+  bucket_count_.assign(kBuckets, 0);
+  bucket_mass_.assign(kBuckets, 0.0);
+  const double min_p = params_.min_p;  // x the best one's probability, exp(0) = 1
+  size_t n_min_p = 0;
+  // Two sets of sums, even and odd tokens, so neighbours in one bucket do not
+  // wait on each other's additions; folded in a fixed order.
+  bucket_mass_odd_.assign(kBuckets, 0.0);
+  size_t i = 0;
+  for (; i + 2 <= n; i += 2) {
+    ++bucket_count_[bucket_of_[i]];
+    ++bucket_count_[bucket_of_[i + 1]];
+    bucket_mass_[bucket_of_[i]] += prob_[i];
+    bucket_mass_odd_[bucket_of_[i + 1]] += prob_[i + 1];
+  }
+  if (i < n) {
+    ++bucket_count_[bucket_of_[i]];
+    bucket_mass_[bucket_of_[i]] += prob_[i];
+  }
+  for (int b = 0; b < kBuckets; ++b) bucket_mass_[b] += bucket_mass_odd_[b];
+  if (min_p > 0.0)
+    for (size_t j = 0; j < n; ++j) n_min_p += prob_[j] >= min_p;
+  // The tokens of bucket b in the order (value descending, lower id first),
+  // gathered when a walk enters it; the last one gathered is kept.
+  int gathered = -1;
+  auto members = [&](int b) -> const std::vector<int32_t>& {
+    if (gathered != b) {
+      gathered = b;
+      members_.clear();
+      // 16 tokens at a time through a test the compiler vectorises: a
+      // bucket's tokens are few and far between.
+      const uint16_t* of = bucket_of_.data();
+      size_t i = 0;
+      for (; i + 16 <= n; i += 16) {
+        bool any = false;
+        for (size_t j = 0; j < 16; ++j) any |= of[i + j] == b;
+        if (any)
+          for (size_t j = i; j < i + 16; ++j)
+            if (of[j] == b) members_.push_back(static_cast<int32_t>(j));
+      }
+      for (; i < n; ++i)
+        if (of[i] == b) members_.push_back(static_cast<int32_t>(i));
+      std::sort(members_.begin(), members_.end(), [&](int32_t a, int32_t c) {
+        const double va = value_of(a), vc = value_of(c);
+        return va > vc || (va == vc && a < c);
+      });
+    }
+    return members_;
+  };
+  double total = 0.0;
+  for (double m : bucket_mass_) total += m;
+
+  // The kept prefix: every token of the buckets before `last`, and the first
+  // `in_last` of bucket `last`.
+  int last = kBuckets - 1;
+  while (bucket_count_[last] == 0) --last;
+  size_t in_last = bucket_count_[last];
+  auto cut_at = [&](int b, size_t in_b) {
+    if (b < last || (b == last && in_b < in_last)) last = b, in_last = in_b;
+  };
+  // top_p: the shortest prefix whose mass reaches top_p x total.
+  if (params_.top_p < 1.0f) {
+    const double target = static_cast<double>(params_.top_p) * total;
+    double cum = 0.0;
+    for (int b = 0; b < kBuckets; ++b) {
+      if (cum + bucket_mass_[b] < target) {
+        cum += bucket_mass_[b];
+        continue;
+      }
+      const std::vector<int32_t>& m = members(b);
+      size_t j = 0;
+      while (j < m.size() && (cum += prob_[static_cast<size_t>(m[j])]) < target) ++j;
+      cut_at(b, std::min(j + 1, m.size()));  // the whole bucket where rounding falls short
+      break;
+    }
+  }
+  // min_p: those with probability >= min_p x the best's, a prefix that keeps
+  // the best at least.
+  if (params_.min_p > 0.0f) {
+    size_t before = 0, pos = std::max<size_t>(n_min_p, 1) - 1;
+    int b = 0;
+    while (before + bucket_count_[b] <= pos) before += bucket_count_[b++];
+    cut_at(b, pos - before + 1);
+  }
+
+  double last_mass = bucket_mass_[last];
+  if (in_last < bucket_count_[last]) {
+    const std::vector<int32_t>& m = members(last);
+    last_mass = 0.0;
+    for (size_t j = 0; j < in_last; ++j) last_mass += prob_[static_cast<size_t>(m[j])];
+  }
+  double kept = 0.0;
+  for (int b = 0; b < last; ++b) kept += bucket_mass_[b];
+  kept += last_mass;
+
+  // The first token whose cumulative probability exceeds u x kept.
+  const double target = u * kept;
+  double cum = 0.0;
+  for (int b = 0; b <= last; ++b) {
+    const double mass = b == last ? last_mass : bucket_mass_[b];
+    if (cum + mass <= target) {
+      cum += mass;
+      continue;
+    }
+    const std::vector<int32_t>& m = members(b);
+    const size_t end = b == last ? in_last : m.size();
+    for (size_t j = 0; j < end; ++j)
+      if ((cum += prob_[static_cast<size_t>(m[j])]) > target) return m[j];
+    break;
+  }
+  // Only reached when rounding keeps the walk below u x kept: the last kept
+  // token with a positive probability, where the full walk ends.
+  for (int b = last; b >= 0; --b) {
+    if (!(bucket_mass_[b] > 0.0)) continue;
+    const std::vector<int32_t>& m = members(b);
+    for (size_t j = b == last ? in_last : m.size(); j-- > 0;)
+      if (prob_[static_cast<size_t>(m[j])] > 0.0) return m[j];
+  }
+  return 0;  // not reached: the best token's probability is 1
 }
 
 bool Sampler::penalizes() const {

@@ -22,6 +22,10 @@
 // (greedy calls too). A request's token t therefore depends only on the seed,
 // t, its logits and its history; a resumed request can rebuild its Sampler and
 // discard() the draws already used. All arithmetic is in double, in a fixed order.
+// With every token a candidate (no top_k) the masses are summed per bucket of
+// similar probability and only the buckets where a cut or the draw falls are
+// sorted: the same rule, with sums that may round differently from a walk
+// over a full sort (a boundary moves by ~1e-16 of the mass).
 // NaN logits count as -infinity.
 //
 // Log-probabilities (logprobs(), after sample()) are the log-softmax of the
@@ -109,19 +113,16 @@ class Sampler {
   mutable const float* unpenalized_ = nullptr;
   int n_vocab_ = 0;
   std::vector<Candidate> cands_;  // scratch
-  // Scratch of the full ordering: (sort key, id), sorted by a radix sort;
-  // 32-bit keys for float values, 64-bit for penalised doubles.
-  template <class Key>
-  struct KeyedId {
-    Key key;
-    int32_t id;
-  };
-  std::vector<KeyedId<uint32_t>> keyed32_, keyed32_tmp_;
-  std::vector<KeyedId<uint64_t>> keyed64_, keyed64_tmp_;
-  // cands_ = every token, best first, through a radix sort of their values.
-  template <class Key, class ValueOf>
-  void order_all(std::vector<KeyedId<Key>>& keyed, std::vector<KeyedId<Key>>& tmp,
-                 const ValueOf& value_of, int n_vocab);
+  // Every token a candidate (no top_k): the draw through value buckets,
+  // sorting only those where a cut or the draw falls (see draw_all).
+  template <class ValueOf>
+  int32_t draw_all(const ValueOf& value_of, int n_vocab, double max, double u);
+  std::vector<double> prob_;             // per token
+  std::vector<uint16_t> bucket_of_;      // per token
+  std::vector<uint32_t> bucket_count_;   // tokens per bucket
+  std::vector<double> bucket_mass_;      // their probabilities, summed
+  std::vector<double> bucket_mass_odd_;  // scratch: the odd tokens' sums
+  std::vector<int32_t> members_;         // of one bucket, in the order
 };
 
 }  // namespace pagellm

@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <random>
+#include <utility>
 
 #include "util/error.h"
 
@@ -169,12 +171,12 @@ TEST(Sampler, TopKEqualsNoTopKOverTheKBestOfAFullSort) {
   }
 }
 
-// Every token as a candidate (top_k 0: a radix sort of the values) walks
+// Every token as a candidate (top_k 0: value buckets, sorted where needed) walks
 // them in the order the comparison sort of the top_k path gives (higher
 // value, then lower id; -0 == +0): top_k = n - 1, which drops only an
 // impossible token, draws the same tokens, over values of every sign and
-// size, ties, NaN and -infinity, with and without penalties (keys of floats
-// and of doubles).
+// size, ties, NaN and -infinity, with and without penalties (float and
+// double values).
 TEST(Sampler, AllCandidatesInTheComparisonOrder) {
   std::mt19937 gen(23);
   const float inf = std::numeric_limits<float>::infinity();
@@ -203,6 +205,115 @@ TEST(Sampler, AllCandidatesInTheComparisonOrder) {
         ASSERT_EQ(all.sample(logits.data(), n, history, 1),
                   cut.sample(logits.data(), n, history, 1))
             << "n " << n << " penalty " << penalty << " draw " << d;
+    }
+  }
+}
+
+// The header's rule written plainly for every token a candidate: a full
+// sort (higher value, then lower id), probabilities, the top_p then min_p
+// cuts, the walk to u x kept. `values` are after the penalties, NaN as -inf.
+class ReferenceDraw {
+ public:
+  ReferenceDraw(const std::vector<double>& values, const SamplingParams& p) {
+    const int n = static_cast<int>(values.size());
+    for (int i = 0; i < n; ++i) ids_.push_back(i);
+    std::sort(ids_.begin(), ids_.end(), [&](int a, int b) {
+      return values[a] > values[b] || (values[a] == values[b] && a < b);
+    });
+    const double max = values[ids_[0]];
+    for (int id : ids_) probs_.push_back(std::exp((values[id] - max) / p.temperature));
+    double total = 0.0;
+    for (double q : probs_) total += q;
+    keep_ = probs_.size();
+    if (p.top_p < 1.0f) {
+      double cum = 0.0;
+      for (size_t i = 0; i < probs_.size(); ++i) {
+        cum += probs_[i];
+        if (cum >= static_cast<double>(p.top_p) * total) {
+          keep_ = i + 1;
+          break;
+        }
+      }
+    }
+    if (p.min_p > 0.0f) {
+      size_t k = 1;
+      while (k < keep_ && probs_[k] >= static_cast<double>(p.min_p) * probs_[0]) ++k;
+      keep_ = k;
+    }
+    for (size_t i = 0; i < keep_; ++i) kept_ += probs_[i];
+    impossible_ = max == -std::numeric_limits<double>::infinity();
+  }
+  int32_t draw(double u) const {
+    if (impossible_) return ids_[0];
+    double cum = 0.0;
+    size_t last_positive = 0;
+    for (size_t i = 0; i < keep_; ++i) {
+      cum += probs_[i];
+      if (cum > u * kept_) return ids_[i];
+      if (probs_[i] > 0.0) last_positive = i;
+    }
+    return ids_[last_positive];
+  }
+
+ private:
+  std::vector<int32_t> ids_;
+  std::vector<double> probs_;
+  size_t keep_ = 0;
+  double kept_ = 0.0;
+  bool impossible_ = false;
+};
+
+// Draw by draw equal to the reference over the generator's uniforms, for
+// value sets with many ties (where the buckets are crowded), wide spreads
+// (most tokens in the open last bucket), NaN, +-infinity and signed zeros,
+// at temperatures from near greedy to flat, with top_p and min_p cuts.
+TEST(Sampler, EveryTokenDrawEqualsAFullSortReference) {
+  std::mt19937 gen(41);
+  const float inf = std::numeric_limits<float>::infinity();
+  int config = 0;
+  for (int n : {1, 2, 7, 300, 5000, 20000}) {
+    for (int shape = 0; shape < 4; ++shape) {
+      std::vector<float> logits(static_cast<size_t>(n));
+      std::uniform_int_distribution<int> kind(0, 9), level(-6, 6);
+      std::normal_distribution<float> normal(0.0f, shape == 1 ? 30.0f : 3.0f);
+      for (float& x : logits) {
+        const int k = kind(gen);
+        x = shape == 0 ? 0.25f * static_cast<float>(level(gen))  // crowded ties
+            : k < 7    ? normal(gen)
+            : k == 7   ? (level(gen) < 0 ? -0.0f : 0.0f)
+            : k == 8   ? std::numeric_limits<float>::quiet_NaN()
+                       : -inf;
+      }
+      if (shape == 3 && n > 2) logits[static_cast<size_t>(n) / 2] = inf;
+      for (float temp : {0.05f, 1.0f, 4.0f}) {
+        for (auto [top_p, min_p] :
+             {std::pair{1.0f, 0.0f}, {0.9f, 0.0f}, {1.0f, 0.05f}, {0.3f, 0.01f}, {1e-6f, 0.0f}}) {
+          for (bool penalty : {false, true}) {
+            SamplingParams p = plain(temp, 1000 + static_cast<uint64_t>(config++));
+            p.top_p = top_p;
+            p.min_p = min_p;
+            const Ids history = {0, n - 1, n / 2};
+            if (penalty) p.presence_penalty = 0.3f;
+            std::vector<double> values(logits.size());
+            for (size_t i = 0; i < logits.size(); ++i)
+              values[i] = std::isnan(logits[i]) ? -std::numeric_limits<double>::infinity()
+                                                : static_cast<double>(logits[i]);
+            if (penalty)
+              for (size_t h = 1; h < history.size(); ++h)
+                if (h == 1 || history[h] != history[1])
+                  values[static_cast<size_t>(history[h])] -= static_cast<double>(0.3f);
+            const ReferenceDraw reference(values, p);
+            std::mt19937_64 uniforms(p.seed);
+            Sampler s(p);
+            for (int d = 0; d < 30; ++d) {
+              const double u = static_cast<double>(uniforms() >> 11) * 0x1.0p-53;
+              ASSERT_EQ(s.sample(logits.data(), n, history, 1), reference.draw(u))
+                  << "n " << n << " shape " << shape << " temp " << temp << " top_p " << top_p
+                  << " min_p " << min_p << " penalty " << penalty << " draw " << d;
+            }
+          }
+        }
+      }
     }
   }
 }
