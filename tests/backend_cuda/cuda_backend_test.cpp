@@ -105,14 +105,8 @@ TEST(CudaBackend, BiasEpilogueEqualsAddBiasAfterTheProduct) {
         for (int64_t t = 0; t < rows; ++t)
           for (int64_t i = 0; i < n_in; ++i) xv[t * n_in + i] = static_cast<float>(a.value(t, i));
       }
-      std::vector<float> want(got.size());
-      for (int64_t t = 0; t < rows; ++t)
-        for (int64_t r = 0; r < n_out; ++r) {
-          double s = 0;
-          for (int64_t i = 0; i < n_in; ++i)
-            s += static_cast<double>(w.values[r * n_in + i]) * xv[t * n_in + i];
-          want[t * n_out + r] = static_cast<float>(s);
-        }
+      std::vector<float> want =
+          test::reference_product(w.values, n_out, n_in, xv, n_in, rows, n_out);
       pagellm::add_bias(want.data(), bias.data(), rows, n_out, n_out);
       // GEMV, mmq: f32 sums (CudaGemv: 1e-5); GEMM: operands rounded to f16.
       const bool f32_sums = int8 || rows <= CudaBackend::kGemvMaxRows;

@@ -53,6 +53,23 @@ inline double rel_error(const std::vector<float>& got, const std::vector<float>&
 
 using ::pagellm::test::random_floats;  // the CPU kernel tests' Gaussian inputs
 
+// y[v][r] = sum_c w[r][c] x[v][c] in double: the exact product of weights
+// `w` [rows][cols] and n vectors x (rows x_stride apart) into rows y_stride
+// apart (the gaps 0).
+inline std::vector<float> reference_product(const std::vector<float>& w, int64_t rows, int64_t cols,
+                                            const std::vector<float>& x, int64_t x_stride,
+                                            int64_t n, int64_t y_stride) {
+  std::vector<float> y(static_cast<size_t>(n * y_stride), 0.0f);
+  for (int64_t v = 0; v < n; ++v)
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        s += static_cast<double>(w[r * cols + c]) * x[v * x_stride + c];
+      y[v * y_stride + r] = static_cast<float>(s);
+    }
+  return y;
+}
+
 // rows x cols Gaussian weights quantized row by row to `type` (GGUF layout),
 // and their exact values (dequantize_row of the stored bytes).
 struct HostWeights {

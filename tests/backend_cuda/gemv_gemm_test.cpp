@@ -14,21 +14,8 @@ namespace pagellm::cuda {
 namespace {
 
 using test::download;
+using test::reference_product;
 using test::upload;
-
-std::vector<float> reference(const std::vector<float>& w, int64_t rows, int64_t cols,
-                             const std::vector<float>& x, int64_t x_stride, int64_t n,
-                             int64_t y_stride) {
-  std::vector<float> y(static_cast<size_t>(n * y_stride), 0.0f);
-  for (int64_t v = 0; v < n; ++v)
-    for (int64_t r = 0; r < rows; ++r) {
-      double s = 0;
-      for (int64_t c = 0; c < cols; ++c)
-        s += static_cast<double>(w[r * cols + c]) * x[v * x_stride + c];
-      y[v * y_stride + r] = static_cast<float>(s);
-    }
-  return y;
-}
 
 TEST(CudaGemv, EveryTypeMatchesReference) {
   PAGELLM_REQUIRE_CUDA_DEVICE();
@@ -40,7 +27,7 @@ TEST(CudaGemv, EveryTypeMatchesReference) {
       const auto w = test::make_weights(type, rows, cols, 31);
       const int64_t x_stride = cols + 4, y_stride = rows + 3;
       const auto x = test::random_floats(n * x_stride, 32 + n);
-      const auto want = reference(w.values, rows, cols, x, x_stride, n, y_stride);
+      const auto want = reference_product(w.values, rows, cols, x, x_stride, n, y_stride);
       DeviceBuffer dw = upload(dev, w.bytes), dx = upload(dev, x);
       DeviceBuffer dy(dev, want.size() * sizeof(float));
       dev.fill_zero(dy.data(), dy.bytes());
@@ -83,7 +70,7 @@ TEST(CudaGemm, EveryTypeMatchesReference) {
     const auto w = test::make_weights(type, rows, cols, 41);
     const int64_t x_stride = cols + 8, y_stride = rows + 7;
     const auto x = test::random_floats(n * x_stride, 42);
-    const auto want = reference(w.values, rows, cols, x, x_stride, n, y_stride);
+    const auto want = reference_product(w.values, rows, cols, x, x_stride, n, y_stride);
     DeviceBuffer dw = upload(dev, w.bytes), dx = upload(dev, x);
     DeviceBuffer dy(dev, want.size() * sizeof(float));
     dev.fill_zero(dy.data(), dy.bytes());
@@ -109,7 +96,7 @@ TEST(CudaGemm, ActivationsBeyondTheF16RangeStayAccurate) {
     x[7 * cols + c] *= 3e4f;  // just past 2^15 here and there
   }
   x[9 * cols + 17] = 1e9f;  // one huge value in a normal row
-  const auto want = reference(w.values, rows, cols, x, cols, n, rows);
+  const auto want = reference_product(w.values, rows, cols, x, cols, n, rows);
   DeviceBuffer dw = upload(dev, w.bytes), dx = upload(dev, x);
   DeviceBuffer dy(dev, want.size() * sizeof(float));
   gemm(dev, ws, DType::Q8_0, dw.data(), rows, cols, dx.as<float>(), cols, n, dy.as<float>(), rows);

@@ -117,14 +117,9 @@ TEST(CudaValidation, GemvLaneCodeOnHost) {
       SCOPED_TRACE(std::string(dtype_name(type)) + " x" + std::to_string(n));
       const int64_t x_stride = cols + 4, y_stride = rows + 3;
       const std::vector<float> x = test::random_floats(static_cast<size_t>(n * x_stride), 72 + n);
-      std::vector<float> want(static_cast<size_t>(n * y_stride), 0.0f), got = want;
-      for (int64_t v = 0; v < n; ++v)
-        for (int64_t r = 0; r < rows; ++r) {
-          double s = 0;
-          for (int64_t c = 0; c < cols; ++c)
-            s += static_cast<double>(w.values[r * cols + c]) * x[v * x_stride + c];
-          want[v * y_stride + r] = static_cast<float>(s);
-        }
+      const std::vector<float> want =
+          test::reference_product(w.values, rows, cols, x, x_stride, n, y_stride);
+      std::vector<float> got(want.size(), 0.0f);
       gemv_rows_host(type, w.bytes.data(), rows, cols, x.data(), x_stride, got.data(), y_stride, n);
       EXPECT_LE(test::rel_error(got, want), 1e-5);
     }
