@@ -1,0 +1,27 @@
+# The large test data lives in the repository as tests/data/packed.tar.xz
+# (scripts/pack-test-data.sh): unpacked here, beside it, at configure time, and
+# again whenever the archive changes or unpacked files went missing (a
+# git-ignored stamp keeps the archive's hash and how many files it gave).
+set(_data ${PROJECT_SOURCE_DIR}/tests/data)
+set(_packed ${_data}/packed.tar.xz)
+set(_stamp ${_data}/.unpacked)
+if(EXISTS ${_packed})
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_packed})
+  # The packed files, as scripts/pack-test-data.sh and .gitignore name them.
+  set(_globs ${_data}/golden/*.json ${_data}/golden/random/*.gguf ${_data}/golden/random/*.json
+             ${_data}/tokenizer-vectors/*.gguf)
+  file(SHA256 ${_packed} _hash)
+  file(GLOB _present ${_globs})
+  list(LENGTH _present _count)
+  set(_have "")
+  if(EXISTS ${_stamp})
+    file(READ ${_stamp} _have)
+  endif()
+  if(NOT _have STREQUAL "${_hash} ${_count}")
+    message(STATUS "Unpacking tests/data/packed.tar.xz")
+    file(ARCHIVE_EXTRACT INPUT ${_packed} DESTINATION ${_data})
+    file(GLOB _present ${_globs})
+    list(LENGTH _present _count)
+    file(WRITE ${_stamp} "${_hash} ${_count}")
+  endif()
+endif()
