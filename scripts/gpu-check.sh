@@ -31,8 +31,13 @@
 # A test that reports "no CUDA device" here is a failure (the GPU is not
 # visible to the CUDA runtime). The summary table is printed last.
 #
+# Step 1 is skipped when .gpu-bundle/bundle.tar.xz (scripts/gpu-bundle.sh,
+# built on a development machine and carried along) holds binaries for this
+# GPU that run here: no compiling on the GPU machine, and no -dev packages
+# needed there. GPU_CHECK_BUILD=1 builds anyway.
+#
 # Usage: scripts/gpu-check.sh   (BUILD_DIR=build-gpu, JOBS=nproc, SKIP_BENCH=1,
-#                                 PEAK_GBPS=...)
+#                                 PEAK_GBPS=..., GPU_CHECK_BUILD=1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-gpu}
@@ -43,12 +48,35 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=index,name,driver_ver
   --format=csv,noheader || echo "nvidia-smi not found"
 
 t0=$(date +%s)
-# Only this GPU's architecture: a quicker build than the default four.
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGELLM_CUDA=ON \
-  -DPAGELLM_BUILD_BENCH=ON ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} >/dev/null
-flock /tmp/pagellm-build.lock cmake --build "$BUILD_DIR" -j "$JOBS" \
-  --target pagellm test_backend_cuda test_engine test_backend bench_cuda_kernels
+# A bundle prebuilt elsewhere (scripts/gpu-bundle.sh, carried as .gpu-bundle)
+# for this GPU's architecture, when its binaries run here; else a build here.
+prebuilt=""
+if [ -f .gpu-bundle/bundle.tar.xz ] && [ "$BUILD_DIR" = build-gpu ] && [ -z "${GPU_CHECK_BUILD:-}" ]; then
+  ln -sfn "$PWD" /tmp/pagellm-src  # the bundle's compiled-in paths start there
+  rm -rf build-gpu && cmake -E tar xf .gpu-bundle/bundle.tar.xz
+  (cd tests/data && cmake -E tar xf packed.tar.xz)  # what configuring would unpack
+  export LD_LIBRARY_PATH="$PWD/build-gpu/bundle-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if [ "$(cat build-gpu/bundle-lib/cuda-arch)" = "${arch:-?}" ] &&
+    build-gpu/pagellm --help >/dev/null 2>"$PWD/.gpu-bundle/run.err"; then
+    prebuilt=yes
+    echo "gpu-check: prebuilt bundle (sm_$arch)"
+  else
+    echo "gpu-check: the bundle (sm_$(cat build-gpu/bundle-lib/cuda-arch)) does not run on this" \
+      "sm_${arch:-?} machine: building here"
+    head -3 .gpu-bundle/run.err
+    rm -rf build-gpu
+    export LD_LIBRARY_PATH="${LD_LIBRARY_PATH#"$PWD/build-gpu/bundle-lib"}"
+    export LD_LIBRARY_PATH="${LD_LIBRARY_PATH#:}"
+  fi
+fi
+if [ -z "$prebuilt" ]; then
+  # Only this GPU's architecture: a quicker build than the default four.
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGELLM_CUDA=ON \
+    -DPAGELLM_BUILD_BENCH=ON ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} >/dev/null
+  flock /tmp/pagellm-build.lock cmake --build "$BUILD_DIR" -j "$JOBS" \
+    --target pagellm test_backend_cuda test_engine test_backend bench_cuda_kernels
+fi
 t1=$(date +%s)
 
 mkdir -p "$LOG_DIR"

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Prebuilds, on this machine, what scripts/gpu-check.sh runs on a lent GPU
+# machine, so that the GPU machine neither compiles (device minutes) nor needs
+# the Debian -dev packages (its image has CUDA, CMake and ninja, and nothing
+# can be installed there). Writes .gpu-bundle/bundle.tar.xz (git-ignored):
+#
+#   build-gpu/...            the binaries gpu-check runs (pagellm, the CUDA and
+#                            engine tests, test_backend, bench_cuda_kernels)
+#                            and the CTest files that list their tests
+#   build-gpu/bundle-lib/    the shared libraries they load beyond glibc and
+#                            the GPU driver (fmt, PCRE2, httplib, OpenSSL,
+#                            libstdc++, the CUDA runtime, ...)
+#
+# Compiled-in paths (test data, the default model, the build folder) go
+# through the link /tmp/pagellm-src, made here to this checkout and there, by
+# gpu-check.sh, to the copy of the working tree. Then, with the device tool:
+#   run(command="scripts/gpu-check.sh", carry=[".gpu-bundle"], timeout_s=...)
+#
+# Usage: scripts/gpu-bundle.sh   (CUDA_ARCH=90: the H100 / H200; JOBS=2)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SRC=/tmp/pagellm-src
+ARCH=${CUDA_ARCH:-90}
+JOBS=${JOBS:-2}
+ln -sfn "$PWD" "$SRC"
+cmake -S "$SRC" -B "$SRC/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGELLM_CUDA=ON \
+  -DPAGELLM_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" >/dev/null
+bins="pagellm tests/test_backend_cuda tests/test_engine tests/test_backend bench/bench_cuda_kernels"
+flock /tmp/pagellm-build.lock cmake --build "$SRC/build-gpu" -j "$JOBS" --target $(for b in $bins; do
+  basename "$b"
+done)
+
+cd build-gpu
+rm -rf bundle-lib && mkdir bundle-lib
+# Everything ldd resolves but glibc's own libraries (the loader, libc, libm,
+# libdl, libpthread, librt), which must be the machine's.
+for b in $bins; do ldd "$b"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+  grep -Ev '/(ld-linux[^/]*|libc|libm|libdl|libpthread|librt)\.so' |
+  while read -r lib; do cp -L "$lib" bundle-lib/; done
+echo "$ARCH" >bundle-lib/cuda-arch
+ctest_files=$(find . -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake')
+cd ..
+mkdir -p .gpu-bundle
+tar -cf - $(for b in $bins; do echo "build-gpu/$b"; done) build-gpu/bundle-lib \
+  $(for f in $ctest_files; do echo "build-gpu/${f#./}"; done) | xz -6 -T"$JOBS" >.gpu-bundle/bundle.tar.xz
+ls -l .gpu-bundle/bundle.tar.xz
+echo "tracked + bundle: $(( ($(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1) + \
+  $(stat -c %s .gpu-bundle/bundle.tar.xz)) / 1048576 )) MiB (the device tool takes 64)"
