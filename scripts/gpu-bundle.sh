@@ -14,7 +14,8 @@
 # Compiled-in paths (test data, the default model, the build folder) go
 # through the link /tmp/pagellm-src, made here to this checkout and there, by
 # gpu-check.sh, to the copy of the working tree. Then, with the device tool:
-#   run(command="scripts/gpu-check.sh", carry=[".gpu-bundle"], timeout_s=...)
+#   run(command="set -o pipefail; scripts/gpu-check.sh 2>&1 | tee $OUT/gpu-check.log;
+#       cp build-gpu/gpu-check/*.json $OUT/", carry=[".gpu-bundle"], timeout_s=540)
 #
 # Usage: scripts/gpu-bundle.sh   (CUDA_ARCH=90: the H100 / H200; JOBS=2)
 set -euo pipefail

@@ -358,9 +358,15 @@ TokenLogprob Sampler::logprobs(int32_t token, int32_t top_n, std::vector<TokenLo
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   const double max = *std::max_element(penalized_.begin(), penalized_.end());
   double lse = max;  // log(sum(exp(l))), computed around the max
-  if (max != kNegInf) {
+  if (max == -kNegInf) {
+    lse = std::numeric_limits<double>::quiet_NaN();  // +inf logits: no distribution
+  } else if (max != kNegInf) {
+    // exp(l - max) as exp(-(max - l)), vectorised (prob_ is scratch here).
+    prob_.resize(penalized_.size());
+    for (size_t i = 0; i < penalized_.size(); ++i) prob_[i] = max - penalized_[i];
+    cpu::exp_negated(prob_.data(), prob_.data(), prob_.size());
     double sum = 0.0;
-    for (double l : penalized_) sum += std::exp(l - max);
+    for (double p : prob_) sum += p;
     lse = max + std::log(sum);
   }
   auto logprob = [&](int32_t id) -> float {

@@ -117,7 +117,7 @@ class Sampler {
   // sorting only those where a cut or the draw falls (see draw_all).
   template <class ValueOf>
   int32_t draw_all(const ValueOf& value_of, int n_vocab, double max, double u);
-  std::vector<double> prob_;             // per token
+  mutable std::vector<double> prob_;     // per token (scratch of logprobs() too)
   std::vector<uint16_t> bucket_of_;      // per token
   std::vector<uint32_t> bucket_count_;   // tokens per bucket
   std::vector<double> bucket_mass_;      // their probabilities, summed
