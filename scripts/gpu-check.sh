@@ -54,20 +54,23 @@ arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | he
 prebuilt=""
 if [ -f .gpu-bundle/bundle.tar.xz ] && [ "$BUILD_DIR" = build-gpu ] && [ -z "${GPU_CHECK_BUILD:-}" ]; then
   ln -sfn "$PWD" /tmp/pagellm-src  # the bundle's compiled-in paths start there
-  rm -rf build-gpu && cmake -E tar xf .gpu-bundle/bundle.tar.xz
+  cmake -E tar xf .gpu-bundle/bundle.tar.xz  # over build-gpu: a generated model stays
   (cd tests/data && cmake -E tar xf packed.tar.xz)  # what configuring would unpack
-  export LD_LIBRARY_PATH="$PWD/build-gpu/bundle-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  if [ "$(cat build-gpu/bundle-lib/cuda-arch)" = "${arch:-?}" ] &&
-    build-gpu/pagellm --help >/dev/null 2>"$PWD/.gpu-bundle/run.err"; then
+  why=""
+  if [ "$(cat build-gpu/bundle-lib/cuda-arch)" != "${arch:-?}" ]; then
+    why="built for sm_$(cat build-gpu/bundle-lib/cuda-arch), this GPU is sm_${arch:-?}"
+  elif ! sha256sum --quiet -c build-gpu/bundle-lib/sources.sha256 >.gpu-bundle/stale.txt 2>&1; then
+    why="built from other sources: $(grep -c FAILED .gpu-bundle/stale.txt) files differ"
+  elif ! build-gpu/pagellm plan -m tests/data/stories260K.gguf --json >.gpu-bundle/plan.json \
+    2>.gpu-bundle/run.err || ! grep -q '"name": *"cuda' .gpu-bundle/plan.json; then
+    why="it sees no CUDA device here: $(head -c 300 .gpu-bundle/run.err)"
+  fi
+  if [ -z "$why" ]; then
     prebuilt=yes
     echo "gpu-check: prebuilt bundle (sm_$arch)"
   else
-    echo "gpu-check: the bundle (sm_$(cat build-gpu/bundle-lib/cuda-arch)) does not run on this" \
-      "sm_${arch:-?} machine: building here"
-    head -3 .gpu-bundle/run.err
+    echo "gpu-check: not using the bundle ($why): building here"
     rm -rf build-gpu
-    export LD_LIBRARY_PATH="${LD_LIBRARY_PATH#"$PWD/build-gpu/bundle-lib"}"
-    export LD_LIBRARY_PATH="${LD_LIBRARY_PATH#:}"
   fi
 fi
 if [ -z "$prebuilt" ]; then

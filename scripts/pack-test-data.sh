@@ -11,7 +11,8 @@ cd "$(dirname "$0")/../tests/data"
 # The packed files: keep in step with .gitignore.
 files=$(ls golden/*.json golden/random/*.gguf golden/random/*.json tokenizer-vectors/*.gguf)
 printf '%s\n' $files | LC_ALL=C sort |
-  tar --owner=0 --group=0 --numeric-owner --mtime='2026-01-01 00:00:00Z' --format=gnu \
+  tar --owner=0 --group=0 --numeric-owner --mode=u=rw,go=r --mtime='2026-01-01 00:00:00Z' \
+    --format=gnu \
     -cf - -T - | xz -9e -T1 >packed.tar.xz.tmp
 mv packed.tar.xz.tmp packed.tar.xz
 ls -l packed.tar.xz

@@ -321,7 +321,8 @@ int32_t Sampler::draw_all(const ValueOf& value_of, int n_vocab, double max, doub
     const size_t end = b == last ? in_last : m.size();
     for (size_t j = 0; j < end; ++j)
       if ((cum += prob_[static_cast<size_t>(m[j])]) > target) return m[j];
-    break;
+    // Rounding left this bucket's walk short: on into the next, as the full
+    // walk would go.
   }
   // Only reached when rounding keeps the walk below u x kept: the last kept
   // token with a positive probability, where the full walk ends.

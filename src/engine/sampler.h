@@ -24,8 +24,9 @@
 // discard() the draws already used. All arithmetic is in double, in a fixed order.
 // With every token a candidate (no top_k) the masses are summed per bucket of
 // similar probability and only the buckets where a cut or the draw falls are
-// sorted: the same rule, with sums that may round differently from a walk
-// over a full sort (a boundary moves by ~1e-16 of the mass).
+// sorted: the same rule, with sums that round differently from a walk over
+// a full sort (where a top_p cut or the draw falls within rounding of a
+// partial sum, the two can keep or pick a neighbouring token).
 // NaN logits count as -infinity.
 //
 // Log-probabilities (logprobs(), after sample()) are the log-softmax of the
