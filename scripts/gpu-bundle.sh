@@ -44,7 +44,7 @@ done)
 cd build-gpu
 rm -rf bundle-lib && mkdir bundle-lib
 # Everything ldd resolves but glibc's own libraries (the loader, libc, libm,
-# libdl, libpthread, librt), which must be the machine's.
+# libdl, libpthread, librt) and the GPU driver's, which must be the machine's.
 deps=$(for b in $bins; do ldd "$b"; done)
 if grep -q "not found" <<<"$deps"; then
   grep "not found" <<<"$deps" | sort -u >&2

@@ -39,6 +39,15 @@ void SamplingParams::validate() const {
   }
 }
 
+namespace {
+
+// The candidates' order: the higher value first, the lower id on ties.
+bool ranks_before(double va, int32_t a, double vb, int32_t b) {
+  return va > vb || (va == vb && a < b);
+}
+
+}  // namespace
+
 int32_t first_argmax(const float* x, int64_t n) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   // Lane maxima first (independent chains the compiler can vectorise; NaN
@@ -143,7 +152,7 @@ int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_
 
   // The candidates, best first (higher logit, then lower id).
   auto before = [](const Candidate& a, const Candidate& b) {
-    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+    return ranks_before(a.logit, a.id, b.logit, b.id);
   };
   const int32_t k = params_.top_k;
   cands_.clear();
@@ -217,7 +226,6 @@ int32_t Sampler::draw_all(const ValueOf& value_of, int n_vocab, double max, doub
   bucket_count_.assign(kBuckets, 0);
   bucket_mass_.assign(kBuckets, 0.0);
   const double min_p = params_.min_p;  // x the best one's probability, exp(0) = 1
-  size_t n_min_p = 0;
   // Two sets of sums, even and odd tokens, so neighbours in one bucket do not
   // wait on each other's additions; folded in a fixed order.
   bucket_mass_odd_.assign(kBuckets, 0.0);
@@ -233,6 +241,7 @@ int32_t Sampler::draw_all(const ValueOf& value_of, int n_vocab, double max, doub
     bucket_mass_[bucket_of_[i]] += prob_[i];
   }
   for (int b = 0; b < kBuckets; ++b) bucket_mass_[b] += bucket_mass_odd_[b];
+  size_t n_min_p = 0;
   if (min_p > 0.0)
     for (size_t j = 0; j < n; ++j) n_min_p += prob_[j] >= min_p;
   // The tokens of bucket b in the order (value descending, lower id first),
@@ -255,10 +264,8 @@ int32_t Sampler::draw_all(const ValueOf& value_of, int n_vocab, double max, doub
       }
       for (; i < n; ++i)
         if (of[i] == b) members_.push_back(static_cast<int32_t>(i));
-      std::sort(members_.begin(), members_.end(), [&](int32_t a, int32_t c) {
-        const double va = value_of(a), vc = value_of(c);
-        return va > vc || (va == vc && a < c);
-      });
+      std::sort(members_.begin(), members_.end(),
+                [&](int32_t a, int32_t c) { return ranks_before(value_of(a), a, value_of(c), c); });
     }
     return members_;
   };
@@ -291,7 +298,7 @@ int32_t Sampler::draw_all(const ValueOf& value_of, int n_vocab, double max, doub
   }
   // min_p: those with probability >= min_p x the best's, a prefix that keeps
   // the best at least.
-  if (params_.min_p > 0.0f) {
+  if (min_p > 0.0) {
     size_t before = 0, pos = std::max<size_t>(n_min_p, 1) - 1;
     int b = 0;
     while (before + bucket_count_[b] <= pos) before += bucket_count_[b++];
@@ -382,9 +389,8 @@ TokenLogprob Sampler::logprobs(int32_t token, int32_t top_n, std::vector<TokenLo
       std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
       for (int32_t i = 0; i < n_vocab; ++i) ids[static_cast<size_t>(i)] = i;
       std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
-        const double la = penalized_[static_cast<size_t>(a)];
-        const double lb = penalized_[static_cast<size_t>(b)];
-        return la > lb || (la == lb && a < b);
+        return ranks_before(penalized_[static_cast<size_t>(a)], a,
+                            penalized_[static_cast<size_t>(b)], b);
       });
       for (int32_t i = 0; i < k; ++i) {
         const int32_t id = ids[static_cast<size_t>(i)];
