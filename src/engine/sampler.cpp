@@ -41,6 +41,8 @@ void SamplingParams::validate() const {
 
 namespace {
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 // The candidates' order: the higher value first, the lower id on ties.
 bool ranks_before(double va, int32_t a, double vb, int32_t b) {
   return va > vb || (va == vb && a < b);
@@ -88,7 +90,6 @@ int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_
   }
   const double u = next_uniform();  // exactly one draw per call, whatever the mode
   n_vocab_ = n_vocab;
-  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   // Without penalties the float logits are read in place (penalized_ is
   // filled if logprobs() asks); with them, from penalized_.
   const bool plain = !penalizes();
@@ -188,7 +189,7 @@ int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_
     if (plain) return draw_all(logit, n_vocab, logit(first_argmax(logits, n_vocab)), u);
     return draw_all(penalized, n_vocab, *std::max_element(penalized_.begin(), penalized_.end()), u);
   }
-  if (cands_.front().logit == kNegInf) return cands_.front().id;  // nothing possible: id 0
+  if (cands_.front().logit == -kInf) return cands_.front().id;  // nothing possible: id 0
   return pick(cands_, u);
 }
 
@@ -196,7 +197,6 @@ template <class ValueOf>
 int32_t Sampler::draw_all(const ValueOf& value_of, int n_vocab, double max, double u) {
   // value_of(id): the token's value (a float or a double), not NaN; `max`
   // the largest.
-  constexpr double kInf = std::numeric_limits<double>::infinity();
   // Buckets of width 1/64 in x = (max - value) / temperature, the last one
   // open (probabilities below e^-32 of the best): each bucket's tokens come
   // before the next bucket's in the order, as the probability falls with
@@ -348,10 +348,9 @@ bool Sampler::penalizes() const {
 }
 
 void Sampler::copy_logits(const float* logits, int n_vocab) const {
-  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   penalized_.resize(static_cast<size_t>(n_vocab));
   for (int i = 0; i < n_vocab; ++i)
-    penalized_[i] = std::isnan(logits[i]) ? kNegInf : static_cast<double>(logits[i]);
+    penalized_[i] = std::isnan(logits[i]) ? -kInf : static_cast<double>(logits[i]);
 }
 
 TokenLogprob Sampler::logprobs(int32_t token, int32_t top_n, std::vector<TokenLogprob>* top) const {
@@ -363,12 +362,11 @@ TokenLogprob Sampler::logprobs(int32_t token, int32_t top_n, std::vector<TokenLo
   if (n_vocab == 0 || token < 0 || token >= n_vocab) {
     throw Error(fmt::format("sampler: logprobs of token {} (n_vocab {})", token, n_vocab));
   }
-  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   const double max = *std::max_element(penalized_.begin(), penalized_.end());
   double lse = max;  // log(sum(exp(l))), computed around the max
-  if (max == -kNegInf) {
+  if (max == kInf) {
     lse = std::numeric_limits<double>::quiet_NaN();  // +inf logits: no distribution
-  } else if (max != kNegInf) {
+  } else if (max != -kInf) {
     // exp(l - max) as exp(-(max - l)), vectorised (prob_ is scratch here).
     prob_.resize(penalized_.size());
     for (size_t i = 0; i < penalized_.size(); ++i) prob_[i] = max - penalized_[i];
@@ -379,7 +377,7 @@ TokenLogprob Sampler::logprobs(int32_t token, int32_t top_n, std::vector<TokenLo
   }
   auto logprob = [&](int32_t id) -> float {
     const double l = penalized_[static_cast<size_t>(id)];
-    if (l == kNegInf || max == kNegInf) return -std::numeric_limits<float>::infinity();
+    if (l == -kInf || max == -kInf) return -std::numeric_limits<float>::infinity();
     return static_cast<float>(l - lse);
   };
   if (top != nullptr) {
