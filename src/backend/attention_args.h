@@ -10,7 +10,9 @@
 //        slot = table[p / block_size] * block_size + p % block_size
 //   token_seq[t]  index of the sequence token t belongs to
 //   token_pos[t]  its position; it attends to positions 0..token_pos[t] of its
-//                 sequence (which must already be in the cache, this step's too)
+//                 sequence (which must already be in the cache, this step's too),
+//                 or with window > 0 to the last `window` of them only
+//   softcap > 0   scores become softcap * tanh(score / softcap) (after scale)
 //   the block ids of sequence s, in position order, either as
 //     block_tables[s]                                   (row pointers: the CPU) or
 //     block_table_flat + s * block_table_stride          (one array: CUDA)
@@ -43,6 +45,14 @@ struct PagedAttentionArgs {
   const int32_t* block_table_flat = nullptr;
   int32_t block_table_stride = 0;
   float scale = 1.0f;  // usually 1 / sqrt(head_dim)
+  int32_t window = 0;  // 0: every earlier position
+  float softcap = 0.0f;
 };
+
+// The first position token t attends to.
+inline int32_t attention_first_pos(const PagedAttentionArgs& a, int32_t t) {
+  const int32_t p = a.token_pos[t];
+  return a.window > 0 && p >= a.window ? p - a.window + 1 : 0;
+}
 
 }  // namespace pagellm

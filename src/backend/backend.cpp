@@ -3,9 +3,26 @@
 #include <memory>
 #include <utility>
 
+#include <fmt/format.h>
+
+#include "util/error.h"
 #include "util/host_pages.h"
 
 namespace pagellm {
+
+const char* backend_op_name(BackendOp op) {
+  switch (op) {
+    case BackendOp::kGeluTanh:
+      return "the GELU activation";
+    case BackendOp::kAttentionWindow:
+      return "sliding-window attention";
+    case BackendOp::kAttentionSoftcap:
+      return "attention soft-capping";
+    case BackendOp::kRopeFactors:
+      return "RoPE frequency factors";
+  }
+  return "?";
+}
 
 void Backend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
@@ -29,6 +46,19 @@ void Backend::silu_mul_matmul(float* gate, const float* up, int64_t rows, const 
   matmul(gate, rows, outs, n_outs);
 }
 
+void Backend::glu_matmul(Activation act, float* gate, const float* up, int64_t rows,
+                         const MatmulOutput* outs, size_t n_outs) {
+  if (act == Activation::kSilu) return silu_mul_matmul(gate, up, rows, outs, n_outs);
+  if (n_outs == 0) return;
+  glu(act, gate, up, rows * outs[0].w->n_in);
+  matmul(gate, rows, outs, n_outs);
+}
+
+void Backend::glu(Activation act, float* gate, const float* up, int64_t count) {
+  if (act == Activation::kSilu) return silu_mul(gate, up, count);
+  throw Error(fmt::format("{} has no {} activation", name(), activation_name(act)));
+}
+
 void Backend::attention_matmul(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                                float scale, int64_t rows, const MatmulOutput* outs, size_t n_outs) {
   paged_attention(kv, q, out, n_heads, scale);
@@ -36,10 +66,10 @@ void Backend::attention_matmul(const KvLayerView& kv, const float* q, float* out
 }
 
 void Backend::rope_kv_write(const KvLayerView& kv, float* q, int32_t n_heads, float* k,
-                            const float* v, RopeStyle style) {
+                            const float* v, RopeStyle style, int32_t table) {
   const int32_t hd = kv.head_dim;
-  rope(q, static_cast<int64_t>(n_heads) * hd, n_heads, hd, style);
-  rope(k, static_cast<int64_t>(kv.n_kv_heads) * hd, kv.n_kv_heads, hd, style);
+  rope(q, static_cast<int64_t>(n_heads) * hd, n_heads, hd, style, table);
+  rope(k, static_cast<int64_t>(kv.n_kv_heads) * hd, kv.n_kv_heads, hd, style, table);
   kv_write(kv, k, v);
 }
 
@@ -71,6 +101,8 @@ PagedAttentionArgs paged_attention_args(const KvLayerView& kv, const float* q, f
   a.token_seq = token_seq;
   a.token_pos = token_pos;
   a.scale = scale;
+  a.window = kv.window;
+  a.softcap = kv.softcap;
   return a;
 }
 

@@ -13,8 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 
+#include "backend/activation.h"
 #include "backend/attention_args.h"
 #include "backend/cpu/matmul.h"
 #include "backend/rope_style.h"
@@ -52,16 +54,25 @@ struct StepInputs {
   const int32_t* block_counts = nullptr;         // [n_seqs] entries in each block table
 };
 
+// One RoPE table: angle = pos * freq_scale * freq_base^(-2i / n_rot) /
+// freq_factors[i] (when given: host memory, n_rot / 2 floats, valid while the
+// model lives), cos and sin times attn_factor. A model may use several (Gemma
+// 3's local and global layers); each layer names its table by index.
 struct RopeParams {
   int32_t n_rot = 0;
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
+  const float* freq_factors = nullptr;
+  float attn_factor = 1.0f;
   // Equal parameters share one table of sines and cosines.
   bool operator==(const RopeParams&) const = default;
 };
 
 // One layer's K and V in a KV pool on this backend (kvcache/kv_pool.h layout:
 // [slots][n_kv_heads][head_dim] of type).
+// How the layer attends to it: `window` > 0 limits each token to the last
+// `window` positions (itself included; sliding-window layers), `softcap` > 0
+// caps scores as softcap * tanh(score / softcap) (Gemma 2).
 struct KvLayerView {
   void* k = nullptr;
   void* v = nullptr;
@@ -69,11 +80,26 @@ struct KvLayerView {
   int32_t block_size = 16;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
+  int32_t window = 0;
+  float softcap = 0.0f;
 };
+
+// Ops beyond the Llama block's that a backend may lack (its layers then stay
+// elsewhere: the model refuses to load them there).
+enum class BackendOp {
+  kGeluTanh,          // glu() with Activation::kGeluTanh
+  kAttentionWindow,   // KvLayerView::window
+  kAttentionSoftcap,  // KvLayerView::softcap
+  kRopeFactors,       // RopeParams::freq_factors / attn_factor
+};
+const char* backend_op_name(BackendOp op);
 
 class Backend {
  public:
   virtual ~Backend() = default;
+
+  // Whether this backend's kernels run `op`.
+  virtual bool supports(BackendOp /*op*/) const { return true; }
 
   // "cpu", "cuda:0 (NVIDIA H200)": for messages.
   virtual std::string name() const = 0;
@@ -105,8 +131,10 @@ class Backend {
   virtual double measure_read_bandwidth() { return 0; }
 
   // Takes the step's batch (copies what the kernels need to the device) and
-  // prepares RoPE for its positions.
-  virtual void begin_step(const StepInputs& in, const RopeParams& rope) = 0;
+  // prepares the RoPE tables for its positions (rope() and rope_kv_write()
+  // name one by its index in `ropes`).
+  virtual void begin_step(const StepInputs& in, std::span<const RopeParams> ropes) = 0;
+  void begin_step(const StepInputs& in, const RopeParams& rope) { begin_step(in, {&rope, 1}); }
 
   // Recorded layer runs (CUDA graphs: one launch for a step's layers instead
   // of hundreds). Before running layers [begin, end) of a step the model asks
@@ -162,6 +190,14 @@ class Backend {
                         float scale, int64_t rows, std::initializer_list<MatmulOutput> outs) {
     attention_matmul(kv, q, out, n_heads, scale, rows, outs.begin(), outs.size());
   }
+  // y_i = (act(gate) * up) W_i^T, as silu_mul_matmul for any activation. The
+  // default runs glu(), then matmul (SiLU: silu_mul_matmul).
+  virtual void glu_matmul(Activation act, float* gate, const float* up, int64_t rows,
+                          const MatmulOutput* outs, size_t n_outs);
+  void glu_matmul(Activation act, float* gate, const float* up, int64_t rows,
+                  std::initializer_list<MatmulOutput> outs) {
+    glu_matmul(act, gate, up, rows, outs.begin(), outs.size());
+  }
   // Reserves the matmul scratch for `rows` rows against w, so that steps do
   // not allocate.
   virtual void reserve_matmul(const MatrixView& /*w*/, int64_t /*rows*/) {}
@@ -174,10 +210,17 @@ class Backend {
   virtual void add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) = 0;
   // gate[i] = silu(gate[i]) * up[i]
   virtual void silu_mul(float* gate, const float* up, int64_t count) = 0;
+  // gate[i] = act(gate[i]) * up[i]; the default takes SiLU only (silu_mul) and
+  // refuses the others.
+  virtual void glu(Activation act, float* gate, const float* up, int64_t count);
   // Rotates the first n_rot dims of each head of the step's token rows
-  // (row t at x + t * stride, position of token t from begin_step()).
-  virtual void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim,
-                    RopeStyle style) = 0;
+  // (row t at x + t * stride, position of token t from begin_step()) by RoPE
+  // table `table` of the step.
+  virtual void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim, RopeStyle style,
+                    int32_t table) = 0;
+  void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim, RopeStyle style) {
+    rope(x, stride, n_heads, head_dim, style, 0);
+  }
   // Stores the step's K and V rows ([n_tokens][n_kv_heads * head_dim]) at the
   // tokens' slots, rounded to the cache type.
   virtual void kv_write(const KvLayerView& kv, const float* k, const float* v) = 0;
@@ -187,7 +230,11 @@ class Backend {
   // is left unspecified (rotated, or as it was when the backend rotates on
   // the way to the cache). The default makes the three calls.
   virtual void rope_kv_write(const KvLayerView& kv, float* q, int32_t n_heads, float* k,
-                             const float* v, RopeStyle style);
+                             const float* v, RopeStyle style, int32_t table);
+  void rope_kv_write(const KvLayerView& kv, float* q, int32_t n_heads, float* k, const float* v,
+                     RopeStyle style) {
+    rope_kv_write(kv, q, n_heads, k, v, style, 0);
+  }
   // Causal attention of the step's queries over the paged cache through the
   // block tables (backend/cpu/paged_attention.h contract); q and out
   // [n_tokens][n_heads * head_dim].

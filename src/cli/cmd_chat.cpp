@@ -32,7 +32,7 @@ struct ChatArgs {
 
 class ChatSession {
  public:
-  ChatSession(const ChatArgs& a, LlamaModel& model, const Tokenizer& tok, Engine& engine)
+  ChatSession(const ChatArgs& a, ModelRunner& model, const Tokenizer& tok, Engine& engine)
       : a_(a),
         model_(model),
         tok_(tok),
@@ -91,7 +91,7 @@ class ChatSession {
 
  private:
   const ChatArgs& a_;
-  LlamaModel& model_;
+  ModelRunner& model_;
   const Tokenizer& tok_;
   Engine& engine_;
   ResolvedChatTemplate tmpl_;

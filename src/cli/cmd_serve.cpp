@@ -87,7 +87,7 @@ int run_serve(const ServeArgs& a) {
     http.join();
   };
 
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<ModelRunner> model;
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Engine> engine;
@@ -105,7 +105,7 @@ int run_serve(const ServeArgs& a) {
         model_footprint(*file, hp, a.plan.footprint_options()).total_weight_bytes();
     file.reset();
 
-    model = LlamaModel::load(path, {.placements = plan.kv_placements()});
+    model = ModelRunner::load(path, {.placements = plan.kv_placements()});
     tok = Tokenizer::from_gguf(model->file());
     pool = std::make_unique<ThreadPool>(a.threads > 0 ? a.threads : ThreadPool::physical_cores());
     EngineConfig cfg;

@@ -36,7 +36,7 @@ EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log
     s.plan = plan_opts.make_plan(*meta, hp, probe);
   }
   if (log_plan) std::fputs(format_plan_table(s.plan).c_str(), stderr);
-  s.model = LlamaModel::load(mo.path(), {.use_mmap = !mo.no_mmap,
+  s.model = ModelRunner::load(mo.path(), {.use_mmap = !mo.no_mmap,
                                          .mlock = mo.mlock,
                                          .repack = !mo.no_repack,
                                          .placements = s.plan.kv_placements()});

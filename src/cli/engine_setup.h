@@ -25,7 +25,7 @@ struct ModelOptions {
 
 struct EngineSetup {
   Plan plan;
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<ModelRunner> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ThreadPool> pool;
   EngineConfig config;

@@ -65,7 +65,7 @@ std::string describe_failure(const std::exception& e, const char* what) {
 
 }  // namespace
 
-Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config)
+Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config)
     : model_(model), tokenizer_(tokenizer), pool_(pool), config_(config) {
   const auto& hp = model.hparams();
   if (tokenizer.n_vocab() != hp.n_vocab)

@@ -15,7 +15,7 @@
 #include "engine/scheduler.h"
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/kv_cache_storage.h"
-#include "model/llama_model.h"
+#include "model/runner.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 
@@ -29,7 +29,7 @@ struct EngineConfig {
   int32_t max_seq_len = 0;  // 0: the model's trained context
   SchedulerConfig scheduler;
   // Layer ranges per device, for the layers and their KV pools (empty: the
-  // model's placement, LlamaModel::placements()).
+  // model's placement, ModelRunner::placements()).
   std::vector<KvPoolPlacement> placements;
   // Swap guard while serving: called at most every `memory_check_ms`; while it
   // returns false, no new sequence is admitted. Empty: never paused.
@@ -62,7 +62,7 @@ struct EngineStats {
 
 class Engine {
  public:
-  Engine(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config);
+  Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config);
   ~Engine();
 
   // Queues a request. Throws ConfigError for invalid input (empty prompt,
@@ -109,7 +109,7 @@ class Engine {
   void drop_finished_requests();
   void fork_samples(SeqState& parent);
 
-  LlamaModel& model_;
+  ModelRunner& model_;
   const Tokenizer& tokenizer_;
   ThreadPool& pool_;
   EngineConfig config_;

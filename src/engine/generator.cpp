@@ -14,7 +14,7 @@ double now_seconds() {
 }
 }  // namespace
 
-EngineConfig single_sequence_config(const LlamaModel& model, int64_t context, DType kv_type,
+EngineConfig single_sequence_config(const ModelRunner& model, int64_t context, DType kv_type,
                                     int32_t block_size) {
   EngineConfig cfg;
   const int64_t ctx = context > 0 ? context : model.hparams().n_ctx_train;
@@ -26,7 +26,7 @@ EngineConfig single_sequence_config(const LlamaModel& model, int64_t context, DT
   return cfg;
 }
 
-Generator::Generator(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool,
+Generator::Generator(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
                      EngineConfig config)
     : engine_(std::make_unique<Engine>(model, tokenizer, pool, std::move(config))) {}
 

@@ -31,7 +31,7 @@ struct GenerateResult {
 class Generator {
  public:
   // The engine (and its KV cache) is built once from `config`.
-  Generator(LlamaModel& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config);
+  Generator(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config);
   ~Generator();
 
   // Called with each new token and the text it completes (may be empty while
@@ -48,7 +48,7 @@ class Generator {
 
 // An EngineConfig for one sequence of up to `context` tokens (0: the model's
 // trained context), all layers on the host.
-EngineConfig single_sequence_config(const LlamaModel& model, int64_t context, DType kv_type,
+EngineConfig single_sequence_config(const ModelRunner& model, int64_t context, DType kv_type,
                                     int32_t block_size = 16);
 
 }  // namespace pagellm

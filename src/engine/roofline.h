@@ -79,7 +79,7 @@ struct RooflineResult {
 };
 
 // `shares`: the weights one decode step streams on each device
-// (LlamaModel::weight_shares). `progress(what)` names each stage as it starts
+// (ModelRunner::weight_shares). `progress(what)` names each stage as it starts
 // (may be empty).
 RooflineResult run_roofline(Engine& engine, ThreadPool& pool, int32_t n_vocab,
                             const std::vector<DeviceWeightShare>& shares, const RooflineSpec& spec,

@@ -28,15 +28,9 @@ const float* DeviceWeights::upload_vector(Backend& b, const float* v, int64_t n)
   return static_cast<const float*>(upload(b, v, static_cast<size_t>(n) * sizeof(float)));
 }
 
-void DeviceWeights::upload_layer(Backend& b, GgufFile& f, LayerWeights& L, const ModelHParams& hp) {
-  const int64_t E = hp.n_embd, KV = hp.n_embd_kv();
-  for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
-    upload_matrix(b, f, *m, true);
-  L.attn_norm = upload_vector(b, L.attn_norm, E);
-  L.ffn_norm = upload_vector(b, L.ffn_norm, E);
-  L.bq = upload_vector(b, L.bq, E);
-  L.bk = upload_vector(b, L.bk, KV);
-  L.bv = upload_vector(b, L.bv, KV);
+void DeviceWeights::upload_layer(Backend& b, GgufFile& f, LayerWeights& L) {
+  L.for_each_matrix([&](WeightMatrix& m) { upload_matrix(b, f, m, true); });
+  L.for_each_vector([&](WeightVector& v) { v.data = upload_vector(b, v.data, v.n); });
 }
 
 void DeviceWeights::upload_output(Backend& b, GgufFile& f, ModelWeights& w,

@@ -17,7 +17,7 @@ namespace pagellm {
 class DeviceWeights {
  public:
   // Points every tensor of L at a copy in b's memory.
-  void upload_layer(Backend& b, GgufFile& f, LayerWeights& L, const ModelHParams& hp);
+  void upload_layer(Backend& b, GgufFile& f, LayerWeights& L);
   // The output norm and projection (`release` false for a projection tied to
   // the token embedding, which the host still reads).
   void upload_output(Backend& b, GgufFile& f, ModelWeights& w, const ModelHParams& hp);

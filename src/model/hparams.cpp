@@ -2,13 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
+#include "model/arch/registry.h"
 #include "util/error.h"
 
 namespace pagellm {
 
-namespace {
-
-int32_t require_positive(const GgufFile& f, const std::string& key, int64_t max = 1 << 30) {
+int32_t require_positive_key(const GgufFile& f, const std::string& key, int64_t max) {
   uint64_t v = f.require_u64(key);
   if (v == 0 || v > static_cast<uint64_t>(max))
     throw FormatError(
@@ -16,43 +17,42 @@ int32_t require_positive(const GgufFile& f, const std::string& key, int64_t max 
   return static_cast<int32_t>(v);
 }
 
-}  // namespace
+bool ModelHParams::has_windows() const {
+  for (const LayerSpec& l : layers)
+    if (l.window > 0) return true;
+  return false;
+}
 
 ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
   ModelHParams hp;
   hp.arch = f.require_str("general.architecture");
-  if (hp.arch == "llama") {
-    hp.rope_style = RopeStyle::kNorm;
-  } else if (hp.arch == "qwen2") {
-    hp.rope_style = RopeStyle::kNeox;
-    hp.qkv_bias = true;
-  } else {
-    throw FormatError(fmt::format(
-        "{}: architecture '{}' is not supported (supported: llama, qwen2)", f.path(), hp.arch));
-  }
+  const Architecture& arch = find_architecture(hp.arch, f.path());
   const std::string a = hp.arch + ".";
-  hp.n_embd = require_positive(f, a + "embedding_length");
-  hp.n_layer = require_positive(f, a + "block_count", 4096);
-  hp.n_head = require_positive(f, a + "attention.head_count", 4096);
-  hp.n_ff = require_positive(f, a + "feed_forward_length");
-  hp.n_ctx_train = require_positive(f, a + "context_length");
+  hp.n_embd = require_positive_key(f, a + "embedding_length");
+  hp.n_layer = require_positive_key(f, a + "block_count", 4096);
+  hp.n_head = require_positive_key(f, a + "attention.head_count", 4096);
+  hp.n_ff = require_positive_key(f, a + "feed_forward_length");
+  hp.n_ctx_train = require_positive_key(f, a + "context_length");
   hp.n_head_kv = f.find(a + "attention.head_count_kv")
-                     ? require_positive(f, a + "attention.head_count_kv", 4096)
+                     ? require_positive_key(f, a + "attention.head_count_kv", 4096)
                      : hp.n_head;
-  if (hp.n_embd % hp.n_head != 0)
-    throw FormatError(fmt::format("{}: embedding_length {} is not a multiple of head_count {}",
-                                  f.path(), hp.n_embd, hp.n_head));
   if (hp.n_head % hp.n_head_kv != 0)
     throw FormatError(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}",
                                   f.path(), hp.n_head, hp.n_head_kv));
-  hp.head_dim = hp.n_embd / hp.n_head;
-  if (auto kl = f.get_u64(a + "attention.key_length");
-      kl && static_cast<int32_t>(*kl) != hp.head_dim)
+  if (f.find(a + "attention.key_length")) {
+    hp.head_dim = require_positive_key(f, a + "attention.key_length", 1 << 16);
+  } else {
+    if (hp.n_embd % hp.n_head != 0)
+      throw FormatError(fmt::format("{}: embedding_length {} is not a multiple of head_count {}",
+                                    f.path(), hp.n_embd, hp.n_head));
+    hp.head_dim = hp.n_embd / hp.n_head;
+  }
+  if (auto vl = f.get_u64(a + "attention.value_length");
+      vl && static_cast<int32_t>(*vl) != hp.head_dim)
     throw FormatError(
-        fmt::format("{}: attention.key_length {} != embedding_length / head_count {} "
-                    "(not supported)",
-                    f.path(), *kl, hp.head_dim));
-  hp.n_rot = f.find(a + "rope.dimension_count") ? require_positive(f, a + "rope.dimension_count")
+        fmt::format("{}: attention.value_length {} != key_length {} (not supported)", f.path(),
+                    *vl, hp.head_dim));
+  hp.n_rot = f.find(a + "rope.dimension_count") ? require_positive_key(f, a + "rope.dimension_count")
                                                 : hp.head_dim;
   if (hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0)
     throw FormatError(
@@ -63,16 +63,18 @@ ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
   if (!(hp.rope_freq_base > 0))
     throw FormatError(fmt::format("{}: rope.freq_base must be positive", f.path()));
   // Linear scaling: "rope.scaling.type" = "linear" with "rope.scaling.factor", or
-  // the older "rope.scale_linear".
+  // the older "rope.scale_linear". LongRoPE (Phi-3) and Llama 3 scaling come as
+  // frequency-factor tensors, which the family names.
   double factor = 1.0;
   auto type = f.get_str(a + "rope.scaling.type");
   if (auto fac = f.get_f64(a + "rope.scaling.factor"); fac && (!type || *type == "linear"))
     factor = *fac;
   else if (auto lin = f.get_f64(a + "rope.scale_linear"))
     factor = *lin;
-  if (type && *type != "linear" && *type != "none")
-    throw FormatError(fmt::format("{}: rope scaling type '{}' is not supported (supported: linear)",
-                                  f.path(), *type));
+  if (type && *type != "linear" && *type != "none" && *type != "longrope" && *type != "llama3")
+    throw FormatError(fmt::format(
+        "{}: rope scaling type '{}' is not supported (supported: linear, llama3, longrope)",
+        f.path(), *type));
   if (!(factor > 0))
     throw FormatError(fmt::format("{}: rope scaling factor must be positive", f.path()));
   hp.rope_freq_scale = static_cast<float>(1.0 / factor);
@@ -84,6 +86,15 @@ ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
   if (emb->ne.size() != 2 || emb->ne[0] != hp.n_embd)
     throw FormatError(fmt::format("{}: tensor 'token_embd.weight' has the wrong shape", f.path()));
   hp.n_vocab = static_cast<int32_t>(emb->ne[1]);
+
+  hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+  hp.rope_tables = {{hp.rope_freq_base, hp.rope_freq_scale, "", 1.0f}};
+  hp.layers.assign(static_cast<size_t>(hp.n_layer), LayerSpec{});
+  arch.configure(f, hp);
+  for (const LayerSpec& l : hp.layers)
+    if (l.rope_table < 0 || static_cast<size_t>(l.rope_table) >= hp.rope_tables.size() ||
+        l.window < 0)
+      throw FormatError(fmt::format("{}: bad layer spec from architecture '{}'", f.path(), hp.arch));
   return hp;
 }
 

@@ -1,15 +1,32 @@
-// Model hyper-parameters read from GGUF metadata ("{arch}.*" keys) for the
-// architectures this engine runs: `llama` (Llama 1/2/3, Mistral, SmolLM,
-// TinyLlama) and `qwen2` (QKV bias, NeoX RoPE).
+// Model hyper-parameters read from GGUF metadata ("{arch}.*" keys): the ones
+// every decoder has, read here, and the family's own (norms, windows, soft
+// caps, RoPE tables), set by its architecture (model/arch/architecture.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
-#include "backend/cpu/ops.h"
+#include "backend/activation.h"
+#include "backend/rope_style.h"
 #include "gguf/gguf_reader.h"
 
 namespace pagellm {
+
+// One RoPE table of the model (RopeParams once the weights are loaded): base,
+// linear scale, and the name of a tensor of frequency factors (empty: none).
+struct RopeTableSpec {
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  std::string factors;
+  float attn_factor = 1.0f;
+};
+
+// What differs between the layers of one model.
+struct LayerSpec {
+  int32_t window = 0;      // sliding-window attention over this many positions; 0: full
+  int32_t rope_table = 0;  // index into ModelHParams::rope_tables
+};
 
 struct ModelHParams {
   std::string arch;
@@ -19,19 +36,34 @@ struct ModelHParams {
   int32_t n_layer = 0;
   int32_t n_head = 0;
   int32_t n_head_kv = 0;
-  int32_t head_dim = 0;
+  int32_t head_dim = 0;  // attention.key_length, else n_embd / n_head
   int32_t n_ff = 0;
   int32_t n_rot = 0;
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
   RopeStyle rope_style = RopeStyle::kNorm;
   float rms_eps = 1e-5f;
-  bool qkv_bias = false;
 
+  // Set by the family (defaults: a Llama block).
+  float attn_scale = 0;         // scores = q.k * attn_scale (default 1 / sqrt(head_dim))
+  float attn_softcap = 0;       // > 0: scores capped as c * tanh(s / c)
+  float final_softcap = 0;      // > 0: logits capped the same way
+  float embd_scale = 1.0f;      // token embeddings times this (Gemma: sqrt(n_embd))
+  Activation ffn_act = Activation::kSilu;
+  std::vector<RopeTableSpec> rope_tables;  // one unless the family has more
+  std::vector<LayerSpec> layers;           // [n_layer]
+
+  int32_t n_embd_q() const { return n_head * head_dim; }
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }
+  bool has_windows() const;
 
-  // Reads and validates; throws FormatError naming the file and key.
+  // Reads and validates the common keys, then the architecture's (found in
+  // model/arch/registry.h by general.architecture); throws FormatError
+  // naming the file and key, or listing the supported architectures.
   static ModelHParams from_gguf(const GgufFile& f);
 };
+
+// A positive integer key of the file, at most `max`; FormatError otherwise.
+int32_t require_positive_key(const GgufFile& f, const std::string& key, int64_t max = 1 << 30);
 
 }  // namespace pagellm

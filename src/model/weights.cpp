@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "backend/cpu/packed_weights.h"
+#include "model/arch/architecture.h"
 
 #include "tensor/convert.h"
 #include "util/error.h"
@@ -57,8 +58,7 @@ uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<bool>& c
   };
   for (size_t l = 0; l < layers.size(); ++l) {
     if (!cpu_layers.empty() && !cpu_layers.at(l)) continue;
-    LayerWeights& L = layers[l];
-    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);
+    layers[l].for_each_matrix(pack);
   }
   if (!tied_output && cpu_output) pack(output);
   return total;
@@ -71,8 +71,9 @@ uint64_t ModelWeights::streamed_bytes_per_token() const {
 }
 
 uint64_t LayerWeights::bytes() const {
-  return wq.bytes() + wk.bytes() + wv.bytes() + wo.bytes() + w_gate.bytes() + w_up.bytes() +
-         w_down.bytes();
+  uint64_t b = 0;
+  for_each_matrix([&](const WeightMatrix& m) { b += m.bytes(); });
+  return b;
 }
 
 namespace {
@@ -105,6 +106,15 @@ class Loader {
     return m;
   }
 
+  // Rows [row0, row0 + rows) of a fused matrix of fused_rows rows.
+  WeightMatrix part(const std::string& name, int64_t n_in, int64_t row0, int64_t rows,
+                    int64_t fused_rows) const {
+    WeightMatrix m = matrix(name, n_in, fused_rows);
+    m.data += static_cast<size_t>(row0) * m.row_bytes;
+    m.n_out = rows;
+    return m;
+  }
+
   const float* vector(const std::string& name, int64_t n, bool optional = false) const {
     const auto* t = f_.find_tensor(name);
     if (!t) {
@@ -134,10 +144,11 @@ class Loader {
 
 }  // namespace
 
-ModelWeights ModelWeights::load(const GgufFile& f, const ModelHParams& hp) {
+ModelWeights ModelWeights::load(const GgufFile& f, const ModelHParams& hp,
+                                const Architecture& arch) {
   ModelWeights w;
   Loader ld(f, w.owned_);
-  const int64_t E = hp.n_embd, KV = hp.n_embd_kv(), F = hp.n_ff, V = hp.n_vocab;
+  const int64_t E = hp.n_embd, V = hp.n_vocab;
   w.token_embd = ld.matrix("token_embd.weight", E, V);
   w.output_norm = ld.vector("output_norm.weight", E);
   if (f.find_tensor("output.weight")) {
@@ -146,22 +157,25 @@ ModelWeights ModelWeights::load(const GgufFile& f, const ModelHParams& hp) {
     w.output = w.token_embd;
     w.tied_output = true;
   }
+  for (const RopeTableSpec& r : hp.rope_tables)
+    w.rope_factors.push_back(r.factors.empty() ? nullptr : ld.vector(r.factors, hp.n_rot / 2));
   w.layers.resize(static_cast<size_t>(hp.n_layer));
+  TensorList specs;
   for (int32_t l = 0; l < hp.n_layer; ++l) {
-    const std::string p = fmt::format("blk.{}.", l);
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
-    L.attn_norm = ld.vector(p + "attn_norm.weight", E);
-    L.wq = ld.matrix(p + "attn_q.weight", E, E);
-    L.wk = ld.matrix(p + "attn_k.weight", E, KV);
-    L.wv = ld.matrix(p + "attn_v.weight", E, KV);
-    L.wo = ld.matrix(p + "attn_output.weight", E, E);
-    L.bq = ld.vector(p + "attn_q.bias", E, !hp.qkv_bias);
-    L.bk = ld.vector(p + "attn_k.bias", KV, !hp.qkv_bias);
-    L.bv = ld.vector(p + "attn_v.bias", KV, !hp.qkv_bias);
-    L.ffn_norm = ld.vector(p + "ffn_norm.weight", E);
-    L.w_gate = ld.matrix(p + "ffn_gate.weight", E, F);
-    L.w_up = ld.matrix(p + "ffn_up.weight", E, F);
-    L.w_down = ld.matrix(p + "ffn_down.weight", F, E);
+    specs.clear();
+    arch.layer_tensors(hp, l, specs);
+    for (const TensorSpec& t : specs) {
+      if (!t.matrix) {
+        L.vectors[t.role] = {ld.vector(t.name, t.n_in, t.optional), t.n_in};
+        if (!L.vectors[t.role].data) L.vectors[t.role].n = 0;
+      } else if (t.optional && !f.find_tensor(t.name)) {
+        continue;
+      } else {
+        L.matrices[t.role] = t.fused_rows > 0 ? ld.part(t.name, t.n_in, t.row0, t.n_out, t.fused_rows)
+                                              : ld.matrix(t.name, t.n_in, t.n_out);
+      }
+    }
   }
   return w;
 }

@@ -1,12 +1,14 @@
 // The model's tensors, located in the GGUF file (mmap'd or read into memory)
-// and checked against the hyper-parameters. Matrices stay in the file's
-// buffer in their stored type, except that repack() may copy the layer and
-// output matrices the CPU kernels have a faster layout for (Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, the K-quants, F16, BF16 -> Rows16, backend/cpu/packed_weights.h)
-// into owned memory and give the file's pages back. Small 1-D tensors that
-// are not F32 are converted into owned memory.
+// as the architecture's tensor table (model/tensor_spec.h) describes them.
+// Matrices stay in the file's buffer in their stored type, except that
+// repack() may copy the layer and output matrices the CPU kernels have a
+// faster layout for (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the K-quants, F16, BF16 ->
+// Rows16, backend/cpu/packed_weights.h) into owned memory and give the file's
+// pages back. Small 1-D tensors that are not F32 are converted into owned
+// memory.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -14,14 +16,17 @@
 #include "backend/cpu/matmul.h"
 #include "gguf/gguf_reader.h"
 #include "model/hparams.h"
+#include "model/tensor_spec.h"
 #include "tensor/dtype.h"
 #include "util/host_pages.h"
 
 namespace pagellm {
 
+class Architecture;
+
 // A 2-D weight stored as GGUF ne = [n_in, n_out]: n_out rows of n_in elements.
 // Rows16 (packed): row_bytes is the bytes per 16-row group and row() is not
-// available.
+// available. n_out == 0: absent.
 struct WeightMatrix {
   DType type = DType::F32;
   int64_t n_in = 0;
@@ -31,17 +36,42 @@ struct WeightMatrix {
   cpu::WeightLayout layout = cpu::WeightLayout::Rows;
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
   uint64_t bytes() const;
+  bool present() const { return data != nullptr; }
   cpu::WeightMatrix cpu() const { return {type, n_in, n_out, data, row_bytes, layout}; }
 };
 
+// A 1-D f32 tensor (null: absent).
+struct WeightVector {
+  const float* data = nullptr;
+  int64_t n = 0;
+};
+
+// One layer's tensors by role; which are present is the architecture's
+// business (its tensor table).
 struct LayerWeights {
-  const float* attn_norm = nullptr;
-  WeightMatrix wq, wk, wv, wo;
-  const float* bq = nullptr;  // qwen2 only
-  const float* bk = nullptr;
-  const float* bv = nullptr;
-  const float* ffn_norm = nullptr;
-  WeightMatrix w_gate, w_up, w_down;
+  std::array<WeightMatrix, kMatrixRoles> matrices;
+  std::array<WeightVector, kVectorRoles> vectors;
+
+  const WeightMatrix& matrix(MatrixRole r) const { return matrices[static_cast<size_t>(r)]; }
+  WeightMatrix& matrix(MatrixRole r) { return matrices[static_cast<size_t>(r)]; }
+  const float* vector(VectorRole r) const { return vectors[static_cast<size_t>(r)].data; }
+
+  // fn(WeightMatrix&) for each present matrix, in role order.
+  template <class Fn>
+  void for_each_matrix(Fn&& fn) {
+    for (WeightMatrix& m : matrices)
+      if (m.present()) fn(m);
+  }
+  template <class Fn>
+  void for_each_matrix(Fn&& fn) const {
+    for (const WeightMatrix& m : matrices)
+      if (m.present()) fn(m);
+  }
+  template <class Fn>
+  void for_each_vector(Fn&& fn) {
+    for (WeightVector& v : vectors)
+      if (v.data) fn(v);
+  }
 
   uint64_t bytes() const;
 };
@@ -51,10 +81,13 @@ struct ModelWeights {
   const float* output_norm = nullptr;
   WeightMatrix output;  // == token_embd when the file has no output.weight (tied)
   bool tied_output = false;
+  // Frequency factors of each RoPE table (ModelHParams::rope_tables), or null.
+  std::vector<const float*> rope_factors;
   std::vector<LayerWeights> layers;
 
-  // Finds and checks every tensor; throws FormatError naming the tensor.
-  static ModelWeights load(const GgufFile& f, const ModelHParams& hp);
+  // Finds and checks every tensor of the architecture's table; throws
+  // FormatError naming the tensor.
+  static ModelWeights load(const GgufFile& f, const ModelHParams& hp, const Architecture& arch);
 
   // Bytes of the matrices one decode step streams: every layer matrix and the
   // output projection once.

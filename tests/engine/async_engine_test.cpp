@@ -13,10 +13,10 @@ using namespace std::chrono_literals;
 
 struct Fixture {
   Fixture() {
-    model = LlamaModel::load(test::data_path("stories260K.gguf"));
+    model = ModelRunner::load(test::data_path("stories260K.gguf"));
     tok = Tokenizer::from_gguf(model->file());
   }
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<ModelRunner> model;
   std::unique_ptr<Tokenizer> tok;
 };
 

@@ -51,7 +51,7 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
 
 // Logits of a two-sequence prefill (37 + 11 tokens, all rows wanted) and of
 // the decode step after it.
-std::vector<std::vector<float>> two_steps(LlamaModel& model, DType kv_type) {
+std::vector<std::vector<float>> two_steps(ModelRunner& model, DType kv_type) {
   const int32_t bs = 16, V = model.hparams().n_vocab;
   BlockAllocator alloc(8);
   KvCacheStorage kv(model.kv_shape(alloc.num_blocks(), bs, kv_type), model.placements(),
@@ -96,7 +96,7 @@ TEST(CudaEngine, ForwardLogitsMatchTheCpu) {
 
 // The CPU's margin for its next token after `ids`: top-1 minus top-2 logit,
 // over the largest |logit|.
-double cpu_margin(LlamaModel& cpu, const std::vector<int32_t>& ids) {
+double cpu_margin(ModelRunner& cpu, const std::vector<int32_t>& ids) {
   const int32_t bs = 16;
   BlockAllocator alloc(static_cast<int32_t>(ids.size()) / bs + 2);
   KvCacheStorage kv(cpu.kv_shape(alloc.num_blocks(), bs, DType::F16), cpu.placements());

@@ -90,9 +90,9 @@ TEST(StagedDevices, LayersCopiedToADeviceStayThere) {
 TEST(StagedDevices, BadPlacementsAreRefusedAtLoad) {
   for (const std::vector<KvPoolPlacement>& bad : std::vector<std::vector<KvPoolPlacement>>{
            {{"host", 0, 3}}, {{"host", 1, 5}}, {{"host", 0, 3}, {"cpu:0", 2, 5}}}) {
-    EXPECT_THROW(LlamaModel::load(data_path("stories260K.gguf"), {.placements = bad}), ConfigError);
+    EXPECT_THROW(ModelRunner::load(data_path("stories260K.gguf"), {.placements = bad}), ConfigError);
   }
-  EXPECT_THROW(LlamaModel::load(data_path("stories260K.gguf"), {.placements = {{"gpu:0", 0, 5}}}),
+  EXPECT_THROW(ModelRunner::load(data_path("stories260K.gguf"), {.placements = {{"gpu:0", 0, 5}}}),
                ConfigError);
 }
 

@@ -16,13 +16,13 @@
 namespace pagellm::test {
 
 struct Loaded {
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<ModelRunner> model;
   std::unique_ptr<Tokenizer> tok;
 };
 
 inline Loaded load(const std::string& rel, ModelLoadOptions opts = {}) {
   Loaded l;
-  l.model = LlamaModel::load(test::data_path(rel), std::move(opts));
+  l.model = ModelRunner::load(test::data_path(rel), std::move(opts));
   l.tok = Tokenizer::from_gguf(l.model->file());
   return l;
 }

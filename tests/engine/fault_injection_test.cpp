@@ -25,10 +25,10 @@ using namespace std::chrono_literals;
 struct Model {
   explicit Model(const std::string& path = test::data_path("stories260K.gguf"),
                  ModelLoadOptions opts = {}) {
-    model = LlamaModel::load(path, opts);
+    model = ModelRunner::load(path, opts);
     tok = Tokenizer::from_gguf(model->file());
   }
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<ModelRunner> model;
   std::unique_ptr<Tokenizer> tok;
 };
 

@@ -54,11 +54,12 @@ class RecordingBackend final : public Backend {
     inner_.download(dst, src, bytes);
   }
   void copy(void* dst, const void* src, size_t bytes) override { inner_.copy(dst, src, bytes); }
-  void begin_step(const StepInputs& in, const RopeParams& rope) override {
+  using Backend::begin_step;
+  void begin_step(const StepInputs& in, std::span<const RopeParams> ropes) override {
     outside("begin_step");
     n_tokens_ = in.n_tokens;
     n_seqs_ = in.n_seqs;
-    inner_.begin_step(in, rope);
+    inner_.begin_step(in, ropes);
   }
   void reserve_matmul(const MatrixView& w, int64_t rows) override {
     inner_.reserve_matmul(w, rows);
@@ -140,8 +141,13 @@ class RecordingBackend final : public Backend {
   void silu_mul(float* gate, const float* up, int64_t count) override {
     run([=, this] { inner_.silu_mul(gate, up, count); });
   }
-  void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim, RopeStyle style) override {
-    run([=, this] { inner_.rope(x, stride, n_heads, head_dim, style); });
+  using Backend::rope;
+  void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim, RopeStyle style,
+            int32_t table) override {
+    run([=, this] { inner_.rope(x, stride, n_heads, head_dim, style, table); });
+  }
+  void glu(Activation act, float* gate, const float* up, int64_t count) override {
+    run([=, this] { inner_.glu(act, gate, up, count); });
   }
   void kv_write(const KvLayerView& kv, const float* k, const float* v) override {
     if (recording_ && throw_in_recording) {
@@ -250,7 +256,7 @@ TEST(RecordedLayers, AnExceptionCancelsTheRecording) {
   Loaded m = load("stories260K.gguf",
                   {.repack = false, .placements = {{"cpu:0", 0, 5}}, .backend_factory = factory});
   ASSERT_NE(dev, nullptr);
-  LlamaModel& model = *m.model;
+  ModelRunner& model = *m.model;
   BlockAllocator alloc(4);
   KvCacheStorage kv(model.kv_shape(alloc.num_blocks(), 16, DType::F16), model.placements(),
                     [&model](const std::string& d) { return model.backend_for_device(d); });

@@ -22,7 +22,7 @@ TEST(Bandwidth, MeasuresPositiveRates) {
 }
 
 TEST(Roofline, EveryStageReportsConsistentFigures) {
-  auto model = LlamaModel::load(test::data_path("stories260K.gguf"));
+  auto model = ModelRunner::load(test::data_path("stories260K.gguf"));
   auto tok = Tokenizer::from_gguf(model->file());
   ThreadPool pool(2);
   EngineConfig cfg;
@@ -78,7 +78,7 @@ TEST(Roofline, EveryStageReportsConsistentFigures) {
 // the ceiling is the time to stream each device's share at its bandwidth.
 TEST(Roofline, CeilingAddsTheDevicesStreamingTimes) {
   auto model =
-      LlamaModel::load(test::data_path("stories260K.gguf"),
+      ModelRunner::load(test::data_path("stories260K.gguf"),
                        {.placements = {{"cpu:0", 0, 2}, {"host", 2, 5}},
                         .backend_factory = [](const std::string& d) -> std::unique_ptr<Backend> {
                           return std::make_unique<cpu::CpuBackend>(nullptr, /*staged=*/d != "host");

@@ -10,7 +10,7 @@
 #include "kvcache/block_allocator.h"
 #include "kvcache/block_table.h"
 #include "kvcache/kv_pool.h"
-#include "model/llama_model.h"
+#include "model/runner.h"
 #include "support/test_support.h"
 
 namespace pagellm {
@@ -36,7 +36,7 @@ int32_t argmax(const float* x, int64_t n) {
 }
 
 // Prefills `prompt` in one batch, then decodes `n` greedy tokens one at a time.
-RunResult run_greedy(LlamaModel& model, const std::vector<int32_t>& prompt, int n, DType kv_type,
+RunResult run_greedy(ModelRunner& model, const std::vector<int32_t>& prompt, int n, DType kv_type,
                      ThreadPool& pool) {
   const int32_t bs = 16;
   const int64_t total = static_cast<int64_t>(prompt.size()) + n;
@@ -99,7 +99,7 @@ std::vector<int32_t> ids_of(const json& j) {
 
 TEST(GoldenStories260K, F32KvLogitsAndGreedy) {
   json g = load_json("golden/stories260K.json");
-  auto model = LlamaModel::load(test::data_path("stories260K.gguf"));
+  auto model = ModelRunner::load(test::data_path("stories260K.gguf"));
   ThreadPool pool(2);
   double worst = 0;
   for (const auto& c : g["cases"]) {
@@ -116,7 +116,7 @@ TEST(GoldenStories260K, F32KvLogitsAndGreedy) {
 
 TEST(GoldenStories260K, F16KvGreedyUpToNearTie) {
   json g = load_json("golden/stories260K.json");
-  auto model = LlamaModel::load(test::data_path("stories260K.gguf"));
+  auto model = ModelRunner::load(test::data_path("stories260K.gguf"));
   ThreadPool pool(2);
   for (const auto& c : g["cases"]) {
     auto prompt = ids_of(c["prompt_ids"]);
@@ -139,7 +139,7 @@ class GoldenRandom : public ::testing::TestWithParam<RandomCase> {};
 TEST_P(GoldenRandom, LogitsAndGreedy) {
   const RandomCase rc = GetParam();
   json g = load_json(std::string("golden/random/") + rc.file + ".json");
-  auto model = LlamaModel::load(test::data_path(std::string("golden/random/") + rc.file + ".gguf"));
+  auto model = ModelRunner::load(test::data_path(std::string("golden/random/") + rc.file + ".gguf"));
   ThreadPool pool(2);
   double worst = 0;
   for (const auto& c : g["cases"]) {

@@ -6,7 +6,7 @@
 
 #include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
-#include "model/llama_model.h"
+#include "model/runner.h"
 #include "model/make_model.h"
 #include "model/model_test_util.h"
 #include "support/test_support.h"
@@ -48,8 +48,8 @@ TEST(Iq4Model, LogitsMatchTheExpandedModel) {
       spec.vocab_from = test::data_path("golden/random/rand-llama-tok512-F32.gguf");
       make_model(spec, quant.path, pool);
       write_expanded(quant.path, expanded.path);
-      auto q = LlamaModel::load(quant.path, {.repack = repack});
-      auto f = LlamaModel::load(expanded.path, {.repack = repack});
+      auto q = ModelRunner::load(quant.path, {.repack = repack});
+      auto f = ModelRunner::load(expanded.path, {.repack = repack});
       test::expect_logits_close(test::prompt_logits(*q, pool), test::prompt_logits(*f, pool), 0.03);
     }
   }

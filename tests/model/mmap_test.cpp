@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "model/llama_model.h"
+#include "model/runner.h"
 #include "model/make_model.h"
 #include "support/test_support.h"
 #include "util/memory_stats.h"
@@ -33,7 +33,7 @@ TEST(Mmap, ResidentSetFollowsTheLoadMode) {
 
   const double before = static_cast<double>(current_rss_bytes());
   {
-    auto m = LlamaModel::load(path.path, {.use_mmap = true, .repack = false});
+    auto m = ModelRunner::load(path.path, {.use_mmap = true, .repack = false});
     EXPECT_EQ(m->hparams().n_layer, 22);
     const double delta = static_cast<double>(current_rss_bytes()) - before;
     std::printf("mmap: file %.0f MiB, RSS +%.1f MiB\n", file_size / (1 << 20), delta / (1 << 20));
@@ -41,7 +41,7 @@ TEST(Mmap, ResidentSetFollowsTheLoadMode) {
   }
   const double before2 = static_cast<double>(current_rss_bytes());
   {
-    auto m = LlamaModel::load(path.path, {.use_mmap = false, .repack = false});
+    auto m = ModelRunner::load(path.path, {.use_mmap = false, .repack = false});
     const double delta = static_cast<double>(current_rss_bytes()) - before2;
     std::printf("no-mmap: file %.0f MiB, RSS +%.1f MiB\n", file_size / (1 << 20),
                 delta / (1 << 20));
@@ -50,8 +50,8 @@ TEST(Mmap, ResidentSetFollowsTheLoadMode) {
   }
   for (bool use_mmap : {true, false}) {
     const double before3 = static_cast<double>(current_rss_bytes());
-    auto m = LlamaModel::load(path.path, {.use_mmap = use_mmap});
-    EXPECT_EQ(m->weights().layers[0].w_up.layout, cpu::WeightLayout::Rows16);
+    auto m = ModelRunner::load(path.path, {.use_mmap = use_mmap});
+    EXPECT_EQ(m->weights().layers[0].matrix(MatrixRole::kUp).layout, cpu::WeightLayout::Rows16);
     const double delta = static_cast<double>(current_rss_bytes()) - before3;
     std::printf("repacked (%s): file %.0f MiB, RSS +%.1f MiB\n", use_mmap ? "mmap" : "no-mmap",
                 file_size / (1 << 20), delta / (1 << 20));

@@ -10,13 +10,13 @@
 
 #include "kvcache/block_allocator.h"
 #include "kvcache/block_table.h"
-#include "model/llama_model.h"
+#include "model/runner.h"
 
 namespace pagellm::test {
 
 // The logits of every position of a fixed 12-token prompt (ids < 512), run as
 // one batch on the host with an f32 cache.
-inline std::vector<float> prompt_logits(LlamaModel& model, ThreadPool& pool) {
+inline std::vector<float> prompt_logits(ModelRunner& model, ThreadPool& pool) {
   const int32_t bs = 16;
   const std::vector<int32_t> prompt = {1, 17, 255, 3, 400, 88, 9, 120, 33, 500, 2, 64};
   BlockAllocator alloc(2);

@@ -5,7 +5,7 @@
 // tests/backend).
 #include <gtest/gtest.h>
 
-#include "model/llama_model.h"
+#include "model/runner.h"
 #include "model/make_model.h"
 #include "model/model_test_util.h"
 #include "support/test_support.h"
@@ -23,8 +23,8 @@ TEST(Repack, LogitsMatchTheFileLayoutForEveryPackableType) {
     spec.type = t;
     spec.vocab_from = test::data_path("golden/random/rand-llama-tok512-F32.gguf");
     make_model(spec, path.path, pool);
-    auto packed = LlamaModel::load(path.path, {.repack = true});
-    auto plain = LlamaModel::load(path.path, {.repack = false});
+    auto packed = ModelRunner::load(path.path, {.repack = true});
+    auto plain = ModelRunner::load(path.path, {.repack = false});
     ASSERT_GT(packed->weights().streamed_bytes_per_token(), 0u);
     SCOPED_TRACE(dtype_name(t));
     test::expect_logits_close(test::prompt_logits(*packed, pool), test::prompt_logits(*plain, pool),

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/cuda/paged_attention.h"
-#include "model/llama_model.h"
+#include "model/runner.h"
 #include "model/make_model.h"
 #include "support/test_support.h"
 #include "util/error.h"
@@ -117,8 +117,8 @@ TEST(ModelFootprint, CountsRepackedMatricesAtTheirLoadedSize) {
       plain_opts.repack = false;
       const auto fp_packed = model_footprint(*file, hp, packed_opts);
       const auto fp_plain = model_footprint(*file, hp, plain_opts);
-      auto packed = LlamaModel::load(path.path, {.repack = true});
-      auto plain = LlamaModel::load(path.path, {.repack = false});
+      auto packed = ModelRunner::load(path.path, {.repack = true});
+      auto plain = ModelRunner::load(path.path, {.repack = false});
       const int64_t model_growth =
           static_cast<int64_t>(packed->weights().streamed_bytes_per_token()) -
           static_cast<int64_t>(plain->weights().streamed_bytes_per_token());

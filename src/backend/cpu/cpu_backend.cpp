@@ -7,6 +7,8 @@
 #include "backend/cpu/activation_quant.h"
 #include "backend/cpu/kv_store.h"
 #include "backend/cpu/paged_attention.h"
+#include <fmt/format.h>
+
 #include "util/error.h"
 #include "util/host_pages.h"
 
@@ -41,13 +43,25 @@ void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memmove(dst, src, bytes);
 }
 
-void CpuBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
+void CpuBackend::begin_step(const StepInputs& in, std::span<const RopeParams> ropes) {
   step_ = in;
-  if (!rope_ || !(rope == rope_params_)) {
-    rope_ = std::make_unique<RopeCache>(rope.n_rot, rope.freq_base, rope.freq_scale);
-    rope_params_ = rope;
+  ropes_.resize(ropes.size());
+  rope_params_.resize(ropes.size());
+  for (size_t i = 0; i < ropes.size(); ++i) {
+    const RopeParams& r = ropes[i];
+    if (!ropes_[i] || !(r == rope_params_[i])) {
+      ropes_[i] = std::make_unique<RopeCache>(r.n_rot, r.freq_base, r.freq_scale, r.freq_factors,
+                                              r.attn_factor);
+      rope_params_[i] = r;
+    }
+    ropes_[i]->prepare(in.positions, in.n_tokens);
   }
-  rope_->prepare(in.positions, in.n_tokens);
+}
+
+const RopeCache& CpuBackend::rope_table(int32_t table) const {
+  if (table < 0 || static_cast<size_t>(table) >= ropes_.size())
+    throw Error(fmt::format("RoPE table {} of a step with {}", table, ropes_.size()));
+  return *ropes_[static_cast<size_t>(table)];
 }
 
 void CpuBackend::run_epilogue(const void* ctx, float* y, int64_t y_stride, int64_t x_rows,
@@ -120,6 +134,14 @@ void CpuBackend::silu_mul_matmul(float* gate, const float* up, int64_t rows,
   run_prepared(gate, rows, outs, n_outs, &t);
 }
 
+void CpuBackend::glu_matmul(Activation act, float* gate, const float* up, int64_t rows,
+                            const MatmulOutput* outs, size_t n_outs) {
+  if (n_outs == 0) return;
+  if (any_float(outs, n_outs)) return Backend::glu_matmul(act, gate, up, rows, outs, n_outs);
+  const RowTransform t = RowTransform::glu(act, up, outs[0].w->n_in);
+  run_prepared(gate, rows, outs, n_outs, &t);
+}
+
 void CpuBackend::reserve_matmul(const MatrixView& w, int64_t rows) {
   const Format f{dot_type(w.type), w.layout};
   if (f.first == DType::F32) return;  // float activations are used in place
@@ -148,13 +170,20 @@ void CpuBackend::silu_mul(float* gate, const float* up, int64_t count) {
       count, [&](int64_t b, int64_t e, int) { pagellm::silu_mul(gate + b, up + b, e - b); });
 }
 
-void CpuBackend::rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim,
-                      RopeStyle style) {
+void CpuBackend::glu(Activation act, float* gate, const float* up, int64_t count) {
+  if (act == Activation::kSilu) return silu_mul(gate, up, count);
+  pool().parallel_for(
+      count, [&](int64_t b, int64_t e, int) { pagellm::glu(act, gate + b, up + b, e - b); });
+}
+
+void CpuBackend::rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim, RopeStyle style,
+                      int32_t table) {
+  const RopeCache& rope = rope_table(table);
   // Heads rotate independently: a prefill's split over the pool (a decode
   // step's few pairs are not worth waking it).
-  if (step_.n_tokens < 8) return rope_->apply(x, step_.n_tokens, stride, n_heads, head_dim, style);
+  if (step_.n_tokens < 8) return rope.apply(x, step_.n_tokens, stride, n_heads, head_dim, style);
   pool().parallel_for(n_heads, [&](int64_t h0, int64_t h1, int) {
-    rope_->apply(x + h0 * head_dim, step_.n_tokens, stride, static_cast<int32_t>(h1 - h0), head_dim,
+    rope.apply(x + h0 * head_dim, step_.n_tokens, stride, static_cast<int32_t>(h1 - h0), head_dim,
                  style);
   });
 }

@@ -34,7 +34,8 @@ class CpuBackend final : public Backend {
   void download(void* host_dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
 
-  void begin_step(const StepInputs& in, const RopeParams& rope) override;
+  using Backend::begin_step;
+  void begin_step(const StepInputs& in, std::span<const RopeParams> ropes) override;
   using Backend::matmul;
   void matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) override;
   // Quantized weights: each row is normalized (or gate and up combined) by
@@ -47,13 +48,19 @@ class CpuBackend final : public Backend {
   using Backend::silu_mul_matmul;
   void silu_mul_matmul(float* gate, const float* up, int64_t rows, const MatmulOutput* outs,
                        size_t n_outs) override;
+  using Backend::glu_matmul;
+  void glu_matmul(Activation act, float* gate, const float* up, int64_t rows,
+                  const MatmulOutput* outs, size_t n_outs) override;
   void reserve_matmul(const MatrixView& w, int64_t rows) override;
   void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t n,
                 float eps) override;
   void add_inplace(float* x, const float* y, int64_t count) override;
   void add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) override;
   void silu_mul(float* gate, const float* up, int64_t count) override;
-  void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim, RopeStyle style) override;
+  void glu(Activation act, float* gate, const float* up, int64_t count) override;
+  using Backend::rope;
+  void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim, RopeStyle style,
+            int32_t table) override;
   void kv_write(const KvLayerView& kv, const float* k, const float* v) override;
   void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                        float scale) override;
@@ -64,8 +71,10 @@ class CpuBackend final : public Backend {
   ThreadPool* pool_;
   bool staged_;
   StepInputs step_;
-  std::unique_ptr<RopeCache> rope_;
-  RopeParams rope_params_;
+  const RopeCache& rope_table(int32_t table) const;
+
+  std::vector<std::unique_ptr<RopeCache>> ropes_;
+  std::vector<RopeParams> rope_params_;
   // Matmul scratch per activation format (dot type, weight layout): matrices
   // that read the same input share one quantization of it.
   using Format = std::pair<DType, WeightLayout>;

@@ -46,7 +46,7 @@ namespace {
 void transform_row(const float* x_row, int64_t t, int64_t n, const RowTransform& tr, float* out) {
   if (tr.up) {
     std::copy(x_row, x_row + n, out);
-    silu_mul(out, tr.up + t * tr.up_stride, n);
+    glu(tr.act, out, tr.up + t * tr.up_stride, n);
   } else {
     rms_norm(x_row, tr.weight, out, 1, n, tr.eps);
   }

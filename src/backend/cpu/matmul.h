@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/activation.h"
 #include "backend/cpu/cpu_isa.h"
 #include "tensor/dtype.h"
 #include "util/thread_pool.h"
@@ -74,16 +75,20 @@ struct ActivationRows {
 // quantizes it, so the transformed rows are never written out in full (float
 // activations are transformed into the scratch). Row t of x becomes
 //   norm:     rms_norm(x row) * weight          (ops.h rms_norm, the same values)
-//   silu_mul: silu(x row) * (row t of up)       (ops.h silu_mul, the same values)
+//   glu:      act(x row) * (row t of up)        (ops.h glu, the same values)
 struct RowTransform {
   const float* weight = nullptr;  // norm
   float eps = 0;
-  const float* up = nullptr;  // silu_mul: row t at up + t * up_stride
+  const float* up = nullptr;  // glu: row t at up + t * up_stride
   int64_t up_stride = 0;
+  Activation act = Activation::kSilu;
 
   static RowTransform norm(const float* weight, float eps) { return {weight, eps, nullptr, 0}; }
   static RowTransform silu_mul(const float* up, int64_t up_stride) {
     return {nullptr, 0, up, up_stride};
+  }
+  static RowTransform glu(Activation act, const float* up, int64_t up_stride) {
+    return {nullptr, 0, up, up_stride, act};
   }
 };
 

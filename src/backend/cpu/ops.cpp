@@ -79,6 +79,20 @@ void silu_mul(float* gate, const float* up, int64_t count) {
   }
 }
 
+void gelu_tanh_mul(float* gate, const float* up, int64_t count) {
+  // In double, then rounded: the reference formula, one value per input.
+  constexpr double kC = 0.7978845608028654;  // sqrt(2 / pi)
+  for (int64_t i = 0; i < count; ++i) {
+    const double g = gate[i];
+    gate[i] = static_cast<float>(0.5 * g * (1.0 + std::tanh(kC * (g + 0.044715 * g * g * g))) * up[i]);
+  }
+}
+
+void glu(Activation act, float* gate, const float* up, int64_t count) {
+  if (act == Activation::kSilu) return silu_mul(gate, up, count);
+  gelu_tanh_mul(gate, up, count);
+}
+
 void add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < n; ++i) x[r * stride + i] += bias[i];
@@ -91,10 +105,11 @@ void RopeCache::prepare(const int32_t* positions, int64_t n_tokens) {
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int32_t i = 0; i < half; ++i) {
       // Double precision: angles reach thousands of radians at long positions.
-      const double inv_freq = std::pow(static_cast<double>(freq_base_), -2.0 * i / n_rot_);
+      double inv_freq = std::pow(static_cast<double>(freq_base_), -2.0 * i / n_rot_);
+      if (!factors_.empty()) inv_freq /= factors_[static_cast<size_t>(i)];
       const double angle = static_cast<double>(positions[t]) * freq_scale_ * inv_freq;
-      cos_[static_cast<size_t>(t * half + i)] = static_cast<float>(std::cos(angle));
-      sin_[static_cast<size_t>(t * half + i)] = static_cast<float>(std::sin(angle));
+      cos_[static_cast<size_t>(t * half + i)] = static_cast<float>(std::cos(angle) * attn_factor_);
+      sin_[static_cast<size_t>(t * half + i)] = static_cast<float>(std::sin(angle) * attn_factor_);
     }
   }
 }

@@ -387,8 +387,11 @@ void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool, cpu::CpuIsa 
   if (!cpu::isa_available(isa))
     throw Error(std::string("paged_attention: the ") + cpu::isa_name(isa) +
                 " variant is not available on this CPU");
+  // Sliding windows and soft caps take the scalar loop for now (the vector
+  // kernels' tiles and segments assume every token starts at position 0).
+  const bool plain = a.window <= 0 && a.softcap <= 0;
 #if PAGELLM_HAVE_AVX512
-  if (isa == cpu::CpuIsa::Avx512) {
+  if (isa == cpu::CpuIsa::Avx512 && plain) {
     if (a.kv_type == DType::F16 && a.head_dim == 64)
       return attention_rows<F16Rows<4>, 4, 4>(a, pool);
     if (a.kv_type == DType::F16 && a.head_dim == 128)
@@ -401,7 +404,8 @@ void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool, cpu::CpuIsa 
   }
 #endif
 #if PAGELLM_HAVE_AVX2
-  if (isa >= cpu::CpuIsa::Avx2 && a.head_dim % 8 == 0) return cpu::detail::attention_avx2(a, pool);
+  if (isa >= cpu::CpuIsa::Avx2 && a.head_dim % 8 == 0 && plain)
+    return cpu::detail::attention_avx2(a, pool);
 #endif
   const int group = a.n_heads / a.n_kv_heads;
   const int d = a.head_dim;
@@ -415,12 +419,13 @@ void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool, cpu::CpuIsa 
       std::fill(acc.begin(), acc.end(), 0.0f);
       std::fill(m.begin(), m.end(), -INFINITY);
       std::fill(l.begin(), l.end(), 0.0f);
-      for (int32_t p = 0; p < n_ctx; ++p) {
+      for (int32_t p = attention_first_pos(a, t); p < n_ctx; ++p) {
         const int64_t row = kv_row(a, table, p, kvh);
         load_row(a.k_cache, a.kv_type, row, d, kbuf.data());
         load_row(a.v_cache, a.kv_type, row, d, vbuf.data());
         for (int g = 0; g < group; ++g) {
-          const float s = dot(q0 + g * d, kbuf.data(), d) * a.scale;
+          float s = dot(q0 + g * d, kbuf.data(), d) * a.scale;
+          if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
           float* accg = acc.data() + g * d;
           if (s > m[g]) {
             const float corr = std::exp(m[g] - s);  // exp(-inf) = 0 on the first position

@@ -252,7 +252,7 @@ void CudaBackend::grow_pow2(DeviceBuffer& b, size_t need, size_t min_bytes) {
   grow(b, want);
 }
 
-void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
+void CudaBackend::begin_step(const StepInputs& in, std::span<const RopeParams> ropes) {
   if (profile_) profile_->collect();  // the last step's events, passed by now
   ProfileScope scope(profile_.get(), "begin_step", in.n_tokens);
   n_tokens_ = in.n_tokens;
@@ -267,15 +267,52 @@ void CudaBackend::begin_step(const StepInputs& in, const RopeParams& rope) {
   d_slots_ = reinterpret_cast<const int64_t*>(base + l.off_slots);
   d_tables_ = reinterpret_cast<const int32_t*>(base + l.off_tables);
 
-  if (!rope_ || !(rope == rope_params_)) {
+  if (ropes.size() != ropes_.size()) {
     graphs_.invalidate();
-    if (rope_) dev_.synchronize();  // queued kernels may still read the old tables
-    rope_ = std::make_unique<CudaRopeCache>(rope.n_rot, rope.freq_base, rope.freq_scale);
-    rope_params_ = rope;
+    if (!ropes_.empty()) dev_.synchronize();  // queued kernels may still read the old tables
+    ropes_.resize(ropes.size());
+    rope_params_.resize(ropes.size());
   }
-  const void* table = rope_->table();
-  rope_->prepare(dev_, d_positions_, in.n_tokens);
-  if (rope_->table() != table) graphs_.invalidate();
+  for (size_t i = 0; i < ropes.size(); ++i) {
+    const RopeParams& rope = ropes[i];
+    if (rope.freq_factors || rope.attn_factor != 1.0f)
+      throw ConfigError(fmt::format("{}: RoPE frequency factors are not supported yet", name_));
+    auto& cache = ropes_[i];
+    if (!cache || !(rope == rope_params_[i])) {
+      graphs_.invalidate();
+      if (cache) dev_.synchronize();  // queued kernels may still read the old tables
+      cache = std::make_unique<CudaRopeCache>(rope.n_rot, rope.freq_base, rope.freq_scale);
+      rope_params_[i] = rope;
+    }
+    const void* table = cache->table();
+    cache->prepare(dev_, d_positions_, in.n_tokens);
+    if (cache->table() != table) graphs_.invalidate();
+  }
+}
+
+bool CudaBackend::supports(BackendOp op) const {
+  switch (op) {
+    case BackendOp::kGeluTanh:
+    case BackendOp::kAttentionWindow:
+    case BackendOp::kAttentionSoftcap:
+    case BackendOp::kRopeFactors:
+      return false;
+  }
+  return false;
+}
+
+const CudaRopeCache& CudaBackend::rope_table(int32_t table) const {
+  if (table < 0 || static_cast<size_t>(table) >= ropes_.size())
+    throw Error(fmt::format("{}: RoPE table {} before the step's begin_step() prepared it", name_,
+                            table));
+  return *ropes_[static_cast<size_t>(table)];
+}
+
+void CudaBackend::check_attention(const KvLayerView& kv) const {
+  if (kv.window > 0)
+    throw ConfigError(fmt::format("{}: sliding-window attention is not supported yet", name_));
+  if (kv.softcap > 0)
+    throw ConfigError(fmt::format("{}: attention soft-capping is not supported yet", name_));
 }
 
 Backend::LayerRun CudaBackend::begin_layers(int32_t begin, int32_t end) {
@@ -438,9 +475,9 @@ void CudaBackend::silu_mul(float* gate, const float* up, int64_t count) {
 }
 
 void CudaBackend::rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim,
-                       RopeStyle style) {
+                       RopeStyle style, int32_t table) {
   ProfileScope scope(profile_.get(), "rope", n_tokens_);
-  rope_->apply(dev_, x, n_tokens_, stride, n_heads, head_dim, style);
+  rope_table(table).apply(dev_, x, n_tokens_, stride, n_heads, head_dim, style);
 }
 
 KvWriteArgs CudaBackend::kv_write_args(const KvLayerView& kv, const float* k,
@@ -466,16 +503,16 @@ void CudaBackend::kv_write(const KvLayerView& kv, const float* k, const float* v
 }
 
 void CudaBackend::rope_kv_write(const KvLayerView& kv, float* q, int32_t n_heads, float* k,
-                                const float* v, RopeStyle style) {
+                                const float* v, RopeStyle style, int32_t table) {
   ProfileScope scope(profile_.get(), "rope_kv_write", n_tokens_);
-  if (!rope_) throw Error(fmt::format("{}: RoPE before the step's begin_step()", name_));
+  const CudaRopeCache& rope = rope_table(table);
   KvRopeArgs r;
   r.q = q;
   r.q_stride = static_cast<int64_t>(n_heads) * kv.head_dim;
   r.n_heads = n_heads;
-  r.n_rot = rope_->n_rot();
+  r.n_rot = rope.n_rot();
   r.neox = style == RopeStyle::kNeox;
-  r.cos_sin = rope_->cos_sin(n_tokens_);
+  r.cos_sin = rope.cos_sin(n_tokens_);
   cuda::rope_kv_write(dev_, kv_write_args(kv, k, v), r);
 }
 
@@ -491,6 +528,7 @@ PagedAttentionArgs CudaBackend::attention_args(const KvLayerView& kv, const floa
 void CudaBackend::paged_attention(const KvLayerView& kv, const float* q, float* out,
                                   int32_t n_heads, float scale) {
   ProfileScope scope(profile_.get(), "paged_attention", n_tokens_);
+  check_attention(kv);
   attention(attention_args(kv, q, out, n_heads, scale), nullptr);
 }
 
@@ -504,6 +542,7 @@ void CudaBackend::attention_matmul(const KvLayerView& kv, const float* q, float*
                                    int32_t n_heads, float scale, int64_t rows,
                                    const MatmulOutput* outs, size_t n_outs) {
   ProfileScope scope(profile_.get(), "attention_matmul", rows, outs, n_outs);
+  check_attention(kv);
   const int64_t cols = static_cast<int64_t>(n_heads) * kv.head_dim;
   if (rows != n_tokens_ || kv.head_dim % 32 != 0 || !int8_inputs(rows, outs, n_outs) ||
       outs[0].w->n_in != cols)

@@ -68,7 +68,11 @@ class CudaBackend final : public Backend {
   void synchronize() override { dev_.synchronize(); }
   double measure_read_bandwidth() override;
 
-  void begin_step(const StepInputs& in, const RopeParams& rope) override;
+  using Backend::begin_step;
+  // RoPE tables without frequency factors (a ConfigError names them).
+  void begin_step(const StepInputs& in, std::span<const RopeParams> ropes) override;
+  // Not yet: GELU, sliding windows, soft caps, RoPE frequency factors.
+  bool supports(BackendOp op) const override;
   // Decode steps (up to kGemvMaxRows tokens, or up to kMmqMaxRows while
   // every product of that size has run on the int8 kernels) are recorded as
   // CUDA graphs (layer_graphs.h); PAGELLM_CUDA_GRAPHS=0 turns that off.
@@ -90,11 +94,14 @@ class CudaBackend final : public Backend {
   void add_inplace(float* x, const float* y, int64_t count) override;
   void add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) override;
   void silu_mul(float* gate, const float* up, int64_t count) override;
-  void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim, RopeStyle style) override;
+  using Backend::rope;
+  void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim, RopeStyle style,
+            int32_t table) override;
   void kv_write(const KvLayerView& kv, const float* k, const float* v) override;
   // One launch: q rotated in place, k rotated on its way to the cache.
+  using Backend::rope_kv_write;
   void rope_kv_write(const KvLayerView& kv, float* q, int32_t n_heads, float* k, const float* v,
-                     RopeStyle style) override;
+                     RopeStyle style, int32_t table) override;
   void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                        float scale) override;
   // Decode: the attention kernel also writes its output as the int8 input of
@@ -152,8 +159,11 @@ class CudaBackend final : public Backend {
   GemmWorkspace gemm_ws_;
   DeviceBuffer attn_ws_;                // partial softmaxes of split attention launches
   std::unique_ptr<OpProfile> profile_;  // PAGELLM_CUDA_PROFILE=1
-  std::unique_ptr<CudaRopeCache> rope_;
-  RopeParams rope_params_;
+  const CudaRopeCache& rope_table(int32_t table) const;
+  void check_attention(const KvLayerView& kv) const;
+
+  std::vector<std::unique_ptr<CudaRopeCache>> ropes_;
+  std::vector<RopeParams> rope_params_;
   // The step's batch on the device, one allocation: positions, token_seq
   // (int32), slots (int64), block tables [n_seqs][table_stride_] (int32).
   std::vector<uint8_t> staging_;

@@ -7,7 +7,7 @@
 
 #include "entries/fuzz_entries.h"
 #include "kvcache/kv_cache_storage.h"
-#include "model/llama_model.h"
+#include "model/runner.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -56,7 +56,7 @@ void walk(const GgufFile& f) {
 }
 
 void run_model(const std::string& path) {
-  auto model = LlamaModel::load(path, {.use_mmap = false});
+  auto model = ModelRunner::load(path, {.use_mmap = false});
   const auto& hp = model->hparams();
   ThreadPool pool(1);
   KvCacheStorage kv(model->kv_shape(1, 16, DType::F16), {{"host", 0, hp.n_layer}});

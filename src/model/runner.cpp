@@ -1,10 +1,12 @@
-#include "model/llama_model.h"
+#include "model/runner.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <new>
 
+#include "model/arch/registry.h"
+#include "model/blocks.h"
 #include "tensor/convert.h"
 #include "util/error.h"
 #include "util/fault_injector.h"
@@ -13,7 +15,7 @@ namespace pagellm {
 
 // A contiguous range of layers on one backend, with its activation buffers
 // in that backend's memory.
-struct LlamaModel::Segment {
+struct ModelRunner::Segment {
   std::string device;
   Backend* backend = nullptr;
   int32_t layer_begin = 0;
@@ -68,16 +70,23 @@ std::string describe(const std::vector<KvPoolPlacement>& placements) {
 
 }  // namespace
 
-std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, ModelLoadOptions opts) {
-  std::unique_ptr<LlamaModel> m(new LlamaModel());
+std::unique_ptr<ModelRunner> ModelRunner::load(const std::string& path, ModelLoadOptions opts) {
+  std::unique_ptr<ModelRunner> m(new ModelRunner());
   m->file_ = GgufFile::open(path, {.use_mmap = opts.use_mmap, .mlock = opts.mlock});
   m->hp_ = ModelHParams::from_gguf(*m->file_);
-  m->w_ = ModelWeights::load(*m->file_, m->hp_);
+  m->arch_ = &find_architecture(m->hp_.arch, path);
+  m->w_ = ModelWeights::load(*m->file_, m->hp_, *m->arch_);
+  for (size_t i = 0; i < m->hp_.rope_tables.size(); ++i) {
+    const RopeTableSpec& r = m->hp_.rope_tables[i];
+    m->ropes_.push_back(
+        {m->hp_.n_rot, r.freq_base, r.freq_scale, m->w_.rope_factors[i], r.attn_factor});
+  }
   m->factory_ = opts.backend_factory ? opts.backend_factory : BackendFactory(make_backend);
   const int32_t n_layer = m->hp_.n_layer;
   std::vector<KvPoolPlacement> placements = non_empty(opts.placements);
   if (placements.empty()) placements = {{"host", 0, n_layer}};
   check_placements(placements, n_layer);
+  for (const auto& p : placements) m->check_supported(m->backend_of(p.device), p);
 
   // Layers on the CPU may be repacked; layers on a device keep the file's
   // layout and are copied there.
@@ -93,16 +102,16 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, ModelLoadO
     if (b.uses_host_memory()) continue;
     m->weights_on_devices_ = true;
     for (int32_t l = p.layer_begin; l < p.layer_end; ++l)
-      m->device_weights_.upload_layer(b, *m->file_, m->w_.layers[static_cast<size_t>(l)], m->hp_);
+      m->device_weights_.upload_layer(b, *m->file_, m->w_.layers[static_cast<size_t>(l)]);
     if (p.layer_end == n_layer) m->device_weights_.upload_output(b, *m->file_, m->w_, m->hp_);
   }
   m->place(placements);
   return m;
 }
 
-LlamaModel::~LlamaModel() = default;
+ModelRunner::~ModelRunner() = default;
 
-Backend& LlamaModel::backend_of(const std::string& device) {
+Backend& ModelRunner::backend_of(const std::string& device) {
   auto it = backends_.find(device);
   if (it == backends_.end()) {
     std::unique_ptr<Backend> b = factory_(device);
@@ -112,13 +121,13 @@ Backend& LlamaModel::backend_of(const std::string& device) {
   return *it->second;
 }
 
-Backend* LlamaModel::backend_for_device(const std::string& device) const {
+Backend* ModelRunner::backend_for_device(const std::string& device) const {
   for (const auto& s : segments_)
     if (s.device == device) return s.backend;
   return nullptr;
 }
 
-std::vector<DeviceWeightShare> LlamaModel::weight_shares() const {
+std::vector<DeviceWeightShare> ModelRunner::weight_shares() const {
   std::vector<DeviceWeightShare> out;
   for (const auto& s : segments_) {
     DeviceWeightShare d{s.device, s.backend, 0};
@@ -130,7 +139,7 @@ std::vector<DeviceWeightShare> LlamaModel::weight_shares() const {
   return out;
 }
 
-void LlamaModel::place(const std::vector<KvPoolPlacement>& requested) {
+void ModelRunner::place(const std::vector<KvPoolPlacement>& requested) {
   std::vector<KvPoolPlacement> placements = non_empty(requested);
   if (placements.empty()) placements = {{"host", 0, hp_.n_layer}};
   check_placements(placements, hp_.n_layer);
@@ -145,6 +154,7 @@ void LlamaModel::place(const std::vector<KvPoolPlacement>& requested) {
     if (!weights_on_devices_ && !backend_of(p.device).uses_host_memory())
       throw ConfigError(fmt::format(
           "device {}: layers for it must be placed when the model is loaded", p.device));
+  for (const auto& p : placements) check_supported(backend_of(p.device), p);
   std::vector<Segment> segments;
   for (const auto& p : placements) {
     Segment s;
@@ -158,7 +168,27 @@ void LlamaModel::place(const std::vector<KvPoolPlacement>& requested) {
   placements_ = placements;
 }
 
-KvPoolShape LlamaModel::kv_shape(int32_t num_blocks, int32_t block_size, DType kv_type) const {
+void ModelRunner::check_supported(const Backend& b, const KvPoolPlacement& p) const {
+  const auto need = [&](BackendOp op, bool used) {
+    if (used && !b.supports(op))
+      throw ConfigError(fmt::format("{} ({}) cannot run layers {}-{} of this {} model: it lacks {}",
+                                    p.device, b.name(), p.layer_begin, p.layer_end - 1, hp_.arch,
+                                    backend_op_name(op)));
+  };
+  need(BackendOp::kGeluTanh, hp_.ffn_act == Activation::kGeluTanh);
+  need(BackendOp::kAttentionSoftcap, hp_.attn_softcap > 0);
+  bool window = false, factors = false;
+  for (int32_t l = p.layer_begin; l < p.layer_end; ++l) {
+    const LayerSpec& spec = hp_.layers[static_cast<size_t>(l)];
+    window = window || spec.window > 0;
+    const RopeParams& r = ropes_[static_cast<size_t>(spec.rope_table)];
+    factors = factors || r.freq_factors || r.attn_factor != 1.0f;
+  }
+  need(BackendOp::kAttentionWindow, window);
+  need(BackendOp::kRopeFactors, factors);
+}
+
+KvPoolShape ModelRunner::kv_shape(int32_t num_blocks, int32_t block_size, DType kv_type) const {
   KvPoolShape s;
   s.layer_begin = 0;
   s.layer_end = hp_.n_layer;
@@ -170,14 +200,16 @@ KvPoolShape LlamaModel::kv_shape(int32_t num_blocks, int32_t block_size, DType k
   return s;
 }
 
-void LlamaModel::ensure_workspace(Segment& s, int64_t tokens, int64_t logit_rows) {
+void ModelRunner::ensure_workspace(Segment& s, int64_t tokens, int64_t logit_rows) {
   Backend& b = *s.backend;
   if (tokens > s.tokens) {
     s.tokens = 0;  // until every buffer has grown (a failure leaves none trusted)
     const size_t f = sizeof(float);
     const auto E = static_cast<size_t>(hp_.n_embd), KV = static_cast<size_t>(hp_.n_embd_kv()),
-               F = static_cast<size_t>(hp_.n_ff), T = static_cast<size_t>(tokens);
-    for (BackendBuffer* buf : {&s.x, &s.h, &s.q, &s.attn}) buf->ensure(b, T * E * f);
+               Q = static_cast<size_t>(hp_.n_embd_q()), F = static_cast<size_t>(hp_.n_ff),
+               T = static_cast<size_t>(tokens);
+    for (BackendBuffer* buf : {&s.x, &s.h}) buf->ensure(b, T * E * f);
+    for (BackendBuffer* buf : {&s.q, &s.attn}) buf->ensure(b, T * Q * f);
     for (BackendBuffer* buf : {&s.k, &s.v}) buf->ensure(b, T * KV * f);
     for (BackendBuffer* buf : {&s.gate, &s.up}) buf->ensure(b, T * F * f);
     s.tokens = tokens;
@@ -192,50 +224,37 @@ void LlamaModel::ensure_workspace(Segment& s, int64_t tokens, int64_t logit_rows
   }
 }
 
-void LlamaModel::reserve_workspace(int64_t max_tokens, int64_t max_logit_rows) {
+void ModelRunner::reserve_workspace(int64_t max_tokens, int64_t max_logit_rows) {
   if (FaultInjector::hit("model.workspace")) throw std::bad_alloc();
   for (Segment& s : segments_) {
     ensure_workspace(s, max_tokens, max_logit_rows);
-    for (int32_t l = s.layer_begin; l < s.layer_end; ++l) {
-      const LayerWeights& L = w_.layers[static_cast<size_t>(l)];
-      for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
-        s.backend->reserve_matmul(m->cpu(), max_tokens);
-    }
+    for (int32_t l = s.layer_begin; l < s.layer_end; ++l)
+      w_.layers[static_cast<size_t>(l)].for_each_matrix(
+          [&](const WeightMatrix& m) { s.backend->reserve_matmul(m.cpu(), max_tokens); });
   }
   segments_.back().backend->reserve_matmul(w_.output.cpu(), max_logit_rows);
 }
 
-void LlamaModel::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T) {
+void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T) {
   Backend& b = *s.backend;
-  const LayerWeights& L = w_.layers[static_cast<size_t>(l)];
   KvPool& pool = kv.pool_for_layer(l);
   // The pool must be in memory this backend's kernels can address.
   if (pool.backend() != &b &&
       !(b.uses_host_memory() && (!pool.backend() || pool.backend()->uses_host_memory())))
     throw Error(fmt::format("layer {} runs on {} ({}) but its KV pool is in {} memory", l, s.device,
                             b.name(), pool.backend() ? pool.backend()->name() : "host"));
-  float *x = s.x.f32(), *h = s.h.f32(), *q = s.q.f32(), *k = s.k.f32(), *v = s.v.f32(),
-        *attn = s.attn.f32(), *gate = s.gate.f32(), *up = s.up.f32();
-  const MatrixView wq = L.wq.cpu(), wk = L.wk.cpu(), wv = L.wv.cpu(), wo = L.wo.cpu(),
-                   wg = L.w_gate.cpu(), wu = L.w_up.cpu(), wd = L.w_down.cpu();
-
-  // Biases run as the products' epilogues; RoPE with the cache write (a
-  // backend may rotate K on its way to the cache).
-  b.norm_matmul(x, L.attn_norm, hp_.rms_eps, h, T,
-                {{&wq, q, L.bq}, {&wk, k, L.bk}, {&wv, v, L.bv}});
-  // Attention reads every K/V back from the cache, after rounding to its
-  // dtype, including this step's tokens: results do not depend on chunking.
-  const KvLayerView cache = pool.view(l);
-  b.rope_kv_write(cache, q, hp_.n_head, k, v, hp_.rope_style);
-  // The residual adds (x += h) run as the products' epilogues.
-  b.attention_matmul(cache, q, attn, hp_.n_head, 1.0f / std::sqrt(static_cast<float>(hp_.head_dim)),
-                     T, {{.w = &wo, .y = h, .add_to = x}});
-
-  b.norm_matmul(x, L.ffn_norm, hp_.rms_eps, h, T, {{&wg, gate}, {&wu, up}});
-  b.silu_mul_matmul(gate, up, T, {{.w = &wd, .y = h, .add_to = x}});
+  KvLayerView cache = pool.view(l);
+  cache.window = hp_.layers[static_cast<size_t>(l)].window;
+  cache.softcap = hp_.attn_softcap;
+  LayerContext c{b,         hp_,       w_.layers[static_cast<size_t>(l)],
+                 l,         cache,     T,
+                 s.x.f32(), s.h.f32(), s.q.f32(),
+                 s.k.f32(), s.v.f32(), s.attn.f32(),
+                 s.gate.f32(), s.up.f32()};
+  arch_->run_layer(c);
 }
 
-void LlamaModel::run_layers(Segment& s, KvCacheStorage& kv, int64_t T) {
+void ModelRunner::run_layers(Segment& s, KvCacheStorage& kv, int64_t T) {
   Backend& b = *s.backend;
   const Backend::LayerRun mode = b.begin_layers(s.layer_begin, s.layer_end);
   if (mode == Backend::LayerRun::kReplayed) return;
@@ -249,13 +268,13 @@ void LlamaModel::run_layers(Segment& s, KvCacheStorage& kv, int64_t T) {
     for (int32_t l = s.layer_begin; l < s.layer_end; ++l) run_layer(s, l, kv, T);
 }
 
-void LlamaModel::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
+void ModelRunner::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
                          std::vector<float>& logits) {
   const std::span<const float> out = forward(batch, kv, pool);
   logits.assign(out.begin(), out.end());
 }
 
-std::span<const float> LlamaModel::forward(const Batch& batch, KvCacheStorage& kv,
+std::span<const float> ModelRunner::forward(const Batch& batch, KvCacheStorage& kv,
                                            ThreadPool& pool) {
   const int64_t T = batch.n_tokens();
   const int64_t E = hp_.n_embd, V = hp_.n_vocab;
@@ -286,10 +305,9 @@ std::span<const float> LlamaModel::forward(const Batch& batch, KvCacheStorage& k
   in.slots = batch.slots.data();
   in.block_tables = tables_.data();
   in.block_counts = block_counts_.data();
-  const RopeParams rope{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale};
   for (Segment& s : segments_) {
     s.backend->set_thread_pool(&pool);
-    s.backend->begin_step(in, rope);
+    s.backend->begin_step(in, ropes_);
   }
 
   // The embedding is gathered on the host, straight into the first
@@ -301,6 +319,8 @@ std::span<const float> LlamaModel::forward(const Batch& batch, KvCacheStorage& k
   for (int64_t t = 0; t < T; ++t)
     dequantize_row(w_.token_embd.type, w_.token_embd.row(batch.tokens[static_cast<size_t>(t)]),
                    x0 + t * E, E);
+  if (hp_.embd_scale != 1.0f)
+    for (int64_t i = 0; i < T * E; ++i) x0[i] *= hp_.embd_scale;
   const size_t x_bytes = static_cast<size_t>(T * E) * sizeof(float);
   if (!direct) first.backend->upload(first.x.data(), x0, x_bytes);
 
@@ -334,6 +354,8 @@ std::span<const float> LlamaModel::forward(const Batch& batch, KvCacheStorage& k
     b.matmul(last.h.f32(), n_out, {{&out, last.logits.f32()}});
     b.download(logits, last.logits.data(), bytes);
   }
+  if (const float c = hp_.final_softcap; c > 0)
+    for (int64_t i = 0; i < n_out * V; ++i) logits[i] = c * std::tanh(logits[i] / c);
   file_->check_intact();
   return {logits, static_cast<size_t>(n_out * V)};
 }

@@ -1,7 +1,8 @@
-// The Llama-family decoder (llama, qwen2): embeddings, n_layer blocks of
-// rmsnorm -> q/k/v (+bias) -> RoPE -> K/V into the paged cache -> paged
-// attention -> o-proj -> residual -> rmsnorm -> SwiGLU FFN -> residual, then
-// the output norm and the vocabulary projection.
+// The model runner: any registered decoder family (model/arch/registry.h):
+// the token embedding, n_layer layers as the family runs them (its
+// run_layer, from the shared blocks of model/blocks.h, each layer writing
+// its K/V into the paged cache), then the output norm, the vocabulary
+// projection and the family's final soft cap.
 //
 // Layers run in contiguous ranges, each on the backend of the device that
 // holds it (backend/backend.h): the CPU for the host and virtual CPU devices,
@@ -23,6 +24,7 @@
 #include "model/backend_factory.h"
 #include "model/batch.h"
 #include "model/device_weights.h"
+#include "model/arch/architecture.h"
 #include "model/hparams.h"
 #include "model/weights.h"
 #include "util/thread_pool.h"
@@ -52,15 +54,16 @@ struct DeviceWeightShare {
   uint64_t bytes = 0;
 };
 
-class LlamaModel {
+class ModelRunner {
  public:
   // Opens, validates and maps the model, and copies the layers placed on
   // devices there. Throws SystemError / FormatError / ConfigError (a bad
   // placement or device) / the backend's error.
-  static std::unique_ptr<LlamaModel> load(const std::string& path, ModelLoadOptions opts = {});
-  ~LlamaModel();
+  static std::unique_ptr<ModelRunner> load(const std::string& path, ModelLoadOptions opts = {});
+  ~ModelRunner();
 
   const ModelHParams& hparams() const { return hp_; }
+  const Architecture& architecture() const { return *arch_; }
   const ModelWeights& weights() const { return w_; }
   const GgufFile& file() const { return *file_; }
 
@@ -101,10 +104,12 @@ class LlamaModel {
   uint64_t device_weight_bytes() const { return device_weights_.bytes(); }
 
  private:
-  LlamaModel() = default;
+  ModelRunner() = default;
   struct Segment;
   Backend& backend_of(const std::string& device);
   void ensure_workspace(Segment& s, int64_t tokens, int64_t logit_rows);
+  // ConfigError when b lacks an op that the placed layers need.
+  void check_supported(const Backend& b, const KvPoolPlacement& p) const;
   void run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T);
   // The segment's layers, through the backend's recording when it has one
   // (Backend::begin_layers).
@@ -112,6 +117,8 @@ class LlamaModel {
 
   std::unique_ptr<GgufFile> file_;
   ModelHParams hp_;
+  const Architecture* arch_ = nullptr;
+  std::vector<RopeParams> ropes_;  // the step's RoPE tables (hp_.rope_tables with factors)
   ModelWeights w_;
   BackendFactory factory_;
   std::map<std::string, std::unique_ptr<Backend>> backends_;  // by device name

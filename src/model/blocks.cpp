@@ -1,0 +1,147 @@
+#include "model/blocks.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "util/error.h"
+
+namespace pagellm {
+
+namespace {
+
+std::string layer_name(int32_t layer, const char* what) {
+  return fmt::format("blk.{}.{}.weight", layer, what);
+}
+
+// y_i = x' W_i^T with x' = rms_norm(x) when there is a norm weight.
+void maybe_norm_matmul(LayerContext& c, const float* norm, std::initializer_list<MatmulOutput> outs) {
+  if (norm)
+    c.b.norm_matmul(c.x, norm, c.hp.rms_eps, c.h, c.T, outs);
+  else
+    c.b.matmul(c.x, c.T, outs);
+}
+
+// The block's output y ([T][n_embd], not yet added): post-norm, then x += y.
+void post_norm_add(LayerContext& c, float* y, const float* norm) {
+  const int64_t E = c.hp.n_embd;
+  c.b.rms_norm(y, norm, y, c.T, E, c.hp.rms_eps);
+  c.b.add_inplace(c.x, y, c.T * E);
+}
+
+}  // namespace
+
+void set_window_pattern(ModelHParams& hp, int32_t window, int32_t pattern) {
+  for (int32_t l = 0; l < hp.n_layer; ++l)
+    hp.layers[static_cast<size_t>(l)].window = l % pattern < pattern - 1 ? window : 0;
+}
+
+void set_gemma_common(ModelHParams& hp, int32_t layers_27b) {
+  hp.embd_scale = std::sqrt(static_cast<float>(hp.n_embd));
+  hp.ffn_act = Activation::kGeluTanh;
+  hp.rope_style = RopeStyle::kNeox;
+  const int32_t d = hp.n_layer == layers_27b ? hp.n_embd / hp.n_head : hp.head_dim;
+  hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(d));
+}
+
+float positive_f32_key(const GgufFile& f, const std::string& key, float fallback) {
+  const auto v = f.get_f64(key);
+  if (!v) return fallback;
+  if (!(*v > 0)) throw FormatError(fmt::format("{}: key '{}' must be positive", f.path(), key));
+  return static_cast<float>(*v);
+}
+
+void attention_tensors(const ModelHParams& hp, int32_t l, const AttentionOptions& o,
+                       TensorList& out) {
+  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), D = hp.head_dim;
+  if (o.pre_norm) out.push_back(TensorSpec::vec(VectorRole::kAttnNorm, layer_name(l, "attn_norm"), E));
+  if (o.fused_qkv) {
+    const std::string n = layer_name(l, "attn_qkv");
+    const int64_t rows = Q + 2 * KV;
+    out.push_back(TensorSpec::part(MatrixRole::kQ, n, E, 0, Q, rows));
+    out.push_back(TensorSpec::part(MatrixRole::kK, n, E, Q, KV, rows));
+    out.push_back(TensorSpec::part(MatrixRole::kV, n, E, Q + KV, KV, rows));
+  } else {
+    const auto bias = [&](VectorRole r, const char* what, int64_t n) {
+      if (o.bias) out.push_back(TensorSpec::vec(r, fmt::format("blk.{}.{}.bias", l, what), n));
+    };
+    out.push_back(TensorSpec::mat(MatrixRole::kQ, layer_name(l, "attn_q"), E, Q));
+    bias(VectorRole::kQBias, "attn_q", Q);
+    out.push_back(TensorSpec::mat(MatrixRole::kK, layer_name(l, "attn_k"), E, KV));
+    bias(VectorRole::kKBias, "attn_k", KV);
+    out.push_back(TensorSpec::mat(MatrixRole::kV, layer_name(l, "attn_v"), E, KV));
+    bias(VectorRole::kVBias, "attn_v", KV);
+  }
+  if (o.qk_norm != QkNorm::kNone) {
+    const bool whole = o.qk_norm == QkNorm::kWhole;
+    out.push_back(TensorSpec::vec(VectorRole::kQNorm, layer_name(l, "attn_q_norm"), whole ? Q : D));
+    out.push_back(TensorSpec::vec(VectorRole::kKNorm, layer_name(l, "attn_k_norm"), whole ? KV : D));
+  }
+  out.push_back(TensorSpec::mat(MatrixRole::kOut, layer_name(l, "attn_output"), Q, E));
+  if (o.post_norm)
+    out.push_back(TensorSpec::vec(VectorRole::kAttnPostNorm, layer_name(l, o.post_norm_name), E));
+}
+
+void ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOptions& o, TensorList& out) {
+  const int64_t E = hp.n_embd, F = hp.n_ff;
+  if (o.pre_norm) out.push_back(TensorSpec::vec(VectorRole::kFfnNorm, layer_name(l, "ffn_norm"), E));
+  if (o.fused_gate_up) {
+    const std::string n = layer_name(l, "ffn_up");
+    out.push_back(TensorSpec::part(MatrixRole::kGate, n, E, 0, F, 2 * F));
+    out.push_back(TensorSpec::part(MatrixRole::kUp, n, E, F, F, 2 * F));
+  } else {
+    out.push_back(TensorSpec::mat(MatrixRole::kGate, layer_name(l, "ffn_gate"), E, F));
+    out.push_back(TensorSpec::mat(MatrixRole::kUp, layer_name(l, "ffn_up"), E, F));
+  }
+  out.push_back(TensorSpec::mat(MatrixRole::kDown, layer_name(l, "ffn_down"), F, E));
+  if (o.post_norm)
+    out.push_back(TensorSpec::vec(VectorRole::kFfnPostNorm, layer_name(l, o.post_norm_name), E));
+}
+
+void attention_block(LayerContext& c, const AttentionOptions& o) {
+  const ModelHParams& hp = c.hp;
+  const LayerWeights& w = c.w;
+  const MatrixView wq = w.matrix(MatrixRole::kQ).cpu(), wk = w.matrix(MatrixRole::kK).cpu(),
+                   wv = w.matrix(MatrixRole::kV).cpu(), wo = w.matrix(MatrixRole::kOut).cpu();
+  // Biases run as the products' epilogues.
+  maybe_norm_matmul(c, w.vector(VectorRole::kAttnNorm),
+                    {{&wq, c.q, w.vector(VectorRole::kQBias)},
+                     {&wk, c.k, w.vector(VectorRole::kKBias)},
+                     {&wv, c.v, w.vector(VectorRole::kVBias)}});
+  if (o.qk_norm != QkNorm::kNone) {
+    // Per head: the rows are the heads; whole: the rows are the tokens.
+    const bool head = o.qk_norm == QkNorm::kPerHead;
+    const int64_t D = hp.head_dim;
+    c.b.rms_norm(c.q, w.vector(VectorRole::kQNorm), c.q, head ? c.T * hp.n_head : c.T,
+                 head ? D : hp.n_embd_q(), hp.rms_eps);
+    c.b.rms_norm(c.k, w.vector(VectorRole::kKNorm), c.k, head ? c.T * hp.n_head_kv : c.T,
+                 head ? D : hp.n_embd_kv(), hp.rms_eps);
+  }
+  // Attention reads every K/V back from the cache, after rounding to its
+  // dtype, including this step's tokens: results do not depend on chunking.
+  const int32_t table = hp.layers[static_cast<size_t>(c.layer)].rope_table;
+  c.b.rope_kv_write(c.cache, c.q, hp.n_head, c.k, c.v, hp.rope_style, table);
+  if (o.post_norm) {
+    c.b.attention_matmul(c.cache, c.q, c.attn, hp.n_head, hp.attn_scale, c.T, {{&wo, c.h}});
+    post_norm_add(c, c.h, w.vector(VectorRole::kAttnPostNorm));
+  } else {
+    // The residual add (x += h) runs as the product's epilogue.
+    c.b.attention_matmul(c.cache, c.q, c.attn, hp.n_head, hp.attn_scale, c.T,
+                         {{.w = &wo, .y = c.h, .add_to = c.x}});
+  }
+}
+
+void ffn_block(LayerContext& c, const FfnOptions& o) {
+  const LayerWeights& w = c.w;
+  const MatrixView wg = w.matrix(MatrixRole::kGate).cpu(), wu = w.matrix(MatrixRole::kUp).cpu(),
+                   wd = w.matrix(MatrixRole::kDown).cpu();
+  maybe_norm_matmul(c, w.vector(VectorRole::kFfnNorm), {{&wg, c.gate}, {&wu, c.up}});
+  if (o.post_norm) {
+    c.b.glu_matmul(c.hp.ffn_act, c.gate, c.up, c.T, {{&wd, c.h}});
+    post_norm_add(c, c.h, w.vector(VectorRole::kFfnPostNorm));
+  } else {
+    c.b.glu_matmul(c.hp.ffn_act, c.gate, c.up, c.T, {{.w = &wd, .y = c.h, .add_to = c.x}});
+  }
+}
+
+}  // namespace pagellm

@@ -1,0 +1,97 @@
+// The shared pieces that architectures build their layers from: an attention
+// block and a gated feed-forward block, each with the options the supported
+// families differ by, and the tensor table entries those options imply (one
+// description for loading and for running, so they cannot disagree).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backend/backend.h"
+#include "gguf/gguf_reader.h"
+#include "model/arch/architecture.h"
+#include "model/hparams.h"
+#include "model/tensor_spec.h"
+#include "model/weights.h"
+
+namespace pagellm {
+
+// One layer of one step, on its device: the layer's weights, its KV cache
+// view (window and soft cap already set) and the segment's activation
+// buffers ([T][n] f32 each, in the backend's memory).
+struct LayerContext {
+  Backend& b;
+  const ModelHParams& hp;
+  const LayerWeights& w;
+  int32_t layer;
+  KvLayerView cache;
+  int64_t T;          // the step's tokens
+  float* x;           // [T][n_embd] residual stream, updated in place
+  float* h;           // [T][n_embd] scratch
+  float* q;           // [T][n_embd_q]
+  float* k;           // [T][n_embd_kv]
+  float* v;           // [T][n_embd_kv]
+  float* attn;        // [T][n_embd_q]
+  float* gate;        // [T][n_ff]
+  float* up;          // [T][n_ff]
+};
+
+// Where q/k RMSNorms sit (their weights: [head_dim] per head, or the whole
+// projection's [n_head * head_dim]).
+enum class QkNorm { kNone, kPerHead, kWhole };
+
+struct AttentionOptions {
+  bool pre_norm = true;    // attn_norm.weight before the projections
+  bool bias = false;       // q/k/v biases (qwen2)
+  QkNorm qk_norm = QkNorm::kNone;
+  bool post_norm = false;  // RMSNorm of the block's output before the residual add
+  // Names of the post-norm ("post_attention_norm").
+  const char* post_norm_name = "post_attention_norm";
+  bool fused_qkv = false;  // one attn_qkv.weight: rows q, then k, then v (phi3)
+};
+
+struct FfnOptions {
+  bool pre_norm = true;    // ffn_norm.weight
+  bool post_norm = false;  // RMSNorm of the block's output before the residual add
+  const char* post_norm_name = "post_ffw_norm";
+  bool fused_gate_up = false;  // ffn_up.weight holds gate rows, then up rows (phi3)
+};
+
+// Family rules shared by several families.
+// Layer l gets a sliding window of `window` positions unless it is the last of
+// each `pattern` layers (l % pattern == pattern - 1); window 0: none.
+void set_window_pattern(ModelHParams& hp, int32_t window, int32_t pattern);
+// The Gemma block's common settings: embeddings times sqrt(n_embd), GELU,
+// NeoX RoPE, and the attention scale of the reference (1 / sqrt(head_dim),
+// 1 / sqrt(n_embd / n_head) for the 27B models, which have `layers_27b`).
+void set_gemma_common(ModelHParams& hp, int32_t layers_27b);
+// The positive float key `key` of the file, or `fallback` when absent.
+float positive_f32_key(const GgufFile& f, const std::string& key, float fallback);
+
+void attention_tensors(const ModelHParams& hp, int32_t layer, const AttentionOptions& o,
+                       TensorList& out);
+void ffn_tensors(const ModelHParams& hp, int32_t layer, const FfnOptions& o, TensorList& out);
+
+// x += attention(x): norm, q/k/v (+bias), q/k norms, RoPE (the layer's table),
+// K/V into the cache, paged attention (the layer's window, the model's scale
+// and soft cap), output projection, post-norm.
+void attention_block(LayerContext& c, const AttentionOptions& o);
+// x += down(act(gate(x')) * up(x')), x' the normed x; post-norm.
+void ffn_block(LayerContext& c, const FfnOptions& o);
+
+// A family whose layers are one attention block, then one FFN block: its
+// tensor table and run_layer from the two options.
+template <const AttentionOptions& kAttention, const FfnOptions& kFfn>
+class AttentionFfnArchitecture : public Architecture {
+ public:
+  void layer_tensors(const ModelHParams& hp, int32_t l, TensorList& out) const override {
+    attention_tensors(hp, l, kAttention, out);
+    ffn_tensors(hp, l, kFfn, out);
+  }
+  void run_layer(LayerContext& c) const override {
+    attention_block(c, kAttention);
+    ffn_block(c, kFfn);
+  }
+};
+
+}  // namespace pagellm

@@ -1,0 +1,55 @@
+// One entry of an architecture's tensor table: which GGUF tensor fills which
+// role of a layer, its shape, and whether it may be absent.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pagellm {
+
+// The matrices a layer may have (LayerWeights::matrix).
+enum class MatrixRole : uint8_t { kQ, kK, kV, kOut, kGate, kUp, kDown, kCount };
+// Its 1-D tensors (LayerWeights::vector).
+enum class VectorRole : uint8_t {
+  kAttnNorm,
+  kQBias,
+  kKBias,
+  kVBias,
+  kQNorm,
+  kKNorm,
+  kAttnPostNorm,
+  kFfnNorm,
+  kFfnPostNorm,
+  kCount
+};
+constexpr size_t kMatrixRoles = static_cast<size_t>(MatrixRole::kCount);
+constexpr size_t kVectorRoles = static_cast<size_t>(VectorRole::kCount);
+
+struct TensorSpec {
+  bool matrix = true;
+  uint8_t role = 0;  // a MatrixRole or VectorRole
+  std::string name;  // full GGUF name, "blk.3.attn_q.weight"
+  int64_t n_in = 0;  // matrix: ne = [n_in, n_out]; vector: n_in elements
+  int64_t n_out = 0;
+  bool optional = false;
+  // A part of a fused matrix (Phi-3's attn_qkv, ffn_up = gate|up): rows
+  // [row0, row0 + n_out) of a tensor of fused_rows rows (0: not fused).
+  int64_t row0 = 0;
+  int64_t fused_rows = 0;
+
+  static TensorSpec mat(MatrixRole r, std::string name, int64_t n_in, int64_t n_out) {
+    return {true, static_cast<uint8_t>(r), std::move(name), n_in, n_out, false, 0, 0};
+  }
+  static TensorSpec vec(VectorRole r, std::string name, int64_t n, bool optional = false) {
+    return {false, static_cast<uint8_t>(r), std::move(name), n, 0, optional, 0, 0};
+  }
+  static TensorSpec part(MatrixRole r, std::string name, int64_t n_in, int64_t row0, int64_t rows,
+                         int64_t fused_rows) {
+    return {true, static_cast<uint8_t>(r), std::move(name), n_in, rows, false, row0, fused_rows};
+  }
+};
+
+using TensorList = std::vector<TensorSpec>;
+
+}  // namespace pagellm
