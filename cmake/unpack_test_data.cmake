@@ -11,6 +11,7 @@ if(EXISTS ${_packed})
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_packed} ${_stamp})
   # The packed files, as scripts/pack-test-data.sh and .gitignore name them.
   set(_globs ${_data}/golden/*.json ${_data}/golden/random/*.gguf ${_data}/golden/random/*.json
+             ${_data}/golden/arch/*.gguf ${_data}/golden/arch/*.json
              ${_data}/tokenizer-vectors/*.gguf)
   # One configure at a time unpacks (build folders configured side by side).
   file(LOCK ${_data}/.unpack.lock GUARD FILE)

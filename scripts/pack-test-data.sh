@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../tests/data"
 # The packed files: keep in step with .gitignore.
-files=$(ls golden/*.json golden/random/*.gguf golden/random/*.json tokenizer-vectors/*.gguf)
+files=$(ls golden/*.json golden/random/*.gguf golden/random/*.json golden/arch/*.gguf golden/arch/*.json \
+  tokenizer-vectors/*.gguf)
 printf '%s\n' $files | LC_ALL=C sort |
   tar --owner=0 --group=0 --numeric-owner --mode=u=rw,go=r --mtime='2026-01-01 00:00:00Z' \
     --format=gnu \

@@ -179,5 +179,64 @@ INSTANTIATE_TEST_SUITE_P(Types, GoldenRandom,
                            return s;
                          });
 
+// More architectures (tests/data/golden/arch, llama.cpp references): the last
+// prompt logits with an F32 KV cache, and 16 greedy steps with the default F16
+// cache, compared up to the first step whose reference margin is under 2 x tol.
+struct ArchCase {
+  const char* file;
+  double tol;
+};
+
+class GoldenArch : public ::testing::TestWithParam<ArchCase> {};
+
+TEST_P(GoldenArch, LastLogitsAndGreedy) {
+  const ArchCase ac = GetParam();
+  const std::string base = std::string("golden/arch/") + ac.file;
+  const std::string gguf = test::data_or_shared_path(base + ".gguf");
+  if (gguf.empty()) GTEST_SKIP() << base << ".gguf is neither in tests/data nor in ../shared";
+  json g = load_json(base + ".json");
+  auto model = ModelRunner::load(gguf);
+  ThreadPool pool(2);
+  double worst = 0;
+  size_t compared = 0, steps = 0;
+  for (const auto& c : g["cases"]) {
+    auto prompt = ids_of(c["prompt_ids"]);
+    const std::string what = std::string(ac.file) + " (" + std::to_string(prompt.size()) + " tokens)";
+    RunResult f32 = run_greedy(*model, prompt, 1, DType::F32, pool);
+    const double err = max_abs_diff(f32.last_logits, c["kv_f32"]["last_logits"]);
+    worst = std::max(worst, err);
+    EXPECT_LT(err, ac.tol) << what;
+    const auto& greedy = c["greedy"];
+    RunResult r =
+        run_greedy(*model, prompt, static_cast<int>(greedy["ids"].size()), DType::F16, pool);
+    const size_t n = confident_steps(greedy["top2_per_step"], 2 * ac.tol);
+    expect_prefix_equal(r.ids, greedy["ids"], n, what);
+    compared += n;
+    steps += greedy["ids"].size();
+  }
+  std::printf("%s: max |logit - llama.cpp| = %.3g (tolerance %.g); greedy %zu/%zu steps compared\n",
+              ac.file, worst, ac.tol, compared, steps);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GoldenArch,
+                         ::testing::Values(ArchCase{"rand-qwen3-tok512-F32", 1e-4},
+                                           ArchCase{"rand-qwen3-tok512-Q8_0", 3e-2},
+                                           ArchCase{"rand-qwen3-tok512-Q4_K", 3e-2},
+                                           ArchCase{"rand-gemma3-tok512-F32", 2e-3},
+                                           ArchCase{"rand-gemma3-tok512-Q8_0", 3e-2},
+                                           ArchCase{"rand-gemma2-tok512-F32", 2e-3},
+                                           ArchCase{"rand-gemma2-tok512-Q8_0", 3e-2},
+                                           ArchCase{"rand-phi3-tok512-F32", 1e-4},
+                                           ArchCase{"rand-phi3-tok512-Q8_0", 3e-2},
+                                           ArchCase{"rand-llama31-tok512-F32", 1e-4},
+                                           ArchCase{"rand-llama31-tok512-Q8_0", 3e-2},
+                                           ArchCase{"rand-olmo2-tok512-Q8_0", 3e-2}),
+                         [](const auto& info) {
+                           std::string s = info.param.file;
+                           for (char& ch : s)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+
 }  // namespace
 }  // namespace pagellm

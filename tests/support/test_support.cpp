@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,18 @@ namespace pagellm::test {
 
 std::string data_path(const std::string& rel) {
   return std::string(PAGELLM_TEST_DATA) + "/" + rel;
+}
+
+std::string shared_path(const std::string& rel) {
+  const char* env = std::getenv("PAGELLM_SHARED");
+  const std::string root = env && *env ? env : PAGELLM_SHARED_DIR;
+  const std::string p = root + "/" + rel;
+  return std::filesystem::exists(p) ? p : "";
+}
+
+std::string data_or_shared_path(const std::string& rel) {
+  const std::string local = data_path(rel);
+  return std::filesystem::exists(local) ? local : shared_path(rel);
 }
 
 TempPath::TempPath(const std::string& suffix) {

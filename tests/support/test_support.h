@@ -7,6 +7,12 @@ namespace pagellm::test {
 
 // Absolute path of a file under tests/data.
 std::string data_path(const std::string& rel);
+// Path of a file under the shared reference folder ($PAGELLM_SHARED, else the
+// checkout's ../shared), or "" when it is not there: large reference models
+// live there only (tests that need one skip, saying so).
+std::string shared_path(const std::string& rel);
+// tests/data/REL when it is there, else shared_path(REL) ("" when neither).
+std::string data_or_shared_path(const std::string& rel);
 // A fresh path under the system temp dir (file not created), removed by the
 // returned guard's destructor.
 struct TempPath {
