@@ -11,6 +11,7 @@
 #include "kvcache/block_table.h"
 #include "kvcache/kv_pool.h"
 #include "model/runner.h"
+#include "tokenizer/tokenizer.h"
 #include "support/test_support.h"
 
 namespace pagellm {
@@ -196,11 +197,13 @@ TEST_P(GoldenArch, LastLogitsAndGreedy) {
   if (gguf.empty()) GTEST_SKIP() << base << ".gguf is neither in tests/data nor in ../shared";
   json g = load_json(base + ".json");
   auto model = ModelRunner::load(gguf);
+  auto tok = Tokenizer::from_gguf(model->file());
   ThreadPool pool(2);
   double worst = 0;
   size_t compared = 0, steps = 0;
   for (const auto& c : g["cases"]) {
     auto prompt = ids_of(c["prompt_ids"]);
+    EXPECT_EQ(tok->encode(c["prompt"].get<std::string>()), prompt) << "prompt ids";
     const std::string what = std::string(ac.file) + " (" + std::to_string(prompt.size()) + " tokens)";
     RunResult f32 = run_greedy(*model, prompt, 1, DType::F32, pool);
     const double err = max_abs_diff(f32.last_logits, c["kv_f32"]["last_logits"]);
