@@ -96,7 +96,10 @@ std::unique_ptr<ModelRunner> ModelRunner::load(const std::string& path, ModelLoa
     for (int32_t l = p.layer_begin; l < p.layer_end; ++l) on_host[static_cast<size_t>(l)] = host;
   }
   const bool output_on_host = on_host.back();
-  if (opts.repack) m->w_.repack(*m->file_, opts.mlock, on_host, output_on_host);
+  if (opts.f32_weights)
+    m->w_.dequantize_to_f32(*m->file_);
+  else if (opts.repack)
+    m->w_.repack(*m->file_, opts.mlock, on_host, output_on_host);
   for (const auto& p : placements) {
     Backend& b = m->backend_of(p.device);
     if (b.uses_host_memory()) continue;

@@ -38,6 +38,11 @@ struct ModelLoadOptions {
   // Rows16 layout at load (ModelWeights::repack); off keeps every matrix in
   // the file (zero-copy).
   bool repack = true;
+  // Dequantize every matrix to F32 at load (replaces repack): the forward
+  // pass then keeps activations in float throughout, an accuracy reference
+  // for quantized files (about 1e-3 relative of a float64 pass) at 4-8x the
+  // weight memory.
+  bool f32_weights = false;
   // Which device runs which layers (device names as plans write them:
   // "host", "cpu:0", "cuda:1"), tiling [0, n_layer) in order; empty: all on
   // the host.

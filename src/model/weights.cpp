@@ -64,6 +64,24 @@ uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<bool>& c
   return total;
 }
 
+void ModelWeights::dequantize_to_f32(GgufFile& f) {
+  ThreadPool pool(ThreadPool::physical_cores());
+  auto convert = [&](WeightMatrix& m) {
+    if (m.type == DType::F32 || m.layout != cpu::WeightLayout::Rows) return;
+    owned_.emplace_back(new float[static_cast<size_t>(m.n_in * m.n_out)]);
+    float* dst = owned_.back().get();
+    pool.parallel_for(m.n_out, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r) dequantize_row(m.type, m.row(r), dst + r * m.n_in, m.n_in);
+    });
+    if (&m != &output || !tied_output) f.release(m.data, static_cast<size_t>(m.n_out) * m.row_bytes);
+    m.data = reinterpret_cast<const uint8_t*>(dst);
+    m.type = DType::F32;
+    m.row_bytes = static_cast<size_t>(m.n_in) * sizeof(float);
+  };
+  for (LayerWeights& L : layers) L.for_each_matrix(convert);
+  convert(output);
+}
+
 uint64_t ModelWeights::streamed_bytes_per_token() const {
   uint64_t b = output.bytes();
   for (const LayerWeights& L : layers) b += L.bytes();

@@ -102,6 +102,10 @@ struct ModelWeights {
   uint64_t repack(GgufFile& f, bool lock, const std::vector<bool>& cpu_layers = {},
                   bool cpu_output = true);
 
+  // Converts every layer matrix and the output projection to owned F32 rows
+  // (ModelLoadOptions::f32_weights); the token embedding stays in the file.
+  void dequantize_to_f32(GgufFile& f);
+
  private:
   std::vector<std::unique_ptr<float[]>> owned_;                  // converted 1-D tensors
   std::vector<std::unique_ptr<uint8_t, HostPagesFree>> packed_;  // allocate_host_pages

@@ -3,100 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <cctype>
 
-#include "kvcache/block_allocator.h"
-#include "kvcache/block_table.h"
-#include "kvcache/kv_pool.h"
-#include "model/runner.h"
+#include "model/golden_util.h"
 #include "tokenizer/tokenizer.h"
-#include "support/test_support.h"
 
 namespace pagellm {
 namespace {
 
 using nlohmann::json;
-
-json load_json(const std::string& rel) {
-  std::ifstream in(test::data_path(rel));
-  return json::parse(in);
-}
-
-struct RunResult {
-  std::vector<float> last_logits;
-  std::vector<int32_t> ids;
-};
-
-int32_t argmax(const float* x, int64_t n) {
-  int32_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (x[i] > x[best]) best = static_cast<int32_t>(i);
-  return best;
-}
-
-// Prefills `prompt` in one batch, then decodes `n` greedy tokens one at a time.
-RunResult run_greedy(ModelRunner& model, const std::vector<int32_t>& prompt, int n, DType kv_type,
-                     ThreadPool& pool) {
-  const int32_t bs = 16;
-  const int64_t total = static_cast<int64_t>(prompt.size()) + n;
-  BlockAllocator alloc(static_cast<int32_t>((total + bs - 1) / bs));
-  KvCacheStorage kv(model.kv_shape(alloc.num_blocks(), bs, kv_type),
-                    {{"host", 0, model.hparams().n_layer}});
-  BlockTable table(bs);
-  EXPECT_TRUE(table.reserve(alloc, total));
-  const int64_t V = model.hparams().n_vocab;
-  RunResult r;
-  std::vector<float> logits;
-  Batch b;
-  int32_t s = b.add_sequence(table);
-  for (size_t i = 0; i < prompt.size(); ++i)
-    b.add_token(s, prompt[i], static_cast<int32_t>(i), i + 1 == prompt.size());
-  model.forward(b, kv, pool, logits);
-  r.last_logits = logits;
-  int32_t pos = static_cast<int32_t>(prompt.size());
-  for (int i = 0; i < n; ++i) {
-    int32_t next = argmax(logits.data(), V);
-    r.ids.push_back(next);
-    if (i + 1 == n) break;
-    b.clear();
-    s = b.add_sequence(table);
-    b.add_token(s, next, pos++, true);
-    model.forward(b, kv, pool, logits);
-  }
-  table.release(alloc);
-  EXPECT_EQ(alloc.num_free(), alloc.num_blocks());
-  return r;
-}
-
-double max_abs_diff(const std::vector<float>& a, const json& ref) {
-  EXPECT_EQ(a.size(), ref.size());
-  double m = 0;
-  for (size_t i = 0; i < a.size() && i < ref.size(); ++i)
-    m = std::max(m, std::abs(static_cast<double>(a[i]) - ref[i].get<double>()));
-  return m;
-}
-
-// Number of leading greedy steps whose reference top-2 margin is >= min_margin.
-size_t confident_steps(const json& top2, double min_margin) {
-  size_t n = 0;
-  for (const auto& s : top2) {
-    if (s["logit1"].get<double>() - s["logit2"].get<double>() < min_margin) break;
-    ++n;
-  }
-  return n;
-}
-
-void expect_prefix_equal(const std::vector<int32_t>& got, const json& want, size_t n,
-                         const std::string& what) {
-  for (size_t i = 0; i < n && i < got.size(); ++i)
-    ASSERT_EQ(got[i], want[i].get<int32_t>()) << what << ": step " << i;
-}
-
-std::vector<int32_t> ids_of(const json& j) {
-  return j.get<std::vector<int32_t>>();
-}
+using namespace golden;
 
 TEST(GoldenStories260K, F32KvLogitsAndGreedy) {
   json g = load_json("golden/stories260K.json");

@@ -25,6 +25,18 @@ std::string shared_path(const std::string& rel) {
   return std::filesystem::exists(p) ? p : "";
 }
 
+std::string real_model_path(const std::string& file) {
+  std::string root;
+  if (const char* env = std::getenv("PAGELLM_MODEL_CACHE"); env && *env)
+    root = env;
+  else if (const char* home = std::getenv("HOME"); home && *home)
+    root = std::string(home) + "/.cache/pagellm/models";
+  else
+    return "";
+  const std::string p = root + "/" + file;
+  return std::filesystem::exists(p) ? p : "";
+}
+
 std::string data_or_shared_path(const std::string& rel) {
   const std::string local = data_path(rel);
   return std::filesystem::exists(local) ? local : shared_path(rel);

@@ -11,6 +11,9 @@ std::string data_path(const std::string& rel);
 // checkout's ../shared), or "" when it is not there: large reference models
 // live there only (tests that need one skip, saying so).
 std::string shared_path(const std::string& rel);
+// A real model fetched from PyPI by scripts/fetch-real-models.sh into
+// $PAGELLM_MODEL_CACHE (default ~/.cache/pagellm/models), or "" when absent.
+std::string real_model_path(const std::string& file);
 // tests/data/REL when it is there, else shared_path(REL) ("" when neither).
 std::string data_or_shared_path(const std::string& rel);
 // A fresh path under the system temp dir (file not created), removed by the
