@@ -32,6 +32,7 @@ struct GenerateArgs {
   bool parse_special = false;
   bool json = false;
   bool ignore_eos = false;
+  bool logits = false;
 };
 
 int run_generate(GenerateArgs a) {
@@ -42,6 +43,9 @@ int run_generate(GenerateArgs a) {
   GenerateOptions opts;
   opts.max_tokens = a.n_predict;
   opts.ignore_eos = a.ignore_eos;
+  opts.prompt_logits = a.logits;
+  if (a.logits && !a.json) throw ConfigError("--logits needs --json");
+  if (a.logits && a.n_predict < 1) throw ConfigError("--logits needs -n >= 1 (the logits come with the first token)");
   opts.sampling = a.sampling.resolve();
 
   std::vector<int32_t> prompt_ids =
@@ -77,6 +81,7 @@ int run_generate(GenerateArgs a) {
     j["threads"] = s.pool->size();
     j["kv_tokens"] = s.plan.kv_tokens;
     j["peak_rss_bytes"] = peak_rss_bytes();
+    if (a.logits) j["last_prompt_logits"] = r.last_prompt_logits;
     std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fprintf(stderr,
@@ -104,6 +109,8 @@ Runner add_generate(CLI::App& app) {
   sub->add_flag("--parse-special", a->parse_special,
                 "Match special-token text (e.g. <|im_start|>) in the prompt");
   sub->add_flag("--json", a->json, "Print one JSON object instead of streaming text");
+  sub->add_flag("--logits", a->logits,
+                "With --json: add last_prompt_logits, the full logits at the last prompt position");
   sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-sequence");
   return [a] { return run_generate(*a); };
 }

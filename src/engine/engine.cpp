@@ -34,6 +34,7 @@ struct Engine::SeqState {
   bool has_logprob = false;
   float logprob = 0.0f;
   std::vector<TokenLogprob> top_logprobs;
+  std::vector<float> prompt_logits;  // until the first token's event carries them
 };
 
 namespace {
@@ -194,6 +195,7 @@ void Engine::finish_seq(SeqState& st, const std::string& reason, int32_t token,
     ev.logprob = st.logprob;
     ev.top_logprobs = st.top_logprobs;
   }
+  if (token >= 0) ev.prompt_logits = std::move(st.prompt_logits);
   ev.error = error;
   ev.prompt_tokens = st.seq->n_prompt;
   ev.cached_prompt_tokens = st.seq->n_cached_prompt;
@@ -232,6 +234,8 @@ void Engine::draw(Draw& d) const {
   SeqState& st = *d.st;
   try {
     const Sequence& seq = *st.seq;
+    if (st.req->req.prompt_logits && st.index == 0 && seq.n_generated() == 0)
+      st.prompt_logits.assign(d.logits, d.logits + model_.hparams().n_vocab);
     d.token = st.sampler.sample(d.logits, model_.hparams().n_vocab, seq.tokens,
                                 static_cast<size_t>(seq.n_prompt));
     const int32_t top_n = st.req->req.logprobs;
@@ -303,6 +307,7 @@ void Engine::emit(SeqState& st, int32_t id) {
     ev.logprob = st.logprob;
     ev.top_logprobs = st.top_logprobs;
   }
+  ev.prompt_logits = std::move(st.prompt_logits);
   const size_t safe = st.text.size() - (req.stop.empty() ? 0 : held_back(st.text, req.stop));
   if (safe > st.emitted) {
     ev.text = st.text.substr(st.emitted, safe - st.emitted);

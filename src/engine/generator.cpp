@@ -49,6 +49,7 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt_ids,
   req.sampling = opts.sampling;
   req.max_tokens = opts.max_tokens;
   req.ignore_eos = opts.ignore_eos;
+  req.prompt_logits = opts.prompt_logits;
   GenerateResult res;
   res.prompt_ids = prompt_ids;
   double t_first = 0;
@@ -58,6 +59,7 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt_ids,
       if (res.output_ids.empty()) t_first = now_seconds();
       res.output_ids.push_back(ev.token);
     }
+    if (!ev.prompt_logits.empty()) res.last_prompt_logits = ev.prompt_logits;
     res.text += ev.text;
     if (on_token && (ev.token >= 0 || !ev.text.empty())) on_token(ev.token, ev.text);
     if (ev.finished) res.stop_reason = ev.finish_reason == "stop" ? "eos" : ev.finish_reason;

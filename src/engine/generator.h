@@ -16,6 +16,7 @@ namespace pagellm {
 struct GenerateOptions {
   int32_t max_tokens = 128;  // tokens to generate (-n)
   bool ignore_eos = false;
+  bool prompt_logits = false;  // keep the last prompt position's logits
   SamplingParams sampling;
 };
 
@@ -26,6 +27,7 @@ struct GenerateResult {
   double prefill_seconds = 0;  // until the first token
   double decode_seconds = 0;   // from the first to the last generated token
   std::string stop_reason;     // "eos", "length", "context"
+  std::vector<float> last_prompt_logits;  // GenerateOptions::prompt_logits
 };
 
 class Generator {

@@ -20,6 +20,9 @@ struct Request {
   // -1: no log-probabilities. k in [0, 20]: every event with a token carries
   // that token's logprob and the k most likely tokens (see Sampler::logprobs).
   int32_t logprobs = -1;
+  // The full logits at the last prompt position (before any sampling
+  // transform) come back on sample 0's first token event.
+  bool prompt_logits = false;
 };
 
 // One event per generated token (and one final event per sample).
@@ -39,6 +42,8 @@ struct SeqEvent {
   bool has_logprob = false;
   float logprob = 0.0f;
   std::vector<TokenLogprob> top_logprobs;
+  // Request::prompt_logits: n_vocab logits, on sample 0's first token event.
+  std::vector<float> prompt_logits;
 };
 
 using EventFn = std::function<void(const SeqEvent&)>;

@@ -1,6 +1,7 @@
 // End-to-end tests of the `pagellm` executable: make-model, inspect, generate.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -87,6 +88,32 @@ TEST(Cli, GenerateMatchesGoldenGreedyOnShippedModel) {
     EXPECT_EQ(g["output_ids"], ref["greedy_ids"]);
     EXPECT_EQ(g["text"], ref["greedy_text"]);
   }
+}
+
+// --logits: the last prompt position's logits against llama.cpp's (F32 KV
+// cache), on families beyond llama (the references' README tolerances).
+TEST(Cli, GenerateLogitsMatchTheReferenceOnEveryFamily) {
+  for (const char* file : {"rand-qwen3-tok512-Q8_0", "rand-gemma2-tok512-Q8_0",
+                           "rand-phi3-tok512-Q8_0", "rand-olmo2-tok512-Q8_0"}) {
+    const std::string base = std::string("golden/arch/") + file;
+    std::ifstream in(test::data_path(base + ".json"));
+    const json ref = json::parse(in)["cases"][1];
+    CmdResult gen = run("generate -m " + q(test::data_path(base + ".gguf")) + " -p " +
+                        q(ref["prompt"].get<std::string>()) +
+                        " -n 1 --temp 0 --kv-type f32 --json --logits -c 512");
+    ASSERT_EQ(gen.code, 0) << file << ": " << gen.err;
+    const json g = json::parse(gen.out);
+    EXPECT_EQ(g["prompt_ids"], ref["prompt_ids"]) << file;
+    const auto got = g["last_prompt_logits"].get<std::vector<double>>();
+    const auto want = ref["kv_f32"]["last_logits"].get<std::vector<double>>();
+    ASSERT_EQ(got.size(), want.size()) << file;
+    double err = 0;
+    for (size_t i = 0; i < got.size(); ++i) err = std::max(err, std::abs(got[i] - want[i]));
+    EXPECT_LT(err, 3e-2) << file;
+  }
+  CmdResult bad = run("generate -p hi --logits");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("--logits needs --json"), std::string::npos) << bad.err;
 }
 
 TEST(Cli, StreamsTextAndSummary) {
