@@ -18,6 +18,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace pagellm::cli {
 
@@ -74,13 +75,7 @@ std::string show_escaped(std::string_view s) {
 }
 
 std::string read_input(const TokenizeArgs& a) {
-  if (!a.file.empty()) {
-    std::ifstream in(a.file, std::ios::binary);
-    if (!in) throw SystemError(errno_message("cannot read " + a.file, errno));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+  if (!a.file.empty()) return read_whole_file(a.file);
   if (a.text_set) return a.text;
   return std::string(std::istreambuf_iterator<char>(std::cin), {});
 }

@@ -17,6 +17,7 @@ Runner add_chat(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
 Runner add_plan(CLI::App& app);
 Runner add_serve(CLI::App& app);
+Runner add_perplexity(CLI::App& app);
 
 // The model shipped in the repo (tests/data/stories260K.gguf).
 std::string default_model_path();

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(pagellm::cli::add_chat);
   add(pagellm::cli::add_tokenize);
   add(pagellm::cli::add_plan);
+  add(pagellm::cli::add_perplexity);
   add(pagellm::cli::add_serve);
   try {
     app.parse(argc, argv);

@@ -116,6 +116,25 @@ TEST(Cli, GenerateLogitsMatchTheReferenceOnEveryFamily) {
   EXPECT_NE(bad.err.find("--logits needs --json"), std::string::npos) << bad.err;
 }
 
+TEST(Cli, PerplexityJsonAndErrors) {
+  const std::string text = q(test::data_path("stories260K.README.md"));
+  CmdResult r = run("perplexity -f " + text + " -c 64 --kv-type f32 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_GT(j["ppl"].get<double>(), 1.0);
+  EXPECT_GT(j["ppl_stderr"].get<double>(), 0.0);
+  EXPECT_NEAR(std::log(j["ppl"].get<double>()), j["mean_nll"].get<double>(), 1e-9);
+  EXPECT_EQ(j["tokens"].get<int64_t>(), j["windows"].get<int64_t>() * (64 - 1 - 32));
+  CmdResult missing = run("perplexity -f /nonexistent/text.txt");
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.err.find("error: cannot read /nonexistent/text.txt"), std::string::npos)
+      << missing.err;
+  CmdResult shortish = run("perplexity -f " + text + " -c 100000");
+  EXPECT_EQ(shortish.code, 1);
+  EXPECT_NE(shortish.err.find("perplexity needs at least 2 x the context"), std::string::npos)
+      << shortish.err;
+}
+
 TEST(Cli, StreamsTextAndSummary) {
   CmdResult gen = run("generate -p 'Once upon a time' -n 16 --temp 0 --seed 1");
   ASSERT_EQ(gen.code, 0) << gen.err;
