@@ -52,6 +52,17 @@ struct StepInputs {
   const int64_t* slots = nullptr;                // [n_tokens] cache slot of each token's K/V
   const int32_t* const* block_tables = nullptr;  // [n_seqs] block ids in position order
   const int32_t* block_counts = nullptr;         // [n_seqs] entries in each block table
+  // KV groups 1.. (kvcache/kv_group.h): the same three arrays for each.
+  struct Group {
+    const int64_t* slots = nullptr;
+    const int32_t* const* block_tables = nullptr;
+    const int32_t* block_counts = nullptr;
+  };
+  std::span<const Group> more_groups;
+  Group group(int32_t g) const {
+    return g == 0 ? Group{slots, block_tables, block_counts}
+                  : more_groups[static_cast<size_t>(g - 1)];
+  }
 };
 
 // One RoPE table: angle = pos * freq_scale * freq_base^(-2i / n_rot) /
@@ -82,6 +93,8 @@ struct KvLayerView {
   int32_t head_dim = 0;
   int32_t window = 0;
   float softcap = 0.0f;
+  // The KV group whose slots and block tables address it (StepInputs).
+  int32_t group = 0;
 };
 
 // Ops beyond the Llama block's that a backend may lack (its layers then stay

@@ -76,8 +76,23 @@ Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
   if (config_.num_blocks <= 0)
     config_.num_blocks =
         static_cast<int32_t>((max_seq_len_ + config.block_size - 1) / config.block_size);
+  KvGroups groups = config_.window_kv_groups ? model.kv_groups() : KvGroups{};
+  std::vector<KvWindowGroup> windows;
+  std::vector<int32_t> group_blocks = {config_.num_blocks};
+  for (int32_t g = 1; g < groups.n_groups(); ++g) {
+    const int32_t w = groups.windows[static_cast<size_t>(g)];
+    const size_t i = static_cast<size_t>(g - 1);
+    const int32_t n = i < config_.window_group_blocks.size()
+                          ? config_.window_group_blocks[i]
+                          : window_group_blocks(w, config_.block_size,
+                                                config_.scheduler.max_num_seqs,
+                                                config_.scheduler.max_batched_tokens,
+                                                config_.num_blocks);
+    windows.push_back({w, n});
+    group_blocks.push_back(n);
+  }
   kv_ = std::make_unique<KvCacheManager>(config_.num_blocks, config_.block_size,
-                                         config_.prefix_caching);
+                                         config_.prefix_caching, windows);
   // The KV pools follow the layers: each device's pool is in the memory of
   // the backend that runs its layers.
   if (config_.placements.empty())
@@ -86,7 +101,8 @@ Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
     model.place(config_.placements);
   pool_storage_ = std::make_unique<KvCacheStorage>(
       model.kv_shape(config_.num_blocks, config_.block_size, config_.kv_type), config_.placements,
-      [&model](const std::string& device) { return model.backend_for_device(device); });
+      [&model](const std::string& device) { return model.backend_for_device(device); },
+      groups.n_groups() > 1 ? &groups : nullptr, group_blocks);
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *kv_);
   // Everything a step needs is allocated now: the plan counted it, and a step
   // must never be the one that runs the machine out of memory.
@@ -361,7 +377,7 @@ bool Engine::step() {
   std::span<const float> logits;
   try {
     // Copy-on-write copies first (on a GPU they can fail like the forward pass).
-    for (const auto& c : out.copies) pool_storage_->copy_block(c.src, c.dst);
+    for (const auto& c : out.copies) pool_storage_->copy_block(c.src, c.dst, c.group);
     logits = model_.forward(batch_, *pool_storage_, pool_);
   } catch (const std::exception& e) {
     // Nothing of this step is committed; the batch's requests end with the error.

@@ -31,6 +31,13 @@ struct EngineConfig {
   // Layer ranges per device, for the layers and their KV pools (empty: the
   // model's placement, ModelRunner::placements()).
   std::vector<KvPoolPlacement> placements;
+  // Sliding-window layers keep their KV in window groups (kvcache/kv_group.h)
+  // that free blocks as they leave the window; false: one group, every block
+  // kept (the same tokens, more memory).
+  bool window_kv_groups = true;
+  // Blocks of each window group (ModelRunner::kv_groups() order, groups 1..);
+  // empty: window_group_blocks() for the scheduler's limits.
+  std::vector<int32_t> window_group_blocks;
   // Swap guard while serving: called at most every `memory_check_ms`; while it
   // returns false, no new sequence is admitted. Empty: never paused.
   std::function<bool()> memory_ok;

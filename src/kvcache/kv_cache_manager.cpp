@@ -2,14 +2,54 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace pagellm {
 
-KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching)
-    : block_size_(block_size), prefix_caching_(prefix_caching), alloc_(num_blocks) {
+KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching,
+                               std::vector<KvWindowGroup> window_groups)
+    : block_size_(block_size),
+      prefix_caching_(prefix_caching && window_groups.empty()),
+      alloc_(num_blocks),
+      windows_(std::move(window_groups)) {
   if (block_size != 8 && block_size != 16 && block_size != 32)
     throw ConfigError(fmt::format("block size {} is not supported (8, 16 or 32)", block_size));
+  for (const auto& w : windows_) {
+    if (w.window <= 0 || w.num_blocks < 0)
+      throw ConfigError(fmt::format("invalid KV window group: window {}, {} blocks", w.window,
+                                    w.num_blocks));
+    window_allocs_.push_back(std::make_unique<BlockAllocator>(w.num_blocks));
+  }
+}
+
+BlockAllocator& KvCacheManager::allocator(int32_t group) {
+  return group == 0 ? alloc_ : *window_allocs_.at(static_cast<size_t>(group - 1));
+}
+
+const BlockAllocator& KvCacheManager::allocator(int32_t group) const {
+  return group == 0 ? alloc_ : *window_allocs_.at(static_cast<size_t>(group - 1));
+}
+
+int32_t KvCacheManager::num_used_all() const {
+  int32_t n = alloc_.num_used();
+  for (const auto& a : window_allocs_) n += a->num_used();
+  return n;
+}
+
+void KvCacheManager::drop_out_of_window(BlockTable& table, int64_t next) {
+  for (int32_t g = 1; g < table.n_groups(); ++g) {
+    const int64_t first_seen = next - window(g) + 1;
+    if (first_seen <= 0) continue;
+    auto& blocks = table.group_blocks(g);
+    // Dropped blocks form a prefix: walk back from the last droppable one.
+    const int64_t n = std::min<int64_t>(first_seen / block_size_, static_cast<int64_t>(blocks.size()));
+    for (int64_t i = n - 1; i >= 0 && blocks[static_cast<size_t>(i)] != BlockTable::kNoBlock; --i) {
+      allocator(g).release(blocks[static_cast<size_t>(i)]);
+      blocks[static_cast<size_t>(i)] = BlockTable::kNoBlock;
+    }
+  }
 }
 
 int64_t KvCacheManager::match_prefix(std::span<const int32_t> tokens, BlockTable& table) {
@@ -35,35 +75,53 @@ int64_t KvCacheManager::match_prefix(std::span<const int32_t> tokens, BlockTable
 bool KvCacheManager::reserve(BlockTable& table, int64_t write_from, int64_t n_tokens,
                              std::vector<BlockCopy>& copies) {
   if (n_tokens <= write_from) return true;
+  if (table.n_groups() < n_groups()) table.set_groups(n_groups());
+  drop_out_of_window(table, write_from);
+  const int32_t G = n_groups();
   const int64_t first = write_from / block_size_;
-  const int64_t existing = static_cast<int64_t>(table.blocks().size());
-  std::vector<size_t> shared;
-  for (int64_t i = first; i < existing; ++i)
-    if (alloc_.block(table.blocks()[static_cast<size_t>(i)]).ref_count > 1)
-      shared.push_back(static_cast<size_t>(i));
-  const int32_t grow = table.blocks_needed(n_tokens);
+  const int64_t want = (n_tokens + block_size_ - 1) / block_size_;
   // Every allocation that can throw happens before the first block is taken,
-  // so a failure (out of memory) leaves the table and the allocator as they were.
-  const int32_t take = grow + static_cast<int32_t>(shared.size());
-  std::vector<int32_t> fresh;
-  fresh.reserve(static_cast<size_t>(take));
-  copies.reserve(copies.size() + shared.size());
-  table.reserve_capacity(static_cast<size_t>(existing + grow));
-  if (!alloc_.allocate(take, fresh)) return false;
-  size_t k = 0;
-  for (size_t idx : shared) {
-    const int32_t old = table.blocks()[idx];
-    copies.push_back({old, fresh[k]});
-    table.replace_block(idx, fresh[k++]);
-    alloc_.release(old);  // still held by the other sharer(s)
-    if (idx < table.hashes().size()) table.hashes().resize(idx);
+  // so a failure (out of memory) leaves the tables and allocators as they
+  // were; so does a group without enough free blocks (all or nothing).
+  std::vector<std::vector<size_t>> shared(static_cast<size_t>(G));
+  std::vector<std::vector<int32_t>> fresh(static_cast<size_t>(G));
+  for (int32_t g = 0; g < G; ++g) {
+    auto& blocks = table.group_blocks(g);
+    const int64_t existing = static_cast<int64_t>(blocks.size());
+    auto& sh = shared[static_cast<size_t>(g)];
+    for (int64_t i = first; i < existing; ++i)
+      if (allocator(g).block(blocks[static_cast<size_t>(i)]).ref_count > 1)
+        sh.push_back(static_cast<size_t>(i));
+    const int64_t grow = std::max<int64_t>(0, want - existing);
+    const int64_t take = grow + static_cast<int64_t>(sh.size());
+    if (take > allocator(g).num_free()) return false;
+    fresh[static_cast<size_t>(g)].reserve(static_cast<size_t>(take));
+    blocks.reserve(static_cast<size_t>(std::max(existing, want)));
+    copies.reserve(copies.size() + sh.size());
   }
-  for (; k < fresh.size(); ++k) table.append_block(fresh[k]);
+  for (int32_t g = 0; g < G; ++g) {
+    auto& got = fresh[static_cast<size_t>(g)];
+    const auto& sh = shared[static_cast<size_t>(g)];
+    auto& blocks = table.group_blocks(g);
+    const int64_t grow = std::max<int64_t>(0, want - static_cast<int64_t>(blocks.size()));
+    if (!allocator(g).allocate(static_cast<int32_t>(grow + static_cast<int64_t>(sh.size())), got))
+      throw Error("KV cache: free blocks vanished during a reservation");
+    size_t k = 0;
+    for (size_t idx : sh) {
+      const int32_t old = blocks[idx];
+      copies.push_back({old, got[k], g});
+      blocks[idx] = got[k++];
+      allocator(g).release(old);  // still held by the other sharer(s)
+      if (g == 0 && idx < table.hashes().size()) table.hashes().resize(idx);
+    }
+    for (; k < got.size(); ++k) blocks.push_back(got[k]);
+  }
   return true;
 }
 
 void KvCacheManager::commit(std::span<const int32_t> tokens, BlockTable& table,
                             int64_t n_computed) {
+  drop_out_of_window(table, n_computed);
   if (!prefix_caching_) return;
   const int64_t full =
       std::min<int64_t>(n_computed / block_size_, static_cast<int64_t>(table.blocks().size()));
@@ -80,14 +138,22 @@ void KvCacheManager::commit(std::span<const int32_t> tokens, BlockTable& table,
 
 void KvCacheManager::fork(const BlockTable& parent, BlockTable& child) {
   if (!child.blocks().empty()) throw Error("fork into a sequence that has blocks");
-  for (int32_t id : parent.blocks()) {
-    alloc_.retain(id);
-    child.append_block(id);
+  child.set_groups(parent.n_groups());
+  for (int32_t g = 0; g < parent.n_groups(); ++g) {
+    child.group_blocks(g) = parent.blocks(g);
+    for (int32_t id : parent.blocks(g))
+      if (id != BlockTable::kNoBlock) allocator(g).retain(id);
   }
   child.hashes() = parent.hashes();
 }
 
 void KvCacheManager::free(BlockTable& table) {
+  for (int32_t g = 1; g < table.n_groups(); ++g) {
+    auto& blocks = table.group_blocks(g);
+    for (int32_t id : blocks)
+      if (id != BlockTable::kNoBlock) allocator(g).release(id);
+    blocks.clear();
+  }
   table.release(alloc_);
 }
 

@@ -1,9 +1,13 @@
-// Per-sequence KV block bookkeeping over one BlockAllocator: prefix-cache
-// matching for new prompts, all-or-nothing growth with copy-on-write of
-// shared blocks, hashing of blocks as they fill, fork and free.
+// Per-sequence KV block bookkeeping over one BlockAllocator per KV group
+// (kv_group.h): prefix-cache matching for new prompts, all-or-nothing growth
+// with copy-on-write of shared blocks, hashing of blocks as they fill, fork
+// and free. Window groups drop the blocks that left their window as the
+// sequence advances. Prefix caching needs every layer's blocks of a prefix,
+// which window groups drop: it is off when there are window groups.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -12,16 +16,24 @@
 
 namespace pagellm {
 
-// Copy block `src`'s slots into block `dst` in every layer's pool before the
-// step that writes into `dst`.
+// Copy block `src`'s slots into block `dst` in every pool of KV group
+// `group` before the step that writes into `dst`.
 struct BlockCopy {
   int32_t src;
   int32_t dst;
+  int32_t group = 0;
+};
+
+// A window group's window and block count (groups 1.. of a KvCacheManager).
+struct KvWindowGroup {
+  int32_t window = 0;
+  int32_t num_blocks = 0;
 };
 
 class KvCacheManager {
  public:
-  KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching);
+  KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching,
+                 std::vector<KvWindowGroup> window_groups = {});
 
   int32_t block_size() const { return block_size_; }
   int64_t capacity_tokens() const {
@@ -30,6 +42,15 @@ class KvCacheManager {
   bool prefix_caching() const { return prefix_caching_; }
   BlockAllocator& allocator() { return alloc_; }
   const BlockAllocator& allocator() const { return alloc_; }
+  int32_t n_groups() const { return 1 + static_cast<int32_t>(windows_.size()); }
+  // Group g's allocator (0: allocator()) and window (0 for group 0).
+  BlockAllocator& allocator(int32_t group);
+  const BlockAllocator& allocator(int32_t group) const;
+  int32_t window(int32_t group) const {
+    return group == 0 ? 0 : windows_[static_cast<size_t>(group - 1)].window;
+  }
+  // Blocks in use over every group.
+  int32_t num_used_all() const;
 
   // For a sequence with no blocks yet: takes the cached full blocks that
   // match the start of `tokens`, leaving at least one token to compute.
@@ -44,7 +65,8 @@ class KvCacheManager {
                std::vector<BlockCopy>& copies);
 
   // Records that `tokens[0, n_computed)` are in the cache: hashes the blocks
-  // that became full so later prompts can reuse them.
+  // that became full so later prompts can reuse them, and frees the window
+  // groups' blocks that no later query can see.
   void commit(std::span<const int32_t> tokens, BlockTable& table, int64_t n_computed);
 
   // `child` shares every block of `parent` (ref counts +1).
@@ -52,9 +74,15 @@ class KvCacheManager {
   void free(BlockTable& table);
 
  private:
+  // Frees window-group blocks wholly before position `next - W + 1` (the
+  // first a query at `next` or later reads).
+  void drop_out_of_window(BlockTable& table, int64_t next);
+
   int32_t block_size_;
   bool prefix_caching_;
   BlockAllocator alloc_;
+  std::vector<KvWindowGroup> windows_;
+  std::vector<std::unique_ptr<BlockAllocator>> window_allocs_;
 };
 
 }  // namespace pagellm

@@ -1,7 +1,7 @@
-// The KV cache's storage across devices: one KvPool per device, each holding
-// the layers placed on that device, all sharing one block numbering (block b
-// is the same slot range in every pool). Block copies (copy-on-write) apply
-// to every pool.
+// The KV cache's storage across devices: one KvPool per device and KV group
+// (kv_group.h), each holding that group's layers placed on that device; the
+// pools of a group share one block numbering (block b is the same slot range
+// in each). Block copies (copy-on-write) apply to every pool of their group.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kvcache/kv_group.h"
 #include "kvcache/kv_pool.h"
 
 namespace pagellm {
@@ -26,13 +27,16 @@ class KvCacheStorage {
   using BackendOf = std::function<Backend*(const std::string& device)>;
   // `base` gives block count, block size, heads and dtype; each placement
   // gets a pool for its layers. Placements must tile [0, n_layer) in order.
+  // With `groups` (more than one), group g's pools have group_blocks[g]
+  // blocks (group_blocks[0] == base.num_blocks).
   KvCacheStorage(const KvPoolShape& base, const std::vector<KvPoolPlacement>& placements,
-                 const BackendOf& backend_of = {});
+                 const BackendOf& backend_of = {}, const KvGroups* groups = nullptr,
+                 const std::vector<int32_t>& group_blocks = {});
 
   KvPool& pool_for_layer(int32_t layer);
   const std::vector<std::unique_ptr<KvPool>>& pools() const { return pools_; }
   const std::vector<KvPoolPlacement>& placements() const { return placements_; }
-  void copy_block(int32_t src, int32_t dst);
+  void copy_block(int32_t src, int32_t dst, int32_t group = 0);
   size_t total_bytes() const;
 
  private:

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kv_store.h"
 #include "util/error.h"
@@ -15,7 +17,16 @@ size_t KvPoolShape::layer_bytes() const {
   return 2 * static_cast<size_t>(num_blocks) * block_size * slot_bytes();
 }
 size_t KvPoolShape::total_bytes() const {
-  return static_cast<size_t>(layer_end - layer_begin) * layer_bytes();
+  return static_cast<size_t>(n_layers()) * layer_bytes();
+}
+int32_t KvPoolShape::n_layers() const {
+  return layers.empty() ? layer_end - layer_begin : static_cast<int32_t>(layers.size());
+}
+int32_t KvPoolShape::layer_index(int32_t layer) const {
+  if (layer < layer_begin || layer >= layer_end) return -1;
+  if (layers.empty()) return layer - layer_begin;
+  auto it = std::lower_bound(layers.begin(), layers.end(), layer);
+  return it != layers.end() && *it == layer ? static_cast<int32_t>(it - layers.begin()) : -1;
 }
 
 KvPool::KvPool(const KvPoolShape& shape, Backend* backend) : shape_(shape), backend_(backend) {
@@ -57,7 +68,7 @@ uint8_t* KvPool::layer_base(int32_t layer) const {
   if (!has_layer(layer))
     throw Error(fmt::format("layer {} is not in this KV pool [{}, {})", layer, shape_.layer_begin,
                             shape_.layer_end));
-  return data_ + static_cast<size_t>(layer - shape_.layer_begin) * shape_.layer_bytes();
+  return data_ + static_cast<size_t>(shape_.layer_index(layer)) * shape_.layer_bytes();
 }
 
 void* KvPool::k(int32_t layer) {
@@ -74,7 +85,10 @@ const void* KvPool::v(int32_t layer) const {
 }
 
 KvLayerView KvPool::view(int32_t layer) {
-  return {k(layer), v(layer), shape_.dtype, shape_.block_size, shape_.n_kv_heads, shape_.head_dim};
+  KvLayerView view{k(layer), v(layer), shape_.dtype, shape_.block_size, shape_.n_kv_heads,
+                   shape_.head_dim};
+  view.group = shape_.group;
+  return view;
 }
 
 void KvPool::write(int32_t layer, int64_t slot, const float* k_row, const float* v_row) {
@@ -90,9 +104,10 @@ void KvPool::write(int32_t layer, int64_t slot, const float* k_row, const float*
 void KvPool::copy_block(int32_t src, int32_t dst) {
   const size_t block_bytes = static_cast<size_t>(shape_.block_size) * shape_.slot_bytes();
   for (int32_t l = shape_.layer_begin; l < shape_.layer_end; ++l)
-    for (uint8_t* base : {static_cast<uint8_t*>(k(l)), static_cast<uint8_t*>(v(l))})
-      memory().copy(base + static_cast<size_t>(dst) * block_bytes,
-                    base + static_cast<size_t>(src) * block_bytes, block_bytes);
+    if (has_layer(l))
+      for (uint8_t* base : {static_cast<uint8_t*>(k(l)), static_cast<uint8_t*>(v(l))})
+        memory().copy(base + static_cast<size_t>(dst) * block_bytes,
+                      base + static_cast<size_t>(src) * block_bytes, block_bytes);
 }
 
 }  // namespace pagellm

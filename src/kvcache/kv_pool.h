@@ -20,6 +20,10 @@ namespace pagellm {
 struct KvPoolShape {
   int32_t layer_begin = 0;  // layers [layer_begin, layer_end) live in this pool
   int32_t layer_end = 0;
+  // With KV groups: the pool's KV group, and its layers (a subset of
+  // [layer_begin, layer_end), ascending); empty: every layer of the range.
+  int32_t group = 0;
+  std::vector<int32_t> layers;
   int32_t num_blocks = 0;
   int32_t block_size = 16;
   int32_t n_kv_heads = 0;
@@ -29,6 +33,9 @@ struct KvPoolShape {
   size_t slot_bytes() const;   // one token, one layer, K or V
   size_t layer_bytes() const;  // K + V of one layer
   size_t total_bytes() const;
+  int32_t n_layers() const;
+  // Index of `layer` among the pool's layers; -1 when it is not one.
+  int32_t layer_index(int32_t layer) const;
 };
 
 class KvPool {
@@ -45,9 +52,7 @@ class KvPool {
   Backend* backend() const { return backend_; }  // null: host RAM
   // Layer `layer`'s K and V as the kernels take them.
   KvLayerView view(int32_t layer);
-  bool has_layer(int32_t layer) const {
-    return layer >= shape_.layer_begin && layer < shape_.layer_end;
-  }
+  bool has_layer(int32_t layer) const { return shape_.layer_index(layer) >= 0; }
   void* k(int32_t layer);
   void* v(int32_t layer);
   const void* k(int32_t layer) const;

@@ -7,6 +7,11 @@
 namespace pagellm {
 
 int32_t Batch::add_sequence(const BlockTable& table) {
+  if (block_tables.empty())
+    more_slots.assign(static_cast<size_t>(table.n_groups() - 1), {});
+  else if (table.n_groups() != n_groups())
+    throw Error(fmt::format("a batch mixes block tables of {} and {} KV groups", n_groups(),
+                            table.n_groups()));
   block_tables.push_back(&table);
   return n_seqs() - 1;
 }
@@ -21,6 +26,13 @@ void Batch::add_token(int32_t seq, int32_t id, int32_t pos, bool want_logits) {
   positions.push_back(pos);
   token_seq.push_back(seq);
   slots.push_back(table.slot(pos));
+  for (int32_t g = 1; g < table.n_groups(); ++g) {
+    const auto& blocks = table.blocks(g);
+    const size_t b = static_cast<size_t>(pos / table.block_size());
+    if (b >= blocks.size() || blocks[b] == BlockTable::kNoBlock)
+      throw Error(fmt::format("position {} of sequence {} has no block in KV group {}", pos, seq, g));
+    more_slots[static_cast<size_t>(g - 1)].push_back(table.slot(g, pos));
+  }
 }
 
 void Batch::clear() {
@@ -28,6 +40,7 @@ void Batch::clear() {
   positions.clear();
   token_seq.clear();
   slots.clear();
+  more_slots.clear();
   logit_tokens.clear();
   block_tables.clear();
 }

@@ -17,9 +17,12 @@ struct Batch {
   std::vector<int64_t> slots;                   // [n_tokens] where each token's K/V is written
   std::vector<int32_t> logit_tokens;            // tokens whose logits are wanted, in output order
   std::vector<const BlockTable*> block_tables;  // [n_seqs]
+  // KV groups 1.. (kvcache/kv_group.h): [group - 1][n_tokens] slots there.
+  std::vector<std::vector<int64_t>> more_slots;
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t n_seqs() const { return static_cast<int32_t>(block_tables.size()); }
+  int32_t n_groups() const { return 1 + static_cast<int32_t>(more_slots.size()); }
 
   // Adds a sequence; returns its index in this batch. The table must already
   // have room for every token added to it (BlockTable::reserve).

@@ -191,6 +191,12 @@ void ModelRunner::check_supported(const Backend& b, const KvPoolPlacement& p) co
   need(BackendOp::kRopeFactors, factors);
 }
 
+KvGroups ModelRunner::kv_groups() const {
+  std::vector<int32_t> windows;
+  for (const LayerSpec& l : hp_.layers) windows.push_back(l.window);
+  return KvGroups::from_layer_windows(windows);
+}
+
 KvPoolShape ModelRunner::kv_shape(int32_t num_blocks, int32_t block_size, DType kv_type) const {
   KvPoolShape s;
   s.layer_begin = 0;
@@ -293,13 +299,21 @@ std::span<const float> ModelRunner::forward(const Batch& batch, KvCacheStorage& 
     if (id < 0 || id >= V)
       throw ConfigError(fmt::format("token id {} is outside the vocabulary (0..{})", id, V - 1));
   }
-  tables_.resize(static_cast<size_t>(batch.n_seqs()));
-  block_counts_.resize(static_cast<size_t>(batch.n_seqs()));
-  for (int32_t s = 0; s < batch.n_seqs(); ++s) {
-    const auto& blocks = batch.block_tables[static_cast<size_t>(s)]->blocks();
-    tables_[static_cast<size_t>(s)] = blocks.data();
-    block_counts_[static_cast<size_t>(s)] = static_cast<int32_t>(blocks.size());
-  }
+  const size_t S = static_cast<size_t>(batch.n_seqs());
+  const int32_t G = batch.n_groups();
+  tables_.resize(S * static_cast<size_t>(G));
+  block_counts_.resize(S * static_cast<size_t>(G));
+  for (int32_t g = 0; g < G; ++g)
+    for (size_t s = 0; s < S; ++s) {
+      const auto& blocks = batch.block_tables[s]->blocks(g);
+      tables_[static_cast<size_t>(g) * S + s] = blocks.data();
+      block_counts_[static_cast<size_t>(g) * S + s] = static_cast<int32_t>(blocks.size());
+    }
+  step_groups_.clear();
+  for (int32_t g = 1; g < G; ++g)
+    step_groups_.push_back({batch.more_slots[static_cast<size_t>(g - 1)].data(),
+                            tables_.data() + static_cast<size_t>(g) * S,
+                            block_counts_.data() + static_cast<size_t>(g) * S});
   StepInputs in;
   in.n_tokens = static_cast<int32_t>(T);
   in.n_seqs = batch.n_seqs();
@@ -308,6 +322,7 @@ std::span<const float> ModelRunner::forward(const Batch& batch, KvCacheStorage& 
   in.slots = batch.slots.data();
   in.block_tables = tables_.data();
   in.block_counts = block_counts_.data();
+  in.more_groups = step_groups_;
   for (Segment& s : segments_) {
     s.backend->set_thread_pool(&pool);
     s.backend->begin_step(in, ropes_);

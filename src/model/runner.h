@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "gguf/gguf_reader.h"
 #include "kvcache/kv_cache_storage.h"
+#include "kvcache/kv_group.h"
 #include "kvcache/kv_pool.h"
 #include "model/backend_factory.h"
 #include "model/batch.h"
@@ -72,6 +73,9 @@ class ModelRunner {
   const ModelWeights& weights() const { return w_; }
   const GgufFile& file() const { return *file_; }
 
+  // The model's KV groups: its full-attention layers, and one group per
+  // sliding window (kvcache/kv_group.h).
+  KvGroups kv_groups() const;
   // Shape of a KV pool holding every layer of this model.
   KvPoolShape kv_shape(int32_t num_blocks, int32_t block_size, DType kv_type) const;
 
@@ -133,8 +137,9 @@ class ModelRunner {
   DeviceWeights device_weights_;
   // Per step, host memory.
   std::vector<float> host_x_;
-  std::vector<const int32_t*> tables_;
+  std::vector<const int32_t*> tables_;  // [group][n_seqs], flattened
   std::vector<int32_t> block_counts_;
+  std::vector<StepInputs::Group> step_groups_;  // groups 1..
   uint64_t transfer_bytes_ = 0;
 };
 

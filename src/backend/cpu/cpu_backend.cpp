@@ -192,8 +192,9 @@ void CpuBackend::kv_write(const KvLayerView& kv, const float* k, const float* v)
   const int64_t n = static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim;
   const size_t slot_bytes =
       static_cast<size_t>(kv.n_kv_heads) * dtype_row_bytes(kv.type, kv.head_dim);
+  const int64_t* slots = step_.group(kv.group).slots;
   for (int32_t t = 0; t < step_.n_tokens; ++t) {
-    const int64_t slot = step_.slots[t];
+    const int64_t slot = slots[t];
     if (slot < 0) continue;
     store_kv_row(kv.type, kv.n_kv_heads, kv.head_dim, k + t * n,
                  static_cast<uint8_t*>(kv.k) + static_cast<size_t>(slot) * slot_bytes);
@@ -206,7 +207,7 @@ void CpuBackend::paged_attention(const KvLayerView& kv, const float* q, float* o
                                  float scale) {
   PagedAttentionArgs pa = paged_attention_args(kv, q, out, n_heads, scale, step_.n_tokens,
                                                step_.token_seq, step_.positions);
-  pa.block_tables = step_.block_tables;
+  pa.block_tables = step_.group(kv.group).block_tables;
   pagellm::paged_attention(pa, pool());
 }
 
