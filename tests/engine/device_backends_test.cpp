@@ -67,6 +67,26 @@ TEST(StagedDevices, Qwen2BiasesTokensEqualTheHostRun) {
   check_staged("golden/random/rand-qwen2-tok512-Q8_0.gguf");
 }
 
+// Every architecture family, staged across devices (sliding windows, soft
+// caps, GELU, q/k norms and fused projections on a device's backend).
+class StagedFamilies : public ::testing::TestWithParam<const char*> {};
+TEST_P(StagedFamilies, TokensEqualTheHostRun) {
+  check_staged(GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(
+    Arch, StagedFamilies,
+    ::testing::Values("golden/arch/rand-qwen3-tok512-Q8_0.gguf",
+                      "golden/arch/rand-gemma3-tok512-Q8_0.gguf",
+                      "golden/arch/rand-gemma2-tok512-Q8_0.gguf",
+                      "golden/arch/rand-phi3-tok512-Q8_0.gguf",
+                      "golden/arch/rand-olmo2-tok512-Q8_0.gguf",
+                      "golden/arch/rand-llama31-tok512-Q8_0.gguf"),
+    [](const auto& info) {
+      std::string s = info.param;
+      s = s.substr(s.find("rand-") + 5);
+      return s.substr(0, s.find("-tok"));
+    });
+
 TEST(StagedDevices, LayersCopiedToADeviceStayThere) {
   Loaded m = load("stories260K.gguf", {.placements = {{"cpu:0", 0, 2}, {"host", 2, 5}},
                                        .backend_factory = staged_factory});

@@ -59,6 +59,22 @@ TEST(EngineBatchInvariance, RandomQ4_0) {
   check_batch_invariance("golden/random/rand-llama-tok512-Q4_0.gguf");
 }
 
+// Every architecture family (tests/data/golden/arch): prompts of up to ~50
+// positions cross the gemma models' 32-token windows.
+const char* const kFamilyModels[] = {
+    "golden/arch/rand-qwen3-tok512-Q8_0.gguf",   "golden/arch/rand-gemma3-tok512-Q8_0.gguf",
+    "golden/arch/rand-gemma2-tok512-Q8_0.gguf",  "golden/arch/rand-phi3-tok512-Q8_0.gguf",
+    "golden/arch/rand-olmo2-tok512-Q8_0.gguf",   "golden/arch/rand-llama31-tok512-Q8_0.gguf"};
+
+std::string family_name(const ::testing::TestParamInfo<const char*>& info) {
+  std::string s = info.param;
+  s = s.substr(s.find("rand-") + 5);
+  s = s.substr(0, s.find("-tok"));
+  return s;
+}
+
+class EngineFamilies : public ::testing::TestWithParam<const char*> {};
+
 // Layers split over 2 and 3 devices (each with its own KV pool) give the same
 // tokens as one device, batched and under preemption.
 void check_multi_device(const std::string& model_file) {
@@ -90,6 +106,14 @@ TEST(EngineMultiDevice, Stories260K) {
 TEST(EngineMultiDevice, RandomQ8_0) {
   check_multi_device("golden/random/rand-llama-tok512-Q8_0.gguf");
 }
+
+TEST_P(EngineFamilies, BatchInvariance) {
+  check_batch_invariance(GetParam());
+}
+TEST_P(EngineFamilies, MultiDevice) {
+  check_multi_device(GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Arch, EngineFamilies, ::testing::ValuesIn(kFamilyModels), family_name);
 
 // A story opening of more than two 16-token blocks that prompts share.
 std::vector<int32_t> shared_story_prefix(const Tokenizer& tok) {
