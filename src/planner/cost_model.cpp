@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "device/device.h"
+#include "kvcache/kv_group.h"
 
 namespace pagellm::planner_detail {
 
@@ -28,6 +29,30 @@ CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
     runs_output_.push_back(d.runs_weight_type(fp.output_type) ? 1 : 0);
   }
   kvb_ = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(req.block_size);
+  full_prefix_.assign(static_cast<size_t>(n_) + 1, 0);
+  for (int l = 0; l < n_; ++l) {
+    const int32_t w =
+        static_cast<size_t>(l) < fp.layer_windows.size() ? fp.layer_windows[static_cast<size_t>(l)] : 0;
+    full_prefix_[static_cast<size_t>(l) + 1] = full_prefix_[static_cast<size_t>(l)] + (w <= 0);
+    if (w <= 0) continue;
+    auto it = std::find_if(windows_.begin(), windows_.end(),
+                           [w](const WindowNeed& x) { return x.window == w; });
+    if (it == windows_.end()) {
+      WindowNeed need;
+      need.window = w;
+      need.blocks = window_group_blocks(w, req.block_size, req.max_num_seqs,
+                                        fp.max_batched_tokens, static_cast<int32_t>(kMaxBlocks));
+      need.prefix.assign(static_cast<size_t>(n_) + 1, 0);
+      it = windows_.insert(windows_.end(), std::move(need));
+    }
+  }
+  for (auto& wn : windows_)
+    for (int l = 0; l < n_; ++l) {
+      const int32_t w = static_cast<size_t>(l) < fp.layer_windows.size()
+                            ? fp.layer_windows[static_cast<size_t>(l)]
+                            : 0;
+      wn.prefix[static_cast<size_t>(l) + 1] = wn.prefix[static_cast<size_t>(l)] + (w == wn.window);
+    }
   for (const auto& d : dev_)
     if (d.device.kind == DeviceKind::kCuda) cuda_runtime_host_ = fp.cuda_host_runtime_bytes;
   if (req.kv_mode == KvMode::kFraction) {
@@ -35,6 +60,40 @@ CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
     num_ = std::clamp<uint64_t>(num_, 1, kFractionScale);
     den_ = kFractionScale;
   }
+}
+
+i128 CostModel::kv(int s, int e, int64_t blocks) const {
+  i128 v = static_cast<i128>(full_layers(s, e)) * blocks;
+  for (const auto& wn : windows_) {
+    const int n = wn.prefix[static_cast<size_t>(e)] - wn.prefix[static_cast<size_t>(s)];
+    v += static_cast<i128>(n) * std::min(blocks, wn.blocks);
+  }
+  return v * static_cast<i128>(kvb_);
+}
+
+int64_t CostModel::max_blocks_within(uint64_t room, const std::vector<LayerRange>& ranges,
+                                     uint64_t num, uint64_t den) const {
+  int layers = 0, full = 0;
+  for (const auto& r : ranges) {
+    layers += r.size();
+    full += full_layers(r.begin, r.end);
+  }
+  if (layers == 0) return kNoBound;
+  auto fits = [&](int64_t b) {
+    i128 v = 0;
+    for (const auto& r : ranges) v += kv(r.begin, r.end, b);
+    return static_cast<i128>(den) * v <= static_cast<i128>(num) * room;
+  };
+  int64_t most_need = 0;
+  for (const auto& wn : windows_) most_need = std::max(most_need, wn.blocks);
+  if (full == 0) {  // window layers only: their KV stops growing at the largest need
+    if (fits(most_need)) return kNoBound;
+    return largest_fitting(most_need, fits);
+  }
+  // Every full layer holds each block: no more blocks than room / (kvb * full).
+  const i128 hi = static_cast<i128>(num) * room / (static_cast<i128>(den) * kvb_ * full);
+  if (hi >= static_cast<i128>(kNoBound / 2)) return kNoBound;
+  return largest_fitting(static_cast<int64_t>(hi), fits);
 }
 
 uint64_t CostModel::weights(int i, int s, int e) const {
@@ -183,6 +242,8 @@ std::vector<LayerRange> CostModel::packed_placement(int64_t blocks, int h) const
 }
 
 int64_t CostModel::search_limit() const {
+  // Window layers alone never bound the blocks (their KV stops growing).
+  if (full_layers(0, n_) == 0) return kMaxBlocks;
   uint64_t most = 0;
   for (const auto& d : dev_) most = std::max(most, d.budget_bytes());
   int64_t hi = static_cast<int64_t>(std::min<uint64_t>(most / kvb_ + 1, kMaxBlocks));
@@ -193,33 +254,28 @@ int64_t CostModel::search_limit() const {
 
 std::vector<Bound> CostModel::bounds(const std::vector<LayerRange>& r) const {
   std::vector<Bound> out;
-  auto per = [&](uint64_t room, uint64_t layers, uint64_t num, uint64_t den) -> int64_t {
-    if (layers == 0) return kNoBound;
-    const i128 b = static_cast<i128>(num) * room / (static_cast<i128>(den) * kvb_ * layers);
-    return b > kNoBound ? kNoBound : static_cast<int64_t>(b);
-  };
   const BindingLimit mem = fraction() ? BindingLimit::kKvFraction : BindingLimit::kDeviceMemory;
-  uint64_t pool_fixed = 0, pool_layers = 0;
+  uint64_t pool_fixed = 0;
+  std::vector<LayerRange> pool_ranges;
   for (int i = 0; i <= k_; ++i) {
     const LayerRange& x = r[static_cast<size_t>(i)];
-    const uint64_t layers = static_cast<uint64_t>(x.size());
-    if (req_.kv_mode == KvMode::kMemory && layers > 0)
-      out.push_back({i, false, BindingLimit::kKvMem, per(req_.kv_mem_bytes, layers, 1, 1)});
+    if (req_.kv_mode == KvMode::kMemory && x.size() > 0)
+      out.push_back({i, false, BindingLimit::kKvMem, max_blocks_within(req_.kv_mem_bytes, {x}, 1, 1)});
     if (shared(i)) {
       pool_fixed += fixed(i, x.begin, x.end);
-      pool_layers += layers;
+      pool_ranges.push_back(x);
     }
     if (i == host()) continue;
     const uint64_t f = fixed(i, x.begin, x.end), c = dev(i).budget_bytes();
     out.push_back({i, false, f > c ? BindingLimit::kDeviceMemory : mem,
-                   f > c ? -1 : per(c - f, layers, num_, den_)});
+                   f > c ? -1 : max_blocks_within(c - f, {x}, num_, den_)});
   }
   const uint64_t c = dev(host()).budget_bytes();
   out.push_back({host(), true,
                  pool_fixed > c ? BindingLimit::kHostMemory
                  : fraction()   ? BindingLimit::kKvFraction
                                 : BindingLimit::kHostMemory,
-                 pool_fixed > c ? -1 : per(c - pool_fixed, pool_layers, num_, den_)});
+                 pool_fixed > c ? -1 : max_blocks_within(c - pool_fixed, pool_ranges, num_, den_)});
   return out;
 }
 

@@ -62,7 +62,21 @@ class CostModel {
   uint64_t weights(int i, int s, int e) const;
   uint64_t workspace(int i, int s, int e) const;
   uint64_t fixed(int i, int s, int e) const { return weights(i, s, e) + workspace(i, s, e); }
-  i128 kv(int s, int e, int64_t blocks) const { return static_cast<i128>(kvb_) * (e - s) * blocks; }
+  // KV bytes of layers [s, e) at `blocks`: a full-attention layer holds
+  // every block, a sliding-window layer at most its window group's need
+  // (kvcache/kv_group.h: window_group_blocks).
+  i128 kv(int s, int e, int64_t blocks) const;
+  // Full-attention layers in [s, e).
+  int full_layers(int s, int e) const {
+    return full_prefix_[static_cast<size_t>(e)] - full_prefix_[static_cast<size_t>(s)];
+  }
+  // The window groups' block needs (blocks a window layer holds at most).
+  struct WindowNeed {
+    int32_t window = 0;
+    int64_t blocks = 0;
+    std::vector<int32_t> prefix;  // layers of this window among the first l
+  };
+  const std::vector<WindowNeed>& window_needs() const { return windows_; }
 
   // The device's own limits (not the shared pool): memory (or the fraction of
   // it) and --kv-mem, and whether its kernels run the range's weight types
@@ -127,6 +141,12 @@ class CostModel {
   std::vector<std::vector<int32_t>> unrunnable_prefix_;
   std::vector<char> runs_output_;
   uint64_t kvb_ = 0;
+  std::vector<int32_t> full_prefix_;
+  std::vector<WindowNeed> windows_;
+  // Largest block count whose KV over `ranges` fits num/den of `room`
+  // (kNoBound when it always does).
+  int64_t max_blocks_within(uint64_t room, const std::vector<LayerRange>& ranges, uint64_t num,
+                            uint64_t den) const;
   uint64_t num_ = 1, den_ = 1;  // the KV fraction, num/den (1 unless --kv-fraction)
 };
 

@@ -126,10 +126,13 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
   const uint64_t T = static_cast<uint64_t>(opts.max_batched_tokens);
   const uint64_t R = std::min<uint64_t>(T, static_cast<uint64_t>(opts.max_num_seqs));
   const uint64_t E = static_cast<uint64_t>(hp.n_embd), KV = static_cast<uint64_t>(hp.n_embd_kv()),
-                 F = static_cast<uint64_t>(hp.n_ff), V = static_cast<uint64_t>(hp.n_vocab);
-  const uint64_t widest = std::max(E, F);
+                 Q = static_cast<uint64_t>(hp.n_embd_q()), F = static_cast<uint64_t>(hp.n_ff),
+                 V = static_cast<uint64_t>(hp.n_vocab);
+  const uint64_t widest = std::max({E, F, Q});
   fp.max_batched_tokens = opts.max_batched_tokens;
-  fp.layer_workspace_bytes = 4 * T * (5 * E + 2 * KV + 2 * F) +
+  fp.max_num_seqs = opts.max_num_seqs;
+  for (const LayerSpec& l : hp.layers) fp.layer_windows.push_back(l.window);
+  fp.layer_workspace_bytes = 4 * T * (3 * E + 2 * Q + 2 * KV + 2 * F) +
                              2 * T * ((widest + 255) / 256) * 320 +
                              4 * T * static_cast<uint64_t>(hp.n_rot) + (uint64_t{1} << 20);
   fp.output_workspace_bytes = 4 * R * (V + E);

@@ -6,9 +6,9 @@
 // Workspace (bytes), with T = max_batched_tokens, R = min(T, max_num_seqs)
 // rows of logits, E = n_embd, KV = n_head_kv * head_dim, F = n_ff, V = n_vocab:
 //   per device that runs layers:
-//     4*T*(5E + 2KV + 2F)                  f32 activations x, x (next device), h, q, attn,
-//                                          k, v, gate, up
-//     + 2 * T * ceil(max(E,F)/256) * 320   quantized activations (up to two Q8 formats,
+//     4*T*(3E + 2Q + 2KV + 2F)             f32 activations x, x (next device), h, q, attn
+//                                          (Q = n_head * head_dim), k, v, gate, up
+//     + 2 * T * ceil(max(E,F,Q)/256) * 320 quantized activations (up to two Q8 formats,
 //                                          at most 320 bytes per 256 values: split Q8_0
 //                                          for Rows16 weights)
 //     + 4*T*n_rot                          RoPE cos/sin for the batch's positions
@@ -74,6 +74,10 @@ struct ModelFootprint {
   // KV cache.
   DType kv_type = DType::F16;
   uint64_t kv_bytes_per_token_layer = 0;  // K + V of one token in one layer
+  // Per layer: its sliding window (0: full attention). Windowed layers keep
+  // their KV in window groups (kvcache/kv_group.h) of a bounded block count.
+  std::vector<int32_t> layer_windows;
+  int32_t max_num_seqs = 0;
 
   // Activation workspace (see the formula above).
   int32_t max_batched_tokens = 0;

@@ -48,6 +48,15 @@ std::string format_plan_table(const Plan& p) {
   out += fmt::format("KV cache: {} blocks x {} tokens = {} tokens ({}, {} per token)\n",
                      format_count(p.num_blocks), p.block_size, format_count(p.kv_tokens),
                      dtype_name(p.kv_type), format_size(p.kv_bytes_per_token));
+  if (p.kv_groups.size() > 1) {
+    std::string groups;
+    for (const auto& g : p.kv_groups)
+      groups += fmt::format("{}{} {} x {} tokens", groups.empty() ? "" : "; ", g.layers,
+                            g.window == 0 ? std::string("full-attention layers")
+                                          : fmt::format("layers with window {}", format_count(g.window)),
+                            format_count(g.tokens));
+    out += fmt::format("KV groups: {} (window layers keep only their window)\n", groups);
+  }
   out += fmt::format("max_seq_len {}: {} concurrent full-length sequence{} (max_num_seqs {})\n",
                      format_count(p.max_seq_len), format_count(p.max_concurrent_full_sequences),
                      p.max_concurrent_full_sequences == 1 ? "" : "s", p.max_num_seqs);
@@ -82,6 +91,10 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["kv_tokens"] = p.kv_tokens;
   j["kv_type"] = dtype_name(p.kv_type);
   j["kv_bytes_per_token"] = p.kv_bytes_per_token;
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& g : p.kv_groups)
+    groups.push_back({{"window", g.window}, {"layers", g.layers}, {"tokens", g.tokens}});
+  j["kv_groups"] = groups;
   j["kv_mode"] = kv_mode_name(p.kv_mode);
   j["max_seq_len"] = p.max_seq_len;
   j["max_num_seqs"] = p.max_num_seqs;

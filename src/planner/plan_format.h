@@ -19,6 +19,7 @@ std::string format_plan_table(const Plan& plan);
 //   "weight_bytes", "kv_bytes", "workspace_bytes", "headroom_bytes",
 //   "free_bytes", "free_after_bytes", "holds_output"}...],
 //  "block_size", "num_blocks", "kv_tokens", "kv_type", "kv_bytes_per_token",
+//  "kv_groups": [{"window" (0: full attention), "layers", "tokens"}...],
 //  "kv_mode", "max_seq_len", "max_num_seqs", "max_concurrent_full_sequences",
 //  "binding_limit", "binding_device", "binding_detail", "device_map",
 //  "host_layers", "manual_map", "kernel_note"}

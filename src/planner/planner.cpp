@@ -217,7 +217,11 @@ class Planner {
     p.kv_type = fp_.kv_type;
     p.n_kv_heads = fp_.n_kv_heads;
     p.head_dim = fp_.head_dim;
-    p.kv_bytes_per_token = fp_.kv_bytes_per_token_layer * static_cast<uint64_t>(m_.n());
+    p.kv_bytes_per_token =
+        fp_.kv_bytes_per_token_layer * static_cast<uint64_t>(m_.full_layers(0, m_.n()));
+    p.kv_groups.push_back({0, m_.full_layers(0, m_.n()), blocks * bs_});
+    for (const auto& wn : m_.window_needs())
+      p.kv_groups.push_back({wn.window, wn.prefix.back(), std::min(blocks, wn.blocks) * bs_});
     uint64_t pool_used = 0;
     for (int i = 0; i <= m_.k(); ++i) {
       const LayerRange& x = r[static_cast<size_t>(i)];

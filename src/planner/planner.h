@@ -126,7 +126,16 @@ struct Plan {
   DType kv_type = DType::F16;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
-  uint64_t kv_bytes_per_token = 0;  // all layers
+  uint64_t kv_bytes_per_token = 0;  // all full-attention layers: what a token of context adds
+  // KV groups (kvcache/kv_group.h): group 0 the full-attention layers, then
+  // one per sliding window; a window group's tokens are the most its layers
+  // hold (min(its need, kv_tokens)). One entry when the model has no windows.
+  struct KvGroupPlan {
+    int32_t window = 0;
+    int32_t layers = 0;
+    int64_t tokens = 0;
+  };
+  std::vector<KvGroupPlan> kv_groups;
 
   int32_t host_layers() const;
   // The device that runs `layer`.

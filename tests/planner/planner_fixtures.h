@@ -146,8 +146,24 @@ inline Expected brute_force(const PlanRequest& req, const ModelFootprint& fp,
 }
 
 // Checks a plan against every budget; returns what is exceeded ("" when none).
+// A layer's KV blocks at `blocks`, naively: a window layer holds at most what
+// max_num_seqs sequences reading W-1 earlier positions plus one step of
+// max_batched_tokens tokens can span (ceil((W-1)/bs) + 2 blocks each, plus
+// the step's tokens), a full-attention layer every block.
+inline int64_t naive_layer_blocks(const PlanRequest& req, const ModelFootprint& fp, int32_t layer,
+                                  int64_t blocks) {
+  const int32_t w =
+      static_cast<size_t>(layer) < fp.layer_windows.size() ? fp.layer_windows[layer] : 0;
+  if (w <= 0) return blocks;
+  const int64_t bs = req.block_size;
+  const int64_t need = req.max_num_seqs * ((w - 1 + bs - 1) / bs + 2) +
+                       (fp.max_batched_tokens + bs - 1) / bs;
+  return std::min(blocks, need);
+}
+
 inline std::string budget_violations(const Plan& p, const PlanRequest& req,
-                                     const std::vector<PlanDevice>& devices) {
+                                     const std::vector<PlanDevice>& devices,
+                                     const ModelFootprint* fp = nullptr) {
   std::string bad;
   auto find = [&](const Device& d) -> const PlanDevice& {
     for (const auto& x : devices)
@@ -164,9 +180,15 @@ inline std::string budget_violations(const Plan& p, const PlanRequest& req,
   for (const auto& d : p.devices) {
     const PlanDevice& in = find(d.device);
     const uint64_t fixed = d.weight_bytes + d.workspace_bytes;
-    if (d.kv_bytes != static_cast<uint64_t>(d.n_layers()) * p.kv_bytes_per_token / p.n_layer *
-                          p.block_size * p.num_blocks)
-      bad += d.name() + ": KV bytes do not match the layer count; ";
+    uint64_t want_kv = static_cast<uint64_t>(d.n_layers()) * p.kv_bytes_per_token / p.n_layer *
+                       p.block_size * p.num_blocks;
+    if (fp) {
+      want_kv = 0;
+      for (int32_t l = d.first_layer; d.has_layers() && l <= d.last_layer; ++l)
+        want_kv += fp->kv_bytes_per_token_layer * static_cast<uint64_t>(p.block_size) *
+                   static_cast<uint64_t>(naive_layer_blocks(req, *fp, l, p.num_blocks));
+    }
+    if (d.kv_bytes != want_kv) bad += d.name() + ": KV bytes do not match the layer count; ";
     if (req.kv_mode == KvMode::kMemory && d.kv_bytes > req.kv_mem_bytes)
       bad += d.name() + ": over --kv-mem; ";
     if (d.device.shares_host_memory()) {

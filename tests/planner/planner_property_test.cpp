@@ -62,6 +62,13 @@ Case random_case(std::mt19937_64& rng) {
     }
   }
   c.req.no_cpu_offload = k > 0 && u(0, 3) == 0;
+  // Sliding-window layers (KV groups) in a third of the cases.
+  if (u(0, 2) == 0) {
+    static const int32_t windows[] = {0, 5, 16, 40};
+    for (int32_t l = 0; l < n; ++l) c.fp.layer_windows.push_back(windows[u(0, 3)]);
+    c.fp.max_batched_tokens = static_cast<int32_t>(u(1, 48));
+    c.text += " windows";
+  }
   c.text = "n=" + std::to_string(n) + " k=" + std::to_string(k) +
            " mode=" + std::to_string(static_cast<int>(c.req.kv_mode)) +
            " no_offload=" + std::to_string(c.req.no_cpu_offload);
@@ -79,7 +86,7 @@ TEST(PlannerProperty, MatchesBruteForceAndStaysWithinBudgets) {
       ASSERT_TRUE(e.fits) << c.text << " (planner fits, brute force does not)";
       ASSERT_EQ(p.num_blocks, e.blocks) << c.text;
       ASSERT_EQ(p.host_layers(), e.host_layers) << c.text;
-      ASSERT_EQ(budget_violations(p, c.req, c.devs), "") << c.text;
+      ASSERT_EQ(budget_violations(p, c.req, c.devs, &c.fp), "") << c.text;
       // The chosen placement holds at least the planned blocks.
       std::vector<LayerRange> r;
       std::vector<PlanDevice> ordered;
@@ -140,7 +147,7 @@ TEST(PlannerProperty, ManualMapsHoldWhatTheirPlacementAllows) {
         ASSERT_EQ(p.devices[i].device, c.devs[i].device) << c.text;  // declared order
         ASSERT_EQ(p.devices[i].n_layers(), r[i].size()) << c.text;
       }
-      ASSERT_EQ(budget_violations(p, c.req, c.devs), "") << c.text;
+      ASSERT_EQ(budget_violations(p, c.req, c.devs, &c.fp), "") << c.text;
       ++fits;
     } catch (const PlanError& e) {
       ASSERT_LT(most, want) << c.text << ": " << e.what();
