@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Fails if a source file includes a header from a higher layer.
+"""Fails if a source file includes a header from a higher layer, or a concrete
+backend's header (backend/cpu/, backend/cuda/) from outside the backend layer.
 
 Layer order (lower first): util < tensor < gguf < backend < kvcache, tokenizer
 < model < engine < cli. A folder may include its own layer and lower ones.
+Above the backend layer code talks to the Backend interface (backend/*.h);
+only the files in CONCRETE_OK, each for the reason given, name a concrete one.
 """
 import pathlib
 import re
@@ -11,6 +14,14 @@ import sys
 RANK = {"util": 0, "tensor": 1, "gguf": 2, "device": 3, "backend": 3, "kvcache": 4,
         "tokenizer": 4, "model": 5, "planner": 6, "engine": 7, "server": 8, "cli": 9}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
+CONCRETE = re.compile(r'^\s*#\s*include\s+"backend/(cpu|cuda)/')
+CONCRETE_OK = {
+    "model/backend_factory.cpp": "makes the backend of each device",
+    "model/weights.cpp": "repacks host matrices into the CPU kernels' Rows16 layout at load",
+    "engine/sampler.cpp": "the CPU's vectorised exp for softmax over the vocabulary",
+    "engine/roofline.h": "probes the host's memory bandwidth with the CPU kernels",
+    "cli/cmd_bench.cpp": "reports which CPU kernel variant runs",
+}
 
 
 def main(src: pathlib.Path) -> int:
@@ -22,7 +33,11 @@ def main(src: pathlib.Path) -> int:
         if layer not in RANK:
             bad.append(f"{path}: folder '{layer}' has no layer rank")
             continue
+        rel = path.relative_to(src).as_posix()
         for n, line in enumerate(path.read_text().splitlines(), 1):
+            if layer != "backend" and CONCRETE.match(line) and rel not in CONCRETE_OK:
+                bad.append(f"{path}:{n}: {layer} includes a concrete backend "
+                           f"(use the Backend interface, or list the file in CONCRETE_OK)")
             m = INCLUDE.match(line)
             if m and m.group(1) in RANK and RANK[m.group(1)] > RANK[layer]:
                 bad.append(f"{path}:{n}: {layer} includes higher layer {m.group(1)}")

@@ -18,16 +18,15 @@
 
 #include "backend/activation.h"
 #include "backend/attention_args.h"
-#include "backend/cpu/matmul.h"
+#include "backend/matrix_view.h"
 #include "backend/rope_style.h"
 #include "tensor/dtype.h"
 #include "util/thread_pool.h"
 
 namespace pagellm {
 
-// A weight matrix in a backend's memory: n_out rows of n_in elements of its
-// type; the Rows16 layout only on the CPU backend.
-using MatrixView = cpu::WeightMatrix;
+// Weight matrices (MatrixView, backend/matrix_view.h) are in a backend's
+// memory; the Rows16 layout only on the CPU backend.
 
 // One product y = x W^T, then, on its rows, in this order (the epilogue):
 //   y row += bias                                        (as add_bias)

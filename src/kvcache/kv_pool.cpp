@@ -4,8 +4,9 @@
 
 #include <algorithm>
 
-#include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/kv_store.h"
+#include <cstring>
+
+#include "util/host_pages.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -49,20 +50,20 @@ KvPool::KvPool(const KvPoolShape& shape, Backend* backend) : shape_(shape), back
   // now so that the cache the plan reserved is really resident (a cache that
   // faults in later could meet a machine that has run out of memory).
   try {
-    data_ = static_cast<uint8_t*>(memory().allocate(bytes_));
+    data_ = static_cast<uint8_t*>(backend_ ? backend_->allocate(bytes_) : allocate_host_pages(bytes_));
   } catch (const SystemError& e) {
     throw SystemError(fmt::format("KV cache: {}", e.what()));
   }
 }
 
 KvPool::~KvPool() {
-  if (data_) memory().deallocate(data_, bytes_);
+  if (!data_) return;
+  if (backend_)
+    backend_->deallocate(data_, bytes_);
+  else
+    free_host_pages(data_, bytes_);
 }
 
-Backend& KvPool::memory() const {
-  static cpu::CpuBackend host(nullptr);  // allocation needs no threads
-  return backend_ ? *backend_ : host;
-}
 
 uint8_t* KvPool::layer_base(int32_t layer) const {
   if (!has_layer(layer))
@@ -91,14 +92,11 @@ KvLayerView KvPool::view(int32_t layer) {
   return view;
 }
 
-void KvPool::write(int32_t layer, int64_t slot, const float* k_row, const float* v_row) {
-  if (backend_ && !backend_->uses_host_memory())
-    throw Error("KvPool::write: this pool is in " + backend_->name() + " memory");
-  const size_t at = static_cast<size_t>(slot) * shape_.slot_bytes();
-  cpu::store_kv_row(shape_.dtype, shape_.n_kv_heads, shape_.head_dim, k_row,
-                    static_cast<uint8_t*>(k(layer)) + at);
-  cpu::store_kv_row(shape_.dtype, shape_.n_kv_heads, shape_.head_dim, v_row,
-                    static_cast<uint8_t*>(v(layer)) + at);
+void KvPool::copy(void* dst, const void* src, size_t bytes) const {
+  if (backend_)
+    backend_->copy(dst, src, bytes);
+  else
+    std::memmove(dst, src, bytes);
 }
 
 void KvPool::copy_block(int32_t src, int32_t dst) {
@@ -106,8 +104,8 @@ void KvPool::copy_block(int32_t src, int32_t dst) {
   for (int32_t l = shape_.layer_begin; l < shape_.layer_end; ++l)
     if (has_layer(l))
       for (uint8_t* base : {static_cast<uint8_t*>(k(l)), static_cast<uint8_t*>(v(l))})
-        memory().copy(base + static_cast<size_t>(dst) * block_bytes,
-                      base + static_cast<size_t>(src) * block_bytes, block_bytes);
+        copy(base + static_cast<size_t>(dst) * block_bytes,
+             base + static_cast<size_t>(src) * block_bytes, block_bytes);
 }
 
 }  // namespace pagellm

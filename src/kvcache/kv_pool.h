@@ -58,15 +58,12 @@ class KvPool {
   const void* k(int32_t layer) const;
   const void* v(int32_t layer) const;
 
-  // Stores one token's K and V (n_kv_heads * head_dim floats each) at `slot`,
-  // rounded to the pool's dtype. Host-memory pools only (throws Error).
-  void write(int32_t layer, int64_t slot, const float* k_row, const float* v_row);
   // Copies block `src`'s K and V slots to block `dst` in every layer of the pool.
   void copy_block(int32_t src, int32_t dst);
 
  private:
   uint8_t* layer_base(int32_t layer) const;
-  Backend& memory() const;  // backend_, or the host's CPU backend
+  void copy(void* dst, const void* src, size_t bytes) const;  // in the pool's memory
 
   KvPoolShape shape_;
   Backend* backend_ = nullptr;

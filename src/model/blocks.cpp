@@ -101,8 +101,8 @@ void ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOptions& o, TensorL
 void attention_block(LayerContext& c, const AttentionOptions& o) {
   const ModelHParams& hp = c.hp;
   const LayerWeights& w = c.w;
-  const MatrixView wq = w.matrix(MatrixRole::kQ).cpu(), wk = w.matrix(MatrixRole::kK).cpu(),
-                   wv = w.matrix(MatrixRole::kV).cpu(), wo = w.matrix(MatrixRole::kOut).cpu();
+  const MatrixView wq = w.matrix(MatrixRole::kQ).view(), wk = w.matrix(MatrixRole::kK).view(),
+                   wv = w.matrix(MatrixRole::kV).view(), wo = w.matrix(MatrixRole::kOut).view();
   // Biases run as the products' epilogues.
   maybe_norm_matmul(c, w.vector(VectorRole::kAttnNorm),
                     {{&wq, c.q, w.vector(VectorRole::kQBias)},
@@ -133,8 +133,8 @@ void attention_block(LayerContext& c, const AttentionOptions& o) {
 
 void ffn_block(LayerContext& c, const FfnOptions& o) {
   const LayerWeights& w = c.w;
-  const MatrixView wg = w.matrix(MatrixRole::kGate).cpu(), wu = w.matrix(MatrixRole::kUp).cpu(),
-                   wd = w.matrix(MatrixRole::kDown).cpu();
+  const MatrixView wg = w.matrix(MatrixRole::kGate).view(), wu = w.matrix(MatrixRole::kUp).view(),
+                   wd = w.matrix(MatrixRole::kDown).view();
   maybe_norm_matmul(c, w.vector(VectorRole::kFfnNorm), {{&wg, c.gate}, {&wu, c.up}});
   if (o.post_norm) {
     c.b.glu_matmul(c.hp.ffn_act, c.gate, c.up, c.T, {{&wd, c.h}});

@@ -239,9 +239,9 @@ void ModelRunner::reserve_workspace(int64_t max_tokens, int64_t max_logit_rows) 
     ensure_workspace(s, max_tokens, max_logit_rows);
     for (int32_t l = s.layer_begin; l < s.layer_end; ++l)
       w_.layers[static_cast<size_t>(l)].for_each_matrix(
-          [&](const WeightMatrix& m) { s.backend->reserve_matmul(m.cpu(), max_tokens); });
+          [&](const WeightMatrix& m) { s.backend->reserve_matmul(m.view(), max_tokens); });
   }
-  segments_.back().backend->reserve_matmul(w_.output.cpu(), max_logit_rows);
+  segments_.back().backend->reserve_matmul(w_.output.view(), max_logit_rows);
 }
 
 void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T) {
@@ -363,7 +363,7 @@ std::span<const float> ModelRunner::forward(const Batch& batch, KvCacheStorage& 
     b.rms_norm(last.x.f32() + t * E, w_.output_norm, last.h.f32() + i * E, n, E, hp_.rms_eps);
     i += n;
   }
-  const MatrixView out = w_.output.cpu();
+  const MatrixView out = w_.output.view();
   float* logits = last.host_logits.f32();
   const size_t bytes = static_cast<size_t>(n_out * V) * sizeof(float);
   if (b.uses_host_memory()) {

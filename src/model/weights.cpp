@@ -19,7 +19,7 @@
 namespace pagellm {
 
 uint64_t WeightMatrix::bytes() const {
-  if (layout == cpu::WeightLayout::Rows16)
+  if (layout == WeightLayout::Rows16)
     return static_cast<uint64_t>(cpu::packed_bytes(type, n_in, n_out));
   return static_cast<uint64_t>(n_out) * row_bytes;
 }
@@ -29,7 +29,7 @@ uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<bool>& c
   uint64_t total = 0;
   ThreadPool pool(ThreadPool::physical_cores());
   auto pack = [&](WeightMatrix& m) {
-    if (m.layout != cpu::WeightLayout::Rows || !cpu::packable(m.type) || m.n_in % 32 != 0) return;
+    if (m.layout != WeightLayout::Rows || !cpu::packable(m.type) || m.n_in % 32 != 0) return;
     const size_t bytes = cpu::packed_bytes(m.type, m.n_in, m.n_out);
     // Huge pages where possible: a decode step streams all of these.
     std::unique_ptr<uint8_t, HostPagesFree> owned(static_cast<uint8_t*>(allocate_host_pages(bytes)),
@@ -53,7 +53,7 @@ uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<bool>& c
     f.release(m.data, static_cast<size_t>(m.n_out) * m.row_bytes);
     m.data = dst;
     m.row_bytes = cpu::packed_group_bytes(m.type, m.n_in);
-    m.layout = cpu::WeightLayout::Rows16;
+    m.layout = WeightLayout::Rows16;
     total += bytes;
   };
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -67,7 +67,7 @@ uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<bool>& c
 void ModelWeights::dequantize_to_f32(GgufFile& f) {
   ThreadPool pool(ThreadPool::physical_cores());
   auto convert = [&](WeightMatrix& m) {
-    if (m.type == DType::F32 || m.layout != cpu::WeightLayout::Rows) return;
+    if (m.type == DType::F32 || m.layout != WeightLayout::Rows) return;
     owned_.emplace_back(new float[static_cast<size_t>(m.n_in * m.n_out)]);
     float* dst = owned_.back().get();
     pool.parallel_for(m.n_out, [&](int64_t r0, int64_t r1, int) {

@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "backend/cpu/matmul.h"
+#include "backend/matrix_view.h"
 #include "gguf/gguf_reader.h"
 #include "model/hparams.h"
 #include "model/tensor_spec.h"
@@ -33,11 +33,11 @@ struct WeightMatrix {
   int64_t n_out = 0;
   size_t row_bytes = 0;
   const uint8_t* data = nullptr;
-  cpu::WeightLayout layout = cpu::WeightLayout::Rows;
+  WeightLayout layout = WeightLayout::Rows;
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
   uint64_t bytes() const;
   bool present() const { return data != nullptr; }
-  cpu::WeightMatrix cpu() const { return {type, n_in, n_out, data, row_bytes, layout}; }
+  MatrixView view() const { return {type, n_in, n_out, data, row_bytes, layout}; }
 };
 
 // A 1-D f32 tensor (null: absent).

@@ -4,8 +4,7 @@
 
 #include <algorithm>
 
-#include "backend/cpu/packed_weights.h"
-#include "backend/cuda/paged_attention.h"
+#include "backend/backend_sizes.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -54,10 +53,10 @@ int64_t layer_of(const std::string& name) {
 // ModelWeights::repack does).
 uint64_t loaded_bytes(const TensorSize& t, bool in_layer, const FootprintOptions& opts) {
   const bool matrix = in_layer || t.name == "output.weight";
-  if (!opts.repack || !matrix || !cpu::packable(t.type) || t.n_in <= 0 || t.n_out <= 0 ||
+  if (!opts.repack || !matrix || !cpu_repacks(t.type) || t.n_in <= 0 || t.n_out <= 0 ||
       t.n_in % dtype_block_size(t.type) != 0 || t.n_in % 32 != 0)
     return t.bytes;
-  return cpu::packed_bytes(t.type, t.n_in, t.n_out);
+  return cpu_repacked_bytes(t.type, t.n_in, t.n_out);
 }
 
 }  // namespace
@@ -138,7 +137,7 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
   fp.output_workspace_bytes = 4 * R * (V + E);
   fp.host_workspace_bytes = 4 * R * V;
   fp.cuda_matmul_scratch_bytes =
-      2 * largest_expanded + 2 * T * widest + cuda::kCudaAttentionMaxWorkspace;
+      2 * largest_expanded + 2 * T * widest + kCudaAttentionMaxWorkspace;
   fp.cuda_host_runtime_bytes = kCudaHostRuntimeBytes;
   return fp;
 }

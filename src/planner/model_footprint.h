@@ -20,7 +20,7 @@
 //                                      f16 copies of a weight matrix and of the
 //                                      activations for cuBLAS (backend/cuda/gemm.h)
 //                                      + 16 MiB partials of split attention
-//                                      (backend/cuda/paged_attention.h)
+//                                      (backend/backend_sizes.h)
 #pragma once
 
 #include <cstdint>

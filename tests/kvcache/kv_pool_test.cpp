@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "backend/cpu/kv_store.h"
 #include "tensor/fp16.h"
 #include "util/error.h"
 
@@ -23,7 +24,8 @@ TEST(KvPool, WritesRoundToDtypeAtSlot) {
     EXPECT_EQ(s.total_bytes(), 2u * 2 * 3 * 4 * 16 * dtype_type_size(t));
     std::vector<float> k(16), v(16);
     for (int i = 0; i < 16; ++i) k[i] = 0.1f * i + 1e-4f, v[i] = -0.3f * i;
-    pool.write(3, 7, k.data(), v.data());
+    cpu::store_kv_row(t, 2, 8, k.data(), static_cast<uint8_t*>(pool.k(3)) + 7 * s.slot_bytes());
+    cpu::store_kv_row(t, 2, 8, v.data(), static_cast<uint8_t*>(pool.v(3)) + 7 * s.slot_bytes());
     for (int i = 0; i < 16; ++i) {
       float kg, vg;
       if (t == DType::F32) {

@@ -51,7 +51,7 @@ TEST(Mmap, ResidentSetFollowsTheLoadMode) {
   for (bool use_mmap : {true, false}) {
     const double before3 = static_cast<double>(current_rss_bytes());
     auto m = ModelRunner::load(path.path, {.use_mmap = use_mmap});
-    EXPECT_EQ(m->weights().layers[0].matrix(MatrixRole::kUp).layout, cpu::WeightLayout::Rows16);
+    EXPECT_EQ(m->weights().layers[0].matrix(MatrixRole::kUp).layout, WeightLayout::Rows16);
     const double delta = static_cast<double>(current_rss_bytes()) - before3;
     std::printf("repacked (%s): file %.0f MiB, RSS +%.1f MiB\n", use_mmap ? "mmap" : "no-mmap",
                 file_size / (1 << 20), delta / (1 << 20));

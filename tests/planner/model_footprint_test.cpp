@@ -155,10 +155,10 @@ TEST(ModelFootprint, CudaScratchHoldsTheLargestQuantizedMatrixInF16) {
   FootprintOptions opts;
   opts.max_batched_tokens = 64;
   EXPECT_EQ(model_footprint(hp, tensors, opts).cuda_matmul_scratch_bytes,
-            2u * 256 * 1000 + 2u * 64 * 512 + cuda::kCudaAttentionMaxWorkspace);
+            2u * 256 * 1000 + 2u * 64 * 512 + kCudaAttentionMaxWorkspace);
   tensors.push_back({"output.weight", DType::Q4_0, 100, 256, 3000});
   EXPECT_EQ(model_footprint(hp, tensors, opts).cuda_matmul_scratch_bytes,
-            2u * 256 * 3000 + 2u * 64 * 512 + cuda::kCudaAttentionMaxWorkspace);
+            2u * 256 * 3000 + 2u * 64 * 512 + kCudaAttentionMaxWorkspace);
 }
 
 }  // namespace

@@ -22,24 +22,16 @@
 #include <cstdint>
 
 #include "backend/activation.h"
+#include "backend/matrix_view.h"
 #include "backend/cpu/cpu_isa.h"
 #include "tensor/dtype.h"
 #include "util/thread_pool.h"
 
 namespace pagellm::cpu {
 
-enum class WeightLayout { Rows, Rows16 };
-
-struct WeightMatrix {
-  DType type = DType::F32;
-  int64_t n_in = 0;   // elements per row (the reduction dimension)
-  int64_t n_out = 0;  // rows
-  const void* data = nullptr;
-  // Rows: bytes between row starts (>= dtype_row_bytes(type, n_in)).
-  // Rows16: packed_group_bytes(type, n_in).
-  size_t row_stride = 0;
-  WeightLayout layout = WeightLayout::Rows;
-};
+// The backend-wide matrix view (backend/matrix_view.h) under the CPU names.
+using WeightLayout = pagellm::WeightLayout;
+using WeightMatrix = pagellm::MatrixView;
 
 // Reusable working memory, so steady-state calls do not allocate. Not shared
 // between concurrent calls.

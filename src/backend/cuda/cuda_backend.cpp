@@ -338,7 +338,7 @@ void CudaBackend::cancel_layers() noexcept {
 void CudaBackend::check_outputs(int64_t rows, const MatmulOutput* outs, size_t n_outs) const {
   for (size_t i = 0; i < n_outs; ++i) {
     const MatrixView& w = *outs[i].w;
-    if (w.layout != cpu::WeightLayout::Rows)
+    if (w.layout != WeightLayout::Rows)
       throw Error(fmt::format("{}: a matrix in the CPU's repacked layout cannot run here", name_));
     if (w.row_stride != dtype_row_bytes(w.type, w.n_in))  // the kernels assume packed rows
       throw Error(fmt::format("{}: a {} matrix with {}-byte rows padded to {} bytes", name_,

@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "backend/attention_args.h"
+#include "backend/backend_sizes.h"
 #include "backend/cuda/cuda_device.h"
 #include "tensor/dtype.h"
 
@@ -36,7 +37,6 @@ constexpr int32_t kCudaAttentionPartition = 512;  // positions
 // partials fit in kCudaAttentionMaxWorkspace (the planner counts it:
 // planner/model_footprint.h).
 constexpr int64_t kCudaAttentionSplitBelow = 1024;
-constexpr size_t kCudaAttentionMaxWorkspace = size_t{16} << 20;
 
 // The split launch: `parts` thread blocks per (token, head), one per
 // partition; partials: attention_workspace_bytes of device memory.
