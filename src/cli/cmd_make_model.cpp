@@ -1,7 +1,9 @@
 // pagellm make-model: write a random-weight model for tests and benchmarks.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.h"
+#include "model/arch/registry.h"
 #include "model/make_model.h"
 #include "util/sizes.h"
 
@@ -15,13 +17,18 @@ Runner add_make_model(CLI::App& app) {
   auto type = std::make_shared<std::string>("q4_0");
   auto threads = std::make_shared<int>(0);
   CLI::App* sub = app.add_subcommand("make-model", "Write a random-weight GGUF model");
-  sub->add_option("--arch", s->arch, "llama or qwen2")->check(CLI::IsMember({"llama", "qwen2"}));
+  sub->add_option("--arch", s->arch,
+                  "Architecture: " + fmt::format("{}", fmt::join(architecture_names(), ", ")))
+      ->check(CLI::IsMember(architecture_names()));
   sub->add_option("--n-embd", s->n_embd, "Embedding size")->required();
   sub->add_option("--n-layer", s->n_layer, "Layers")->required();
   sub->add_option("--n-head", s->n_head, "Attention heads")->required();
   sub->add_option("--n-head-kv", s->n_head_kv, "KV heads")->required();
   sub->add_option("--n-ff", s->n_ff, "Feed-forward size")->required();
   sub->add_option("--n-ctx", s->n_ctx, "Trained context length");
+  sub->add_option("--head-dim", s->head_dim, "Head size (default n_embd / n_head)");
+  sub->add_option("--sliding-window", s->sliding_window,
+                  "Sliding window of gemma2 / gemma3 local layers (default: none)");
   sub->add_option("--vocab-from", s->vocab_from, "GGUF file whose tokenizer is copied")->required();
   sub->add_option("--type", *type,
                   "Type of the 2-D weights (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "

@@ -1,6 +1,10 @@
 #include "model/make_model.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdio>
 
 #include <cmath>
 #include <vector>
@@ -8,6 +12,9 @@
 #include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
 #include "tensor/convert.h"
+#include "model/arch/architecture.h"
+#include "model/arch/registry.h"
+#include "model/hparams.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -46,22 +53,66 @@ uint64_t stream_seed(uint64_t seed, uint64_t tensor, uint64_t row) {
 
 }  // namespace
 
+namespace {
+
+// The family's keys beyond the common ones, as make-model sets them.
+void set_family_keys(const MakeModelSpec& s, GgufWriter& w) {
+  const std::string a = s.arch + ".";
+  if (s.head_dim > 0) {
+    w.set(a + "attention.key_length", GgufValue::u32(static_cast<uint32_t>(s.head_dim)));
+    w.set(a + "attention.value_length", GgufValue::u32(static_cast<uint32_t>(s.head_dim)));
+  }
+  if (s.sliding_window > 0)
+    w.set(a + "attention.sliding_window", GgufValue::u32(static_cast<uint32_t>(s.sliding_window)));
+  if (s.arch == "gemma2") {
+    w.set(a + "attn_logit_softcapping", GgufValue::f32(50.0f));
+    w.set(a + "final_logit_softcapping", GgufValue::f32(30.0f));
+  }
+}
+
+// The tensor table of every layer, read back through the architecture from
+// the metadata as written (a header-only file next to `path`).
+std::vector<TensorSpec> layer_tables(GgufWriter meta, const std::string& path, DType type,
+                                     int64_t n_embd, int64_t n_vocab, ModelHParams& hp) {
+  const std::string tmp = path + ".meta.tmp";
+  // The vocabulary size comes from the embedding's shape: a zeroed one.
+  meta.add_tensor("token_embd.weight", type, {n_embd, n_vocab},
+                  [](uint8_t* dst, size_t n) { std::fill(dst, dst + n, uint8_t{0}); });
+  meta.write_file(tmp);
+  std::vector<TensorSpec> out;
+  try {
+    auto f = GgufFile::open(tmp);
+    hp = ModelHParams::from_gguf(*f);
+    const Architecture& arch = find_architecture(hp.arch, f->path());
+    for (int32_t l = 0; l < hp.n_layer; ++l) arch.layer_tensors(hp, l, out);
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  std::remove(tmp.c_str());
+  return out;
+}
+
+}  // namespace
+
 void make_model(const MakeModelSpec& s, const std::string& path, ThreadPool& pool) {
-  if (s.arch != "llama" && s.arch != "qwen2")
-    throw ConfigError(fmt::format("unknown architecture '{}' (expected llama or qwen2)", s.arch));
+  if (!lookup_architecture(s.arch))
+    throw ConfigError(fmt::format("unknown architecture '{}' (expected one of: {})", s.arch,
+                                  fmt::join(architecture_names(), ", ")));
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 ||
-      s.n_ctx <= 0)
+      s.n_ctx <= 0 || s.head_dim < 0 || s.sliding_window < 0)
     throw ConfigError("model dimensions must be positive");
-  if (s.n_embd % s.n_head != 0)
+  if (s.head_dim == 0 && s.n_embd % s.n_head != 0)
     throw ConfigError(fmt::format("n_embd {} is not a multiple of n_head {}", s.n_embd, s.n_head));
   if (s.n_head % s.n_head_kv != 0)
     throw ConfigError(
         fmt::format("n_head {} is not a multiple of n_head_kv {}", s.n_head, s.n_head_kv));
-  if ((s.n_embd / s.n_head) % 2 != 0) throw ConfigError("head size must be even (RoPE pairs)");
+  const int32_t head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  if (head_dim % 2 != 0) throw ConfigError("head size must be even (RoPE pairs)");
   const auto& tr = dtype_traits(s.type);
   if (!tr.can_quantize || s.type == DType::Q8_K || s.type == DType::Q8_1)
     throw ConfigError(fmt::format("cannot write weights of type '{}'", tr.name));
-  for (int64_t n : {int64_t{s.n_embd}, int64_t{s.n_ff}})
+  for (int64_t n : {int64_t{s.n_embd}, int64_t{s.n_ff}, int64_t{head_dim} * s.n_head})
     if (n % tr.block_size != 0)
       throw ConfigError(fmt::format("row length {} is not a multiple of the {} block size {}", n,
                                     tr.name, tr.block_size));
@@ -73,21 +124,24 @@ void make_model(const MakeModelSpec& s, const std::string& path, ThreadPool& poo
   if (n_vocab == 0) throw ConfigError(fmt::format("'{}' has an empty vocabulary", s.vocab_from));
 
   const std::string a = s.arch + ".";
-  const int64_t E = s.n_embd, KV = s.n_embd / s.n_head * s.n_head_kv, F = s.n_ff;
+  const int64_t E = s.n_embd;
   GgufWriter w;
   w.set("general.architecture", GgufValue::str(s.arch));
   w.set("general.name", GgufValue::str(fmt::format("pagellm random {} {}", s.arch, tr.name)));
   w.set(a + "context_length", GgufValue::u32(static_cast<uint32_t>(s.n_ctx)));
   w.set(a + "embedding_length", GgufValue::u32(static_cast<uint32_t>(E)));
   w.set(a + "block_count", GgufValue::u32(static_cast<uint32_t>(s.n_layer)));
-  w.set(a + "feed_forward_length", GgufValue::u32(static_cast<uint32_t>(F)));
+  w.set(a + "feed_forward_length", GgufValue::u32(static_cast<uint32_t>(s.n_ff)));
   w.set(a + "attention.head_count", GgufValue::u32(static_cast<uint32_t>(s.n_head)));
   w.set(a + "attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(s.n_head_kv)));
-  w.set(a + "rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(E / s.n_head)));
+  w.set(a + "rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(head_dim)));
   w.set(a + "rope.freq_base", GgufValue::f32(s.rope_freq_base));
   w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_eps));
+  set_family_keys(s, w);
   for (const auto& kv : vocab->metadata())
     if (kv.key.rfind("tokenizer.", 0) == 0) w.set(kv.key, kv.value);
+  ModelHParams hp;
+  const std::vector<TensorSpec> table = layer_tables(w, path, s.type, E, n_vocab, hp);
 
   uint64_t tensor_index = 0;
   auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out) {
@@ -119,20 +173,16 @@ void make_model(const MakeModelSpec& s, const std::string& path, ThreadPool& poo
   matrix("token_embd.weight", E, n_vocab);
   vec("output_norm.weight", E, 1.0f);
   if (!s.tied) matrix("output.weight", E, n_vocab);
-  for (int32_t l = 0; l < s.n_layer; ++l) {
-    const std::string p = fmt::format("blk.{}.", l);
-    vec(p + "attn_norm.weight", E, 1.0f);
-    matrix(p + "attn_q.weight", E, E);
-    if (s.arch == "qwen2") vec(p + "attn_q.bias", E, 0.0f);
-    matrix(p + "attn_k.weight", E, KV);
-    if (s.arch == "qwen2") vec(p + "attn_k.bias", KV, 0.0f);
-    matrix(p + "attn_v.weight", E, KV);
-    if (s.arch == "qwen2") vec(p + "attn_v.bias", KV, 0.0f);
-    matrix(p + "attn_output.weight", E, E);
-    vec(p + "ffn_norm.weight", E, 1.0f);
-    matrix(p + "ffn_gate.weight", E, F);
-    matrix(p + "ffn_up.weight", E, F);
-    matrix(p + "ffn_down.weight", F, E);
+  std::string last_fused;
+  for (const TensorSpec& t : table) {
+    if (!t.matrix) {
+      vec(t.name, t.n_in, t.name.find("norm") != std::string::npos ? 1.0f : 0.0f);
+    } else if (t.fused_rows > 0) {  // one tensor for its parts (listed together)
+      if (t.name != last_fused) matrix(t.name, t.n_in, t.fused_rows);
+      last_fused = t.name;
+    } else {
+      matrix(t.name, t.n_in, t.n_out);
+    }
   }
   w.write_file(path);
 }

@@ -73,6 +73,37 @@ TEST(Cli, MakeModelInspectGenerate) {
     EXPECT_TRUE(g.contains(key)) << key;
 }
 
+// make-model writes every registered family as the loader reads it; the
+// sliding-window families' plans show their KV groups.
+TEST(Cli, MakeModelEveryFamilyLoadsAndPlansItsKvGroups) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2"}) {
+    test::TempPath model(".gguf");
+    CmdResult mk = run(std::string("make-model --arch ") + arch +
+                       " --n-embd 64 --n-layer 6 --n-head 4 --n-head-kv 2 --n-ff 128 --head-dim 32 "
+                       "--sliding-window 16 --type q8_0 --vocab-from " +
+                       q(test::data_path("stories260K.gguf")) + " -o " + q(model.path));
+    ASSERT_EQ(mk.code, 0) << arch << ": " << mk.err;
+    CmdResult gen = run("generate -m " + q(model.path) +
+                        " -p 'Once upon a time' -n 40 --temp 0 --ignore-eos --json -c 256");
+    ASSERT_EQ(gen.code, 0) << arch << ": " << gen.err;
+    EXPECT_EQ(json::parse(gen.out)["output_tokens"], 40) << arch;
+    CmdResult plan = run("plan -m " + q(model.path) + " -c 4096 --max-num-seqs 1 --max-seq-len 4096 --json");
+    ASSERT_EQ(plan.code, 0) << arch << ": " << plan.err;
+    const json groups = json::parse(plan.out)["kv_groups"];
+    const bool windowed = std::string(arch) == "gemma2" || std::string(arch) == "gemma3";
+    ASSERT_EQ(groups.size(), windowed ? 2u : 1u) << arch << ": " << groups.dump();
+    EXPECT_EQ(groups[0]["tokens"], 4096) << arch;
+    if (windowed) {
+      EXPECT_EQ(groups[1]["window"], 16) << arch;
+      EXPECT_EQ(groups[1]["layers"], std::string(arch) == "gemma2" ? 3 : 5) << arch;
+      EXPECT_LT(groups[1]["tokens"].get<int64_t>(), 4096) << arch;
+    }
+  }
+  CmdResult bad = run("make-model --arch mamba --n-embd 64 --n-layer 1 --n-head 4 --n-head-kv 4 "
+                      "--n-ff 64 --vocab-from x -o /tmp/x.gguf");
+  EXPECT_NE(bad.code, 0);
+}
+
 TEST(Cli, GenerateMatchesGoldenGreedyOnShippedModel) {
   std::ifstream in(test::data_path("golden/stories260K.json"));
   json golden = json::parse(in);
