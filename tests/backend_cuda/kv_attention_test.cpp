@@ -101,6 +101,8 @@ struct AttnCase {
   int n_heads, n_kv_heads, head_dim;
   std::vector<int32_t> seq_lens;  // tokens already cached + this step's, per sequence
   std::vector<int32_t> step;      // this step's tokens per sequence (1 = decode)
+  int32_t window = 0;             // sliding window (0: none); blocks before it are holes
+  float softcap = 0.0f;
 };
 
 // Int8 rows (q8_activations.h) in host memory: do they hold `rows`, as
@@ -167,6 +169,16 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
   const int32_t T = static_cast<int32_t>(token_seq.size());
   const int64_t q_stride = static_cast<int64_t>(c.n_heads) * c.head_dim;
   const auto q = test::random_floats(T * q_stride, seed + 3);
+  // A window group drops the blocks no query of the step can see: holes
+  // (-1) that neither kernel may read.
+  if (c.window > 0)
+    for (int s = 0; s < n_seqs; ++s) {
+      const int32_t first = std::max(0, c.seq_lens[s] - c.step[s] - c.window + 1);
+      for (int b = 0; (b + 1) * block_size <= first; ++b) {
+        tables[s][b] = -1;
+        flat[static_cast<size_t>(s) * max_blocks + b] = -1;
+      }
+    }
 
   std::vector<const int32_t*> table_ptrs;
   for (auto& t : tables) table_ptrs.push_back(t.data());
@@ -188,6 +200,8 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
   pa.token_pos = token_pos.data();
   pa.block_tables = table_ptrs.data();
   pa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  pa.window = c.window;
+  pa.softcap = c.softcap;
   ThreadPool pool(2);
   paged_attention(pa, pool);
 
@@ -280,6 +294,14 @@ void prefill_cases(const CudaDevice* dev) {
   run_attention_case(dev, {DType::F16, 8, 2, 80, {90, 5}, {90, 2}}, 400);
 }
 
+// Sliding windows (Gemma; partitions start at the window) and score soft caps
+// (Gemma 2), in prefill chunks and decodes, with dropped blocks as holes.
+void window_softcap_cases(const CudaDevice* dev) {
+  run_attention_case(dev, {DType::F16, 8, 2, 64, {75, 700, 33}, {75, 64, 1}, 32, 0.0f}, 600);
+  run_attention_case(dev, {DType::F16, 4, 1, 128, {1300, 40}, {1, 40}, 512, 50.0f}, 601);
+  run_attention_case(dev, {DType::Q8_0, 8, 4, 64, {200, 1030}, {1, 1}, 0, 30.0f}, 602);
+}
+
 TEST(CudaPagedAttention, DecodeMatchesCpu) {
   PAGELLM_REQUIRE_CUDA_DEVICE();
   CudaDevice dev(0);
@@ -297,6 +319,16 @@ TEST(CudaPagedAttention, PrefillAndChunkedPrefillMatchCpu) {
 TEST(CudaPagedAttention, HostRenditionMatchesCpu) {
   decode_cases(nullptr);
   prefill_cases(nullptr);
+}
+
+TEST(CudaPagedAttention, WindowAndSoftcapMatchCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  window_softcap_cases(&dev);
+}
+
+TEST(CudaPagedAttention, WindowAndSoftcapHostRenditionMatchesCpu) {
+  window_softcap_cases(nullptr);
 }
 
 }  // namespace

@@ -109,6 +109,67 @@ TEST(CudaOps, RopeHostRenditionMatchesCpu) {
   }
 }
 
+// Llama 3.1 / LongRoPE frequency factors and an attention factor.
+std::vector<float> rope_factors(int32_t n_rot) {
+  std::vector<float> f(static_cast<size_t>(n_rot / 2));
+  for (size_t i = 0; i < f.size(); ++i) f[i] = 1.0f + 0.25f * static_cast<float>(i % 7);
+  return f;
+}
+
+TEST(CudaOps, RopeFactorsMatchCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  const int32_t head_dim = 64, n_heads = 4, n_rot = 64;
+  const std::vector<int32_t> pos = {0, 3, 900, 20000};
+  const int64_t T = static_cast<int64_t>(pos.size()), stride = n_heads * head_dim;
+  const auto factors = rope_factors(n_rot);
+  const auto x = test::random_floats(T * stride, 11);
+  std::vector<float> want = x;
+  RopeCache cpu(n_rot, 500000.0f, 1.0f, factors.data(), 1.19f);
+  cpu.prepare(pos.data(), T);
+  cpu.apply(want.data(), T, stride, n_heads, head_dim, RopeStyle::kNeox);
+  DeviceBuffer dx = upload(dev, x), dpos = upload(dev, pos);
+  CudaRopeCache gpu(n_rot, 500000.0f, 1.0f, factors.data(), 1.19f);
+  gpu.prepare(dev, dpos.as<int32_t>(), T);
+  gpu.apply(dev, dx.as<float>(), T, stride, n_heads, head_dim, RopeStyle::kNeox);
+  EXPECT_LE(rel_error(download<float>(dev, dx, x.size()), want), 1e-6);
+}
+
+TEST(CudaOps, RopeFactorsHostRenditionMatchesCpu) {
+  const int32_t head_dim = 64, n_heads = 4, n_rot = 64;
+  const std::vector<int32_t> pos = {0, 3, 900, 20000};
+  const int64_t T = static_cast<int64_t>(pos.size()), stride = n_heads * head_dim;
+  const auto factors = rope_factors(n_rot);
+  for (RopeStyle style : {RopeStyle::kNorm, RopeStyle::kNeox}) {
+    const auto x = test::random_floats(T * stride, 12);
+    std::vector<float> want = x, got = x, plain = x;
+    RopeCache cpu(n_rot, 500000.0f, 1.0f, factors.data(), 1.19f);
+    cpu.prepare(pos.data(), T);
+    cpu.apply(want.data(), T, stride, n_heads, head_dim, style);
+    rope_host(got.data(), pos.data(), T, stride, n_heads, head_dim, n_rot, 500000.0f, 1.0f, style,
+              factors.data(), 1.19f);
+    EXPECT_EQ(got, want);
+    rope_host(plain.data(), pos.data(), T, stride, n_heads, head_dim, n_rot, 500000.0f, 1.0f,
+              style);
+    EXPECT_GT(rel_error(plain, want), 1e-3);  // the factors change the rotation
+  }
+}
+
+TEST(CudaOps, GeluTanhMulMatchesCpu) {
+  const int64_t n = 4099;
+  auto gate = test::random_floats(n, 21), up = test::random_floats(n, 22);
+  for (int64_t i = 0; i < n; ++i) gate[static_cast<size_t>(i)] *= 6.0f;  // the tails too
+  std::vector<float> want = gate, host = gate;
+  pagellm::glu(Activation::kGeluTanh, want.data(), up.data(), n);
+  gelu_tanh_mul_host(host.data(), up.data(), n);
+  EXPECT_EQ(host, want) << "host rendition";
+  if (cuda_device_count() == 0) return;  // the device half needs a GPU
+  CudaDevice dev(0);
+  DeviceBuffer dg = upload(dev, gate), du = upload(dev, up);
+  gelu_tanh_mul(dev, dg.as<float>(), du.as<const float>(), n);
+  EXPECT_LE(rel_error(download<float>(dev, dg, gate.size()), want), 1e-6);
+}
+
 TEST(CudaOps, SiluMulAddBiasAndResidualMatchCpu) {
   PAGELLM_REQUIRE_CUDA_DEVICE();
   CudaDevice dev(0);

@@ -74,5 +74,44 @@ TEST(CudaStepUpload, EmptyStepAndEmptyTables) {
   EXPECT_EQ(at<int32_t>(buf, l.off_tables, 0), 0);
 }
 
+// A second KV group (a sliding window's tables, with holes): its slots and
+// tables after group 0's, padded to the stride of the longest table of any
+// group.
+TEST(CudaStepUpload, PacksEveryKvGroup) {
+  const std::vector<int32_t> pos = {40, 41}, seq = {0, 1};
+  const std::vector<int64_t> slots0 = {40, 73}, slots1 = {8, 9};
+  const std::vector<int32_t> a0 = {0, 1, 2}, b0 = {3, 4, 5, 6}, a1 = {-1, -1, 0}, b1 = {1};
+  const int32_t* t0[] = {a0.data(), b0.data()};
+  const int32_t* t1[] = {a1.data(), b1.data()};
+  const int32_t c0[] = {3, 4}, c1[] = {3, 1};
+  StepInputs::Group g1{slots1.data(), t1, c1};
+  StepInputs in;
+  in.n_tokens = 2;
+  in.n_seqs = 2;
+  in.positions = pos.data();
+  in.token_seq = seq.data();
+  in.slots = slots0.data();
+  in.block_tables = t0;
+  in.block_counts = c0;
+  in.more_groups = {&g1, 1};
+  std::vector<uint8_t> buf;
+  const StepUploadLayout l = pack_step_inputs(in, buf);
+  ASSERT_EQ(l.group_slots.size(), 1u);
+  ASSERT_EQ(buf.size(), l.total);
+  EXPECT_EQ(l.table_stride, 4);
+  EXPECT_EQ(l.group_slots[0] % 16, 0u);
+  EXPECT_EQ(l.group_tables[0] % 16, 0u);
+  EXPECT_GE(l.group_slots[0], l.off_tables + 2 * 4 * 4);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(at<int64_t>(buf, l.off_slots, i), slots0[i]);
+    EXPECT_EQ(at<int64_t>(buf, l.group_slots[0], i), slots1[i]);
+  }
+  EXPECT_EQ(at<int32_t>(buf, l.group_tables[0], 0), -1);
+  EXPECT_EQ(at<int32_t>(buf, l.group_tables[0], 2), 0);
+  EXPECT_EQ(at<int32_t>(buf, l.group_tables[0], 3), 0);  // padding
+  EXPECT_EQ(at<int32_t>(buf, l.group_tables[0], 4), 1);  // sequence 1's row
+  EXPECT_EQ(at<int32_t>(buf, l.off_tables, 7), 6);
+}
+
 }  // namespace
 }  // namespace pagellm::cuda

@@ -158,6 +158,21 @@ TEST(CudaEngine, GreedyTokensEqualTheCpuOnOneGpu) {
 
 // 40 sequences decode together: steps of more rows than the GEMV takes, on
 // the int8 tensor-core product (mmq.h).
+// Every architecture family on the GPU (GELU, windows with their KV groups,
+// soft caps, q/k norms, fused projections, RoPE factors), whole and split
+// with the host.
+TEST(CudaEngine, EveryFamilyGivesTheCpuTokens) {
+  REQUIRE_GPU();
+  for (const char* file :
+       {"golden/arch/rand-qwen3-tok512-Q8_0.gguf", "golden/arch/rand-gemma3-tok512-Q8_0.gguf",
+        "golden/arch/rand-gemma2-tok512-Q8_0.gguf", "golden/arch/rand-phi3-tok512-Q8_0.gguf",
+        "golden/arch/rand-olmo2-tok512-Q8_0.gguf", "golden/arch/rand-llama31-tok512-Q8_0.gguf"}) {
+    const int32_t L = load(file).model->hparams().n_layer;
+    check_tokens(file, {{"cuda:0", 0, L}});
+    check_tokens(file, {{"cuda:0", 0, L / 2}, {"host", L / 2, L}});
+  }
+}
+
 TEST(CudaEngine, GreedyTokensEqualTheCpuInDecodeBatchesOfForty) {
   REQUIRE_GPU();
   for (const char* file :

@@ -264,8 +264,12 @@ void CudaBackend::begin_step(const StepInputs& in, std::span<const RopeParams> r
   auto* base = static_cast<uint8_t*>(step_buf_.data());
   d_positions_ = reinterpret_cast<const int32_t*>(base);
   d_token_seq_ = reinterpret_cast<const int32_t*>(base + l.off_seq);
-  d_slots_ = reinterpret_cast<const int64_t*>(base + l.off_slots);
-  d_tables_ = reinterpret_cast<const int32_t*>(base + l.off_tables);
+  d_slots_.assign(1, reinterpret_cast<const int64_t*>(base + l.off_slots));
+  d_tables_.assign(1, reinterpret_cast<const int32_t*>(base + l.off_tables));
+  for (size_t g = 0; g < l.group_slots.size(); ++g) {
+    d_slots_.push_back(reinterpret_cast<const int64_t*>(base + l.group_slots[g]));
+    d_tables_.push_back(reinterpret_cast<const int32_t*>(base + l.group_tables[g]));
+  }
 
   if (ropes.size() != ropes_.size()) {
     graphs_.invalidate();
@@ -275,30 +279,18 @@ void CudaBackend::begin_step(const StepInputs& in, std::span<const RopeParams> r
   }
   for (size_t i = 0; i < ropes.size(); ++i) {
     const RopeParams& rope = ropes[i];
-    if (rope.freq_factors || rope.attn_factor != 1.0f)
-      throw ConfigError(fmt::format("{}: RoPE frequency factors are not supported yet", name_));
     auto& cache = ropes_[i];
     if (!cache || !(rope == rope_params_[i])) {
       graphs_.invalidate();
       if (cache) dev_.synchronize();  // queued kernels may still read the old tables
-      cache = std::make_unique<CudaRopeCache>(rope.n_rot, rope.freq_base, rope.freq_scale);
+      cache = std::make_unique<CudaRopeCache>(rope.n_rot, rope.freq_base, rope.freq_scale,
+                                              rope.freq_factors, rope.attn_factor);
       rope_params_[i] = rope;
     }
     const void* table = cache->table();
     cache->prepare(dev_, d_positions_, in.n_tokens);
     if (cache->table() != table) graphs_.invalidate();
   }
-}
-
-bool CudaBackend::supports(BackendOp op) const {
-  switch (op) {
-    case BackendOp::kGeluTanh:
-    case BackendOp::kAttentionWindow:
-    case BackendOp::kAttentionSoftcap:
-    case BackendOp::kRopeFactors:
-      return false;
-  }
-  return false;
 }
 
 const CudaRopeCache& CudaBackend::rope_table(int32_t table) const {
@@ -309,10 +301,8 @@ const CudaRopeCache& CudaBackend::rope_table(int32_t table) const {
 }
 
 void CudaBackend::check_attention(const KvLayerView& kv) const {
-  if (kv.window > 0)
-    throw ConfigError(fmt::format("{}: sliding-window attention is not supported yet", name_));
-  if (kv.softcap > 0)
-    throw ConfigError(fmt::format("{}: attention soft-capping is not supported yet", name_));
+  if (kv.group < 0 || static_cast<size_t>(kv.group) >= d_tables_.size())
+    throw Error(fmt::format("{}: KV group {} has no block tables this step", name_, kv.group));
 }
 
 Backend::LayerRun CudaBackend::begin_layers(int32_t begin, int32_t end) {
@@ -469,6 +459,12 @@ void CudaBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t n,
   cuda::add_bias(dev_, x, bias, rows, n, stride);
 }
 
+void CudaBackend::glu(Activation act, float* gate, const float* up, int64_t count) {
+  if (act == Activation::kSilu) return silu_mul(gate, up, count);
+  ProfileScope scope(profile_.get(), "gelu_tanh_mul");
+  cuda::gelu_tanh_mul(dev_, gate, up, count);
+}
+
 void CudaBackend::silu_mul(float* gate, const float* up, int64_t count) {
   ProfileScope scope(profile_.get(), "silu_mul");
   cuda::silu_mul(dev_, gate, up, count);
@@ -487,7 +483,7 @@ KvWriteArgs CudaBackend::kv_write_args(const KvLayerView& kv, const float* k,
   a.k_stride = static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim;
   a.v = v;
   a.v_stride = a.k_stride;
-  a.slots = d_slots_;
+  a.slots = d_slots_.at(static_cast<size_t>(kv.group));
   a.n_tokens = n_tokens_;
   a.n_kv_heads = kv.n_kv_heads;
   a.head_dim = kv.head_dim;
@@ -520,7 +516,7 @@ PagedAttentionArgs CudaBackend::attention_args(const KvLayerView& kv, const floa
                                                int32_t n_heads, float scale) const {
   PagedAttentionArgs a =
       paged_attention_args(kv, q, out, n_heads, scale, n_tokens_, d_token_seq_, d_positions_);
-  a.block_table_flat = d_tables_;
+  a.block_table_flat = d_tables_.at(static_cast<size_t>(kv.group));
   a.block_table_stride = table_stride_;
   return a;
 }

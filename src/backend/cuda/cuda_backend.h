@@ -72,7 +72,6 @@ class CudaBackend final : public Backend {
   // RoPE tables without frequency factors (a ConfigError names them).
   void begin_step(const StepInputs& in, std::span<const RopeParams> ropes) override;
   // Not yet: GELU, sliding windows, soft caps, RoPE frequency factors.
-  bool supports(BackendOp op) const override;
   // Decode steps (up to kGemvMaxRows tokens, or up to kMmqMaxRows while
   // every product of that size has run on the int8 kernels) are recorded as
   // CUDA graphs (layer_graphs.h); PAGELLM_CUDA_GRAPHS=0 turns that off.
@@ -94,6 +93,7 @@ class CudaBackend final : public Backend {
   void add_inplace(float* x, const float* y, int64_t count) override;
   void add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) override;
   void silu_mul(float* gate, const float* up, int64_t count) override;
+  void glu(Activation act, float* gate, const float* up, int64_t count) override;
   using Backend::rope;
   void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim, RopeStyle style,
             int32_t table) override;
@@ -173,8 +173,9 @@ class CudaBackend final : public Backend {
   int32_t table_stride_ = 0;
   const int32_t* d_positions_ = nullptr;
   const int32_t* d_token_seq_ = nullptr;
-  const int64_t* d_slots_ = nullptr;
-  const int32_t* d_tables_ = nullptr;
+  // Per KV group (StepInputs::group): slots and block tables.
+  std::vector<const int64_t*> d_slots_;
+  std::vector<const int32_t*> d_tables_;
 };
 
 }  // namespace pagellm::cuda

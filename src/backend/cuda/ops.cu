@@ -68,14 +68,29 @@ __global__ void add_bias_kernel(float* x, const float* bias, int64_t rows, int64
 }
 
 __global__ void rope_table_kernel(const int32_t* positions, int64_t n_tokens, int32_t n_rot,
-                                  float freq_base, float freq_scale, float2* cos_sin) {
+                                  float freq_base, float freq_scale, const float* factors,
+                                  float attn_factor, float2* cos_sin) {
   pdl_start();
   const int32_t half = n_rot / 2;
   const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n_tokens * half) return;
   const int64_t t = k / half;
   const int32_t i = static_cast<int32_t>(k % half);
-  cos_sin[k] = rope_cos_sin(positions[t], i, n_rot, freq_base, freq_scale);
+  cos_sin[k] = rope_cos_sin(positions[t], i, n_rot, freq_base, freq_scale,
+                            factors ? factors[i] : 1.0f, attn_factor);
+}
+
+// gelu_tanh(g) * u in double, one rounding at the end (backend/cpu/ops.cpp).
+__host__ __device__ __forceinline__ float gelu_tanh_mul_value(float gate, float up) {
+  const double g = gate;
+  return static_cast<float>(0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))) *
+                            up);
+}
+
+__global__ void gelu_tanh_mul_kernel(float* gate, const float* up, int64_t count) {
+  pdl_start();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) gate[i] = gelu_tanh_mul_value(gate[i], up[i]);
 }
 
 // Thread k rotates pair k % half of head (k / half) % n_heads of token
@@ -143,6 +158,17 @@ void silu_mul(const CudaDevice& dev, float* gate, const float* up, int64_t count
              gate, up, count);
 }
 
+void gelu_tanh_mul(const CudaDevice& dev, float* gate, const float* up, int64_t count) {
+  if (count == 0) return;
+  dev.make_current();
+  launch_pdl(dev, "gelu_tanh_mul", gelu_tanh_mul_kernel, dim3(grid_for(count, kThreads)),
+             dim3(kThreads), 0, gate, up, count);
+}
+
+void gelu_tanh_mul_host(float* gate, const float* up, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) gate[i] = gelu_tanh_mul_value(gate[i], up[i]);
+}
+
 void add_bias(const CudaDevice& dev, float* x, const float* bias, int64_t rows, int64_t n,
               int64_t stride) {
   if (rows * n == 0) return;
@@ -177,12 +203,14 @@ void rms_norm_host(const float* x, const float* weight, float* out, int64_t rows
 }
 
 std::vector<float> rope_table_host(const int32_t* positions, int64_t n_tokens, int32_t n_rot,
-                                   float freq_base, float freq_scale) {
+                                   float freq_base, float freq_scale, const float* factors,
+                                   float attn_factor) {
   const int32_t half = n_rot / 2;
   std::vector<float> table(static_cast<size_t>(n_tokens * half) * 2);
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int32_t i = 0; i < half; ++i) {
-      const float2 cs = rope_cos_sin(positions[t], i, n_rot, freq_base, freq_scale);
+      const float2 cs = rope_cos_sin(positions[t], i, n_rot, freq_base, freq_scale,
+                                     factors ? factors[i] : 1.0f, attn_factor);
       table[static_cast<size_t>(t * half + i) * 2] = cs.x;
       table[static_cast<size_t>(t * half + i) * 2 + 1] = cs.y;
     }
@@ -191,13 +219,13 @@ std::vector<float> rope_table_host(const int32_t* positions, int64_t n_tokens, i
 
 void rope_host(float* x, const int32_t* positions, int64_t n_tokens, int64_t stride,
                int32_t n_heads, int32_t head_dim, int32_t n_rot, float freq_base, float freq_scale,
-               RopeStyle style) {
+               RopeStyle style, const float* factors, float attn_factor) {
   if (n_rot > head_dim || n_rot % 2 != 0)
     throw ConfigError(fmt::format("CUDA RoPE: n_rot {} for heads of {}", n_rot, head_dim));
   const int32_t half = n_rot / 2;
   // The table prepare() fills, then the pairs as rope_apply_kernel rotates them.
   const std::vector<float> table =
-      rope_table_host(positions, n_tokens, n_rot, freq_base, freq_scale);
+      rope_table_host(positions, n_tokens, n_rot, freq_base, freq_scale, factors, attn_factor);
   const auto* cs = reinterpret_cast<const float2*>(table.data());
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int32_t i = 0; i < half; ++i)
@@ -211,9 +239,15 @@ void CudaRopeCache::prepare(const CudaDevice& dev, const int32_t* positions, int
   const int64_t pairs = n_tokens * (n_rot_ / 2);
   if (pairs == 0) return;
   cos_sin_.reserve(dev, checked_bytes(pairs, sizeof(float2)));
+  if (!factors_.empty() && !d_factors_.data()) {
+    d_factors_.reserve(dev, factors_.size() * sizeof(float));
+    dev.to_device(d_factors_.data(), factors_.data(), factors_.size() * sizeof(float));
+  }
   dev.make_current();
   launch_pdl(dev, "rope_table", rope_table_kernel, dim3(grid_for(pairs, kThreads)), dim3(kThreads),
-             0, positions, n_tokens, n_rot_, freq_base_, freq_scale_, cos_sin_.as<float2>());
+             0, positions, n_tokens, n_rot_, freq_base_, freq_scale_,
+             factors_.empty() ? nullptr : d_factors_.as<const float>(), attn_factor_,
+             cos_sin_.as<float2>());
 }
 
 const float* CudaRopeCache::cos_sin(int64_t n_tokens) const {

@@ -41,6 +41,9 @@ void add_inplace(const CudaDevice& dev, float* x, const float* y, int64_t count)
 
 // gate[i] = silu(gate[i]) * up[i], silu(v) = v / (1 + exp(-v))
 void silu_mul(const CudaDevice& dev, float* gate, const float* up, int64_t count);
+// gate[i] = gelu_tanh(gate[i]) * up[i], in double as the CPU's gelu_tanh_mul.
+void gelu_tanh_mul(const CudaDevice& dev, float* gate, const float* up, int64_t count);
+void gelu_tanh_mul_host(float* gate, const float* up, int64_t count);
 
 // x[r * stride + i] += bias[i] for each of `rows` rows of n floats
 void add_bias(const CudaDevice& dev, float* x, const float* bias, int64_t rows, int64_t n,
@@ -53,17 +56,24 @@ void add_bias(const CudaDevice& dev, float* x, const float* bias, int64_t rows, 
 // own per-pair code: tests check the table and both pair orders without a GPU.
 void rope_host(float* x, const int32_t* positions, int64_t n_tokens, int64_t stride,
                int32_t n_heads, int32_t head_dim, int32_t n_rot, float freq_base, float freq_scale,
-               RopeStyle style);
+               RopeStyle style, const float* factors = nullptr, float attn_factor = 1.0f);
 
 // CudaRopeCache's table (rope.cuh's layout) on the host, by the kernel's own
 // per-pair code: for the host renditions of kernels that read it.
 std::vector<float> rope_table_host(const int32_t* positions, int64_t n_tokens, int32_t n_rot,
-                                   float freq_base, float freq_scale);
+                                   float freq_base, float freq_scale,
+                                   const float* factors = nullptr, float attn_factor = 1.0f);
 
 class CudaRopeCache {
  public:
-  CudaRopeCache(int32_t n_rot, float freq_base, float freq_scale)
-      : n_rot_(n_rot), freq_base_(freq_base), freq_scale_(freq_scale) {}
+  // factors: host, n_rot / 2 per-pair frequency divisors (null: none).
+  CudaRopeCache(int32_t n_rot, float freq_base, float freq_scale, const float* factors = nullptr,
+                float attn_factor = 1.0f)
+      : n_rot_(n_rot),
+        freq_base_(freq_base),
+        freq_scale_(freq_scale),
+        attn_factor_(attn_factor),
+        factors_(factors ? std::vector<float>(factors, factors + n_rot / 2) : std::vector<float>{}) {}
   // positions: device [n_tokens] int32.
   void prepare(const CudaDevice& dev, const int32_t* positions, int64_t n_tokens);
   // Rotates x [n_tokens][stride] (n_heads heads of head_dim from each row's
@@ -82,6 +92,9 @@ class CudaRopeCache {
   int32_t n_rot_;
   float freq_base_;
   float freq_scale_;
+  float attn_factor_;
+  std::vector<float> factors_;
+  DeviceBuffer d_factors_;  // factors_ on the device, uploaded by the first prepare()
   int64_t n_tokens_ = 0;
   DeviceBuffer cos_sin_;  // [n_tokens][n_rot / 2] of {cos, sin} f32
 };

@@ -90,7 +90,15 @@ __host__ __device__ __forceinline__ float lane_score(const PagedAttentionArgs& a
   const int64_t slot =
       static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
   *row = slot * a.n_kv_heads + kvh;
-  return dot_row<T>(a.k_cache, *row, q_s, a.head_dim) * a.scale;
+  const float score = dot_row<T>(a.k_cache, *row, q_s, a.head_dim) * a.scale;
+  return a.softcap > 0.0f ? a.softcap * tanhf(score / a.softcap) : score;
+}
+
+// The first position token t attends to: its window's start (0 without one).
+// Partitions start there, so no lane reads a block that left the window.
+__host__ __device__ __forceinline__ int32_t first_pos(const PagedAttentionArgs& a, int t) {
+  const int32_t p = a.token_pos[t] - a.window + 1;
+  return a.window > 0 && p > 0 ? p : 0;
 }
 
 // Lane work 2: acc[i] += w * V[row][lane + 32 i], the lane's dims.
@@ -263,9 +271,9 @@ __global__ void __launch_bounds__(kThreads)
   const int D = a.head_dim;
   const int kvh = h / (a.n_heads / a.n_kv_heads);
   __shared__ Shared sh;
-  const int32_t n_ctx = a.token_pos[t] + 1;
+  const int32_t n_ctx = a.token_pos[t] + 1, first = first_pos(a, t);
   const int32_t z = static_cast<int32_t>(blockIdx.z);
-  if (sp.parts > 1 && z * kPartition >= n_ctx) return;
+  if (sp.parts > 1 && first + z * kPartition >= n_ctx) return;
 
   const float* q = a.q + t * a.q_stride + static_cast<int64_t>(h) * D;
   for (int i = threadIdx.x; i < D; i += kThreads) sh.q[i] = q[i];
@@ -276,10 +284,10 @@ __global__ void __launch_bounds__(kThreads)
   // One call site of partition_device for both launches: the same code, so
   // the same bits.
   const int32_t z_begin = sp.parts > 1 ? z : 0;
-  const int32_t z_end = sp.parts > 1 ? z + 1 : (n_ctx + kPartition - 1) / kPartition;
+  const int32_t z_end = sp.parts > 1 ? z + 1 : (n_ctx - first + kPartition - 1) / kPartition;
   Running r;
   for (int32_t zi = z_begin; zi < z_end; ++zi) {
-    const int32_t p0 = zi * kPartition;
+    const int32_t p0 = first + zi * kPartition;
     float v[kMaxPerThread], m_c, l_c;
     partition_device<T>(a, table, kvh, p0, min(p0 + kPartition, n_ctx), sh, v, &m_c, &l_c);
     if (sp.parts == 1) {
@@ -304,10 +312,10 @@ __global__ void __launch_bounds__(kThreads)
     merge_partitions_kernel(PagedAttentionArgs a, Q8Dst q8, AttentionSplit sp) {
   pdl_start();
   const int t = blockIdx.x, h = blockIdx.y, D = a.head_dim;
-  const int32_t n_ctx = a.token_pos[t] + 1;
+  const int32_t n_ctx = a.token_pos[t] + 1, first = first_pos(a, t);
   const int nd = n_dims(D);
   Running r;
-  for (int32_t z = 0; z < sp.parts && z * kPartition < n_ctx; ++z) {
+  for (int32_t z = 0; z < sp.parts && first + z * kPartition < n_ctx; ++z) {
     const float* part = partial_at(a, sp, t, h, z);
     float v[kMaxPerThread];
 #pragma unroll
@@ -334,7 +342,7 @@ void attention_host(const PagedAttentionArgs& a, Q8Dst q8, int t, int h) {
   // Running merges of the 128 threads (thread tid: dims tid + 128 k).
   std::vector<Running> run(kThreads);
   static thread_local float acc_s[kWarps][32][kMaxPerLane];
-  for (int32_t p0 = 0; p0 < n_ctx; p0 += kPartition) {
+  for (int32_t p0 = first_pos(a, t); p0 < n_ctx; p0 += kPartition) {
     const int32_t p1 = p0 + kPartition < n_ctx ? p0 + kPartition : n_ctx;
     float m_s[kWarps], l_s[kWarps];
     for (int warp = 0; warp < kWarps; ++warp) {

@@ -15,12 +15,18 @@
 
 namespace pagellm::cuda::detail {
 
-// {cos, sin} of pair i's angle at position pos (in double, as the CPU).
+// {cos, sin} of pair i's angle at position pos (in double, as the CPU): the
+// pair's frequency divided by its factor (Llama 3.1, LongRoPE; 1 without),
+// cos and sin times attn_factor.
 __host__ __device__ __forceinline__ float2 rope_cos_sin(int32_t pos, int32_t i, int32_t n_rot,
-                                                        float freq_base, float freq_scale) {
-  const double inv_freq = pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
+                                                        float freq_base, float freq_scale,
+                                                        float factor = 1.0f,
+                                                        float attn_factor = 1.0f) {
+  double inv_freq = pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
+  inv_freq /= factor;
   const double angle = static_cast<double>(pos) * freq_scale * inv_freq;
-  return make_float2(static_cast<float>(cos(angle)), static_cast<float>(sin(angle)));
+  return make_float2(static_cast<float>(cos(angle) * attn_factor),
+                     static_cast<float>(sin(angle) * attn_factor));
 }
 
 // Rotates pair i of the head at v: kNorm (v[2i], v[2i+1]), kNeox (v[i],

@@ -4,8 +4,10 @@
 //   token_seq  [n_tokens] int32        at off_seq
 //   slots      [n_tokens] int64        at off_slots
 //   tables     [n_seqs][table_stride]  int32 at off_tables: sequence s's block
-//              ids, then zeros up to table_stride: max(1, longest table)
-//              rounded up to a multiple of stride_multiple
+//              ids, then zeros up to table_stride: max(1, longest table of
+//              any KV group) rounded up to a multiple of stride_multiple
+//   then, for each further KV group g (StepInputs::more_groups), its slots
+//   and tables at group_slots[g - 1] and group_tables[g - 1]
 // Every offset is a multiple of 16 bytes. Host code only: testable without a GPU.
 #pragma once
 
@@ -23,6 +25,8 @@ struct StepUploadLayout {
   size_t off_tables = 0;
   size_t total = 0;
   int32_t table_stride = 1;
+  std::vector<size_t> group_slots;   // KV groups 1..
+  std::vector<size_t> group_tables;
 };
 
 // Fills `buf` (resized to layout.total) and returns the layout.
