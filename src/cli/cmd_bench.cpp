@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_checks.h"
 #include "backend/cpu/cpu_isa.h"
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
@@ -195,13 +196,13 @@ Runner add_bench(CLI::App& app) {
   a->model.add_to(*sub);
   a->plan.add_to(*sub);
   sub->add_option("--concurrency", a->spec.concurrency, "Requests in flight")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--requests", a->spec.requests, "Requests in total")->check(CLI::PositiveNumber);
-  sub->add_option("--prompt-len", a->spec.prompt_len, "Prompt tokens")->check(CLI::PositiveNumber);
+      ->check(above(0));
+  sub->add_option("--requests", a->spec.requests, "Requests in total")->check(above(0));
+  sub->add_option("--prompt-len", a->spec.prompt_len, "Prompt tokens")->check(above(0));
   sub->add_option("--gen-len", a->spec.gen_len, "Generated tokens per request")
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   sub->add_option("--shared-prefix", a->spec.shared_prefix, "Tokens every prompt shares")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--seed", a->spec.seed, "Seed of the random prompts");
   sub->add_flag("--no-prefix-cache", a->no_prefix_cache, "Disable prefix caching");
   sub->add_flag("--json", a->json, "Print one JSON object");

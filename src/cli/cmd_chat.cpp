@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
 #include "cli/sampling_options.h"
@@ -175,7 +176,7 @@ Runner add_chat(CLI::App& app) {
                   "A user turn (repeatable); answers them in order and exits instead of reading "
                   "the terminal");
   sub->add_option("-n,--n-predict", a->n_predict, "Most tokens per reply")
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   a->sampling.add_to(*sub);
   sub->add_flag("--json", a->json, "With --message: print one JSON object with every turn");
   return [a] { return run_chat(*a); };

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
 #include "cli/sampling_options.h"
@@ -104,7 +105,7 @@ Runner add_generate(CLI::App& app) {
   a->plan.add_to(*sub);
   sub->add_option("-p,--prompt", a->prompt, "Prompt text");
   sub->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   a->sampling.add_to(*sub);
   sub->add_flag("--parse-special", a->parse_special,
                 "Match special-token text (e.g. <|im_start|>) in the prompt");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
 #include "engine/perplexity.h"
@@ -80,7 +81,7 @@ Runner add_perplexity(CLI::App& app) {
   a->plan.add_to(*sub);
   sub->add_option("-f,--file", a->file, "Text file to score")->required();
   sub->add_option("-b,--batch", a->batch, "Tokens per forward pass (default 512)")
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   sub->add_flag("--json", a->json, "Print one JSON object: ppl, ppl_stderr, tokens, windows");
   return [a] { return run_perplexity(*a); };
 }

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "cli/cli_checks.h"
 #include "cli/commands.h"
 #include "cli/plan_options.h"
 #include "device/memory_probe.h"
@@ -178,7 +179,7 @@ Runner add_serve(CLI::App& app) {
   sub->add_option("-m,--model", a->model, "GGUF model (default: the model shipped in the repo)");
   sub->add_option("--host", a->host, "Address to listen on (default 127.0.0.1)");
   sub->add_option("--port", a->port, "Port (0: any free port; default 8080)")
-      ->check(CLI::Range(0, 65535));
+      ->check(in_range(0, 65535));
   sub->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on /v1/*")
       ->envname("PAGELLM_API_KEY");
   sub->add_option("--alias", a->alias, "Model name in the API (default: the file's stem)");
@@ -186,12 +187,13 @@ Runner add_serve(CLI::App& app) {
                   "Chat template: a built-in name or a Jinja file (default: the model's own)");
   sub->add_option("--max-queue", a->max_queue,
                   "Requests in flight (running and waiting) before 503 (default 256)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("-t,--threads", a->threads, "Compute threads (default: physical cores)");
+      ->check(above(0));
+  sub->add_option("-t,--threads", a->threads, "Compute threads (default: physical cores)")
+      ->check(at_least(0));
   sub->add_flag("--no-prefix-cache", a->no_prefix_cache, "Disable prefix caching");
   sub->add_option("--shutdown-timeout", a->shutdown_timeout_s,
                   "Seconds in-flight requests get to finish on SIGINT/SIGTERM (default 10)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--debug-load-delay-ms", a->load_delay_ms,
                   "Test hook: wait this long before loading the model")
       ->group("");

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "cli/cli_checks.h"
 #include "cli/commands.h"
 #include "planner/plan_format.h"
 
@@ -10,7 +11,7 @@ namespace pagellm::cli {
 void ModelOptions::add_to(CLI::App& sub) {
   sub.add_option("-m,--model", model, "GGUF model file (default: the model shipped in the repo)");
   sub.add_option("-t,--threads", threads, "Threads (default: physical cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub.add_flag("--no-mmap", no_mmap, "Read the weights into memory instead of mmap");
   sub.add_flag("--mlock", mlock, "Lock the weights in RAM");
   sub.add_flag(

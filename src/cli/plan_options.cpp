@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/cli_checks.h"
 #include "model/backend_factory.h"
 #include "planner/device_map.h"
 #include "util/error.h"
@@ -21,11 +22,11 @@ void PlanOptions::add_to(CLI::App& sub) {
       "DEVICE = host, cpu:N, cuda:N or cuda:N.K; every layer once, one range per device)");
   auto* tokens =
       sub.add_option("-c,--kv-tokens,--ctx-size", kv_tokens, "KV cache for N tokens in total")
-          ->check(CLI::PositiveNumber);
+          ->check(above(0));
   auto* mem = sub.add_option("--kv-mem", kv_mem, "At most SIZE of KV cache on any one device");
   auto* frac = sub.add_option("--kv-fraction", kv_fraction,
                               "KV cache: fraction F of what is free after weights, per device")
-                   ->check(CLI::Range(0.0, 1.0));
+                   ->check(in_range(0.0, 1.0));
   tokens->excludes(mem)->excludes(frac);
   mem->excludes(frac);
   sub.add_option("--kv-type", kv_type, "KV cache type: f16, f32 or q8_0")->capture_default_str();
@@ -34,24 +35,24 @@ void PlanOptions::add_to(CLI::App& sub) {
                  "cap for virtual cpu:N devices)");
   sub.add_option("--max-seq-len", max_seq_len,
                  "Longest sequence (default: the model's trained context)")
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   sub.add_option("--max-num-seqs", max_num_seqs, "Most sequences at once")
-      ->check(CLI::PositiveNumber)
+      ->check(above(0))
       ->capture_default_str();
   sub.add_option("--min-kv-tokens", min_kv_tokens,
                  "Smallest acceptable cache (default: --max-seq-len)")
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   sub.add_option("--block-size", block_size, "Tokens per KV block")
-      ->check(CLI::Range(1, 4096))
+      ->check(in_range(1, 4096))
       ->capture_default_str();
   sub.add_option("--max-batched-tokens", max_batched_tokens,
                  "Most tokens in one step (sizes the activation workspace)")
-      ->check(CLI::PositiveNumber)
+      ->check(above(0))
       ->capture_default_str();
   sub.add_option("--max-prefill-while-decoding", max_prefill_while_decoding,
                  "Most prompt tokens in a step while sequences are decoding, so that a long "
                  "prompt does not stall them (0: only --max-batched-tokens)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
   sub.add_flag("--no-cpu-offload", no_cpu_offload,
                "Never put layers on the host CPU; shrink the cache instead (down to "
@@ -71,7 +72,11 @@ PlanRequest PlanOptions::request(const ModelHParams& hp) const {
     r.kv_fraction = kv_fraction;
   }
   r.block_size = block_size;
-  r.max_seq_len = max_seq_len > 0 ? max_seq_len : hp.n_ctx_train;
+  // -c is the cache size everywhere; a sequence may use all of it, up to the
+  // trained context.
+  r.max_seq_len = max_seq_len > 0   ? max_seq_len
+                  : kv_tokens > 0 ? std::min<int64_t>(hp.n_ctx_train, kv_tokens)
+                                  : hp.n_ctx_train;
   r.max_num_seqs = max_num_seqs;
   r.min_kv_tokens = min_kv_tokens;
   r.no_cpu_offload = no_cpu_offload;

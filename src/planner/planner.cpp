@@ -111,7 +111,14 @@ class Planner {
       : req_(req), fp_(fp), m_(m) {
     bs_ = req.block_size;
     per_seq_ = ceil_div(req.max_seq_len, bs_);
-    cap_ = per_seq_ > kMaxBlocks / req.max_num_seqs ? kMaxBlocks : per_seq_ * req.max_num_seqs;
+    // Without a GPU the cache is in host RAM, shared with everything else: by
+    // default room for kHostDefaultSeqs full-length sequences, not max_num_seqs.
+    seqs_cap_ = req.max_num_seqs;
+    bool gpu = false;
+    for (const auto& d : m.devices()) gpu = gpu || d.device.kind == DeviceKind::kCuda;
+    if (req.kv_mode == KvMode::kAuto && !gpu)
+      seqs_cap_ = std::min(req.max_num_seqs, kHostDefaultSeqs);
+    cap_ = per_seq_ > kMaxBlocks / seqs_cap_ ? kMaxBlocks : per_seq_ * seqs_cap_;
     min_tokens_ = req.min_kv_tokens > 0 ? req.min_kv_tokens : req.max_seq_len;
     min_blocks_ = std::max<int64_t>(1, ceil_div(min_tokens_, bs_));
     if (req.kv_mode == KvMode::kTokens) asked_ = ceil_div(req.kv_tokens, bs_);
@@ -262,8 +269,13 @@ class Planner {
         (!tight || tight->max_blocks > blocks || req_.kv_mode == KvMode::kTokens)) {
       p.binding_limit = BindingLimit::kSeqCap;
       p.binding_detail =
-          fmt::format("max_seq_len x max_num_seqs = {} x {} tokens; more cache would not be used",
-                      format_count(req_.max_seq_len), req_.max_num_seqs);
+          seqs_cap_ < req_.max_num_seqs
+              ? fmt::format("max_seq_len x {} = {} x {} tokens: the host's default cache, room for "
+                            "{} full-length sequences (-c or --kv-mem for more)",
+                            kHostDefaultSeqs, format_count(req_.max_seq_len), seqs_cap_, seqs_cap_)
+              : fmt::format(
+                    "max_seq_len x max_num_seqs = {} x {} tokens; more cache would not be used",
+                    format_count(req_.max_seq_len), req_.max_num_seqs);
       return;
     }
     p.binding_limit = tight->kind;
@@ -456,6 +468,7 @@ class Planner {
   const PlanRequest& req_;
   const ModelFootprint& fp_;
   const CostModel& m_;
+  int32_t seqs_cap_ = 1;
   int64_t bs_ = 16, per_seq_ = 1, cap_ = 0, min_tokens_ = 0, min_blocks_ = 1, asked_ = 0;
 };
 

@@ -54,10 +54,16 @@ namespace pagellm {
 
 enum class KvMode {
   kAuto,      // no request: as large as fits, capped at max_seq_len x max_num_seqs
+              // (x min(max_num_seqs, kHostDefaultSeqs) when no GPU is planned: host RAM
+              // is shared with everything else)
   kTokens,    // --kv-tokens N / -c N
   kMemory,    // --kv-mem SIZE: at most SIZE of cache on any one device
   kFraction,  // --kv-fraction F: fraction F of what is free after weights
 };
+
+// Full-length sequences the default (kAuto) cache holds without a GPU, as
+// llama-server's default slot count.
+constexpr int32_t kHostDefaultSeqs = 4;
 
 struct PlanRequest {
   KvMode kv_mode = KvMode::kAuto;

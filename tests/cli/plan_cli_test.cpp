@@ -38,6 +38,26 @@ TEST(PlanCli, Table) {
   EXPECT_TRUE(has(r.out, "binding limit: kv_tokens")) << r.out;
 }
 
+// Without KV flags and without a GPU the cache is for four full-length
+// sequences (host RAM is shared with everything else), not max_num_seqs.
+TEST(PlanCli, DefaultHostCacheHoldsFourFullSequences) {
+  CmdResult r = run_plan("--json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["max_seq_len"], 512);
+  EXPECT_EQ(j["max_num_seqs"], 64);
+  EXPECT_EQ(j["kv_tokens"], 512 * 4);
+  EXPECT_EQ(j["max_concurrent_full_sequences"], 4);
+  EXPECT_EQ(j["devices"].back()["kv_bytes"], 512 * 4 * j["kv_bytes_per_token"].get<int64_t>());
+  // -c is the cache size, and the context defaults to it (up to the trained 512).
+  const json c = json::parse(run_plan("-c 300 --json").out);
+  EXPECT_EQ(c["max_seq_len"], 300);
+  EXPECT_EQ(c["kv_tokens"], 304);
+  const json big = json::parse(run_plan("-c 4096 --json").out);
+  EXPECT_EQ(big["max_seq_len"], 512);
+  EXPECT_EQ(big["max_concurrent_full_sequences"], 8);
+}
+
 TEST(PlanCli, JsonKeysAndExactBytes) {
   CmdResult r = run_plan("--json --device cpu:0=64MiB --headroom 0 -c 1000 --kv-type f32");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -90,7 +90,13 @@ inline Expected brute_force(const PlanRequest& req, const ModelFootprint& fp,
   const int32_t n = fp.n_layer;
   const int64_t bs = req.block_size;
   const int64_t per_seq = (req.max_seq_len + bs - 1) / bs;
-  const int64_t cap = std::min<int64_t>(INT32_MAX, per_seq * req.max_num_seqs);
+  // The default cache without a GPU: four full-length sequences at most.
+  bool gpu = false;
+  for (const auto& d : devices) gpu = gpu || d.device.kind == DeviceKind::kCuda;
+  const int64_t seqs = req.kv_mode == KvMode::kAuto && !gpu
+                           ? std::min<int64_t>(req.max_num_seqs, 4)
+                           : req.max_num_seqs;
+  const int64_t cap = std::min<int64_t>(INT32_MAX, per_seq * seqs);
   const int64_t min_tokens = req.min_kv_tokens > 0 ? req.min_kv_tokens : req.max_seq_len;
   const int64_t min_blocks = std::max<int64_t>(1, (min_tokens + bs - 1) / bs);
   const size_t k = devices.size() - 1;

@@ -132,7 +132,12 @@ TEST(PlannerProperty, ManualMapsHoldWhatTheirPlacementAllows) {
       continue;
     }
     const int64_t bs = c.req.block_size;
-    const int64_t cap = (c.req.max_seq_len + bs - 1) / bs * c.req.max_num_seqs;
+    bool gpu = false;
+    for (const auto& d : c.devs) gpu = gpu || d.device.kind == DeviceKind::kCuda;
+    const int64_t seqs = c.req.kv_mode == KvMode::kAuto && !gpu
+                             ? std::min<int64_t>(c.req.max_num_seqs, 4)
+                             : c.req.max_num_seqs;
+    const int64_t cap = (c.req.max_seq_len + bs - 1) / bs * seqs;
     const int64_t min_tokens = c.req.min_kv_tokens > 0 ? c.req.min_kv_tokens : c.req.max_seq_len;
     const int64_t floor = std::min(std::max<int64_t>(1, (min_tokens + bs - 1) / bs), cap);
     const int64_t most = max_blocks_for_placement(c.req, c.fp, c.devs, r);

@@ -415,7 +415,12 @@ TEST(Planner, OnlyHost) {
   EXPECT_EQ(p.devices[0].last_layer, 21);
   EXPECT_EQ(p.host_layers(), 22);
   EXPECT_EQ(p.binding_limit, BindingLimit::kSeqCap);
-  EXPECT_EQ(p.kv_tokens, 2048 * 64);
+  EXPECT_EQ(p.kv_tokens, 2048 * 4);  // the host's default: four full-length sequences
+  // Asked for, the cache may be larger: max_seq_len x max_num_seqs still caps it.
+  PlanRequest big = request(2048, 64);
+  big.kv_mode = KvMode::kTokens;
+  big.kv_tokens = 2048 * 100;
+  EXPECT_EQ(plan_checked(big, fp, devs).kv_tokens, 2048 * 64);
   PlanRequest req = request(2048, 64);
   req.no_cpu_offload = true;
   EXPECT_THROW(make_plan(req, fp, devs), ConfigError);
@@ -590,12 +595,14 @@ TEST(Planner, FormatsTableAndJson) {
   const std::string t = format_plan_table(p);
   EXPECT_TRUE(contains(t, "device   kind   layers     weights    KV cache")) << t;
   EXPECT_TRUE(contains(t, "cpu:0    cpu       0-3  400.00 MiB")) << t;
-  EXPECT_TRUE(contains(t, "KV cache: 256 blocks x 16 tokens = 4,096 tokens")) << t;
-  EXPECT_TRUE(contains(t, "max_seq_len 512: 8 concurrent full-length sequences")) << t;
-  EXPECT_TRUE(contains(t, "binding limit: max_seq_len_x_max_num_seqs")) << t;
+  // No GPU: the default cache holds four full-length sequences.
+  EXPECT_TRUE(contains(t, "KV cache: 128 blocks x 16 tokens = 2,048 tokens")) << t;
+  EXPECT_TRUE(contains(t, "max_seq_len 512: 4 concurrent full-length sequences")) << t;
+  EXPECT_TRUE(contains(t, "binding limit: max_seq_len_x_max_num_seqs (max_seq_len x 4 = 512 x 4 "
+                          "tokens: the host's default cache")) << t;
   const nlohmann::json j = plan_to_json(p);
-  EXPECT_EQ(j["num_blocks"], 256);
-  EXPECT_EQ(j["kv_tokens"], 4096);
+  EXPECT_EQ(j["num_blocks"], 128);
+  EXPECT_EQ(j["kv_tokens"], 2048);
   EXPECT_EQ(j["devices"][0]["weight_bytes"], 400 * kMiB);
   EXPECT_EQ(j["devices"][1]["first_layer"], -1);
   EXPECT_EQ(j["devices"][1]["last_layer"], -1);

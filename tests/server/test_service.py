@@ -129,6 +129,20 @@ def test_plan_flags_reach_the_engine(start_server):
     assert metrics["pagellm_kv_blocks_total"] == 125
 
 
+def test_c_is_the_cache_and_the_context_everywhere(start_server, pagellm_bin):
+    # -c 300 on a 512-token model: a 300-token cache, and max_seq_len 300 in
+    # the engine (/v1/models), in /v1/plan and in `pagellm plan`.
+    srv = start_server("-c", "300")
+    plan = requests.get(srv.url + "/v1/plan", timeout=10).json()
+    (m,) = requests.get(srv.url + "/v1/models", timeout=10).json()["data"]
+    out = subprocess.run([pagellm_bin, "plan", "-m", str(STORIES), "-c", "300", "--json"],
+                         check=True, capture_output=True, text=True, timeout=60)
+    cli = json.loads(out.stdout)
+    assert plan["max_seq_len"] == cli["max_seq_len"] == m["max_model_len"] == 300
+    assert plan["kv_tokens"] == cli["kv_tokens"] == 304  # 19 blocks of 16
+    assert cli["max_concurrent_full_sequences"] == 1
+
+
 def test_virtual_devices_give_the_host_tokens(start_server, client_for):
     host = start_server()
     split = start_server("--device", "cpu:0=64MiB", "--device-map", "0-2:cpu:0,3-4:host")
