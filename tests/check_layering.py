@@ -21,6 +21,7 @@ CONCRETE_OK = {
     "engine/sampler.cpp": "the CPU's vectorised exp for softmax over the vocabulary",
     "engine/roofline.h": "probes the host's memory bandwidth with the CPU kernels",
     "cli/cmd_bench.cpp": "reports which CPU kernel variant runs",
+    "cli/version.cpp": "--version names the CPU kernel variant",
 }
 
 

@@ -11,6 +11,7 @@
 #include "cli/sampling_options.h"
 #include "engine/generator.h"
 #include "util/error.h"
+#include "util/read_file.h"
 #include "util/memory_stats.h"
 
 namespace pagellm::cli {
@@ -28,6 +29,7 @@ struct GenerateArgs {
   ModelOptions model;
   PlanOptions plan;
   std::string prompt;
+  std::string prompt_file;
   int32_t n_predict = 128;
   SamplingOptions sampling;
   bool parse_special = false;
@@ -37,6 +39,7 @@ struct GenerateArgs {
 };
 
 int run_generate(GenerateArgs a) {
+  if (!a.prompt_file.empty()) a.prompt = read_whole_file(a.prompt_file);
   // One sequence: -c is its context unless --max-seq-len says otherwise.
   if (a.plan.kv_tokens > 0 && a.plan.max_seq_len == 0) a.plan.max_seq_len = a.plan.kv_tokens;
   EngineSetup s = setup_engine(a.model, a.plan, /*log_plan=*/true);
@@ -103,8 +106,10 @@ Runner add_generate(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("generate", "Generate text from a prompt");
   a->model.add_to(*sub);
   a->plan.add_to(*sub);
-  sub->add_option("-p,--prompt", a->prompt, "Prompt text");
+  auto* prompt = sub->add_option("-p,--prompt", a->prompt, "Prompt text");
+  sub->add_option("-f,--file", a->prompt_file, "Read the prompt from a file")->excludes(prompt);
   sub->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")
+      ->capture_default_str()
       ->check(at_least(0));
   a->sampling.add_to(*sub);
   sub->add_flag("--parse-special", a->parse_special,

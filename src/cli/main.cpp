@@ -3,12 +3,17 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
+#include "cli/usage_errors.h"
+#include "cli/version.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pagellm: LLM inference with PagedAttention"};
+  app.set_version_flag("--version", pagellm::cli::version_line(), "Print the version and build");
   app.require_subcommand(1);
   std::map<CLI::App*, pagellm::cli::Runner> runners;
   auto add = [&](pagellm::cli::Runner (*fn)(CLI::App&)) {
@@ -25,10 +30,26 @@ int main(int argc, char** argv) {
   add(pagellm::cli::add_plan);
   add(pagellm::cli::add_perplexity);
   add(pagellm::cli::add_serve);
+  if (const char* hint = pagellm::cli::foreign_flag_hint(argc, argv)) {
+    std::fprintf(stderr, "error: %s\n", hint);
+    return 1;
+  }
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (const std::string err = pagellm::cli::translate_aliases(args); !err.empty()) {
+    std::fprintf(stderr, "error: %s\n", err.c_str());
+    return 1;
+  }
+  std::vector<char*> av = {argv[0]};
+  for (std::string& a : args) av.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(av.size()), av.data());
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version print and exit 0; every usage error is one line.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::string msg = pagellm::cli::one_line(e.what());
+    if (dynamic_cast<const CLI::ExtrasError*>(&e)) msg = pagellm::cli::extras_in_order(msg);
+    std::fprintf(stderr, "error: %s (see --help)\n", msg.c_str());
+    return 1;
   }
   try {
     for (auto& [sub, run] : runners)

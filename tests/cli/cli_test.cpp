@@ -1,6 +1,7 @@
 // End-to-end tests of the `pagellm` executable: make-model, inspect, generate.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -164,6 +165,53 @@ TEST(Cli, PerplexityJsonAndErrors) {
   EXPECT_EQ(shortish.code, 1);
   EXPECT_NE(shortish.err.find("perplexity needs at least 2 x the context"), std::string::npos)
       << shortish.err;
+}
+
+// Every usage error is one line starting "error:", naming the flag, with exit 1.
+TEST(Cli, UsageErrorsAreOneLineWithExitOne) {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  for (const Case& c : {Case{"generate -n -1", "error: --n-predict: must be a number >= 0, got '-1'"},
+                        Case{"generate --temp abc", "error: --temp: must be a number >= 0"},
+                        Case{"generate --repeat-penalty -1", "error: --repeat-penalty: must be a number > 0"},
+                        Case{"serve -t -1", "error: --threads: must be a number >= 0"},
+                        Case{"generate --bogus", "error: The following argument was not expected: --bogus"},
+                        Case{"generate -ngl 99", "error: -ngl: layers are placed automatically"},
+                        Case{"generate -hf org/model", "error: -hf: pagellm does not download models"},
+                        Case{"plan -ctk q8_0 -ctv f16", "error: -ctk and -ctv must name the same type"},
+                        Case{"plan --top-p 2", "error: The following arguments were not expected: --top-p 2"},
+                        Case{"generate --top-p 2", "error: --top-p: must be a number from 0 to 1"},
+                        Case{"", "error:"}}) {
+    CmdResult r = run(c.args);
+    EXPECT_EQ(r.code, 1) << c.args << ": " << r.err;
+    EXPECT_EQ(r.err.rfind(c.says, 0), 0u) << c.args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.args;
+  }
+}
+
+TEST(Cli, VersionAliasesAndPromptFile) {
+  CmdResult v = run("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_EQ(v.out.rfind("pagellm ", 0), 0u) << v.out;
+  EXPECT_NE(v.out.find("commit "), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("CPU kernels "), std::string::npos) << v.out;
+  // llama.cpp's spellings: -np, -ctk / -ctv.
+  CmdResult p = run("plan -np 3 -ctk f32 -ctv f32 --json");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const json j = json::parse(p.out);
+  EXPECT_EQ(j["max_num_seqs"], 3);
+  EXPECT_EQ(j["kv_type"], "f32");
+  // -f: the prompt from a file gives the tokens of the same text with -p.
+  test::TempPath prompt(".txt");
+  test::write_file(prompt.path, "Once upon a time");
+  CmdResult a = run("generate -f " + q(prompt.path) + " -n 4 --temp 0 --json");
+  CmdResult b = run("generate -p 'Once upon a time' -n 4 --temp 0 --json");
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(json::parse(a.out)["output_ids"], json::parse(b.out)["output_ids"]);
+  EXPECT_EQ(json::parse(a.out)["prompt_ids"], json::parse(b.out)["prompt_ids"]);
 }
 
 TEST(Cli, StreamsTextAndSummary) {

@@ -1,0 +1,20 @@
+#include "cli/version.h"
+
+#include <fmt/format.h>
+
+#include "backend/cpu/cpu_isa.h"
+#include "model/backend_factory.h"
+
+#ifndef PAGELLM_GIT_COMMIT
+#define PAGELLM_GIT_COMMIT "unknown"
+#endif
+
+namespace pagellm::cli {
+
+std::string version_line() {
+  return fmt::format("pagellm {} (commit {}, CUDA {}, MPI off, CPU kernels {})", PAGELLM_VERSION,
+                     PAGELLM_GIT_COMMIT, cuda_backend_built() ? "on" : "off",
+                     cpu::isa_name(cpu::best_isa()));
+}
+
+}  // namespace pagellm::cli
