@@ -21,6 +21,7 @@
 
 #include "cli/cli_checks.h"
 #include "cli/commands.h"
+#include "cli/engine_setup.h"
 #include "cli/plan_options.h"
 #include "device/memory_probe.h"
 #include "engine/async_engine.h"
@@ -28,20 +29,20 @@
 #include "server/chat_prompt.h"
 #include "server/http_server.h"
 #include "util/error.h"
+#include "util/sizes.h"
 
 namespace pagellm::cli {
 
 namespace {
 
 struct ServeArgs {
-  std::string model;
+  ModelOptions model;  // -m, -t, --no-mmap, --mlock, --no-repack: as every command
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;
   std::string alias;
   std::string chat_template;
   int32_t max_queue = 256;
-  int threads = 0;
   bool no_prefix_cache = false;
   double shutdown_timeout_s = 10.0;
   int load_delay_ms = 0;  // test hook: hold /health at "loading" this long
@@ -50,6 +51,12 @@ struct ServeArgs {
 
 // GET /v1/plan: the planner's plan (as `pagellm plan --json` prints it), the
 // model, and the server's own settings.
+uint64_t kv_cache_bytes(const Plan& plan) {
+  uint64_t b = 0;
+  for (const auto& d : plan.devices) b += d.kv_bytes;
+  return b;
+}
+
 nlohmann::json plan_json(const Plan& plan, const ServeArgs& a, const std::string& path,
                          const ModelHParams& hp, uint64_t weight_bytes) {
   nlohmann::json j = plan_to_json(plan);
@@ -74,13 +81,17 @@ int run_serve(const ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  const std::string path = a.model.empty() ? default_model_path() : a.model;
+  // The file and the plan first: a bad model or a plan that does not fit
+  // fails here, before anything listens.
+  const EnginePlan ep = plan_engine(a.model, a.plan);
+  const std::string& path = ep.path;
   HttpServerOptions hopts;
   hopts.model_id = a.alias.empty() ? std::filesystem::path(path).stem().string() : a.alias;
   hopts.api_key = a.api_key;
   HttpServer server(hopts);
   const int port = server.bind(a.host, a.port);
-  std::printf("pagellm serve: listening on http://%s:%d\n", a.host.c_str(), port);
+  std::printf("pagellm serve: listening on http://%s:%d (loading the model)\n", a.host.c_str(),
+              port);
   std::fflush(stdout);
   std::thread http([&] { server.run(); });
   auto stop_http = [&] {
@@ -88,43 +99,23 @@ int run_serve(const ServeArgs& a) {
     http.join();
   };
 
-  std::unique_ptr<ModelRunner> model;
-  std::unique_ptr<Tokenizer> tok;
-  std::unique_ptr<ThreadPool> pool;
+  EngineSetup s;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<AsyncEngine> async;
   std::unique_ptr<ChatPrompt> chat;
   try {
     if (a.load_delay_ms > 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(a.load_delay_ms));
-    // Plan from the metadata before any weight is touched.
-    auto file = GgufFile::open(path);
-    const ModelHParams hp = ModelHParams::from_gguf(*file);
-    SystemProbe probe;
-    const Plan plan = a.plan.make_plan(*file, hp, probe);
-    const uint64_t weight_bytes =
-        model_footprint(*file, hp, a.plan.footprint_options()).total_weight_bytes();
-    file.reset();
-
-    model = ModelRunner::load(path, {.placements = plan.kv_placements()});
-    tok = Tokenizer::from_gguf(model->file());
-    pool = std::make_unique<ThreadPool>(a.threads > 0 ? a.threads : ThreadPool::physical_cores());
-    EngineConfig cfg;
-    cfg.num_blocks = plan.num_blocks;
-    cfg.block_size = plan.block_size;
-    cfg.kv_type = plan.kv_type;
-    cfg.max_seq_len = static_cast<int32_t>(plan.max_seq_len);
+    s = load_engine(a.model, a.plan, ep);
+    const Plan& plan = s.plan;
+    EngineConfig& cfg = s.config;
     cfg.prefix_caching = !a.no_prefix_cache;
-    cfg.scheduler.max_num_seqs = a.plan.max_num_seqs;
-    cfg.scheduler.max_batched_tokens = a.plan.max_batched_tokens;
-    cfg.scheduler.max_prefill_tokens_while_decoding = a.plan.max_prefill_while_decoding;
-    cfg.placements = plan.kv_placements();
-    // The swap guard: no new sequence while usable host RAM is under the headroom.
-    const uint64_t headroom = plan.devices.back().headroom_bytes;
-    cfg.memory_ok = [headroom] { return read_host_memory().usable_bytes() >= headroom; };
-    engine = std::make_unique<Engine>(*model, *tok, *pool, cfg);
+    std::printf("pagellm serve: allocating the KV cache (%s)\n",
+                format_size(kv_cache_bytes(plan)).c_str());
+    std::fflush(stdout);
+    engine = std::make_unique<Engine>(*s.model, *s.tokenizer, *s.pool, cfg);
     async = std::make_unique<AsyncEngine>(*engine, a.max_queue);
-    chat = ChatPrompt::for_model(model->file(), tok->vocab(), a.chat_template);
+    chat = ChatPrompt::for_model(s.model->file(), s.tokenizer->vocab(), a.chat_template);
     if (!chat->warning().empty())
       std::fprintf(stderr, "pagellm serve: chat template: %s\n", chat->warning().c_str());
 
@@ -132,20 +123,21 @@ int run_serve(const ServeArgs& a) {
     ctx->created = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
-    ctx->tokenizer = tok.get();
+    ctx->tokenizer = s.tokenizer.get();
     ctx->engine = async.get();
     ctx->chat = chat.get();
-    ctx->limits.n_vocab = model->hparams().n_vocab;
+    ctx->limits.n_vocab = s.model->hparams().n_vocab;
     // A prompt and its completion must fit in the context and in the cache.
     ctx->limits.max_context = std::min<int64_t>(
         engine->max_seq_len(), static_cast<int64_t>(cfg.num_blocks) * cfg.block_size);
-    ctx->plan = plan_json(plan, a, path, hp, weight_bytes);
+    ctx->plan = plan_json(plan, a, path, ep.hparams, ep.weight_bytes);
     std::printf(
         "pagellm serve: ready: model %s (%s), context %lld tokens, KV cache %d blocks of %d "
-        "(%s), layers %s, chat template %s, %d threads\n",
+        "(%s, %s), layers %s, chat template %s, %d threads\n",
         hopts.model_id.c_str(), path.c_str(), static_cast<long long>(ctx->limits.max_context),
-        cfg.num_blocks, cfg.block_size, dtype_name(cfg.kv_type), plan.device_map().c_str(),
-        chat->description().c_str(), pool->size());
+        cfg.num_blocks, cfg.block_size, dtype_name(cfg.kv_type),
+        format_size(kv_cache_bytes(plan)).c_str(), plan.device_map().c_str(),
+        chat->description().c_str(), s.pool->size());
     std::fflush(stdout);
     server.set_ready(ctx);
   } catch (...) {
@@ -176,7 +168,7 @@ int run_serve(const ServeArgs& a) {
 Runner add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* sub = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
-  sub->add_option("-m,--model", a->model, "GGUF model (default: the model shipped in the repo)");
+  a->model.add_to(*sub);
   sub->add_option("--host", a->host, "Address to listen on (default 127.0.0.1)");
   sub->add_option("--port", a->port, "Port (0: any free port; default 8080)")
       ->check(in_range(0, 65535));
@@ -188,8 +180,6 @@ Runner add_serve(CLI::App& app) {
   sub->add_option("--max-queue", a->max_queue,
                   "Requests in flight (running and waiting) before 503 (default 256)")
       ->check(above(0));
-  sub->add_option("-t,--threads", a->threads, "Compute threads (default: physical cores)")
-      ->check(at_least(0));
   sub->add_flag("--no-prefix-cache", a->no_prefix_cache, "Disable prefix caching");
   sub->add_option("--shutdown-timeout", a->shutdown_timeout_s,
                   "Seconds in-flight requests get to finish on SIGINT/SIGTERM (default 10)")

@@ -4,6 +4,7 @@
 
 #include "cli/cli_checks.h"
 #include "cli/commands.h"
+#include "planner/model_footprint.h"
 #include "planner/plan_format.h"
 
 namespace pagellm::cli {
@@ -25,22 +26,28 @@ std::string ModelOptions::path() const {
   return model.empty() ? default_model_path() : model;
 }
 
-EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log_plan) {
+EnginePlan plan_engine(const ModelOptions& mo, const PlanOptions& po) {
+  // Plan from metadata alone: nothing is loaded or allocated before it fits.
+  EnginePlan p;
+  p.path = mo.path();
+  auto meta = GgufFile::open(p.path);
+  p.hparams = ModelHParams::from_gguf(*meta);
+  SystemProbe probe;
+  PlanOptions plan_opts = po;
+  plan_opts.repack = !mo.no_repack;
+  p.plan = plan_opts.make_plan(*meta, p.hparams, probe);
+  p.weight_bytes =
+      model_footprint(*meta, p.hparams, plan_opts.footprint_options()).total_weight_bytes();
+  return p;
+}
+
+EngineSetup load_engine(const ModelOptions& mo, const PlanOptions& po, const EnginePlan& ep) {
   EngineSetup s;
-  {
-    // Plan from metadata alone: nothing is loaded or allocated before it fits.
-    auto meta = GgufFile::open(mo.path());
-    const ModelHParams hp = ModelHParams::from_gguf(*meta);
-    SystemProbe probe;
-    PlanOptions plan_opts = po;
-    plan_opts.repack = !mo.no_repack;
-    s.plan = plan_opts.make_plan(*meta, hp, probe);
-  }
-  if (log_plan) std::fputs(format_plan_table(s.plan).c_str(), stderr);
-  s.model = ModelRunner::load(mo.path(), {.use_mmap = !mo.no_mmap,
-                                         .mlock = mo.mlock,
-                                         .repack = !mo.no_repack,
-                                         .placements = s.plan.kv_placements()});
+  s.plan = ep.plan;
+  s.model = ModelRunner::load(ep.path, {.use_mmap = !mo.no_mmap,
+                                        .mlock = mo.mlock,
+                                        .repack = !mo.no_repack,
+                                        .placements = s.plan.kv_placements()});
   s.tokenizer = Tokenizer::from_gguf(s.model->file());
   s.pool = std::make_unique<ThreadPool>(mo.threads > 0 ? mo.threads : ThreadPool::physical_cores());
 
@@ -56,6 +63,12 @@ EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log
   const uint64_t headroom = s.plan.devices.back().headroom_bytes;  // the host is last
   c.memory_ok = [headroom] { return read_host_memory().usable_bytes() >= headroom; };
   return s;
+}
+
+EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log_plan) {
+  const EnginePlan ep = plan_engine(mo, po);
+  if (log_plan) std::fputs(format_plan_table(ep.plan).c_str(), stderr);
+  return load_engine(mo, po, ep);
 }
 
 }  // namespace pagellm::cli

@@ -31,6 +31,19 @@ struct EngineSetup {
   EngineConfig config;
 };
 
+// The plan from the file's metadata alone (validates the file; throws
+// FormatError / ConfigError, or PlanError when it does not fit).
+struct EnginePlan {
+  std::string path;
+  ModelHParams hparams;
+  Plan plan;
+  uint64_t weight_bytes = 0;
+};
+EnginePlan plan_engine(const ModelOptions& mo, const PlanOptions& po);
+// Loads the model as planned, and the EngineConfig that follows the plan:
+// the one place every command's engine is assembled.
+EngineSetup load_engine(const ModelOptions& mo, const PlanOptions& po, const EnginePlan& plan);
+
 // Plans from the file's metadata (throws PlanError if it does not fit),
 // prints the plan on stderr when `log_plan`, then loads the model. The
 // config's swap guard pauses admission while host RAM available drops under

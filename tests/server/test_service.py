@@ -164,6 +164,30 @@ def test_plan_that_does_not_fit_is_refused(pagellm_bin):
         assert "does not fit" in out.stderr
 
 
+def test_bad_model_or_plan_never_listens(pagellm_bin, tmp_path):
+    not_gguf = tmp_path / "model.gguf"
+    not_gguf.write_text("not a model, just some text that is long enough for a header")
+    cases = [(["-m", str(not_gguf)], "not a GGUF file"),
+             (["-m", str(tmp_path / "missing.gguf")], "missing.gguf"),
+             (["--headroom", "1000TiB"], "does not fit")]
+    for flags, says in cases:
+        out = subprocess.run([pagellm_bin, "serve", "--port", "0", *flags],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1, flags
+        assert "listening" not in out.stdout, flags
+        assert out.stderr.startswith("error: ") and says in out.stderr, out.stderr
+
+
+def test_serve_takes_the_model_flags_and_says_the_cache_size(start_server):
+    srv = start_server("--no-mmap", "--no-repack", "-t", "1")
+    line = srv.wait_output("ready:")
+    plan = requests.get(srv.url + "/v1/plan", timeout=10).json()
+    kv_bytes = sum(d["kv_bytes"] for d in plan["devices"])
+    assert f"{kv_bytes / 2**20:.2f} MiB" in line, line
+    assert "1 threads" in line, line
+    srv.wait_output("allocating the KV cache")
+
+
 def test_api_key(start_server, client_for):
     import openai
     srv = start_server("--api-key", "s3cret")
