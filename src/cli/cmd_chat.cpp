@@ -102,6 +102,8 @@ class ChatSession {
 };
 
 int run_chat(const ChatArgs& a) {
+  if (a.json && a.messages.empty())
+    throw ConfigError("--json needs scripted turns: give one --message per user turn");
   ChatArgs args = a;
   if (args.plan.kv_tokens > 0 && args.plan.max_seq_len == 0)
     args.plan.max_seq_len = args.plan.kv_tokens;
@@ -121,6 +123,7 @@ int run_chat(const ChatArgs& a) {
             std::fflush(stdout);
           });
       if (!a.json) std::fputs("\n", stdout);
+      t["turn"] = turns.size() + 1;
       turns.push_back(t);
     }
     if (a.json)

@@ -94,7 +94,13 @@ Runner add_inspect(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   auto full = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand("inspect", "Print a GGUF file's metadata and tensors");
-  sub->add_option("file", *path, "GGUF file")->required();
+  auto* positional = sub->add_option("file", *path, "GGUF file");
+  sub->add_option("-m,--model", *path, "GGUF file (as the other commands take it)")
+      ->excludes(positional);
+  sub->callback([sub, positional] {
+    if (positional->count() == 0 && sub->get_option("--model")->count() == 0)
+      throw CLI::RequiredError("a GGUF file (inspect FILE or -m FILE)");
+  });
   sub->add_flag("--json", *json, "Print JSON");
   sub->add_flag("--full", *full, "Do not abbreviate long arrays");
   return [=] { return run_inspect(*path, *json, *full); };

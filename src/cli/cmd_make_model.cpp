@@ -19,21 +19,23 @@ Runner add_make_model(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("make-model", "Write a random-weight GGUF model");
   sub->add_option("--arch", s->arch,
                   "Architecture: " + fmt::format("{}", fmt::join(architecture_names(), ", ")))
-      ->check(CLI::IsMember(architecture_names()));
+      ->check(CLI::IsMember(architecture_names()))
+      ->capture_default_str();
   sub->add_option("--n-embd", s->n_embd, "Embedding size")->required();
   sub->add_option("--n-layer", s->n_layer, "Layers")->required();
   sub->add_option("--n-head", s->n_head, "Attention heads")->required();
   sub->add_option("--n-head-kv", s->n_head_kv, "KV heads")->required();
   sub->add_option("--n-ff", s->n_ff, "Feed-forward size")->required();
-  sub->add_option("--n-ctx", s->n_ctx, "Trained context length");
   sub->add_option("--head-dim", s->head_dim, "Head size (default n_embd / n_head)");
   sub->add_option("--sliding-window", s->sliding_window,
                   "Sliding window of gemma2 / gemma3 local layers (default: none)");
   sub->add_option("--vocab-from", s->vocab_from, "GGUF file whose tokenizer is copied")->required();
   sub->add_option("--type", *type,
                   "Type of the 2-D weights (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-                  "q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs)");
-  sub->add_option("--seed", s->seed, "Random seed");
+                  "q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs)")
+      ->capture_default_str();
+  sub->add_option("--n-ctx", s->n_ctx, "Trained context length")->capture_default_str();
+  sub->add_option("--seed", s->seed, "Random seed")->capture_default_str();
   sub->add_flag("--tied", s->tied, "Omit output.weight (tie it to token_embd)");
   sub->add_option("-t,--threads", *threads, "Threads");
   sub->add_option("-o,--output", *out, "Output file")->required();

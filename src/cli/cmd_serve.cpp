@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -147,9 +148,18 @@ int run_serve(const ServeArgs& a) {
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  std::printf("pagellm serve: %s: shutting down (up to %.0f s for in-flight requests)\n",
+  std::printf("pagellm serve: %s: shutting down (up to %.0f s for in-flight requests; a "
+              "second signal exits at once)\n",
               sig == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_timeout_s);
   std::fflush(stdout);
+  // A second SIGINT/SIGTERM while in-flight requests finish: exit now.
+  std::thread([stop_signals] {
+    int again = 0;
+    sigwait(&stop_signals, &again);
+    std::printf("pagellm serve: second signal: exiting without waiting\n");
+    std::fflush(stdout);
+    std::_Exit(130);
+  }).detach();
   server.begin_shutdown();
   async->shutdown(std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout_s * 1000)));
   // Aborted streams still send their error event and [DONE]: let them.

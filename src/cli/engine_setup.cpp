@@ -67,7 +67,7 @@ EngineSetup load_engine(const ModelOptions& mo, const PlanOptions& po, const Eng
 
 EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log_plan) {
   const EnginePlan ep = plan_engine(mo, po);
-  if (log_plan) std::fputs(format_plan_table(ep.plan).c_str(), stderr);
+  if (log_plan) std::fputs(format_plan_summary(ep.plan).c_str(), stderr);
   return load_engine(mo, po, ep);
 }
 

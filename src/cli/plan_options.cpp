@@ -42,8 +42,12 @@ void PlanOptions::add_to(CLI::App& sub) {
   sub.add_option("--min-kv-tokens", min_kv_tokens,
                  "Smallest acceptable cache (default: --max-seq-len)")
       ->check(above(0));
-  sub.add_option("--block-size", block_size, "Tokens per KV block")
-      ->check(in_range(1, 4096))
+  sub.add_option("--block-size", block_size, "Tokens per KV block: 8, 16 or 32")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            return v == "8" || v == "16" || v == "32" ? "" : "must be 8, 16 or 32, got '" + v + "'";
+          },
+          "8, 16 or 32"))
       ->capture_default_str();
   sub.add_option("--max-batched-tokens", max_batched_tokens,
                  "Most tokens in one step (sizes the activation workspace)")

@@ -14,6 +14,10 @@ namespace pagellm {
 // and the binding limit, and the weight types a device's kernels lack, if
 // any. Lines end with '\n'.
 std::string format_plan_table(const Plan& plan);
+// One line for commands that run the model (generate, perplexity): "plan:
+// layers 0-4:host, KV cache 512 tokens (f16, 320.00 KiB), max_seq_len 512
+// (binding limit: kv_tokens)\n".
+std::string format_plan_summary(const Plan& plan);
 
 // {"devices": [{"name", "kind", "virtual", "first_layer", "last_layer",
 //   "weight_bytes", "kv_bytes", "workspace_bytes", "headroom_bytes",

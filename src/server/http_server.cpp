@@ -1,6 +1,8 @@
 #include "server/http_server.h"
 
 #include <fmt/format.h>
+
+#include <cerrno>
 #include <httplib.h>
 
 #include <atomic>
@@ -115,7 +117,11 @@ void HttpServer::Impl::setup() {
   svr.set_write_timeout(10);
   svr.set_payload_max_length(opts.max_body_bytes);
   svr.set_socket_options([this](socket_t sock) {
-    httplib::default_socket_options(sock);
+    // SO_REUSEADDR (a restart binds through TIME_WAIT), not httplib's default
+    // SO_REUSEPORT: with it a second server binds a taken port and the two
+    // share its connections unnoticed.
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     listen_fd = sock;
   });
 
@@ -346,6 +352,7 @@ HttpServer::HttpServer(HttpServerOptions options)
 HttpServer::~HttpServer() = default;
 
 int HttpServer::bind(const std::string& host, int port) {
+  errno = 0;
   int bound = port;
   if (port == 0) {
     bound = impl_->svr.bind_to_any_port(host);
@@ -353,7 +360,11 @@ int HttpServer::bind(const std::string& host, int port) {
   } else if (!impl_->svr.bind_to_port(host, port)) {
     bound = 0;
   }
-  if (bound <= 0) throw SystemError(fmt::format("cannot listen on {}:{}", host, port));
+  if (bound <= 0) {
+    // errno is the failed bind()'s or getaddrinfo's (e.g. "Address already in use").
+    if (errno != 0) throw SystemError(errno_message(fmt::format("cannot listen on {}:{}", host, port), errno));
+    throw SystemError(fmt::format("cannot listen on {}:{} (the address does not resolve)", host, port));
+  }
   // httplib listens with a backlog of 5: a burst of new connections would
   // have SYNs dropped (and retried a second later). Raise it.
   if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, SOMAXCONN);

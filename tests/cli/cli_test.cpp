@@ -183,6 +183,9 @@ TEST(Cli, UsageErrorsAreOneLineWithExitOne) {
                         Case{"plan -ctk q8_0 -ctv f16", "error: -ctk and -ctv must name the same type"},
                         Case{"plan --top-p 2", "error: The following arguments were not expected: --top-p 2"},
                         Case{"generate --top-p 2", "error: --top-p: must be a number from 0 to 1"},
+                        Case{"plan --block-size 12", "error: --block-size: must be 8, 16 or 32"},
+                        Case{"inspect", "error: a GGUF file (inspect FILE or -m FILE) is required"},
+                        Case{"chat --json", "error: --json needs scripted turns"},
                         Case{"", "error:"}}) {
     CmdResult r = run(c.args);
     EXPECT_EQ(r.code, 1) << c.args << ": " << r.err;
@@ -212,6 +215,24 @@ TEST(Cli, VersionAliasesAndPromptFile) {
   ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_EQ(json::parse(a.out)["output_ids"], json::parse(b.out)["output_ids"]);
   EXPECT_EQ(json::parse(a.out)["prompt_ids"], json::parse(b.out)["prompt_ids"]);
+}
+
+TEST(Cli, InspectTakesMAndHelpShowsDefaults) {
+  CmdResult a = run("inspect -m " + q(test::data_path("stories260K.gguf")) + " --json");
+  CmdResult b = run("inspect " + q(test::data_path("stories260K.gguf")) + " --json");
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  CmdResult gen = run("generate --help");
+  EXPECT_NE(gen.out.find("=128"), std::string::npos) << gen.out;  // -n's default
+  EXPECT_NE(gen.out.find("8, 16 or 32"), std::string::npos) << gen.out;
+  CmdResult mk = run("make-model --help");
+  EXPECT_NE(mk.out.find("=q4_0"), std::string::npos) << mk.out;
+  EXPECT_NE(mk.out.find("=llama"), std::string::npos) << mk.out;
+  // generate says its plan in one line.
+  CmdResult g = run("generate -p hi -n 2");
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_EQ(g.err.rfind("plan: layers 0-4:host, KV cache 512 tokens (f16, 320.00 KiB)", 0), 0u)
+      << g.err;
 }
 
 TEST(Cli, StreamsTextAndSummary) {

@@ -188,6 +188,32 @@ def test_serve_takes_the_model_flags_and_says_the_cache_size(start_server):
     srv.wait_output("allocating the KV cache")
 
 
+def test_second_signal_exits_at_once(start_server, slow_model):
+    srv = start_server("-c", "8192", "--shutdown-timeout", "60", model=slow_model)
+    first, result = threading.Event(), {}
+    t = threading.Thread(target=read_stream, args=(srv, {
+        "prompt": "Once", "max_tokens": 3000, "ignore_eos": True, "stream": True}, first, result))
+    t.start()
+    assert first.wait(60)
+    srv.proc.send_signal(signal.SIGINT)
+    srv.wait_output("shutting down")
+    start = time.monotonic()
+    srv.proc.send_signal(signal.SIGINT)
+    assert srv.proc.wait(30) == 130
+    assert time.monotonic() - start < 10
+    t.join(30)
+
+
+def test_taken_port_says_why(start_server, pagellm_bin):
+    srv = start_server()
+    out = subprocess.run([pagellm_bin, "serve", "--port", str(srv.port)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{srv.port}: Address already in use" in out.stderr, \
+        out.stderr
+    assert "listening" not in out.stdout
+
+
 def test_api_key(start_server, client_for):
     import openai
     srv = start_server("--api-key", "s3cret")
