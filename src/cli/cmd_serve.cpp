@@ -23,6 +23,7 @@
 #include "cli/cli_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
+#include "cli/version.h"
 #include "cli/plan_options.h"
 #include "device/memory_probe.h"
 #include "engine/async_engine.h"
@@ -89,6 +90,7 @@ int run_serve(const ServeArgs& a) {
   HttpServerOptions hopts;
   hopts.model_id = a.alias.empty() ? std::filesystem::path(path).stem().string() : a.alias;
   hopts.api_key = a.api_key;
+  hopts.version = version_line();
   HttpServer server(hopts);
   const int port = server.bind(a.host, a.port);
   std::printf("pagellm serve: listening on http://%s:%d (loading the model)\n", a.host.c_str(),

@@ -203,7 +203,18 @@ void HttpServer::Impl::setup() {
       snap.engine = c->engine->stats();
       snap.requests_in_flight = c->engine->in_flight();
     }
-    res.set_content(metrics.render(snap), "text/plain; version=0.0.4; charset=utf-8");
+    std::string text = metrics.render(snap);
+    if (!opts.version.empty()) {
+      std::string v;  // a Prometheus label value: backslash and quote escaped
+      for (char ch : opts.version) {
+        if (ch == '\\' || ch == '"') v += '\\';
+        v += ch;
+      }
+      text += "# HELP pagellm_build_info The pagellm build serving.\n"
+              "# TYPE pagellm_build_info gauge\n"
+              "pagellm_build_info{version=\"" + v + "\"} 1\n";
+    }
+    res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
   });
 
   auto model_json = [this](const ServingContext& c) {
@@ -211,7 +222,8 @@ void HttpServer::Impl::setup() {
                 {"object", "model"},
                 {"created", c.created},
                 {"owned_by", "pagellm"},
-                {"max_model_len", c.limits.max_context}};
+                {"max_model_len", c.limits.max_context},
+                {"pagellm_version", opts.version}};
   };
   svr.Get("/v1/models", [this, model_json](const httplib::Request&, httplib::Response& res) {
     auto c = ready_or_503(res);

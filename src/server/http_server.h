@@ -46,6 +46,9 @@ struct HttpServerOptions {
   // A stream that has nothing to send for this long sends an SSE comment, so
   // a client that went away is noticed (and its request aborted) while queued.
   std::chrono::milliseconds stream_ping{2000};
+  // `pagellm --version`'s line: in /v1/models ("pagellm_version") and in
+  // /metrics (pagellm_build_info{version="..."} 1). Empty: left out.
+  std::string version;
 };
 
 class HttpServer {

@@ -96,6 +96,11 @@ def test_models_and_plan(server, pagellm_bin):
     (m,) = r["data"]
     assert m["id"] == "stories" and m["object"] == "model" and isinstance(m["created"], int)
     assert m["max_model_len"] == 512
+    version = subprocess.run([pagellm_bin, "--version"], check=True, capture_output=True,
+                             text=True, timeout=60).stdout.strip()
+    assert m["pagellm_version"] == version
+    assert f'pagellm_build_info{{version="{version}"}} 1' in \
+        requests.get(server.url + "/metrics", timeout=10).text
     plan = requests.get(server.url + "/v1/plan", timeout=10).json()
     assert plan["num_blocks"] > 0 and plan["block_size"] == 16
     assert plan["kv_tokens"] == plan["num_blocks"] * plan["block_size"]
