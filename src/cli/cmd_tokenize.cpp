@@ -83,6 +83,8 @@ std::string read_input(const TokenizeArgs& a) {
 int run_tokenize(const TokenizeArgs& a) {
   auto file = GgufFile::open(a.model.empty() ? default_model_path() : a.model);
   auto tokenizer = Tokenizer::from_gguf(*file);
+  if (!tokenizer->vocab().warning().empty())
+    std::fprintf(stderr, "warning: %s\n", tokenizer->vocab().warning().c_str());
   const std::string text = read_input(a);
   const std::vector<int32_t> ids = tokenizer->encode(text, !a.no_bos, a.parse_special);
   if (a.json) {

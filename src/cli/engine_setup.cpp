@@ -49,6 +49,8 @@ EngineSetup load_engine(const ModelOptions& mo, const PlanOptions& po, const Eng
                                         .repack = !mo.no_repack,
                                         .placements = s.plan.kv_placements()});
   s.tokenizer = Tokenizer::from_gguf(s.model->file());
+  if (!s.tokenizer->vocab().warning().empty())
+    std::fprintf(stderr, "warning: %s\n", s.tokenizer->vocab().warning().c_str());
   s.pool = std::make_unique<ThreadPool>(mo.threads > 0 ? mo.threads : ThreadPool::physical_cores());
 
   EngineConfig& c = s.config;

@@ -14,6 +14,10 @@ namespace {
 constexpr const char* kGpt2 =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
 
+// The reference's split for a BPE vocab that names no pre-tokenizer (older
+// conversions): punctuation runs first (so "'s" is two words), then GPT-2's.
+constexpr const char* kDefaultPunct = R"([\p{P}\$\+<=>\^~\|]+)";
+
 // Llama 3's regex; the contractions are spelled out case by case, as
 // llama.cpp does, instead of (?i:...) (which would also fold e.g. "ſ" to "s").
 constexpr const char* kLlama3 =
@@ -65,7 +69,8 @@ struct Preset {
 
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> kPresets = {
-      {{"", "default", "gpt-2", "phi-2", "mpt", "olmo", "jais", "roberta-bpe", "gigachat",
+      {{"", "default"}, {kDefaultPunct, kGpt2, R"(\p{N}+)", R"([0-9][0-9][0-9])"}},
+      {{"gpt-2", "phi-2", "mpt", "olmo", "jais", "roberta-bpe", "gigachat",
         "jina-v1-en", "jina-v2-es", "jina-v2-de", "jina-v2-code", "jina-es", "jina-de"},
        {kGpt2}},
       {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"},

@@ -100,6 +100,11 @@ Vocab::Vocab(Spec spec, const std::string& source) {
   tokens_ = std::move(spec.tokens);
   merges_ = std::move(spec.merges);
   if (model_.empty()) fail(fmt::format("'{}' is empty", kKeyModel));
+  if (model_ == "gpt2" && pre_.empty())
+    warning_ = fmt::format(
+        "{}: no '{}' key (an older conversion): using the default pre-tokenizer (punctuation "
+        "split off first, as the reference does), not GPT-2's",
+        source, kKeyPre);
   if (tokens_.empty()) fail(fmt::format("'{}' has no tokens", kKeyTokens));
   if (tokens_.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     fail(fmt::format("'{}' has too many tokens ({})", kKeyTokens, tokens_.size()));

@@ -80,6 +80,9 @@ class Vocab {
 
   const std::string& model() const { return model_; }
   const std::string& pre() const { return pre_; }
+  // Something a user should know about the vocabulary ("" when nothing):
+  // a BPE file that names no pre-tokenizer gets the reference's default.
+  const std::string& warning() const { return warning_; }
   int32_t n_tokens() const { return static_cast<int32_t>(tokens_.size()); }
   bool contains(int32_t id) const { return id >= 0 && id < n_tokens(); }
 
@@ -135,6 +138,7 @@ class Vocab {
   int32_t byte_tokens_[256];
   int32_t bos_ = kNoToken, eos_ = kNoToken, unk_ = kNoToken, sep_ = kNoToken, pad_ = kNoToken,
           eot_ = kNoToken, eom_ = kNoToken;
+  std::string warning_;
   bool add_bos_ = false, add_eos_ = false, add_sep_ = false, add_space_prefix_ = false;
   std::vector<int32_t> eog_ids_;  // sorted
   std::vector<int32_t> special_tokens_;

@@ -60,9 +60,15 @@ TEST(PreTokenizer, Gpt2) {
   EXPECT_EQ(split("gpt-2", "I'M ok"), (Words{"I", "'", "M", " ok"}));  // case-sensitive
   EXPECT_EQ(split("gpt-2", "a\tb"), (Words{"a", "\t", "b"}));
   EXPECT_EQ(split("gpt-2", "!!! ??"), (Words{"!!!", " ??"}));
-  // Unnamed and "default" vocabularies are gpt-2 style too.
-  EXPECT_EQ(split("", "Hello world's"), split("gpt-2", "Hello world's"));
-  EXPECT_EQ(split("default", "a 12"), split("mpt", "a 12"));
+}
+
+// Unnamed and "default" BPE vocabularies: the reference's default chain of
+// splits, punctuation runs first, then GPT-2's, then digit runs, then triples.
+TEST(PreTokenizer, DefaultSplitsPunctuationFirst) {
+  EXPECT_EQ(split("", "Hello world's"), (Words{"Hello", " world", "'", "s"}));
+  EXPECT_EQ(split("default", "a 12"), (Words{"a", " ", "12"}));
+  EXPECT_EQ(split("", "x 12345"), (Words{"x", " ", "123", "45"}));
+  EXPECT_EQ(split("", "ok!? yes"), (Words{"ok", "!?", " yes"}));
 }
 
 TEST(PreTokenizer, Llama3) {
