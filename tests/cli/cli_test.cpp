@@ -207,6 +207,14 @@ TEST(Cli, VersionAliasesAndPromptFile) {
   const json j = json::parse(p.out);
   EXPECT_EQ(j["max_num_seqs"], 3);
   EXPECT_EQ(j["kv_type"], "f32");
+  // -sys is chat's --system; scripted turns are numbered.
+  CmdResult c = run("chat -sys 'You are terse.' --message hi --message again -n 2 --json");
+  ASSERT_EQ(c.code, 0) << c.err;
+  const json turns = json::parse(c.out)["turns"];
+  ASSERT_EQ(turns.size(), 2u);
+  EXPECT_NE(turns[0]["prompt"].get<std::string>().find("You are terse."), std::string::npos);
+  EXPECT_EQ(turns[0]["turn"], 1);
+  EXPECT_EQ(turns[1]["turn"], 2);
   // -f: the prompt from a file gives the tokens of the same text with -p.
   test::TempPath prompt(".txt");
   test::write_file(prompt.path, "Once upon a time");
