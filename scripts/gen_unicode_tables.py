@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/tokenizer/unicode_tables.inc: the Unicode data the WordPiece
+"""Writes src/util/unicode_tables.inc: the Unicode data the WordPiece
 normalizer needs, taken from Python's unicodedata module.
 
   kClassRanges  {first, last, class}: White_Space (1), other/control C* (2),
@@ -11,7 +11,7 @@ normalizer needs, taken from Python's unicodedata module.
                 step (second is 0 for singletons); Hangul syllables are left to
                 the algorithm in the code
 
-Usage: scripts/gen_unicode_tables.py > src/tokenizer/unicode_tables.inc
+Usage: scripts/gen_unicode_tables.py > src/util/unicode_tables.inc
 """
 import sys
 import unicodedata as ud

@@ -25,6 +25,8 @@ def main() -> int:
         "planner includes a CUDA header": ({"planner/a.cpp": '#include "backend/cuda/paged_attention.h"\n'}, True),
         "model header includes a concrete backend": ({"model/a.h": '#include "backend/cpu/ops.h"\n'}, True),
         "kvcache includes model": ({"kvcache/a.cpp": '#include "model/runner.h"\n'}, True),
+        "jinja includes the tokenizer": ({"jinja/a.cpp": '#include "tokenizer/vocab.h"\n'}, True),
+        "the tokenizer includes jinja": ({"tokenizer/a.cpp": '#include "jinja/jinja_template.h"\n'}, False),
         "backend includes its own kernels": ({"backend/a.cpp": '#include "backend/cpu/ops.h"\n'}, False),
         "model uses the interface": ({"model/a.cpp": '#include "backend/backend.h"\n'}, False),
         "the backend factory makes backends": ({"model/backend_factory.cpp": '#include "backend/cuda/cuda_backend.h"\n'}, False),

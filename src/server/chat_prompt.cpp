@@ -1,7 +1,7 @@
 #include "server/chat_prompt.h"
 
 #include "server/openai_request.h"
-#include "tokenizer/jinja_error.h"
+#include "jinja/jinja_error.h"
 #include "tokenizer/vocab.h"
 
 namespace pagellm {

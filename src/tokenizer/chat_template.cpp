@@ -7,7 +7,7 @@
 
 #include "gguf/gguf_reader.h"
 #include "tokenizer/chat_template_builtins.h"
-#include "tokenizer/jinja_json.h"
+#include "jinja/jinja_json.h"
 #include "tokenizer/vocab.h"
 #include "util/error.h"
 

@@ -22,8 +22,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "tokenizer/jinja_eval.h"
-#include "tokenizer/jinja_template.h"
+#include "jinja/jinja_eval.h"
+#include "jinja/jinja_template.h"
 
 namespace pagellm {
 

@@ -1,7 +1,7 @@
 #include "tokenizer/wpm_tokenizer.h"
 
 #include "tokenizer/detokenizer.h"
-#include "tokenizer/unicode_data.h"
+#include "util/unicode_data.h"
 #include "tokenizer/utf8.h"
 #include "util/error.h"
 

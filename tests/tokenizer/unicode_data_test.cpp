@@ -1,4 +1,4 @@
-#include "tokenizer/unicode_data.h"
+#include "util/unicode_data.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,200 @@
+#include "jinja/jinja_tests.h"
+
+#include <unordered_map>
+
+#include "jinja/jinja_filters.h"
+#include "jinja/jinja_pystr.h"
+
+namespace pagellm::jinja {
+namespace {
+
+using TestFn = bool (*)(Evaluator&, const Value&, const CallArgs&);
+
+const Value& arg0(const CallArgs& a, const char* test) {
+  if (a.args.empty()) throw ValueError(std::string("the '") + test + "' test needs an argument");
+  return a.args[0];
+}
+
+bool t_boolean(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_bool();
+}
+// Jinja2's Undefined has __call__ (it raises), so it counts as callable.
+bool t_callable(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_undefined() || (v.is_object() && v.object().callable());
+}
+bool t_defined(Evaluator&, const Value& v, const CallArgs&) {
+  return !v.is_undefined();
+}
+bool t_undefined(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_undefined();
+}
+bool t_none(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_none();
+}
+bool t_true(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_bool() && v.as_bool();
+}
+bool t_false(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_bool() && !v.as_bool();
+}
+bool t_integer(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_int();
+}
+bool t_float(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_float();
+}
+bool t_number(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_number();
+}
+bool t_string(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_string();
+}
+bool t_mapping(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_dict();
+}
+bool t_escaped(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_safe();
+}
+
+bool t_iterable(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict() ||
+         (v.is_object() && v.object().type_name() == "LoopContext");
+}
+bool t_sequence(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
+}
+
+bool case_test(const Value& v, bool want_lower) {
+  bool cased = false;
+  for (char32_t c : py::decode(v.to_str())) {
+    const bool is_lower = py::to_upper(c) != c || c == 0xDF;
+    const bool is_upper = py::to_lower(c) != c;
+    if (want_lower ? is_upper : is_lower) return false;
+    cased = cased || is_lower || is_upper;
+  }
+  return cased;
+}
+bool t_lower(Evaluator&, const Value& v, const CallArgs&) {
+  return case_test(v, true);
+}
+bool t_upper(Evaluator&, const Value& v, const CallArgs&) {
+  return case_test(v, false);
+}
+
+bool t_divisibleby(Evaluator& ev, const Value& v, const CallArgs& a) {
+  const Value r = ev.binary(BinaryOp::kMod, v, arg0(a, "divisibleby"));
+  return r.as_number() == 0;
+}
+bool t_even(Evaluator& ev, const Value& v, const CallArgs&) {
+  return ev.binary(BinaryOp::kMod, v, Value(int64_t{2})).as_number() == 0;
+}
+bool t_odd(Evaluator& ev, const Value& v, const CallArgs&) {
+  return ev.binary(BinaryOp::kMod, v, Value(int64_t{2})).as_number() == 1;
+}
+
+bool t_eq(Evaluator& ev, const Value& v, const CallArgs& a) {
+  return ev.compare(CompareOp::kEq, v, arg0(a, "eq"));
+}
+bool t_ne(Evaluator& ev, const Value& v, const CallArgs& a) {
+  return ev.compare(CompareOp::kNe, v, arg0(a, "ne"));
+}
+bool t_lt(Evaluator& ev, const Value& v, const CallArgs& a) {
+  return ev.compare(CompareOp::kLt, v, arg0(a, "lt"));
+}
+bool t_le(Evaluator& ev, const Value& v, const CallArgs& a) {
+  return ev.compare(CompareOp::kLe, v, arg0(a, "le"));
+}
+bool t_gt(Evaluator& ev, const Value& v, const CallArgs& a) {
+  return ev.compare(CompareOp::kGt, v, arg0(a, "gt"));
+}
+bool t_ge(Evaluator& ev, const Value& v, const CallArgs& a) {
+  return ev.compare(CompareOp::kGe, v, arg0(a, "ge"));
+}
+bool t_in(Evaluator& ev, const Value& v, const CallArgs& a) {
+  return ev.compare(CompareOp::kIn, v, arg0(a, "in"));
+}
+
+// Python's `is`: the same object for containers and objects; equal for the
+// immutable scalars CPython interns (None, booleans) and equal-kind values.
+bool t_sameas(Evaluator&, const Value& v, const CallArgs& a) {
+  const Value& o = arg0(a, "sameas");
+  if (v.kind() != o.kind()) return false;
+  switch (v.kind()) {
+    case Kind::kList:
+      return &v.list() == &o.list();
+    case Kind::kDict:
+      return &v.dict() == &o.dict();
+    case Kind::kObject:
+      return &v.object() == &o.object();
+    case Kind::kString:
+      return &v.str() == &o.str() || v.str() == o.str();
+    default:
+      return equals(v, o);
+  }
+}
+
+bool t_filter(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_string() && has_filter(v.str());
+}
+bool t_test(Evaluator&, const Value& v, const CallArgs&) {
+  return v.is_string() && has_test(v.str());
+}
+
+const std::unordered_map<std::string_view, TestFn>& registry() {
+  static const std::unordered_map<std::string_view, TestFn> tests = {
+      {"boolean", t_boolean},
+      {"callable", t_callable},
+      {"defined", t_defined},
+      {"divisibleby", t_divisibleby},
+      {"eq", t_eq},
+      {"equalto", t_eq},
+      {"==", t_eq},
+      {"escaped", t_escaped},
+      {"even", t_even},
+      {"false", t_false},
+      {"filter", t_filter},
+      {"float", t_float},
+      {"ge", t_ge},
+      {">=", t_ge},
+      {"gt", t_gt},
+      {"greaterthan", t_gt},
+      {">", t_gt},
+      {"in", t_in},
+      {"integer", t_integer},
+      {"iterable", t_iterable},
+      {"le", t_le},
+      {"<=", t_le},
+      {"lower", t_lower},
+      {"lt", t_lt},
+      {"lessthan", t_lt},
+      {"<", t_lt},
+      {"mapping", t_mapping},
+      {"ne", t_ne},
+      {"!=", t_ne},
+      {"none", t_none},
+      {"number", t_number},
+      {"odd", t_odd},
+      {"sameas", t_sameas},
+      {"sequence", t_sequence},
+      {"string", t_string},
+      {"test", t_test},
+      {"true", t_true},
+      {"undefined", t_undefined},
+      {"upper", t_upper},
+  };
+  return tests;
+}
+
+}  // namespace
+
+bool has_test(std::string_view name) {
+  return registry().count(name) > 0;
+}
+
+bool apply_test(Evaluator& ev, std::string_view name, const Value& input, const CallArgs& args) {
+  const auto it = registry().find(name);
+  if (it == registry().end()) throw ValueError("no test named '" + std::string(name) + "'");
+  return it->second(ev, input, args);
+}
+
+}  // namespace pagellm::jinja
