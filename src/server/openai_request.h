@@ -21,17 +21,18 @@
 
 #include "engine/request.h"
 #include "server/chat_prompt.h"
+#include "util/error.h"
 
 namespace pagellm {
 
 class Tokenizer;
 
 // An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
-class ApiError : public std::runtime_error {
+class ApiError : public Error {
  public:
   ApiError(int status, std::string message, std::string type = "invalid_request_error",
            std::string param = "", std::string code = "")
-      : std::runtime_error(message),
+      : Error(message),
         status(status),
         type(std::move(type)),
         param(std::move(param)),

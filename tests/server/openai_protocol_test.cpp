@@ -36,6 +36,20 @@ ApiError parse_error(const std::string& body, Endpoint ep) {
   return ApiError(0, "");
 }
 
+// The server's errors are pagellm errors: code that catches Error (the CLI,
+// the engine's failure paths) catches them too, with their message.
+TEST(OpenAiRequest, ApiErrorIsAPagellmError) {
+  try {
+    throw ApiError(400, "'max_tokens' must be positive", "invalid_request_error", "max_tokens");
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "'max_tokens' must be positive");
+    const auto* api = dynamic_cast<const ApiError*>(&e);
+    ASSERT_NE(api, nullptr);
+    EXPECT_EQ(api->status, 400);
+    EXPECT_EQ(api->param, "max_tokens");
+  }
+}
+
 TEST(OpenAiRequest, OpenAiDefaults) {
   const auto a = parse_completion_request(R"({"prompt": "Hi"})", Endpoint::kCompletion);
   EXPECT_EQ(a.sampling.temperature, 1.0f);
