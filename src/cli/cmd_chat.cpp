@@ -74,7 +74,7 @@ class ChatSession {
       if (ev.token >= 0) out_ids.push_back(ev.token);
       reply += ev.text;
       if (!ev.text.empty() && on_text) on_text(ev.text);
-      if (ev.finished) reason = ev.finish_reason;
+      if (ev.finished) reason = finish_reason_name(ev.finish_reason);
     });
     while (engine_.has_work()) engine_.step();
     messages_.push_back({"assistant", reply});

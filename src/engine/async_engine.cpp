@@ -129,8 +129,8 @@ void AsyncEngine::loop() {
             if (it == streams.end()) return;
             auto target = it->second;
             SeqEvent out = ev;
-            if (!failure.empty() && ev.finished && ev.finish_reason == "abort") {
-              out.finish_reason = "error";
+            if (!failure.empty() && ev.finished && ev.finish_reason == FinishReason::kAbort) {
+              out.finish_reason = FinishReason::kError;
               out.error = failure;
             }
             // Count the request out before its last event is visible to the client.
@@ -141,7 +141,7 @@ void AsyncEngine::loop() {
         } catch (const std::exception& e) {  // refused (Error), or out of memory
           SeqEvent ev;
           ev.finished = true;
-          ev.finish_reason = "error";
+          ev.finish_reason = FinishReason::kError;
           ev.error = e.what();
           if (streams.count(ticket)) finish_ticket(ticket);
           for (int32_t i = 0; i < stream->n_samples_; ++i) {
@@ -183,7 +183,7 @@ void AsyncEngine::loop() {
               finish_ticket(ticket);
               SeqEvent ev;
               ev.finished = true;
-              ev.finish_reason = "error";
+              ev.finish_reason = FinishReason::kError;
               ev.error = error;
               for (int32_t i = 0; i < stream->n_samples_; ++i) {
                 ev.index = i;

@@ -151,7 +151,7 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
   const uint64_t id = rs->id;
   requests_[id] = std::move(rs);
   if (requests_[id]->req.max_tokens == 0) {
-    finish_seq(*requests_[id]->seqs[0], "length");
+    finish_seq(*requests_[id]->seqs[0], FinishReason::kLength);
     drop_finished_requests();
   }
   return id;
@@ -160,7 +160,7 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
 void Engine::abort(uint64_t request_id) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
-  for (auto& st : it->second->seqs) finish_seq(*st, "abort");
+  for (auto& st : it->second->seqs) finish_seq(*st, FinishReason::kAbort);
   drop_finished_requests();
 }
 
@@ -172,7 +172,7 @@ void Engine::fail(uint64_t request_id, const std::string& error) {
 }
 
 void Engine::fail_request(RequestState& rs, const std::string& error) {
-  for (auto& st : rs.seqs) finish_seq(*st, "error", -1, error);
+  for (auto& st : rs.seqs) finish_seq(*st, FinishReason::kError, -1, error);
 }
 
 void Engine::drop_finished_requests() {
@@ -190,18 +190,18 @@ void Engine::drop_finished_requests() {
   }
 }
 
-void Engine::finish_seq(SeqState& st, const std::string& reason, int32_t token,
+void Engine::finish_seq(SeqState& st, FinishReason reason, int32_t token,
                         const std::string& error) {
   if (st.done) return;
   st.done = true;
   scheduler_->finish(st.seq.get());
   // A stop string already cut the text; otherwise release what the detokenizer holds.
-  if (reason != "stop" || st.req->req.stop.empty()) st.text += st.detok.flush();
+  if (reason != FinishReason::kStop || st.req->req.stop.empty()) st.text += st.detok.flush();
   SeqEvent ev;
   ev.request_id = st.req->id;
   ev.index = st.index;
   ev.token = token;
-  if (reason != "abort" && reason != "error" && st.emitted < st.text.size())
+  if (reason != FinishReason::kAbort && reason != FinishReason::kError && st.emitted < st.text.size())
     ev.text = st.text.substr(st.emitted);
   st.emitted = st.text.size();
   ev.finished = true;
@@ -286,9 +286,9 @@ void Engine::emit(SeqState& st, int32_t id) {
   ++stats_.generated_tokens;
   const Request& req = st.req->req;
 
-  std::string reason;
+  FinishReason reason = FinishReason::kNone;
   if (tokenizer_.is_eog(id) && !req.ignore_eos) {
-    reason = "stop";
+    reason = FinishReason::kStop;
   } else {
     st.text += st.detok.push(id);
     if (!req.stop.empty()) {
@@ -304,13 +304,13 @@ void Engine::emit(SeqState& st, int32_t id) {
       }
       if (cut != std::string::npos) {
         st.text.resize(cut);
-        reason = "stop";
+        reason = FinishReason::kStop;
       }
     }
-    if (reason.empty() && static_cast<int64_t>(seq.tokens.size()) >= seq.max_total)
-      reason = "length";
+    if (reason == FinishReason::kNone && static_cast<int64_t>(seq.tokens.size()) >= seq.max_total)
+      reason = FinishReason::kLength;
   }
-  if (!reason.empty()) {
+  if (reason != FinishReason::kNone) {
     finish_seq(st, reason, id);  // the token's text goes out with the final event
     return;
   }

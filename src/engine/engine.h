@@ -110,7 +110,7 @@ class Engine {
   void draw(Draw& d) const;
   void sample_all(std::vector<Draw>& draws);
   void emit(SeqState& st, int32_t id);
-  void finish_seq(SeqState& st, const std::string& reason, int32_t token = -1,
+  void finish_seq(SeqState& st, FinishReason reason, int32_t token = -1,
                   const std::string& error = {});
   void fail_request(RequestState& rs, const std::string& error);
   void drop_finished_requests();

@@ -62,7 +62,10 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt_ids,
     if (!ev.prompt_logits.empty()) res.last_prompt_logits = ev.prompt_logits;
     res.text += ev.text;
     if (on_token && (ev.token >= 0 || !ev.text.empty())) on_token(ev.token, ev.text);
-    if (ev.finished) res.stop_reason = ev.finish_reason == "stop" ? "eos" : ev.finish_reason;
+    if (ev.finished)
+      res.stop_reason = ev.finish_reason == FinishReason::kStop
+                            ? "eos"
+                            : std::string(finish_reason_name(ev.finish_reason));
   });
   while (engine_->has_work()) engine_->step();
   const double t_end = now_seconds();

@@ -25,6 +25,31 @@ struct Request {
   bool prompt_logits = false;
 };
 
+// Why a sample ended; finish_reason_name() gives the API's names.
+enum class FinishReason : uint8_t {
+  kNone,    // not finished
+  kStop,    // end of sequence, or a stop string
+  kLength,  // max_tokens or the context
+  kAbort,   // the client went away / the request was cancelled
+  kError,   // refused or failed: SeqEvent::error says why
+};
+
+inline const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    case FinishReason::kError:
+      return "error";
+    case FinishReason::kNone:
+      break;
+  }
+  return "";
+}
+
 // One event per generated token (and one final event per sample).
 struct SeqEvent {
   uint64_t request_id = 0;
@@ -32,7 +57,7 @@ struct SeqEvent {
   int32_t token = -1;  // -1: no token in this event
   std::string text;    // new text (complete UTF-8), may be empty
   bool finished = false;
-  std::string finish_reason;  // "stop", "length", "abort", "error" (when finished)
+  FinishReason finish_reason = FinishReason::kNone;  // when finished
   std::string error;          // set with finish_reason "error": why the request was refused
   int64_t prompt_tokens = 0;
   int64_t cached_prompt_tokens = 0;

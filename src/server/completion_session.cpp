@@ -86,10 +86,10 @@ std::vector<CompletionSession::Event> CompletionSession::poll(std::chrono::milli
 
 void CompletionSession::fail(const SeqEvent& ev) {
   failed_ = true;
-  fail_reason_ = ev.finish_reason;
+  fail_reason_ = finish_reason_name(ev.finish_reason);
   error_ = ev.error.empty() ? "the request was aborted" : ev.error;
-  refused_ = ev.finish_reason == "error" && ttft_ < 0;
-  metrics_.count_finish(ev.finish_reason);
+  refused_ = ev.finish_reason == FinishReason::kError && ttft_ < 0;
+  metrics_.count_finish(finish_reason_name(ev.finish_reason));
   cancel();
 }
 
@@ -107,7 +107,8 @@ void CompletionSession::apply(const Event& e, bool streaming, std::string& sse) 
   const size_t ci = e.request * static_cast<size_t>(n_) + static_cast<size_t>(ev.index);
   Choice& c = choices_[ci];
   if (c.finished) return;
-  if (ev.finished && ev.finish_reason != "stop" && ev.finish_reason != "length") {
+  if (ev.finished && ev.finish_reason != FinishReason::kStop &&
+      ev.finish_reason != FinishReason::kLength) {
     c.finished = true;
     fail(ev);
     return;
@@ -123,7 +124,7 @@ void CompletionSession::apply(const Event& e, bool streaming, std::string& sse) 
     c.last_token = now;
     // The end-of-generation token that stopped the choice is not part of its output.
     const bool final_eog =
-        ev.finished && ev.finish_reason == "stop" && !ignore_eos_ && tokenizer_.is_eog(ev.token);
+        ev.finished && ev.finish_reason == FinishReason::kStop && !ignore_eos_ && tokenizer_.is_eog(ev.token);
     if (ev.has_logprob && !final_eog) {
       LogprobItem item;
       item.token = tokenizer_.token_to_piece(ev.token, /*special=*/true);
@@ -143,11 +144,11 @@ void CompletionSession::apply(const Event& e, bool streaming, std::string& sse) 
   }
   if (!ev.finished) return;
   c.finished = true;
-  c.finish_reason = ev.finish_reason;
+  c.finish_reason = finish_reason_name(ev.finish_reason);
   c.generated = ev.generated_tokens;
   if (ev.index == 0) cached_[e.request] = ev.cached_prompt_tokens;
-  metrics_.count_finish(ev.finish_reason);
-  if (streaming) sse += sse_data(shape_.delta_chunk(index, "", {}, ev.finish_reason));
+  metrics_.count_finish(c.finish_reason);
+  if (streaming) sse += sse_data(shape_.delta_chunk(index, "", {}, c.finish_reason));
   if (--open_choices_ == 0) {
     finished_ = true;
     metrics_.e2e.observe(seconds(now - received_));

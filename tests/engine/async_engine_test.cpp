@@ -27,7 +27,7 @@ std::vector<int32_t> drain(RequestStream& s, std::string* reason = nullptr,
     auto ev = s.next(10s);
     if (!ev) break;
     if (ev->token >= 0) ids.push_back(ev->token);
-    if (ev->finished && reason) *reason = ev->finish_reason;
+    if (ev->finished && reason) *reason = finish_reason_name(ev->finish_reason);
     if (ev->finished && error) *error = ev->error;
   }
   return ids;

@@ -260,7 +260,7 @@ TEST(EngineSampling, DrawsOnThePoolEqualDrawsOnTheEngineThread) {
       if (i == 7) r.stop = {"the"};
       engine.submit(r, [&log](const SeqEvent& ev) {
         std::string line = fmt::format("{}/{} {} '{}' {} {}", ev.request_id, ev.index, ev.token,
-                                       ev.text, ev.finish_reason, ev.error);
+                                       ev.text, std::string(finish_reason_name(ev.finish_reason)), ev.error);
         if (ev.has_logprob) {
           line += fmt::format(" {}", ev.logprob);
           for (const auto& t : ev.top_logprobs) line += fmt::format(" {}:{}", t.token, t.logprob);
@@ -300,7 +300,7 @@ TEST(EngineStops, StopStringEndsAndIsCut) {
   std::string text, reason;
   engine.submit(r, [&](const SeqEvent& ev) {
     text += ev.text;
-    if (ev.finished) reason = ev.finish_reason;
+    if (ev.finished) reason = finish_reason_name(ev.finish_reason);
   });
   while (engine.has_work()) engine.step();
   EXPECT_EQ(reason, "stop");
@@ -319,7 +319,7 @@ TEST(EngineAbort, FreesBlocksAtOnce) {
   r.ignore_eos = true;
   std::string reason;
   uint64_t id = engine.submit(r, [&](const SeqEvent& ev) {
-    if (ev.finished) reason = ev.finish_reason;
+    if (ev.finished) reason = finish_reason_name(ev.finish_reason);
   });
   engine.step();
   engine.step();
@@ -379,6 +379,23 @@ TEST(EngineSwapGuard, LowMemoryHoldsNewRequestsBack) {
   while (engine.has_work()) engine.step();
   EXPECT_EQ(tokens, 4);
   EXPECT_FALSE(engine.stats().admission_paused);
+}
+
+}  // namespace
+}  // namespace pagellm
+
+namespace pagellm {
+namespace {
+
+// The engine's finish reasons reach clients by these names (OpenAI's
+// "stop"/"length", and ours for aborted and failed requests).
+TEST(FinishReasons, ApiNames) {
+  EXPECT_STREQ(finish_reason_name(FinishReason::kStop), "stop");
+  EXPECT_STREQ(finish_reason_name(FinishReason::kLength), "length");
+  EXPECT_STREQ(finish_reason_name(FinishReason::kAbort), "abort");
+  EXPECT_STREQ(finish_reason_name(FinishReason::kError), "error");
+  EXPECT_STREQ(finish_reason_name(FinishReason::kNone), "");
+  EXPECT_EQ(SeqEvent{}.finish_reason, FinishReason::kNone);
 }
 
 }  // namespace

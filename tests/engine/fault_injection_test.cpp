@@ -69,7 +69,7 @@ std::map<uint64_t, Outcome> run(Engine& e, const std::vector<Request>& reqs) {
       if (!ev.finished) return;
       ++o.finished;
       if (ev.index == 0) {
-        o.reason = ev.finish_reason;
+        o.reason = finish_reason_name(ev.finish_reason);
         o.error = ev.error;
       }
     });
@@ -187,7 +187,7 @@ Outcome drain(RequestStream& s) {
     if (ev->finished) {
       ++o.finished;
       if (ev->index == 0) {
-        o.reason = ev->finish_reason;
+        o.reason = finish_reason_name(ev->finish_reason);
         o.error = ev->error;
       }
     }
