@@ -31,6 +31,7 @@
 #include "server/chat_prompt.h"
 #include "server/http_server.h"
 #include "util/error.h"
+#include "util/host_pages.h"
 #include "util/sizes.h"
 
 namespace pagellm::cli {
@@ -116,7 +117,19 @@ int run_serve(const ServeArgs& a) {
     std::printf("pagellm serve: allocating the KV cache (%s)\n",
                 format_size(kv_cache_bytes(plan)).c_str());
     std::fflush(stdout);
-    engine = std::make_unique<Engine>(*s.model, *s.tokenizer, *s.pool, cfg);
+    {
+      // Touching gigabytes of cache takes seconds: say how far it got.
+      int shown = 0;  // tenths
+      ScopedHostPagesProgress progress([&shown](size_t done, size_t total) {
+        const int tenth = static_cast<int>(done * 10 / total);
+        if (tenth <= shown) return;
+        shown = tenth;
+        std::printf("pagellm serve: allocating: %s of %s\n", format_size(done).c_str(),
+                    format_size(total).c_str());
+        std::fflush(stdout);
+      });
+      engine = std::make_unique<Engine>(*s.model, *s.tokenizer, *s.pool, cfg);
+    }
     async = std::make_unique<AsyncEngine>(*engine, a.max_queue);
     chat = ChatPrompt::for_model(s.model->file(), s.tokenizer->vocab(), a.chat_template);
     if (!chat->warning().empty())

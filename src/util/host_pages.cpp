@@ -1,5 +1,8 @@
 #include "util/host_pages.h"
 
+#include <algorithm>
+#include <utility>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -55,6 +58,17 @@ bool host_huge_pages_enabled() {
   return on;
 }
 
+namespace {
+thread_local HostPagesProgress t_progress;
+}  // namespace
+
+ScopedHostPagesProgress::ScopedHostPagesProgress(HostPagesProgress fn)
+    : previous_(std::exchange(t_progress, std::move(fn))) {}
+
+ScopedHostPagesProgress::~ScopedHostPagesProgress() {
+  t_progress = std::move(previous_);
+}
+
 void* allocate_host_pages(size_t bytes) {
   if (bytes == 0) return nullptr;
   if (bytes > SIZE_MAX - 2 * kHugePage) fail(bytes, ENOMEM);  // the sums below would wrap
@@ -77,10 +91,18 @@ void* allocate_host_pages(size_t bytes) {
     // Only a hint: without THP support the region keeps 4 KiB pages.
     (void)::madvise(p, kept, MADV_HUGEPAGE);
   }
-  if (!populate(p, bytes)) {
-    const int err = errno;
-    free_host_pages(p, bytes);
-    fail(bytes, err);
+  // In chunks when someone watches the progress (same pages, same result).
+  const size_t chunk = t_progress && bytes >= kHostPagesProgressChunk ? kHostPagesProgressChunk
+                                                                       : bytes;
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min(chunk, bytes - done);
+    if (!populate(p + done, n)) {
+      const int err = errno;
+      free_host_pages(p, bytes);
+      fail(bytes, err);
+    }
+    done += n;
+    if (chunk < bytes) t_progress(done, bytes);
   }
   return p;
 }

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 namespace pagellm {
 
@@ -24,6 +25,23 @@ namespace pagellm {
 void* allocate_host_pages(size_t bytes);
 // Frees what allocate_host_pages(bytes) returned.
 void free_host_pages(void* p, size_t bytes) noexcept;
+
+// Progress of the page population of large buffers (a KV cache of gigabytes
+// takes seconds to touch): while a ScopedHostPagesProgress lives, this
+// thread's allocate_host_pages calls of at least kHostPagesProgressChunk
+// bytes report (done, total) after every chunk populated.
+constexpr size_t kHostPagesProgressChunk = size_t{256} << 20;
+using HostPagesProgress = std::function<void(size_t done, size_t total)>;
+class ScopedHostPagesProgress {
+ public:
+  explicit ScopedHostPagesProgress(HostPagesProgress fn);
+  ~ScopedHostPagesProgress();
+  ScopedHostPagesProgress(const ScopedHostPagesProgress&) = delete;
+  ScopedHostPagesProgress& operator=(const ScopedHostPagesProgress&) = delete;
+
+ private:
+  HostPagesProgress previous_;
+};
 
 // Whether allocate_host_pages asks for huge pages (PAGELLM_HUGEPAGES, default on).
 bool host_huge_pages_enabled();

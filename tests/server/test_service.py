@@ -219,6 +219,13 @@ def test_taken_port_says_why(start_server, pagellm_bin):
     assert "listening" not in out.stdout
 
 
+def test_large_cache_allocation_shows_progress(start_server):
+    # 500,000 tokens x 640 B: a 305 MiB cache, touched in 256 MiB chunks.
+    srv = start_server("-c", "500000", "--max-seq-len", "500000", "--max-num-seqs", "1")
+    srv.wait_output("allocating: 256.00 MiB of 305.18 MiB")
+    srv.wait_output("allocating: 305.18 MiB of 305.18 MiB")
+
+
 def test_api_key(start_server, client_for):
     import openai
     srv = start_server("--api-key", "s3cret")

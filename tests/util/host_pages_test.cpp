@@ -7,6 +7,8 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "util/error.h"
 #include "util/memory_stats.h"
@@ -81,6 +83,35 @@ TEST(HostPages, ImpossibleSizeThrowsNamingTheSize) {
       EXPECT_NE(std::string(e.what()).find("cannot allocate"), std::string::npos) << e.what();
     }
   }
+}
+
+}  // namespace
+}  // namespace pagellm
+
+namespace pagellm {
+namespace {
+
+// A watched allocation reports each populated chunk in order, ending at the
+// total; an unwatched one (or a small one) reports nothing; the scope nests.
+TEST(HostPages, ProgressReportsEveryChunkWhileWatched) {
+  const size_t bytes = 2 * kHostPagesProgressChunk + (3u << 20);
+  std::vector<std::pair<size_t, size_t>> seen;
+  {
+    ScopedHostPagesProgress watch([&](size_t done, size_t total) { seen.push_back({done, total}); });
+    void* p = allocate_host_pages(bytes);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(static_cast<uint8_t*>(p)[bytes - 1], 0);
+    free_host_pages(p, bytes);
+    void* small = allocate_host_pages(1 << 20);
+    free_host_pages(small, 1 << 20);
+  }
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], std::make_pair(kHostPagesProgressChunk, bytes));
+  EXPECT_EQ(seen[1], std::make_pair(2 * kHostPagesProgressChunk, bytes));
+  EXPECT_EQ(seen[2], std::make_pair(bytes, bytes));
+  void* p = allocate_host_pages(bytes);  // no longer watched
+  free_host_pages(p, bytes);
+  EXPECT_EQ(seen.size(), 3u);
 }
 
 }  // namespace
