@@ -44,6 +44,12 @@ void set_gemma_common(ModelHParams& hp, int32_t layers_27b) {
   hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(d));
 }
 
+int32_t window_key(const GgufFile& f, const std::string& key) {
+  const auto v = f.get_u64(key);
+  if (!v || *v == 0) return 0;
+  return require_positive_key(f, key, 1 << 30);
+}
+
 float positive_f32_key(const GgufFile& f, const std::string& key, float fallback) {
   const auto v = f.get_f64(key);
   if (!v) return fallback;

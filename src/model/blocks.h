@@ -57,6 +57,10 @@ struct FfnOptions {
   bool fused_gate_up = false;  // ffn_up.weight holds gate rows, then up rows (phi3)
 };
 
+// A sliding-window key: 0 when absent or 0 (no window); FormatError naming
+// the key when it is larger than any context (over 2^30).
+int32_t window_key(const GgufFile& f, const std::string& key);
+
 // Family rules shared by several families.
 // Layer l gets a sliding window of `window` positions unless it is the last of
 // each `pattern` layers (l % pattern == pattern - 1); window 0: none.

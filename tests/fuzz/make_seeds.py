@@ -117,6 +117,14 @@ MODELS = [  # name, make-model arguments
     ("model_llama_f16_tied.gguf", "--arch llama --n-embd 16 --n-layer 2 --n-head 2 --n-head-kv 2 --n-ff 32 --type f16 --tied"),
     ("model_qwen2_q8_0.gguf", "--arch qwen2 --n-embd 32 --n-layer 1 --n-head 4 --n-head-kv 2 --n-ff 32 --type q8_0"),
     ("model_llama_q4_k.gguf", "--arch llama --n-embd 256 --n-layer 1 --n-head 4 --n-head-kv 1 --n-ff 256 --type q4_k --n-ctx 64"),
+    # The other families: q/k norms and head_dim != n_embd / n_head (qwen3),
+    # sliding windows, soft caps and post-norms (gemma2, gemma3), fused
+    # projections (phi3), whole-projection q/k norms (olmo2).
+    ("model_qwen3_q8_0.gguf", "--arch qwen3 --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 32 --head-dim 32 --type q8_0"),
+    ("model_gemma2_q8_0.gguf", "--arch gemma2 --n-embd 32 --n-layer 2 --n-head 2 --n-head-kv 1 --n-ff 32 --sliding-window 4 --type q8_0 --tied"),
+    ("model_gemma3_q8_0.gguf", "--arch gemma3 --n-embd 32 --n-layer 2 --n-head 2 --n-head-kv 1 --n-ff 32 --head-dim 32 --sliding-window 4 --type q8_0 --tied"),
+    ("model_phi3_q8_0.gguf", "--arch phi3 --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 2 --n-ff 32 --type q8_0"),
+    ("model_olmo2_q8_0.gguf", "--arch olmo2 --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 32 --type q8_0"),
 ]
 
 

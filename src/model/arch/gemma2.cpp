@@ -17,8 +17,7 @@ class Gemma2 final : public AttentionFfnArchitecture<kAttention, kFfn> {
   const char* name() const override { return "gemma2"; }
   void configure(const GgufFile& f, ModelHParams& hp) const override {
     set_gemma_common(hp, 46);
-    const auto window = f.get_u64("gemma2.attention.sliding_window");
-    set_window_pattern(hp, window ? static_cast<int32_t>(*window) : 0, 2);
+    set_window_pattern(hp, window_key(f, "gemma2.attention.sliding_window"), 2);
     hp.attn_softcap = positive_f32_key(f, "gemma2.attn_logit_softcapping", 0);
     hp.final_softcap = positive_f32_key(f, "gemma2.final_logit_softcapping", 0);
   }

@@ -18,9 +18,9 @@ class Gemma3 final : public AttentionFfnArchitecture<kAttention, kFfn> {
   void configure(const GgufFile& f, ModelHParams& hp) const override {
     set_gemma_common(hp, 62);
     hp.final_softcap = positive_f32_key(f, "gemma3.final_logit_softcapping", 0);
-    const auto window = f.get_u64("gemma3.attention.sliding_window");
-    if (!window || *window == 0) return;
-    set_window_pattern(hp, static_cast<int32_t>(*window), 6);
+    const int32_t window = window_key(f, "gemma3.attention.sliding_window");
+    if (window == 0) return;
+    set_window_pattern(hp, window, 6);
     hp.rope_tables.push_back({positive_f32_key(f, "gemma3.rope.freq_base_swa", 10000.0f), 1.0f});
     for (LayerSpec& l : hp.layers)
       if (l.window > 0) l.rope_table = 1;
