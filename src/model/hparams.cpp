@@ -17,12 +17,6 @@ int32_t require_positive_key(const GgufFile& f, const std::string& key, int64_t 
   return static_cast<int32_t>(v);
 }
 
-bool ModelHParams::has_windows() const {
-  for (const LayerSpec& l : layers)
-    if (l.window > 0) return true;
-  return false;
-}
-
 ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
   ModelHParams hp;
   hp.arch = f.require_str("general.architecture");

@@ -55,7 +55,6 @@ struct ModelHParams {
 
   int32_t n_embd_q() const { return n_head * head_dim; }
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }
-  bool has_windows() const;
 
   // Reads and validates the common keys, then the architecture's (found in
   // model/arch/registry.h by general.architecture); throws FormatError

@@ -193,13 +193,21 @@ def test_serve_takes_the_model_flags_and_says_the_cache_size(start_server):
     srv.wait_output("allocating the KV cache")
 
 
-def test_second_signal_exits_at_once(start_server, slow_model):
-    srv = start_server("-c", "8192", "--shutdown-timeout", "60", model=slow_model)
+def start_stream(srv, max_tokens):
+    """A streaming completion in a thread, once its first token arrived:
+    (thread, result) as read_stream fills it."""
     first, result = threading.Event(), {}
     t = threading.Thread(target=read_stream, args=(srv, {
-        "prompt": "Once", "max_tokens": 3000, "ignore_eos": True, "stream": True}, first, result))
+        "prompt": "Once", "max_tokens": max_tokens, "ignore_eos": True, "stream": True}, first,
+        result))
     t.start()
     assert first.wait(60)
+    return t, result
+
+
+def test_second_signal_exits_at_once(start_server, slow_model):
+    srv = start_server("-c", "8192", "--shutdown-timeout", "60", model=slow_model)
+    t, result = start_stream(srv, 3000)
     srv.proc.send_signal(signal.SIGINT)
     srv.wait_output("shutting down")
     start = time.monotonic()
@@ -284,11 +292,7 @@ def read_stream(srv, body, first_chunk, result):
 
 def test_sigterm_lets_inflight_streams_finish(start_server, slow_model):
     srv = start_server("-c", "8192", "--shutdown-timeout", "60", model=slow_model)
-    first, result = threading.Event(), {}
-    t = threading.Thread(target=read_stream, args=(srv, {
-        "prompt": "Once", "max_tokens": 150, "ignore_eos": True, "stream": True}, first, result))
-    t.start()
-    assert first.wait(60)
+    t, result = start_stream(srv, 150)
     srv.proc.send_signal(signal.SIGTERM)
     time.sleep(0.3)
     # New work is refused while the stream finishes.
@@ -306,11 +310,7 @@ def test_sigterm_lets_inflight_streams_finish(start_server, slow_model):
 
 def test_sigint_aborts_streams_after_the_timeout(start_server, slow_model):
     srv = start_server("-c", "8192", "--shutdown-timeout", "0.5", model=slow_model)
-    first, result = threading.Event(), {}
-    t = threading.Thread(target=read_stream, args=(srv, {
-        "prompt": "Once", "max_tokens": 3000, "ignore_eos": True, "stream": True}, first, result))
-    t.start()
-    assert first.wait(60)
+    t, result = start_stream(srv, 3000)
     start = time.monotonic()
     srv.proc.send_signal(signal.SIGINT)
     t.join(60)
