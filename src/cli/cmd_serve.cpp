@@ -54,12 +54,6 @@ struct ServeArgs {
 
 // GET /v1/plan: the planner's plan (as `pagellm plan --json` prints it), the
 // model, and the server's own settings.
-uint64_t kv_cache_bytes(const Plan& plan) {
-  uint64_t b = 0;
-  for (const auto& d : plan.devices) b += d.kv_bytes;
-  return b;
-}
-
 nlohmann::json plan_json(const Plan& plan, const ServeArgs& a, const std::string& path,
                          const ModelHParams& hp, uint64_t weight_bytes) {
   nlohmann::json j = plan_to_json(plan);
@@ -115,7 +109,7 @@ int run_serve(const ServeArgs& a) {
     EngineConfig& cfg = s.config;
     cfg.prefix_caching = !a.no_prefix_cache;
     std::printf("pagellm serve: allocating the KV cache (%s)\n",
-                format_size(kv_cache_bytes(plan)).c_str());
+                format_size(plan.kv_bytes()).c_str());
     std::fflush(stdout);
     {
       // Touching gigabytes of cache takes seconds: say how far it got.
@@ -152,7 +146,7 @@ int run_serve(const ServeArgs& a) {
         "(%s, %s), layers %s, chat template %s, %d threads\n",
         hopts.model_id.c_str(), path.c_str(), static_cast<long long>(ctx->limits.max_context),
         cfg.num_blocks, cfg.block_size, dtype_name(cfg.kv_type),
-        format_size(kv_cache_bytes(plan)).c_str(), plan.device_map().c_str(),
+        format_size(plan.kv_bytes()).c_str(), plan.device_map().c_str(),
         chat->description().c_str(), s.pool->size());
     std::fflush(stdout);
     server.set_ready(ctx);

@@ -70,12 +70,10 @@ std::string format_plan_table(const Plan& p) {
 }
 
 std::string format_plan_summary(const Plan& p) {
-  uint64_t kv = 0;
-  for (const auto& d : p.devices) kv += d.kv_bytes;
   return fmt::format("plan: layers {}, KV cache {} tokens ({}, {}), max_seq_len {} (binding "
                      "limit: {}; `pagellm plan` shows the whole plan)\n",
                      p.device_map(), format_count(p.kv_tokens), dtype_name(p.kv_type),
-                     format_size(kv), format_count(p.max_seq_len),
+                     format_size(p.kv_bytes()), format_count(p.max_seq_len),
                      binding_limit_name(p.binding_limit));
 }
 

@@ -41,6 +41,12 @@ const DevicePlan& Plan::device_of_layer(int32_t layer) const {
   throw Error(fmt::format("layer {} is not in the plan (0-{})", layer, n_layer - 1));
 }
 
+uint64_t Plan::kv_bytes() const {
+  uint64_t b = 0;
+  for (const auto& d : devices) b += d.kv_bytes;
+  return b;
+}
+
 KvPoolShape Plan::kv_pool_shape(const DevicePlan& d) const {
   KvPoolShape s;
   s.layer_begin = d.has_layers() ? d.first_layer : 0;

@@ -144,6 +144,8 @@ struct Plan {
   std::vector<KvGroupPlan> kv_groups;
 
   int32_t host_layers() const;
+  // KV cache bytes over every device.
+  uint64_t kv_bytes() const;
   // The device that runs `layer`.
   const DevicePlan& device_of_layer(int32_t layer) const;
   // The KV pool of a device that holds layers (its layer range, the plan's
