@@ -8,6 +8,15 @@
 
 namespace pagellm {
 
+namespace {
+
+// The whitespace an rstrip token swallows (C's isspace in the "C" locale).
+bool is_ascii_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+}  // namespace
+
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
   return create(Vocab::from_gguf(file));
 }
@@ -40,6 +49,9 @@ std::vector<Tokenizer::Fragment> Tokenizer::split_special(std::string_view text,
         if (pos > 0) next.push_back({kNoToken, rest.substr(0, pos)});
         next.push_back({id, rest.substr(pos, special.size())});
         rest.remove_prefix(pos + special.size());
+        if (vocab_.rstrip(id)) {
+          while (!rest.empty() && is_ascii_space(rest.front())) rest.remove_prefix(1);
+        }
       }
       if (!rest.empty()) next.push_back({kNoToken, rest});
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <limits>
 
 #include "gguf/gguf_reader.h"
@@ -200,6 +201,11 @@ Vocab::Vocab(Spec spec, const std::string& source) {
   }
   std::stable_sort(special_tokens_.begin(), special_tokens_.end(),
                    [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
+  rstrip_.assign(tokens_.size(), false);
+  for (int32_t id : spec.rstrip) {
+    if (!contains(id)) fail(fmt::format("rstrip token {} is outside the vocabulary", id));
+    rstrip_[id] = true;
+  }
 }
 
 int32_t Vocab::find(std::string_view text) const {
@@ -268,6 +274,27 @@ std::optional<int32_t> read_id(const GgufFile& file, const char* key) {
   return static_cast<int32_t>(id);
 }
 
+bool is_phi3(const GgufFile& file) {
+  if (file.get_str("general.architecture").value_or("") == "phi3") return true;
+  std::string name = file.get_str("general.name").value_or("");
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos;
+}
+
+// The tokens Phi-3's upstream tokenizer.json marks rstrip: its added tokens
+// (typed CONTROL or USER_DEFINED here) except <unk>, <s> and <|endoftext|>.
+std::vector<int32_t> phi3_rstrip_tokens(const Vocab::Spec& spec) {
+  std::vector<int32_t> out;
+  for (size_t id = 0; id < spec.tokens.size() && id < spec.types.size(); ++id) {
+    const TokenType t = spec.types[id];
+    if (t != TokenType::kControl && t != TokenType::kUserDefined) continue;
+    const std::string& text = spec.tokens[id];
+    if (text == "<unk>" || text == "<s>" || text == "<|endoftext|>") continue;
+    out.push_back(static_cast<int32_t>(id));
+  }
+  return out;
+}
+
 }  // namespace
 
 Vocab Vocab::from_gguf(const GgufFile& file) {
@@ -319,6 +346,7 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
   spec.add_eos = file.get_bool(kKeyAddEos);
   spec.add_sep = file.get_bool(kKeyAddSep);
   spec.add_space_prefix = file.get_bool(kKeyAddSpacePrefix);
+  if (spec.model == "llama" && is_phi3(file)) spec.rstrip = phi3_rstrip_tokens(spec);
   return Vocab(std::move(spec), file.path());
 }
 

@@ -23,6 +23,12 @@
 // UNK 100, add_bos and add_sep true (CLS ... SEP). An empty token text becomes "[EMPTY_<id>]". When
 // two tokens share a text, look-up by text finds the later id.
 //
+// Phi-3's SentencePiece vocabulary marks its added tokens "rstrip" upstream,
+// which GGUF does not carry: for architecture "phi3" (or a name containing
+// "phi-3"/"phi3") with a "llama" vocab, every CONTROL/USER_DEFINED token but
+// <unk>, <s> and <|endoftext|> swallows the whitespace after it, as the
+// reference tokenizers do.
+//
 // Validation (FormatError naming the key): array element types, scores and
 // token_type lengths equal to the token count, token types in 0..6, special ids
 // in range, and (for "llama") BYTE tokens spelled "<0xXX>".
@@ -70,6 +76,9 @@ class Vocab {
     // nullopt: the model's default; kNoToken: none.
     std::optional<int32_t> bos, eos, unk, sep, pad, eot, eom;
     std::optional<bool> add_bos, add_eos, add_sep, add_space_prefix;
+    // Tokens matched in input text that swallow the whitespace after them
+    // (GGUF cannot say this; see from_gguf).
+    std::vector<int32_t> rstrip;
   };
 
   // Validates; `source` (a file name) prefixes error messages. Throws FormatError.
@@ -121,6 +130,9 @@ class Vocab {
   // CONTROL, USER_DEFINED and UNKNOWN tokens, longest text first (then by id):
   // the tokens that may be matched as whole strings in input text.
   const std::vector<int32_t>& special_tokens() const { return special_tokens_; }
+  // Whether whitespace right after `id`, when matched in input text, is
+  // dropped (as the upstream tokenizer's added-token "rstrip" flag does).
+  bool rstrip(int32_t id) const { return contains(id) && rstrip_[id]; }
 
  private:
   std::string model_;
@@ -142,6 +154,7 @@ class Vocab {
   bool add_bos_ = false, add_eos_ = false, add_sep_ = false, add_space_prefix_ = false;
   std::vector<int32_t> eog_ids_;  // sorted
   std::vector<int32_t> special_tokens_;
+  std::vector<bool> rstrip_;
 };
 
 }  // namespace pagellm

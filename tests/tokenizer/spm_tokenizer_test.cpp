@@ -208,6 +208,37 @@ TEST(SpmTokenizer, UserDefinedTokensAreAlwaysMatched) {
   EXPECT_EQ(tok->token_to_piece(262), "<tool>");
 }
 
+// Phi-3's added tokens swallow the whitespace after them (their upstream
+// "rstrip" flag): "</s>" (USER_DEFINED, always matched) followed by spaces or
+// newlines tokenizes as "</s>" and the text alone, with no extra "▁" token.
+TEST(SpmTokenizer, Phi3AddedTokensStripWhitespaceAfterThem) {
+  auto phi3 = load_tokenizer("tokenizer-vectors/ggml-vocab-phi-3.gguf");
+  const int32_t eos_text = phi3->vocab().find("</s>");
+  ASSERT_EQ(phi3->vocab().type(eos_text), TokenType::kUserDefined);
+  EXPECT_TRUE(phi3->vocab().rstrip(eos_text));
+  for (const char* bare : {"<unk>", "<s>", "<|endoftext|>"})
+    EXPECT_FALSE(phi3->vocab().rstrip(phi3->vocab().find(bare))) << bare;
+  const Ids hello = phi3->encode("hello", false);
+  auto with = [&](Ids head, const Ids& tail) {
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  for (const char* text : {"</s>hello", "</s> hello", "</s>\n\nhello", "</s> \t\r\nhello"})
+    EXPECT_EQ(phi3->encode(text, false), with({eos_text}, hello)) << text;
+  // Whitespace before the token stays.
+  EXPECT_EQ(phi3->encode("hi </s>", false), with(phi3->encode("hi ", false), {eos_text}));
+  // The chat template's newlines after control tokens are swallowed too.
+  const int32_t user = phi3->vocab().find("<|user|>"), end = phi3->vocab().find("<|end|>"),
+                assistant = phi3->vocab().find("<|assistant|>");
+  EXPECT_EQ(phi3->encode("<|user|>\nHi<|end|>\n<|assistant|>\n", false, true),
+            with(with({user}, phi3->encode("Hi", false)), {end, assistant}));
+  // Other SentencePiece vocabularies keep the whitespace.
+  auto llama = load_tokenizer("tokenizer-vectors/ggml-vocab-llama-spm.gguf");
+  EXPECT_FALSE(llama->vocab().rstrip(llama->vocab().find("</s>")));
+  EXPECT_EQ(llama->encode("</s> hello", false, true),
+            with({llama->vocab().find("</s>")}, llama->encode(" hello", false)));
+}
+
 TEST(SpmTokenizer, SplitSpecialPrefersLongerTokens) {
   Vocab::Spec s = test::tiny_spec({});
   for (const char* t : {"<a>", "<a><b>"}) {

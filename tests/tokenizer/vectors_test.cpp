@@ -119,7 +119,9 @@ TEST(VocabVectorsExtra, GptNeoxWithoutPreKeySplitsPunctuationFirst) {
   // Words and digits: every piece is all punctuation, or has none.
   for (const std::string& p : pieces(*neox, "a,b.c!! x--y (z) 12345 tea's")) {
     const bool punct = p.find_first_of(",.!-()'") != std::string::npos;
-    if (punct) EXPECT_EQ(p.find_first_not_of(",.!-()'"), std::string::npos) << p;
+    if (punct) {
+      EXPECT_EQ(p.find_first_not_of(",.!-()'"), std::string::npos) << p;
+    }
   }
 }
 
