@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "planner/cost_model.h"
 #include "util/sizes.h"
@@ -517,13 +518,86 @@ void validate(const PlanRequest& req, const ModelFootprint& fp,
         "cpu:N=SIZE)");
 }
 
-// Pipeline order: without a map, accelerators with the most free memory first.
-std::vector<PlanDevice> ordered(const PlanRequest& req, std::vector<PlanDevice> devices) {
-  if (!req.device_map)
-    std::stable_sort(
-        devices.begin(), devices.end() - 1,
-        [](const PlanDevice& a, const PlanDevice& b) { return a.free_bytes > b.free_bytes; });
-  return devices;
+// Devices that are interchangeable in a pipeline order (same kind, memory
+// and kernels) give the same plans wherever they stand.
+bool same_for_planning(const PlanDevice& a, const PlanDevice& b) {
+  return a.device.kind == b.device.kind && a.free_bytes == b.free_bytes &&
+         a.headroom_bytes == b.headroom_bytes &&
+         a.missing_weight_kernels == b.missing_weight_kernels;
+}
+
+// Up to this many distinct orders of the accelerators, the search tries them
+// all (6 distinct devices: 720).
+constexpr double kMaxOrders = 720;
+
+// Pipeline orders of the accelerators (the host stays last), the user's own
+// order first. Every distinct order when there are at most kMaxOrders; else
+// the user's order, the most-free-first order, and that order with each
+// device moved to the end (the end carries the output head).
+std::vector<std::vector<PlanDevice>> candidate_orders(const std::vector<PlanDevice>& devices) {
+  const size_t k = devices.size() - 1;
+  // Class of each accelerator: the index of the first device interchangeable with it.
+  std::vector<size_t> cls(k);
+  for (size_t i = 0; i < k; ++i) {
+    cls[i] = i;
+    for (size_t j = 0; j < i; ++j)
+      if (same_for_planning(devices[i], devices[j])) {
+        cls[i] = cls[j];
+        break;
+      }
+  }
+  // Distinct orders: k! / the product of each class's count!.
+  double distinct = 1;
+  std::vector<size_t> seen(k, 0);
+  for (size_t i = 0; i < k; ++i)
+    distinct *= static_cast<double>(i + 1) / static_cast<double>(++seen[cls[i]]);
+  auto arrange = [&](const std::vector<size_t>& idx) {
+    std::vector<PlanDevice> out;
+    for (size_t i : idx) out.push_back(devices[i]);
+    out.push_back(devices.back());
+    return out;
+  };
+  std::vector<std::vector<PlanDevice>> orders;
+  if (distinct <= kMaxOrders) {
+    // The class sequence is sorted in the user's order, so next_permutation
+    // visits each distinct order once, the user's first.
+    std::vector<size_t> seq = cls;
+    do {
+      std::vector<size_t> idx;
+      std::vector<char> used(k, 0);
+      for (size_t c : seq)
+        for (size_t i = 0; i < k; ++i)
+          if (!used[i] && cls[i] == c) {  // the user's earliest unused device of the class
+            used[i] = 1;
+            idx.push_back(i);
+            break;
+          }
+      orders.push_back(arrange(idx));
+    } while (std::next_permutation(seq.begin(), seq.end()));
+    return orders;
+  }
+  std::vector<size_t> user(k);
+  for (size_t i = 0; i < k; ++i) user[i] = i;
+  orders.push_back(arrange(user));
+  std::vector<size_t> by_free = user;
+  std::stable_sort(by_free.begin(), by_free.end(), [&](size_t a, size_t b) {
+    return devices[a].free_bytes > devices[b].free_bytes;
+  });
+  orders.push_back(arrange(by_free));
+  for (size_t last = 0; last < k; ++last) {
+    std::vector<size_t> idx;
+    for (size_t i : by_free)
+      if (i != by_free[last]) idx.push_back(i);
+    idx.push_back(by_free[last]);
+    orders.push_back(arrange(idx));
+  }
+  return orders;
+}
+
+// Whether plan `a` beats plan `b`: fewer host layers, then more blocks.
+bool better(const Plan& a, const Plan& b) {
+  if (a.host_layers() != b.host_layers()) return a.host_layers() < b.host_layers();
+  return a.num_blocks > b.num_blocks;
 }
 
 }  // namespace
@@ -531,8 +605,26 @@ std::vector<PlanDevice> ordered(const PlanRequest& req, std::vector<PlanDevice> 
 Plan make_plan(const PlanRequest& req, const ModelFootprint& fp,
                const std::vector<PlanDevice>& devices) {
   validate(req, fp, devices);
-  CostModel m(req, fp, ordered(req, devices));
-  return Planner(req, fp, m).run();
+  if (req.device_map) {  // the map pins the order
+    CostModel m(req, fp, devices);
+    return Planner(req, fp, m).run();
+  }
+  // The order is part of the optimisation: the device with the last layers
+  // also holds the output head and its workspace, so which device ends the
+  // pipeline changes how many blocks fit. Ties keep the earlier (user's) order.
+  std::optional<Plan> best;
+  std::optional<PlanError> refusal;
+  for (auto& order : candidate_orders(devices)) {
+    CostModel m(req, fp, std::move(order));
+    try {
+      Plan p = Planner(req, fp, m).run();
+      if (!best || better(p, *best)) best = std::move(p);
+    } catch (const PlanError& e) {
+      if (!refusal || e.largest_kv_tokens() > refusal->largest_kv_tokens()) refusal = e;
+    }
+  }
+  if (best) return *best;
+  throw *refusal;
 }
 
 int64_t max_blocks_for_placement(const PlanRequest& req, const ModelFootprint& fp,

@@ -20,9 +20,14 @@
 //     and over host RAM, total shared KV <= F * (host budget - shared fixed use).
 //
 // Placement (without --device-map): accelerators (GPUs and virtual CPU
-// devices) in order of most free memory first, then the host; layers are
-// split into contiguous ranges in that order, so host layers are the last
-// ones ("CPU offload"). Requests:
+// devices) in a pipeline order, then the host; layers are split into
+// contiguous ranges in that order, so host layers are the last ones ("CPU
+// offload"). The order is part of the search (the device with the last
+// layers also carries the output head and its workspace): every distinct
+// order of the accelerators (up to 720 of them; beyond, the given order, the
+// most-free-first order and that order with each device moved last), the
+// best plan wins (fewest host layers, then most blocks), and the given order
+// wins ties. --device-map pins the order. Requests:
 //   --kv-tokens N: reserve the cache first: blocks = ceil(N / block_size)
 //     (capped at max_seq_len x max_num_seqs), then the placement with the
 //     fewest host layers that fits, packing layers onto the first devices
@@ -35,7 +40,8 @@
 //     layers, balancing layers across unequal accelerators.
 // In all modes, the accelerators' ranges are chosen by an exact search (a
 // dynamic programme over devices x layers, inside a binary search on the
-// block count), so the count is the optimum among contiguous placements.
+// block count), so the count is the optimum among contiguous placements in
+// every order tried.
 #pragma once
 
 #include <cstdint>

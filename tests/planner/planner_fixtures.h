@@ -82,11 +82,10 @@ struct Expected {
   int64_t largest = -1;     // blocks of the largest plan that fits (for refusals)
 };
 
+// Every placement in every order of the accelerators (the host last), or
+// only the given order when `all_orders` is false.
 inline Expected brute_force(const PlanRequest& req, const ModelFootprint& fp,
-                            std::vector<PlanDevice> devices) {
-  std::stable_sort(
-      devices.begin(), devices.end() - 1,
-      [](const PlanDevice& a, const PlanDevice& b) { return a.free_bytes > b.free_bytes; });
+                            std::vector<PlanDevice> devices, bool all_orders = true) {
   const int32_t n = fp.n_layer;
   const int64_t bs = req.block_size;
   const int64_t per_seq = (req.max_seq_len + bs - 1) / bs;
@@ -110,11 +109,18 @@ inline Expected brute_force(const PlanRequest& req, const ModelFootprint& fp,
     int64_t blocks;
   };
   std::vector<Option> opts;
-  for (const auto& r : all_placements(n, devices.size())) {
-    const int32_t h = r.back().size();
-    if (!allowed(h)) continue;
-    opts.push_back({h, max_blocks_for_placement(req, fp, devices, r)});
-  }
+  std::vector<size_t> perm(k);
+  for (size_t i = 0; i < k; ++i) perm[i] = i;
+  do {
+    std::vector<PlanDevice> order;
+    for (size_t i : perm) order.push_back(devices[i]);
+    order.push_back(devices.back());
+    for (const auto& r : all_placements(n, order.size())) {
+      const int32_t h = r.back().size();
+      if (!allowed(h)) continue;
+      opts.push_back({h, max_blocks_for_placement(req, fp, order, r)});
+    }
+  } while (all_orders && std::next_permutation(perm.begin(), perm.end()));
   Expected e;
   for (const auto& o : opts) e.largest = std::max(e.largest, o.blocks);
   auto min_h_at = [&](int64_t b) -> std::optional<int32_t> {

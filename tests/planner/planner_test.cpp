@@ -319,13 +319,83 @@ TEST_F(TwoGpus, ModelTooLargeForGpusOffloadsTheFewestLayers) {
   EXPECT_TRUE(contains(msg, "with CPU offload, ")) << msg;
 }
 
-TEST_F(TwoGpus, OrderIsMostFreeFirst) {
-  std::vector<PlanDevice> swapped = {gpu(0, 12 * kGiB, 512 * kMiB), gpu(1, 24 * kGiB, 512 * kMiB),
-                                     host(64 * kGiB, 512 * kMiB)};
-  const Plan p = plan_checked(request(4096, 64), fp, swapped);
-  EXPECT_EQ(p.devices[0].name(), "cuda:1");
-  EXPECT_EQ(p.devices[0].first_layer, 0);
-  EXPECT_EQ(p.devices[1].name(), "cuda:0");
+// With room to spare in either order the plans tie, and the user's order wins.
+TEST_F(TwoGpus, UserOrderWinsTies) {
+  std::vector<PlanDevice> small_first = {gpu(0, 12 * kGiB, 512 * kMiB),
+                                         gpu(1, 24 * kGiB, 512 * kMiB), host(64 * kGiB, 512 * kMiB)};
+  const Plan p = plan_checked(request(1024, 2), fp, small_first);
+  ASSERT_EQ(p.binding_limit, BindingLimit::kSeqCap);
+  EXPECT_EQ(p.devices[0].name(), "cuda:0");
+  EXPECT_EQ(p.devices[1].name(), "cuda:1");
+  std::swap(small_first[0], small_first[1]);
+  const Plan q = plan_checked(request(1024, 2), fp, small_first);
+  EXPECT_EQ(q.devices[0].name(), "cuda:1");
+  EXPECT_EQ(q.num_blocks, p.num_blocks);
+}
+
+// Three capped devices of 400, 900 and 1200 MiB: the device with the last
+// layers also holds the output head and its workspace, so the order that
+// puts the largest device last holds more blocks than most-free-first.
+TEST(Planner, DeviceOrderIsPartOfTheSearch) {
+  ModelFootprint fp = synth_model(12, 100 * kMiB, 64 * kKiB, 16 * kMiB, 100 * kMiB, 300 * kMiB);
+  fp.output_workspace_bytes = 100 * kMiB;
+  const std::vector<PlanDevice> devs = {vcpu(0, 400 * kMiB), vcpu(1, 900 * kMiB),
+                                        vcpu(2, 1200 * kMiB), host(64 * kGiB, 1 * kGiB)};
+  PlanRequest req = request(4096, 64);
+  req.no_cpu_offload = true;
+  req.min_kv_tokens = 16;
+  const Plan p = plan_checked(req, fp, devs);
+  const Expected all = brute_force(req, fp, devs);
+  std::vector<PlanDevice> most_free_first = {devs[2], devs[1], devs[0], devs[3]};
+  const Expected fixed = brute_force(req, fp, most_free_first, /*all_orders=*/false);
+  ASSERT_TRUE(all.fits && fixed.fits);
+  EXPECT_EQ(p.num_blocks, all.blocks);
+  std::printf("best order %s: %d blocks; most free first: %lld blocks (+%.0f%%)\n",
+              p.device_map().c_str(), p.num_blocks, static_cast<long long>(fixed.blocks),
+              100.0 * (static_cast<double>(p.num_blocks) / static_cast<double>(fixed.blocks) - 1));
+  EXPECT_GT(p.num_blocks, fixed.blocks * 11 / 10);
+  // The output head ends up on the device with the most room, not the 400 MiB one.
+  for (const auto& d : p.devices) {
+    if (d.holds_output) {
+      EXPECT_NE(d.name(), "cpu:0");
+    }
+  }
+  // --device-map pins the order: the given one, even when another holds more.
+  PlanRequest pinned = req;
+  pinned.device_map = parse_device_map("0-1:cpu:0,2-7:cpu:2,8-11:cpu:1");
+  const Plan m = make_plan(pinned, fp, devs);
+  EXPECT_EQ(budget_violations(m, pinned, devs), "");
+  EXPECT_EQ(m.device_of_layer(0).name(), "cpu:0");
+  EXPECT_EQ(m.device_of_layer(2).name(), "cpu:2");
+  EXPECT_EQ(m.device_of_layer(11).name(), "cpu:1");
+  EXPECT_LE(m.num_blocks, p.num_blocks);
+}
+
+// Interchangeable devices are one order (the user's); beyond 720 distinct
+// orders the search tries the user's, most-free-first and each device last.
+TEST(Planner, ManyDevicesKeepTheSearchSmall) {
+  ModelFootprint fp = synth_model(4, 100 * kMiB, 64 * kKiB, 16 * kMiB, 100 * kMiB, 300 * kMiB);
+  fp.output_workspace_bytes = 100 * kMiB;
+  std::vector<PlanDevice> same, distinct;
+  for (int i = 0; i < 8; ++i) {
+    same.push_back(vcpu(i, 600 * kMiB));
+    distinct.push_back(vcpu(i, (300 + 100 * static_cast<uint64_t>(i)) * kMiB));
+  }
+  same.push_back(host(64 * kGiB, 1 * kGiB));
+  distinct.push_back(host(64 * kGiB, 1 * kGiB));
+  PlanRequest req = request(4096, 64);
+  req.no_cpu_offload = true;
+  req.min_kv_tokens = 16;
+  const Plan p = make_plan(req, fp, same);
+  EXPECT_EQ(budget_violations(p, req, same), "");
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(p.devices[static_cast<size_t>(i)].name(), "cpu:" + std::to_string(i));
+  const Plan q = make_plan(req, fp, distinct);
+  EXPECT_EQ(budget_violations(q, req, distinct), "");
+  std::vector<PlanDevice> most_free_first(distinct.rbegin() + 1, distinct.rend());
+  most_free_first.push_back(distinct.back());
+  const Expected fixed = brute_force(req, fp, most_free_first, /*all_orders=*/false);
+  ASSERT_TRUE(fixed.fits);
+  EXPECT_GE(q.num_blocks, fixed.blocks);
 }
 
 // ---- 80 + 80 + 40 GiB ----
@@ -337,7 +407,14 @@ TEST(Planner, ThreeUnequalGpus) {
   const ModelFootprint fp = synth_model(80, 860 * kMiB, 4 * kKiB, 512 * kMiB, 1 * kGiB, 1 * kGiB);
   const Plan p = plan_checked(request(8192, 64), fp, devs);
   EXPECT_EQ(p.host_layers(), 0);
-  const int a = p.devices[0].n_layers(), b = p.devices[1].n_layers(), c = p.devices[2].n_layers();
+  // Devices by name: the planner chooses their pipeline order.
+  auto layers_on = [&](const std::string& name) {
+    for (const auto& d : p.devices)
+      if (d.name() == name) return d.n_layers();
+    ADD_FAILURE() << name << " not in the plan";
+    return 0;
+  };
+  const int a = layers_on("cuda:0"), b = layers_on("cuda:1"), c = layers_on("cuda:2");
   EXPECT_EQ(a + b + c, 80);
   EXPECT_LT(c, a);  // the 40 GiB device holds fewer layers
   EXPECT_LT(c, b);
