@@ -1,7 +1,9 @@
 #include "backend/backend.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -20,8 +22,41 @@ const char* backend_op_name(BackendOp op) {
       return "attention soft-capping";
     case BackendOp::kRopeFactors:
       return "RoPE frequency factors";
+    case BackendOp::kMixtureOfExperts:
+      return "mixture-of-experts layers";
   }
   return "?";
+}
+
+void Backend::gather_rows(const float* x, int64_t n, const int32_t* rows, int64_t count,
+                          float* out) {
+  const size_t row_bytes = static_cast<size_t>(n) * sizeof(float);
+  for (int64_t i = 0; i < count; ++i) copy(out + i * n, x + static_cast<int64_t>(rows[i]) * n, row_bytes);
+}
+
+void Backend::combine_rows(const float* y, int64_t n, const int32_t* rows, const float* weights,
+                           int64_t n_tokens, int32_t k, float* out, bool add) {
+  const int64_t y_rows = n_tokens * k;
+  std::vector<float> hy(static_cast<size_t>(y_rows * n)), ho(static_cast<size_t>(n_tokens * n));
+  download(hy.data(), y, hy.size() * sizeof(float));
+  if (add) download(ho.data(), out, ho.size() * sizeof(float));
+  combine_rows_host(hy.data(), n, rows, weights, n_tokens, k, ho.data(), add);
+  upload(out, ho.data(), ho.size() * sizeof(float));
+}
+
+void combine_rows_host(const float* y, int64_t n, const int32_t* rows, const float* weights,
+                       int64_t n_tokens, int32_t k, float* out, bool add) {
+  std::vector<float> s(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    std::fill(s.begin(), s.end(), 0.0f);
+    for (int32_t j = 0; j < k; ++j) {
+      const float w = weights[t * k + j];
+      const float* r = y + static_cast<int64_t>(rows[t * k + j]) * n;
+      for (int64_t i = 0; i < n; ++i) s[static_cast<size_t>(i)] += w * r[i];
+    }
+    float* o = out + t * n;
+    for (int64_t i = 0; i < n; ++i) o[i] = add ? o[i] + s[static_cast<size_t>(i)] : s[static_cast<size_t>(i)];
+  }
 }
 
 void Backend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) {

@@ -103,6 +103,7 @@ enum class BackendOp {
   kAttentionWindow,   // KvLayerView::window
   kAttentionSoftcap,  // KvLayerView::softcap
   kRopeFactors,       // RopeParams::freq_factors / attn_factor
+  kMixtureOfExperts,  // routed expert FFNs (gather_rows, combine_rows, per-expert matmuls)
 };
 const char* backend_op_name(BackendOp op);
 
@@ -253,11 +254,28 @@ class Backend {
   virtual void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                                float scale) = 0;
 
+  // Mixture of experts (model/moe_routing.h). `rows`, `weights`: host memory.
+  // out[i] = x[rows[i]] for i < count (rows of n floats). The default copies
+  // row by row.
+  virtual void gather_rows(const float* x, int64_t n, const int32_t* rows, int64_t count,
+                           float* out);
+  // For each token t < n_tokens: s = sum over j < k, in j order, of
+  // weights[t * k + j] * y[rows[t * k + j]] (rows of n floats); then
+  // out[t] += s (add) or out[t] = s. A token's result depends on its own rows
+  // only. The default computes on the host (download, upload).
+  virtual void combine_rows(const float* y, int64_t n, const int32_t* rows, const float* weights,
+                            int64_t n_tokens, int32_t k, float* out, bool add);
+
  protected:
   // Runs the outputs' epilogues with add_bias() and add_inplace(), for a
   // matmul() that does not fuse them.
   void finish_outputs(int64_t rows, const MatmulOutput* outs, size_t n_outs);
 };
+
+// Backend::combine_rows on host memory (every pointer host memory): the
+// reference the backends' kernels follow.
+void combine_rows_host(const float* y, int64_t n, const int32_t* rows, const float* weights,
+                       int64_t n_tokens, int32_t k, float* out, bool add);
 
 // Paged-attention arguments for one layer's cache, contiguous q/out rows of
 // n_heads heads and the step's tokens; the caller adds the block tables in

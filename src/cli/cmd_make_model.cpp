@@ -18,8 +18,9 @@ Runner add_make_model(CLI::App& app) {
   auto threads = std::make_shared<int>(0);
   CLI::App* sub = app.add_subcommand("make-model", "Write a random-weight GGUF model");
   sub->add_option("--arch", s->arch,
-                  "Architecture: " + fmt::format("{}", fmt::join(architecture_names(), ", ")))
-      ->check(CLI::IsMember(architecture_names()))
+                  "Architecture: " + fmt::format("{}", fmt::join(make_model_architectures(), ", ")) +
+                      " (mixtral: llama with experts)")
+      ->check(CLI::IsMember(make_model_architectures()))
       ->capture_default_str();
   sub->add_option("--n-embd", s->n_embd, "Embedding size")->required();
   sub->add_option("--n-layer", s->n_layer, "Layers")->required();
@@ -29,6 +30,11 @@ Runner add_make_model(CLI::App& app) {
   sub->add_option("--head-dim", s->head_dim, "Head size (default n_embd / n_head)");
   sub->add_option("--sliding-window", s->sliding_window,
                   "Sliding window of gemma2 / gemma3 local layers (default: none)");
+  sub->add_option("--n-expert", s->n_expert,
+                  "Experts per MoE layer (default: none; mixtral and qwen3moe: 8)");
+  sub->add_option("--n-expert-used", s->n_expert_used,
+                  "Experts each token is routed to (default: 2 with experts)");
+  sub->add_option("--n-ff-exp", s->n_ff_exp, "Feed-forward size of each expert (default --n-ff)");
   sub->add_option("--vocab-from", s->vocab_from, "GGUF file whose tokenizer is copied")->required();
   sub->add_option("--type", *type,
                   "Type of the 2-D weights (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <vector>
 
 #include "util/error.h"
 
@@ -88,9 +89,26 @@ void attention_tensors(const ModelHParams& hp, int32_t l, const AttentionOptions
     out.push_back(TensorSpec::vec(VectorRole::kAttnPostNorm, layer_name(l, o.post_norm_name), E));
 }
 
+static void dense_ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOptions& o, TensorList& out);
+
 void ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOptions& o, TensorList& out) {
-  const int64_t E = hp.n_embd, F = hp.n_ff;
+  const int64_t E = hp.n_embd;
   if (o.pre_norm) out.push_back(TensorSpec::vec(VectorRole::kFfnNorm, layer_name(l, "ffn_norm"), E));
+  if (hp.moe()) {
+    const int64_t X = hp.n_expert, FX = hp.n_ff_exp;
+    out.push_back(TensorSpec::mat(MatrixRole::kRouter, layer_name(l, "ffn_gate_inp"), E, X));
+    out.push_back(TensorSpec::experts(MatrixRole::kGateExps, layer_name(l, "ffn_gate_exps"), E, FX, X));
+    out.push_back(TensorSpec::experts(MatrixRole::kUpExps, layer_name(l, "ffn_up_exps"), E, FX, X));
+    out.push_back(TensorSpec::experts(MatrixRole::kDownExps, layer_name(l, "ffn_down_exps"), FX, E, X));
+  } else {
+    dense_ffn_tensors(hp, l, o, out);
+  }
+  if (o.post_norm)
+    out.push_back(TensorSpec::vec(VectorRole::kFfnPostNorm, layer_name(l, o.post_norm_name), E));
+}
+
+static void dense_ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOptions& o, TensorList& out) {
+  const int64_t E = hp.n_embd, F = hp.n_ff;
   if (o.fused_gate_up) {
     const std::string n = layer_name(l, "ffn_up");
     out.push_back(TensorSpec::part(MatrixRole::kGate, n, E, 0, F, 2 * F));
@@ -100,8 +118,6 @@ void ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOptions& o, TensorL
     out.push_back(TensorSpec::mat(MatrixRole::kUp, layer_name(l, "ffn_up"), E, F));
   }
   out.push_back(TensorSpec::mat(MatrixRole::kDown, layer_name(l, "ffn_down"), F, E));
-  if (o.post_norm)
-    out.push_back(TensorSpec::vec(VectorRole::kFfnPostNorm, layer_name(l, o.post_norm_name), E));
 }
 
 void attention_block(LayerContext& c, const AttentionOptions& o) {
@@ -137,7 +153,59 @@ void attention_block(LayerContext& c, const AttentionOptions& o) {
   }
 }
 
+namespace {
+
+void moe_ffn(LayerContext& c, const FfnOptions& o) {
+  const ModelHParams& hp = c.hp;
+  const LayerWeights& w = c.w;
+  Backend& b = c.b;
+  const int64_t E = hp.n_embd, FX = hp.n_ff_exp, X = hp.n_expert;
+  const int32_t k = hp.n_expert_used;
+  // x' (the normed rows) stays in h: the experts read it after routing.
+  const float* xn = c.x;
+  if (const float* norm = w.vector(VectorRole::kFfnNorm)) {
+    b.rms_norm(c.x, norm, c.h, c.T, E, hp.rms_eps);
+    xn = c.h;
+  }
+  const MatrixView router = w.matrix(MatrixRole::kRouter).view();
+  b.matmul(xn, c.T, {{&router, c.router}});
+  // Routing runs on the host: which expert reads which rows decides the
+  // products' shapes.
+  std::vector<float> host_logits;
+  const float* logits = c.router;
+  if (!b.uses_host_memory()) {
+    host_logits.resize(static_cast<size_t>(c.T * X));
+    b.download(host_logits.data(), c.router, host_logits.size() * sizeof(float));
+    logits = host_logits.data();
+  }
+  MoeRouting& r = *c.routing;
+  route_tokens(logits, c.T, static_cast<int32_t>(X), k, o.router, nullptr, r);
+  b.gather_rows(xn, E, r.row_token.data(), c.T * k, c.moe_x);
+  const WeightMatrix &gates = w.matrix(MatrixRole::kGateExps), &ups = w.matrix(MatrixRole::kUpExps),
+                     &downs = w.matrix(MatrixRole::kDownExps);
+  for (int32_t e = 0; e < static_cast<int32_t>(X); ++e) {
+    const int64_t row0 = r.offsets[static_cast<size_t>(e)];
+    const int64_t n = r.offsets[static_cast<size_t>(e) + 1] - row0;
+    if (n == 0) continue;  // an expert no token chose is not read
+    const MatrixView g = gates.expert(e).view(), u = ups.expert(e).view(),
+                     d = downs.expert(e).view();
+    float* gate = c.gate + row0 * FX;
+    float* up = c.up + row0 * FX;
+    b.matmul(c.moe_x + row0 * E, n, {{&g, gate}, {&u, up}});
+    b.glu_matmul(hp.ffn_act, gate, up, n, {{&d, c.moe_y + row0 * E}});
+  }
+  if (o.post_norm) {
+    b.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.h, /*add=*/false);
+    post_norm_add(c, c.h, w.vector(VectorRole::kFfnPostNorm));
+  } else {
+    b.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.x, /*add=*/true);
+  }
+}
+
+}  // namespace
+
 void ffn_block(LayerContext& c, const FfnOptions& o) {
+  if (c.hp.moe()) return moe_ffn(c, o);
   const LayerWeights& w = c.w;
   const MatrixView wg = w.matrix(MatrixRole::kGate).view(), wu = w.matrix(MatrixRole::kUp).view(),
                    wd = w.matrix(MatrixRole::kDown).view();

@@ -11,6 +11,7 @@
 #include "gguf/gguf_reader.h"
 #include "model/arch/architecture.h"
 #include "model/hparams.h"
+#include "model/moe_routing.h"
 #include "model/tensor_spec.h"
 #include "model/weights.h"
 
@@ -32,8 +33,15 @@ struct LayerContext {
   float* k;           // [T][n_embd_kv]
   float* v;           // [T][n_embd_kv]
   float* attn;        // [T][n_embd_q]
-  float* gate;        // [T][n_ff]
-  float* up;          // [T][n_ff]
+  float* gate;        // [T][n_ff] (MoE: [T * n_expert_used][n_ff_exp])
+  float* up;          // [T][n_ff] (MoE: [T * n_expert_used][n_ff_exp])
+  // Mixture-of-experts layers: the router's logits [T][n_expert], the
+  // tokens' normed rows grouped by expert and the experts' outputs
+  // ([T * n_expert_used][n_embd] each), and the routing (host memory).
+  float* router = nullptr;
+  float* moe_x = nullptr;
+  float* moe_y = nullptr;
+  MoeRouting* routing = nullptr;
 };
 
 // Where q/k RMSNorms sit (their weights: [head_dim] per head, or the whole
@@ -55,6 +63,8 @@ struct FfnOptions {
   bool post_norm = false;  // RMSNorm of the block's output before the residual add
   const char* post_norm_name = "post_ffw_norm";
   bool fused_gate_up = false;  // ffn_up.weight holds gate rows, then up rows (phi3)
+  // Models with experts (hp.moe()): how the router weighs them.
+  RouterOptions router = {};
 };
 
 // A sliding-window key: 0 when absent or 0 (no window); FormatError naming
@@ -80,7 +90,10 @@ void ffn_tensors(const ModelHParams& hp, int32_t layer, const FfnOptions& o, Ten
 // K/V into the cache, paged attention (the layer's window, the model's scale
 // and soft cap), output projection, post-norm.
 void attention_block(LayerContext& c, const AttentionOptions& o);
-// x += down(act(gate(x')) * up(x')), x' the normed x; post-norm.
+// x += down(act(gate(x')) * up(x')), x' the normed x; post-norm. With
+// experts (hp.moe()): x += sum over the token's routed experts e of
+// weight_e * down_e(act(gate_e(x')) * up_e(x')), the step's tokens grouped by
+// expert so that each expert's matrices are read once per step.
 void ffn_block(LayerContext& c, const FfnOptions& o);
 
 // A family whose layers are one attention block, then one FFN block: its

@@ -17,7 +17,7 @@ void* DeviceWeights::upload(Backend& b, const void* src, size_t bytes) {
 void DeviceWeights::upload_matrix(Backend& b, GgufFile& f, WeightMatrix& m, bool release) {
   if (m.layout != WeightLayout::Rows)
     throw Error(fmt::format("a repacked matrix cannot be copied to {}", b.name()));
-  const size_t bytes = static_cast<size_t>(m.n_out) * m.row_bytes;
+  const size_t bytes = static_cast<size_t>(m.total_rows()) * m.row_bytes;
   const uint8_t* host = m.data;
   m.data = static_cast<const uint8_t*>(upload(b, host, bytes));
   if (release) f.release(host, bytes);

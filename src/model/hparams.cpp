@@ -75,6 +75,17 @@ ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
   if (auto eps = f.get_f64(a + "attention.layer_norm_rms_epsilon"))
     hp.rms_eps = static_cast<float>(*eps);
 
+  if (const auto n = f.get_u64(a + "expert_count"); n && *n > 0) {
+    hp.n_expert = require_positive_key(f, a + "expert_count", 4096);
+    if (!f.find(a + "expert_used_count"))
+      throw FormatError(fmt::format("{}: missing key '{}expert_used_count' (expert_count is {})",
+                                    f.path(), a, hp.n_expert));
+    hp.n_expert_used = require_positive_key(f, a + "expert_used_count", hp.n_expert);
+    hp.n_ff_exp = f.find(a + "expert_feed_forward_length")
+                      ? require_positive_key(f, a + "expert_feed_forward_length")
+                      : hp.n_ff;
+  }
+
   const auto* emb = f.find_tensor("token_embd.weight");
   if (!emb) throw FormatError(fmt::format("{}: missing tensor 'token_embd.weight'", f.path()));
   if (emb->ne.size() != 2 || emb->ne[0] != hp.n_embd)

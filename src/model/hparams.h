@@ -43,6 +43,12 @@ struct ModelHParams {
   float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
   RopeStyle rope_style = RopeStyle::kNorm;
   float rms_eps = 1e-5f;
+  // Mixture of experts ("{arch}.expert_count" > 0): n_expert_used of
+  // n_expert experts per token, each a gated FFN of n_ff_exp
+  // (expert_feed_forward_length, else feed_forward_length).
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_exp = 0;
 
   // Set by the family (defaults: a Llama block).
   float attn_scale = 0;         // scores = q.k * attn_scale (default 1 / sqrt(head_dim))
@@ -55,6 +61,7 @@ struct ModelHParams {
 
   int32_t n_embd_q() const { return n_head * head_dim; }
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }
+  bool moe() const { return n_expert > 0; }
 
   // Reads and validates the common keys, then the architecture's (found in
   // model/arch/registry.h by general.architecture); throws FormatError

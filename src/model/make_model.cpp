@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "gguf/gguf_reader.h"
@@ -58,6 +59,12 @@ namespace {
 // The family's keys beyond the common ones, as make-model sets them.
 void set_family_keys(const MakeModelSpec& s, GgufWriter& w) {
   const std::string a = s.arch + ".";
+  if (s.n_expert > 0) {
+    w.set(a + "expert_count", GgufValue::u32(static_cast<uint32_t>(s.n_expert)));
+    w.set(a + "expert_used_count", GgufValue::u32(static_cast<uint32_t>(s.n_expert_used)));
+    if (s.n_ff_exp > 0)
+      w.set(a + "expert_feed_forward_length", GgufValue::u32(static_cast<uint32_t>(s.n_ff_exp)));
+  }
   if (s.head_dim > 0) {
     w.set(a + "attention.key_length", GgufValue::u32(static_cast<uint32_t>(s.head_dim)));
     w.set(a + "attention.value_length", GgufValue::u32(static_cast<uint32_t>(s.head_dim)));
@@ -95,10 +102,28 @@ std::vector<TensorSpec> layer_tables(GgufWriter meta, const std::string& path, D
 
 }  // namespace
 
-void make_model(const MakeModelSpec& s, const std::string& path, ThreadPool& pool) {
+std::vector<std::string> make_model_architectures() {
+  std::vector<std::string> names = architecture_names();
+  names.emplace_back("mixtral");
+  return names;
+}
+
+void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& pool) {
+  MakeModelSpec s = spec;
+  if (s.arch == "mixtral" || s.arch == "qwen3moe") {
+    if (s.n_expert == 0) s.n_expert = 8;
+    if (s.n_expert_used == 0) s.n_expert_used = std::min(2, s.n_expert);
+    if (s.arch == "mixtral") s.arch = "llama";
+  }
   if (!lookup_architecture(s.arch))
     throw ConfigError(fmt::format("unknown architecture '{}' (expected one of: {})", s.arch,
-                                  fmt::join(architecture_names(), ", ")));
+                                  fmt::join(make_model_architectures(), ", ")));
+  if (s.n_expert < 0 || s.n_expert_used < 0 || s.n_ff_exp < 0 ||
+      (s.n_expert > 0 && (s.n_expert_used == 0 || s.n_expert_used > s.n_expert)) ||
+      (s.n_expert == 0 && (s.n_expert_used > 0 || s.n_ff_exp > 0)))
+    throw ConfigError(fmt::format(
+        "experts: --n-expert-used must be in 1..--n-expert ({} used of {}, expert ff {})",
+        s.n_expert_used, s.n_expert, s.n_ff_exp));
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 ||
       s.n_ctx <= 0 || s.head_dim < 0 || s.sliding_window < 0)
     throw ConfigError("model dimensions must be positive");
@@ -112,7 +137,8 @@ void make_model(const MakeModelSpec& s, const std::string& path, ThreadPool& poo
   const auto& tr = dtype_traits(s.type);
   if (!tr.can_quantize || s.type == DType::Q8_K || s.type == DType::Q8_1)
     throw ConfigError(fmt::format("cannot write weights of type '{}'", tr.name));
-  for (int64_t n : {int64_t{s.n_embd}, int64_t{s.n_ff}, int64_t{head_dim} * s.n_head})
+  for (int64_t n : {int64_t{s.n_embd}, int64_t{s.n_ff}, int64_t{head_dim} * s.n_head,
+                    int64_t{s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff}})
     if (n % tr.block_size != 0)
       throw ConfigError(fmt::format("row length {} is not a multiple of the {} block size {}", n,
                                     tr.name, tr.block_size));
@@ -144,12 +170,17 @@ void make_model(const MakeModelSpec& s, const std::string& path, ThreadPool& poo
   const std::vector<TensorSpec> table = layer_tables(w, path, s.type, E, n_vocab, hp);
 
   uint64_t tensor_index = 0;
-  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out) {
+  // n_expert > 0: a stack of n_expert matrices (ne = [n_in, n_out, n_expert]).
+  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out_each,
+                    int64_t n_expert = 0, std::optional<DType> as = std::nullopt) {
     const uint64_t ti = tensor_index++;
-    const DType type = s.type;
+    const DType type = as.value_or(s.type);
     const uint64_t seed = s.seed;
+    const int64_t n_out = n_out_each * std::max<int64_t>(1, n_expert);
+    std::vector<int64_t> shape = {n_in, n_out_each};
+    if (n_expert > 0) shape.push_back(n_expert);
     w.add_tensor(
-        name, type, {n_in, n_out}, [&pool, type, seed, ti, n_in, n_out](uint8_t* dst, size_t) {
+        name, type, shape, [&pool, type, seed, ti, n_in, n_out](uint8_t* dst, size_t) {
           const size_t row_bytes = dtype_row_bytes(type, n_in);
           pool.parallel_for(n_out, [&](int64_t b, int64_t e, int) {
             std::vector<float> row(static_cast<size_t>(n_in));
@@ -177,6 +208,10 @@ void make_model(const MakeModelSpec& s, const std::string& path, ThreadPool& poo
   for (const TensorSpec& t : table) {
     if (!t.matrix) {
       vec(t.name, t.n_in, t.name.find("norm") != std::string::npos ? 1.0f : 0.0f);
+    } else if (t.n_expert > 0) {
+      matrix(t.name, t.n_in, t.n_out, t.n_expert);
+    } else if (t.role == static_cast<uint8_t>(MatrixRole::kRouter)) {
+      matrix(t.name, t.n_in, t.n_out, 0, DType::F32);  // routers stay F32, as converters write them
     } else if (t.fused_rows > 0) {  // one tensor for its parts (listed together)
       if (t.name != last_fused) matrix(t.name, t.n_in, t.fused_rows);
       last_fused = t.name;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tensor/dtype.h"
 #include "util/thread_pool.h"
@@ -14,7 +15,8 @@
 namespace pagellm {
 
 struct MakeModelSpec {
-  std::string arch = "llama";  // any registered architecture
+  // Any registered architecture, or "mixtral" (written as "llama" with experts).
+  std::string arch = "llama";
   int32_t n_embd = 256;
   int32_t n_layer = 4;
   int32_t n_head = 8;
@@ -30,7 +32,15 @@ struct MakeModelSpec {
   int32_t head_dim = 0;  // 0: n_embd / n_head; else written as attention.key_length
   // Sliding window of the families that have one (gemma2, gemma3); 0: none.
   int32_t sliding_window = 0;
+  // Mixture of experts: n_expert experts of n_ff_exp (0: n_ff), n_expert_used
+  // per token; 0 experts: a dense FFN (mixtral and qwen3moe default to 8, top 2).
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_exp = 0;
 };
+
+// Architectures make-model writes: the registry's and "mixtral".
+std::vector<std::string> make_model_architectures();
 
 // Validates the spec (ConfigError with the reason) and writes `path`.
 void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& pool);

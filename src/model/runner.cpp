@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <new>
 
@@ -23,6 +24,8 @@ struct ModelRunner::Segment {
   int64_t tokens = 0;      // capacity of the buffers, in tokens
   int64_t logit_rows = 0;  // of the logits buffers (the last segment)
   BackendBuffer x, h, q, k, v, attn, gate, up;
+  BackendBuffer router, moe_x, moe_y;  // mixture-of-experts layers
+  MoeRouting routing;
   // The output head's: `logits` in device memory where that is not the
   // host's, `host_logits` where forward() returns them.
   BackendBuffer logits, host_logits;
@@ -135,7 +138,7 @@ std::vector<DeviceWeightShare> ModelRunner::weight_shares() const {
   for (const auto& s : segments_) {
     DeviceWeightShare d{s.device, s.backend, 0};
     for (int32_t l = s.layer_begin; l < s.layer_end; ++l)
-      d.bytes += w_.layers[static_cast<size_t>(l)].bytes();
+      d.bytes += w_.layers[static_cast<size_t>(l)].bytes_per_token(w_.experts_used);
     if (s.layer_end == hp_.n_layer) d.bytes += w_.output.bytes();
     out.push_back(d);
   }
@@ -179,6 +182,7 @@ void ModelRunner::check_supported(const Backend& b, const KvPoolPlacement& p) co
                                     backend_op_name(op)));
   };
   need(BackendOp::kGeluTanh, hp_.ffn_act == Activation::kGeluTanh);
+  need(BackendOp::kMixtureOfExperts, hp_.moe());
   need(BackendOp::kAttentionSoftcap, hp_.attn_softcap > 0);
   bool window = false, factors = false;
   for (int32_t l = p.layer_begin; l < p.layer_end; ++l) {
@@ -220,7 +224,14 @@ void ModelRunner::ensure_workspace(Segment& s, int64_t tokens, int64_t logit_row
     for (BackendBuffer* buf : {&s.x, &s.h}) buf->ensure(b, T * E * f);
     for (BackendBuffer* buf : {&s.q, &s.attn}) buf->ensure(b, T * Q * f);
     for (BackendBuffer* buf : {&s.k, &s.v}) buf->ensure(b, T * KV * f);
-    for (BackendBuffer* buf : {&s.gate, &s.up}) buf->ensure(b, T * F * f);
+    // MoE: gate/up hold every (token, expert) pair's rows.
+    const size_t K = static_cast<size_t>(hp_.n_expert_used);
+    const size_t FF = std::max(F, K * static_cast<size_t>(hp_.n_ff_exp));
+    for (BackendBuffer* buf : {&s.gate, &s.up}) buf->ensure(b, T * FF * f);
+    if (hp_.moe()) {
+      s.router.ensure(b, T * static_cast<size_t>(hp_.n_expert) * f);
+      for (BackendBuffer* buf : {&s.moe_x, &s.moe_y}) buf->ensure(b, T * K * E * f);
+    }
     s.tokens = tokens;
   }
   const bool output = s.layer_end == hp_.n_layer;
@@ -238,8 +249,9 @@ void ModelRunner::reserve_workspace(int64_t max_tokens, int64_t max_logit_rows) 
   for (Segment& s : segments_) {
     ensure_workspace(s, max_tokens, max_logit_rows);
     for (int32_t l = s.layer_begin; l < s.layer_end; ++l)
-      w_.layers[static_cast<size_t>(l)].for_each_matrix(
-          [&](const WeightMatrix& m) { s.backend->reserve_matmul(m.view(), max_tokens); });
+      w_.layers[static_cast<size_t>(l)].for_each_matrix([&](const WeightMatrix& m) {
+        s.backend->reserve_matmul(m.expert(0).view(), max_tokens);
+      });
   }
   segments_.back().backend->reserve_matmul(w_.output.view(), max_logit_rows);
 }
@@ -260,6 +272,12 @@ void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T
                  s.x.f32(), s.h.f32(), s.q.f32(),
                  s.k.f32(), s.v.f32(), s.attn.f32(),
                  s.gate.f32(), s.up.f32()};
+  if (hp_.moe()) {
+    c.router = s.router.f32();
+    c.moe_x = s.moe_x.f32();
+    c.moe_y = s.moe_y.f32();
+    c.routing = &s.routing;
+  }
   arch_->run_layer(c);
 }
 

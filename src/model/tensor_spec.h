@@ -8,8 +8,23 @@
 
 namespace pagellm {
 
-// The matrices a layer may have (LayerWeights::matrix).
-enum class MatrixRole : uint8_t { kQ, kK, kV, kOut, kGate, kUp, kDown, kCount };
+// The matrices a layer may have (LayerWeights::matrix). A mixture-of-experts
+// FFN has a router (ffn_gate_inp: one row per expert) and stacks of expert
+// matrices (3-D tensors, WeightMatrix::n_expert > 1).
+enum class MatrixRole : uint8_t {
+  kQ,
+  kK,
+  kV,
+  kOut,
+  kGate,
+  kUp,
+  kDown,
+  kRouter,
+  kGateExps,
+  kUpExps,
+  kDownExps,
+  kCount
+};
 // Its 1-D tensors (LayerWeights::vector).
 enum class VectorRole : uint8_t {
   kAttnNorm,
@@ -37,16 +52,22 @@ struct TensorSpec {
   // [row0, row0 + n_out) of a tensor of fused_rows rows (0: not fused).
   int64_t row0 = 0;
   int64_t fused_rows = 0;
+  // A stack of experts: ne = [n_in, n_out, n_expert] (0: a 2-D matrix).
+  int64_t n_expert = 0;
 
   static TensorSpec mat(MatrixRole r, std::string name, int64_t n_in, int64_t n_out) {
-    return {true, static_cast<uint8_t>(r), std::move(name), n_in, n_out, false, 0, 0};
+    return {true, static_cast<uint8_t>(r), std::move(name), n_in, n_out, false, 0, 0, 0};
+  }
+  static TensorSpec experts(MatrixRole r, std::string name, int64_t n_in, int64_t n_out,
+                            int64_t n_expert) {
+    return {true, static_cast<uint8_t>(r), std::move(name), n_in, n_out, false, 0, 0, n_expert};
   }
   static TensorSpec vec(VectorRole r, std::string name, int64_t n, bool optional = false) {
-    return {false, static_cast<uint8_t>(r), std::move(name), n, 0, optional, 0, 0};
+    return {false, static_cast<uint8_t>(r), std::move(name), n, 0, optional, 0, 0, 0};
   }
   static TensorSpec part(MatrixRole r, std::string name, int64_t n_in, int64_t row0, int64_t rows,
                          int64_t fused_rows) {
-    return {true, static_cast<uint8_t>(r), std::move(name), n_in, rows, false, row0, fused_rows};
+    return {true, static_cast<uint8_t>(r), std::move(name), n_in, rows, false, row0, fused_rows, 0};
   }
 };
 

@@ -20,8 +20,19 @@ namespace pagellm {
 
 uint64_t WeightMatrix::bytes() const {
   if (layout == WeightLayout::Rows16)
-    return static_cast<uint64_t>(cpu::packed_bytes(type, n_in, n_out));
-  return static_cast<uint64_t>(n_out) * row_bytes;
+    return static_cast<uint64_t>(cpu::packed_bytes(type, n_in, total_rows()));
+  return static_cast<uint64_t>(total_rows()) * row_bytes;
+}
+
+WeightMatrix WeightMatrix::expert(int32_t e) const {
+  WeightMatrix m = *this;
+  m.n_expert = 1;
+  // Rows16: n_out / 16 groups of row_bytes per expert (packed only when n_out % 16 == 0).
+  const size_t stride = layout == WeightLayout::Rows16
+                            ? static_cast<size_t>(n_out / cpu::kPackRows) * row_bytes
+                            : static_cast<size_t>(n_out) * row_bytes;
+  m.data = data + static_cast<size_t>(e) * stride;
+  return m;
 }
 
 uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<bool>& cpu_layers,
@@ -30,18 +41,21 @@ uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<bool>& c
   ThreadPool pool(ThreadPool::physical_cores());
   auto pack = [&](WeightMatrix& m) {
     if (m.layout != WeightLayout::Rows || !cpu::packable(m.type) || m.n_in % 32 != 0) return;
-    const size_t bytes = cpu::packed_bytes(m.type, m.n_in, m.n_out);
+    // An expert stack packs as one matrix when no 16-row group straddles two experts.
+    if (m.n_expert > 1 && m.n_out % cpu::kPackRows != 0) return;
+    const int64_t n_rows = m.total_rows();
+    const size_t bytes = cpu::packed_bytes(m.type, m.n_in, n_rows);
     // Huge pages where possible: a decode step streams all of these.
     std::unique_ptr<uint8_t, HostPagesFree> owned(static_cast<uint8_t*>(allocate_host_pages(bytes)),
                                                   HostPagesFree{bytes});
     uint8_t* dst = owned.get();
     packed_.push_back(std::move(owned));
     // Packing runs at memory speed on several threads (0.85B Q8_0: 0.56 s on one).
-    const int64_t groups = (m.n_out + cpu::kPackRows - 1) / cpu::kPackRows;
+    const int64_t groups = (n_rows + cpu::kPackRows - 1) / cpu::kPackRows;
     const size_t gbytes = cpu::packed_group_bytes(m.type, m.n_in);
     pool.parallel_for(groups, [&](int64_t g0, int64_t g1, int) {
       const int64_t r0 = g0 * cpu::kPackRows;
-      const int64_t rows = std::min(m.n_out, g1 * cpu::kPackRows) - r0;
+      const int64_t rows = std::min(n_rows, g1 * cpu::kPackRows) - r0;
       cpu::pack_rows16(m.type, m.n_in, rows, m.data + static_cast<size_t>(r0) * m.row_bytes,
                        m.row_bytes, dst + static_cast<size_t>(g0) * gbytes);
     });
@@ -50,7 +64,7 @@ uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<bool>& c
           fmt::format("cannot mlock {} bytes of repacked weights (raise `ulimit -l` "
                       "or drop --mlock)",
                       bytes));
-    f.release(m.data, static_cast<size_t>(m.n_out) * m.row_bytes);
+    f.release(m.data, static_cast<size_t>(n_rows) * m.row_bytes);
     m.data = dst;
     m.row_bytes = cpu::packed_group_bytes(m.type, m.n_in);
     m.layout = WeightLayout::Rows16;
@@ -68,12 +82,13 @@ void ModelWeights::dequantize_to_f32(GgufFile& f) {
   ThreadPool pool(ThreadPool::physical_cores());
   auto convert = [&](WeightMatrix& m) {
     if (m.type == DType::F32 || m.layout != WeightLayout::Rows) return;
-    owned_.emplace_back(new float[static_cast<size_t>(m.n_in * m.n_out)]);
+    const int64_t n_rows = m.total_rows();
+    owned_.emplace_back(new float[static_cast<size_t>(m.n_in * n_rows)]);
     float* dst = owned_.back().get();
-    pool.parallel_for(m.n_out, [&](int64_t r0, int64_t r1, int) {
+    pool.parallel_for(n_rows, [&](int64_t r0, int64_t r1, int) {
       for (int64_t r = r0; r < r1; ++r) dequantize_row(m.type, m.row(r), dst + r * m.n_in, m.n_in);
     });
-    if (&m != &output || !tied_output) f.release(m.data, static_cast<size_t>(m.n_out) * m.row_bytes);
+    if (&m != &output || !tied_output) f.release(m.data, static_cast<size_t>(n_rows) * m.row_bytes);
     m.data = reinterpret_cast<const uint8_t*>(dst);
     m.type = DType::F32;
     m.row_bytes = static_cast<size_t>(m.n_in) * sizeof(float);
@@ -84,13 +99,23 @@ void ModelWeights::dequantize_to_f32(GgufFile& f) {
 
 uint64_t ModelWeights::streamed_bytes_per_token() const {
   uint64_t b = output.bytes();
-  for (const LayerWeights& L : layers) b += L.bytes();
+  for (const LayerWeights& L : layers) b += L.bytes_per_token(experts_used);
   return b;
 }
 
 uint64_t LayerWeights::bytes() const {
   uint64_t b = 0;
   for_each_matrix([&](const WeightMatrix& m) { b += m.bytes(); });
+  return b;
+}
+
+uint64_t LayerWeights::bytes_per_token(int32_t experts_used) const {
+  uint64_t b = 0;
+  for_each_matrix([&](const WeightMatrix& m) {
+    b += m.n_expert > 1 ? m.bytes() / static_cast<uint64_t>(m.n_expert) *
+                              static_cast<uint64_t>(std::min(experts_used, m.n_expert))
+                        : m.bytes();
+  });
   return b;
 }
 
@@ -109,6 +134,23 @@ class Loader {
   WeightMatrix matrix(const std::string& name, int64_t n_in, int64_t n_out) const {
     const auto& t = find(name);
     return matrix_of(t, n_in, n_out);
+  }
+
+  // A stack of n_expert matrices, ne = [n_in, n_out, n_expert].
+  WeightMatrix experts(const std::string& name, int64_t n_in, int64_t n_out,
+                       int64_t n_expert) const {
+    const auto& t = find(name);
+    if (t.ne.size() != 3 || t.ne[0] != n_in || t.ne[1] != n_out || t.ne[2] != n_expert)
+      throw FormatError(fmt::format("{}: tensor '{}' has shape {}, expected [{}, {}, {}]",
+                                    f_.path(), t.name, shape(t), n_in, n_out, n_expert));
+    WeightMatrix m;
+    m.type = t.type;
+    m.n_in = n_in;
+    m.n_out = n_out;
+    m.n_expert = static_cast<int32_t>(n_expert);
+    m.row_bytes = dtype_row_bytes(t.type, n_in);
+    m.data = t.data;
+    return m;
   }
 
   WeightMatrix matrix_of(const GgufTensorInfo& t, int64_t n_in, int64_t n_out) const {
@@ -165,6 +207,7 @@ class Loader {
 ModelWeights ModelWeights::load(const GgufFile& f, const ModelHParams& hp,
                                 const Architecture& arch) {
   ModelWeights w;
+  w.experts_used = hp.n_expert_used;
   Loader ld(f, w.owned_);
   const int64_t E = hp.n_embd, V = hp.n_vocab;
   w.token_embd = ld.matrix("token_embd.weight", E, V);
@@ -190,8 +233,9 @@ ModelWeights ModelWeights::load(const GgufFile& f, const ModelHParams& hp,
       } else if (t.optional && !f.find_tensor(t.name)) {
         continue;
       } else {
-        L.matrices[t.role] = t.fused_rows > 0 ? ld.part(t.name, t.n_in, t.row0, t.n_out, t.fused_rows)
-                                              : ld.matrix(t.name, t.n_in, t.n_out);
+        L.matrices[t.role] = t.n_expert > 0  ? ld.experts(t.name, t.n_in, t.n_out, t.n_expert)
+                             : t.fused_rows > 0 ? ld.part(t.name, t.n_in, t.row0, t.n_out, t.fused_rows)
+                                                : ld.matrix(t.name, t.n_in, t.n_out);
       }
     }
   }

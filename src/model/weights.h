@@ -27,6 +27,10 @@ class Architecture;
 // A 2-D weight stored as GGUF ne = [n_in, n_out]: n_out rows of n_in elements.
 // Rows16 (packed): row_bytes is the bytes per 16-row group and row() is not
 // available. n_out == 0: absent.
+// A stack of experts (GGUF ne = [n_in, n_out, n_expert]) is n_expert such
+// matrices one after another: expert e is rows [e * n_out, (e + 1) * n_out)
+// of one matrix of n_out * n_expert rows (Rows16 packing keeps that when
+// n_out is a multiple of 16). expert(e) is one of them as a matrix.
 struct WeightMatrix {
   DType type = DType::F32;
   int64_t n_in = 0;
@@ -34,9 +38,15 @@ struct WeightMatrix {
   size_t row_bytes = 0;
   const uint8_t* data = nullptr;
   WeightLayout layout = WeightLayout::Rows;
+  int32_t n_expert = 1;
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
+  // Bytes of all experts.
   uint64_t bytes() const;
   bool present() const { return data != nullptr; }
+  // Rows of all experts together.
+  int64_t total_rows() const { return n_out * n_expert; }
+  // Expert e (0 <= e < n_expert) as a matrix of its own (itself when n_expert == 1).
+  WeightMatrix expert(int32_t e) const;
   MatrixView view() const { return {type, n_in, n_out, data, row_bytes, layout}; }
 };
 
@@ -74,6 +84,9 @@ struct LayerWeights {
   }
 
   uint64_t bytes() const;
+  // Bytes one token reads: every matrix, of an expert stack only the
+  // `experts_used` experts a token is routed to.
+  uint64_t bytes_per_token(int32_t experts_used) const;
 };
 
 struct ModelWeights {
@@ -89,9 +102,11 @@ struct ModelWeights {
   // FormatError naming the tensor.
   static ModelWeights load(const GgufFile& f, const ModelHParams& hp, const Architecture& arch);
 
-  // Bytes of the matrices one decode step streams: every layer matrix and the
-  // output projection once.
+  // Bytes of the matrices one decode step of one token streams: every layer
+  // matrix (of expert stacks, the experts a token uses) and the output
+  // projection once.
   uint64_t streamed_bytes_per_token() const;
+  int32_t experts_used = 0;  // per token, in MoE layers (hp.n_expert_used)
 
   // Repacks every layer matrix (and an untied output) of a packable type into
   // owned Rows16 memory and releases the file's pages of the originals; with

@@ -149,7 +149,15 @@ INSTANTIATE_TEST_SUITE_P(Families, GoldenArch,
                                            ArchCase{"rand-phi3-tok512-Q8_0", 3e-2},
                                            ArchCase{"rand-llama31-tok512-F32", 1e-4},
                                            ArchCase{"rand-llama31-tok512-Q8_0", 3e-2},
-                                           ArchCase{"rand-olmo2-tok512-Q8_0", 3e-2}),
+                                           ArchCase{"rand-olmo2-tok512-Q8_0", 3e-2},
+                                           ArchCase{"rand-mixtral-tok512-F32", 1e-4},
+                                           ArchCase{"rand-mixtral-tok512-Q8_0", 3e-2},
+                                           // Random routers nearly tie (top-2 logit margins down
+                                           // to 1e-3): Q8_0 activation noise moves one token to
+                                           // another expert somewhere in the 102-token prompt
+                                           // (0.096 there; 4 and 242 tokens agree to 3e-2). The
+                                           // MoE path itself matches to 4e-7 on mixtral F32.
+                                           ArchCase{"rand-qwen3moe-tok512-Q8_0", 0.1}),
                          [](const auto& info) {
                            std::string s = info.param.file;
                            for (char& ch : s)

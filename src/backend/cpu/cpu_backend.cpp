@@ -160,6 +160,23 @@ void CpuBackend::add_inplace(float* x, const float* y, int64_t count) {
   pagellm::add_inplace(x, y, count);
 }
 
+void CpuBackend::gather_rows(const float* x, int64_t n, const int32_t* rows, int64_t count,
+                             float* out) {
+  const size_t row_bytes = static_cast<size_t>(n) * sizeof(float);
+  pool().parallel_for(count, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i)
+      std::memcpy(out + i * n, x + static_cast<int64_t>(rows[i]) * n, row_bytes);
+  });
+}
+
+void CpuBackend::combine_rows(const float* y, int64_t n, const int32_t* rows, const float* weights,
+                              int64_t n_tokens, int32_t k, float* out, bool add) {
+  // Per token: where the split falls changes no value.
+  pool().parallel_for(n_tokens, [&](int64_t b, int64_t e, int) {
+    combine_rows_host(y, n, rows + b * k, weights + b * k, e - b, k, out + b * n, add);
+  });
+}
+
 void CpuBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t n, int64_t stride) {
   pagellm::add_bias(x, bias, rows, n, stride);
 }

@@ -62,6 +62,10 @@ class CpuBackend final : public Backend {
   void rope(float* x, int64_t stride, int32_t n_heads, int32_t head_dim, RopeStyle style,
             int32_t table) override;
   void kv_write(const KvLayerView& kv, const float* k, const float* v) override;
+  void gather_rows(const float* x, int64_t n, const int32_t* rows, int64_t count,
+                   float* out) override;
+  void combine_rows(const float* y, int64_t n, const int32_t* rows, const float* weights,
+                    int64_t n_tokens, int32_t k, float* out, bool add) override;
   void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                        float scale) override;
 

@@ -51,6 +51,9 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int index, const std::string& label = {});
   ~CudaBackend() override;
 
+  // MoE layers route on the host between the layer's products, which a
+  // recorded layer run (CUDA graphs) cannot do; their layers stay off GPUs.
+  bool supports(BackendOp op) const override { return op != BackendOp::kMixtureOfExperts; }
   std::string name() const override { return name_; }
   bool uses_host_memory() const override { return false; }
   const CudaDevice& device() const { return dev_; }

@@ -1,6 +1,7 @@
 // llama: Llama 1/2/3 (Llama 3.1+ rope_freqs.weight frequency factors),
-// Mistral, SmolLM, TinyLlama. The plain block: RMSNorm, attention with
-// adjacent-pair RoPE, SwiGLU.
+// Mistral, SmolLM, TinyLlama, and Mixtral (llama with experts: routed SwiGLU
+// experts, softmax top-k renormalised). The plain block: RMSNorm, attention
+// with adjacent-pair RoPE, SwiGLU.
 #include <memory>
 
 #include "model/blocks.h"

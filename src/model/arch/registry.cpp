@@ -12,6 +12,7 @@
   X(llama)                       \
   X(qwen2)                       \
   X(qwen3)                       \
+  X(qwen3moe)                    \
   X(gemma2)                      \
   X(gemma3)                      \
   X(phi3)                        \
