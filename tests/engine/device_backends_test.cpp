@@ -80,7 +80,9 @@ INSTANTIATE_TEST_SUITE_P(
                       "golden/arch/rand-gemma2-tok512-Q8_0.gguf",
                       "golden/arch/rand-phi3-tok512-Q8_0.gguf",
                       "golden/arch/rand-olmo2-tok512-Q8_0.gguf",
-                      "golden/arch/rand-llama31-tok512-Q8_0.gguf"),
+                      "golden/arch/rand-llama31-tok512-Q8_0.gguf",
+                      "golden/arch/rand-mixtral-tok512-Q8_0.gguf",
+                      "golden/arch/rand-qwen3moe-tok512-Q8_0.gguf"),
     [](const auto& info) {
       std::string s = info.param;
       s = s.substr(s.find("rand-") + 5);

@@ -64,7 +64,8 @@ TEST(EngineBatchInvariance, RandomQ4_0) {
 const char* const kFamilyModels[] = {
     "golden/arch/rand-qwen3-tok512-Q8_0.gguf",   "golden/arch/rand-gemma3-tok512-Q8_0.gguf",
     "golden/arch/rand-gemma2-tok512-Q8_0.gguf",  "golden/arch/rand-phi3-tok512-Q8_0.gguf",
-    "golden/arch/rand-olmo2-tok512-Q8_0.gguf",   "golden/arch/rand-llama31-tok512-Q8_0.gguf"};
+    "golden/arch/rand-olmo2-tok512-Q8_0.gguf",   "golden/arch/rand-llama31-tok512-Q8_0.gguf",
+    "golden/arch/rand-mixtral-tok512-Q8_0.gguf", "golden/arch/rand-qwen3moe-tok512-Q8_0.gguf"};
 
 std::string family_name(const ::testing::TestParamInfo<const char*>& info) {
   std::string s = info.param;
