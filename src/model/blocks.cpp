@@ -180,7 +180,14 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
   }
   MoeRouting& r = *c.routing;
   route_tokens(logits, c.T, static_cast<int32_t>(X), k, o.router, nullptr, r);
-  b.gather_rows(xn, E, r.row_token.data(), c.T * k, c.moe_x);
+  // Experts on another backend: the normed rows go there, the sum comes back.
+  Backend& eb = c.expert_b ? *c.expert_b : b;
+  const size_t rows_bytes = static_cast<size_t>(c.T * E) * sizeof(float);
+  if (c.expert_b) {
+    b.copy_to(eb, c.expert_rows, xn, rows_bytes);
+    xn = c.expert_rows;
+  }
+  eb.gather_rows(xn, E, r.row_token.data(), c.T * k, c.moe_x);
   const WeightMatrix &gates = w.matrix(MatrixRole::kGateExps), &ups = w.matrix(MatrixRole::kUpExps),
                      &downs = w.matrix(MatrixRole::kDownExps);
   for (int32_t e = 0; e < static_cast<int32_t>(X); ++e) {
@@ -191,8 +198,19 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
                      d = downs.expert(e).view();
     float* gate = c.gate + row0 * FX;
     float* up = c.up + row0 * FX;
-    b.matmul(c.moe_x + row0 * E, n, {{&g, gate}, {&u, up}});
-    b.glu_matmul(hp.ffn_act, gate, up, n, {{&d, c.moe_y + row0 * E}});
+    eb.matmul(c.moe_x + row0 * E, n, {{&g, gate}, {&u, up}});
+    eb.glu_matmul(hp.ffn_act, gate, up, n, {{&d, c.moe_y + row0 * E}});
+  }
+  if (c.expert_b) {
+    eb.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.expert_rows,
+                    /*add=*/false);
+    eb.copy_to(b, c.h, c.expert_rows, rows_bytes);
+    // The same sum, added as combine_rows adds it (x + s).
+    if (o.post_norm)
+      post_norm_add(c, c.h, w.vector(VectorRole::kFfnPostNorm));
+    else
+      b.add_inplace(c.x, c.h, c.T * E);
+    return;
   }
   if (o.post_norm) {
     b.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.h, /*add=*/false);

@@ -42,6 +42,11 @@ struct LayerContext {
   float* moe_x = nullptr;
   float* moe_y = nullptr;
   MoeRouting* routing = nullptr;
+  // Experts on another backend than the layer's (the host): non-null, and
+  // gate/up/moe_x/moe_y are in its memory; expert_rows ([T][n_embd] there)
+  // takes the normed rows over and the combined output back.
+  Backend* expert_b = nullptr;
+  float* expert_rows = nullptr;
 };
 
 // Where q/k RMSNorms sit (their weights: [head_dim] per head, or the whole

@@ -28,8 +28,10 @@ const float* DeviceWeights::upload_vector(Backend& b, const float* v, int64_t n)
   return static_cast<const float*>(upload(b, v, static_cast<size_t>(n) * sizeof(float)));
 }
 
-void DeviceWeights::upload_layer(Backend& b, GgufFile& f, LayerWeights& L) {
-  L.for_each_matrix([&](WeightMatrix& m) { upload_matrix(b, f, m, true); });
+void DeviceWeights::upload_layer(Backend& b, GgufFile& f, LayerWeights& L, bool experts) {
+  L.for_each_matrix([&](WeightMatrix& m) {
+    if (experts || m.n_expert == 1) upload_matrix(b, f, m, true);
+  });
   L.for_each_vector([&](WeightVector& v) { v.data = upload_vector(b, v.data, v.n); });
 }
 

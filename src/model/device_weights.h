@@ -16,8 +16,9 @@ namespace pagellm {
 
 class DeviceWeights {
  public:
-  // Points every tensor of L at a copy in b's memory.
-  void upload_layer(Backend& b, GgufFile& f, LayerWeights& L);
+  // Points every tensor of L at a copy in b's memory; the expert stacks only
+  // with `experts` (else they stay on the host).
+  void upload_layer(Backend& b, GgufFile& f, LayerWeights& L, bool experts = true);
   // The output norm and projection (`release` false for a projection tied to
   // the token embedding, which the host still reads).
   void upload_output(Backend& b, GgufFile& f, ModelWeights& w, const ModelHParams& hp);

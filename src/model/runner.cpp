@@ -26,6 +26,10 @@ struct ModelRunner::Segment {
   BackendBuffer x, h, q, k, v, attn, gate, up;
   BackendBuffer router, moe_x, moe_y;  // mixture-of-experts layers
   MoeRouting routing;
+  // For layers whose experts run on the host (remote experts): the experts'
+  // input/output rows and their buffers, in the host backend's memory.
+  Backend* expert_backend = nullptr;  // the host's; null when no layer of the segment needs it
+  BackendBuffer ex_rows, ex_gate, ex_up, ex_x, ex_y;
   // The output head's: `logits` in device memory where that is not the
   // host's, `host_logits` where forward() returns them.
   BackendBuffer logits, host_logits;
@@ -90,6 +94,14 @@ std::unique_ptr<ModelRunner> ModelRunner::load(const std::string& path, ModelLoa
   if (placements.empty()) placements = {{"host", 0, n_layer}};
   check_placements(placements, n_layer);
   for (const auto& p : placements) m->check_supported(m->backend_of(p.device), p);
+  if (!opts.experts_on_host.empty()) {
+    if (opts.experts_on_host.size() != static_cast<size_t>(n_layer))
+      throw ConfigError(fmt::format("expert placement lists {} layers, the model has {}",
+                                    opts.experts_on_host.size(), n_layer));
+    if (!m->hp_.moe())
+      throw ConfigError("expert placement given for a model without experts");
+    m->experts_on_host_ = opts.experts_on_host;
+  }
 
   // Layers on the CPU may be repacked; layers on a device keep the file's
   // layout and are copied there.
@@ -99,16 +111,20 @@ std::unique_ptr<ModelRunner> ModelRunner::load(const std::string& path, ModelLoa
     for (int32_t l = p.layer_begin; l < p.layer_end; ++l) on_host[static_cast<size_t>(l)] = host;
   }
   const bool output_on_host = on_host.back();
+  std::vector<bool> experts_host = on_host;
+  for (int32_t l = 0; l < n_layer; ++l)
+    if (m->experts_on_host(l)) experts_host[static_cast<size_t>(l)] = true;
   if (opts.f32_weights)
     m->w_.dequantize_to_f32(*m->file_);
   else if (opts.repack)
-    m->w_.repack(*m->file_, opts.mlock, on_host, output_on_host);
+    m->w_.repack(*m->file_, opts.mlock, on_host, output_on_host, experts_host);
   for (const auto& p : placements) {
     Backend& b = m->backend_of(p.device);
     if (b.uses_host_memory()) continue;
     m->weights_on_devices_ = true;
     for (int32_t l = p.layer_begin; l < p.layer_end; ++l)
-      m->device_weights_.upload_layer(b, *m->file_, m->w_.layers[static_cast<size_t>(l)]);
+      m->device_weights_.upload_layer(b, *m->file_, m->w_.layers[static_cast<size_t>(l)],
+                                      /*experts=*/!m->experts_on_host(l));
     if (p.layer_end == n_layer) m->device_weights_.upload_output(b, *m->file_, m->w_, m->hp_);
   }
   m->place(placements);
@@ -135,12 +151,30 @@ Backend* ModelRunner::backend_for_device(const std::string& device) const {
 
 std::vector<DeviceWeightShare> ModelRunner::weight_shares() const {
   std::vector<DeviceWeightShare> out;
+  uint64_t remote_expert_bytes = 0;
   for (const auto& s : segments_) {
     DeviceWeightShare d{s.device, s.backend, 0};
-    for (int32_t l = s.layer_begin; l < s.layer_end; ++l)
-      d.bytes += w_.layers[static_cast<size_t>(l)].bytes_per_token(w_.experts_used);
+    for (int32_t l = s.layer_begin; l < s.layer_end; ++l) {
+      const LayerWeights& L = w_.layers[static_cast<size_t>(l)];
+      const uint64_t experts = L.bytes_per_token(w_.experts_used) - L.bytes_per_token(0);
+      d.bytes += experts_on_host(l) ? L.bytes_per_token(0) : L.bytes_per_token(w_.experts_used);
+      if (experts_on_host(l)) remote_expert_bytes += experts;
+    }
     if (s.layer_end == hp_.n_layer) d.bytes += w_.output.bytes();
     out.push_back(d);
+  }
+  if (remote_expert_bytes > 0) {
+    auto host = std::find_if(out.begin(), out.end(),
+                             [](const DeviceWeightShare& d) { return d.device == "host"; });
+    if (host == out.end()) {
+      for (const auto& s : segments_)
+        if (s.expert_backend) {
+          out.push_back({"host", s.expert_backend, 0});
+          break;
+        }
+      host = out.end() - 1;
+    }
+    host->bytes += remote_expert_bytes;
   }
   return out;
 }
@@ -168,6 +202,8 @@ void ModelRunner::place(const std::vector<KvPoolPlacement>& requested) {
     s.backend = &backend_of(p.device);
     s.layer_begin = p.layer_begin;
     s.layer_end = p.layer_end;
+    for (int32_t l = p.layer_begin; l < p.layer_end; ++l)
+      if (experts_on_host(l) && p.device != "host") s.expert_backend = &backend_of("host");
     segments.push_back(std::move(s));
   }
   segments_ = std::move(segments);
@@ -232,6 +268,12 @@ void ModelRunner::ensure_workspace(Segment& s, int64_t tokens, int64_t logit_row
       s.router.ensure(b, T * static_cast<size_t>(hp_.n_expert) * f);
       for (BackendBuffer* buf : {&s.moe_x, &s.moe_y}) buf->ensure(b, T * K * E * f);
     }
+    if (Backend* eb = s.expert_backend) {
+      const size_t FX = static_cast<size_t>(hp_.n_ff_exp);
+      s.ex_rows.ensure(*eb, T * E * f);
+      for (BackendBuffer* buf : {&s.ex_gate, &s.ex_up}) buf->ensure(*eb, T * K * FX * f);
+      for (BackendBuffer* buf : {&s.ex_x, &s.ex_y}) buf->ensure(*eb, T * K * E * f);
+    }
     s.tokens = tokens;
   }
   const bool output = s.layer_end == hp_.n_layer;
@@ -250,7 +292,9 @@ void ModelRunner::reserve_workspace(int64_t max_tokens, int64_t max_logit_rows) 
     ensure_workspace(s, max_tokens, max_logit_rows);
     for (int32_t l = s.layer_begin; l < s.layer_end; ++l)
       w_.layers[static_cast<size_t>(l)].for_each_matrix([&](const WeightMatrix& m) {
-        s.backend->reserve_matmul(m.expert(0).view(), max_tokens);
+        Backend& b = m.n_expert > 1 && experts_on_host(l) && s.expert_backend ? *s.expert_backend
+                                                                               : *s.backend;
+        b.reserve_matmul(m.expert(0).view(), max_tokens);
       });
   }
   segments_.back().backend->reserve_matmul(w_.output.view(), max_logit_rows);
@@ -277,6 +321,14 @@ void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T
     c.moe_x = s.moe_x.f32();
     c.moe_y = s.moe_y.f32();
     c.routing = &s.routing;
+    if (experts_on_host(l) && s.expert_backend) {
+      c.expert_b = s.expert_backend;
+      c.expert_rows = s.ex_rows.f32();
+      c.gate = s.ex_gate.f32();
+      c.up = s.ex_up.f32();
+      c.moe_x = s.ex_x.f32();
+      c.moe_y = s.ex_y.f32();
+    }
   }
   arch_->run_layer(c);
 }
@@ -344,6 +396,7 @@ std::span<const float> ModelRunner::forward(const Batch& batch, KvCacheStorage& 
   for (Segment& s : segments_) {
     s.backend->set_thread_pool(&pool);
     s.backend->begin_step(in, ropes_);
+    if (s.expert_backend) s.expert_backend->set_thread_pool(&pool);
   }
 
   // The embedding is gathered on the host, straight into the first

@@ -48,6 +48,10 @@ struct ModelLoadOptions {
   // "host", "cpu:0", "cuda:1"), tiling [0, n_layer) in order; empty: all on
   // the host.
   std::vector<KvPoolPlacement> placements;
+  // Mixture-of-experts layers whose experts run on the host while the rest of
+  // the layer runs on its device (per layer; empty: every layer's experts
+  // with the layer). The plan's Plan::experts_on_host().
+  std::vector<bool> experts_on_host;
   // Makes each device's backend; empty: make_backend().
   BackendFactory backend_factory;
 };
@@ -111,6 +115,10 @@ class ModelRunner {
   uint64_t transfer_bytes() const { return transfer_bytes_; }
   // Bytes of weights copied to devices at load.
   uint64_t device_weight_bytes() const { return device_weights_.bytes(); }
+  // Whether layer l's experts run on the host, away from the layer's device.
+  bool experts_on_host(int32_t l) const {
+    return !experts_on_host_.empty() && experts_on_host_[static_cast<size_t>(l)];
+  }
 
  private:
   ModelRunner() = default;
@@ -132,6 +140,7 @@ class ModelRunner {
   BackendFactory factory_;
   std::map<std::string, std::unique_ptr<Backend>> backends_;  // by device name
   std::vector<KvPoolPlacement> placements_;
+  std::vector<bool> experts_on_host_;  // per layer, or empty
   std::vector<Segment> segments_;
   bool weights_on_devices_ = false;
   DeviceWeights device_weights_;

@@ -36,7 +36,7 @@ WeightMatrix WeightMatrix::expert(int32_t e) const {
 }
 
 uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<bool>& cpu_layers,
-                              bool cpu_output) {
+                              bool cpu_output, const std::vector<bool>& cpu_experts) {
   uint64_t total = 0;
   ThreadPool pool(ThreadPool::physical_cores());
   auto pack = [&](WeightMatrix& m) {
@@ -71,8 +71,11 @@ uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<bool>& c
     total += bytes;
   };
   for (size_t l = 0; l < layers.size(); ++l) {
-    if (!cpu_layers.empty() && !cpu_layers.at(l)) continue;
-    layers[l].for_each_matrix(pack);
+    const bool dense = cpu_layers.empty() || cpu_layers.at(l);
+    const bool experts = cpu_experts.empty() ? dense : cpu_experts.at(l);
+    layers[l].for_each_matrix([&](WeightMatrix& m) {
+      if (m.n_expert > 1 ? experts : dense) pack(m);
+    });
   }
   if (!tied_output && cpu_output) pack(output);
   return total;

@@ -114,8 +114,10 @@ struct ModelWeights {
   // (all when empty) and the output when `cpu_output`: the others run on a
   // device that reads the file's layout. Returns the bytes repacked. The
   // token embedding stays in the file (it is read by rows).
+  // `cpu_experts` (empty: as cpu_layers) marks the layers whose expert
+  // stacks run on the CPU.
   uint64_t repack(GgufFile& f, bool lock, const std::vector<bool>& cpu_layers = {},
-                  bool cpu_output = true);
+                  bool cpu_output = true, const std::vector<bool>& cpu_experts = {});
 
   // Converts every layer matrix and the output projection to owned F32 rows
   // (ModelLoadOptions::f32_weights); the token embedding stays in the file.

@@ -120,3 +120,76 @@ TEST(StagedDevices, BadPlacementsAreRefusedAtLoad) {
 
 }  // namespace
 }  // namespace pagellm
+
+namespace pagellm {
+namespace {
+
+using namespace test;
+
+// Mixture-of-experts layers on a device with their experts on the host (the
+// planner's expert offload): the normed rows go to the host, the experts'
+// weighted sum comes back; tokens equal the all-host run, batched, chunked
+// and preempted.
+void check_experts_on_host(const std::string& model_file) {
+  Loaded ref = load(model_file, {.repack = false});
+  const int32_t L = ref.model->hparams().n_layer;
+  ASSERT_TRUE(ref.model->hparams().moe());
+  auto prompts = make_prompts(*ref.tok, 12);
+  const int gen = 12;
+  EngineConfig cfg;
+  cfg.num_blocks = 12;  // tight: preemption and recompute
+  cfg.scheduler.max_batched_tokens = 40;
+  const auto want = run_all(ref, prompts, cfg, gen);
+  struct Split {
+    std::vector<KvPoolPlacement> placements;
+    std::vector<bool> experts_on_host;
+  };
+  std::vector<bool> all(static_cast<size_t>(L), true), first_half(static_cast<size_t>(L), false);
+  for (int32_t l = 0; l < L / 2; ++l) first_half[static_cast<size_t>(l)] = true;
+  const std::vector<Split> splits = {
+      {{{"cpu:0", 0, L}}, all},
+      {{{"cpu:0", 0, L / 2}, {"host", L / 2, L}}, first_half},
+      {{{"cpu:0", 0, 1}, {"cpu:1", 1, L}}, first_half}};
+  for (const auto& s : splits) {
+    Loaded m = load(model_file, {.repack = false,
+                                 .placements = s.placements,
+                                 .experts_on_host = s.experts_on_host,
+                                 .backend_factory = staged_factory});
+    auto got = run_all(m, prompts, cfg, gen);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(got[i], want[i]) << s.placements.size() << " devices, request " << i;
+    // The devices hold the attention; the experts stayed on the host.
+    uint64_t expert_bytes = 0;
+    for (int32_t l = 0; l < L; ++l)
+      if (s.experts_on_host[static_cast<size_t>(l)])
+        for (MatrixRole r : {MatrixRole::kGateExps, MatrixRole::kUpExps, MatrixRole::kDownExps})
+          expert_bytes += m.model->weights().layers[static_cast<size_t>(l)].matrix(r).bytes();
+    Loaded with_layers = load(model_file, {.repack = false,
+                                           .placements = s.placements,
+                                           .backend_factory = staged_factory});
+    EXPECT_GT(expert_bytes, 0u);
+    EXPECT_EQ(m.model->device_weight_bytes() + expert_bytes,
+              with_layers.model->device_weight_bytes());
+    // Per-token traffic: the host reads the routed experts of the remote layers.
+    uint64_t total = 0;
+    for (const auto& share : m.model->weight_shares()) total += share.bytes;
+    EXPECT_EQ(total, m.model->weights().streamed_bytes_per_token());
+  }
+}
+
+TEST(StagedDevices, MixtralExpertsOnTheHost) {
+  check_experts_on_host("golden/arch/rand-mixtral-tok512-Q8_0.gguf");
+}
+TEST(StagedDevices, Qwen3MoeExpertsOnTheHost) {
+  check_experts_on_host("golden/arch/rand-qwen3moe-tok512-Q8_0.gguf");
+}
+
+TEST(StagedDevices, ExpertPlacementIsChecked) {
+  EXPECT_THROW(load("golden/arch/rand-mixtral-tok512-Q8_0.gguf", {.experts_on_host = {true}}),
+               ConfigError);
+  EXPECT_THROW(load("stories260K.gguf", {.experts_on_host = std::vector<bool>(5, true)}),
+               ConfigError);
+}
+
+}  // namespace
+}  // namespace pagellm
