@@ -47,7 +47,8 @@ EngineSetup load_engine(const ModelOptions& mo, const PlanOptions& po, const Eng
   s.model = ModelRunner::load(ep.path, {.use_mmap = !mo.no_mmap,
                                         .mlock = mo.mlock,
                                         .repack = !mo.no_repack,
-                                        .placements = s.plan.kv_placements()});
+                                        .placements = s.plan.kv_placements(),
+                                        .experts_on_host = s.plan.experts_on_host});
   s.tokenizer = Tokenizer::from_gguf(s.model->file());
   if (!s.tokenizer->vocab().warning().empty())
     std::fprintf(stderr, "warning: %s\n", s.tokenizer->vocab().warning().c_str());

@@ -41,12 +41,17 @@ DeviceMap parse_device_map(const std::string& text) {
         trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (entry.empty())
       throw ConfigError(fmt::format("invalid --device-map '{}': empty entry", text));
-    const size_t colon = entry.find(':');
+    DeviceMapEntry e;
+    std::string body = entry;
+    if (body.rfind("experts:", 0) == 0) {
+      e.experts = true;
+      body = trim(body.substr(8));
+    }
+    const size_t colon = body.find(':');
     if (colon == std::string::npos)
       throw ConfigError(fmt::format(
           "invalid --device-map entry '{}': expected FIRST-LAST:DEVICE, e.g. 0-11:cpu:0", entry));
-    const std::string range = entry.substr(0, colon);
-    DeviceMapEntry e;
+    const std::string range = body.substr(0, colon);
     const size_t dash = range.find('-');
     e.first_layer = parse_layer(range.substr(0, dash), entry);
     e.last_layer =
@@ -55,7 +60,7 @@ DeviceMap parse_device_map(const std::string& text) {
       throw ConfigError(fmt::format("invalid --device-map entry '{}': {} is after {}", entry,
                                     e.first_layer, e.last_layer));
     try {
-      e.device = parse_device_name(entry.substr(colon + 1));
+      e.device = parse_device_name(body.substr(colon + 1));
     } catch (const ConfigError& err) {
       throw ConfigError(fmt::format("invalid --device-map entry '{}': {}", entry, err.what()));
     }
@@ -70,6 +75,7 @@ std::vector<LayerRange> resolve_device_map(const DeviceMap& map, int32_t n_layer
                                            const std::vector<Device>& devices) {
   std::vector<int> owner(static_cast<size_t>(n_layer), -1);
   for (const auto& e : map) {
+    if (e.experts) continue;  // resolve_expert_map
     auto it = std::find(devices.begin(), devices.end(), e.device);
     if (it == devices.end() && e.device.part > 0) {
       const std::string gpu = Device{e.device.kind, e.device.index}.name();
@@ -134,10 +140,35 @@ std::vector<LayerRange> resolve_device_map(const DeviceMap& map, int32_t n_layer
   return ranges;
 }
 
+std::vector<bool> resolve_expert_map(const DeviceMap& map, int32_t n_layer) {
+  std::vector<bool> on_host;
+  for (const auto& e : map) {
+    if (!e.experts) continue;
+    if (!e.device.is_host())
+      throw ConfigError(fmt::format(
+          "--device-map puts the experts of layers {} on {}: experts can be placed on the host "
+          "only (they run with their layer otherwise)",
+          range_text(e.first_layer, e.last_layer), e.device.name()));
+    if (e.last_layer >= n_layer)
+      throw ConfigError(fmt::format(
+          "--device-map puts the experts of layer {} on the host, but the model has {} layers "
+          "(0-{})",
+          e.last_layer, n_layer, n_layer - 1));
+    on_host.resize(static_cast<size_t>(n_layer), false);
+    for (int32_t l = e.first_layer; l <= e.last_layer; ++l) {
+      if (on_host[static_cast<size_t>(l)])
+        throw ConfigError(fmt::format("--device-map places the experts of layer {} twice", l));
+      on_host[static_cast<size_t>(l)] = true;
+    }
+  }
+  return on_host;
+}
+
 std::string format_device_map(const DeviceMap& map) {
   std::string s;
   for (const auto& e : map) {
     if (!s.empty()) s += ',';
+    if (e.experts) s += "experts:";
     s += range_text(e.first_layer, e.last_layer);
     s += ':';
     s += e.device.name();

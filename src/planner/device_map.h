@@ -9,6 +9,9 @@
 // must be mapped exactly once, and a device holds one contiguous range
 // (entries for the same device that touch are merged). Devices must be
 // declared with --device (host always exists).
+// Mixture-of-experts models: "experts:FIRST-LAST:host" entries put those
+// layers' experts on the host (the rest of each layer stays on its device),
+// e.g. "0-23:cuda:0,experts:8-23:host".
 #pragma once
 
 #include <cstdint>
@@ -23,6 +26,7 @@ struct DeviceMapEntry {
   int32_t first_layer = 0;  // inclusive
   int32_t last_layer = 0;   // inclusive
   Device device;
+  bool experts = false;  // "experts:FIRST-LAST:DEVICE": the layers' expert stacks only
 };
 
 using DeviceMap = std::vector<DeviceMapEntry>;
@@ -43,6 +47,11 @@ struct LayerRange {
 // or a device with two separate ranges.
 std::vector<LayerRange> resolve_device_map(const DeviceMap& map, int32_t n_layer,
                                            const std::vector<Device>& devices);
+
+// Per layer, whether the map puts its experts on the host ("experts:"
+// entries; empty when it has none). Throws ConfigError for an experts entry
+// for a device other than the host, a layer outside the model or mapped twice.
+std::vector<bool> resolve_expert_map(const DeviceMap& map, int32_t n_layer);
 
 // "0-11:cpu:0,12-23:cpu:1" (the canonical form of a map or a placement).
 std::string format_device_map(const DeviceMap& map);

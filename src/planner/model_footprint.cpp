@@ -15,6 +15,12 @@ uint64_t ModelFootprint::total_layer_weight_bytes() const {
   return s;
 }
 
+uint64_t ModelFootprint::total_expert_bytes() const {
+  uint64_t s = 0;
+  for (uint64_t b : layer_expert_bytes) s += b;
+  return s;
+}
+
 uint64_t ModelFootprint::total_weight_bytes() const {
   return total_layer_weight_bytes() + host_weight_bytes + output_weight_bytes_on_host;
 }
@@ -75,6 +81,9 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
   fp.n_kv_heads = hp.n_head_kv;
   fp.head_dim = hp.head_dim;
   fp.layer_weight_bytes.assign(static_cast<size_t>(hp.n_layer), 0);
+  fp.layer_expert_bytes.assign(static_cast<size_t>(hp.n_layer), 0);
+  if (hp.moe())
+    fp.expert_read_fraction = static_cast<double>(hp.n_expert_used) / hp.n_expert;
   fp.layer_types.assign(static_cast<size_t>(hp.n_layer), {});
 
   bool has_output = false;
@@ -97,6 +106,8 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
             fmt::format("tensor '{}' belongs to layer {}, but the model has {} layers", t.name,
                         layer, hp.n_layer));
       fp.layer_weight_bytes[static_cast<size_t>(layer)] += t.bytes;
+      if (t.name.size() > 12 && t.name.compare(t.name.size() - 12, 12, "_exps.weight") == 0)
+        fp.layer_expert_bytes[static_cast<size_t>(layer)] += t.bytes;
       auto& types = fp.layer_types[static_cast<size_t>(layer)];
       if (std::find(types.begin(), types.end(), t.type) == types.end()) types.push_back(t.type);
     } else if (t.name == "output.weight") {
@@ -117,6 +128,8 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
   // it needs its own copy.
   fp.output_weight_bytes = output_norm_bytes + (has_output ? output_bytes : embd_bytes);
   if (!has_output) fp.output_type = embd_type;
+  fp.embedding_bytes = embd_bytes;
+  fp.tied_output = !has_output;
   fp.output_weight_bytes_on_host = output_norm_bytes + (has_output ? output_bytes : 0);
 
   fp.kv_type = opts.kv_type;
@@ -131,9 +144,14 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
   fp.max_batched_tokens = opts.max_batched_tokens;
   fp.max_num_seqs = opts.max_num_seqs;
   for (const LayerSpec& l : hp.layers) fp.layer_windows.push_back(l.window);
-  fp.layer_workspace_bytes = 4 * T * (3 * E + 2 * Q + 2 * KV + 2 * F) +
-                             2 * T * ((widest + 255) / 256) * 320 +
+  const uint64_t X = static_cast<uint64_t>(hp.n_expert), K = static_cast<uint64_t>(hp.n_expert_used),
+                 FX = static_cast<uint64_t>(hp.n_ff_exp);
+  const uint64_t FF = std::max(F, K * FX);  // gate/up: every (token, expert) pair's rows
+  fp.layer_workspace_bytes = 4 * T * (3 * E + 2 * Q + 2 * KV + 2 * FF) +
+                             4 * T * (X + 2 * K * E) +
+                             2 * T * std::max((widest + 255) / 256, K * ((std::max(E, FX) + 255) / 256)) * 320 +
                              4 * T * static_cast<uint64_t>(hp.n_rot) + (uint64_t{1} << 20);
+  fp.host_expert_workspace_bytes = hp.moe() ? 4 * T * (E + 2 * K * FX + 2 * K * E) : 0;
   fp.output_workspace_bytes = 4 * R * (V + E);
   fp.host_workspace_bytes = 4 * R * V;
   fp.cuda_matmul_scratch_bytes =

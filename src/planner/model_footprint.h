@@ -13,6 +13,10 @@
 //                                          for Rows16 weights)
 //     + 4*T*n_rot                          RoPE cos/sin for the batch's positions
 //     + 1 MiB                              block-table pointers, per-thread scratch
+//     MoE (X experts, K used, FX = expert ff): gate/up hold T*max(F, K*FX)
+//     rows' worth, + 4*T*(X + 2*K*E)       router logits, grouped rows, outputs
+//     + 4*T*(E + 2*K*FX + 2*K*E)           the same on the host for experts
+//                                          placed there (counted on the host)
 //   on the device of the last layer:  4*R*(V + E)   output-norm rows and logits
 //   on the host:                      4*R*V         logits back for sampling
 //                                     + kCudaHostRuntimeBytes when a GPU is planned
@@ -57,7 +61,14 @@ struct ModelFootprint {
 
   // Weights: bytes in memory once loaded (as stored, or as repacked: Q4_K and
   // Q5_K grow by 2.8% / 2.3% when their scales are unpacked).
-  std::vector<uint64_t> layer_weight_bytes;  // "blk.N.*", per layer
+  std::vector<uint64_t> layer_weight_bytes;  // "blk.N.*", per layer (experts included)
+  // Mixture of experts: the part of each layer's bytes in its expert stacks
+  // ("*_exps"), which the planner may place on the host apart from the rest
+  // of the layer; and the share of them one token reads (used / count).
+  std::vector<uint64_t> layer_expert_bytes;
+  double expert_read_fraction = 0;
+  uint64_t embedding_bytes = 0;  // token_embd, read by rows (not streamed)
+  bool tied_output = false;      // the output projection is the embedding
   uint64_t host_weight_bytes = 0;    // token embedding and other tensors outside the layers;
                                      // the embedding lookup runs on the host
   uint64_t output_weight_bytes = 0;  // output norm + projection, on the last layer's device
@@ -84,12 +95,17 @@ struct ModelFootprint {
   uint64_t layer_workspace_bytes = 0;
   uint64_t output_workspace_bytes = 0;
   uint64_t host_workspace_bytes = 0;
+  // The host's buffers for experts of other devices' layers (MoE), when any
+  // are placed there.
+  uint64_t host_expert_workspace_bytes = 0;
   uint64_t cuda_matmul_scratch_bytes = 0;
   // Host RAM a process holds for the CUDA runtime once it uses a GPU
   // (kCudaHostRuntimeBytes); on the host whenever a CUDA device is planned.
   uint64_t cuda_host_runtime_bytes = 0;
 
   uint64_t total_layer_weight_bytes() const;
+  uint64_t total_expert_bytes() const;
+  bool has_experts() const { return total_expert_bytes() > 0; }
   uint64_t total_weight_bytes() const;  // layers + host + output (not counting a tied copy)
 };
 

@@ -61,6 +61,27 @@ std::string format_plan_table(const Plan& p) {
                      format_count(p.max_seq_len), format_count(p.max_concurrent_full_sequences),
                      p.max_concurrent_full_sequences == 1 ? "" : "s", p.max_num_seqs);
   out += fmt::format("layers on the host CPU: {}\n", p.host_layers());
+  uint64_t experts = 0, read = 0;
+  std::string expert_cells, read_cells;
+  for (const auto& d : p.devices) {
+    experts += d.expert_bytes;
+    read += d.read_bytes_per_token;
+    if (d.expert_bytes > 0)
+      expert_cells += fmt::format("{}{} {}", expert_cells.empty() ? "" : ", ", d.name(),
+                                  format_size(d.expert_bytes));
+    if (d.read_bytes_per_token > 0)
+      read_cells += fmt::format("{}{} {}", read_cells.empty() ? "" : ", ", d.name(),
+                                format_size(d.read_bytes_per_token));
+  }
+  if (experts > 0) {
+    out += fmt::format("experts (of weights): {}", expert_cells);
+    if (p.expert_layers_on_host() > 0)
+      out += fmt::format("; experts of {} device layer{} on the host ({})",
+                         p.expert_layers_on_host(), p.expert_layers_on_host() == 1 ? "" : "s",
+                         p.device_map().substr(p.device_map().find("experts:")));
+    out += "\n";
+  }
+  out += fmt::format("weights read per token: {} ({})\n", format_size(read), read_cells);
   out += fmt::format("binding limit: {} ({})\n", binding_limit_name(p.binding_limit),
                      p.binding_detail);
   if (!p.kernel_note.empty())
@@ -91,7 +112,9 @@ nlohmann::json plan_to_json(const Plan& p) {
                        {"workspace_bytes", d.workspace_bytes},
                        {"headroom_bytes", d.headroom_bytes},
                        {"free_bytes", d.free_bytes},
-                       {"free_after_bytes", d.free_after_bytes}});
+                       {"free_after_bytes", d.free_after_bytes},
+                       {"expert_bytes", d.expert_bytes},
+                       {"read_bytes_per_token", d.read_bytes_per_token}});
   nlohmann::json j;
   j["devices"] = devices;
   j["block_size"] = p.block_size;
@@ -112,6 +135,13 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["binding_detail"] = p.binding_detail;
   j["device_map"] = p.device_map();
   j["host_layers"] = p.host_layers();
+  nlohmann::json expert_layers = nlohmann::json::array();
+  for (size_t l = 0; l < p.experts_on_host.size(); ++l)
+    if (p.experts_on_host[l]) expert_layers.push_back(l);
+  j["experts_on_host"] = expert_layers;
+  uint64_t read = 0;
+  for (const auto& d : p.devices) read += d.read_bytes_per_token;
+  j["read_bytes_per_token"] = read;
   j["manual_map"] = p.manual_map;
   j["kernel_note"] = p.kernel_note;
   return j;

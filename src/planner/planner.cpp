@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "planner/cost_model.h"
+#include "planner/expert_plan.h"
 #include "util/sizes.h"
 
 namespace pagellm {
@@ -89,7 +90,20 @@ std::string Plan::device_map() const {
     map.push_back({d.first_layer, d.last_layer, d.device});
     l = d.last_layer + 1;
   }
+  for (int32_t l = 0; l < static_cast<int32_t>(experts_on_host.size()); ++l) {
+    if (!experts_on_host[static_cast<size_t>(l)]) continue;
+    int32_t m = l;
+    while (m + 1 < static_cast<int32_t>(experts_on_host.size()) &&
+           experts_on_host[static_cast<size_t>(m + 1)])
+      ++m;
+    map.push_back({l, m, Device::host(), /*experts=*/true});
+    l = m;
+  }
   return format_device_map(map);
+}
+
+int32_t Plan::expert_layers_on_host() const {
+  return static_cast<int32_t>(std::count(experts_on_host.begin(), experts_on_host.end(), true));
 }
 
 namespace {
@@ -605,6 +619,18 @@ bool better(const Plan& a, const Plan& b) {
 Plan make_plan(const PlanRequest& req, const ModelFootprint& fp,
                const std::vector<PlanDevice>& devices) {
   validate(req, fp, devices);
+  if (fp.has_experts()) return make_expert_plan(req, fp, devices);
+  if (req.device_map && !resolve_expert_map(*req.device_map, fp.n_layer).empty())
+    throw ConfigError("--device-map places experts, but the model has no experts");
+  Plan p = make_layer_plan(req, fp, devices);
+  annotate_weights(p, fp, {});
+  return p;
+}
+
+namespace planner_detail {
+
+Plan make_layer_plan(const PlanRequest& req, const ModelFootprint& fp,
+                     const std::vector<PlanDevice>& devices) {
   if (req.device_map) {  // the map pins the order
     CostModel m(req, fp, devices);
     return Planner(req, fp, m).run();
@@ -626,6 +652,8 @@ Plan make_plan(const PlanRequest& req, const ModelFootprint& fp,
   if (best) return *best;
   throw *refusal;
 }
+
+}  // namespace planner_detail
 
 int64_t max_blocks_for_placement(const PlanRequest& req, const ModelFootprint& fp,
                                  const std::vector<PlanDevice>& devices,

@@ -19,6 +19,16 @@
 //   * --kv-fraction F: on each device KV <= F * (budget - weights - workspace),
 //     and over host RAM, total shared KV <= F * (host budget - shared fixed use).
 //
+// Mixture of experts (a footprint with expert bytes): per layer, attention
+// (with its KV) and the expert stacks are separate units. Without a map and
+// without --no-cpu-offload: the plan is first made with every expert on the
+// host (so attention and KV take the devices: fewest host layers, the cache
+// as below); then, device by device in pipeline order, each device takes back
+// the experts of as many of its layers (from its first) as fit with the cache
+// floor (--kv-tokens: the cache asked for); the cache then grows into what is
+// left (not beyond the --kv-tokens request). --device-map entries
+// "experts:FIRST-LAST:host" pin experts to the host.
+//
 // Placement (without --device-map): accelerators (GPUs and virtual CPU
 // devices) in a pipeline order, then the host; layers are split into
 // contiguous ranges in that order, so host layers are the last ones ("CPU
@@ -110,6 +120,12 @@ struct DevicePlan {
   // free - use; for the host, free - the use of the host and all virtual CPU
   // devices (they share its RAM).
   uint64_t free_after_bytes = 0;
+  // Of weight_bytes, the expert stacks (MoE) held here: its own layers'
+  // experts, and on the host those of other devices' layers placed there.
+  uint64_t expert_bytes = 0;
+  // Weight bytes one decoded token reads here: every matrix but the token
+  // embedding (read by rows), of expert stacks the routed share.
+  uint64_t read_bytes_per_token = 0;
 
   std::string name() const { return device.name(); }
   bool has_layers() const { return first_layer >= 0; }
@@ -148,6 +164,11 @@ struct Plan {
     int64_t tokens = 0;
   };
   std::vector<KvGroupPlan> kv_groups;
+  // Mixture of experts: per layer, whether its experts run on the host while
+  // the rest of the layer runs on its device (empty: every layer's experts
+  // with the layer; ModelLoadOptions::experts_on_host).
+  std::vector<bool> experts_on_host;
+  int32_t expert_layers_on_host() const;
 
   int32_t host_layers() const;
   // KV cache bytes over every device.

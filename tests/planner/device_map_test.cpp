@@ -113,3 +113,33 @@ TEST(DeviceMap, PartsOfASplitGpu) {
 
 }  // namespace
 }  // namespace pagellm
+
+namespace pagellm {
+namespace {
+
+// "experts:FIRST-LAST:host" entries place MoE experts; they do not map layers.
+TEST(DeviceMap, ExpertEntries) {
+  const DeviceMap m = parse_device_map("0-9:cpu:0, experts:2-5:host,experts:9:host");
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_FALSE(m[0].experts);
+  EXPECT_TRUE(m[1].experts);
+  EXPECT_EQ(m[1].first_layer, 2);
+  EXPECT_EQ(m[1].last_layer, 5);
+  EXPECT_EQ(format_device_map(m), "0-9:cpu:0,experts:2-5:host,experts:9:host");
+  const auto r = resolve_device_map(m, 10, {Device{DeviceKind::kCpu, 0, 1 << 30}, Device::host()});
+  EXPECT_EQ(r[0].size(), 10);
+  const std::vector<bool> on_host = resolve_expert_map(m, 10);
+  const std::vector<bool> want = {false, false, true, true, true, true, false, false, false, true};
+  EXPECT_EQ(on_host, want);
+  EXPECT_TRUE(resolve_expert_map(parse_device_map("0-9:cpu:0"), 10).empty());
+  // Errors: another device, outside the model, twice, bad syntax.
+  EXPECT_THROW(resolve_expert_map(parse_device_map("0-9:cpu:0,experts:0-3:cpu:0"), 10), ConfigError);
+  EXPECT_THROW(resolve_expert_map(parse_device_map("experts:8-12:host"), 10), ConfigError);
+  EXPECT_THROW(resolve_expert_map(parse_device_map("experts:1-3:host,experts:3:host"), 10),
+               ConfigError);
+  EXPECT_THROW(parse_device_map("experts:host"), ConfigError);
+  EXPECT_THROW(parse_device_map("experts:"), ConfigError);
+}
+
+}  // namespace
+}  // namespace pagellm

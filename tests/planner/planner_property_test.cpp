@@ -6,6 +6,7 @@
 
 #include <random>
 
+#include "planner/expert_plan.h"
 #include "planner/planner.h"
 #include "planner_fixtures.h"
 #include "util/error.h"
@@ -22,7 +23,7 @@ struct Case {
   std::string text;
 };
 
-Case random_case(std::mt19937_64& rng) {
+Case random_case(std::mt19937_64& rng, bool experts = false) {
   auto u = [&](int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
   };
@@ -69,6 +70,18 @@ Case random_case(std::mt19937_64& rng) {
     c.fp.max_batched_tokens = static_cast<int32_t>(u(1, 48));
     c.text += " windows";
   }
+  // Mixture of experts (when asked, in 3 of 4 cases): part of each layer's bytes
+  // are its experts, which the planner may leave on the host.
+  if (experts && u(0, 3) != 0) {
+    c.fp.layer_expert_bytes.assign(static_cast<size_t>(n), 0);
+    for (int32_t l = 0; l < n; ++l) {
+      const uint64_t x = static_cast<uint64_t>(u(1, 400));
+      c.fp.layer_expert_bytes[static_cast<size_t>(l)] = x;
+      c.fp.layer_weight_bytes[static_cast<size_t>(l)] += x;
+    }
+    c.fp.expert_read_fraction = 0.25;
+    c.fp.host_expert_workspace_bytes = static_cast<uint64_t>(u(0, 50));
+  }
   c.text = "n=" + std::to_string(n) + " k=" + std::to_string(k) +
            " mode=" + std::to_string(static_cast<int>(c.req.kv_mode)) +
            " no_offload=" + std::to_string(c.req.no_cpu_offload);
@@ -114,6 +127,77 @@ TEST(PlannerProperty, MatchesBruteForceAndStaysWithinBudgets) {
   EXPECT_GT(refused, 300);
   EXPECT_GT(offloaded, 100);
   EXPECT_GT(balanced_multi, 300);
+}
+
+// Models with experts: attention and KV are placed as well as with every
+// expert on the host (brute force: the fewest host layers), the plan keeps
+// the cache floor (or the cache asked for) within every budget, and each
+// device keeps its layers' experts (from its first layer) as far as they
+// fit: one more would break that cache.
+TEST(PlannerProperty, ExpertsFillWhatTheCacheFloorLeaves) {
+  std::mt19937_64 rng(99);
+  int checked = 0, split = 0, refused = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    Case c = random_case(rng, /*experts=*/true);
+    if (!c.fp.has_experts()) continue;
+    const int32_t n = c.fp.n_layer;
+    const std::vector<bool> all(static_cast<size_t>(n), true);
+    const ModelFootprint all_on_host = planner_detail::with_experts_on_host(c.fp, all);
+    const Expected e = brute_force(c.req, c.req.no_cpu_offload ? c.fp : all_on_host, c.devs);
+    Plan p;
+    try {
+      p = make_plan(c.req, c.fp, c.devs);
+    } catch (const PlanError& err) {
+      ASSERT_FALSE(e.fits) << c.text << ": " << err.what();
+      ++refused;
+      continue;
+    }
+    ASSERT_TRUE(e.fits) << c.text;
+    ASSERT_EQ(p.host_layers(), e.host_layers) << c.text;
+    ASSERT_EQ(budget_violations(p, c.req, c.devs, &c.fp), "") << c.text;
+    // The placement as the cost model sees it: the plan's order and ranges,
+    // the experts it left on the host.
+    std::vector<PlanDevice> ordered;
+    std::vector<LayerRange> ranges;
+    for (const auto& d : p.devices) {
+      for (const auto& in : c.devs)
+        if (in.device == d.device) ordered.push_back(in);
+      ranges.push_back(d.has_layers() ? LayerRange{d.first_layer, d.last_layer + 1} : LayerRange{});
+    }
+    std::vector<bool> flags = p.experts_on_host;
+    flags.resize(static_cast<size_t>(n), false);
+    const ModelFootprint placed = planner_detail::with_experts_on_host(c.fp, flags);
+    ASSERT_GE(max_blocks_for_placement(c.req, placed, ordered, ranges), p.num_blocks) << c.text;
+    const int64_t keep = c.req.kv_mode == KvMode::kTokens
+                             ? p.num_blocks
+                             : std::min<int64_t>(planner_detail::floor_blocks(c.req, c.devs),
+                                                 p.num_blocks);
+    // Expert bytes add up: every layer's experts once.
+    uint64_t experts = 0;
+    for (const auto& d : p.devices) experts += d.expert_bytes;
+    ASSERT_EQ(experts, c.fp.total_expert_bytes()) << c.text;
+    for (size_t i = 0; i + 1 < p.devices.size(); ++i) {
+      const auto& d = p.devices[i];
+      if (!d.has_layers()) continue;
+      // Kept experts are a prefix of the device's layers.
+      int32_t kept = 0;
+      while (kept < d.n_layers() && !flags[static_cast<size_t>(d.first_layer + kept)]) ++kept;
+      for (int32_t l = d.first_layer + kept; l <= d.last_layer; ++l)
+        ASSERT_TRUE(flags[static_cast<size_t>(l)]) << c.text;
+      if (kept == d.n_layers()) continue;
+      ++split;
+      std::vector<bool> more = flags;
+      more[static_cast<size_t>(d.first_layer + kept)] = false;
+      ASSERT_LT(max_blocks_for_placement(c.req, planner_detail::with_experts_on_host(c.fp, more),
+                                         ordered, ranges),
+                keep)
+          << c.text << ": " << d.name() << " has room for one more layer's experts";
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 300);
+  EXPECT_GT(split, 30);
+  EXPECT_GT(refused, 30);
 }
 
 TEST(PlannerProperty, ManualMapsHoldWhatTheirPlacementAllows) {

@@ -398,6 +398,60 @@ TEST(Planner, ManyDevicesKeepTheSearchSmall) {
   EXPECT_GE(q.num_blocks, fixed.blocks);
 }
 
+// Mixture of experts: 8 layers of 10 MiB attention and 90 MiB experts. A
+// 300 MiB device holds every layer's attention and KV, and the experts of the
+// first layers as far as the cache floor allows; the rest of the experts run
+// on the host. --device-map can pin experts to the host.
+TEST(Planner, ExpertsGoWhereAttentionAndTheCacheLeaveRoom) {
+  ModelFootprint fp = synth_model(8, 100 * kMiB, 8 * kKiB, 8 * kMiB, 50 * kMiB, 20 * kMiB);
+  fp.layer_expert_bytes.assign(8, 90 * kMiB);
+  fp.expert_read_fraction = 0.25;
+  fp.host_expert_workspace_bytes = 4 * kMiB;
+  fp.embedding_bytes = 50 * kMiB;  // the host's weights: read by rows
+  const std::vector<PlanDevice> devs = {vcpu(0, 300 * kMiB), host(16 * kGiB, 1 * kGiB)};
+  PlanRequest req = request(1024, 4);
+  req.kv_mode = KvMode::kTokens;
+  req.kv_tokens = 1024;  // 64 MiB of KV over 8 layers
+  const Plan p = make_plan(req, fp, devs);
+  EXPECT_EQ(p.host_layers(), 0);  // attention of every layer on the device
+  ASSERT_EQ(p.experts_on_host.size(), 8u);
+  const int32_t kept = 8 - p.expert_layers_on_host();
+  // 300 MiB - 80 MiB attention - 64 MiB KV - 20 MiB output - 8 MiB workspace: room for one.
+  EXPECT_EQ(kept, 1);
+  EXPECT_FALSE(p.experts_on_host[0]);
+  for (int32_t l = kept; l < 8; ++l) EXPECT_TRUE(p.experts_on_host[static_cast<size_t>(l)]);
+  EXPECT_EQ(p.devices[0].expert_bytes, kept * 90 * kMiB);
+  EXPECT_EQ(p.devices[1].expert_bytes, (8 - kept) * 90 * kMiB);
+  EXPECT_EQ(p.device_map(), "0-7:cpu:0,experts:1-7:host");
+  EXPECT_EQ(budget_violations(p, req, devs, &fp), "");
+  // A token reads the attention, the output head and a quarter of the experts.
+  uint64_t read = 0;
+  for (const auto& d : p.devices) read += d.read_bytes_per_token;
+  EXPECT_EQ(read, 8 * 10 * kMiB + 20 * kMiB + 8 * 90 * kMiB / 4);
+  // The plan's map as --device-map gives the same plan.
+  PlanRequest pinned = req;
+  pinned.device_map = parse_device_map(p.device_map());
+  const Plan q = make_plan(pinned, fp, devs);
+  EXPECT_EQ(q.experts_on_host, p.experts_on_host);
+  EXPECT_EQ(q.num_blocks, p.num_blocks);
+  // Without the experts to spare, the device would have held fewer layers.
+  ModelFootprint dense = fp;
+  dense.layer_expert_bytes.clear();
+  const Plan d = make_plan(req, dense, devs);
+  EXPECT_GT(d.host_layers(), 0);
+  // --no-cpu-offload keeps experts with their layers (here: too large for
+  // the device, so the cache could not fit).
+  req.no_cpu_offload = true;
+  req.min_kv_tokens = 16;
+  EXPECT_THROW(make_plan(req, fp, devs), PlanError);
+  const Plan n = make_plan(req, fp, {vcpu(0, 2 * kGiB), host(16 * kGiB, 1 * kGiB)});
+  EXPECT_EQ(n.expert_layers_on_host(), 0);
+  EXPECT_TRUE(n.experts_on_host.empty());
+  // Experts may be pinned to the host only.
+  pinned.device_map = parse_device_map("0-7:cpu:0,experts:0-3:cpu:0");
+  EXPECT_THROW(make_plan(pinned, fp, devs), ConfigError);
+}
+
 // ---- 80 + 80 + 40 GiB ----
 
 TEST(Planner, ThreeUnequalGpus) {
