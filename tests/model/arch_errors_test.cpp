@@ -4,7 +4,9 @@
 
 #include "gguf/gguf_writer.h"
 #include "model/hparams.h"
+#include "model/arch/registry.h"
 #include "model/make_model.h"
+#include "model/weights.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
@@ -21,7 +23,7 @@ std::string error_with(const std::string& arch, const std::string& key, GgufValu
   spec.n_head = 2;
   spec.n_head_kv = 1;
   spec.n_ff = 32;
-  spec.sliding_window = 4;
+  spec.sliding_window = arch == "gemma2" || arch == "gemma3" ? 4 : 0;
   spec.type = DType::Q8_0;
   spec.vocab_from = test::data_path("stories260K.gguf");
   ThreadPool pool(1);
@@ -60,6 +62,59 @@ TEST(ArchErrors, FamilyKeysAreCheckedAndNamed) {
   const std::string arch = error_with("gemma3", "general.architecture", GgufValue::str("mamba"));
   EXPECT_NE(arch.find("'mamba' is not supported"), std::string::npos) << arch;
   EXPECT_NE(arch.find("gemma3"), std::string::npos) << arch;  // the registry's list
+}
+
+// Expert keys: used count within 1..expert_count and present; expert tensors
+// of the wrong shape name the tensor when the model loads.
+TEST(ArchErrors, ExpertKeysAreChecked) {
+  const std::string used = error_with("mixtral", "llama.expert_used_count", GgufValue::u32(9));
+  EXPECT_NE(used.find("'llama.expert_used_count': value 9 out of range [1, 8]"), std::string::npos)
+      << used;
+  const std::string zero = error_with("qwen3moe", "qwen3moe.expert_used_count", GgufValue::u32(0));
+  EXPECT_NE(zero.find("qwen3moe.expert_used_count"), std::string::npos) << zero;
+  const std::string ff =
+      error_with("qwen3moe", "qwen3moe.expert_feed_forward_length", GgufValue::u32(0));
+  EXPECT_NE(ff.find("qwen3moe.expert_feed_forward_length"), std::string::npos) << ff;
+  const std::string none = error_with("qwen3moe", "qwen3moe.expert_count", GgufValue::u32(0));
+  EXPECT_NE(none.find("qwen3moe needs 'qwen3moe.expert_count'"), std::string::npos) << none;
+  const std::string many = error_with("mixtral", "llama.expert_count", GgufValue::u32(1u << 20));
+  EXPECT_NE(many.find("llama.expert_count"), std::string::npos) << many;
+  // The tensors then no longer match the header: the loader names the tensor.
+  const std::string shape = [] {
+    try {
+      test::TempPath good(".gguf");
+      MakeModelSpec spec;
+      spec.arch = "mixtral";
+      spec.n_embd = 32;
+      spec.n_layer = 1;
+      spec.n_head = 2;
+      spec.n_head_kv = 1;
+      spec.n_ff = 32;
+      spec.type = DType::Q8_0;
+      spec.vocab_from = test::data_path("stories260K.gguf");
+      ThreadPool pool(1);
+      make_model(spec, good.path, pool);
+      auto src = GgufFile::open(good.path);
+      GgufWriter w;
+      for (const auto& kv : src->metadata())
+        w.set(kv.key, kv.key == "llama.expert_count" ? GgufValue::u32(4) : kv.value);
+      for (const auto& t : src->tensors())
+        w.add_tensor(t.name, t.type, t.ne, [&t](uint8_t* dst, size_t n) {
+          std::copy(t.data, t.data + n, dst);
+        });
+      test::TempPath bad(".gguf");
+      w.write_file(bad.path);
+      auto f = GgufFile::open(bad.path);
+      const ModelHParams hp = ModelHParams::from_gguf(*f);
+      (void)ModelWeights::load(*f, hp, find_architecture(hp.arch, f->path()));
+    } catch (const FormatError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  EXPECT_NE(shape.find("blk.0.ffn_gate_inp.weight' has shape [32, 8], expected [32, 4]"),
+            std::string::npos)
+      << shape;
 }
 
 }  // namespace
