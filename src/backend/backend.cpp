@@ -1,6 +1,7 @@
 #include "backend/backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -49,10 +50,11 @@ void combine_rows_host(const float* y, int64_t n, const int32_t* rows, const flo
   std::vector<float> s(static_cast<size_t>(n));
   for (int64_t t = 0; t < n_tokens; ++t) {
     std::fill(s.begin(), s.end(), 0.0f);
+    // Fused multiply-adds in slot order: the CUDA kernel's bits too.
     for (int32_t j = 0; j < k; ++j) {
       const float w = weights[t * k + j];
       const float* r = y + static_cast<int64_t>(rows[t * k + j]) * n;
-      for (int64_t i = 0; i < n; ++i) s[static_cast<size_t>(i)] += w * r[i];
+      for (int64_t i = 0; i < n; ++i) s[static_cast<size_t>(i)] = std::fmaf(w, r[i], s[static_cast<size_t>(i)]);
     }
     float* o = out + t * n;
     for (int64_t i = 0; i < n; ++i) o[i] = add ? o[i] + s[static_cast<size_t>(i)] : s[static_cast<size_t>(i)];

@@ -335,6 +335,13 @@ void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T
 
 void ModelRunner::run_layers(Segment& s, KvCacheStorage& kv, int64_t T) {
   Backend& b = *s.backend;
+  // MoE layers route on the host between their products (the experts' shapes
+  // depend on the routing), which a recorded run cannot replay: they run
+  // call by call.
+  if (hp_.moe()) {
+    for (int32_t l = s.layer_begin; l < s.layer_end; ++l) run_layer(s, l, kv, T);
+    return;
+  }
   const Backend::LayerRun mode = b.begin_layers(s.layer_begin, s.layer_end);
   if (mode == Backend::LayerRun::kReplayed) return;
   try {

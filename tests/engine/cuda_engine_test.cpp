@@ -123,14 +123,15 @@ double cpu_margin(ModelRunner& cpu, const std::vector<int32_t>& ids) {
 // quarter of the requests (two of the usual eight). Returns the GPU's tokens.
 std::vector<std::vector<int32_t>> check_tokens(const std::string& file,
                                                const std::vector<KvPoolPlacement>& placements,
-                                               int n_prompts = 8, int max_parted = -1) {
+                                               int n_prompts = 8, int max_parted = -1,
+                                               const std::vector<bool>& experts_on_host = {}) {
   if (max_parted < 0) max_parted = n_prompts / 4;
   Loaded cpu = load(file);
   auto prompts = make_prompts(*cpu.tok, n_prompts);
   EngineConfig cfg;
   cfg.num_blocks = 8 * n_prompts;  // room for every request at once
   const auto want = run_all(cpu, prompts, cfg, 16);
-  Loaded gpu = load(file, {.placements = placements});
+  Loaded gpu = load(file, {.placements = placements, .experts_on_host = experts_on_host});
   const auto got = run_all(gpu, prompts, cfg, 16);
   int parted = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -170,10 +171,22 @@ TEST(CudaEngine, EveryFamilyGivesTheCpuTokens) {
   for (const char* file :
        {"golden/arch/rand-qwen3-tok512-Q8_0.gguf", "golden/arch/rand-gemma3-tok512-Q8_0.gguf",
         "golden/arch/rand-gemma2-tok512-Q8_0.gguf", "golden/arch/rand-phi3-tok512-Q8_0.gguf",
-        "golden/arch/rand-olmo2-tok512-Q8_0.gguf", "golden/arch/rand-llama31-tok512-Q8_0.gguf"}) {
+        "golden/arch/rand-olmo2-tok512-Q8_0.gguf", "golden/arch/rand-llama31-tok512-Q8_0.gguf",
+        "golden/arch/rand-mixtral-tok512-Q8_0.gguf", "golden/arch/rand-qwen3moe-tok512-Q8_0.gguf"}) {
     const int32_t L = load(file).model->hparams().n_layer;
     check_tokens(file, {{"cuda:0", 0, L}}, 8, 7);
     check_tokens(file, {{"cuda:0", 0, L / 2}, {"host", L / 2, L}}, 8, 7);
+  }
+}
+
+// Mixture of experts with the experts on the host and attention on the GPU
+// (the planner's expert offload): the CPU's tokens, as above.
+TEST(CudaEngine, MoeExpertsOnTheHostGiveTheCpuTokens) {
+  REQUIRE_GPU();
+  for (const char* file :
+       {"golden/arch/rand-mixtral-tok512-Q8_0.gguf", "golden/arch/rand-qwen3moe-tok512-Q8_0.gguf"}) {
+    const int32_t L = load(file).model->hparams().n_layer;
+    check_tokens(file, {{"cuda:0", 0, L}}, 8, 7, std::vector<bool>(static_cast<size_t>(L), true));
   }
 }
 

@@ -13,6 +13,7 @@
 #include "backend/cuda/gemv_q8.h"
 #include "backend/cuda/kv_write.h"
 #include "backend/cuda/mmq.h"
+#include "backend/cuda/moe_ops.h"
 #include "backend/cuda/op_profile.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/pdl.h"
@@ -447,6 +448,28 @@ void CudaBackend::rms_norm(const float* x, const float* weight, float* out, int6
                            float eps) {
   ProfileScope scope(profile_.get(), "rms_norm", rows);
   cuda::rms_norm(dev_, x, weight, out, rows, n, eps);
+}
+
+void CudaBackend::gather_rows(const float* x, int64_t n, const int32_t* rows, int64_t count,
+                              float* out) {
+  ProfileScope scope(profile_.get(), "gather_rows", count);
+  const size_t bytes = static_cast<size_t>(count) * sizeof(int32_t);
+  grow_pow2(moe_rows_, bytes, 4096);
+  dev_.to_device(moe_rows_.data(), rows, bytes);
+  cuda::gather_rows(dev_, x, n, static_cast<const int32_t*>(moe_rows_.data()), count, out);
+}
+
+void CudaBackend::combine_rows(const float* y, int64_t n, const int32_t* rows,
+                               const float* weights, int64_t n_tokens, int32_t k, float* out,
+                               bool add) {
+  ProfileScope scope(profile_.get(), "combine_rows", n_tokens);
+  const size_t slots = static_cast<size_t>(n_tokens) * static_cast<size_t>(k);
+  grow_pow2(moe_rows_, slots * sizeof(int32_t), 4096);
+  grow_pow2(moe_weights_, slots * sizeof(float), 4096);
+  dev_.to_device(moe_rows_.data(), rows, slots * sizeof(int32_t));
+  dev_.to_device(moe_weights_.data(), weights, slots * sizeof(float));
+  cuda::combine_rows(dev_, y, n, static_cast<const int32_t*>(moe_rows_.data()),
+                     static_cast<const float*>(moe_weights_.data()), n_tokens, k, out, add);
 }
 
 void CudaBackend::add_inplace(float* x, const float* y, int64_t count) {

@@ -51,9 +51,6 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int index, const std::string& label = {});
   ~CudaBackend() override;
 
-  // MoE layers route on the host between the layer's products, which a
-  // recorded layer run (CUDA graphs) cannot do; their layers stay off GPUs.
-  bool supports(BackendOp op) const override { return op != BackendOp::kMixtureOfExperts; }
   std::string name() const override { return name_; }
   bool uses_host_memory() const override { return false; }
   const CudaDevice& device() const { return dev_; }
@@ -107,6 +104,11 @@ class CudaBackend final : public Backend {
                      RopeStyle style, int32_t table) override;
   void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                        float scale) override;
+  // Mixture of experts: the host's index and weight arrays are uploaded first.
+  void gather_rows(const float* x, int64_t n, const int32_t* rows, int64_t count,
+                   float* out) override;
+  void combine_rows(const float* y, int64_t n, const int32_t* rows, const float* weights,
+                    int64_t n_tokens, int32_t k, float* out, bool add) override;
   // Decode: the attention kernel also writes its output as the int8 input of
   // the projection's GEMV.
   using Backend::attention_matmul;
@@ -171,6 +173,7 @@ class CudaBackend final : public Backend {
   // (int32), slots (int64), block tables [n_seqs][table_stride_] (int32).
   std::vector<uint8_t> staging_;
   DeviceBuffer step_buf_;
+  DeviceBuffer moe_rows_, moe_weights_;  // gather_rows / combine_rows arguments
   int32_t n_tokens_ = 0;
   int32_t n_seqs_ = 0;
   int32_t table_stride_ = 0;
