@@ -125,6 +125,10 @@ MODELS = [  # name, make-model arguments
     ("model_gemma3_q8_0.gguf", "--arch gemma3 --n-embd 32 --n-layer 2 --n-head 2 --n-head-kv 1 --n-ff 32 --head-dim 32 --sliding-window 4 --type q8_0 --tied"),
     ("model_phi3_q8_0.gguf", "--arch phi3 --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 2 --n-ff 32 --type q8_0"),
     ("model_olmo2_q8_0.gguf", "--arch olmo2 --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 32 --type q8_0"),
+    # Mixtures of experts: 3-D expert stacks, an F32 router (mixtral = llama
+    # with experts; qwen3moe with its own expert ff).
+    ("model_mixtral_q8_0.gguf", "--arch mixtral --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 32 --n-expert 4 --n-expert-used 2 --type q8_0"),
+    ("model_qwen3moe_q8_0.gguf", "--arch qwen3moe --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 32 --n-ff-exp 64 --head-dim 32 --n-expert 4 --type q8_0"),
 ]
 
 
@@ -212,13 +216,21 @@ def server_seeds():
                                      ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
+def device_map_seeds():
+    for i, text in enumerate([
+            "0-7:cpu:0", "0-3:cpu:0,4-7:host", "0-7:cpu:1,experts:0-7:host",
+            "0-1:cpu:0,2-5:cpu:1,6-7:host,experts:2-3:host", "0-7:host,experts:0:host",
+            "0-7:cpu:0,experts:0-3:cpu:0", "experts:0-9:host", "0-3:cpu:0,3-7:cpu:1"]):
+        yield f"map_{i}.txt", text.encode()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pagellm", required=True)
     args = ap.parse_args()
     gens = {"gguf": [meta_seeds(), vocab_seeds(), model_seeds(args.pagellm)],
             "tokenizer": [tokenizer_seeds()], "chat_template": [chat_seeds()],
-            "server_request": [server_seeds()]}
+            "server_request": [server_seeds()], "device_map": [device_map_seeds()]}
     for target, sources in gens.items():
         d = CORPUS / target
         d.mkdir(parents=True, exist_ok=True)

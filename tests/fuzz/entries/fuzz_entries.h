@@ -35,6 +35,10 @@ int chat_template(const uint8_t* data, size_t size);
 // shipped model's vocabulary and chat template, its 512-token context).
 // Refusals must be 4xx ApiErrors; what is accepted must be runnable.
 int server_request(const uint8_t* data, size_t size);
+// A --device-map string (MoE "experts:" entries too), parsed, resolved and
+// planned on a synthetic model with experts; accepted plans must stay within
+// their budgets.
+int device_map(const uint8_t* data, size_t size);
 
 struct Target {
   std::string name;  // folder name under tests/fuzz/corpus and tests/fuzz/regressions

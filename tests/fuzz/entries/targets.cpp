@@ -11,6 +11,7 @@ const std::vector<Target>& targets() {
       {"tokenizer", tokenizer},
       {"chat_template", chat_template},
       {"server_request", server_request},
+      {"device_map", device_map},
   };
   return t;
 }
