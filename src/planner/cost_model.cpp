@@ -141,6 +141,15 @@ bool CostModel::own_ok(int i, int s, int e, int64_t blocks) const {
   return static_cast<i128>(den_) * v <= static_cast<i128>(num_) * (c - f);
 }
 
+std::optional<uint64_t> CostModel::spare_bytes(int i, int s, int e, int64_t blocks) const {
+  if (!own_ok(i, s, e, blocks)) return std::nullopt;
+  if (i == host()) return std::numeric_limits<uint64_t>::max();
+  const uint64_t f = fixed(i, s, e), c = dev(i).budget_bytes();
+  // den * kv <= num * (c - f - x)  <=>  x <= c - f - ceil(den * kv / num)
+  const i128 need = (static_cast<i128>(den_) * kv(s, e, blocks) + num_ - 1) / num_;
+  return static_cast<uint64_t>(static_cast<i128>(c - f) - need);
+}
+
 CostModel::Dp CostModel::run(int64_t blocks) const {
   const size_t W = static_cast<size_t>(n_) + 1;
   const i128 inf = std::numeric_limits<i128>::max() / 4;

@@ -82,6 +82,10 @@ class CostModel {
   // it) and --kv-mem, and whether its kernels run the range's weight types
   // (runs). The host has only --kv-mem here; its memory is the pool.
   bool own_ok(int i, int s, int e, int64_t blocks) const;
+  // How many more bytes of weights device i could hold with layers [s, e) at
+  // `blocks` and still meet its own limits (as own_ok); nullopt when it does
+  // not meet them already. The host: unbounded here (its memory is the pool).
+  std::optional<uint64_t> spare_bytes(int i, int s, int e, int64_t blocks) const;
   // Device i's kernels take every weight type of layers [s, e) and, when it
   // holds the last layer, of the output projection.
   bool runs(int i, int s, int e) const;

@@ -1,6 +1,7 @@
 #include "planner/expert_plan.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "planner/cost_model.h"
 
@@ -81,6 +82,60 @@ void plan_order(const Plan& p, const std::vector<PlanDevice>& devices,
   }
 }
 
+// The accelerators' split of the layers they hold in `ranges` that lets
+// them keep the most expert bytes (each device the experts of its first
+// layers, as far as its own limits allow at `blocks`); the host's range stays.
+// A dynamic programme over (device, layers covered); the shared host-RAM pool
+// is checked by the caller. nullopt when no split meets the devices' limits.
+std::optional<std::vector<LayerRange>> ranges_for_experts(const PlanRequest& req,
+                                                          const ModelFootprint& fp,
+                                                          const std::vector<PlanDevice>& ordered,
+                                                          const std::vector<LayerRange>& ranges,
+                                                          int64_t blocks) {
+  const int32_t n = fp.n_layer;
+  const std::vector<bool> all(static_cast<size_t>(n), true);
+  const ModelFootprint attention = with_experts_on_host(fp, all);
+  const CostModel m(req, attention, ordered);
+  const int k = m.k();
+  const int32_t covered = ranges.back().empty() ? n : ranges.back().begin;  // accelerators: [0, covered)
+  std::vector<uint64_t> prefix(static_cast<size_t>(n) + 1, 0);
+  for (int32_t l = 0; l < n; ++l)
+    prefix[static_cast<size_t>(l) + 1] = prefix[static_cast<size_t>(l)] + fp.layer_expert_bytes[static_cast<size_t>(l)];
+  // Expert bytes of the longest prefix of [p, q) within `room`.
+  auto kept = [&](int32_t p, int32_t q, uint64_t room) {
+    const auto first = prefix.begin() + p;
+    const auto last = std::upper_bound(first, prefix.begin() + q + 1, prefix[static_cast<size_t>(p)] + room);
+    return *(last - 1) - prefix[static_cast<size_t>(p)];
+  };
+  const size_t W = static_cast<size_t>(covered) + 1;
+  std::vector<int64_t> best((static_cast<size_t>(k) + 1) * W, -1);
+  std::vector<int32_t> from((static_cast<size_t>(k) + 1) * W, -1);
+  best[0] = 0;
+  for (int j = 0; j < k; ++j)
+    for (int32_t p = 0; p <= covered; ++p) {
+      const int64_t base = best[static_cast<size_t>(j) * W + static_cast<size_t>(p)];
+      if (base < 0) continue;
+      for (int32_t q = p; q <= covered; ++q) {
+        const auto spare = m.spare_bytes(j, p, q, blocks);
+        if (!spare) break;  // a longer range only needs more
+        const int64_t v = base + static_cast<int64_t>(kept(p, q, *spare));
+        int64_t& b = best[static_cast<size_t>(j + 1) * W + static_cast<size_t>(q)];
+        if (v > b) {
+          b = v;
+          from[static_cast<size_t>(j + 1) * W + static_cast<size_t>(q)] = p;
+        }
+      }
+    }
+  if (best[static_cast<size_t>(k) * W + static_cast<size_t>(covered)] < 0) return std::nullopt;
+  std::vector<LayerRange> out = ranges;
+  for (int32_t j = k, q = covered; j >= 1; --j) {
+    const int32_t p = from[static_cast<size_t>(j) * W + static_cast<size_t>(q)];
+    out[static_cast<size_t>(j - 1)] = {p, q};
+    q = p;
+  }
+  return out;
+}
+
 }  // namespace
 
 Plan make_expert_plan(const PlanRequest& req, const ModelFootprint& fp,
@@ -109,13 +164,18 @@ Plan make_expert_plan(const PlanRequest& req, const ModelFootprint& fp,
   std::vector<LayerRange> ranges;
   plan_order(first, devices, ordered, ranges);
   // 2. Experts back with their layers, device by device, as many as keep the
-  // cache floor (or the cache asked for).
+  // cache floor (or the cache asked for). The accelerators' ranges are
+  // re-split so that they can keep the most expert bytes.
   const int64_t keep = req.kv_mode == KvMode::kTokens
                            ? first.num_blocks
                            : std::min<int64_t>(floor_blocks(req, devices), first.num_blocks);
-  auto holds = [&](const std::vector<bool>& flags) {
-    return max_blocks_for_placement(req, with_experts_on_host(fp, flags), ordered, ranges) >= keep;
+  auto holds_with = [&](const std::vector<bool>& flags, const std::vector<LayerRange>& r) {
+    return max_blocks_for_placement(req, with_experts_on_host(fp, flags), ordered, r) >= keep;
   };
+  if (auto r = ranges_for_experts(req, fp, ordered, ranges, keep);
+      r && holds_with(on_host, *r))
+    ranges = *r;
+  auto holds = [&](const std::vector<bool>& flags) { return holds_with(flags, ranges); };
   for (size_t i = 0; i < ranges.size(); ++i) {
     const LayerRange r = ranges[i];
     if (r.empty()) continue;

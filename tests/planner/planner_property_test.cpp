@@ -136,7 +136,7 @@ TEST(PlannerProperty, MatchesBruteForceAndStaysWithinBudgets) {
 // fit: one more would break that cache.
 TEST(PlannerProperty, ExpertsFillWhatTheCacheFloorLeaves) {
   std::mt19937_64 rng(99);
-  int checked = 0, split = 0, refused = 0;
+  int checked = 0, split = 0, refused = 0, fewer_kept = 0;
   for (int iter = 0; iter < 3000; ++iter) {
     Case c = random_case(rng, /*experts=*/true);
     if (!c.fp.has_experts()) continue;
@@ -193,11 +193,46 @@ TEST(PlannerProperty, ExpertsFillWhatTheCacheFloorLeaves) {
                 keep)
           << c.text << ": " << d.name() << " has room for one more layer's experts";
     }
+    // No other split of the accelerators' layers (same order, same host
+    // layers) keeps more expert bytes on them, each device keeping its first
+    // layers' experts as far as the cache allows; except rarely (measured: 3
+    // of ~1,300), where the split that is best by the devices' own limits
+    // breaks the shared host-RAM pool and the planner keeps its first split.
+    if (!c.req.no_cpu_offload) {
+      uint64_t planned = 0;
+      for (size_t i = 0; i + 1 < p.devices.size(); ++i) planned += p.devices[i].expert_bytes;
+      uint64_t most = 0;
+      for (const auto& r : all_placements(n, ordered.size())) {
+        if (r.back().begin != ranges.back().begin && !(r.back().empty() && ranges.back().empty()))
+          continue;
+        std::vector<bool> f(static_cast<size_t>(n), true);
+        for (int32_t l = r.back().begin; l < r.back().end; ++l) f[static_cast<size_t>(l)] = false;
+        auto holds = [&](const std::vector<bool>& g) {
+          return max_blocks_for_placement(c.req, planner_detail::with_experts_on_host(c.fp, g),
+                                          ordered, r) >= keep;
+        };
+        if (!holds(f)) continue;
+        uint64_t kept_bytes = 0;
+        for (size_t i = 0; i + 1 < r.size(); ++i)
+          for (int32_t l = r[i].begin; l < r[i].end; ++l) {
+            std::vector<bool> g = f;
+            g[static_cast<size_t>(l)] = false;
+            if (!holds(g)) break;
+            f = g;
+            kept_bytes += c.fp.layer_expert_bytes[static_cast<size_t>(l)];
+          }
+        most = std::max(most, kept_bytes);
+      }
+      if (planned < most) ++fewer_kept;
+      ASSERT_LE(fewer_kept, checked / 20 + 1) << c.text << ": kept " << planned << " of " << most;
+    }
     ++checked;
   }
   EXPECT_GT(checked, 300);
   EXPECT_GT(split, 30);
   EXPECT_GT(refused, 30);
+  std::printf("%d plans, %d with experts split between a device and the host, %d keeping less "
+              "than the best split\n", checked, split, fewer_kept);
 }
 
 TEST(PlannerProperty, ManualMapsHoldWhatTheirPlacementAllows) {

@@ -447,6 +447,17 @@ TEST(Planner, ExpertsGoWhereAttentionAndTheCacheLeaveRoom) {
   const Plan n = make_plan(req, fp, {vcpu(0, 2 * kGiB), host(16 * kGiB, 1 * kGiB)});
   EXPECT_EQ(n.expert_layers_on_host(), 0);
   EXPECT_TRUE(n.experts_on_host.empty());
+  // Two such devices: the layers are split so that both keep experts (all on
+  // the first would keep one layer's), four layers' in all.
+  const std::vector<PlanDevice> two = {vcpu(0, 300 * kMiB), vcpu(1, 300 * kMiB),
+                                       host(16 * kGiB, 1 * kGiB)};
+  req.no_cpu_offload = false;
+  const Plan t = make_plan(req, fp, two);
+  EXPECT_EQ(budget_violations(t, req, two, &fp), "");
+  EXPECT_TRUE(t.devices[0].has_layers() && t.devices[1].has_layers()) << t.device_map();
+  EXPECT_GT(t.devices[0].expert_bytes, 0u) << t.device_map();
+  EXPECT_GT(t.devices[1].expert_bytes, 0u) << t.device_map();
+  EXPECT_EQ(8 - t.expert_layers_on_host(), 4) << t.device_map();
   // Experts may be pinned to the host only.
   pinned.device_map = parse_device_map("0-7:cpu:0,experts:0-3:cpu:0");
   EXPECT_THROW(make_plan(pinned, fp, devs), ConfigError);
