@@ -102,6 +102,11 @@ INSTANTIATE_TEST_SUITE_P(Types, GoldenRandom,
 struct ArchCase {
   const char* file;
   double tol;
+  // An independent float64 pass (tests/data/golden/f64, from
+  // tests/model/make_moe_f64.py): compared too, and where llama.cpp itself
+  // is farther than tol from it (a router near-tie it resolved the other
+  // way), the llama.cpp comparison of that prompt is skipped, with the reason.
+  const char* f64 = nullptr;
 };
 
 class GoldenArch : public ::testing::TestWithParam<ArchCase> {};
@@ -115,16 +120,37 @@ TEST_P(GoldenArch, LastLogitsAndGreedy) {
   auto model = ModelRunner::load(gguf);
   auto tok = Tokenizer::from_gguf(model->file());
   ThreadPool pool(2);
-  double worst = 0;
-  size_t compared = 0, steps = 0;
+  double worst = 0, f64_worst = 0;
+  size_t compared = 0, steps = 0, case_index = 0;
+  const json f64 = ac.f64 ? load_json(std::string("golden/f64/") + ac.f64) : json();
   for (const auto& c : g["cases"]) {
     auto prompt = ids_of(c["prompt_ids"]);
     EXPECT_EQ(tok->encode(c["prompt"].get<std::string>()), prompt) << "prompt ids";
     const std::string what = std::string(ac.file) + " (" + std::to_string(prompt.size()) + " tokens)";
     RunResult f32 = run_greedy(*model, prompt, 1, DType::F32, pool);
     const double err = max_abs_diff(f32.last_logits, c["kv_f32"]["last_logits"]);
-    worst = std::max(worst, err);
-    EXPECT_LT(err, ac.tol) << what;
+    bool llama_ok = true;
+    if (ac.f64) {
+      const json& ref = f64["cases"][case_index];
+      ASSERT_EQ(ids_of(ref["prompt_ids"]), prompt);
+      const double ref_err = max_abs_diff(f32.last_logits, ref["f64_last_logits"]);
+      EXPECT_LT(ref_err, ac.tol) << what << " against the float64 pass";
+      f64_worst = std::max(f64_worst, ref_err);
+      std::vector<float> llama;
+      for (const auto& v : c["kv_f32"]["last_logits"]) llama.push_back(v.get<float>());
+      const double llama_off = max_abs_diff(llama, ref["f64_last_logits"]);
+      if (llama_off >= ac.tol) {
+        llama_ok = false;
+        std::printf("%s: llama.cpp is %.3g from the float64 pass (router margin %.2g): its logits "
+                    "are not compared for this prompt\n",
+                    what.c_str(), llama_off, ref["min_router_margin"].get<double>());
+      }
+    }
+    ++case_index;
+    if (llama_ok) {
+      worst = std::max(worst, err);
+      EXPECT_LT(err, ac.tol) << what;
+    }
     const auto& greedy = c["greedy"];
     RunResult r =
         run_greedy(*model, prompt, static_cast<int>(greedy["ids"].size()), DType::F16, pool);
@@ -135,6 +161,7 @@ TEST_P(GoldenArch, LastLogitsAndGreedy) {
   }
   std::printf("%s: max |logit - llama.cpp| = %.3g (tolerance %.g); greedy %zu/%zu steps compared\n",
               ac.file, worst, ac.tol, compared, steps);
+  if (ac.f64) std::printf("%s: max |logit - float64 pass| = %.3g\n", ac.file, f64_worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GoldenArch,
@@ -152,12 +179,11 @@ INSTANTIATE_TEST_SUITE_P(Families, GoldenArch,
                                            ArchCase{"rand-olmo2-tok512-Q8_0", 3e-2},
                                            ArchCase{"rand-mixtral-tok512-F32", 1e-4},
                                            ArchCase{"rand-mixtral-tok512-Q8_0", 3e-2},
-                                           // Random routers nearly tie (top-2 logit margins down
-                                           // to 1e-3): Q8_0 activation noise moves one token to
-                                           // another expert somewhere in the 102-token prompt
-                                           // (0.096 there; 4 and 242 tokens agree to 3e-2). The
-                                           // MoE path itself matches to 4e-7 on mixtral F32.
-                                           ArchCase{"rand-qwen3moe-tok512-Q8_0", 0.1}),
+                                           // Random routers nearly tie (a top-2 margin of 9e-6 in
+                                           // the 102-token prompt, where llama.cpp is 0.10 from a
+                                           // float64 pass): checked against that pass too.
+                                           ArchCase{"rand-qwen3moe-tok512-Q8_0", 3e-2,
+                                                    "rand-qwen3moe-tok512-Q8_0.json"}),
                          [](const auto& info) {
                            std::string s = info.param.file;
                            for (char& ch : s)
@@ -167,3 +193,4 @@ INSTANTIATE_TEST_SUITE_P(Families, GoldenArch,
 
 }  // namespace
 }  // namespace pagellm
+
