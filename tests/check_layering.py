@@ -2,7 +2,7 @@
 """Fails if a source file includes a header from a higher layer, or a concrete
 backend's header (backend/cpu/, backend/cuda/) from outside the backend layer.
 
-Layer order (lower first): util < jinja < tensor < gguf < backend < kvcache, tokenizer
+Layer order (lower first): util < jinja, grammar < tensor < gguf < backend < kvcache, tokenizer
 < model < engine < cli. A folder may include its own layer and lower ones.
 Above the backend layer code talks to the Backend interface (backend/*.h);
 only the files in CONCRETE_OK, each for the reason given, name a concrete one.
@@ -11,7 +11,7 @@ import pathlib
 import re
 import sys
 
-RANK = {"util": 0, "jinja": 0.5, "tensor": 1, "gguf": 2, "device": 3, "backend": 3, "kvcache": 4,
+RANK = {"util": 0, "jinja": 0.5, "grammar": 0.5, "tensor": 1, "gguf": 2, "device": 3, "backend": 3, "kvcache": 4,
         "tokenizer": 4, "model": 5, "planner": 6, "engine": 7, "server": 8, "cli": 9}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 CONCRETE = re.compile(r'^\s*#\s*include\s+"backend/(cpu|cuda)/')
@@ -44,7 +44,7 @@ def main(src: pathlib.Path) -> int:
                 bad.append(f"{path}:{n}: {layer} includes higher layer {m.group(1)}")
             # kvcache and tokenizer share a rank but are independent of each other.
             if m and m.group(1) != layer and RANK.get(m.group(1)) == RANK[layer] and layer in (
-                    "kvcache", "tokenizer"):
+                    "kvcache", "tokenizer", "jinja", "grammar"):
                 bad.append(f"{path}:{n}: {layer} includes sibling layer {m.group(1)}")
     for b in bad:
         print(b)

@@ -1,0 +1,112 @@
+#include "grammar/token_mask.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace pagellm {
+
+GrammarVocab::GrammarVocab(std::vector<std::string> token_bytes, std::vector<int32_t> eog_ids)
+    : bytes_(std::move(token_bytes)), eog_(std::move(eog_ids)) {
+  std::sort(eog_.begin(), eog_.end());
+  eog_.erase(std::unique(eog_.begin(), eog_.end()), eog_.end());
+  std::vector<int32_t> order(bytes_.size());
+  std::iota(order.begin(), order.end(), 0);
+  // Sorted by bytes (unsigned), so a node's new child is always its last.
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return std::lexicographical_compare(
+        bytes_[static_cast<size_t>(a)].begin(), bytes_[static_cast<size_t>(a)].end(),
+        bytes_[static_cast<size_t>(b)].begin(), bytes_[static_cast<size_t>(b)].end(),
+        [](char x, char y) { return static_cast<uint8_t>(x) < static_cast<uint8_t>(y); });
+  });
+  trie_.emplace_back();
+  for (int32_t id : order) {
+    const std::string& s = bytes_[static_cast<size_t>(id)];
+    if (s.empty() || is_eog(id)) continue;
+    int32_t node = 0;
+    for (unsigned char b : s) {
+      auto& ch = trie_[static_cast<size_t>(node)].children;
+      if (!ch.empty() && ch.back().first == b) {
+        node = ch.back().second;
+      } else {
+        const int32_t next = static_cast<int32_t>(trie_.size());
+        ch.emplace_back(b, next);
+        trie_.emplace_back();
+        node = next;
+      }
+    }
+    trie_[static_cast<size_t>(node)].tokens.push_back(id);
+  }
+}
+
+bool GrammarVocab::is_eog(int32_t id) const {
+  return std::binary_search(eog_.begin(), eog_.end(), id);
+}
+
+size_t TokenMasker::VecHash::operator()(const std::vector<int32_t>& v) const {
+  uint64_t h = v.size();
+  for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001B3ull;
+  return static_cast<size_t>(h ^ (h >> 31));
+}
+
+TokenMasker::TokenMasker(std::shared_ptr<const GrammarVocab> vocab, size_t max_cached)
+    : vocab_(std::move(vocab)), max_cached_(max_cached) {}
+
+const TokenMask& TokenMasker::mask(GrammarMatcher& m) {
+  const auto it = cache_.find(m.stacks());
+  if (it != cache_.end()) {
+    ++hits_;
+    return it->second;
+  }
+  ++misses_;
+  if (cache_.size() >= max_cached_) cache_.clear();  // states seen long ago rarely return
+  TokenMask& out = cache_[m.stacks()];
+  compute(m, out);
+  return out;
+}
+
+void TokenMasker::compute(GrammarMatcher& m, TokenMask& out) {
+  const GrammarVocab& v = *vocab_;
+  out.assign((static_cast<size_t>(v.n_tokens()) + 63) / 64, 0);
+  auto allow = [&](int32_t id) { out[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); };
+  if (m.accepting())
+    for (int32_t id : v.eog_ids()) allow(id);
+  const auto& trie = v.trie();
+  // Depth-first over the trie with the grammar's stacks after each prefix.
+  struct Frame {
+    int32_t node;
+    size_t child;
+  };
+  std::vector<Frame> path = {{0, 0}};
+  if (depth_.empty()) depth_.emplace_back();
+  depth_[0] = m.stacks();
+  while (!path.empty()) {
+    Frame& f = path.back();
+    const auto& children = trie[static_cast<size_t>(f.node)].children;
+    if (f.child == children.size()) {
+      path.pop_back();
+      continue;
+    }
+    const auto [byte, child] = children[f.child++];
+    const size_t d = path.size();
+    if (depth_.size() <= d) depth_.emplace_back();
+    m.step(depth_[d - 1], byte, depth_[d]);
+    if (depth_[d].empty()) continue;  // no token below this prefix is allowed
+    for (int32_t id : trie[static_cast<size_t>(child)].tokens) allow(id);
+    path.push_back({child, 0});
+  }
+}
+
+int64_t TokenMasker::apply(const TokenMask& mask, float* logits, int64_t n) {
+  int64_t allowed = 0;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    if ((mask[static_cast<size_t>(i) >> 6] >> (i & 63)) & 1)
+      ++allowed;
+    else
+      logits[i] = ninf;
+  }
+  return allowed;
+}
+
+}  // namespace pagellm

@@ -1,0 +1,76 @@
+// Which tokens a grammar allows next: the vocabulary's byte strings in a
+// trie, walked once per grammar state (a subtree is cut where the state dies,
+// so shared prefixes are matched once), and the result cached per state:
+// states recur (every character inside a JSON string returns to the same
+// one), so most steps cost a cache lookup and the masking pass.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/grammar.h"
+
+namespace pagellm {
+
+// The vocabulary as a grammar sees it: each token's bytes (empty for tokens
+// a grammar never allows, e.g. control tokens) and the end-of-generation ids
+// (allowed exactly where the grammar may end). Immutable; shared by every
+// sequence.
+class GrammarVocab {
+ public:
+  GrammarVocab(std::vector<std::string> token_bytes, std::vector<int32_t> eog_ids);
+  int32_t n_tokens() const { return static_cast<int32_t>(bytes_.size()); }
+  const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+  const std::vector<int32_t>& eog_ids() const { return eog_; }
+  bool is_eog(int32_t id) const;
+
+  struct TrieNode {
+    std::vector<std::pair<uint8_t, int32_t>> children;  // by byte, ascending
+    std::vector<int32_t> tokens;                        // ending here
+  };
+  const std::vector<TrieNode>& trie() const { return trie_; }
+
+ private:
+  std::vector<std::string> bytes_;
+  std::vector<int32_t> eog_;  // sorted
+  std::vector<TrieNode> trie_;  // node 0: the root
+};
+
+// Bit i set: token i allowed.
+using TokenMask = std::vector<uint64_t>;
+
+inline bool mask_allows(const TokenMask& m, int32_t id) {
+  return (m[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1;
+}
+
+// Masks for one sequence's matcher (the cache is keyed by its states).
+class TokenMasker {
+ public:
+  explicit TokenMasker(std::shared_ptr<const GrammarVocab> vocab, size_t max_cached = 256);
+
+  // The tokens allowed after the matcher's current state.
+  const TokenMask& mask(GrammarMatcher& m);
+  // logits[i] = -infinity where `mask` does not allow token i; returns how
+  // many are allowed.
+  static int64_t apply(const TokenMask& mask, float* logits, int64_t n);
+
+  uint64_t hits() const { return hits_; }
+  uint64_t misses() const { return misses_; }
+
+ private:
+  void compute(GrammarMatcher& m, TokenMask& out);
+
+  std::shared_ptr<const GrammarVocab> vocab_;
+  size_t max_cached_;
+  struct VecHash {
+    size_t operator()(const std::vector<int32_t>& v) const;
+  };
+  std::unordered_map<std::vector<int32_t>, TokenMask, VecHash> cache_;
+  std::vector<std::vector<int32_t>> depth_;  // the walk's stacks per trie depth
+  uint64_t hits_ = 0, misses_ = 0;
+};
+
+}  // namespace pagellm
