@@ -35,6 +35,11 @@ struct Engine::SeqState {
   float logprob = 0.0f;
   std::vector<TokenLogprob> top_logprobs;
   std::vector<float> prompt_logits;  // until the first token's event carries them
+  // Constrained decoding (Request::grammar): this sample's place in the
+  // grammar, its mask cache, and its masked copy of the logits row.
+  std::unique_ptr<GrammarMatcher> grammar;
+  std::unique_ptr<TokenMasker> masker;
+  std::vector<float> masked;
 };
 
 namespace {
@@ -142,6 +147,17 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
   auto st = std::make_unique<SeqState>(rs.get(), 0, std::move(seq), sample_params(req.sampling, 0),
                                        tokenizer_);
   rs->seqs.reserve(static_cast<size_t>(req.n));
+  if (req.grammar) {
+    if (!grammar_vocab_) {
+      std::vector<std::string> pieces(static_cast<size_t>(tokenizer_.n_vocab()));
+      for (int32_t id = 0; id < tokenizer_.n_vocab(); ++id)
+        pieces[static_cast<size_t>(id)] = tokenizer_.token_to_piece(id, /*special=*/false);
+      grammar_vocab_ = std::make_shared<GrammarVocab>(std::move(pieces), tokenizer_.vocab().eog_ids());
+    }
+    st->grammar = std::make_unique<GrammarMatcher>(req.grammar);
+    if (st->grammar->dead()) throw ConfigError("the grammar matches no text");
+    st->masker = std::make_unique<TokenMasker>(grammar_vocab_);
+  }
   scheduler_->add(st->seq.get());  // may throw: nothing registered yet
   by_seq_[st->seq.get()] = st.get();
   rs->req = std::move(req);
@@ -228,6 +244,10 @@ void Engine::fork_samples(SeqState& parent) {
     seq->n_cached_prompt = parent.seq->n_cached_prompt;
     auto st = std::make_unique<SeqState>(&rs, i, std::move(seq), sample_params(rs.req.sampling, i),
                                          tokenizer_);
+    if (parent.grammar) {
+      st->grammar = std::make_unique<GrammarMatcher>(*parent.grammar);
+      st->masker = std::make_unique<TokenMasker>(grammar_vocab_);
+    }
     auto& slot = by_seq_[st->seq.get()];
     rs.seqs.push_back(std::move(st));  // capacity reserved at submit: no throw
     slot = rs.seqs.back().get();
@@ -252,8 +272,20 @@ void Engine::draw(Draw& d) const {
     const Sequence& seq = *st.seq;
     if (st.req->req.prompt_logits && st.index == 0 && seq.n_generated() == 0)
       st.prompt_logits.assign(d.logits, d.logits + model_.hparams().n_vocab);
-    d.token = st.sampler.sample(d.logits, model_.hparams().n_vocab, seq.tokens,
+    const int64_t V = model_.hparams().n_vocab;
+    const float* logits = d.logits;
+    if (st.grammar) {  // the row may be a sibling's too: mask a copy
+      st.masked.assign(d.logits, d.logits + V);
+      if (TokenMasker::apply(st.masker->mask(*st.grammar), st.masked.data(), V) == 0)
+        throw Error(fmt::format("the grammar allows no token after {} generated tokens",
+                                seq.n_generated()));
+      logits = st.masked.data();
+    }
+    d.token = st.sampler.sample(logits, static_cast<int>(V), seq.tokens,
                                 static_cast<size_t>(seq.n_prompt));
+    if (st.grammar && !grammar_vocab_->is_eog(d.token) &&
+        !st.grammar->advance(grammar_vocab_->bytes(d.token)))
+      throw Error(fmt::format("token {} is outside the grammar", d.token));
     const int32_t top_n = st.req->req.logprobs;
     if (top_n >= 0) {
       st.has_logprob = true;

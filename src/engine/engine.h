@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "grammar/token_mask.h"
 #include "engine/scheduler.h"
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/kv_cache_storage.h"
@@ -118,6 +119,8 @@ class Engine {
 
   ModelRunner& model_;
   const Tokenizer& tokenizer_;
+  // The vocabulary as grammars see it; built with the first constrained request.
+  std::shared_ptr<const GrammarVocab> grammar_vocab_;
   ThreadPool& pool_;
   EngineConfig config_;
   int64_t max_seq_len_;

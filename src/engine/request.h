@@ -3,10 +3,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/sampler.h"
+#include "grammar/grammar.h"
 
 namespace pagellm {
 
@@ -23,6 +25,9 @@ struct Request {
   // The full logits at the last prompt position (before any sampling
   // transform) come back on sample 0's first token event.
   bool prompt_logits = false;
+  // Constrained decoding: every sample's tokens follow this grammar (each
+  // sample its own matcher); end-of-generation is allowed where it may end.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // Why a sample ended; finish_reason_name() gives the API's names.
