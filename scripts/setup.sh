@@ -23,7 +23,7 @@ fi
 # --break-system-packages).
 PY=$(command -v python3)
 py_missing=()
-for mod in pytest jinja2 openai requests; do
+for mod in pytest jinja2 openai requests jsonschema; do
   "$PY" -c "import $mod" 2>/dev/null || py_missing+=("$mod")
 done
 if [ ${#py_missing[@]} -gt 0 ]; then

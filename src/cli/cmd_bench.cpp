@@ -9,6 +9,7 @@
 #include "cli/cli_checks.h"
 #include "backend/cpu/cpu_isa.h"
 #include "cli/commands.h"
+#include "cli/sampling_options.h"
 #include "cli/engine_setup.h"
 #include "engine/bench_runner.h"
 #include "engine/roofline.h"
@@ -27,6 +28,7 @@ struct BenchArgs {
   bool json = false;
   bool roofline = false;
   bool plan_max_num_seqs_given = false;
+  std::string grammar_file, json_schema_file;
 };
 
 // Read probes around the decode that differ by more than this: say so.
@@ -123,6 +125,7 @@ int run_roofline_cmd(BenchArgs a) {
 }
 
 int run_bench_cmd(BenchArgs a) {
+  a.spec.grammar = load_grammar(a.grammar_file, a.json_schema_file);
   const BenchSpec& s = a.spec;
   // Size the cache for the load unless told otherwise: `concurrency`
   // sequences of prompt + generation.
@@ -205,6 +208,9 @@ Runner add_bench(CLI::App& app) {
       ->check(at_least(0));
   sub->add_option("--seed", a->spec.seed, "Seed of the random prompts");
   sub->add_flag("--no-prefix-cache", a->no_prefix_cache, "Disable prefix caching");
+  sub->add_option("--grammar", a->grammar_file, "Constrain every reply to the GBNF grammar in FILE");
+  sub->add_option("--json-schema", a->json_schema_file,
+                  "Constrain every reply to JSON valid under the JSON Schema in FILE");
   sub->add_flag("--json", a->json, "Print one JSON object");
   sub->add_flag("--roofline", a->roofline,
                 "Measure memory bandwidth, decode against its ceiling, prefill (128, 512) and "

@@ -68,6 +68,7 @@ class ChatSession {
     req.max_tokens = a_.n_predict;
     req.sampling = sampling_;
     req.sampling.seed += turns_++;
+    req.grammar = grammar_;
     std::string reply, reason;
     std::vector<int32_t> out_ids;
     engine_.submit(req, [&](const SeqEvent& ev) {
@@ -89,6 +90,7 @@ class ChatSession {
   }
 
   void set_sampling(SamplingParams p) { sampling_ = p; }
+  void set_grammar(std::shared_ptr<const Grammar> g) { grammar_ = std::move(g); }
 
  private:
   const ChatArgs& a_;
@@ -98,12 +100,14 @@ class ChatSession {
   ResolvedChatTemplate tmpl_;
   std::vector<ChatMessage> messages_;
   SamplingParams sampling_;
+  std::shared_ptr<const Grammar> grammar_;
   uint64_t turns_ = 0;
 };
 
 int run_chat(const ChatArgs& a) {
   if (a.json && a.messages.empty())
     throw ConfigError("--json needs scripted turns: give one --message per user turn");
+  const auto grammar = a.sampling.grammar();  // a bad grammar fails before the model loads
   ChatArgs args = a;
   if (args.plan.kv_tokens > 0 && args.plan.max_seq_len == 0)
     args.plan.max_seq_len = args.plan.kv_tokens;
@@ -113,6 +117,7 @@ int run_chat(const ChatArgs& a) {
   Engine engine(*model, *tok, *setup.pool, setup.config);  // prefix caching reuses earlier turns
   ChatSession chat(a, *model, *tok, engine);
   chat.set_sampling(a.sampling.resolve());
+  chat.set_grammar(grammar);
 
   if (!a.messages.empty()) {
     nlohmann::json turns = nlohmann::json::array();

@@ -40,6 +40,7 @@ struct GenerateArgs {
 
 int run_generate(GenerateArgs a) {
   if (!a.prompt_file.empty()) a.prompt = read_whole_file(a.prompt_file);
+  const auto grammar = a.sampling.grammar();  // a bad grammar fails before the model loads
   // One sequence: -c is its context unless --max-seq-len says otherwise.
   if (a.plan.kv_tokens > 0 && a.plan.max_seq_len == 0) a.plan.max_seq_len = a.plan.kv_tokens;
   EngineSetup s = setup_engine(a.model, a.plan, /*log_plan=*/true);
@@ -51,6 +52,7 @@ int run_generate(GenerateArgs a) {
   if (a.logits && !a.json) throw ConfigError("--logits needs --json");
   if (a.logits && a.n_predict < 1) throw ConfigError("--logits needs -n >= 1 (the logits come with the first token)");
   opts.sampling = a.sampling.resolve();
+  opts.grammar = grammar;
 
   std::vector<int32_t> prompt_ids =
       s.tokenizer->encode(a.prompt, /*add_special=*/true, a.parse_special);

@@ -63,6 +63,7 @@ BenchResult run_bench(Engine& engine, int32_t n_vocab, const BenchSpec& spec,
     req.max_tokens = spec.gen_len;
     req.ignore_eos = true;
     req.sampling.temperature = 0;
+    req.grammar = spec.grammar;
     tracks[static_cast<size_t>(i)].submitted = now_s();
     engine.submit(req, [&, i](const SeqEvent& ev) {
       Track& t = tracks[static_cast<size_t>(i)];

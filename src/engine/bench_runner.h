@@ -3,6 +3,8 @@
 // first token, inter-token latency, KV waste and prefix-cache hits.
 #pragma once
 
+#include "grammar/grammar.h"
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -18,6 +20,7 @@ struct BenchSpec {
   int32_t gen_len = 64;
   int32_t shared_prefix = 0;  // tokens every prompt starts with
   uint64_t seed = 1;
+  std::shared_ptr<const Grammar> grammar;  // every request's output constraint, if any
 };
 
 struct BenchResult {

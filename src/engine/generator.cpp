@@ -47,6 +47,7 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt_ids,
   Request req;
   req.prompt = prompt_ids;
   req.sampling = opts.sampling;
+  req.grammar = opts.grammar;
   req.max_tokens = opts.max_tokens;
   req.ignore_eos = opts.ignore_eos;
   req.prompt_logits = opts.prompt_logits;

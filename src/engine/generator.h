@@ -18,6 +18,7 @@ struct GenerateOptions {
   bool ignore_eos = false;
   bool prompt_logits = false;  // keep the last prompt position's logits
   SamplingParams sampling;
+  std::shared_ptr<const Grammar> grammar;  // constrained output (null: free text)
 };
 
 struct GenerateResult {

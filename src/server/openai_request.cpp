@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "grammar/json_schema.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -245,14 +246,80 @@ void refuse_unsupported(const json& body, Endpoint ep) {
   for (const char* key : {"tools", "functions"})
     if (const json* v = field(body, key); v && !(v->is_array() && v->empty()))
       unsupported(key, fmt::format("'{}'", key));
-  if (const json* v = field(body, "response_format")) {
-    const json* t = v->is_object() ? field(*v, "type") : nullptr;
-    if (!t || *t != "text") unsupported("response_format", "a 'response_format' other than text");
-  }
   if (ep == Endpoint::kCompletion) {
     auto best_of = get_int(body, "best_of");
     auto n = get_int(body, "n");
     if (best_of && *best_of != n.value_or(1)) unsupported("best_of", "'best_of' other than n");
+  }
+}
+
+// The grammar a request's output must follow: `grammar` (GBNF),
+// `response_format` {type: text | json_object | json_schema}, or `json_schema`
+// (a schema, as llama-server takes it); at most one of them. Null: free text.
+std::shared_ptr<const Grammar> parse_output_constraint(const json& body,
+                                                      const nlohmann::ordered_json& ordered) {
+  std::string gbnf;
+  const char* from = nullptr;
+  // Schemas come from the ordered parse: properties keep the client's order.
+  auto from_schema = [&](const nlohmann::ordered_json& schema, const char* param) {
+    if (!schema.is_object() && !schema.is_boolean())
+      bad(param, fmt::format("the JSON schema must be an object, not {}",
+                             schema.is_array() ? "an array" : "a scalar"));
+    try {
+      gbnf = json_schema_to_gbnf(schema);
+    } catch (const JsonSchemaError& e) {
+      throw ApiError(400, fmt::format("invalid JSON schema: {}", e.what()), "invalid_request_error",
+                     param, "invalid_json_schema");
+    }
+  };
+  auto one = [&](const char* param) {
+    if (from)
+      bad(param, fmt::format("'{}' and '{}' both constrain the output; give one", from, param));
+    from = param;
+  };
+  if (const json* g = field(body, "grammar")) {
+    if (!g->is_string()) bad("grammar", fmt::format("'grammar' must be a string, not {}", type_name(*g)));
+    one("grammar");
+    gbnf = g->get<std::string>();
+  }
+  if (const json* rf = field(body, "response_format")) {
+    if (!rf->is_object())
+      bad("response_format",
+          fmt::format("'response_format' must be an object, not {}", type_name(*rf)));
+    const json* t = field(*rf, "type");
+    if (!t || !t->is_string())
+      bad("response_format", "'response_format' needs a 'type': text, json_object or json_schema");
+    const std::string type = t->get<std::string>();
+    if (type == "json_object") {
+      one("response_format");
+      if (field(*rf, "schema"))  // llama-server's form
+        from_schema(ordered["response_format"]["schema"], "response_format");
+      else
+        gbnf = json_object_gbnf();
+    } else if (type == "json_schema") {
+      one("response_format");
+      const json* js = field(*rf, "json_schema");
+      if (!js || !js->is_object())
+        bad("response_format", "'response_format' of type json_schema needs a 'json_schema' object");
+      if (!field(*js, "schema")) bad("response_format", "'json_schema' needs a 'schema'");
+      from_schema(ordered["response_format"]["json_schema"]["schema"], "response_format");
+    } else if (type != "text") {
+      bad("response_format",
+          fmt::format("'response_format' type must be text, json_object or json_schema, not '{}'",
+                      type));
+    }
+  }
+  if (field(body, "json_schema")) {
+    one("json_schema");
+    from_schema(ordered["json_schema"], "json_schema");
+  }
+  if (!from || gbnf.empty()) return nullptr;
+  try {
+    return Grammar::parse(gbnf);
+  } catch (const GrammarError& e) {
+    // From a schema this is the converter's bug, but the client still deserves the reason.
+    throw ApiError(400, fmt::format("invalid grammar: {}", e.what()), "invalid_request_error",
+                   from, "invalid_grammar");
   }
 }
 
@@ -320,6 +387,8 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
     r.include_usage = get_bool(*so, "include_usage").value_or(false);
   }
   r.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+  if (field(body, "response_format") || field(body, "json_schema") || field(body, "grammar"))
+    r.grammar = parse_output_constraint(body, nlohmann::ordered_json::parse(body_text));
 
   if (endpoint == Endpoint::kChat) {
     const bool lp = get_bool(body, "logprobs").value_or(false);
@@ -399,6 +468,7 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
     r.ignore_eos = req.ignore_eos;
     r.stop = req.stop;
     r.logprobs = req.logprobs;
+    r.grammar = req.grammar;
     try {
       r.sampling.validate();
     } catch (const ConfigError& e) {

@@ -65,6 +65,10 @@ struct CompletionRequest {
   bool include_usage = false;
   int32_t logprobs = -1;  // -1 off; else how many alternatives per token
   bool ignore_eos = false;
+  // Constrained output: from `grammar` (GBNF, llama-server's extension),
+  // `response_format` json_object / json_schema, or `json_schema`
+  // (llama-server's); null when the output is free text.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // Parses a request body. Throws ApiError (400) for malformed JSON, a body that

@@ -224,13 +224,26 @@ def device_map_seeds():
         yield f"map_{i}.txt", text.encode()
 
 
+def grammar_seeds():
+    seeds = [
+        ("arith.gbnf", b'root ::= expr\nexpr ::= term (("+" | "-") term)*\nterm ::= [0-9]+ | "(" expr ")"\x0012+(3-4)'),
+        ("json.gbnf", b'root ::= "{" ws (str ":" ws val)? "}"\nval ::= str | [0-9]+\nstr ::= "\\"" [^"\\\\]* "\\""\nws ::= [ \\n]{0,3}\x00{"a": 12}'),
+        ("bounds.gbnf", b'root ::= ("ab"{1,3} | [\\u00e0-\\u00ff]+)? "x"{2,}\x00ababxx'),
+        ("any.gbnf", b'root ::= .{0,5} "}" # comment\x00\xc3\xa9\xc3\xa9}'),
+        ("bad_left.gbnf", b"root ::= root \"a\""),
+        ("bad_ref.gbnf", b"root ::= missing"),
+    ]
+    yield from seeds
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pagellm", required=True)
     args = ap.parse_args()
     gens = {"gguf": [meta_seeds(), vocab_seeds(), model_seeds(args.pagellm)],
             "tokenizer": [tokenizer_seeds()], "chat_template": [chat_seeds()],
-            "server_request": [server_seeds()], "device_map": [device_map_seeds()]}
+            "server_request": [server_seeds()], "device_map": [device_map_seeds()],
+            "grammar": [grammar_seeds()]}
     for target, sources in gens.items():
         d = CORPUS / target
         d.mkdir(parents=True, exist_ok=True)

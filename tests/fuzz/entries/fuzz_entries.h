@@ -39,6 +39,9 @@ int server_request(const uint8_t* data, size_t size);
 // planned on a synthetic model with experts; accepted plans must stay within
 // their budgets.
 int device_map(const uint8_t* data, size_t size);
+// A GBNF grammar, then optionally a NUL byte and text to match: parsed,
+// compiled, matched byte by byte, masks checked against the matcher.
+int grammar(const uint8_t* data, size_t size);
 
 struct Target {
   std::string name;  // folder name under tests/fuzz/corpus and tests/fuzz/regressions

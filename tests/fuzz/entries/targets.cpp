@@ -12,6 +12,7 @@ const std::vector<Target>& targets() {
       {"chat_template", chat_template},
       {"server_request", server_request},
       {"device_map", device_map},
+      {"grammar", grammar},
   };
   return t;
 }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Decode speed with and without a JSON Schema constraint on the generated
+# 0.85B Llama-shaped model (bench/generate_bench.sh's), greedy, batch 1 and
+# batch 16: the cost of token masking.
+#
+#   bench/grammar_bench.sh [TYPE]     env: THREADS (2), BENCH_DIR (/tmp/pagellm-bench)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-build/pagellm}
+THREADS=${THREADS:-2}
+TYPE=${1:-q4_0}
+DIR=${BENCH_DIR:-/tmp/pagellm-bench}
+mkdir -p "$DIR"
+VOCAB=tests/data/golden/random/rand-llama-spm32k-Q4_0.gguf
+model="$DIR/llama-0.85b-$TYPE.gguf"
+if [ ! -f "$model" ]; then
+  "$BIN" make-model --arch llama --n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 \
+    --n-ff 5632 --n-ctx 4096 --vocab-from "$VOCAB" --type "$TYPE" --seed 1 -o "$model" >/dev/null
+fi
+# An array of records with no upper bound, so that every reply runs to --gen-len.
+schema="$DIR/records.schema.json"
+cat >"$schema" <<'JSON'
+{"type": "array", "items": {"type": "object", "properties": {
+  "id": {"type": "integer", "minimum": 0, "maximum": 99999},
+  "name": {"type": "string", "maxLength": 24},
+  "kind": {"enum": ["alpha", "beta", "gamma"]},
+  "score": {"type": "number"},
+  "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}, "maxItems": 3}},
+  "required": ["id", "name", "kind", "score", "tags"], "additionalProperties": false}}
+JSON
+run() {  # concurrency, extra flags
+  "$BIN" bench -m "$model" -t "$THREADS" --concurrency "$1" --requests "$1" --prompt-len 32 \
+    --gen-len 64 --json "${@:2}" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["generated_tokens_per_s"])'
+}
+for c in 1 16; do
+  free=$(run "$c")
+  constrained=$(run "$c" --json-schema "$schema")
+  python3 - "$c" "$free" "$constrained" <<'PY'
+import sys
+c, free, con = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+print(f"batch {c:2d}: free {free:.2f} tok/s, json_schema {con:.2f} tok/s, overhead {100 * (1 - con / free):.1f}%")
+PY
+done
