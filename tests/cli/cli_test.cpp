@@ -149,6 +149,46 @@ TEST(Cli, MoeExpertsOnTheHostGiveTheSameTokens) {
   EXPECT_NE(bad.err.find("the model has no experts"), std::string::npos) << bad.err;
 }
 
+// --grammar and --json-schema constrain generate's output; bad files fail
+// before the model loads, with the position or the keyword.
+TEST(Cli, GrammarAndJsonSchemaFlags) {
+  test::TempPath gbnf(".gbnf"), schema(".json"), bad(".gbnf"), bad_schema(".json");
+  {
+    std::ofstream(gbnf.path) << "root ::= \"[\" [0-9]{1,3} (\",\" [0-9]{1,3}){0,2} \"]\"\n";
+    std::ofstream(schema.path)
+        << R"({"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":9}},)"
+           R"("required":["n"],"additionalProperties":false})";
+    std::ofstream(bad.path) << "root ::= \"[\" missing";
+    std::ofstream(bad_schema.path) << R"({"type":"object","if":{}})";
+  }
+  CmdResult g = run("generate -p 'Once upon a time' -n 20 --temp 1 --seed 3 --json --grammar " +
+                    q(gbnf.path));
+  ASSERT_EQ(g.code, 0) << g.err;
+  const json gj = json::parse(g.out);
+  if (gj["stop_reason"] == "eos") {
+    const std::string text = gj["text"];
+    EXPECT_EQ(text.front(), '[');
+    EXPECT_EQ(text.back(), ']');
+  }
+  CmdResult js = run("generate -p 'Once upon a time' -n 20 --temp 1 --seed 4 --json --json-schema " +
+                     q(schema.path));
+  ASSERT_EQ(js.code, 0) << js.err;
+  const json jj = json::parse(js.out);
+  if (jj["stop_reason"] == "eos") {
+    const json v = json::parse(jj["text"].get<std::string>());
+    EXPECT_GE(v["n"].get<int>(), 1);
+    EXPECT_LE(v["n"].get<int>(), 9);
+  }
+  CmdResult e1 = run("generate -p hi --grammar " + q(bad.path));
+  EXPECT_EQ(e1.code, 1);
+  EXPECT_NE(e1.err.find("undefined rule 'missing'"), std::string::npos) << e1.err;
+  CmdResult e2 = run("generate -p hi --json-schema " + q(bad_schema.path));
+  EXPECT_EQ(e2.code, 1);
+  EXPECT_NE(e2.err.find("'if'"), std::string::npos) << e2.err;
+  CmdResult e3 = run("generate -p hi --grammar " + q(gbnf.path) + " --json-schema " + q(schema.path));
+  EXPECT_NE(e3.code, 0);
+}
+
 TEST(Cli, GenerateMatchesGoldenGreedyOnShippedModel) {
   std::ifstream in(test::data_path("golden/stories260K.json"));
   json golden = json::parse(in);

@@ -236,6 +236,22 @@ def grammar_seeds():
     yield from seeds
 
 
+def json_schema_seeds():
+    schemas = [
+        {"type": "object", "properties": {"a": {"type": "integer", "minimum": -5, "maximum": 300},
+                                          "b": {"type": "string", "pattern": "^[a-z]{2,4}-\\d+$"}},
+         "required": ["a"]},
+        {"type": "array", "items": {"enum": ["x", 1, None]}, "minItems": 1, "maxItems": 4},
+        {"$defs": {"n": {"type": "object", "properties": {"k": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}},
+         "$ref": "#/$defs/n"},
+        {"anyOf": [{"type": "string", "format": "date"}, {"type": ["number", "null"]}]},
+        {"type": "object", "additionalProperties": {"type": "boolean"}},
+        {"type": "object", "patternProperties": {}},
+    ]
+    for i, s in enumerate(schemas):
+        yield f"schema_{i}.json", json.dumps(s).encode()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pagellm", required=True)
@@ -243,7 +259,7 @@ def main():
     gens = {"gguf": [meta_seeds(), vocab_seeds(), model_seeds(args.pagellm)],
             "tokenizer": [tokenizer_seeds()], "chat_template": [chat_seeds()],
             "server_request": [server_seeds()], "device_map": [device_map_seeds()],
-            "grammar": [grammar_seeds()]}
+            "grammar": [grammar_seeds()], "json_schema": [json_schema_seeds()]}
     for target, sources in gens.items():
         d = CORPUS / target
         d.mkdir(parents=True, exist_ok=True)

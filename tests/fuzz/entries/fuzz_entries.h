@@ -42,6 +42,8 @@ int device_map(const uint8_t* data, size_t size);
 // A GBNF grammar, then optionally a NUL byte and text to match: parsed,
 // compiled, matched byte by byte, masks checked against the matcher.
 int grammar(const uint8_t* data, size_t size);
+// A JSON Schema: converted to GBNF (or refused), which must compile.
+int json_schema(const uint8_t* data, size_t size);
 
 struct Target {
   std::string name;  // folder name under tests/fuzz/corpus and tests/fuzz/regressions

@@ -13,6 +13,7 @@ const std::vector<Target>& targets() {
       {"server_request", server_request},
       {"device_map", device_map},
       {"grammar", grammar},
+      {"json_schema", json_schema},
   };
   return t;
 }
