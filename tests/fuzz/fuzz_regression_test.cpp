@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <random>
 
 #include "entries/fuzz_entries.h"
 #include "support/test_support.h"
@@ -55,6 +56,51 @@ TEST_P(FuzzReplay, Corpus) {
 
 TEST_P(FuzzReplay, Regressions) {
   replay("regressions", GetParam());
+}
+
+// A short mutation run in every test pass, for the parsers whose inputs are
+// small (grammars, schemas, device maps): seeds with random bytes flipped,
+// inserted, deleted and spliced, deterministic. libFuzzer (scripts/fuzz.sh)
+// goes much further; this keeps the obvious crashes out of every build.
+TEST_P(FuzzReplay, SeedMutations) {
+  const Target& t = GetParam();
+  if (t.name != "grammar" && t.name != "json_schema" && t.name != "device_map")
+    GTEST_SKIP() << t.name << ": its inputs are large; scripts/fuzz.sh covers it";
+  std::vector<std::string> seeds;
+  for (const auto& f : inputs("corpus", t.name)) seeds.push_back(test::read_file(f.string()));
+  ASSERT_FALSE(seeds.empty());
+  std::mt19937 rng(12345);
+  static const char* const kTokens[] = {"::=", "|", "*", "+", "?", "{", "}", "(", ")", "[", "]",
+                                        "\\", "\"", "{1,3}", "[^", "\\u00", "$ref", "#/$defs/",
+                                        "\"type\"", "experts:", ",", "-", ":", "\n"};
+  int runs = 0;
+  for (int iter = 0; iter < 30000; ++iter) {
+    std::string s = seeds[rng() % seeds.size()];
+    for (int m = 1 + static_cast<int>(rng() % 4); m > 0; --m) {
+      const size_t pos = s.empty() ? 0 : rng() % (s.size() + 1);
+      switch (rng() % 5) {
+        case 0:
+          if (!s.empty()) s[std::min(pos, s.size() - 1)] = static_cast<char>(rng());
+          break;
+        case 1:
+          s.insert(pos, 1, static_cast<char>(rng() % 128));
+          break;
+        case 2:
+          if (!s.empty()) s.erase(std::min(pos, s.size() - 1), 1 + rng() % 4);
+          break;
+        case 3:
+          s.insert(pos, kTokens[rng() % (sizeof(kTokens) / sizeof(kTokens[0]))]);
+          break;
+        default: {
+          const std::string& other = seeds[rng() % seeds.size()];
+          if (!other.empty()) s.insert(pos, other.substr(rng() % other.size(), 1 + rng() % 16));
+        }
+      }
+    }
+    EXPECT_EQ(t.fn(reinterpret_cast<const uint8_t*>(s.data()), s.size()), 0);
+    ++runs;
+  }
+  std::printf("%s: %d mutated inputs\n", t.name.c_str(), runs);
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, FuzzReplay, ::testing::ValuesIn(targets()),
