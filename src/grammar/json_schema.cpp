@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <set>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "grammar/regex_to_gbnf.h"
 
 namespace pagellm {
@@ -20,6 +22,7 @@ using json = nlohmann::ordered_json;
 constexpr size_t kMaxOutput = size_t{1} << 20;
 constexpr int kMaxDepth = 64;
 constexpr int64_t kMaxInt = int64_t{1} << 53;
+constexpr double kMaxCount = 10000;
 
 // The shared rules of JSON text.
 const char* const kBase = R"G(ws ::= [ \t\n]{0,8}
@@ -128,6 +131,18 @@ class Converter {
     out += kBase;
     if (out.size() > kMaxOutput)
       throw JsonSchemaError(fmt::format("the schema's grammar is over {} bytes", kMaxOutput), "");
+    // A pattern that repeats an empty match without bound, or a $ref that
+    // reaches itself before any character, makes a left-recursive grammar:
+    // refuse the schema rather than hand back a grammar that does not compile.
+    try {
+      (void)Grammar::parse(out);
+    } catch (const GrammarError& e) {
+      throw JsonSchemaError(
+          fmt::format("the schema cannot be matched left to right ({}): a pattern repeats an "
+                      "empty match, or a $ref reaches itself before any character",
+                      e.what()),
+          "");
+    }
     return out;
   }
 
@@ -146,20 +161,30 @@ class Converter {
     return name;
   }
 
-  int64_t int_of(const json& v, const char* key, const std::string& path) const {
+  // An integer bound from a number: rounded up for lower bounds, down for
+  // upper ones (minimum 2.5 admits 3, not 2).
+  int64_t int_of(const json& v, const char* key, const std::string& path, bool lower) const {
     if (!v.is_number()) fail(fmt::format("'{}' must be a number", key), path);
-    const double d = v.get<double>();
+    const double d = lower ? std::ceil(v.get<double>()) : std::floor(v.get<double>());
     if (!(d > -static_cast<double>(kMaxInt) && d < static_cast<double>(kMaxInt)))
       fail(fmt::format("'{}' is out of range (|x| < 2^53)", key), path);
     return static_cast<int64_t>(d);
   }
 
-  int64_t count_of(const json& s, const char* key, const std::string& path, int64_t def) const {
+  // A length or count; maxima over kMaxCount are no bound (a grammar of that
+  // many repetitions would be huge, and replies never get there).
+  int64_t count_of(const json& s, const char* key, const std::string& path, int64_t def,
+                   bool maximum = false) const {
     if (!s.contains(key)) return def;
     const json& v = s[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 10000)
-      fail(fmt::format("'{}' must be an integer in 0..10000", key), path);
-    return v.get<int64_t>();
+    if (!v.is_number() || v.get<double>() < 0 || v.get<double>() != std::floor(v.get<double>()))
+      fail(fmt::format("'{}' must be a non-negative integer", key), path);
+    const double d = v.get<double>();
+    if (d > kMaxCount) {
+      if (maximum) return -1;
+      fail(fmt::format("'{}' over {} is not supported", key, kMaxCount), path);
+    }
+    return static_cast<int64_t>(d);
   }
 
   std::string visit(const json& s, const std::string& path, int depth) {
@@ -178,7 +203,10 @@ class Converter {
     for (const auto& [k, v] : s.items())
       if (!kKnown.count(k)) fail(fmt::format("unsupported JSON Schema keyword '{}'", k), path);
     std::string e = visit_core(s, path, depth);
-    if (s.value("nullable", false)) e = "( " + e + " | \"null\" )";
+    if (s.contains("nullable")) {
+      if (!s["nullable"].is_boolean()) fail("'nullable' must be a boolean", path);
+      if (s["nullable"].get<bool>()) e = "( " + e + " | \"null\" )";
+    }
     return e;
   }
 
@@ -256,12 +284,17 @@ class Converter {
   std::string integer_rule(const json& s, const std::string& path) {
     bool has_lo = false, has_hi = false;
     int64_t lo = -(kMaxInt - 1), hi = kMaxInt - 1;
-    if (s.contains("minimum")) has_lo = true, lo = int_of(s["minimum"], "minimum", path);
-    if (s.contains("exclusiveMinimum"))
-      has_lo = true, lo = std::max(lo, int_of(s["exclusiveMinimum"], "exclusiveMinimum", path) + 1);
-    if (s.contains("maximum")) has_hi = true, hi = int_of(s["maximum"], "maximum", path);
-    if (s.contains("exclusiveMaximum"))
-      has_hi = true, hi = std::min(hi, int_of(s["exclusiveMaximum"], "exclusiveMaximum", path) - 1);
+    if (s.contains("minimum")) has_lo = true, lo = int_of(s["minimum"], "minimum", path, true);
+    if (s.contains("exclusiveMinimum")) {
+      // The least integer above x: floor(x) + 1.
+      has_lo = true;
+      lo = std::max(lo, int_of(s["exclusiveMinimum"], "exclusiveMinimum", path, false) + 1);
+    }
+    if (s.contains("maximum")) has_hi = true, hi = int_of(s["maximum"], "maximum", path, false);
+    if (s.contains("exclusiveMaximum")) {
+      has_hi = true;
+      hi = std::min(hi, int_of(s["exclusiveMaximum"], "exclusiveMaximum", path, true) - 1);
+    }
     if (!has_lo && !has_hi) return "integer";
     if (lo > hi) fail("the integer range is empty", path);
     return add_rule("int", int_range(lo, hi));
@@ -287,10 +320,11 @@ class Converter {
         return add_rule("datetime", fmt::format("\"\\\"\" {} \"T\" {} \"\\\"\"", d, tm));
       if (f == "uuid")
         return add_rule("uuid",
-                        "\"\\\"\" [0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} "
-                        "\"-\" [0-9a-f]{12} \"\\\"\"");
+                        "\"\\\"\" [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+                        "[0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12} \"\\\"\"");
     }
-    const int64_t lo = count_of(s, "minLength", path, 0), hi = count_of(s, "maxLength", path, -1);
+    const int64_t lo = count_of(s, "minLength", path, 0),
+                  hi = count_of(s, "maxLength", path, -1, true);
     if (hi >= 0 && hi < lo) fail("'maxLength' is below 'minLength'", path);
     if (lo == 0 && hi < 0) return "string";
     return add_rule("str", hi < 0 ? fmt::format("\"\\\"\" char{{{},}} \"\\\"\"", lo)
@@ -361,8 +395,10 @@ class Converter {
       else
         item = visit(s["items"], path + "/items", depth + 1);
     }
-    const int64_t lo = count_of(s, "minItems", path, 0), hi = count_of(s, "maxItems", path, -1);
+    const int64_t lo = count_of(s, "minItems", path, 0),
+                  hi = count_of(s, "maxItems", path, -1, true);
     if (hi >= 0 && hi < lo) fail("'maxItems' is below 'minItems'", path);
+    if (hi >= 0 && static_cast<int64_t>(prefix.size()) > hi) prefix.resize(static_cast<size_t>(hi));
     const int64_t np = static_cast<int64_t>(prefix.size());
     // The elements in order: the prefix's (each required up to lo, else
     // optional in turn), then items between.

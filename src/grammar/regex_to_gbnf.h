@@ -5,7 +5,9 @@
 // punctuation, classes [...] with ranges and negation, `.`, groups ( ) and
 // (?: ) with |, quantifiers * + ? {m} {m,} {m,n}; ^ and $ only at the ends
 // (the whole string must match either way). Lookarounds, backreferences,
-// anchors inside the pattern and unknown escapes throw RegexError.
+// anchors inside the pattern and unknown escapes throw RegexError. Control
+// characters (\n, \t, ...) cannot stand unescaped in a JSON string, so
+// pattern parts that match only them match nothing here.
 #pragma once
 
 #include <string>

@@ -119,6 +119,34 @@ TEST(JsonSchema, NestedSchemaOfTheServerTest) {
           R"({"name":"Ann","age":31,"mood":"calm","tags":["a"],"pet":{"kind":"cow","legs":4},"note":null})"});
 }
 
+// Fractional bounds round inward, prefixItems respect maxItems, large
+// maxima are no bound, and schemas whose grammar would be left-recursive are
+// refused (never a grammar that does not compile).
+TEST(JsonSchema, EdgeCasesFromReview) {
+  const auto g = of({{"type", "integer"}, {"minimum", 2.5}, {"exclusiveMaximum", 5.5}});
+  for (int v = 0; v <= 7; ++v) EXPECT_EQ(grammar_accepts(g, std::to_string(v)), v >= 3 && v <= 5) << v;
+  const auto neg = of({{"type", "integer"}, {"maximum", -2.5}, {"exclusiveMinimum", -6.5}});
+  for (int v = -8; v <= 0; ++v) EXPECT_EQ(grammar_accepts(neg, std::to_string(v)), v >= -6 && v <= -3) << v;
+  expect({{"type", "array"}, {"prefixItems", {json::object(), json::object(), json::object()}}, {"maxItems", 2}},
+         {"[1,2]", "[]"}, {"[1,2,3]"});
+  expect({{"type", "string"}, {"maxLength", 65535}}, {"\"abc\""}, {"1"});
+  expect({{"type", "string"}, {"minLength", 2.0}}, {"\"ab\""}, {"\"a\""});
+  auto refused = [](const json& s) {
+    try {
+      json_schema_to_gbnf(s);
+    } catch (const JsonSchemaError&) {
+      return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(refused({{"type", "string"}, {"pattern", "(a*)*"}}));
+  EXPECT_TRUE(refused({{"type", "string"}, {"pattern", "()*"}}));
+  EXPECT_TRUE(refused({{"$ref", "#"}}));
+  EXPECT_TRUE(refused(json::parse(R"({"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"null"}]}},"$ref":"#/$defs/a"})")));
+  EXPECT_TRUE(refused({{"type", "string"}, {"nullable", 1}}));
+  expect({{"type", "string"}, {"format", "uuid"}}, {"\"123E4567-E89B-12D3-A456-426614174000\""}, {});
+}
+
 TEST(JsonSchema, RefusalsNameTheKeyword) {
   auto error = [](const json& s) -> std::string {
     try {
