@@ -122,7 +122,14 @@ std::string int_range(int64_t lo, int64_t hi) {
 
 class Converter {
  public:
-  explicit Converter(const json& root) : root_(root) {}
+  explicit Converter(const json& root, std::string prefix = "") : root_(root), prefix_(std::move(prefix)) {}
+
+  SchemaGrammar fragment() {
+    SchemaGrammar g;
+    g.expr = visit(root_, "", 0);
+    for (const auto& [name, body] : rules_) g.rules += fmt::format("{} ::= {}\n", name, body);
+    return g;
+  }
 
   std::string run() {
     const std::string top = visit(root_, "", 0);
@@ -153,7 +160,7 @@ class Converter {
 
   // A new rule holding `body`; returns its name.
   std::string add_rule(const std::string& hint, const std::string& body) {
-    std::string name = fmt::format("{}-{}", hint, rules_.size());
+    std::string name = fmt::format("{}{}-{}", prefix_, hint, rules_.size());
     rules_.emplace_back(name, body);
     size_ += name.size() + body.size();
     if (size_ > kMaxOutput)
@@ -448,7 +455,7 @@ class Converter {
       fail(fmt::format("'$ref' '{}' points nowhere", target), path);
     }
     // Reserve the rule first: a recursive schema refers to itself.
-    const std::string name = fmt::format("ref-{}", refs_.size());
+    const std::string name = fmt::format("{}ref-{}", prefix_, refs_.size());
     refs_[target] = name;
     const size_t slot = rules_.size();
     rules_.emplace_back(name, "");
@@ -458,6 +465,7 @@ class Converter {
   }
 
   const json& root_;
+  std::string prefix_;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::map<std::string, std::string> refs_;
   size_t size_ = 0;
@@ -471,6 +479,14 @@ std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
 
 std::string json_object_gbnf() {
   return std::string("root ::= object\n") + kBase;
+}
+
+SchemaGrammar json_schema_fragment(const nlohmann::ordered_json& schema, const std::string& prefix) {
+  return Converter(schema, prefix).fragment();
+}
+
+std::string json_base_gbnf() {
+  return kBase;
 }
 
 }  // namespace pagellm

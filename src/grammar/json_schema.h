@@ -50,4 +50,15 @@ std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
 // GBNF of any JSON object (response_format json_object).
 std::string json_object_gbnf();
 
+// For composing grammars (tool calls): the schema as an expression `expr`
+// over `rules` (rule names start with `prefix`), both without the shared
+// JSON rules of json_base_gbnf(); no left-recursion check (parse the whole).
+struct SchemaGrammar {
+  std::string expr;
+  std::string rules;
+};
+SchemaGrammar json_schema_fragment(const nlohmann::ordered_json& schema, const std::string& prefix);
+// The shared rules (ws, value, object, array, string, number, integer, ...).
+std::string json_base_gbnf();
+
 }  // namespace pagellm

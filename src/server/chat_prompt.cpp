@@ -38,6 +38,59 @@ RenderedPrompt ChatPrompt::render(const std::vector<ChatMessage>& messages) cons
   return out;
 }
 
+RenderedPrompt ChatPrompt::render_with_tools(const nlohmann::ordered_json& messages,
+                                             const nlohmann::ordered_json& tools_json,
+                                             const std::vector<ToolSpec>& tools) const {
+  using ojson = nlohmann::ordered_json;
+  RenderedPrompt out;
+  ojson msgs = messages;
+  ojson extra = ojson::object();
+  if (template_renders_tools(source())) {
+    if (!tools_json.is_null() && !tools_json.empty()) extra["tools"] = tools_json;
+  } else {
+    // The generic form: tools described in a system message, calls and
+    // results as text the template can hold.
+    ojson plain = ojson::array();
+    for (const auto& m : msgs) {
+      ojson p = {{"role", m["role"]}, {"content", m["content"]}};
+      if (m.contains("tool_calls"))
+        for (const auto& tc : m["tool_calls"])
+          p["content"] = p["content"].get<std::string>() + "<tool_call>\n" +
+                         ojson{{"name", tc["function"]["name"]},
+                               {"arguments", tc["function"]["arguments"]}}.dump() +
+                         "\n</tool_call>";
+      if (m["role"] == "tool") {
+        p["role"] = "user";
+        p["content"] = "<tool_response>\n" + m["content"].get<std::string>() + "\n</tool_response>";
+      }
+      plain.push_back(std::move(p));
+    }
+    if (!tools.empty()) {
+      const std::string sys = generic_tools_prompt(tools);
+      if (!plain.empty() && plain[0]["role"] == "system")
+        plain[0]["content"] = plain[0]["content"].get<std::string>() + "\n\n" + sys;
+      else
+        plain.insert(plain.begin(), ojson{{"role", "system"}, {"content", sys}});
+    }
+    msgs = std::move(plain);
+  }
+  try {
+    out.text = tmpl_.render_json(msgs, options_, extra.empty() ? nullptr : &extra);
+  } catch (const jinja::TemplateRaised& e) {
+    throw ApiError(400, "the chat template refused the messages: " + e.message(),
+                   "invalid_request_error", "messages");
+  } catch (const jinja::TemplateError& e) {
+    throw ApiError(400, std::string("the chat template failed on the messages: ") + e.what(),
+                   "invalid_request_error", "messages");
+  } catch (const ConfigError& e) {
+    throw ApiError(400, std::string("the chat messages: ") + e.what(), "invalid_request_error",
+                   "messages");
+  }
+  const std::string& bos = options_.bos_token;
+  out.add_bos = bos.empty() || out.text.compare(0, bos.size(), bos) != 0;
+  return out;
+}
+
 std::string ChatPrompt::description() const {
   return tmpl_.name() + " (" + origin_ + ")";
 }

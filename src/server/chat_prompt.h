@@ -9,6 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 
 namespace pagellm {
@@ -32,6 +35,14 @@ class ChatPrompt {
   // The conversation, ending with the opening of the assistant's reply.
   // Throws ApiError (400) when the template refuses the conversation.
   RenderedPrompt render(const std::vector<ChatMessage>& messages) const;
+  // The same with tools and tool messages (server/tool_calls.h): `messages`
+  // as the template takes them (tool_calls, tool_call_id); `tools_json` the
+  // request's tools. A template that does not render tools gets them in a
+  // system message, calls as <tool_call> text and results as user turns.
+  RenderedPrompt render_with_tools(const nlohmann::ordered_json& messages,
+                                   const nlohmann::ordered_json& tools_json,
+                                   const std::vector<ToolSpec>& tools) const;
+  const std::string& source() const { return tmpl_.source(); }
 
   // "NAME (ORIGIN)", e.g. "model (model)", "chatml (default)".
   std::string description() const;

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "server/sse.h"
+#include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagellm {
@@ -138,7 +141,9 @@ void CompletionSession::apply(const Event& e, bool streaming, std::string& sse) 
   c.text += ev.text;
   c.generated = std::max(c.generated, ev.generated_tokens);
   const int32_t index = static_cast<int32_t>(ci);
-  if (streaming && (!ev.text.empty() || (ev.finished && !c.unsent.empty()))) {
+  // With tools the reply may be a call: it goes out whole once finished.
+  const bool hold = prepared_.parse_tools;
+  if (streaming && !hold && (!ev.text.empty() || (ev.finished && !c.unsent.empty()))) {
     sse += sse_data(shape_.delta_chunk(index, ev.text, c.unsent, ""));
     c.unsent.clear();
   }
@@ -147,6 +152,17 @@ void CompletionSession::apply(const Event& e, bool streaming, std::string& sse) 
   c.finish_reason = finish_reason_name(ev.finish_reason);
   c.generated = ev.generated_tokens;
   if (ev.index == 0) cached_[e.request] = ev.cached_prompt_tokens;
+  if (hold) {
+    find_tool_calls(c);
+    if (streaming) {
+      if (!c.tool_calls.empty()) {
+        for (const auto& chunk : shape_.tool_call_chunks(index, c.tool_calls)) sse += sse_data(chunk);
+      } else if (!c.text.empty() || !c.unsent.empty()) {
+        sse += sse_data(shape_.delta_chunk(index, c.text, c.unsent, ""));
+        c.unsent.clear();
+      }
+    }
+  }
   metrics_.count_finish(c.finish_reason);
   if (streaming) sse += sse_data(shape_.delta_chunk(index, "", {}, c.finish_reason));
   if (--open_choices_ == 0) {
@@ -163,7 +179,8 @@ nlohmann::ordered_json CompletionSession::wait_all() {
   std::vector<ChoiceResult> results;
   results.reserve(choices_.size());
   for (auto& c : choices_)
-    results.push_back({std::move(c.text), c.finish_reason, std::move(c.logprobs)});
+    results.push_back(
+        {std::move(c.text), c.finish_reason, std::move(c.logprobs), std::move(c.tool_calls)});
   return shape_.full(results, usage());
 }
 
@@ -189,6 +206,18 @@ std::string CompletionSession::next_sse(std::chrono::milliseconds wait, bool& do
     done = true;
   }
   return sse;
+}
+
+void CompletionSession::find_tool_calls(Choice& c) {
+  std::string content;
+  const auto calls = parse_tool_calls(prepared_.tool_format, c.text, prepared_.tools, content);
+  if (calls.empty()) return;
+  for (const auto& call : calls)
+    c.tool_calls.push_back({fmt::format("call_{:016x}", next_call_id_++ * 0x9E3779B97F4A7C15ull ^
+                                                            reinterpret_cast<uintptr_t>(this)),
+                            call.name, call.arguments});
+  c.text = content;
+  c.finish_reason = "tool_calls";
 }
 
 Usage CompletionSession::usage() const {

@@ -61,6 +61,7 @@ class CompletionSession {
 
  private:
   struct Choice {
+    std::vector<ToolCallResult> tool_calls;  // found in the reply (tools given)
     std::string text;
     std::vector<LogprobItem> logprobs;  // all of them (non-streamed)
     std::vector<LogprobItem> unsent;    // not yet in a chunk (streamed)
@@ -84,6 +85,9 @@ class CompletionSession {
   AsyncEngine& engine_;
   const Tokenizer& tokenizer_;
   ServerMetrics& metrics_;
+  // Moves the calls in c's reply into c.tool_calls (finish reason tool_calls).
+  void find_tool_calls(Choice& c);
+  uint64_t next_call_id_ = 1;
   PreparedCompletion prepared_;
   ResponseShape shape_;
   Endpoint endpoint_;

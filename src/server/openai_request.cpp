@@ -148,11 +148,12 @@ std::vector<ChatMessage> parse_messages(const json& body) {
       bad(rp, fmt::format("'{}' must be a string, not {}", rp, type_name(*role)));
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";
-    if (r != "system" && r != "user" && r != "assistant")
-      bad(rp, fmt::format("unknown role '{}' in messages[{}] (expected system, developer, user "
-                          "or assistant)",
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool")
+      bad(rp, fmt::format("unknown role '{}' in messages[{}] (expected system, developer, user, "
+                          "assistant or tool)",
                           role->get<std::string>(), i));
-    if (field(m, "tool_calls")) bad(rp, "tool calls are not supported");
+    if (field(m, "tool_calls") && r != "assistant")
+      bad(fmt::format("messages[{}].tool_calls", i), "only assistant messages carry tool calls");
     out.push_back({r, message_content(m, i, r)});
   }
   return out;
@@ -243,14 +244,112 @@ void refuse_unsupported(const json& body, Endpoint ep) {
     unsupported("suffix", "'suffix'");
   if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
     unsupported("logit_bias", "'logit_bias'");
-  for (const char* key : {"tools", "functions"})
-    if (const json* v = field(body, key); v && !(v->is_array() && v->empty()))
-      unsupported(key, fmt::format("'{}'", key));
+  if (const json* v = field(body, "functions"); v && !(v->is_array() && v->empty()))
+    unsupported("functions", "'functions' (the deprecated form of 'tools')");
+  if (ep == Endpoint::kCompletion)
+    if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
+      unsupported("tools", "'tools' on /v1/completions (use /v1/chat/completions)");
   if (ep == Endpoint::kCompletion) {
     auto best_of = get_int(body, "best_of");
     auto n = get_int(body, "n");
     if (best_of && *best_of != n.value_or(1)) unsupported("best_of", "'best_of' other than n");
   }
+}
+
+// Tools, tool_choice, parallel_tool_calls, and the conversation with its
+// tool calls and results as the chat template takes them.
+void parse_tools(const json& body, const nlohmann::ordered_json& ordered, CompletionRequest& r) {
+  if (const json* t = field(body, "tools")) {
+    if (!t->is_array()) bad("tools", fmt::format("'tools' must be an array, not {}", type_name(*t)));
+    for (size_t i = 0; i < t->size(); ++i) {
+      const std::string p = fmt::format("tools[{}]", i);
+      const json& tool = (*t)[i];
+      if (!tool.is_object() || tool.value("type", "") != "function")
+        bad(p, fmt::format("'{}' must be an object with \"type\": \"function\"", p));
+      const json* fn = field(tool, "function");
+      if (!fn || !fn->is_object()) bad(p, fmt::format("'{}' needs a 'function' object", p));
+      const json* name = field(*fn, "name");
+      if (!name || !name->is_string() || name->get<std::string>().empty() ||
+          name->get<std::string>().size() > 64 ||
+          name->get<std::string>().find_first_not_of(
+              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != std::string::npos)
+        bad(p + ".function.name", "a function name is 1-64 letters, digits, '_' or '-'");
+      ToolSpec spec;
+      spec.name = name->get<std::string>();
+      if (const json* d = field(*fn, "description"); d && d->is_string()) spec.description = *d;
+      const auto& params = ordered["tools"][i]["function"];
+      spec.parameters = params.contains("parameters") && !params["parameters"].is_null()
+                            ? params["parameters"]
+                            : nlohmann::ordered_json{{"type", "object"}, {"properties", nlohmann::ordered_json::object()}};
+      if (!spec.parameters.is_object()) bad(p + ".function.parameters", "'parameters' must be a JSON Schema object");
+      for (const auto& other : r.tools)
+        if (other.name == spec.name) bad(p, fmt::format("two tools are named '{}'", spec.name));
+      r.tools.push_back(std::move(spec));
+    }
+    if (!r.tools.empty()) r.tools_json = ordered["tools"];
+  }
+  if (const json* c = field(body, "tool_choice")) {
+    if (c->is_string()) {
+      const std::string v = c->get<std::string>();
+      if (v == "none") r.tool_choice = CompletionRequest::ToolChoice::kNone;
+      else if (v == "auto") r.tool_choice = CompletionRequest::ToolChoice::kAuto;
+      else if (v == "required") r.tool_choice = CompletionRequest::ToolChoice::kRequired;
+      else bad("tool_choice", fmt::format("'tool_choice' must be none, auto, required or a function, not '{}'", v));
+    } else if (c->is_object() && c->value("type", "") == "function" && field(*c, "function") &&
+               (*c)["function"].is_object() && (*c)["function"].contains("name") &&
+               (*c)["function"]["name"].is_string()) {
+      r.tool_choice = CompletionRequest::ToolChoice::kNamed;
+      r.tool_name = (*c)["function"]["name"].get<std::string>();
+      bool known = false;
+      for (const auto& t : r.tools) known = known || t.name == r.tool_name;
+      if (!known) bad("tool_choice", fmt::format("'tool_choice' names '{}', which is not in 'tools'", r.tool_name));
+    } else {
+      bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    if (r.tools.empty() && r.tool_choice != CompletionRequest::ToolChoice::kNone &&
+        r.tool_choice != CompletionRequest::ToolChoice::kAuto)
+      bad("tool_choice", "'tool_choice' needs 'tools'");
+  }
+  r.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
+  // The conversation for the template, when tools or tool messages are in it.
+  bool tool_messages = false;
+  for (const auto& m : body["messages"])
+    tool_messages = tool_messages || m.value("role", "") == "tool" || field(m, "tool_calls");
+  if (r.tools.empty() && !tool_messages) return;
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < r.messages.size(); ++i) {
+    const auto& src = ordered["messages"][i];
+    nlohmann::ordered_json m = {{"role", r.messages[i].role}, {"content", r.messages[i].content}};
+    if (src.contains("tool_calls") && !src["tool_calls"].is_null()) {
+      if (!src["tool_calls"].is_array())
+        bad(fmt::format("messages[{}].tool_calls", i), "'tool_calls' must be an array");
+      nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+      for (const auto& tc : src["tool_calls"]) {
+        if (!tc.is_object() || !tc.contains("function") || !tc["function"].is_object() ||
+            !tc["function"].contains("name") || !tc["function"]["name"].is_string())
+          bad(fmt::format("messages[{}].tool_calls", i), "each tool call needs a function name");
+        nlohmann::ordered_json fn = {{"name", tc["function"]["name"]}};
+        nlohmann::ordered_json args = tc["function"].value("arguments", nlohmann::ordered_json("{}"));
+        if (args.is_string()) {
+          try {
+            args = nlohmann::ordered_json::parse(args.get<std::string>());
+          } catch (const nlohmann::ordered_json::exception&) {
+            bad(fmt::format("messages[{}].tool_calls", i), "tool call arguments must be JSON");
+          }
+        }
+        fn["arguments"] = args;
+        calls.push_back({{"id", tc.value("id", "")}, {"type", "function"}, {"function", fn}});
+      }
+      m["tool_calls"] = calls;
+    }
+    if (r.messages[i].role == "tool") {
+      if (src.contains("tool_call_id") && src["tool_call_id"].is_string())
+        m["tool_call_id"] = src["tool_call_id"];
+      if (src.contains("name") && src["name"].is_string()) m["name"] = src["name"];
+    }
+    msgs.push_back(std::move(m));
+  }
+  r.messages_json = std::move(msgs);
 }
 
 // The grammar a request's output must follow: `grammar` (GBNF),
@@ -387,8 +486,22 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
     r.include_usage = get_bool(*so, "include_usage").value_or(false);
   }
   r.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
-  if (field(body, "response_format") || field(body, "json_schema") || field(body, "grammar"))
-    r.grammar = parse_output_constraint(body, nlohmann::ordered_json::parse(body_text));
+  const bool tooling = endpoint == Endpoint::kChat &&
+                      (field(body, "tools") || field(body, "tool_choice") || [&] {
+                        for (const auto& m : body["messages"])
+                          if (m.is_object() && (m.value("role", "") == "tool" || field(m, "tool_calls")))
+                            return true;
+                        return false;
+                      }());
+  if (field(body, "response_format") || field(body, "json_schema") || field(body, "grammar") ||
+      tooling) {
+    const auto ordered = nlohmann::ordered_json::parse(body_text);
+    r.grammar = parse_output_constraint(body, ordered);
+    if (tooling) parse_tools(body, ordered, r);
+    if (r.grammar && !r.tools.empty() && (r.tool_choice == CompletionRequest::ToolChoice::kRequired ||
+                                          r.tool_choice == CompletionRequest::ToolChoice::kNamed))
+      bad("tool_choice", "a forced tool call cannot also follow 'response_format' or 'grammar'");
+  }
 
   if (endpoint == Endpoint::kChat) {
     const bool lp = get_bool(body, "logprobs").value_or(false);
@@ -412,7 +525,30 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
                                       const ChatPrompt& chat, const ModelLimits& limits) {
   std::vector<std::vector<int32_t>> prompts;
   const char* prompt_param = req.endpoint == Endpoint::kChat ? "messages" : "prompt";
-  if (req.endpoint == Endpoint::kChat) {
+  PreparedCompletion out;
+  std::shared_ptr<const Grammar> tool_grammar;
+  if (req.endpoint == Endpoint::kChat && !req.messages_json.is_null()) {
+    const ToolFormat format = tool_format_of(chat.source());
+    const RenderedPrompt rendered = chat.render_with_tools(req.messages_json, req.tools_json, req.tools);
+    prompts.push_back(tokenizer.encode(rendered.text, /*add_special=*/rendered.add_bos,
+                                       /*parse_special=*/true));
+    if (!req.tools.empty() && req.tool_choice != CompletionRequest::ToolChoice::kNone) {
+      out.parse_tools = true;
+      out.tool_format = format;
+      out.tools = req.tools;
+      if (req.tool_choice != CompletionRequest::ToolChoice::kAuto) {
+        std::vector<ToolSpec> chosen;
+        for (const auto& t : req.tools)
+          if (req.tool_choice != CompletionRequest::ToolChoice::kNamed || t.name == req.tool_name)
+            chosen.push_back(t);
+        try {
+          tool_grammar = Grammar::parse(tool_call_gbnf(format, chosen, req.parallel_tool_calls));
+        } catch (const Error& e) {
+          bad("tools", fmt::format("the tools' parameters cannot be enforced: {}", e.what()));
+        }
+      }
+    }
+  } else if (req.endpoint == Endpoint::kChat) {
     const RenderedPrompt rendered = chat.render(req.messages);
     prompts.push_back(tokenizer.encode(rendered.text, /*add_special=*/rendered.add_bos,
                                        /*parse_special=*/true));
@@ -436,7 +572,6 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
     }
   }
 
-  PreparedCompletion out;
   for (auto& ids : prompts) {
     const int64_t n_prompt = static_cast<int64_t>(ids.size());
     if (n_prompt == 0) bad(prompt_param, "the prompt is empty (no tokens)");
@@ -468,7 +603,7 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
     r.ignore_eos = req.ignore_eos;
     r.stop = req.stop;
     r.logprobs = req.logprobs;
-    r.grammar = req.grammar;
+    r.grammar = tool_grammar ? tool_grammar : req.grammar;
     try {
       r.sampling.validate();
     } catch (const ConfigError& e) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -21,6 +22,7 @@
 
 #include "engine/request.h"
 #include "server/chat_prompt.h"
+#include "server/tool_calls.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -69,6 +71,15 @@ struct CompletionRequest {
   // `response_format` json_object / json_schema, or `json_schema`
   // (llama-server's); null when the output is free text.
   std::shared_ptr<const Grammar> grammar;
+  // Tool calling (chat): the tools, as given (for the template) and parsed;
+  // tool_choice; and the conversation as the template sees it (tool calls
+  // and tool results included) when there are tools or tool messages.
+  nlohmann::ordered_json tools_json;
+  std::vector<ToolSpec> tools;
+  enum class ToolChoice { kNone, kAuto, kRequired, kNamed } tool_choice = ToolChoice::kAuto;
+  std::string tool_name;  // kNamed
+  bool parallel_tool_calls = true;
+  nlohmann::ordered_json messages_json;  // null unless tools or tool messages are present
 };
 
 // Parses a request body. Throws ApiError (400) for malformed JSON, a body that
@@ -81,6 +92,11 @@ CompletionRequest parse_completion_request(const std::string& body, Endpoint end
 struct PreparedCompletion {
   std::vector<Request> requests;
   std::vector<int64_t> prompt_tokens;  // per request
+  // Replies are searched for tool calls in this format (tools given and
+  // tool_choice not none).
+  bool parse_tools = false;
+  ToolFormat tool_format = ToolFormat::kHermes;
+  std::vector<ToolSpec> tools;
 };
 
 struct ModelLimits {

@@ -70,8 +70,18 @@ json ResponseShape::full(const std::vector<ChoiceResult>& choices, const Usage& 
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceResult& c = choices[i];
     if (endpoint_ == Endpoint::kChat) {
+      json message = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+      if (!c.tool_calls.empty()) {
+        if (c.text.empty()) message["content"] = nullptr;
+        json calls = json::array();
+        for (const auto& tc : c.tool_calls)
+          calls.push_back({{"id", tc.id},
+                           {"type", "function"},
+                           {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
+        message["tool_calls"] = calls;
+      }
       cs.push_back({{"index", i},
-                    {"message", {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}}},
+                    {"message", message},
                     {"logprobs", logprobs_json(c.logprobs)},
                     {"finish_reason", c.finish_reason}});
     } else {
@@ -122,6 +132,34 @@ json ResponseShape::delta_chunk(int32_t index, const std::string& text,
   choice["finish_reason"] = finish_reason.empty() ? json(nullptr) : json(finish_reason);
   j["choices"] = json::array({choice});
   return j;
+}
+
+std::vector<json> ResponseShape::tool_call_chunks(int32_t index,
+                                                  const std::vector<ToolCallResult>& calls) const {
+  std::vector<json> out;
+  auto chunk = [&](json delta) {
+    json j = chunk_base();
+    j["choices"] = json::array(
+        {{{"index", index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    out.push_back(std::move(j));
+  };
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const ToolCallResult& c = calls[k];
+    chunk({{"tool_calls", json::array({{{"index", k},
+                                         {"id", c.id},
+                                         {"type", "function"},
+                                         {"function", {{"name", c.name}, {"arguments", ""}}}}})}});
+    // The arguments in pieces of about 24 bytes, cut between characters.
+    for (size_t b = 0; b < c.arguments.size();) {
+      size_t e = std::min(c.arguments.size(), b + 24);
+      while (e < c.arguments.size() && (static_cast<unsigned char>(c.arguments[e]) & 0xC0) == 0x80)
+        ++e;
+      chunk({{"tool_calls",
+              json::array({{{"index", k}, {"function", {{"arguments", c.arguments.substr(b, e - b)}}}}})}});
+      b = e;
+    }
+  }
+  return out;
 }
 
 json ResponseShape::usage_chunk(const Usage& usage) const {

@@ -22,10 +22,19 @@ struct LogprobItem {
   size_t text_offset = 0;  // bytes of the choice's text before this token
 };
 
+struct ToolCallResult {
+  std::string id;  // "call_..."
+  std::string name;
+  std::string arguments;  // JSON text
+};
+
 struct ChoiceResult {
   std::string text;
-  std::string finish_reason;  // "stop" or "length"
+  std::string finish_reason;  // "stop", "length" or "tool_calls"
   std::vector<LogprobItem> logprobs;
+  // Calls found in the reply: the message's tool_calls (its content the text
+  // outside them, null when empty).
+  std::vector<ToolCallResult> tool_calls;
 };
 
 struct Usage {
@@ -51,6 +60,10 @@ class ResponseShape {
   nlohmann::ordered_json delta_chunk(int32_t index, const std::string& text,
                                      const std::vector<LogprobItem>& logprobs,
                                      const std::string& finish_reason) const;
+  // A choice's tool calls as stream chunks: per call, one chunk with its id,
+  // name and empty arguments, then the arguments in pieces.
+  std::vector<nlohmann::ordered_json> tool_call_chunks(int32_t index,
+                                                       const std::vector<ToolCallResult>& calls) const;
   // The last chunk when stream_options.include_usage: no choices, the usage.
   nlohmann::ordered_json usage_chunk(const Usage& usage) const;
 

@@ -128,7 +128,9 @@ def test_unsupported_and_inconsistent(server):
     assert_error(post(server, CHAT, {"messages": MSGS, "logit_bias": {"1": 5}}), 400,
                  param="logit_bias")
     assert_error(post(server, CHAT, {"messages": MSGS, "tools": [{"type": "function"}]}), 400,
-                 param="tools")
+                 param="tools[0]")
+    assert_error(post(server, COMPLETIONS, {"prompt": "Hi", "tools": [{"type": "function"}]}), 400,
+                 param="tools", code="unsupported_parameter")
     assert_error(post(server, COMPLETIONS, {"prompt": "Hi", "best_of": 3}), 400, param="best_of")
     assert_error(post(server, COMPLETIONS, {"prompt": ["a"] * 20, "n": 10}), 400, param="n")
 
