@@ -197,6 +197,19 @@ def server_seeds():
                           {"role": "developer", "content": "x"}]}),
         (0, {**chat, "response_format": {"type": "text"}}),
         (0, {**chat, "tools": [], "logit_bias": {"1": 5}}),
+        (0, {**chat, "tools": [{"type": "function", "function": {"name": "get_time", "parameters": {
+            "type": "object", "properties": {"zone": {"type": "string", "maxLength": 8}}}}}],
+             "tool_choice": "required", "max_tokens": 8}),
+        (0, {"messages": [{"role": "user", "content": "hi"},
+                          {"role": "assistant", "content": None, "tool_calls": [
+                              {"id": "c", "type": "function",
+                               "function": {"name": "get_time", "arguments": "{}"}}]},
+                          {"role": "tool", "tool_call_id": "c", "content": "noon"}],
+             "tools": [{"type": "function", "function": {"name": "get_time"}}],
+             "tool_choice": {"type": "function", "function": {"name": "get_time"}}}),
+        (0, {**chat, "response_format": {"type": "json_schema", "json_schema": {"schema": {
+            "type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 9}}}}}}),
+        (0, {**chat, "grammar": "root ::= [a-z]{1,4}", "max_tokens": 4}),
         (0, {"messages": []}),
         (0, {"messages": [{"role": "user"}], "temperature": None, "stop": None}),
         (1, {"model": "m", "prompt": "Lily wanted", "max_tokens": 12, "echo": False}),
@@ -252,6 +265,18 @@ def json_schema_seeds():
         yield f"schema_{i}.json", json.dumps(s).encode()
 
 
+def tool_call_seeds():
+    replies = [
+        b"\x00Sure.\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>",
+        b"\x00<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}",
+        b"\x01{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+        b"\x02[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": \"{}\"}]",
+        b"\x02[{\"name\": \"get_time\", \"arguments\": {\"a\": [1, {\"b\": \"]}\"}]}}]",
+    ]
+    for i, r in enumerate(replies):
+        yield f"reply_{i}.txt", r
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pagellm", required=True)
@@ -259,7 +284,8 @@ def main():
     gens = {"gguf": [meta_seeds(), vocab_seeds(), model_seeds(args.pagellm)],
             "tokenizer": [tokenizer_seeds()], "chat_template": [chat_seeds()],
             "server_request": [server_seeds()], "device_map": [device_map_seeds()],
-            "grammar": [grammar_seeds()], "json_schema": [json_schema_seeds()]}
+            "grammar": [grammar_seeds()], "json_schema": [json_schema_seeds()],
+            "tool_calls": [tool_call_seeds()]}
     for target, sources in gens.items():
         d = CORPUS / target
         d.mkdir(parents=True, exist_ok=True)

@@ -120,3 +120,31 @@ def test_tool_messages_need_an_assistant_and_json_arguments(server):
         {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{oops"}}]}]
     r = requests.post(server.url + CHAT, json={"messages": bad, "max_tokens": 2}, timeout=30)
     assert r.status_code == 400 and "JSON" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("template,marker", [
+    ("Qwen-Qwen2.5-7B-Instruct.jinja", "<tool_call>"),
+    ("meta-llama-Llama-3.1-8B-Instruct.jinja", "\"parameters\""),
+    ("mistralai-Mistral-Nemo-Instruct-2407.jinja", "[TOOL_CALLS]"),
+])
+def test_templates_with_tools_render_them_and_calls_follow_their_format(
+        start_server, slow_model, template, marker):
+    """The real templates render the tools (the prompt grows by them) and a
+    forced call comes back in the template's own format, parsed."""
+    from conftest import DATA
+    server = start_server("--chat-template", str(DATA / "chat-templates" / template),
+                          "-c", "4096", "--max-seq-len", "4096", model=slow_model)
+    plain = requests.post(server.url + CHAT, json={"messages": ASK, "max_tokens": 1}, timeout=300)
+    assert plain.status_code == 200, plain.text
+    body = {"messages": ASK, "tools": [TIME], "tool_choice": "required", "max_tokens": 120,
+            "temperature": 0, "parallel_tool_calls": False}
+    r = requests.post(server.url + CHAT, json=body, timeout=300)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["usage"]["prompt_tokens"] > plain.json()["usage"]["prompt_tokens"] + 20
+    choice = out["choices"][0]
+    if choice["finish_reason"] == "tool_calls":
+        (call,) = choice["message"]["tool_calls"]
+        check_call(call, TIME)
+    else:  # a random model may spend the tokens on whitespace inside the call
+        assert choice["finish_reason"] == "length"

@@ -44,6 +44,8 @@ int device_map(const uint8_t* data, size_t size);
 int grammar(const uint8_t* data, size_t size);
 // A JSON Schema: converted to GBNF (or refused), which must compile.
 int json_schema(const uint8_t* data, size_t size);
+// A model reply (byte 0: the format) through the tool-call parser.
+int tool_calls(const uint8_t* data, size_t size);
 
 struct Target {
   std::string name;  // folder name under tests/fuzz/corpus and tests/fuzz/regressions

@@ -14,6 +14,7 @@ const std::vector<Target>& targets() {
       {"device_map", device_map},
       {"grammar", grammar},
       {"json_schema", json_schema},
+      {"tool_calls", tool_calls},
   };
   return t;
 }
