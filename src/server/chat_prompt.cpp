@@ -22,15 +22,23 @@ std::unique_ptr<ChatPrompt> ChatPrompt::for_model(const GgufFile& file, const Vo
 }
 
 RenderedPrompt ChatPrompt::render(const std::vector<ChatMessage>& messages) const {
+  return checked([&] { return tmpl_.render(messages, options_); });
+}
+
+template <class RenderFn>
+RenderedPrompt ChatPrompt::checked(const RenderFn& render) const {
   RenderedPrompt out;
   try {
-    out.text = tmpl_.render(messages, options_);
+    out.text = render();
   } catch (const jinja::TemplateRaised& e) {
     throw ApiError(400, "the chat template refused the messages: " + e.message(),
                    "invalid_request_error", "messages");
   } catch (const jinja::TemplateError& e) {
     throw ApiError(400, std::string("the chat template failed on the messages: ") + e.what(),
                    "invalid_request_error", "messages");
+  } catch (const ConfigError& e) {  // render_json: malformed message JSON
+    throw ApiError(400, std::string("the chat messages: ") + e.what(), "invalid_request_error",
+                   "messages");
   }
   // Templates that write {{ bos_token }} already start with it.
   const std::string& bos = options_.bos_token;
@@ -42,7 +50,6 @@ RenderedPrompt ChatPrompt::render_with_tools(const nlohmann::ordered_json& messa
                                              const nlohmann::ordered_json& tools_json,
                                              const std::vector<ToolSpec>& tools) const {
   using ojson = nlohmann::ordered_json;
-  RenderedPrompt out;
   ojson msgs = messages;
   ojson extra = ojson::object();
   if (template_renders_tools(source())) {
@@ -74,21 +81,7 @@ RenderedPrompt ChatPrompt::render_with_tools(const nlohmann::ordered_json& messa
     }
     msgs = std::move(plain);
   }
-  try {
-    out.text = tmpl_.render_json(msgs, options_, extra.empty() ? nullptr : &extra);
-  } catch (const jinja::TemplateRaised& e) {
-    throw ApiError(400, "the chat template refused the messages: " + e.message(),
-                   "invalid_request_error", "messages");
-  } catch (const jinja::TemplateError& e) {
-    throw ApiError(400, std::string("the chat template failed on the messages: ") + e.what(),
-                   "invalid_request_error", "messages");
-  } catch (const ConfigError& e) {
-    throw ApiError(400, std::string("the chat messages: ") + e.what(), "invalid_request_error",
-                   "messages");
-  }
-  const std::string& bos = options_.bos_token;
-  out.add_bos = bos.empty() || out.text.compare(0, bos.size(), bos) != 0;
-  return out;
+  return checked([&] { return tmpl_.render_json(msgs, options_, extra.empty() ? nullptr : &extra); });
 }
 
 std::string ChatPrompt::description() const {

@@ -51,6 +51,9 @@ class ChatPrompt {
 
  private:
   ChatPrompt(ResolvedChatTemplate resolved, ChatRenderOptions options);
+  // render() as a RenderedPrompt: template failures become 400s, BOS decided.
+  template <class RenderFn>
+  RenderedPrompt checked(const RenderFn& render) const;
 
   ChatTemplate tmpl_;
   std::string origin_;
