@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
 #include "cli/sampling_options.h"
+#include "cli/spec_options.h"
 #include "engine/generator.h"
 #include "util/error.h"
 #include "util/read_file.h"
@@ -32,6 +33,7 @@ struct GenerateArgs {
   std::string prompt_file;
   int32_t n_predict = 128;
   SamplingOptions sampling;
+  SpeculationOptions spec;
   bool parse_special = false;
   bool json = false;
   bool ignore_eos = false;
@@ -43,7 +45,9 @@ int run_generate(GenerateArgs a) {
   const auto grammar = a.sampling.grammar();  // a bad grammar fails before the model loads
   // One sequence: -c is its context unless --max-seq-len says otherwise.
   if (a.plan.kv_tokens > 0 && a.plan.max_seq_len == 0) a.plan.max_seq_len = a.plan.kv_tokens;
+  a.spec.apply(a.plan);
   EngineSetup s = setup_engine(a.model, a.plan, /*log_plan=*/true);
+  a.spec.apply(s.config);
   Generator gen(*s.model, *s.tokenizer, *s.pool, s.config);
   GenerateOptions opts;
   opts.max_tokens = a.n_predict;
@@ -87,6 +91,8 @@ int run_generate(GenerateArgs a) {
     j["threads"] = s.pool->size();
     j["kv_tokens"] = s.plan.kv_tokens;
     j["peak_rss_bytes"] = peak_rss_bytes();
+    j["spec_proposed"] = r.spec_proposed;
+    j["spec_accepted"] = r.spec_accepted;
     if (a.logits) j["last_prompt_logits"] = r.last_prompt_logits;
     std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
@@ -95,6 +101,11 @@ int run_generate(GenerateArgs a) {
                  "tokens/s; %d threads; peak RSS %.1f MiB\n",
                  r.prompt_ids.size(), r.output_ids.size(), r.stop_reason.c_str(), prefill_tps,
                  decode_tps, s.pool->size(), peak_rss_bytes() / 1048576.0);
+    if (r.spec_proposed > 0)
+      std::fprintf(stderr, "speculative decoding: %llu of %llu drafted tokens accepted (%.0f%%)\n",
+                   static_cast<unsigned long long>(r.spec_accepted),
+                   static_cast<unsigned long long>(r.spec_proposed),
+                   100.0 * static_cast<double>(r.spec_accepted) / static_cast<double>(r.spec_proposed));
   }
   return 0;
 }
@@ -114,6 +125,7 @@ Runner add_generate(CLI::App& app) {
       ->capture_default_str()
       ->check(at_least(0));
   a->sampling.add_to(*sub);
+  a->spec.add_to(*sub);
   sub->add_flag("--parse-special", a->parse_special,
                 "Match special-token text (e.g. <|im_start|>) in the prompt");
   sub->add_flag("--json", a->json, "Print one JSON object instead of streaming text");

@@ -93,6 +93,7 @@ FootprintOptions PlanOptions::footprint_options() const {
   o.kv_type = parse_dtype(kv_type);
   o.max_batched_tokens = max_batched_tokens;
   o.max_num_seqs = max_num_seqs;
+  o.draft_rows = draft_rows;
   o.repack = repack;
   return o;
 }

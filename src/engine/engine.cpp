@@ -40,6 +40,7 @@ struct Engine::SeqState {
   std::unique_ptr<GrammarMatcher> grammar;
   std::unique_ptr<TokenMasker> masker;
   std::vector<float> masked;
+  SpecControl spec;  // how many tokens to draft (speculative decoding)
 };
 
 namespace {
@@ -108,13 +109,25 @@ Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
       model.kv_shape(config_.num_blocks, config_.block_size, config_.kv_type), config_.placements,
       [&model](const std::string& device) { return model.backend_for_device(device); },
       groups.n_groups() > 1 ? &groups : nullptr, group_blocks);
+  if (config_.speculation.draft_max < 0 || config_.speculation.ngram < 0 ||
+      config_.speculation.max_batch < 0)
+    throw ConfigError("draft-max, spec-ngram and the speculation batch must not be negative");
+  config_.scheduler.max_draft_rows = config_.speculation.draft_rows();
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *kv_);
   // Everything a step needs is allocated now: the plan counted it, and a step
   // must never be the one that runs the machine out of memory.
   const int64_t max_tokens = config_.scheduler.max_batched_tokens;
-  const int64_t max_rows = std::min<int64_t>(max_tokens, config_.scheduler.max_num_seqs);
+  const int64_t max_rows = Scheduler::max_logit_rows(config_.scheduler);
   model.reserve_workspace(max_tokens, max_rows);
   draws_.reserve(static_cast<size_t>(max_rows) * 2);
+  if (config_.speculation.enabled() && !config_.speculation.draft_model)
+    proposer_ = std::make_unique<NgramProposer>(config_.speculation.ngram);
+}
+
+void Engine::set_draft_proposer(std::unique_ptr<DraftProposer> proposer) {
+  if (!config_.speculation.enabled() || !config_.speculation.draft_model)
+    throw ConfigError("a draft model needs EngineConfig::speculation.draft_model and draft_max > 0");
+  proposer_ = std::move(proposer);
 }
 
 Engine::~Engine() = default;
@@ -146,6 +159,7 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
   auto seq = std::make_unique<Sequence>(next_seq_id_++, req.prompt, max_total, config_.block_size);
   auto st = std::make_unique<SeqState>(rs.get(), 0, std::move(seq), sample_params(req.sampling, 0),
                                        tokenizer_);
+  st->spec = SpecControl(config_.speculation.draft_max);
   rs->seqs.reserve(static_cast<size_t>(req.n));
   if (req.grammar) {
     if (!grammar_vocab_) {
@@ -211,6 +225,7 @@ void Engine::finish_seq(SeqState& st, FinishReason reason, int32_t token,
   if (st.done) return;
   st.done = true;
   scheduler_->finish(st.seq.get());
+  if (proposer_) proposer_->release(st.seq->id);
   // A stop string already cut the text; otherwise release what the detokenizer holds.
   if (reason != FinishReason::kStop || st.req->req.stop.empty()) st.text += st.detok.flush();
   SeqEvent ev;
@@ -244,6 +259,7 @@ void Engine::fork_samples(SeqState& parent) {
     seq->n_cached_prompt = parent.seq->n_cached_prompt;
     auto st = std::make_unique<SeqState>(&rs, i, std::move(seq), sample_params(rs.req.sampling, i),
                                          tokenizer_);
+    st->spec = SpecControl(config_.speculation.draft_max);
     if (parent.grammar) {
       st->grammar = std::make_unique<GrammarMatcher>(*parent.grammar);
       st->masker = std::make_unique<TokenMasker>(grammar_vocab_);
@@ -377,6 +393,7 @@ bool Engine::step() {
       scheduler_->set_admission_paused(paused);
     }
   }
+  propose_drafts();
   SchedulerOutput out = scheduler_->schedule();
   stats_.preemptions += out.preempted.size();
   if (!out.failed.empty()) {
@@ -391,16 +408,30 @@ bool Engine::step() {
   if (out.empty()) return false;
 
   batch_.clear();
-  std::vector<SeqState*> sampled;
+  // A sequence that samples this step: its first logit row, and how many
+  // drafted tokens follow its last token (each with its own row).
+  struct Sampled {
+    SeqState* st;
+    int64_t row;
+    int64_t n_draft;
+  };
+  std::vector<Sampled> sampled;
+  int64_t rows = 0;
   for (const auto& sc : out.scheduled) {
     Sequence* s = sc.seq;
     const int32_t idx = batch_.add_sequence(s->blocks);
+    const int64_t size = static_cast<int64_t>(s->tokens.size());
     const int64_t end = s->n_computed + sc.n_tokens;
-    const bool reaches_end = end == static_cast<int64_t>(s->tokens.size());
+    const bool reaches_end = end - sc.n_draft == size;
     for (int64_t p = s->n_computed; p < end; ++p)
-      batch_.add_token(idx, s->tokens[static_cast<size_t>(p)], static_cast<int32_t>(p),
-                       reaches_end && p + 1 == end);
-    if (reaches_end) sampled.push_back(by_seq_.at(s));
+      batch_.add_token(idx,
+                       p < size ? s->tokens[static_cast<size_t>(p)]
+                                : s->draft[static_cast<size_t>(p - size)],
+                       static_cast<int32_t>(p), reaches_end && p + 1 >= size);
+    if (reaches_end) {
+      sampled.push_back({by_seq_.at(s), rows, sc.n_draft});
+      rows += 1 + sc.n_draft;
+    }
     stats_.tokens_computed += static_cast<uint64_t>(sc.n_tokens);
     if (s->n_computed < s->n_prompt)
       stats_.prompt_tokens_computed +=
@@ -425,10 +456,10 @@ bool Engine::step() {
   // here, on the engine thread.
   const int64_t V = model_.hparams().n_vocab;
   draws_.clear();
-  for (size_t i = 0; i < sampled.size(); ++i) {
-    SeqState& st = *sampled[i];
+  for (const Sampled& sd : sampled) {
+    SeqState& st = *sd.st;
     if (st.done) continue;
-    const float* row = logits.data() + static_cast<int64_t>(i) * V;
+    const float* row = logits.data() + sd.row * V;
     if (st.seq->n_generated() == 0 && st.index == 0)
       stats_.cached_prompt_tokens += static_cast<uint64_t>(st.seq->n_cached_prompt);
     // Failures here are kept in the draws (in the order the draws would have
@@ -458,8 +489,76 @@ bool Engine::step() {
       fail_request(*st.req, describe_failure(e, "sampling"));
     }
   }
+  for (const Sampled& sd : sampled)
+    if (sd.n_draft > 0) verify_drafts(*sd.st, logits.data() + sd.row * V, sd.n_draft);
   drop_finished_requests();
   return true;
+}
+
+namespace {
+bool decodes(const Sequence* s) { return s->n_pending() == 1 && s->n_computed >= s->n_prompt; }
+}  // namespace
+
+void Engine::propose_drafts() {
+  if (!proposer_) return;
+  for (auto& [seq, st] : by_seq_) st->seq->draft.clear();
+  const auto& running = scheduler_->running();
+  const auto n_decoding = std::count_if(running.begin(), running.end(), decodes);
+  if (n_decoding == 0 || n_decoding > config_.speculation.max_batch) return;
+  draft_wants_.clear();
+  for (Sequence* s : running) {
+    if (!decodes(s)) continue;
+    SeqState& st = *by_seq_.at(s);
+    if (st.done) continue;
+    // Verifying k drafts emits up to k + 1 tokens.
+    const int64_t room = s->max_total - static_cast<int64_t>(s->tokens.size()) - 1;
+    const int32_t k = static_cast<int32_t>(std::min<int64_t>(st.spec.next(), room));
+    if (k > 0) draft_wants_.push_back({s->id, s->tokens, k, &s->draft});
+  }
+  if (draft_wants_.empty()) return;
+  try {
+    proposer_->propose(draft_wants_);
+  } catch (const std::exception&) {
+    // Drafts only ever save time: without them the step decodes as usual.
+    for (const DraftWant& w : draft_wants_) w.out->clear();
+  }
+  for (const DraftWant& w : draft_wants_)
+    if (static_cast<int64_t>(w.out->size()) > w.k) w.out->resize(static_cast<size_t>(w.k));
+}
+
+void Engine::verify_drafts(SeqState& st, const float* rows, int64_t n_draft) {
+  // Row 0 was drawn and emitted with the rest of the step. Row r >= 1 holds
+  // the logits after draft r - 1, which count only while every token drawn
+  // so far equalled its draft; each draw is the one decoding without drafts
+  // would make (same logits, history, grammar state and generator).
+  Sequence& seq = *st.seq;
+  const int64_t V = model_.hparams().n_vocab;
+  int64_t matched = 0;
+  int64_t emitted = 1;
+  while (!st.done && matched < n_draft &&
+         seq.tokens.back() == seq.draft[static_cast<size_t>(matched)]) {
+    ++matched;
+    // A failure here loses nothing: the rows not drawn are computed again.
+    if (FaultInjector::hit("engine.verify", static_cast<int64_t>(st.req->id))) break;
+    Draw d{&st, rows + matched * V};
+    draw(d);
+    try {
+      if (d.failed) {
+        fail_request(*st.req, d.error.empty() ? "out of memory during sampling" : d.error);
+        break;
+      }
+      emit(st, d.token);
+      ++emitted;
+    } catch (const std::exception& e) {
+      fail_request(*st.req, describe_failure(e, "sampling"));
+    }
+  }
+  stats_.spec_proposed += static_cast<uint64_t>(n_draft);
+  stats_.spec_accepted += static_cast<uint64_t>(matched);
+  st.spec.record(static_cast<int32_t>(n_draft), static_cast<int32_t>(matched));
+  // The K/V of every emitted token but the last is in the cache (each equals
+  // the draft it was computed for); the last one runs in the next step.
+  if (!st.done) scheduler_->accept_draft(&seq, emitted - 1);
 }
 
 EngineStats Engine::stats() const {

@@ -14,6 +14,7 @@
 #include "engine/request.h"
 #include "grammar/token_mask.h"
 #include "engine/scheduler.h"
+#include "engine/speculation.h"
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/kv_cache_storage.h"
 #include "model/runner.h"
@@ -48,6 +49,9 @@ struct EngineConfig {
   // vocabulary); fewer run on the engine thread, where a parallel region
   // would cost more than it saves. The tokens do not depend on it.
   int64_t parallel_sampling_logits = int64_t{1} << 17;
+  // Speculative decoding (engine/speculation.h); off unless ngram > 0 or
+  // draft_model (then set_draft_proposer gives the proposer).
+  SpeculationConfig speculation;
 };
 
 struct EngineStats {
@@ -64,6 +68,8 @@ struct EngineStats {
   BlockAllocatorStats blocks;
   int64_t slots_allocated = 0;    // block slots held by running sequences
   int64_t tokens_stored = 0;      // tokens in those slots
+  uint64_t spec_proposed = 0;     // drafted tokens verified (speculative decoding)
+  uint64_t spec_accepted = 0;     // of those, the ones that became output
   bool admission_paused = false;  // the swap guard holds new sequences back
   uint64_t admission_pauses = 0;  // times it started holding them back
 };
@@ -87,6 +93,9 @@ class Engine {
   // carry on unchanged.
   bool step();
   bool has_work() const { return scheduler_->has_work(); }
+  // Drafts come from `proposer` (a draft model) instead of prompt lookup;
+  // needs config.speculation.draft_model (the workspace has rows for them).
+  void set_draft_proposer(std::unique_ptr<DraftProposer> proposer);
 
   EngineStats stats() const;
   const EngineConfig& config() const { return config_; }
@@ -116,6 +125,10 @@ class Engine {
   void fail_request(RequestState& rs, const std::string& error);
   void drop_finished_requests();
   void fork_samples(SeqState& parent);
+  // Speculative decoding: sets Sequence::draft of the decoding sequences
+  // before scheduling, and after the pass verifies what was granted.
+  void propose_drafts();
+  void verify_drafts(SeqState& st, const float* rows, int64_t n_draft);
 
   ModelRunner& model_;
   const Tokenizer& tokenizer_;
@@ -135,6 +148,8 @@ class Engine {
   std::chrono::steady_clock::time_point last_memory_check_{};
   Batch batch_;
   std::vector<Draw> draws_;
+  std::unique_ptr<DraftProposer> proposer_;
+  std::vector<DraftWant> draft_wants_;
 };
 
 }  // namespace pagellm

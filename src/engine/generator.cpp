@@ -54,6 +54,7 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt_ids,
   GenerateResult res;
   res.prompt_ids = prompt_ids;
   double t_first = 0;
+  const EngineStats before = engine_->stats();
   const double t0 = now_seconds();
   engine_->submit(req, [&](const SeqEvent& ev) {
     if (ev.token >= 0) {
@@ -70,6 +71,9 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt_ids,
   });
   while (engine_->has_work()) engine_->step();
   const double t_end = now_seconds();
+  const EngineStats after = engine_->stats();
+  res.spec_proposed = after.spec_proposed - before.spec_proposed;
+  res.spec_accepted = after.spec_accepted - before.spec_accepted;
   res.prefill_seconds = (res.output_ids.empty() ? t_end : t_first) - t0;
   res.decode_seconds = res.output_ids.empty() ? 0 : t_end - t_first;
   if (res.stop_reason == "length" && static_cast<int64_t>(res.output_ids.size()) < opts.max_tokens)

@@ -29,6 +29,8 @@ struct GenerateResult {
   double decode_seconds = 0;   // from the first to the last generated token
   std::string stop_reason;     // "eos", "length", "context"
   std::vector<float> last_prompt_logits;  // GenerateOptions::prompt_logits
+  uint64_t spec_proposed = 0;  // drafted tokens verified (speculative decoding)
+  uint64_t spec_accepted = 0;  // of those, the ones that became output
 };
 
 class Generator {
@@ -44,6 +46,7 @@ class Generator {
   // Throws ConfigError when the prompt does not fit the context.
   GenerateResult generate(const std::vector<int32_t>& prompt_ids, const GenerateOptions& opts,
                           const OnToken& on_token = {});
+  Engine& engine() { return *engine_; }
 
  private:
   std::unique_ptr<Engine> engine_;

@@ -19,6 +19,7 @@ int64_t SchedulerOutput::n_tokens() const {
 Scheduler::Scheduler(SchedulerConfig config, KvCacheManager& kv) : config_(config), kv_(kv) {
   if (config.max_num_seqs <= 0 || config.max_batched_tokens <= 0)
     throw ConfigError("max-num-seqs and max-batched-tokens must be positive");
+  if (config.max_draft_rows < 0) throw ConfigError("max-draft-rows must not be negative");
   if (config.max_prefill_tokens_while_decoding < 0)
     throw ConfigError("max-prefill-tokens-while-decoding must not be negative");
 }
@@ -156,15 +157,45 @@ SchedulerOutput Scheduler::schedule() {
     budget -= n;
     prefill_budget -= n;
   }
+  grant_drafts(out, budget);
   return out;
+}
+
+void Scheduler::grant_drafts(SchedulerOutput& out, int64_t budget) {
+  int64_t rows_left = max_logit_rows() - static_cast<int64_t>(out.scheduled.size());
+  for (auto& sc : out.scheduled) {
+    Sequence* s = sc.seq;
+    if (s->draft.empty() || sc.n_tokens != 1 || !is_decoding(s)) continue;
+    const int64_t size = static_cast<int64_t>(s->tokens.size());
+    // Verifying k drafts emits up to k + 1 tokens: stay within max_total.
+    const int64_t k = std::min({static_cast<int64_t>(s->draft.size()), budget, rows_left,
+                                s->max_total - size - 1});
+    if (k <= 0) continue;
+    try {
+      // From n_computed, as pass 1 did: a window group must keep what that token's query reads.
+      if (!kv_.reserve(s->blocks, s->n_computed, size + k, out.copies)) continue;
+    } catch (const std::exception&) {
+      continue;  // drafts are optional: the decode goes ahead without them
+    }
+    sc.n_draft = k;
+    sc.n_tokens += k;
+    budget -= k;
+    rows_left -= k;
+  }
 }
 
 void Scheduler::update_after_step(const SchedulerOutput& out) {
   for (const auto& sc : out.scheduled) {
     Sequence* s = sc.seq;
-    s->n_computed += sc.n_tokens;
+    s->n_computed += sc.n_tokens - sc.n_draft;
     kv_.commit(s->tokens, s->blocks, s->n_computed);
   }
+}
+
+void Scheduler::accept_draft(Sequence* s, int64_t n_accepted) {
+  s->n_computed += n_accepted;
+  kv_.commit(s->tokens, s->blocks, s->n_computed);
+  kv_.truncate(s->blocks, static_cast<int64_t>(s->tokens.size()));
 }
 
 void Scheduler::finish(Sequence* seq) {

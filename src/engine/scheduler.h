@@ -18,11 +18,17 @@
 //     step or a few, and then takes them from the cache instead of computing
 //     the same blocks again (a burst of requests with one system prompt
 //     prefills it once).
+//  3. Last, drafted tokens (speculative decoding) of decoding sequences, in
+//     the token budget and logit rows left: never preempting or delaying
+//     anything for them, and only as far as free blocks allow. The pass
+//     after verification commits the accepted ones (accept_draft) and gives
+//     back the blocks of the rejected ones.
 // A reservation that throws (out of memory) fails only that sequence: it is
 // reported in SchedulerOutput::failed and the others are scheduled as usual.
 // A sequence whose prompt cannot fit in the whole cache is rejected when added.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -41,11 +47,17 @@ struct SchedulerConfig {
   // token costs about as much as a batched decode token, so 256 keeps a
   // decode step under a second while prefill still moves in large chunks.
   int32_t max_prefill_tokens_while_decoding = 256;
+  // Logit rows a step may have beyond one per sequence, for drafted tokens
+  // (speculative decoding; 0: none).
+  int32_t max_draft_rows = 0;
 };
 
 struct ScheduledSeq {
   Sequence* seq;
   int64_t n_tokens;  // tokens [seq->n_computed, seq->n_computed + n_tokens) run this step
+  // Of those, the last n_draft are seq->draft's first n_draft (positions
+  // from seq->tokens.size() on): each gets a logit row to verify it.
+  int64_t n_draft = 0;
 };
 
 // A sequence whose KV reservation threw (e.g. out of memory): it was not
@@ -73,9 +85,19 @@ class Scheduler {
   // the cache (message names the capacity).
   void add(Sequence* seq);
   SchedulerOutput schedule();
-  // After the forward pass: n_computed advances by what ran, full blocks are
-  // hashed into the prefix cache.
+  // After the forward pass: n_computed advances by what ran (drafted tokens
+  // not included), full blocks are hashed into the prefix cache.
   void update_after_step(const SchedulerOutput& out);
+  // After verifying a running sequence's drafted tokens: the first
+  // `n_accepted` of them became its tokens (their K/V is in the cache), the
+  // blocks past its tokens go back to the allocator.
+  void accept_draft(Sequence* seq, int64_t n_accepted);
+  // Logit rows a step may have (the model's workspace is sized for them).
+  int64_t max_logit_rows() const { return max_logit_rows(config_); }
+  static int64_t max_logit_rows(const SchedulerConfig& c) {
+    return std::min<int64_t>(c.max_batched_tokens,
+                             static_cast<int64_t>(c.max_num_seqs) + c.max_draft_rows);
+  }
   // Removes a sequence (finished or aborted) and frees its blocks at once.
   void finish(Sequence* seq);
   // Adds `child`, a fork of running `parent` sharing its blocks, as running.
@@ -95,6 +117,8 @@ class Scheduler {
   // Room for `seq`'s next `n` tokens; a throw is caught and recorded in out.failed.
   Reserve reserve(Sequence* seq, int64_t n, SchedulerOutput& out);
   void preempt(Sequence* seq);
+  // Pass 3 of schedule(): drafted tokens within what is left of `budget`.
+  void grant_drafts(SchedulerOutput& out, int64_t budget);
   // True if a running sequence is computing full blocks that `seq`'s tokens
   // share beyond what the prefix cache already gave it.
   bool awaits_shared_prefix(const Sequence* seq) const;

@@ -32,6 +32,9 @@ struct Sequence {
   BlockTable blocks;
   uint64_t admitted_order = 0;  // when it last became running (preemption picks the latest)
   int32_t preemptions = 0;
+  // Speculative decoding: tokens proposed to follow `tokens`, set by the
+  // engine before a step; the scheduler grants some (ScheduledSeq::n_draft).
+  std::vector<int32_t> draft;
 
   int64_t n_generated() const { return static_cast<int64_t>(tokens.size()) - n_prompt; }
   // Tokens that still need a forward pass before the next sample.

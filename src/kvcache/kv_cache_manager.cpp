@@ -136,6 +136,19 @@ void KvCacheManager::commit(std::span<const int32_t> tokens, BlockTable& table,
   }
 }
 
+void KvCacheManager::truncate(BlockTable& table, int64_t n_tokens) {
+  const size_t keep = static_cast<size_t>((std::max<int64_t>(n_tokens, 0) + block_size_ - 1) /
+                                          block_size_);
+  for (int32_t g = 0; g < table.n_groups(); ++g) {
+    auto& blocks = table.group_blocks(g);
+    while (blocks.size() > keep) {
+      if (blocks.back() != BlockTable::kNoBlock) allocator(g).release(blocks.back());
+      blocks.pop_back();
+    }
+  }
+  if (table.hashes().size() > keep) table.hashes().resize(keep);
+}
+
 void KvCacheManager::fork(const BlockTable& parent, BlockTable& child) {
   if (!child.blocks().empty()) throw Error("fork into a sequence that has blocks");
   child.set_groups(parent.n_groups());

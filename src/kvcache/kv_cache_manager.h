@@ -69,6 +69,13 @@ class KvCacheManager {
   // groups' blocks that no later query can see.
   void commit(std::span<const int32_t> tokens, BlockTable& table, int64_t n_computed);
 
+  // Gives back every block past the first ceil(n_tokens / block_size) in
+  // each group: speculative decoding reserved room for drafted tokens and
+  // some were rejected. The slots of kept blocks past n_tokens hold stale
+  // K/V that the next tokens overwrite; hashes cover only computed blocks,
+  // so the prefix cache is unaffected.
+  void truncate(BlockTable& table, int64_t n_tokens);
+
   // `child` shares every block of `parent` (ref counts +1).
   void fork(const BlockTable& parent, BlockTable& child);
   void free(BlockTable& table);

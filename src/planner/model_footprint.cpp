@@ -136,7 +136,8 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
   fp.kv_bytes_per_token_layer = kv_bytes_per_token_layer(opts.kv_type, hp.n_head_kv, hp.head_dim);
 
   const uint64_t T = static_cast<uint64_t>(opts.max_batched_tokens);
-  const uint64_t R = std::min<uint64_t>(T, static_cast<uint64_t>(opts.max_num_seqs));
+  const uint64_t R = std::min<uint64_t>(
+      T, static_cast<uint64_t>(opts.max_num_seqs) + static_cast<uint64_t>(std::max(opts.draft_rows, 0)));
   const uint64_t E = static_cast<uint64_t>(hp.n_embd), KV = static_cast<uint64_t>(hp.n_embd_kv()),
                  Q = static_cast<uint64_t>(hp.n_embd_q()), F = static_cast<uint64_t>(hp.n_ff),
                  V = static_cast<uint64_t>(hp.n_vocab);

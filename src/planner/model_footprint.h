@@ -3,7 +3,7 @@
 // per token per layer for a KV cache type, and the activation workspace for
 // the largest batch.
 //
-// Workspace (bytes), with T = max_batched_tokens, R = min(T, max_num_seqs)
+// Workspace (bytes), with T = max_batched_tokens, R = min(T, max_num_seqs + draft_rows)
 // rows of logits, E = n_embd, KV = n_head_kv * head_dim, F = n_ff, V = n_vocab:
 //   per device that runs layers:
 //     4*T*(3E + 2Q + 2KV + 2F)             f32 activations x, x (next device), h, q, attn
@@ -45,6 +45,7 @@ struct FootprintOptions {
   bool repack = true;
   int32_t max_batched_tokens = 2048;
   int32_t max_num_seqs = 64;  // bounds the rows of logits per step
+  int32_t draft_rows = 0;     // more logit rows, for drafted tokens (speculative decoding)
 };
 
 // Host RAM that a process using CUDA devices holds for the CUDA runtime:

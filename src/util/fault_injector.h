@@ -10,6 +10,7 @@
 //   "kv.reserve"      KV block reservation of one sequence (key: sequence id)
 //   "model.workspace" the forward pass growing its activation buffers
 //   "engine.sample"   sampling one token of a request (key: request id)
+//   "engine.verify"   verifying one drafted token of a request (key: request id)
 #pragma once
 
 #include <atomic>

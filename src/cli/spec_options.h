@@ -1,0 +1,25 @@
+// Speculative decoding flags shared by generate, chat, bench and serve:
+// --spec-ngram N (prompt lookup), --draft-model PATH, --draft-max K.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "cli/plan_options.h"
+#include "engine/engine.h"
+
+namespace pagellm::cli {
+
+struct SpeculationOptions {
+  int32_t ngram = 0;        // 0: off
+  std::string draft_model;  // empty: none
+  int32_t draft_max = 4;
+
+  void add_to(CLI::App& sub);
+  bool enabled() const { return (ngram > 0 || !draft_model.empty()) && draft_max > 0; }
+  // Into the plan (the workspace's logit rows for drafts) and the engine's config.
+  void apply(PlanOptions& plan) const;
+  void apply(EngineConfig& config) const;
+};
+
+}  // namespace pagellm::cli
