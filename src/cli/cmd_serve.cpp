@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "cli/cli_checks.h"
 #include "cli/commands.h"
@@ -45,6 +46,8 @@ struct ServeArgs {
   std::string api_key;
   std::string alias;
   std::string chat_template;
+  std::vector<std::string> cors_origins;  // --cors-origin, repeatable
+  bool no_webui = false;
   int32_t max_queue = 256;
   bool no_prefix_cache = false;
   double shutdown_timeout_s = 10.0;
@@ -86,6 +89,8 @@ int run_serve(const ServeArgs& a) {
   hopts.model_id = a.alias.empty() ? std::filesystem::path(path).stem().string() : a.alias;
   hopts.api_key = a.api_key;
   hopts.version = version_line();
+  hopts.cors_origins = a.cors_origins;
+  hopts.web_ui = !a.no_webui;
   HttpServer server(hopts);
   const int port = server.bind(a.host, a.port);
   std::printf("pagellm serve: listening on http://%s:%d (loading the model)\n", a.host.c_str(),
@@ -200,6 +205,12 @@ Runner add_serve(CLI::App& app) {
                   "Requests in flight (running and waiting) before 503 (default 256)")
       ->check(above(0));
   sub->add_flag("--no-prefix-cache", a->no_prefix_cache, "Disable prefix caching");
+  sub->add_option("--cors-origin", a->cors_origins,
+                  "Allow browsers on this origin (scheme://host[:port], or '*') to call the API; "
+                  "repeatable (default: no CORS)")
+      ->take_all()
+      ->allow_extra_args(false);
+  sub->add_flag("--no-webui", a->no_webui, "Do not serve the chat page at /");
   sub->add_option("--shutdown-timeout", a->shutdown_timeout_s,
                   "Seconds in-flight requests get to finish on SIGINT/SIGTERM (default 10)")
       ->check(at_least(0));

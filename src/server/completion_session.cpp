@@ -20,16 +20,16 @@ double seconds(CompletionSession::Clock::duration d) {
 
 CompletionSession::CompletionSession(AsyncEngine& engine, const Tokenizer& tokenizer,
                                      ServerMetrics& metrics, const CompletionRequest& request,
-                                     PreparedCompletion prepared, ResponseShape shape,
+                                     PreparedCompletion prepared,
+                                     std::unique_ptr<SessionOutput> output,
                                      Clock::time_point received)
     : engine_(engine),
       tokenizer_(tokenizer),
       metrics_(metrics),
       prepared_(std::move(prepared)),
-      shape_(std::move(shape)),
-      endpoint_(request.endpoint),
-      include_usage_(request.include_usage),
+      out_(std::move(output)),
       ignore_eos_(request.ignore_eos),
+      stop_(request.stop),
       n_(request.n),
       received_(received),
       choices_(prepared_.requests.size() * static_cast<size_t>(request.n)),
@@ -125,6 +125,7 @@ void CompletionSession::apply(const Event& e, bool streaming, std::string& sse) 
     if (c.has_token) metrics_.inter_token.observe(seconds(now - c.last_token));
     c.has_token = true;
     c.last_token = now;
+    if (!stop_.empty()) c.raw += tokenizer_.token_to_piece(ev.token);
     // The end-of-generation token that stopped the choice is not part of its output.
     const bool final_eog =
         ev.finished && ev.finish_reason == FinishReason::kStop && !ignore_eos_ && tokenizer_.is_eog(ev.token);
@@ -144,7 +145,7 @@ void CompletionSession::apply(const Event& e, bool streaming, std::string& sse) 
   // With tools the reply may be a call: it goes out whole once finished.
   const bool hold = prepared_.parse_tools;
   if (streaming && !hold && (!ev.text.empty() || (ev.finished && !c.unsent.empty()))) {
-    sse += sse_data(shape_.delta_chunk(index, ev.text, c.unsent, ""));
+    sse += out_->stream_text(index, ev.text, c.unsent);
     c.unsent.clear();
   }
   if (!ev.finished) return;
@@ -152,19 +153,22 @@ void CompletionSession::apply(const Event& e, bool streaming, std::string& sse) 
   c.finish_reason = finish_reason_name(ev.finish_reason);
   c.generated = ev.generated_tokens;
   if (ev.index == 0) cached_[e.request] = ev.cached_prompt_tokens;
+  if (ev.finish_reason == FinishReason::kStop && !stop_.empty() &&
+      !(ev.token >= 0 && tokenizer_.is_eog(ev.token)))
+    find_stop_sequence(c);
   if (hold) {
     find_tool_calls(c);
     if (streaming) {
       if (!c.tool_calls.empty()) {
-        for (const auto& chunk : shape_.tool_call_chunks(index, c.tool_calls)) sse += sse_data(chunk);
+        sse += out_->stream_tool_calls(index, c.tool_calls);
       } else if (!c.text.empty() || !c.unsent.empty()) {
-        sse += sse_data(shape_.delta_chunk(index, c.text, c.unsent, ""));
+        sse += out_->stream_text(index, c.text, c.unsent);
         c.unsent.clear();
       }
     }
   }
   metrics_.count_finish(c.finish_reason);
-  if (streaming) sse += sse_data(shape_.delta_chunk(index, "", {}, c.finish_reason));
+  if (streaming) sse += out_->stream_finish(index, result_of(c));
   if (--open_choices_ == 0) {
     finished_ = true;
     metrics_.e2e.observe(seconds(now - received_));
@@ -178,10 +182,12 @@ nlohmann::ordered_json CompletionSession::wait_all() {
   if (failed_) throw failure();
   std::vector<ChoiceResult> results;
   results.reserve(choices_.size());
-  for (auto& c : choices_)
-    results.push_back(
-        {std::move(c.text), c.finish_reason, std::move(c.logprobs), std::move(c.tool_calls)});
-  return shape_.full(results, usage());
+  for (auto& c : choices_) {
+    ChoiceResult r = result_of(c);
+    r.logprobs = std::move(c.logprobs);
+    results.push_back(std::move(r));
+  }
+  return out_->full(results, usage());
 }
 
 std::string CompletionSession::next_sse(std::chrono::milliseconds wait, bool& done) {
@@ -189,20 +195,18 @@ std::string CompletionSession::next_sse(std::chrono::milliseconds wait, bool& do
   done = false;
   if (!started_stream_) {
     started_stream_ = true;
-    if (endpoint_ == Endpoint::kChat)
-      for (size_t i = 0; i < choices_.size(); ++i)
-        sse += sse_data(shape_.role_chunk(static_cast<int32_t>(i)));
+    Usage prompt;
+    for (int64_t p : prepared_.prompt_tokens) prompt.prompt_tokens += p;
+    sse += out_->stream_begin(choices_.size(), prompt);
   }
   if (!finished_ && !failed_)
     for (const Event& e : poll(sse.empty() ? wait : std::chrono::milliseconds(0)))
       apply(e, true, sse);
   if (failed_) {
-    sse += sse_data(error_json(failure()));
-    sse += sse_done();
+    sse += out_->stream_error(failure());
     done = true;
   } else if (finished_) {
-    if (include_usage_) sse += sse_data(shape_.usage_chunk(usage()));
-    sse += sse_done();
+    sse += out_->stream_end(usage());
     done = true;
   }
   return sse;
@@ -218,6 +222,28 @@ void CompletionSession::find_tool_calls(Choice& c) {
                             call.name, call.arguments});
   c.text = content;
   c.finish_reason = "tool_calls";
+}
+
+void CompletionSession::find_stop_sequence(Choice& c) {
+  // The engine keeps the stop string out of the text; the tokens' pieces
+  // still hold it. The earliest match is the one that stopped generation.
+  size_t best = std::string::npos;
+  for (const auto& s : stop_) {
+    const size_t at = c.raw.find(s);
+    if (at != std::string::npos && (best == std::string::npos || at < best)) {
+      best = at;
+      c.stop_sequence = s;
+    }
+  }
+}
+
+ChoiceResult CompletionSession::result_of(const Choice& c) const {
+  ChoiceResult r;
+  r.text = c.text;
+  r.finish_reason = c.finish_reason;
+  r.tool_calls = c.tool_calls;
+  r.stop_sequence = c.stop_sequence;
+  return r;
 }
 
 Usage CompletionSession::usage() const {

@@ -1,6 +1,7 @@
 // One completion request in flight: its engine requests (one per prompt, each
 // with n samples), the events coming back, and what they become: a whole
-// response, or the chunks of an SSE stream. Also feeds the latency metrics.
+// response, or the events of an SSE stream, in the wire format of the
+// SessionOutput it is given. Also feeds the latency metrics.
 //
 // Choice i of prompt p has index p x n + i. A choice that ends in "error" or
 // "abort" fails the whole request: a non-streamed one with an ApiError (400
@@ -20,6 +21,7 @@
 #include "engine/async_engine.h"
 #include "server/metrics.h"
 #include "server/openai_response.h"
+#include "server/session_output.h"
 
 namespace pagellm {
 
@@ -31,7 +33,7 @@ class CompletionSession {
 
   CompletionSession(AsyncEngine& engine, const Tokenizer& tokenizer, ServerMetrics& metrics,
                     const CompletionRequest& request, PreparedCompletion prepared,
-                    ResponseShape shape, Clock::time_point received);
+                    std::unique_ptr<SessionOutput> output, Clock::time_point received);
   ~CompletionSession();
   CompletionSession(const CompletionSession&) = delete;
   CompletionSession& operator=(const CompletionSession&) = delete;
@@ -63,6 +65,8 @@ class CompletionSession {
   struct Choice {
     std::vector<ToolCallResult> tool_calls;  // found in the reply (tools given)
     std::string text;
+    std::string raw;  // the tokens' pieces, held-back stop text included (stop strings given)
+    std::string stop_sequence;
     std::vector<LogprobItem> logprobs;  // all of them (non-streamed)
     std::vector<LogprobItem> unsent;    // not yet in a chunk (streamed)
     bool finished = false;
@@ -87,12 +91,14 @@ class CompletionSession {
   ServerMetrics& metrics_;
   // Moves the calls in c's reply into c.tool_calls (finish reason tool_calls).
   void find_tool_calls(Choice& c);
+  // Which stop string ended c (its finish reason is "stop", not by an end-of-generation token).
+  void find_stop_sequence(Choice& c);
+  ChoiceResult result_of(const Choice& c) const;  // without logprobs
   uint64_t next_call_id_ = 1;
   PreparedCompletion prepared_;
-  ResponseShape shape_;
-  Endpoint endpoint_;
-  bool include_usage_;
+  std::unique_ptr<SessionOutput> out_;
   bool ignore_eos_;
+  std::vector<std::string> stop_;
   int32_t n_;
   Clock::time_point received_;
   std::vector<std::shared_ptr<RequestStream>> streams_;

@@ -5,15 +5,24 @@
 #include <cerrno>
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
+#include <optional>
 #include <mutex>
 #include <thread>
 
 #include "server/access_log.h"
+#include "server/anthropic_api.h"
 #include "server/completion_session.h"
+#include "server/cors.h"
 #include "server/http_threads.h"
 #include "server/openai_response.h"
+#include "server/response_store.h"
+#include "server/responses_api.h"
+#include "server/session_output.h"
 #include "server/sse.h"
+#include "server/web_ui.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -29,6 +38,7 @@ struct Current {
   AccessRecord record;
   Clock::time_point start;
   bool started = false;
+  bool anthropic = false;  // under /v1/messages: errors in Anthropic's shape
 };
 thread_local Current t_current;
 
@@ -46,20 +56,45 @@ bool same_secret(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-const char* kRoutes[] = {
-    "/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/plan", "/health", "/metrics"};
+const char* kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses",
+                         "/v1/messages", "/v1/messages/count_tokens", "/v1/models", "/v1/plan",
+                         "/health", "/metrics", "/"};
 
 std::string route_label(const std::string& path) {
   for (const char* r : kRoutes)
     if (path == r) return r;
+  // One label for every id, so the metric's series stay few.
+  if (path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
+  if (path.rfind("/ui/", 0) == 0) return "/";
   return "other";
+}
+
+bool is_api_path(const std::string& path) {
+  return path.rfind("/v1/", 0) == 0 || path == "/health" || path == "/metrics";
 }
 
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   if (e.status == 503) res.set_header("Retry-After", "1");
-  res.set_content(dump_json(error_json(e)), "application/json");
+  res.set_content(dump_json(t_current.anthropic ? anthropic_error_json(e) : error_json(e)),
+                  "application/json");
   t_current.record.error = e.what();
+}
+
+// The prepared engine work of one completion request, in any API, and the
+// wire format its results go out in.
+struct CompletionJob {
+  CompletionRequest request;
+  PreparedCompletion prepared;
+  std::unique_ptr<SessionOutput> output;
+};
+
+// Responses and Anthropic take their token limit as an upper bound: left
+// out of the chat request (so the context caps it), then applied here.
+void cap_max_tokens(PreparedCompletion& prep, std::optional<int64_t> max_tokens) {
+  if (!max_tokens) return;
+  for (auto& r : prep.requests)
+    r.max_tokens = static_cast<int32_t>(std::min<int64_t>(r.max_tokens, *max_tokens));
 }
 
 void send_json(httplib::Response& res, int status, const json& body) {
@@ -70,9 +105,12 @@ void send_json(httplib::Response& res, int status, const json& body) {
 }  // namespace
 
 struct HttpServer::Impl {
-  explicit Impl(HttpServerOptions o) : opts(std::move(o)) {}
+  explicit Impl(HttpServerOptions o)
+      : opts(std::move(o)), cors(opts.cors_origins), responses(opts.response_store_capacity) {}
 
   HttpServerOptions opts;
+  CorsPolicy cors;
+  ResponseStore responses;
   httplib::Server svr;
   ServerMetrics metrics;
   AccessLog log;
@@ -103,6 +141,12 @@ struct HttpServer::Impl {
 
   void setup();
   void completions(const httplib::Request& req, httplib::Response& res, Endpoint ep);
+  void openai_responses(const httplib::Request& req, httplib::Response& res);
+  void anthropic_messages(const httplib::Request& req, httplib::Response& res);
+  void anthropic_count_tokens(const httplib::Request& req, httplib::Response& res);
+  // Prepares (make), runs and answers one completion request of any API.
+  void run_job(httplib::Response& res,
+               const std::function<CompletionJob(const ServingContext&)>& make);
   void stream(std::shared_ptr<CompletionSession> session, std::shared_ptr<const ServingContext> c,
               httplib::Response& res);
 };
@@ -129,16 +173,36 @@ void HttpServer::Impl::setup() {
     t_current = Current{};
     t_current.start = Clock::now();
     t_current.started = true;
+    t_current.anthropic = req.path.rfind("/v1/messages", 0) == 0;
+    if (cors.enabled()) {
+      const std::string origin = req.get_header_value("Origin");
+      // A pre-flight carries no credentials: it is answered before the key check.
+      if (req.method == "OPTIONS" && is_api_path(req.path)) {
+        for (const auto& [k, v] :
+             cors.preflight_headers(origin, req.get_header_value("Access-Control-Request-Headers")))
+          res.set_header(k, v);
+        res.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      for (const auto& [k, v] : cors.response_headers(origin)) res.set_header(k, v);
+    }
     if (!opts.api_key.empty() && req.path.rfind("/v1/", 0) == 0) {
-      std::string auth = req.get_header_value("Authorization");
+      const std::string auth = req.get_header_value("Authorization");
+      const std::string x_api_key = req.get_header_value("x-api-key");
       const std::string prefix = "Bearer ";
       const bool ok =
-          auth.rfind(prefix, 0) == 0 && same_secret(auth.substr(prefix.size()), opts.api_key);
+          (auth.rfind(prefix, 0) == 0 && same_secret(auth.substr(prefix.size()), opts.api_key)) ||
+          (!x_api_key.empty() && same_secret(x_api_key, opts.api_key));
       if (!ok) {
         send_error(res, ApiError(401,
-                                 auth.empty() ? "no API key provided (Authorization: Bearer KEY)"
-                                              : "incorrect API key provided",
-                                 "invalid_request_error", "", "invalid_api_key"));
+                                 auth.empty() && x_api_key.empty()
+                                     ? "no API key provided (Authorization: Bearer KEY, or x-api-key: KEY)"
+                                     : "incorrect API key provided",
+                                 t_current.anthropic ? "authentication_error" : "invalid_request_error",
+                                 "", "invalid_api_key"));
+        // The request's body has not been read: the connection cannot carry
+        // another request, so it closes (else it would sit until the read timeout).
+        res.set_header("Connection", "close");
         return httplib::Server::HandlerResponse::Handled;
       }
     }
@@ -253,6 +317,50 @@ void HttpServer::Impl::setup() {
   svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     completions(req, res, Endpoint::kCompletion);
   });
+  svr.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
+    openai_responses(req, res);
+  });
+  svr.Get(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    auto stored = responses.get(req.matches[1]);
+    if (!stored)
+      return send_error(res, ApiError(404, fmt::format("Response with id '{}' not found.",
+                                                       std::string(req.matches[1])),
+                                      "invalid_request_error", "response_id", "not_found"));
+    send_json(res, 200, stored->response);
+  });
+  svr.Delete(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (!responses.remove(id))
+      return send_error(res, ApiError(404, fmt::format("Response with id '{}' not found.", id),
+                                      "invalid_request_error", "response_id", "not_found"));
+    send_json(res, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
+  });
+  svr.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
+    anthropic_messages(req, res);
+  });
+  svr.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) {
+    anthropic_count_tokens(req, res);
+  });
+
+  if (opts.web_ui) {
+    auto serve_asset = [](httplib::Response& res, const WebAsset& a) {
+      res.set_header("Content-Security-Policy", std::string(web_ui_csp()));
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_header("Cache-Control", "no-cache");
+      res.set_content(std::string(a.body), std::string(a.content_type));
+    };
+    svr.Get("/", [serve_asset](const httplib::Request&, httplib::Response& res) {
+      serve_asset(res, *find_web_asset("index.html"));
+    });
+    svr.Get(R"(/ui/([A-Za-z0-9_.-]+))", [serve_asset](const httplib::Request& req, httplib::Response& res) {
+      const WebAsset* a = find_web_asset(std::string(req.matches[1]));
+      if (!a) {
+        res.status = 404;  // the error handler writes the JSON body
+        return;
+      }
+      serve_asset(res, *a);
+    });
+  }
 
   auto not_allowed = [](const char* allow) {
     return [allow](const httplib::Request& req, httplib::Response& res) {
@@ -263,7 +371,8 @@ void HttpServer::Impl::setup() {
                                "invalid_request_error"));
     };
   };
-  for (const char* p : {"/v1/chat/completions", "/v1/completions"}) {
+  for (const char* p : {"/v1/chat/completions", "/v1/completions", "/v1/responses",
+                        "/v1/messages", "/v1/messages/count_tokens"}) {
     svr.Get(p, not_allowed("POST"));
     svr.Put(p, not_allowed("POST"));
     svr.Delete(p, not_allowed("POST"));
@@ -277,6 +386,58 @@ void HttpServer::Impl::setup() {
 
 void HttpServer::Impl::completions(const httplib::Request& req, httplib::Response& res,
                                    Endpoint ep) {
+  run_job(res, [&](const ServingContext& c) {
+    CompletionJob job;
+    job.request = parse_completion_request(req.body, ep);
+    job.prepared = prepare_completion(job.request, *c.tokenizer, *c.chat, c.limits);
+    ResponseShape shape(ep, new_completion_id(ep), unix_now(), opts.model_id,
+                        job.request.logprobs >= 0, job.request.include_usage);
+    job.output = std::make_unique<OpenAiOutput>(std::move(shape), ep, job.request.include_usage);
+    return job;
+  });
+}
+
+void HttpServer::Impl::openai_responses(const httplib::Request& req, httplib::Response& res) {
+  run_job(res, [&](const ServingContext& c) {
+    ResponsesRequest rr = parse_responses_request(
+        req.body, [this](const std::string& id) { return responses.get(id); });
+    CompletionJob job;
+    job.prepared = prepare_completion(rr.chat, *c.tokenizer, *c.chat, c.limits);
+    cap_max_tokens(job.prepared, rr.max_output_tokens);
+    job.output = std::make_unique<ResponsesOutput>(
+        rr, opts.model_id, unix_now(),
+        [this](const std::string& id, StoredResponse stored) { responses.put(id, std::move(stored)); });
+    job.request = std::move(rr.chat);
+    return job;
+  });
+}
+
+void HttpServer::Impl::anthropic_messages(const httplib::Request& req, httplib::Response& res) {
+  run_job(res, [&](const ServingContext& c) {
+    AnthropicRequest ar = parse_anthropic_request(req.body, /*count_only=*/false);
+    CompletionJob job;
+    job.prepared = prepare_completion(ar.chat, *c.tokenizer, *c.chat, c.limits);
+    cap_max_tokens(job.prepared, ar.max_tokens);
+    job.output = std::make_unique<AnthropicOutput>(opts.model_id);
+    job.request = std::move(ar.chat);
+    return job;
+  });
+}
+
+void HttpServer::Impl::anthropic_count_tokens(const httplib::Request& req,
+                                              httplib::Response& res) {
+  auto c = ready_or_503(res);
+  if (!c) return;
+  try {
+    AnthropicRequest ar = parse_anthropic_request(req.body, /*count_only=*/true);
+    send_json(res, 200, {{"input_tokens", count_prompt_tokens(ar.chat, *c->tokenizer, *c->chat)}});
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  }
+}
+
+void HttpServer::Impl::run_job(httplib::Response& res,
+                               const std::function<CompletionJob(const ServingContext&)>& make) {
   const Clock::time_point received = t_current.started ? t_current.start : Clock::now();
   AccessRecord& rec = t_current.record;
   rec.completion = true;
@@ -294,17 +455,16 @@ void HttpServer::Impl::completions(const httplib::Request& req, httplib::Respons
     rec.finish_reason = s.finish_reason();
   };
   try {
-    CompletionRequest cr = parse_completion_request(req.body, ep);
-    rec.stream = cr.stream;
-    PreparedCompletion prep = prepare_completion(cr, *c->tokenizer, *c->chat, c->limits);
-    ResponseShape shape(ep, new_completion_id(ep), unix_now(), opts.model_id, cr.logprobs >= 0,
-                        cr.include_usage);
-    rec.id = shape.id();
+    CompletionJob job = make(*c);
+    const bool streaming = job.request.stream;
+    rec.stream = streaming;
+    rec.id = job.output->id();
     res.set_header("X-Request-Id", rec.id);
-    session = std::make_shared<CompletionSession>(*c->engine, *c->tokenizer, metrics, cr,
-                                                  std::move(prep), std::move(shape), received);
+    session = std::make_shared<CompletionSession>(*c->engine, *c->tokenizer, metrics, job.request,
+                                                  std::move(job.prepared), std::move(job.output),
+                                                  received);
     session->submit();
-    if (cr.stream) {
+    if (streaming) {
       stream(session, c, res);
       handed_to_stream = true;
     } else {

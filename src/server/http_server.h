@@ -1,7 +1,10 @@
 // The OpenAI-compatible HTTP server (cpp-httplib):
 //
 //   POST /v1/chat/completions, POST /v1/completions   (JSON or SSE stream)
+//   POST /v1/responses, GET/DELETE /v1/responses/{id}  (OpenAI Responses API)
+//   POST /v1/messages, POST /v1/messages/count_tokens  (Anthropic Messages API)
 //   GET  /v1/models, GET /v1/plan
+//   GET  /          the built-in chat page (web_ui.h), unless turned off
 //   GET  /health    503 while loading or shutting down, 200 when ready (never needs a key)
 //   GET  /metrics   Prometheus text (never needs a key)
 //
@@ -9,7 +12,9 @@
 // /health can say "loading". Every connection gets a thread of its own (see
 // ElasticTaskQueue), so long streams never hold up short requests; the
 // threads talk to the engine thread only through AsyncEngine's bounded
-// queue. Errors have OpenAI's shape; every request gets one access-log line.
+// queue. Errors have OpenAI's shape (Anthropic's under /v1/messages); every
+// request gets one access-log line. CORS (cors.h) is off unless origins are
+// listed.
 #pragma once
 
 #include <chrono>
@@ -18,6 +23,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "engine/async_engine.h"
 #include "server/chat_prompt.h"
@@ -40,7 +46,9 @@ struct ServingContext {
 
 struct HttpServerOptions {
   std::string model_id = "pagellm";  // the name /v1/models lists and responses carry
-  std::string api_key;               // empty: no key needed
+  // Empty: no key needed. Else /v1/* needs it as "Authorization: Bearer KEY"
+  // or "x-api-key: KEY" (Anthropic's header).
+  std::string api_key;
   size_t max_threads = 1024;         // connections served at once
   size_t max_body_bytes = 16u << 20;
   // A stream that has nothing to send for this long sends an SSE comment, so
@@ -49,6 +57,10 @@ struct HttpServerOptions {
   // `pagellm --version`'s line: in /v1/models ("pagellm_version") and in
   // /metrics (pagellm_build_info{version="..."} 1). Empty: left out.
   std::string version;
+  // Origins allowed to call the API from a browser ("*": any); empty: CORS off.
+  std::vector<std::string> cors_origins;
+  bool web_ui = true;                     // GET / serves the chat page
+  size_t response_store_capacity = 256;  // /v1/responses kept for previous_response_id
 };
 
 class HttpServer {

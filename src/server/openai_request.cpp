@@ -521,6 +521,27 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
   return r;
 }
 
+CompletionRequest parse_translated_chat(
+    const nlohmann::ordered_json& chat_body,
+    const std::vector<std::pair<std::string, std::string>>& renames) {
+  try {
+    return parse_completion_request(
+        chat_body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace),
+        Endpoint::kChat);
+  } catch (const ApiError& e) {
+    std::string message = e.what(), param = e.param;
+    auto rename = [](std::string& s, const std::string& from, const std::string& to) {
+      for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+        s.replace(at, from.size(), to);
+    };
+    for (const auto& [from, to] : renames) {
+      rename(message, from, to);
+      if (param.rfind(from, 0) == 0) param = to + param.substr(from.size());
+    }
+    throw ApiError(e.status, message, e.type, param, e.code);
+  }
+}
+
 PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokenizer& tokenizer,
                                       const ChatPrompt& chat, const ModelLimits& limits) {
   std::vector<std::vector<int32_t>> prompts;

@@ -87,6 +87,15 @@ struct CompletionRequest {
 // parameters and unsupported features.
 CompletionRequest parse_completion_request(const std::string& body, Endpoint endpoint);
 
+// Parses a Chat Completions body that another API's parser built from its
+// own request (the Responses and Anthropic Messages APIs reuse this parser,
+// its grammar and tool handling). Errors name that API's parameters:
+// `renames` maps a chat parameter name to the API's own, in the param and the
+// message.
+CompletionRequest parse_translated_chat(
+    const nlohmann::ordered_json& chat_body,
+    const std::vector<std::pair<std::string, std::string>>& renames);
+
 // The engine requests of a parsed request (one per prompt), tokenized and
 // checked against the vocabulary and the context.
 struct PreparedCompletion {

@@ -193,9 +193,12 @@ std::string dump_json(const nlohmann::json& j) {
 }
 
 std::string new_completion_id(Endpoint endpoint) {
+  return new_random_id(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
+}
+
+std::string new_random_id(std::string_view prefix) {
   thread_local std::mt19937_64 gen{std::random_device{}()};
-  return fmt::format("{}{:016x}{:08x}", endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", gen(),
-                     static_cast<uint32_t>(gen()));
+  return fmt::format("{}{:016x}{:08x}", prefix, gen(), static_cast<uint32_t>(gen()));
 }
 
 }  // namespace pagellm

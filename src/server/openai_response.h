@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct ChoiceResult {
   // Calls found in the reply: the message's tool_calls (its content the text
   // outside them, null when empty).
   std::vector<ToolCallResult> tool_calls;
+  // The stop string that ended the choice (finish reason "stop"); empty when
+  // it ended otherwise (end of generation, length, tool calls).
+  std::string stop_sequence;
 };
 
 struct Usage {
@@ -87,5 +91,7 @@ std::string dump_json(const nlohmann::ordered_json& j);
 std::string dump_json(const nlohmann::json& j);
 // A fresh id: "chatcmpl-" or "cmpl-" followed by 24 hex digits.
 std::string new_completion_id(Endpoint endpoint);
+// A fresh id: `prefix` followed by 24 hex digits ("resp_", "msg_", ...).
+std::string new_random_id(std::string_view prefix);
 
 }  // namespace pagellm

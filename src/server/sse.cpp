@@ -9,6 +9,10 @@ std::string sse_data(const nlohmann::ordered_json& payload) {
   return "data: " + dump_json(payload) + "\n\n";
 }
 
+std::string sse_event(std::string_view name, const nlohmann::ordered_json& payload) {
+  return "event: " + std::string(name) + "\n" + sse_data(payload);
+}
+
 std::string sse_done() {
   return "data: [DONE]\n\n";
 }

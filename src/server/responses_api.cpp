@@ -1,0 +1,451 @@
+#include "server/responses_api.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "server/sse.h"
+
+namespace pagellm {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+[[noreturn]] void bad(const std::string& param, const std::string& message,
+                      const std::string& code = "") {
+  throw ApiError(400, message, "invalid_request_error", param, code);
+}
+
+const char* kind(const ojson& v) {
+  switch (v.type()) {
+    case ojson::value_t::null: return "null";
+    case ojson::value_t::boolean: return "a boolean";
+    case ojson::value_t::string: return "a string";
+    case ojson::value_t::array: return "an array";
+    case ojson::value_t::object: return "an object";
+    case ojson::value_t::number_float: return "a number";
+    default: return "an integer";
+  }
+}
+
+const ojson* field(const ojson& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::string string_field(const ojson& obj, const char* key, const std::string& param) {
+  const ojson* v = field(obj, key);
+  if (!v) bad(param, fmt::format("'{}' is required", param));
+  if (!v->is_string()) bad(param, fmt::format("'{}' must be a string, not {}", param, kind(*v)));
+  return v->get<std::string>();
+}
+
+// A message's content: a string, or input_text / output_text parts.
+std::string content_text(const ojson& content, const std::string& param) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array())
+    bad(param, fmt::format("'{}' must be a string or an array of content parts, not {}", param,
+                           kind(content)));
+  std::string text;
+  for (size_t k = 0; k < content.size(); ++k) {
+    const ojson& part = content[k];
+    const std::string pp = fmt::format("{}[{}]", param, k);
+    if (!part.is_object()) bad(pp, fmt::format("'{}' must be an object, not {}", pp, kind(part)));
+    const std::string type = string_field(part, "type", pp + ".type");
+    if (type != "input_text" && type != "output_text" && type != "text")
+      bad(pp, fmt::format("content parts of type '{}' are not supported (only input_text and "
+                          "output_text)",
+                          type),
+          "unsupported_content");
+    text += string_field(part, "text", pp + ".text");
+  }
+  return text;
+}
+
+// Appends the input's items to `messages` as Chat Completions messages.
+void add_input(const ojson& input, ojson& messages) {
+  if (input.is_string()) {
+    messages.push_back({{"role", "user"}, {"content", input.get<std::string>()}});
+    return;
+  }
+  if (!input.is_array())
+    bad("input", fmt::format("'input' must be a string or an array of items, not {}", kind(input)));
+  if (input.empty()) bad("input", "'input' must not be empty");
+  for (size_t i = 0; i < input.size(); ++i) {
+    const ojson& item = input[i];
+    const std::string p = fmt::format("input[{}]", i);
+    if (!item.is_object()) bad(p, fmt::format("'{}' must be an object, not {}", p, kind(item)));
+    std::string type = "message";
+    if (field(item, "type")) type = string_field(item, "type", p + ".type");
+    if (type == "message") {
+      std::string role = string_field(item, "role", p + ".role");
+      if (role == "developer") role = "system";
+      if (role != "user" && role != "assistant" && role != "system")
+        bad(p + ".role", fmt::format("unknown role '{}' in {} (expected user, assistant, system or "
+                                     "developer)",
+                                     role, p));
+      const ojson* content = field(item, "content");
+      if (!content) bad(p + ".content", fmt::format("{} has no content", p));
+      messages.push_back({{"role", role}, {"content", content_text(*content, p + ".content")}});
+    } else if (type == "function_call") {
+      ojson call = {{"id", string_field(item, "call_id", p + ".call_id")},
+                    {"type", "function"},
+                    {"function",
+                     {{"name", string_field(item, "name", p + ".name")},
+                      {"arguments", string_field(item, "arguments", p + ".arguments")}}}};
+      // Calls in a row are one assistant turn.
+      if (!messages.empty() && messages.back()["role"] == "assistant" &&
+          messages.back().contains("tool_calls"))
+        messages.back()["tool_calls"].push_back(std::move(call));
+      else
+        messages.push_back(
+            {{"role", "assistant"}, {"content", ""}, {"tool_calls", ojson::array({call})}});
+    } else if (type == "function_call_output") {
+      const ojson* out = field(item, "output");
+      if (!out) bad(p + ".output", fmt::format("'{}.output' is required", p));
+      messages.push_back({{"role", "tool"},
+                          {"tool_call_id", string_field(item, "call_id", p + ".call_id")},
+                          {"content", out->is_string() ? out->get<std::string>()
+                                                       : content_text(*out, p + ".output")}});
+    } else {
+      bad(p, fmt::format("input items of type '{}' are not supported (message, function_call and "
+                         "function_call_output are)",
+                         type),
+          "unsupported_input");
+    }
+  }
+}
+
+// `text.format` as the chat parser's response_format.
+ojson response_format(const ojson& text) {
+  if (!text.is_object()) bad("text", fmt::format("'text' must be an object, not {}", kind(text)));
+  const ojson* format = field(text, "format");
+  if (!format) return nullptr;
+  if (!format->is_object())
+    bad("text.format", fmt::format("'text.format' must be an object, not {}", kind(*format)));
+  const std::string type = string_field(*format, "type", "text.format.type");
+  if (type == "text") return nullptr;
+  if (type == "json_object") return {{"type", "json_object"}};
+  if (type != "json_schema")
+    bad("text.format", fmt::format("'text.format' type must be text, json_object or json_schema, "
+                                   "not '{}'",
+                                   type));
+  const ojson* schema = field(*format, "schema");
+  if (!schema) bad("text.format", "'text.format' of type json_schema needs a 'schema'");
+  return {{"type", "json_schema"},
+          {"json_schema", {{"name", format->value("name", "response")}, {"schema", *schema}}}};
+}
+
+// Responses tools ({type: function, name, parameters}) as chat tools.
+ojson chat_tools(const ojson& tools) {
+  if (!tools.is_array()) bad("tools", fmt::format("'tools' must be an array, not {}", kind(tools)));
+  ojson out = ojson::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ojson& t = tools[i];
+    const std::string p = fmt::format("tools[{}]", i);
+    if (!t.is_object()) bad(p, fmt::format("'{}' must be an object, not {}", p, kind(t)));
+    const std::string type = string_field(t, "type", p + ".type");
+    if (type != "function")
+      bad(p, fmt::format("tools of type '{}' are not supported (only 'function')", type),
+          "unsupported_tool");
+    ojson fn = {{"name", t.contains("name") ? t["name"] : ojson(nullptr)}};
+    if (const ojson* d = field(t, "description")) fn["description"] = *d;
+    if (const ojson* params = field(t, "parameters")) fn["parameters"] = *params;
+    out.push_back({{"type", "function"}, {"function", fn}});
+  }
+  return out;
+}
+
+ojson chat_tool_choice(const ojson& choice) {
+  if (choice.is_string()) return choice;
+  if (choice.is_object() && choice.value("type", "") == "function") {
+    const ojson* name = field(choice, "name");
+    if (!name || !name->is_string()) bad("tool_choice", "'tool_choice' of type function needs a 'name'");
+    return {{"type", "function"}, {"function", {{"name", *name}}}};
+  }
+  bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": "
+                     "\"function\", \"name\": ...}");
+}
+
+}  // namespace
+
+ResponsesRequest parse_responses_request(const std::string& text, const ResponseLookup& lookup) {
+  ojson body;
+  try {
+    body = ojson::parse(text);
+  } catch (const ojson::exception& e) {
+    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()),
+                   "invalid_request_error", "", "invalid_json");
+  }
+  if (!body.is_object())
+    throw ApiError(400, fmt::format("the request body must be a JSON object, not {}", kind(body)));
+  if (const ojson* bg = field(body, "background"); bg && *bg == true)
+    throw ApiError(400, "'background' is not supported", "invalid_request_error", "background",
+                   "unsupported_parameter");
+
+  ResponsesRequest r;
+  r.conversation = ojson::array();
+  if (const ojson* prev = field(body, "previous_response_id")) {
+    if (!prev->is_string())
+      bad("previous_response_id",
+          fmt::format("'previous_response_id' must be a string, not {}", kind(*prev)));
+    r.previous_response_id = prev->get<std::string>();
+    auto stored = lookup ? lookup(r.previous_response_id) : std::nullopt;
+    if (!stored)
+      throw ApiError(404,
+                     fmt::format("Previous response with id '{}' not found.", r.previous_response_id),
+                     "invalid_request_error", "previous_response_id", "previous_response_not_found");
+    r.conversation = stored->messages;
+  }
+  const ojson* input = field(body, "input");
+  if (!input) bad("input", "'input' is required");
+  add_input(*input, r.conversation);
+
+  ojson messages = ojson::array();
+  ojson instructions = nullptr;
+  if (const ojson* ins = field(body, "instructions")) {
+    if (!ins->is_string())
+      bad("instructions", fmt::format("'instructions' must be a string, not {}", kind(*ins)));
+    instructions = *ins;
+    if (!ins->get<std::string>().empty())
+      messages.push_back({{"role", "system"}, {"content", *ins}});
+  }
+  for (const auto& m : r.conversation) messages.push_back(m);
+
+  ojson chat = {{"messages", messages}};
+  if (const ojson* m = field(body, "model")) chat["model"] = *m;
+  for (const char* key : {"temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
+                          "frequency_penalty", "repetition_penalty", "stream", "parallel_tool_calls"})
+    if (const ojson* v = field(body, key)) chat[key] = *v;
+  if (const ojson* mot = field(body, "max_output_tokens")) {
+    if (!mot->is_number_integer())
+      bad("max_output_tokens",
+          fmt::format("'max_output_tokens' must be an integer, not {}", kind(*mot)));
+    const bool negative = !mot->is_number_unsigned() && mot->get<int64_t>() < 1;
+    if (negative || mot->get<uint64_t>() < 1 ||
+        mot->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
+      bad("max_output_tokens",
+          fmt::format("'max_output_tokens' must be in [1, {}] (got {})",
+                      std::numeric_limits<int32_t>::max(), mot->dump()));
+    r.max_output_tokens = mot->get<int64_t>();
+  }
+  ojson text_echo = {{"format", {{"type", "text"}}}};
+  if (const ojson* t = field(body, "text")) {
+    ojson rf = response_format(*t);
+    if (!rf.is_null()) chat["response_format"] = rf;
+    if (field(*t, "format")) text_echo = {{"format", (*t)["format"]}};
+  }
+  if (const ojson* t = field(body, "tools")) chat["tools"] = chat_tools(*t);
+  if (const ojson* c = field(body, "tool_choice")) chat["tool_choice"] = chat_tool_choice(*c);
+  if (const ojson* s = field(body, "store")) {
+    if (!s->is_boolean()) bad("store", fmt::format("'store' must be a boolean, not {}", kind(*s)));
+    r.store = s->get<bool>();
+  }
+  const ojson* metadata = field(body, "metadata");
+  if (metadata && !metadata->is_object())
+    bad("metadata", fmt::format("'metadata' must be an object, not {}", kind(*metadata)));
+
+  r.chat = parse_translated_chat(chat, {{"max_completion_tokens", "max_output_tokens"},
+                                        {"response_format", "text.format"},
+                                        {".function.", "."},
+                                        {"messages", "input"}});
+
+  r.echo = {{"instructions", instructions},
+            {"max_output_tokens", r.max_output_tokens ? ojson(*r.max_output_tokens) : ojson()},
+            {"parallel_tool_calls", r.chat.parallel_tool_calls},
+            {"previous_response_id",
+             r.previous_response_id.empty() ? ojson() : ojson(r.previous_response_id)},
+            {"reasoning", {{"effort", nullptr}, {"summary", nullptr}}},
+            {"store", r.store},
+            {"temperature", r.chat.sampling.temperature},
+            {"text", text_echo},
+            {"tool_choice", field(body, "tool_choice") ? body["tool_choice"] : ojson("auto")},
+            {"tools", field(body, "tools") ? body["tools"] : ojson::array()},
+            {"top_p", r.chat.sampling.top_p},
+            {"truncation", "disabled"},
+            {"user", field(body, "user") ? body["user"] : ojson()},
+            {"metadata", metadata ? *metadata : ojson::object()}};
+  return r;
+}
+
+ojson responses_usage_json(const Usage& u) {
+  return {{"input_tokens", u.prompt_tokens},
+          {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+          {"output_tokens", u.completion_tokens},
+          {"output_tokens_details", {{"reasoning_tokens", 0}}},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+ResponsesOutput::ResponsesOutput(const ResponsesRequest& request, std::string model,
+                                 int64_t created_at, ResponseSaver saver)
+    : id_(new_random_id("resp_")),
+      message_id_(new_random_id("msg_")),
+      model_(std::move(model)),
+      created_at_(created_at),
+      echo_(request.echo),
+      conversation_(request.conversation),
+      previous_response_id_(request.previous_response_id),
+      store_(request.store),
+      saver_(std::move(saver)) {}
+
+ojson ResponsesOutput::response(const std::string& status, const ojson& output,
+                                const Usage* usage) const {
+  ojson r = {{"id", id_},
+             {"object", "response"},
+             {"created_at", created_at_},
+             {"status", status},
+             {"error", nullptr},
+             {"incomplete_details", nullptr},
+             {"model", model_},
+             {"output", output},
+             {"usage", usage ? responses_usage_json(*usage) : ojson()}};
+  if (status == "incomplete") r["incomplete_details"] = {{"reason", "max_output_tokens"}};
+  for (const auto& [k, v] : echo_.items()) r[k] = v;
+  return r;
+}
+
+std::string ResponsesOutput::event(const char* type, ojson payload) {
+  ojson j = {{"type", type}};
+  for (const auto& [k, v] : payload.items()) j[k] = v;
+  j["sequence_number"] = sequence_++;
+  return sse_event(type, j);
+}
+
+ojson ResponsesOutput::message_item(const std::string& text, const char* status) const {
+  ojson content = ojson::array();
+  if (std::string(status) != "in_progress")
+    content.push_back(
+        {{"type", "output_text"}, {"text", text}, {"annotations", ojson::array()}, {"logprobs", ojson::array()}});
+  return {{"id", message_id_},
+          {"type", "message"},
+          {"status", status},
+          {"role", "assistant"},
+          {"content", content}};
+}
+
+ojson ResponsesOutput::function_call_item(const ToolCallResult& call, const char* status) const {
+  // The call id is "call_HEX"; the item id reuses its digits.
+  const std::string digits = call.id.rfind("call_", 0) == 0 ? call.id.substr(5) : call.id;
+  return {{"id", "fc_" + digits},
+          {"type", "function_call"},
+          {"status", status},
+          {"arguments", std::string(status) == "in_progress" ? "" : call.arguments},
+          {"call_id", call.id},
+          {"name", call.name}};
+}
+
+std::string ResponsesOutput::stream_begin(size_t, const Usage&) {
+  std::string sse = event("response.created", {{"response", response("in_progress", ojson::array(), nullptr)}});
+  sse += event("response.in_progress", {{"response", response("in_progress", ojson::array(), nullptr)}});
+  return sse;
+}
+
+std::string ResponsesOutput::open_message() {
+  if (message_open_) return "";
+  message_open_ = true;
+  const size_t index = output_.size();
+  std::string sse = event("response.output_item.added",
+                          {{"output_index", index}, {"item", message_item("", "in_progress")}});
+  sse += event("response.content_part.added",
+               {{"item_id", message_id_},
+                {"output_index", index},
+                {"content_index", 0},
+                {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", ojson::array()}}}});
+  return sse;
+}
+
+std::string ResponsesOutput::stream_text(int32_t, const std::string& text,
+                                         const std::vector<LogprobItem>&) {
+  if (text.empty()) return "";
+  std::string sse = open_message();
+  sse += event("response.output_text.delta", {{"item_id", message_id_},
+                                              {"output_index", output_.size()},
+                                              {"content_index", 0},
+                                              {"delta", text},
+                                              {"logprobs", ojson::array()}});
+  return sse;
+}
+
+std::string ResponsesOutput::stream_tool_calls(int32_t, const std::vector<ToolCallResult>& calls) {
+  std::string sse;
+  for (const auto& call : calls) {
+    const size_t index = output_.size();
+    const ojson item = function_call_item(call, "in_progress");
+    sse += event("response.output_item.added", {{"output_index", index}, {"item", item}});
+    sse += event("response.function_call_arguments.delta",
+                 {{"item_id", item["id"]}, {"output_index", index}, {"delta", call.arguments}});
+    sse += event("response.function_call_arguments.done",
+                 {{"item_id", item["id"]}, {"output_index", index}, {"arguments", call.arguments}});
+    ojson done = function_call_item(call, "completed");
+    sse += event("response.output_item.done", {{"output_index", index}, {"item", done}});
+    output_.push_back(std::move(done));
+  }
+  return sse;
+}
+
+std::string ResponsesOutput::stream_finish(int32_t, const ChoiceResult& choice) {
+  result_ = choice;
+  if (!choice.tool_calls.empty()) return "";
+  // A reply is a message even when it is empty.
+  std::string sse = open_message();
+  const size_t index = output_.size();
+  const char* status = choice.finish_reason == "length" ? "incomplete" : "completed";
+  sse += event("response.output_text.done", {{"item_id", message_id_},
+                                             {"output_index", index},
+                                             {"content_index", 0},
+                                             {"text", choice.text},
+                                             {"logprobs", ojson::array()}});
+  sse += event("response.content_part.done",
+               {{"item_id", message_id_},
+                {"output_index", index},
+                {"content_index", 0},
+                {"part", {{"type", "output_text"}, {"text", choice.text}, {"annotations", ojson::array()}}}});
+  ojson item = message_item(choice.text, status);
+  sse += event("response.output_item.done", {{"output_index", index}, {"item", item}});
+  output_.push_back(std::move(item));
+  return sse;
+}
+
+std::string ResponsesOutput::stream_end(const Usage& usage) {
+  const bool incomplete = result_.finish_reason == "length";
+  ojson r = response(incomplete ? "incomplete" : "completed", output_, &usage);
+  save(r, result_);
+  return event(incomplete ? "response.incomplete" : "response.completed", {{"response", r}});
+}
+
+std::string ResponsesOutput::stream_error(const ApiError& e) {
+  ojson r = response("failed", output_, nullptr);
+  r["error"] = {{"code", e.code.empty() ? e.type : e.code}, {"message", e.what()}};
+  return event("response.failed", {{"response", r}});
+}
+
+ojson ResponsesOutput::full(const std::vector<ChoiceResult>& choices, const Usage& usage) {
+  const ChoiceResult& c = choices.at(0);
+  const bool incomplete = c.finish_reason == "length";
+  ojson output = ojson::array();
+  if (c.tool_calls.empty()) output.push_back(message_item(c.text, incomplete ? "incomplete" : "completed"));
+  for (const auto& call : c.tool_calls) output.push_back(function_call_item(call, "completed"));
+  ojson r = response(incomplete ? "incomplete" : "completed", output, &usage);
+  save(r, c);
+  return r;
+}
+
+void ResponsesOutput::save(const ojson& response, const ChoiceResult& choice) {
+  if (!store_ || !saver_) return;
+  ojson reply = {{"role", "assistant"}, {"content", choice.text}};
+  if (!choice.tool_calls.empty()) {
+    ojson calls = ojson::array();
+    for (const auto& call : choice.tool_calls)
+      calls.push_back({{"id", call.id},
+                       {"type", "function"},
+                       {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+    reply["tool_calls"] = calls;
+  }
+  StoredResponse stored{response, conversation_};
+  stored.messages.push_back(std::move(reply));
+  saver_(id_, std::move(stored));
+}
+
+}  // namespace pagellm
