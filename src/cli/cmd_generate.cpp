@@ -49,6 +49,7 @@ int run_generate(GenerateArgs a) {
   EngineSetup s = setup_engine(a.model, a.plan, /*log_plan=*/true);
   a.spec.apply(s.config);
   Generator gen(*s.model, *s.tokenizer, *s.pool, s.config);
+  a.spec.attach(gen.engine(), s, /*log=*/true);
   GenerateOptions opts;
   opts.max_tokens = a.n_predict;
   opts.ignore_eos = a.ignore_eos;

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "cli/engine_setup.h"
 #include "cli/plan_options.h"
 #include "engine/engine.h"
 
@@ -20,6 +21,11 @@ struct SpeculationOptions {
   // Into the plan (the workspace's logit rows for drafts) and the engine's config.
   void apply(PlanOptions& plan) const;
   void apply(EngineConfig& config) const;
+  // With --draft-model: plans the draft model and its KV cache (after the
+  // model is loaded, so the plan sees what memory is left), checks that it
+  // shares the model's vocabulary, and gives `engine` its proposer. Throws
+  // ConfigError / PlanError / FormatError naming the draft model.
+  void attach(Engine& engine, const EngineSetup& setup, bool log) const;
 };
 
 }  // namespace pagellm::cli

@@ -10,7 +10,9 @@
 #include <cmath>
 #include <random>
 
+#include "engine/draft_model.h"
 #include "engine/engine_runner.h"
+#include "util/error.h"
 #include "util/fault_injector.h"
 
 namespace pagellm {
@@ -120,13 +122,27 @@ std::vector<std::vector<int32_t>> repeating_prompts(const Tokenizer& tok, int n)
 }
 
 // Request i samples with seed 1000 + first_seed + i.
+// With `draft_file`, a draft model proposes instead of prompt lookup.
 SpecRun run_spec(Loaded& m, const std::vector<std::vector<int32_t>>& prompts, EngineConfig cfg,
-                 int gen, float temperature, int32_t ngram, uint64_t first_seed = 0) {
+                 int gen, float temperature, int32_t ngram, uint64_t first_seed = 0,
+                 const std::string& draft_file = {}) {
   cfg.speculation.ngram = ngram;
   cfg.speculation.draft_max = 4;
   cfg.speculation.max_batch = 64;  // drafts in batches too, to test them there
+  cfg.speculation.draft_model = !draft_file.empty();
   ThreadPool pool(2);
   Engine engine(*m.model, *m.tok, pool, cfg);
+  DraftModelProposer* drafter = nullptr;
+  if (!draft_file.empty()) {
+    DraftModelConfig dc;
+    dc.num_blocks = 40;  // room for a few sequences: the rest are evicted and caught up again
+    dc.max_batched_tokens = 64;
+    dc.max_seqs = 64;
+    auto p = std::make_unique<DraftModelProposer>(ModelRunner::load(test::data_path(draft_file)),
+                                                  pool, dc, m.tok->n_vocab());
+    drafter = p.get();
+    engine.set_draft_proposer(std::move(p));
+  }
   Outputs outs;
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -142,13 +158,16 @@ SpecRun run_spec(Loaded& m, const std::vector<std::vector<int32_t>>& prompts, En
   }
   while (engine.has_work()) engine.step();
   EXPECT_EQ(engine.kv_manager().num_used_all(), 0) << "leaked blocks";
+  if (drafter) EXPECT_EQ(drafter->blocks_in_use(), 0) << "the draft model leaked blocks";
   SpecRun res;
   res.stats = engine.stats();
   for (uint64_t id : ids) res.tokens.push_back(outs[id]);
   return res;
 }
 
-void check_same_tokens(const std::string& model_file, float temperature) {
+void check_same_tokens(const std::string& model_file, float temperature,
+                       const std::string& draft_file = {}) {
+  const int32_t ngram = draft_file.empty() ? 3 : 0;
   Loaded m = load(model_file);
   const auto prompts = repeating_prompts(*m.tok, 12);
   const int gen = 40;
@@ -158,7 +177,7 @@ void check_same_tokens(const std::string& model_file, float temperature) {
 
   uint64_t proposed = 0, accepted = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    auto r = run_spec(m, {prompts[i]}, solo_config(), gen, temperature, 3, i);
+    auto r = run_spec(m, {prompts[i]}, solo_config(), gen, temperature, ngram, i, draft_file);
     EXPECT_EQ(r.tokens[0], plain[i]) << "alone, request " << i;
     proposed += r.stats.spec_proposed;
     accepted += r.stats.spec_accepted;
@@ -170,14 +189,14 @@ void check_same_tokens(const std::string& model_file, float temperature) {
   batched.num_blocks = 256;
   batched.scheduler.max_num_seqs = 16;
   batched.scheduler.max_batched_tokens = 300;
-  auto together = run_spec(m, prompts, batched, gen, temperature, 3);
+  auto together = run_spec(m, prompts, batched, gen, temperature, ngram, 0, draft_file);
   for (size_t i = 0; i < prompts.size(); ++i)
     EXPECT_EQ(together.tokens[i], plain[i]) << "batched, request " << i;
   EXPECT_GT(together.stats.spec_accepted, 0u);
 
   // Small chunks: drafts compete with prefill chunks for the budget.
   batched.scheduler.max_batched_tokens = 9;
-  auto chunked = run_spec(m, prompts, batched, gen, temperature, 3);
+  auto chunked = run_spec(m, prompts, batched, gen, temperature, ngram, 0, draft_file);
   for (size_t i = 0; i < prompts.size(); ++i)
     EXPECT_EQ(chunked.tokens[i], plain[i]) << "chunked, request " << i;
 
@@ -185,7 +204,7 @@ void check_same_tokens(const std::string& model_file, float temperature) {
   EngineConfig tight = batched;
   tight.num_blocks = 14;
   tight.scheduler.max_batched_tokens = 64;
-  auto preempted = run_spec(m, prompts, tight, gen, temperature, 3);
+  auto preempted = run_spec(m, prompts, tight, gen, temperature, ngram, 0, draft_file);
   EXPECT_GT(preempted.stats.preemptions, 0u);
   for (size_t i = 0; i < prompts.size(); ++i)
     EXPECT_EQ(preempted.tokens[i], plain[i]) << "preempted, request " << i;
@@ -214,6 +233,35 @@ TEST(Speculation, GreedyTokensUnchangedMixtral) {
 // Sampled tokens too: each draw uses the logits, history and generator state
 // that decoding without drafts would.
 TEST(Speculation, SampledTokensUnchangedStories260K) { check_same_tokens("stories260K.gguf", 0.8f); }
+
+// A draft model: the same weights quantized (a high acceptance), and a
+// model of the same vocabulary with other weights (a low one).
+TEST(Speculation, DraftModelGreedyTokensUnchanged) {
+  check_same_tokens("golden/random/rand-llama-tok512-F32.gguf", 0,
+                    "golden/random/rand-llama-tok512-Q4_0.gguf");
+}
+TEST(Speculation, DraftModelOfOtherWeightsTokensUnchanged) {
+  check_same_tokens("golden/random/rand-llama-tok512-Q8_0.gguf", 0,
+                    "golden/random/rand-qwen2-tok512-Q8_0.gguf");
+}
+TEST(Speculation, DraftModelSampledTokensUnchanged) {
+  check_same_tokens("stories260K.gguf", 0.8f, "stories260K.gguf");
+}
+
+TEST(Speculation, DraftModelWithAnotherVocabularyIsRefused) {
+  Loaded m = load("stories260K.gguf");
+  ThreadPool pool(1);
+  DraftModelConfig dc;
+  dc.num_blocks = 8;
+  try {
+    DraftModelProposer p(ModelRunner::load(test::data_path("golden/random/rand-llama-spm32k-Q4_0.gguf")),
+                         pool, dc, m.tok->n_vocab());
+    FAIL() << "a draft model of another vocabulary was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("must share the model's vocabulary"), std::string::npos)
+        << e.what();
+  }
+}
 
 TEST(Speculation, FaultWhileVerifyingLosesNothing) {
   Loaded m = load("golden/random/rand-llama-tok512-Q4_0.gguf");
