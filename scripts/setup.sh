@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 pkgs=(cmake ninja-build g++ pkg-config libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
       libspdlog-dev libfmt-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev python3
-      qemu-user)  # qemu-user: the kernels on emulated CPUs without AVX-512 / AVX (tests)
+      qemu-user  # qemu-user: the kernels on emulated CPUs without AVX-512 / AVX (tests)
+      chromium chromium-driver)  # the web UI's browser test (headless, through selenium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,7 +24,7 @@ fi
 # --break-system-packages).
 PY=$(command -v python3)
 py_missing=()
-for mod in pytest jinja2 openai requests jsonschema; do
+for mod in pytest jinja2 openai requests jsonschema anthropic selenium; do
   "$PY" -c "import $mod" 2>/dev/null || py_missing+=("$mod")
 done
 if [ ${#py_missing[@]} -gt 0 ]; then
