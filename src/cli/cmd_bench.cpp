@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/sampling_options.h"
 #include "cli/engine_setup.h"
+#include "cli/spec_options.h"
 #include "engine/bench_runner.h"
 #include "engine/roofline.h"
 #include "util/error.h"
@@ -24,6 +25,7 @@ struct BenchArgs {
   ModelOptions model;
   PlanOptions plan;
   BenchSpec spec;
+  SpeculationOptions speculation;
   bool no_prefix_cache = false;
   bool json = false;
   bool roofline = false;
@@ -43,10 +45,13 @@ int run_roofline_cmd(BenchArgs a) {
     a.plan.max_seq_len = (longest + bs - 1) / bs * bs;
   }
   if (!a.plan_max_num_seqs_given) a.plan.max_num_seqs = 64;
+  a.speculation.apply(a.plan);
   EngineSetup setup = setup_engine(a.model, a.plan, /*log_plan=*/!a.json);
   EngineConfig cfg = setup.config;
   cfg.prefix_caching = false;  // every prompt is computed
+  a.speculation.apply(cfg);
   Engine engine(*setup.model, *setup.tokenizer, *setup.pool, cfg);
+  a.speculation.attach(engine, setup, /*log=*/!a.json);
   const bool tty = ::isatty(STDERR_FILENO) && !a.json;
   RooflineResult r = run_roofline(engine, *setup.pool, setup.model->hparams().n_vocab,
                                   setup.model->weight_shares(), spec, [&](const std::string& what) {
@@ -134,10 +139,13 @@ int run_bench_cmd(BenchArgs a) {
     a.plan.max_seq_len = (s.prompt_len + s.gen_len + bs - 1) / bs * bs;
   }
   if (!a.plan_max_num_seqs_given) a.plan.max_num_seqs = s.concurrency;
+  a.speculation.apply(a.plan);
   EngineSetup setup = setup_engine(a.model, a.plan, /*log_plan=*/!a.json);
   EngineConfig cfg = setup.config;
   cfg.prefix_caching = !a.no_prefix_cache;
+  a.speculation.apply(cfg);
   Engine engine(*setup.model, *setup.tokenizer, *setup.pool, cfg);
+  a.speculation.attach(engine, setup, /*log=*/!a.json);
   auto& model = setup.model;
   auto& pool = setup.pool;
 
@@ -173,6 +181,8 @@ int run_bench_cmd(BenchArgs a) {
                         {"prefix_hit_rate", r.prefix_hit_rate},
                         {"preemptions", r.preemptions},
                         {"steps", r.steps},
+                        {"spec_proposed", engine.stats().spec_proposed},
+                        {"spec_accepted", engine.stats().spec_accepted},
                         {"peak_rss_bytes", peak_rss_bytes()}};
     std::puts(j.dump().c_str());
     return 0;
@@ -188,6 +198,9 @@ int run_bench_cmd(BenchArgs a) {
   fmt::print(
       "  KV waste {:.2f}%, peak usage {:.1f}%, prefix-cache hit rate {:.1f}%, preemptions {}\n",
       r.kv_waste_ratio * 100, r.kv_peak_usage_ratio * 100, r.prefix_hit_rate * 100, r.preemptions);
+  if (engine.stats().spec_proposed > 0)
+    fmt::print("  speculative decoding: {} of {} drafted tokens accepted\n",
+               engine.stats().spec_accepted, engine.stats().spec_proposed);
   return 0;
 }
 
@@ -211,6 +224,7 @@ Runner add_bench(CLI::App& app) {
   sub->add_option("--grammar", a->grammar_file, "Constrain every reply to the GBNF grammar in FILE");
   sub->add_option("--json-schema", a->json_schema_file,
                   "Constrain every reply to JSON valid under the JSON Schema in FILE");
+  a->speculation.add_to(*sub);
   sub->add_flag("--json", a->json, "Print one JSON object");
   sub->add_flag("--roofline", a->roofline,
                 "Measure memory bandwidth, decode against its ceiling, prefill (128, 512) and "

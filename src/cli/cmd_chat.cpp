@@ -11,6 +11,7 @@
 #include "cli/cli_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
+#include "cli/spec_options.h"
 #include "cli/sampling_options.h"
 #include "engine/engine.h"
 #include "tokenizer/chat_template.h"
@@ -28,6 +29,7 @@ struct ChatArgs {
   std::vector<std::string> messages;
   int32_t n_predict = 512;
   SamplingOptions sampling;
+  SpeculationOptions speculation;
   bool json = false;
 };
 
@@ -111,10 +113,13 @@ int run_chat(const ChatArgs& a) {
   ChatArgs args = a;
   if (args.plan.kv_tokens > 0 && args.plan.max_seq_len == 0)
     args.plan.max_seq_len = args.plan.kv_tokens;
+  args.speculation.apply(args.plan);
   EngineSetup setup = setup_engine(args.model, args.plan, /*log_plan=*/false);
   auto& model = setup.model;
   auto& tok = setup.tokenizer;
+  args.speculation.apply(setup.config);
   Engine engine(*model, *tok, *setup.pool, setup.config);  // prefix caching reuses earlier turns
+  args.speculation.attach(engine, setup, /*log=*/false);
   ChatSession chat(a, *model, *tok, engine);
   chat.set_sampling(a.sampling.resolve());
   chat.set_grammar(grammar);
@@ -186,6 +191,7 @@ Runner add_chat(CLI::App& app) {
   sub->add_option("-n,--n-predict", a->n_predict, "Most tokens per reply")
       ->check(above(0));
   a->sampling.add_to(*sub);
+  a->speculation.add_to(*sub);
   sub->add_flag("--json", a->json, "With --message: print one JSON object with every turn");
   return [a] { return run_chat(*a); };
 }

@@ -24,6 +24,7 @@
 #include "cli/cli_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
+#include "cli/spec_options.h"
 #include "cli/version.h"
 #include "cli/plan_options.h"
 #include "device/memory_probe.h"
@@ -41,6 +42,7 @@ namespace {
 
 struct ServeArgs {
   ModelOptions model;  // -m, -t, --no-mmap, --mlock, --no-repack: as every command
+  SpeculationOptions speculation;
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;
@@ -71,7 +73,7 @@ nlohmann::json plan_json(const Plan& plan, const ServeArgs& a, const std::string
   return j;
 }
 
-int run_serve(const ServeArgs& a) {
+int run_serve(ServeArgs a) {
   // Signals are taken by sigwait() below, never by a handler; every thread
   // started from here on inherits the mask.
   sigset_t stop_signals;
@@ -83,6 +85,7 @@ int run_serve(const ServeArgs& a) {
 
   // The file and the plan first: a bad model or a plan that does not fit
   // fails here, before anything listens.
+  a.speculation.apply(a.plan);
   const EnginePlan ep = plan_engine(a.model, a.plan);
   const std::string& path = ep.path;
   HttpServerOptions hopts;
@@ -113,6 +116,7 @@ int run_serve(const ServeArgs& a) {
     const Plan& plan = s.plan;
     EngineConfig& cfg = s.config;
     cfg.prefix_caching = !a.no_prefix_cache;
+    a.speculation.apply(cfg);
     std::printf("pagellm serve: allocating the KV cache (%s)\n",
                 format_size(plan.kv_bytes()).c_str());
     std::fflush(stdout);
@@ -129,6 +133,7 @@ int run_serve(const ServeArgs& a) {
       });
       engine = std::make_unique<Engine>(*s.model, *s.tokenizer, *s.pool, cfg);
     }
+    a.speculation.attach(*engine, s, /*log=*/true);
     async = std::make_unique<AsyncEngine>(*engine, a.max_queue);
     chat = ChatPrompt::for_model(s.model->file(), s.tokenizer->vocab(), a.chat_template);
     if (!chat->warning().empty())
@@ -193,6 +198,7 @@ Runner add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* sub = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
   a->model.add_to(*sub);
+  a->speculation.add_to(*sub);
   sub->add_option("--host", a->host, "Address to listen on (default 127.0.0.1)");
   sub->add_option("--port", a->port, "Port (0: any free port; default 8080)")
       ->check(in_range(0, 65535));

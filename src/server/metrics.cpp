@@ -93,6 +93,11 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
          "Prompt tokens served by the prefix cache", static_cast<double>(e.cached_prompt_tokens));
   metric(out, "pagellm_generation_tokens_total", "counter", "Tokens generated",
          static_cast<double>(e.generated_tokens));
+  metric(out, "pagellm_spec_proposed_total", "counter",
+         "Drafted tokens verified by speculative decoding", static_cast<double>(e.spec_proposed));
+  metric(out, "pagellm_spec_accepted_total", "counter",
+         "Drafted tokens that became output (speculative decoding)",
+         static_cast<double>(e.spec_accepted));
   metric(out, "pagellm_engine_steps_total", "counter", "Engine steps (batched forward passes)",
          static_cast<double>(e.steps));
   metric(out, "pagellm_admission_paused", "gauge",
