@@ -59,13 +59,14 @@ TEST_P(FuzzReplay, Regressions) {
 }
 
 // A short mutation run in every test pass, for the parsers whose inputs are
-// small (grammars, schemas, device maps, tool-call replies): seeds with random bytes flipped,
+// small (grammars, schemas, device maps, tool-call replies, Responses and
+// Anthropic request bodies): seeds with random bytes flipped,
 // inserted, deleted and spliced, deterministic. libFuzzer (scripts/fuzz.sh)
 // goes much further; this keeps the obvious crashes out of every build.
 TEST_P(FuzzReplay, SeedMutations) {
   const Target& t = GetParam();
   if (t.name != "grammar" && t.name != "json_schema" && t.name != "device_map" &&
-      t.name != "tool_calls")
+      t.name != "tool_calls" && t.name != "responses_request" && t.name != "anthropic_request")
     GTEST_SKIP() << t.name << ": its inputs are large; scripts/fuzz.sh covers it";
   std::vector<std::string> seeds;
   for (const auto& f : inputs("corpus", t.name)) seeds.push_back(test::read_file(f.string()));
@@ -73,7 +74,8 @@ TEST_P(FuzzReplay, SeedMutations) {
   std::mt19937 rng(12345);
   static const char* const kTokens[] = {"::=", "|", "*", "+", "?", "{", "}", "(", ")", "[", "]",
                                         "\\", "\"", "{1,3}", "[^", "\\u00", "$ref", "#/$defs/",
-                                        "\"type\"", "experts:", ",", "-", ":", "\n"};
+                                        "\"type\"", "experts:", ",", "-", ":", "\n",
+                                        "null", "\"input_text\"", "\"text\"", "[]", "{}"};
   int runs = 0;
   for (int iter = 0; iter < 30000; ++iter) {
     std::string s = seeds[rng() % seeds.size()];

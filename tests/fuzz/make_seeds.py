@@ -7,8 +7,12 @@ gguf/           small GGUF files: every metadata type, tiny vocabularies of each
 tokenizer/      [vocab index byte][flags byte] + text from the tokenizer vectors
 chat_template/  the real and built-in chat templates, some with messages after a NUL
 server_request/ [endpoint byte] + request bodies of /v1/chat/completions and /v1/completions
+responses_request/  request bodies of /v1/responses
+anthropic_request/  [count_tokens byte] + request bodies of /v1/messages (and count_tokens)
 
-Usage: tests/fuzz/make_seeds.py --pagellm build/pagellm
+Usage: tests/fuzz/make_seeds.py --pagellm build/pagellm [TARGET...]
+(only the named targets' seeds are rewritten when some are named; --pagellm
+is needed for gguf)
 """
 import argparse
 import json
@@ -229,6 +233,79 @@ def server_seeds():
                                      ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
+def responses_seeds():
+    tool = {"type": "function", "name": "get_time", "description": "the time",
+            "parameters": {"type": "object", "properties": {"zone": {"type": "string",
+                                                                     "maxLength": 8}}}}
+    bodies = [
+        {"model": "m", "input": "Once upon a time"},
+        {"input": "Hi", "instructions": "be brief", "max_output_tokens": 8, "temperature": 0.7,
+         "top_p": 0.9, "seed": 3, "stream": True, "store": False, "metadata": {"k": "v"}},
+        {"input": [{"role": "developer", "content": "sys"},
+                   {"type": "message", "role": "user",
+                    "content": [{"type": "input_text", "text": "a"},
+                                {"type": "input_text", "text": "b"}]},
+                   {"role": "assistant", "content": [{"type": "output_text", "text": "c"}]},
+                   {"role": "user", "content": "d"}]},
+        {"input": "more", "previous_response_id": "resp_known"},
+        {"input": "x", "previous_response_id": "resp_unknown"},
+        {"input": "what time", "tools": [tool], "tool_choice": "required",
+         "parallel_tool_calls": False},
+        {"input": "what time", "tools": [tool], "tool_choice": {"type": "function", "name": "get_time"}},
+        {"input": [{"role": "user", "content": "t"},
+                   {"type": "function_call", "call_id": "call_1", "name": "get_time",
+                    "arguments": "{\"zone\": \"UTC\"}"},
+                   {"type": "function_call_output", "call_id": "call_1", "output": "noon"}],
+         "tools": [tool]},
+        {"input": "j", "text": {"format": {"type": "json_schema", "name": "n", "strict": True,
+                                           "schema": {"type": "object", "properties": {
+                                               "n": {"type": "integer"}}, "required": ["n"]}}}},
+        {"input": "j", "text": {"format": {"type": "json_object"}}},
+        {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
+        {"input": [{"type": "reasoning", "summary": []}]},
+        {"input": "x", "tools": [{"type": "web_search"}]},
+        {"input": "x", "max_output_tokens": 0, "background": True},
+        {"input": []},
+        {},
+        {"input": "x" * 3000},
+    ]
+    for i, body in enumerate(bodies):
+        yield f"body_{i:02d}.json", json.dumps(body).encode()
+    yield "not_json", b"{\"input\": [{\"role\": \"user\""
+    yield "utf8", json.dumps({"input": "\u00e9\ud83d\ude00\u0000"},
+                             ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def anthropic_seeds():
+    msgs = [{"role": "user", "content": "Once upon a time"}]
+    bodies = [
+        (0, {"model": "m", "max_tokens": 16, "messages": msgs}),
+        (0, {"max_tokens": 8, "system": "be brief", "messages": msgs, "temperature": 0.5,
+             "top_p": 0.9, "top_k": 40, "stop_sequences": ["The", "\n"], "stream": True,
+             "metadata": {"user_id": "u"}}),
+        (0, {"max_tokens": 8, "system": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+             "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                          {"role": "assistant", "content": "hello"},
+                          {"role": "user", "content": "more"}]}),
+        (0, {"max_tokens": 8, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}]}]}),
+        (0, {"max_tokens": 8, "messages": [{"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t", "content": "x"}]}]}),
+        (0, {"max_tokens": 8, "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+             "messages": msgs}),
+        (0, {"max_tokens": 8, "thinking": {"type": "enabled", "budget_tokens": 1024}, "messages": msgs}),
+        (0, {"max_tokens": 8, "messages": msgs + [{"role": "assistant", "content": "prefill"}]}),
+        (0, {"max_tokens": 0, "temperature": 1.5, "messages": msgs}),
+        (0, {"messages": msgs}),
+        (0, {"max_tokens": 99999999999, "messages": [{"role": "system", "content": "x"}]}),
+        (1, {"model": "m", "messages": msgs}),
+        (1, {"system": "s", "messages": [{"role": "user", "content": "x" * 3000}]}),
+    ]
+    for i, (count_only, body) in enumerate(bodies):
+        yield f"body_{i:02d}.json", bytes([count_only]) + json.dumps(body).encode()
+    yield "not_json", b"\0{\"max_tokens\": 5, \"messages\": ["
+
+
 def device_map_seeds():
     for i, text in enumerate([
             "0-7:cpu:0", "0-3:cpu:0,4-7:host", "0-7:cpu:1,experts:0-7:host",
@@ -279,14 +356,20 @@ def tool_call_seeds():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pagellm", required=True)
+    ap.add_argument("--pagellm")
+    ap.add_argument("targets", nargs="*", help="only these targets (default: all)")
     args = ap.parse_args()
+    if (not args.targets or "gguf" in args.targets) and not args.pagellm:
+        ap.error("--pagellm is needed for the gguf seeds")
     gens = {"gguf": [meta_seeds(), vocab_seeds(), model_seeds(args.pagellm)],
             "tokenizer": [tokenizer_seeds()], "chat_template": [chat_seeds()],
             "server_request": [server_seeds()], "device_map": [device_map_seeds()],
             "grammar": [grammar_seeds()], "json_schema": [json_schema_seeds()],
-            "tool_calls": [tool_call_seeds()]}
+            "tool_calls": [tool_call_seeds()], "responses_request": [responses_seeds()],
+            "anthropic_request": [anthropic_seeds()]}
     for target, sources in gens.items():
+        if args.targets and target not in args.targets:
+            continue
         d = CORPUS / target
         d.mkdir(parents=True, exist_ok=True)
         for old in d.iterdir():

@@ -46,6 +46,12 @@ int grammar(const uint8_t* data, size_t size);
 int json_schema(const uint8_t* data, size_t size);
 // A model reply (byte 0: the format) through the tool-call parser.
 int tool_calls(const uint8_t* data, size_t size);
+// A POST /v1/responses body: parsed (one stored response, "resp_known"),
+// prepared on the shipped model, and written out as a response and events.
+int responses_request(const uint8_t* data, size_t size);
+// Byte 0 odd: a count_tokens body, else a POST /v1/messages body; parsed,
+// prepared (or counted) on the shipped model; refusals must be 400s.
+int anthropic_request(const uint8_t* data, size_t size);
 
 struct Target {
   std::string name;  // folder name under tests/fuzz/corpus and tests/fuzz/regressions

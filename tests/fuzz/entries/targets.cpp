@@ -15,6 +15,8 @@ const std::vector<Target>& targets() {
       {"grammar", grammar},
       {"json_schema", json_schema},
       {"tool_calls", tool_calls},
+      {"responses_request", responses_request},
+      {"anthropic_request", anthropic_request},
   };
   return t;
 }
