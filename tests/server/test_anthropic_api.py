@@ -159,3 +159,20 @@ def test_api_key_x_api_key_and_bearer(start_server):
     # x-api-key works on the OpenAI routes too.
     r = requests.get(srv.url + "/v1/models", headers={"x-api-key": "s3cret"}, timeout=30)
     assert r.status_code == 200
+
+
+def test_loading_is_overloaded_error_and_responses_503(start_server):
+    srv = start_server("--debug-load-delay-ms", "3000", wait_ready=False)
+    msgs = [{"role": "user", "content": "Hi"}]
+    r = requests.post(srv.url + "/v1/messages", json={"max_tokens": 2, "messages": msgs}, timeout=10)
+    assert r.status_code == 503 and r.headers["Retry-After"] == "1"
+    assert r.json() == {"type": "error", "error": {"type": "overloaded_error",
+                                                   "message": "the model is loading"}}
+    r = requests.post(srv.url + "/v1/messages/count_tokens", json={"messages": msgs}, timeout=10)
+    assert r.status_code == 503 and r.json()["error"]["type"] == "overloaded_error"
+    r = requests.post(srv.url + "/v1/responses", json={"input": "Hi"}, timeout=10)
+    assert r.status_code == 503 and r.json()["error"]["code"] == "loading"
+    srv.wait_ready()
+    m = client_of(srv).messages.create(model=MODEL, max_tokens=2, messages=msgs)
+    assert m.usage.output_tokens > 0
+
