@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Speculative decoding: decode tok/s with and without it, 2 threads, greedy.
+#   (a) text that repeats or edits its prompt: a code-editing request, where
+#       prompt lookup finds what comes next. Random weights never copy their
+#       prompt, so (a) runs on SmolLM2-135M-Instruct (a real model, fetched
+#       by scripts/fetch-real-models.sh) and, for the record, on the 0.85B.
+#   (b) free text on the generated 0.85B Llama-shaped Q4_0 model
+#       (bench/generate_bench.sh's), batch 1, and a concurrency-16 load.
+#   Draft model: the 0.85B as target with a small generated model of the same
+#       vocabulary as the draft (random weights: its acceptance is honest, not
+#       good).
+# Each pair runs alternately ROUNDS times (default 3); the best of each side
+# is compared (this machine is shared and noisy).
+#
+#   bench/spec_bench.sh     env: THREADS (2), ROUNDS (3), NGRAM (3), DRAFT_MAX (8), BENCH_DIR
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-build/pagellm}
+THREADS=${THREADS:-2}
+ROUNDS=${ROUNDS:-3}
+NGRAM=${NGRAM:-3}
+DRAFT_MAX=${DRAFT_MAX:-8}
+DIR=${BENCH_DIR:-/tmp/pagellm-bench}
+mkdir -p "$DIR"
+VOCAB=tests/data/golden/random/rand-llama-spm32k-Q4_0.gguf
+big="$DIR/llama-0.85b-q4_0.gguf"
+[ -f "$big" ] || "$BIN" make-model --arch llama --n-embd 2048 --n-layer 16 --n-head 32 \
+  --n-head-kv 8 --n-ff 5632 --n-ctx 4096 --vocab-from "$VOCAB" --type q4_0 --seed 1 -o "$big" >/dev/null
+draft="$DIR/llama-draft-40m-q4_0.gguf"
+[ -f "$draft" ] || "$BIN" make-model --arch llama --n-embd 256 --n-layer 4 --n-head 4 \
+  --n-head-kv 4 --n-ff 768 --n-ctx 4096 --vocab-from "$VOCAB" --type q4_0 --seed 2 -o "$draft" >/dev/null
+scripts/fetch-real-models.sh >/dev/null 2>&1 || true
+smol=${PAGELLM_MODEL_CACHE:-$HOME/.cache/pagellm/models}/SmolLM2-135M-Instruct.Q4_1.gguf
+
+edit="$DIR/edit_prompt.txt"
+cat >"$edit" <<'TXT'
+<|im_start|>user
+Add a docstring to every function in this code and return the whole file.
+
+```python
+def add(a, b):
+    return a + b
+
+
+def sub(a, b):
+    return a - b
+
+
+def mul(a, b):
+    result = 0
+    for _ in range(b):
+        result = add(result, a)
+    return result
+
+
+def area(width, height):
+    return mul(width, height)
+```<|im_end|>
+<|im_start|>assistant
+TXT
+story="Once upon a time, in a small town near the sea, there lived a little girl named Mia. Mia had a red kite that she loved more than anything."
+
+gen() {  # model, prompt flags..., then speculation flags: prints "tok/s proposed accepted"
+  "$BIN" generate -t "$THREADS" -n 160 --temp 0 --json "$@" 2>/dev/null |
+    python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["decode_tokens_per_s"], j["spec_proposed"], j["spec_accepted"])'
+}
+load() {  # model, speculation flags...: prints "tok/s proposed accepted"
+  "$BIN" bench -m "$1" -t "$THREADS" --concurrency 16 --requests 32 --prompt-len 64 --gen-len 64 \
+    --json "${@:2}" 2>/dev/null |
+    python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["generated_tokens_per_s"], j["spec_proposed"], j["spec_accepted"])'
+}
+compare() {  # label, runner, args... (the speculation flags come from $SPEC)
+  local label=$1 runner=$2; shift 2
+  local off=0 on=0 p=0 a=0
+  for _ in $(seq "$ROUNDS"); do
+    read -r t _ _ < <($runner "$@")
+    off=$(python3 -c "print(max($off, $t))")
+    read -r t p a < <($runner "$@" $SPEC)
+    on=$(python3 -c "print(max($on, $t))")
+  done
+  python3 - "$label" "$off" "$on" "$p" "$a" <<'PY'
+import sys
+label, off, on, p, a = sys.argv[1], *map(float, sys.argv[2:])
+acc = f"{a:.0f}/{p:.0f} drafts accepted ({100 * a / p:.0f}%)" if p else "no drafts"
+print(f"{label:58s} {off:7.1f} -> {on:7.1f} tok/s  {on / off:5.2f}x  {acc}")
+PY
+}
+
+echo "THREADS=$THREADS ROUNDS=$ROUNDS; prompt lookup --spec-ngram $NGRAM --draft-max $DRAFT_MAX"
+SPEC="--spec-ngram $NGRAM --draft-max $DRAFT_MAX"
+if [ -f "$smol" ]; then
+  compare "(a) SmolLM2-135M Q4_1, code edit, batch 1" gen -m "$smol" -f "$edit" --parse-special
+else
+  echo "(a) SmolLM2: skipped, $smol is missing (scripts/fetch-real-models.sh)"
+fi
+compare "(a) 0.85B Q4_0 (random weights), code edit, batch 1" gen -m "$big" -f "$edit" --parse-special
+compare "(b) 0.85B Q4_0, free text, batch 1" gen -m "$big" -p "$story" --ignore-eos
+compare "(b) 0.85B Q4_0, concurrency 16 (random prompts)" load "$big"
+SPEC="--draft-model $draft --draft-max 4"
+echo "draft model $draft (4 layers x 256, same vocabulary) --draft-max 4"
+compare "    0.85B Q4_0 target, free text, batch 1" gen -m "$big" -p "$story" --ignore-eos
