@@ -9,6 +9,7 @@
 #   Draft model: the 0.85B as target with a small generated model of the same
 #       vocabulary as the draft (random weights: its acceptance is honest, not
 #       good).
+# Batch-1 pairs also check that the tokens are the same with and without.
 # Each pair runs alternately ROUNDS times (default 3); the best of each side
 # is compared (this machine is shared and noisy).
 #
@@ -60,23 +61,25 @@ def area(width, height):
 TXT
 story="Once upon a time, in a small town near the sea, there lived a little girl named Mia. Mia had a red kite that she loved more than anything."
 
-gen() {  # model, prompt flags..., then speculation flags: prints "tok/s proposed accepted"
+gen() {  # model, prompt flags..., then speculation flags: prints "tok/s proposed accepted ids-hash"
   "$BIN" generate -t "$THREADS" -n 160 --temp 0 --json "$@" 2>/dev/null |
-    python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["decode_tokens_per_s"], j["spec_proposed"], j["spec_accepted"])'
+    python3 -c 'import json,sys,hashlib; j=json.load(sys.stdin); print(j["decode_tokens_per_s"], j["spec_proposed"], j["spec_accepted"], hashlib.sha1(str(j["output_ids"]).encode()).hexdigest()[:12])'
 }
 load() {  # model, speculation flags...: prints "tok/s proposed accepted"
   "$BIN" bench -m "$1" -t "$THREADS" --concurrency 16 --requests 32 --prompt-len 64 --gen-len 64 \
     --json "${@:2}" 2>/dev/null |
-    python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["generated_tokens_per_s"], j["spec_proposed"], j["spec_accepted"])'
+    python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["generated_tokens_per_s"], j["spec_proposed"], j["spec_accepted"], "-")'
 }
 compare() {  # label, runner, args... (the speculation flags come from $SPEC)
   local label=$1 runner=$2; shift 2
-  local off=0 on=0 p=0 a=0
+  local off=0 on=0 p=0 a=0 h0 h1
   for _ in $(seq "$ROUNDS"); do
-    read -r t _ _ < <($runner "$@")
+    read -r t _ _ h0 < <($runner "$@")
     off=$(python3 -c "print(max($off, $t))")
-    read -r t p a < <($runner "$@" $SPEC)
+    read -r t p a h1 < <($runner "$@" $SPEC)
     on=$(python3 -c "print(max($on, $t))")
+    # Greedy output with speculation must be the output without, token for token.
+    [ "$h0" = "$h1" ] || { echo "$label: the tokens differ with speculation ($h0 vs $h1)"; exit 1; }
   done
   python3 - "$label" "$off" "$on" "$p" "$a" <<'PY'
 import sys
