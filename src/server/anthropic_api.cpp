@@ -75,7 +75,7 @@ AnthropicRequest parse_anthropic_request(const std::string& text, bool count_onl
     bad("tools: tool use is not supported by this server");
   if (field(body, "tool_choice")) bad("tool_choice: tool use is not supported by this server");
   if (const ojson* th = field(body, "thinking");
-      th && !(th->is_object() && th->value("type", "") == "disabled"))
+      th && !(th->is_object() && th->contains("type") && (*th)["type"] == "disabled"))
     bad("thinking: extended thinking is not supported by this server");
 
   ojson messages = ojson::array();
@@ -102,7 +102,7 @@ AnthropicRequest parse_anthropic_request(const std::string& text, bool count_onl
   }
   // A final assistant turn asks the model to continue it; the chat template
   // would close it instead, so the reply would not be what the client meant.
-  if (msgs->back().value("role", "") == "assistant" && !count_only)
+  if (msgs->back()["role"] == "assistant" && !count_only)
     bad("messages: a final assistant message (prefill) is not supported; end with a user message");
 
   AnthropicRequest r;

@@ -46,6 +46,12 @@ const char* type_name(const json& v) {
   }
 }
 
+// obj[key] when it is a string, else "" (json::value() would throw on another type).
+std::string string_or_empty(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // The field `key` of `obj`, or null when absent.
 const json* field(const json& obj, const char* key) {
   auto it = obj.find(key);
@@ -264,7 +270,7 @@ void parse_tools(const json& body, const nlohmann::ordered_json& ordered, Comple
     for (size_t i = 0; i < t->size(); ++i) {
       const std::string p = fmt::format("tools[{}]", i);
       const json& tool = (*t)[i];
-      if (!tool.is_object() || tool.value("type", "") != "function")
+      if (!tool.is_object() || string_or_empty(tool, "type") != "function")
         bad(p, fmt::format("'{}' must be an object with \"type\": \"function\"", p));
       const json* fn = field(tool, "function");
       if (!fn || !fn->is_object()) bad(p, fmt::format("'{}' needs a 'function' object", p));
@@ -295,7 +301,7 @@ void parse_tools(const json& body, const nlohmann::ordered_json& ordered, Comple
       else if (v == "auto") r.tool_choice = CompletionRequest::ToolChoice::kAuto;
       else if (v == "required") r.tool_choice = CompletionRequest::ToolChoice::kRequired;
       else bad("tool_choice", fmt::format("'tool_choice' must be none, auto, required or a function, not '{}'", v));
-    } else if (c->is_object() && c->value("type", "") == "function" && field(*c, "function") &&
+    } else if (c->is_object() && string_or_empty(*c, "type") == "function" && field(*c, "function") &&
                (*c)["function"].is_object() && (*c)["function"].contains("name") &&
                (*c)["function"]["name"].is_string()) {
       r.tool_choice = CompletionRequest::ToolChoice::kNamed;
@@ -314,7 +320,7 @@ void parse_tools(const json& body, const nlohmann::ordered_json& ordered, Comple
   // The conversation for the template, when tools or tool messages are in it.
   bool tool_messages = false;
   for (const auto& m : body["messages"])
-    tool_messages = tool_messages || m.value("role", "") == "tool" || field(m, "tool_calls");
+    tool_messages = tool_messages || string_or_empty(m, "role") == "tool" || field(m, "tool_calls");
   if (r.tools.empty() && !tool_messages) return;
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
   for (size_t i = 0; i < r.messages.size(); ++i) {
@@ -338,7 +344,7 @@ void parse_tools(const json& body, const nlohmann::ordered_json& ordered, Comple
           }
         }
         fn["arguments"] = args;
-        calls.push_back({{"id", tc.value("id", "")}, {"type", "function"}, {"function", fn}});
+        calls.push_back({{"id", tc.contains("id") && tc["id"].is_string() ? tc["id"] : nlohmann::ordered_json("")}, {"type", "function"}, {"function", fn}});
       }
       m["tool_calls"] = calls;
     }
@@ -489,7 +495,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
   const bool tooling = endpoint == Endpoint::kChat &&
                       (field(body, "tools") || field(body, "tool_choice") || [&] {
                         for (const auto& m : body["messages"])
-                          if (m.is_object() && (m.value("role", "") == "tool" || field(m, "tool_calls")))
+                          if (m.is_object() && (string_or_empty(m, "role") == "tool" || field(m, "tool_calls")))
                             return true;
                         return false;
                       }());

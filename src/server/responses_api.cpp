@@ -135,7 +135,8 @@ ojson response_format(const ojson& text) {
   const ojson* schema = field(*format, "schema");
   if (!schema) bad("text.format", "'text.format' of type json_schema needs a 'schema'");
   return {{"type", "json_schema"},
-          {"json_schema", {{"name", format->value("name", "response")}, {"schema", *schema}}}};
+          {"json_schema", {{"name", field(*format, "name") && (*format)["name"].is_string() ? (*format)["name"]
+                                                                            : ojson("response")}, {"schema", *schema}}}};
 }
 
 // Responses tools ({type: function, name, parameters}) as chat tools.
@@ -160,7 +161,7 @@ ojson chat_tools(const ojson& tools) {
 
 ojson chat_tool_choice(const ojson& choice) {
   if (choice.is_string()) return choice;
-  if (choice.is_object() && choice.value("type", "") == "function") {
+  if (choice.is_object() && choice.contains("type") && choice["type"] == "function") {
     const ojson* name = field(choice, "name");
     if (!name || !name->is_string()) bad("tool_choice", "'tool_choice' of type function needs a 'name'");
     return {{"type", "function"}, {"function", {{"name", *name}}}};
