@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Writes the committed fuzz seeds under tests/fuzz/corpus/ (rerun to refresh).
 
-gguf/           small GGUF files: every metadata type, tiny vocabularies of each
-                tokenizer family, and small random-weight models from
+gguf/           small GGUF files (each at most a few KB, under fuzz.sh's -max_len):
+                headers, every metadata type, short arrays, tensor infos of
+                several types, tiny vocabularies of each tokenizer family, and
+                tiny random-weight models of each architecture from
                 `pagellm make-model` (path given with --pagellm)
 tokenizer/      [vocab index byte][flags byte] + text from the tokenizer vectors
 chat_template/  the real and built-in chat templates, some with messages after a NUL
@@ -80,68 +82,120 @@ def meta_seeds():
                                        [("token_embd.weight", [8, 4], 0, bytes(128))])
 
 
+def struct_seeds():
+    """Small structural files: a header alone, one key of each value type with
+    real key names, short arrays of each element type, tensor infos of
+    several types and ranks; each a few hundred bytes."""
+    yield "hdr_v3_empty.gguf", gguf([])
+    yield "hdr_v1.gguf", struct.pack("<IIII", 0x46554747, 1, 0, 0)
+    real = {U8: "tokenizer.ggml.add_bos_token", I8: "general.file_type", U16: "llama.block_count",
+            I16: "general.quantization_version", U32: "llama.context_length",
+            I32: "tokenizer.ggml.eos_token_id", F32: "llama.attention.layer_norm_rms_epsilon",
+            BOOL: "tokenizer.ggml.add_space_prefix", STR: "general.architecture",
+            U64: "llama.embedding_length", I64: "llama.feed_forward_length", F64: "llama.rope.freq_base"}
+    sample = {U8: 1, I8: -1, U16: 2, I16: -2, U32: 4096, I32: -3, F32: 1e-5, BOOL: False,
+              STR: "llama", U64: 1 << 40, I64: -(1 << 40), F64: 1e4}
+    for t, key in real.items():
+        yield f"kv_type{t:02d}.gguf", gguf([(key, t, sample[t])])
+    elems = {U8: [0, 255], I8: [-128, 127], U16: [0, 65535], I16: [-1, 1], U32: [0, 7],
+             I32: [1, 1, 2], F32: [0.0, -1.5, 1e30], BOOL: [True, False], STR: ["\u2581a", "<s>", ""],
+             U64: [1, 1 << 63], I64: [-1, 0], F64: [0.5, -0.0]}
+    for t, items in elems.items():
+        yield f"arr_type{t:02d}.gguf", gguf([("tokenizer.ggml.scores" if t in (F32, F64)
+                                             else "tokenizer.ggml.tokens" if t == STR
+                                             else "tokenizer.ggml.token_type", ARR, (t, items))])
+    yield "arr_empty.gguf", gguf([("tokenizer.ggml.merges", ARR, (STR, []))])
+    yield "arr_nested.gguf", gguf([("a", ARR, (ARR, [(ARR, [(I32, [1])]), (STR, ["x"])]))])
+    # Tensor infos: name, dims, ggml type, data (block sizes: q8_0 34/32, q4_0 18/32,
+    # q4_k 144/256, bf16 2/1, i32 4/1).
+    ts = [("t.f32", [4], 0, bytes(16)), ("t.f16", [2, 2], 1, bytes(8)), ("t.q4_0", [32], 2, bytes(18)),
+          ("t.q8_0", [32, 1], 8, bytes(34)), ("t.q4_k", [256], 12, bytes(144)),
+          ("t.bf16", [1, 1, 2], 30, bytes(4)), ("t.i32", [1, 1, 1, 1], 26, bytes(4))]
+    for name, dims, dtype, data in ts:
+        yield f"tensor_{name[2:]}.gguf", gguf([], [(name, dims, dtype, data)])
+    yield "tensors_all.gguf", gguf([("general.alignment", U32, 16)], ts, alignment=16)
+    yield "tensor_zero_dim.gguf", gguf([], [("t", [0, 4], 0, b"")])
+    yield "tensor_offset_past_end.gguf", gguf([], [("t", [4], 0, bytes(16))])[:-8]
+
+
+def tiny_vocab(kind):
+    """(key, type, value) lists of very small vocabularies of each family."""
+    if kind == "spm":
+        toks = ["<unk>", "<s>", "</s>", "<0x0A>", "<0x20>", "<0xC3>", "\u2581", "\u2581a", "\u2581the",
+                "h", "e", "l", "o", "he", "llo", "\u2581hello", "<|im_end|>"]
+        types = [2, 3, 3, 6, 6, 6] + [1] * 10 + [4]
+        return [("general.architecture", STR, "llama"), ("tokenizer.ggml.model", STR, "llama"),
+                ("tokenizer.ggml.tokens", ARR, (STR, toks)),
+                ("tokenizer.ggml.scores", ARR, (F32, [float(-i) for i in range(len(toks))])),
+                ("tokenizer.ggml.token_type", ARR, (I32, types)),
+                ("tokenizer.ggml.bos_token_id", U32, 1), ("tokenizer.ggml.eos_token_id", U32, 2),
+                ("tokenizer.ggml.unknown_token_id", U32, 0),
+                ("tokenizer.ggml.add_bos_token", BOOL, True)]
+    if kind == "bpe":
+        toks = ["\u0120", "t", "h", "e", "l", "o", "!", "\u0120t", "he", "\u0120the", "ll", "llo",
+                "<|endoftext|>"]
+        merges = ["\u0120 t", "h e", "\u0120t he", "l l", "ll o"]
+        return [("general.architecture", STR, "qwen2"), ("tokenizer.ggml.model", STR, "gpt2"),
+                ("tokenizer.ggml.pre", STR, "qwen2"), ("tokenizer.ggml.tokens", ARR, (STR, toks)),
+                ("tokenizer.ggml.token_type", ARR, (I32, [1] * (len(toks) - 1) + [3])),
+                ("tokenizer.ggml.merges", ARR, (STR, merges)),
+                ("tokenizer.ggml.bos_token_id", U32, len(toks) - 1),
+                ("tokenizer.ggml.eos_token_id", U32, len(toks) - 1)]
+    toks = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "e", "h", "l", "o", ".",
+            "\u2581the", "\u2581hello", "##s", "##ing"]
+    return [("general.architecture", STR, "bert"), ("tokenizer.ggml.model", STR, "bert"),
+            ("tokenizer.ggml.tokens", ARR, (STR, toks)),
+            ("tokenizer.ggml.token_type", ARR, (I32, [3, 2, 3, 3, 3] + [1] * (len(toks) - 5))),
+            ("tokenizer.ggml.unknown_token_id", U32, 1), ("tokenizer.ggml.seperator_token_id", U32, 3),
+            ("tokenizer.ggml.cls_token_id", U32, 2)]
+
+
 def vocab_seeds():
-    # SentencePiece-style
-    toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + \
-           ["\u2581", "\u2581a", "\u2581the", "he", "llo", "\u2581hello", "<|im_end|>"]
-    types = [2, 3, 3] + [6] * 256 + [1] * 6 + [4]
-    kv = [("general.architecture", STR, "llama"), ("tokenizer.ggml.model", STR, "llama"),
-          ("tokenizer.ggml.tokens", ARR, (STR, toks)),
-          ("tokenizer.ggml.scores", ARR, (F32, [float(-i) for i in range(len(toks))])),
-          ("tokenizer.ggml.token_type", ARR, (I32, types)),
-          ("tokenizer.ggml.bos_token_id", U32, 1), ("tokenizer.ggml.eos_token_id", U32, 2),
-          ("tokenizer.ggml.unknown_token_id", U32, 0)]
-    yield "vocab_spm.gguf", gguf(kv)
-    # byte-level BPE: GPT-2's byte alphabet, a few merges
+    for kind in ("spm", "bpe", "wpm"):
+        yield f"vocab_{kind}.gguf", gguf(tiny_vocab(kind))
+    # Byte-level BPE with GPT-2's whole byte alphabet (every text encodes), 4 KB.
     alphabet = [chr(c) for c in range(33, 127)] + [chr(c) for c in range(161, 173)] + \
                [chr(c) for c in range(174, 256)]
     alphabet += [chr(256 + i) for i in range(256 - len(alphabet))]
-    merges = ["\u0120 t", "h e", "\u0120t he", "l l", "ll o"]
-    toks = alphabet + ["\u0120t", "he", "\u0120the", "ll", "llo", "<|endoftext|>"]
+    toks = alphabet + ["\u0120t", "he", "\u0120the", "<|endoftext|>"]
     kv = [("general.architecture", STR, "gpt2"), ("tokenizer.ggml.model", STR, "gpt2"),
           ("tokenizer.ggml.pre", STR, "gpt-2"), ("tokenizer.ggml.tokens", ARR, (STR, toks)),
-          ("tokenizer.ggml.token_type", ARR, (I32, [1] * (len(toks) - 1) + [3])),
-          ("tokenizer.ggml.merges", ARR, (STR, merges)),
-          ("tokenizer.ggml.bos_token_id", U32, len(toks) - 1),
+          ("tokenizer.ggml.merges", ARR, (STR, ["\u0120 t", "h e", "\u0120t he"])),
           ("tokenizer.ggml.eos_token_id", U32, len(toks) - 1)]
-    yield "vocab_bpe.gguf", gguf(kv)
-    # WordPiece
-    toks = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list("abcdefghijklmnopqrstuvwxyz.,!") + \
-           ["\u2581the", "\u2581hello", "##s", "##ing", "\u2581world"]
-    kv = [("general.architecture", STR, "bert"), ("tokenizer.ggml.model", STR, "bert"),
-          ("tokenizer.ggml.tokens", ARR, (STR, toks)),
-          ("tokenizer.ggml.token_type", ARR, (I32, [3, 2, 3, 3, 3] + [1] * (len(toks) - 5))),
-          ("tokenizer.ggml.unknown_token_id", U32, 1), ("tokenizer.ggml.seperator_token_id", U32, 3),
-          ("tokenizer.ggml.cls_token_id", U32, 2)]
-    yield "vocab_wpm.gguf", gguf(kv)
+    yield "vocab_bpe_bytes.gguf", gguf(kv)
 
 
+# Tiny random-weight models of every family (`pagellm make-model` with the
+# 17-token SentencePiece vocabulary above), each a few KB (under fuzz.sh's
+# -max_len of 8192 for gguf): f16/f32 weights with 8-wide embeddings, and a
+# q4_0 one at the smallest row length it allows (32).
 MODELS = [  # name, make-model arguments
-    ("model_llama_q4_0.gguf", "--arch llama --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 64 --type q4_0"),
-    ("model_llama_f16_tied.gguf", "--arch llama --n-embd 16 --n-layer 2 --n-head 2 --n-head-kv 2 --n-ff 32 --type f16 --tied"),
-    ("model_qwen2_q8_0.gguf", "--arch qwen2 --n-embd 32 --n-layer 1 --n-head 4 --n-head-kv 2 --n-ff 32 --type q8_0"),
-    ("model_llama_q4_k.gguf", "--arch llama --n-embd 256 --n-layer 1 --n-head 4 --n-head-kv 1 --n-ff 256 --type q4_k --n-ctx 64"),
-    # The other families: q/k norms and head_dim != n_embd / n_head (qwen3),
-    # sliding windows, soft caps and post-norms (gemma2, gemma3), fused
-    # projections (phi3), whole-projection q/k norms (olmo2).
-    ("model_qwen3_q8_0.gguf", "--arch qwen3 --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 32 --head-dim 32 --type q8_0"),
-    ("model_gemma2_q8_0.gguf", "--arch gemma2 --n-embd 32 --n-layer 2 --n-head 2 --n-head-kv 1 --n-ff 32 --sliding-window 4 --type q8_0 --tied"),
-    ("model_gemma3_q8_0.gguf", "--arch gemma3 --n-embd 32 --n-layer 2 --n-head 2 --n-head-kv 1 --n-ff 32 --head-dim 32 --sliding-window 4 --type q8_0 --tied"),
-    ("model_phi3_q8_0.gguf", "--arch phi3 --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 2 --n-ff 32 --type q8_0"),
-    ("model_olmo2_q8_0.gguf", "--arch olmo2 --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 32 --type q8_0"),
-    # Mixtures of experts: 3-D expert stacks, an F32 router (mixtral = llama
-    # with experts; qwen3moe with its own expert ff).
-    ("model_mixtral_q8_0.gguf", "--arch mixtral --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 32 --n-expert 4 --n-expert-used 2 --type q8_0"),
-    ("model_qwen3moe_q8_0.gguf", "--arch qwen3moe --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 32 --n-ff-exp 64 --head-dim 32 --n-expert 4 --type q8_0"),
+    ("model_llama_f16.gguf", "--arch llama --n-embd 8 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 16 --type f16"),
+    ("model_llama_f32_tied.gguf", "--arch llama --n-embd 8 --n-layer 1 --n-head 2 --n-head-kv 2 --n-ff 8 --type f32 --tied"),
+    ("model_llama_q4_0.gguf", "--arch llama --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 32 --type q4_0 --tied"),
+    ("model_qwen2_f16.gguf", "--arch qwen2 --n-embd 8 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 8 --type f16"),
+    # q/k norms and head_dim != n_embd / n_head (qwen3), sliding windows, soft
+    # caps and post-norms (gemma2, gemma3), fused projections (phi3),
+    # whole-projection q/k norms (olmo2).
+    ("model_qwen3_f16.gguf", "--arch qwen3 --n-embd 8 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 8 --head-dim 8 --type f16"),
+    ("model_gemma2_f16.gguf", "--arch gemma2 --n-embd 8 --n-layer 2 --n-head 2 --n-head-kv 1 --n-ff 8 --sliding-window 4 --type f16 --tied"),
+    ("model_gemma3_f16.gguf", "--arch gemma3 --n-embd 8 --n-layer 2 --n-head 2 --n-head-kv 1 --n-ff 8 --head-dim 8 --sliding-window 4 --type f16 --tied"),
+    ("model_phi3_f16.gguf", "--arch phi3 --n-embd 8 --n-layer 1 --n-head 2 --n-head-kv 2 --n-ff 8 --type f16"),
+    ("model_olmo2_f16.gguf", "--arch olmo2 --n-embd 8 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 8 --type f16"),
+    # Mixtures of experts: 3-D expert stacks, an F32 router.
+    ("model_mixtral_f16.gguf", "--arch mixtral --n-embd 8 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 8 --n-expert 3 --n-expert-used 2 --type f16"),
+    ("model_qwen3moe_f16.gguf", "--arch qwen3moe --n-embd 8 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 8 --n-ff-exp 8 --head-dim 8 --n-expert 3 --type f16"),
 ]
 
 
 def model_seeds(pagellm):
     with tempfile.TemporaryDirectory() as tmp:
+        vocab = pathlib.Path(tmp) / "vocab.gguf"
+        vocab.write_bytes(gguf(tiny_vocab("spm")))
         for name, args in MODELS:
             out = pathlib.Path(tmp) / name
-            subprocess.run([pagellm, "make-model", *args.split(), "--vocab-from",
-                            str(DATA / "stories260K.gguf"), "--seed", "1", "-o", str(out)],
+            subprocess.run([pagellm, "make-model", *args.split(), "--vocab-from", str(vocab),
+                            "--n-ctx", "64", "--seed", "1", "-o", str(out)],
                            check=True, stdout=subprocess.DEVNULL)
             yield name, out.read_bytes()
 
@@ -361,7 +415,7 @@ def main():
     args = ap.parse_args()
     if (not args.targets or "gguf" in args.targets) and not args.pagellm:
         ap.error("--pagellm is needed for the gguf seeds")
-    gens = {"gguf": [meta_seeds(), vocab_seeds(), model_seeds(args.pagellm)],
+    gens = {"gguf": [meta_seeds(), struct_seeds(), vocab_seeds(), model_seeds(args.pagellm)],
             "tokenizer": [tokenizer_seeds()], "chat_template": [chat_seeds()],
             "server_request": [server_seeds()], "device_map": [device_map_seeds()],
             "grammar": [grammar_seeds()], "json_schema": [json_schema_seeds()],
