@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 pkgs=(cmake ninja-build g++ pkg-config libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
       libspdlog-dev libfmt-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev python3
       qemu-user  # qemu-user: the kernels on emulated CPUs without AVX-512 / AVX (tests)
-      chromium chromium-driver)  # the web UI's browser test (headless, through selenium)
+      chromium chromium-driver  # the web UI's browser test (headless, through selenium)
+      libopenmpi-dev openmpi-bin)  # pipeline stages across ranks (PAGELLM_MPI), and their tests
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

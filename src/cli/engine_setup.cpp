@@ -4,6 +4,7 @@
 
 #include "cli/cli_checks.h"
 #include "cli/commands.h"
+#include "cli/pipeline_setup.h"
 #include "planner/model_footprint.h"
 #include "planner/plan_format.h"
 
@@ -41,14 +42,17 @@ EnginePlan plan_engine(const ModelOptions& mo, const PlanOptions& po) {
   return p;
 }
 
-EngineSetup load_engine(const ModelOptions& mo, const PlanOptions& po, const EnginePlan& ep) {
+EngineSetup load_engine(const ModelOptions& mo, const PlanOptions& po, const EnginePlan& ep,
+                        const ModelLoadOptions* stage) {
+  if (!stage && mpi_size() > 1) return load_pipeline_engine(mo, po, ep);
   EngineSetup s;
   s.plan = ep.plan;
-  s.model = ModelRunner::load(ep.path, {.use_mmap = !mo.no_mmap,
-                                        .mlock = mo.mlock,
-                                        .repack = !mo.no_repack,
-                                        .placements = s.plan.kv_placements(),
-                                        .experts_on_host = s.plan.experts_on_host});
+  s.model = stage ? ModelRunner::load(ep.path, *stage)
+                  : ModelRunner::load(ep.path, {.use_mmap = !mo.no_mmap,
+                                                .mlock = mo.mlock,
+                                                .repack = !mo.no_repack,
+                                                .placements = s.plan.kv_placements(),
+                                                .experts_on_host = s.plan.experts_on_host});
   s.tokenizer = Tokenizer::from_gguf(s.model->file());
   if (!s.tokenizer->vocab().warning().empty())
     std::fprintf(stderr, "warning: %s\n", s.tokenizer->vocab().warning().c_str());
@@ -62,7 +66,7 @@ EngineSetup load_engine(const ModelOptions& mo, const PlanOptions& po, const Eng
   c.scheduler.max_num_seqs = s.plan.max_num_seqs;
   c.scheduler.max_batched_tokens = po.max_batched_tokens;
   c.scheduler.max_prefill_tokens_while_decoding = po.max_prefill_while_decoding;
-  c.placements = s.plan.kv_placements();
+  c.placements = stage ? stage->placements : s.plan.kv_placements();
   const uint64_t headroom = s.plan.devices.back().headroom_bytes;  // the host is last
   c.memory_ok = [headroom] { return read_host_memory().usable_bytes() >= headroom; };
   return s;

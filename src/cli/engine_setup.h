@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/plan_options.h"
+#include "dist/mpi_pipeline.h"
 #include "engine/engine.h"
 
 namespace pagellm::cli {
@@ -29,6 +30,9 @@ struct EngineSetup {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ThreadPool> pool;
   EngineConfig config;
+  // Under an MPI launcher with several ranks: rank 0's link to the others
+  // (the model holds the first stage; destroyed first, it shuts them down).
+  std::unique_ptr<MpiPipelineLink> link;
 };
 
 // The plan from the file's metadata alone (validates the file; throws
@@ -42,7 +46,11 @@ struct EnginePlan {
 EnginePlan plan_engine(const ModelOptions& mo, const PlanOptions& po);
 // Loads the model as planned, and the EngineConfig that follows the plan:
 // the one place every command's engine is assembled.
-EngineSetup load_engine(const ModelOptions& mo, const PlanOptions& po, const EnginePlan& plan);
+// Under an MPI launcher with several ranks, the pipeline's setup instead
+// (cli/pipeline_setup.h): ranks other than 0 never return. `stage`: the load
+// options of a pipeline stage (the pipeline's own use).
+EngineSetup load_engine(const ModelOptions& mo, const PlanOptions& po, const EnginePlan& plan,
+                        const ModelLoadOptions* stage = nullptr);
 
 // Plans from the file's metadata (throws PlanError if it does not fit),
 // prints the plan on stderr when `log_plan`, then loads the model. The

@@ -9,9 +9,24 @@
 #include "cli/commands.h"
 #include "cli/usage_errors.h"
 #include "cli/version.h"
+#include "dist/mpi_pipeline.h"
 #include "util/error.h"
 
+namespace {
+int run_main(int argc, char** argv);
+}
+
 int main(int argc, char** argv) {
+  // Under mpirun/srun every rank runs this; rank 0 is the one the user sees.
+  pagellm::mpi_start(&argc, &argv);
+  const int code = run_main(argc, argv);
+  if (pagellm::mpi_size() > 1) pagellm::mpi_exit(code);
+  return code;
+}
+
+namespace {
+
+int run_main(int argc, char** argv) {
   CLI::App app{"pagellm: LLM inference with PagedAttention"};
   app.set_version_flag("--version", pagellm::cli::version_line(), "Print the version and build");
   app.require_subcommand(1);
@@ -66,3 +81,5 @@ int main(int argc, char** argv) {
   }
   return 1;
 }
+
+}  // namespace

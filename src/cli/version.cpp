@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backend/cpu/cpu_isa.h"
+#include "dist/mpi_pipeline.h"
 #include "model/backend_factory.h"
 
 #ifndef PAGELLM_GIT_COMMIT
@@ -12,8 +13,9 @@
 namespace pagellm::cli {
 
 std::string version_line() {
-  return fmt::format("pagellm {} (commit {}, CUDA {}, MPI off, CPU kernels {})", PAGELLM_VERSION,
+  return fmt::format("pagellm {} (commit {}, CUDA {}, MPI {}, CPU kernels {})", PAGELLM_VERSION,
                      PAGELLM_GIT_COMMIT, cuda_backend_built() ? "on" : "off",
+                     mpi_built() ? "on" : "off",
                      cpu::isa_name(cpu::best_isa()));
 }
 

@@ -408,6 +408,7 @@ bool Engine::step() {
   if (out.empty()) return false;
 
   batch_.clear();
+  batch_.copies = out.copies;
   // A sequence that samples this step: its first logit row, and how many
   // drafted tokens follow its last token (each with its own row).
   struct Sampled {

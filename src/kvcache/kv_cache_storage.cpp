@@ -13,7 +13,7 @@ KvCacheStorage::KvCacheStorage(const KvPoolShape& base,
     : placements_(placements) {
   const int32_t n_groups = groups ? groups->n_groups() : 1;
   if (groups && (static_cast<int32_t>(group_blocks.size()) != n_groups ||
-                 static_cast<int32_t>(groups->group_of_layer.size()) != base.layer_end))
+                 static_cast<int32_t>(groups->group_of_layer.size()) < base.layer_end))
     throw ConfigError("KV groups: one block count per group and one group per layer needed");
   int32_t next = base.layer_begin;
   for (const auto& p : placements) {

@@ -43,6 +43,7 @@ void Batch::clear() {
   more_slots.clear();
   logit_tokens.clear();
   block_tables.clear();
+  copies.clear();
 }
 
 }  // namespace pagellm

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kvcache/block_table.h"
+#include "kvcache/kv_cache_manager.h"
 
 namespace pagellm {
 
@@ -19,6 +20,9 @@ struct Batch {
   std::vector<const BlockTable*> block_tables;  // [n_seqs]
   // KV groups 1.. (kvcache/kv_group.h): [group - 1][n_tokens] slots there.
   std::vector<std::vector<int64_t>> more_slots;
+  // Copy-on-write copies the step needs first. The engine applies them to its
+  // own pools; a PipelineLink carries them to the other stages' pools.
+  std::vector<BlockCopy> copies;
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t n_seqs() const { return static_cast<int32_t>(block_tables.size()); }

@@ -1,5 +1,7 @@
 #include "model/runner.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -37,8 +39,9 @@ struct ModelRunner::Segment {
 
 namespace {
 
-void check_placements(const std::vector<KvPoolPlacement>& placements, int32_t n_layer) {
-  int32_t next = 0;
+void check_placements(const std::vector<KvPoolPlacement>& placements, int32_t begin,
+                      int32_t n_layer) {
+  int32_t next = begin;
   for (const auto& p : placements) {
     if (p.layer_begin != next || p.layer_end <= p.layer_begin)
       throw ConfigError(fmt::format(
@@ -90,9 +93,14 @@ std::unique_ptr<ModelRunner> ModelRunner::load(const std::string& path, ModelLoa
   }
   m->factory_ = opts.backend_factory ? opts.backend_factory : BackendFactory(make_backend);
   const int32_t n_layer = m->hp_.n_layer;
+  m->stage_begin_ = opts.stage_begin;
+  m->stage_end_ = opts.stage_end > 0 ? opts.stage_end : n_layer;
+  if (m->stage_begin_ < 0 || m->stage_begin_ >= m->stage_end_ || m->stage_end_ > n_layer)
+    throw ConfigError(fmt::format("pipeline stage [{}, {}) is not a layer range of this {}-layer model",
+                                  m->stage_begin_, m->stage_end_, n_layer));
   std::vector<KvPoolPlacement> placements = non_empty(opts.placements);
-  if (placements.empty()) placements = {{"host", 0, n_layer}};
-  check_placements(placements, n_layer);
+  if (placements.empty()) placements = {{"host", m->stage_begin_, m->stage_end_}};
+  check_placements(placements, m->stage_begin_, m->stage_end_);
   for (const auto& p : placements) m->check_supported(m->backend_of(p.device), p);
   if (!opts.experts_on_host.empty()) {
     if (opts.experts_on_host.size() != static_cast<size_t>(n_layer))
@@ -110,9 +118,10 @@ std::unique_ptr<ModelRunner> ModelRunner::load(const std::string& path, ModelLoa
     const bool host = m->backend_of(p.device).uses_host_memory();
     for (int32_t l = p.layer_begin; l < p.layer_end; ++l) on_host[static_cast<size_t>(l)] = host;
   }
-  const bool output_on_host = on_host.back();
+  // Layers of other stages count as "not here": they stay as mapped.
+  const bool output_on_host = m->stage_end_ == n_layer && on_host.back();
   std::vector<bool> experts_host = on_host;
-  for (int32_t l = 0; l < n_layer; ++l)
+  for (int32_t l = m->stage_begin_; l < m->stage_end_; ++l)
     if (m->experts_on_host(l)) experts_host[static_cast<size_t>(l)] = true;
   if (opts.f32_weights)
     m->w_.dequantize_to_f32(*m->file_);
@@ -181,8 +190,8 @@ std::vector<DeviceWeightShare> ModelRunner::weight_shares() const {
 
 void ModelRunner::place(const std::vector<KvPoolPlacement>& requested) {
   std::vector<KvPoolPlacement> placements = non_empty(requested);
-  if (placements.empty()) placements = {{"host", 0, hp_.n_layer}};
-  check_placements(placements, hp_.n_layer);
+  if (placements.empty()) placements = {{"host", stage_begin_, stage_end_}};
+  check_placements(placements, stage_begin_, stage_end_);
   if (weights_on_devices_ && !segments_.empty()) {
     if (!same_placements(placements, placements_))
       throw ConfigError(fmt::format(
@@ -239,8 +248,8 @@ KvGroups ModelRunner::kv_groups() const {
 
 KvPoolShape ModelRunner::kv_shape(int32_t num_blocks, int32_t block_size, DType kv_type) const {
   KvPoolShape s;
-  s.layer_begin = 0;
-  s.layer_end = hp_.n_layer;
+  s.layer_begin = stage_begin_;
+  s.layer_end = stage_end_;
   s.num_blocks = num_blocks;
   s.block_size = block_size;
   s.n_kv_heads = hp_.n_head_kv;
@@ -297,7 +306,7 @@ void ModelRunner::reserve_workspace(int64_t max_tokens, int64_t max_logit_rows) 
         b.reserve_matmul(m.expert(0).view(), max_tokens);
       });
   }
-  segments_.back().backend->reserve_matmul(w_.output.view(), max_logit_rows);
+  if (last_stage()) segments_.back().backend->reserve_matmul(w_.output.view(), max_logit_rows);
 }
 
 void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T) {
@@ -362,6 +371,21 @@ void ModelRunner::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& po
 
 std::span<const float> ModelRunner::forward(const Batch& batch, KvCacheStorage& kv,
                                            ThreadPool& pool) {
+  if (stage_begin_ != 0) throw Error("forward() on a pipeline stage that does not hold layer 0");
+  return run_stage(batch, kv, pool, nullptr);
+}
+
+std::span<const float> ModelRunner::forward_stage(const Batch& batch, KvCacheStorage& kv,
+                                                  ThreadPool& pool, std::span<const float> hidden) {
+  if (stage_begin_ == 0) throw Error("forward_stage() on the first pipeline stage");
+  if (hidden.size() != static_cast<size_t>(batch.n_tokens()) * static_cast<size_t>(hp_.n_embd))
+    throw Error(fmt::format("a pipeline stage got {} hidden values for {} tokens of {}",
+                            hidden.size(), batch.n_tokens(), hp_.n_embd));
+  return run_stage(batch, kv, pool, hidden.data());
+}
+
+std::span<const float> ModelRunner::run_stage(const Batch& batch, KvCacheStorage& kv,
+                                              ThreadPool& pool, const float* hidden_in) {
   const int64_t T = batch.n_tokens();
   const int64_t E = hp_.n_embd, V = hp_.n_vocab;
   const int64_t n_out = static_cast<int64_t>(batch.logit_tokens.size());
@@ -407,17 +431,22 @@ std::span<const float> ModelRunner::forward(const Batch& batch, KvCacheStorage& 
   }
 
   // The embedding is gathered on the host, straight into the first
-  // segment's buffer when that is host memory.
+  // segment's buffer when that is host memory (a later pipeline stage starts
+  // from the previous stage's hidden state instead).
   Segment& first = segments_.front();
   const bool direct = first.backend->uses_host_memory();
   if (!direct) host_x_.resize(static_cast<size_t>(T * E));
   float* x0 = direct ? first.x.f32() : host_x_.data();
-  for (int64_t t = 0; t < T; ++t)
-    dequantize_row(w_.token_embd.type, w_.token_embd.row(batch.tokens[static_cast<size_t>(t)]),
-                   x0 + t * E, E);
-  if (hp_.embd_scale != 1.0f)
-    for (int64_t i = 0; i < T * E; ++i) x0[i] *= hp_.embd_scale;
   const size_t x_bytes = static_cast<size_t>(T * E) * sizeof(float);
+  if (hidden_in) {
+    std::memcpy(x0, hidden_in, x_bytes);
+  } else {
+    for (int64_t t = 0; t < T; ++t)
+      dequantize_row(w_.token_embd.type, w_.token_embd.row(batch.tokens[static_cast<size_t>(t)]),
+                     x0 + t * E, E);
+    if (hp_.embd_scale != 1.0f)
+      for (int64_t i = 0; i < T * E; ++i) x0[i] *= hp_.embd_scale;
+  }
   if (!direct) first.backend->upload(first.x.data(), x0, x_bytes);
 
   for (size_t i = 0; i < segments_.size(); ++i) {
@@ -432,6 +461,18 @@ std::span<const float> ModelRunner::forward(const Batch& batch, KvCacheStorage& 
 
   Segment& last = segments_.back();
   Backend& b = *last.backend;
+  if (!last_stage()) {
+    stage_out_.resize(static_cast<size_t>(T * E));
+    if (b.uses_host_memory())
+      std::memcpy(stage_out_.data(), last.x.f32(), x_bytes);
+    else
+      b.download(stage_out_.data(), last.x.data(), x_bytes);
+    transfer_bytes_ += x_bytes;
+    file_->check_intact();
+    if (hidden_in) return stage_out_;
+    if (!link_) throw Error("the first pipeline stage has no link to the later ones");
+    return link_->forward_rest(batch, stage_out_);
+  }
   // One norm per run of consecutive logit tokens (a prefill's last token, a
   // decode step's every token).
   for (int64_t i = 0; i < n_out;) {

@@ -27,6 +27,7 @@
 #include "model/device_weights.h"
 #include "model/arch/architecture.h"
 #include "model/hparams.h"
+#include "model/pipeline_link.h"
 #include "model/weights.h"
 #include "util/thread_pool.h"
 
@@ -54,6 +55,11 @@ struct ModelLoadOptions {
   std::vector<bool> experts_on_host;
   // Makes each device's backend; empty: make_backend().
   BackendFactory backend_factory;
+  // A pipeline stage (multi-node): this process holds layers [stage_begin,
+  // stage_end) only (stage_end 0: to the last); `placements` tile that range,
+  // and the layers outside it are neither repacked nor copied anywhere.
+  int32_t stage_begin = 0;
+  int32_t stage_end = 0;
 };
 
 // The weights one decode step streams on one device: every matrix of its
@@ -111,6 +117,20 @@ class ModelRunner {
   // so that the memory the plan counted is resident from the start and steps
   // never grow it.
   void reserve_workspace(int64_t max_tokens, int64_t max_logit_rows);
+
+  // Pipeline stages: the layers this runner holds.
+  int32_t stage_begin() const { return stage_begin_; }
+  int32_t stage_end() const { return stage_end_; }
+  bool last_stage() const { return stage_end_ == hp_.n_layer; }
+  // A first stage that is not the last hands its hidden state to `link`
+  // (which must outlive its use) in forward(), and returns what it brings back.
+  void set_pipeline_link(PipelineLink* link) { link_ = link; }
+  // A later stage's step: starts from `hidden` ([n_tokens][n_embd], the
+  // previous stage's output) and returns its own output: the logits of
+  // batch.logit_tokens on the last stage, else its hidden state
+  // ([n_tokens][n_embd]); valid until the next call.
+  std::span<const float> forward_stage(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
+                                       std::span<const float> hidden);
   // Bytes of hidden state moved between devices so far.
   uint64_t transfer_bytes() const { return transfer_bytes_; }
   // Bytes of weights copied to devices at load.
@@ -131,6 +151,10 @@ class ModelRunner {
   // The segment's layers, through the backend's recording when it has one
   // (Backend::begin_layers).
   void run_layers(Segment& s, KvCacheStorage& kv, int64_t T);
+  // forward() and forward_stage(): from the embedding (hidden_in null) or
+  // from a previous stage's hidden state.
+  std::span<const float> run_stage(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
+                                   const float* hidden_in);
 
   std::unique_ptr<GgufFile> file_;
   ModelHParams hp_;
@@ -150,6 +174,9 @@ class ModelRunner {
   std::vector<int32_t> block_counts_;
   std::vector<StepInputs::Group> step_groups_;  // groups 1..
   uint64_t transfer_bytes_ = 0;
+  int32_t stage_begin_ = 0, stage_end_ = 0;
+  PipelineLink* link_ = nullptr;
+  std::vector<float> stage_out_;  // a non-final stage's hidden state, in host memory
 };
 
 }  // namespace pagellm

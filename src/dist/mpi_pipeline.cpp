@@ -1,0 +1,247 @@
+#include "dist/mpi_pipeline.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "util/error.h"
+
+#if PAGELLM_MPI
+#include <mpi.h>
+#endif
+
+namespace pagellm {
+
+#if PAGELLM_MPI
+
+namespace {
+
+constexpr int kStepTag = 11;    // rank r -> r + 1: a step, or the shutdown
+constexpr int kResultTag = 12;  // any rank -> 0: logits or an error
+
+bool g_started = false;
+int g_rank = 0, g_size = 1;
+
+struct Finalizer {
+  ~Finalizer() {
+    int done = 0;
+    if (g_started && MPI_Finalized(&done) == MPI_SUCCESS && !done) MPI_Finalize();
+  }
+} g_finalizer;
+
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// Polls (spinning briefly, then sleeping up to 1 ms) until `ready` or the
+// deadline; false on timeout.
+template <class Ready>
+bool poll_until(Ready ready, Clock::time_point deadline) {
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    if (Clock::now() >= deadline) return false;
+    if (i > 200) std::this_thread::sleep_for(std::chrono::microseconds(i > 2000 ? 1000 : 50));
+  }
+}
+
+bool send_bytes(int dest, int tag, const std::vector<uint8_t>& bytes, Clock::time_point deadline) {
+  MPI_Request req;
+  MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &req);
+  const bool done = poll_until(
+      [&] {
+        int flag = 0;
+        MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+        return flag != 0;
+      },
+      deadline);
+  if (!done) {
+    MPI_Cancel(&req);
+    MPI_Request_free(&req);
+  }
+  return done;
+}
+
+// A message from `src` (MPI_ANY_SOURCE: any) with `tag`; false on timeout.
+bool recv_bytes(int src, int tag, std::vector<uint8_t>& out, Clock::time_point deadline,
+                int* from = nullptr) {
+  MPI_Status st;
+  const bool got = poll_until(
+      [&] {
+        int flag = 0;
+        MPI_Iprobe(src, tag, MPI_COMM_WORLD, &flag, &st);
+        return flag != 0;
+      },
+      deadline);
+  if (!got) return false;
+  int n = 0;
+  MPI_Get_count(&st, MPI_BYTE, &n);
+  out.resize(static_cast<size_t>(n));
+  MPI_Recv(out.data(), n, MPI_BYTE, st.MPI_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  if (from) *from = st.MPI_SOURCE;
+  return true;
+}
+
+}  // namespace
+
+void mpi_start(int* argc, char*** argv) {
+  if (g_started || !launched_by_mpi()) return;
+  int provided = 0;
+  MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+  g_started = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+}
+bool mpi_built() { return true; }
+int mpi_rank() { return g_rank; }
+int mpi_size() { return g_size; }
+
+void mpi_broadcast(std::vector<uint8_t>& bytes) {
+  if (g_size == 1) return;
+  uint64_t n = bytes.size();
+  MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  bytes.resize(n);
+  MPI_Bcast(bytes.data(), static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD);
+}
+
+std::vector<std::vector<uint8_t>> mpi_gather(const std::vector<uint8_t>& bytes) {
+  if (g_size == 1) return {bytes};
+  int n = static_cast<int>(bytes.size());
+  std::vector<int> counts(static_cast<size_t>(g_size)), offsets(static_cast<size_t>(g_size));
+  MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<uint8_t> all;
+  if (g_rank == 0) {
+    int total = 0;
+    for (int r = 0; r < g_size; ++r) {
+      offsets[static_cast<size_t>(r)] = total;
+      total += counts[static_cast<size_t>(r)];
+    }
+    all.resize(static_cast<size_t>(total));
+  }
+  MPI_Gatherv(bytes.data(), n, MPI_BYTE, all.data(), counts.data(), offsets.data(), MPI_BYTE, 0,
+              MPI_COMM_WORLD);
+  std::vector<std::vector<uint8_t>> out;
+  if (g_rank == 0)
+    for (int r = 0; r < g_size; ++r)
+      out.emplace_back(all.begin() + offsets[static_cast<size_t>(r)],
+                       all.begin() + offsets[static_cast<size_t>(r)] + counts[static_cast<size_t>(r)]);
+  return out;
+}
+
+void mpi_exit(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (g_started) {
+    if (code != 0) MPI_Abort(MPI_COMM_WORLD, code);
+    MPI_Finalize();
+    g_started = false;
+  }
+  std::exit(code);
+}
+
+MpiPipelineLink::MpiPipelineLink(StepLimits limits, std::chrono::milliseconds timeout)
+    : limits_(std::move(limits)), timeout_(timeout) {}
+
+MpiPipelineLink::~MpiPipelineLink() {
+  if (g_size > 1 && broken_.empty())
+    send_bytes(1, kStepTag, encode_control(StepKind::kShutdown),
+               Clock::now() + std::chrono::seconds(5));
+}
+
+std::span<const float> MpiPipelineLink::forward_rest(const Batch& batch,
+                                                     std::span<const float> hidden) {
+  if (!broken_.empty()) throw Error(broken_);
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + timeout_;
+  if (!send_bytes(1, kStepTag, encode_step(batch, hidden), deadline)) {
+    broken_ = fmt::format("rank 1 did not take a step within {} s (a rank died or a link broke)",
+                          timeout_.count() / 1000.0);
+    std::fprintf(stderr, "pagellm: pipeline: %s\n", broken_.c_str());
+    throw Error(broken_);
+  }
+  std::vector<uint8_t> buf;
+  int from = -1;
+  if (!recv_bytes(MPI_ANY_SOURCE, kResultTag, buf, deadline, &from)) {
+    broken_ = fmt::format("no result from ranks 1-{} within {} s (a rank died or a link broke)",
+                          g_size - 1, timeout_.count() / 1000.0);
+    std::fprintf(stderr, "pagellm: pipeline: %s\n", broken_.c_str());
+    throw Error(broken_);
+  }
+  comm_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  const int64_t want = static_cast<int64_t>(batch.logit_tokens.size()) * limits_.n_vocab;
+  try {
+    decode_step(buf, limits_, result_, want);
+  } catch (const FormatError& e) {
+    throw Error(fmt::format("rank {} sent a bad result: {}", from, e.what()));
+  }
+  if (result_.kind == StepKind::kError) throw Error(result_.error);
+  if (result_.kind != StepKind::kLogits)
+    throw Error(fmt::format("rank {} sent a step where logits were expected", from));
+  return result_.payload;
+}
+
+int run_pipeline_worker(ModelRunner& model, KvCacheStorage& kv, ThreadPool& pool,
+                        const StepLimits& limits) {
+  const int rank = g_rank, size = g_size;
+  const auto forever = Clock::time_point::max();
+  std::vector<uint8_t> buf;
+  DecodedStep step;
+  for (;;) {
+    recv_bytes(rank - 1, kStepTag, buf, forever);
+    try {
+      decode_step(buf, limits, step);
+    } catch (const std::exception& e) {
+      // Never trust a malformed message: report it, skip the step.
+      std::fprintf(stderr, "pagellm: rank %d: %s\n", rank, e.what());
+      send_bytes(0, kResultTag, encode_control(StepKind::kError, fmt::format("rank {}: {}", rank, e.what())),
+                 forever);
+      continue;
+    }
+    if (step.kind == StepKind::kShutdown) {
+      if (rank + 1 < size)
+        send_bytes(rank + 1, kStepTag, encode_control(StepKind::kShutdown),
+                   Clock::now() + std::chrono::seconds(5));
+      return 0;
+    }
+    try {
+      if (step.kind != StepKind::kStep) throw Error("a message that is not a step");
+      for (const BlockCopy& c : step.batch.copies) kv.copy_block(c.src, c.dst, c.group);
+      const auto out = model.forward_stage(step.batch, kv, pool, step.payload);
+      if (rank == size - 1)
+        send_bytes(0, kResultTag, encode_logits(out), forever);
+      else
+        send_bytes(rank + 1, kStepTag, encode_step(step.batch, out), forever);
+    } catch (const std::exception& e) {
+      send_bytes(0, kResultTag,
+                 encode_control(StepKind::kError, fmt::format("rank {}: {}", rank, e.what())), forever);
+    }
+  }
+}
+
+#else  // no MPI in this build: one rank
+
+void mpi_start(int*, char***) {}
+bool mpi_built() { return false; }
+int mpi_rank() { return 0; }
+int mpi_size() { return 1; }
+void mpi_broadcast(std::vector<uint8_t>&) {}
+std::vector<std::vector<uint8_t>> mpi_gather(const std::vector<uint8_t>& bytes) { return {bytes}; }
+void mpi_exit(int code) { std::exit(code); }
+MpiPipelineLink::MpiPipelineLink(StepLimits limits, std::chrono::milliseconds timeout)
+    : limits_(std::move(limits)), timeout_(timeout) {}
+MpiPipelineLink::~MpiPipelineLink() = default;
+std::span<const float> MpiPipelineLink::forward_rest(const Batch&, std::span<const float>) {
+  throw Error("this build has no MPI");
+}
+int run_pipeline_worker(ModelRunner&, KvCacheStorage&, ThreadPool&, const StepLimits&) {
+  throw Error("this build has no MPI");
+}
+
+#endif
+
+}  // namespace pagellm

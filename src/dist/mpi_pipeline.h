@@ -1,0 +1,64 @@
+// Pipeline-parallel inference over MPI: rank 0 runs the engine and the first
+// layers; every other rank holds a contiguous range of later layers and
+// their KV pools and serves steps: it receives a step (dist/step_message.h)
+// from the rank before it, runs its layers, and passes the hidden state on;
+// the last rank sends the logits back to rank 0. Without MPI in the build, or
+// when the process was not started by an MPI launcher, there is one rank and
+// nothing here does anything.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dist/step_message.h"
+#include "kvcache/kv_cache_storage.h"
+#include "model/pipeline_link.h"
+#include "model/runner.h"
+#include "util/thread_pool.h"
+
+namespace pagellm {
+
+// Starts MPI when the process runs under an MPI launcher (mpirun, srun);
+// call once from main. Stops it at exit.
+void mpi_start(int* argc, char*** argv);
+bool mpi_built();
+int mpi_rank();  // 0 without MPI
+int mpi_size();  // 1 without MPI
+// Rank 0's `bytes` on every rank.
+void mpi_broadcast(std::vector<uint8_t>& bytes);
+// Every rank's `bytes`, on rank 0 (empty elsewhere).
+std::vector<std::vector<uint8_t>> mpi_gather(const std::vector<uint8_t>& bytes);
+// Ends this process: finalizes MPI first.
+[[noreturn]] void mpi_exit(int code);
+
+// Rank 0's link to ranks 1.. (ModelRunner::set_pipeline_link). A stage that
+// fails sends its error back; one that does not answer within `timeout` ends
+// the step with an error naming it, and the link is then broken: every later
+// step fails at once (broken() tells the command to exit non-zero).
+class MpiPipelineLink final : public PipelineLink {
+ public:
+  MpiPipelineLink(StepLimits limits, std::chrono::milliseconds timeout);
+  ~MpiPipelineLink() override;  // shuts the other ranks down
+  std::span<const float> forward_rest(const Batch& batch, std::span<const float> hidden) override;
+  bool broken() const { return !broken_.empty(); }
+  const std::string& broken_reason() const { return broken_; }
+  // Seconds spent sending and waiting for results, for the benchmark.
+  double comm_seconds() const { return comm_s_; }
+
+ private:
+  StepLimits limits_;
+  std::chrono::milliseconds timeout_;
+  DecodedStep result_;
+  std::string broken_;
+  double comm_s_ = 0;
+};
+
+// Ranks 1..: serves steps until rank 0 shuts the pipeline down. Returns the
+// exit status (0 after a shutdown).
+int run_pipeline_worker(ModelRunner& model, KvCacheStorage& kv, ThreadPool& pool,
+                        const StepLimits& limits);
+
+}  // namespace pagellm
