@@ -9,8 +9,10 @@
 // requests get 503, in-flight ones have --shutdown-timeout seconds to finish
 // (the rest are aborted, their streams end with an error event), then the
 // server closes and the process exits 0.
+#include <atomic>
 #include <fmt/format.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -87,6 +89,9 @@ int run_serve(ServeArgs a) {
   // fails here, before anything listens.
   a.speculation.apply(a.plan);
   const EnginePlan ep = plan_engine(a.model, a.plan);
+  // Under an MPI launcher, ranks other than 0 hold later layers and serve
+  // rank 0's steps: they never listen (load_engine does not return there).
+  if (mpi_rank() > 0) load_engine(a.model, a.plan, ep);
   const std::string& path = ep.path;
   HttpServerOptions hopts;
   hopts.model_id = a.alias.empty() ? std::filesystem::path(path).stem().string() : a.alias;
@@ -165,6 +170,23 @@ int run_serve(ServeArgs a) {
     throw;
   }
 
+  // A pipeline whose ranks stop answering fails every request from then on:
+  // shut down and exit non-zero so that a supervisor restarts the job.
+  std::atomic<bool> pipeline_broken{false}, stopping{false};
+  std::thread watcher;
+  if (s.link)
+    watcher = std::thread([&] {
+      while (!stopping) {
+        if (s.link->broken()) {
+          pipeline_broken = true;
+          std::printf("pagellm serve: the pipeline of %d ranks is broken: shutting down\n", mpi_size());
+          std::fflush(stdout);
+          ::kill(::getpid(), SIGTERM);
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
   int sig = 0;
   sigwait(&stop_signals, &sig);
   std::printf("pagellm serve: %s: shutting down (up to %.0f s for in-flight requests; a "
@@ -180,6 +202,22 @@ int run_serve(ServeArgs a) {
     std::_Exit(130);
   }).detach();
   server.begin_shutdown();
+  // Under MPI a SIGTERM mostly means the job is being torn down (mpirun stops
+  // every rank once one died): a step that waits on the other ranks for more
+  // than a moment will not be answered, so end it with an error now (its
+  // streams get their error event before mpirun's SIGKILL).
+  std::thread unblock;
+  if (s.link)
+    unblock = std::thread([&] {
+      while (!stopping) {
+        if (s.link->waiting_ms() > 250) {
+          s.link->interrupt();
+          pipeline_broken = true;
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
   async->shutdown(std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout_s * 1000)));
   // Aborted streams still send their error event and [DONE]: let them.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -187,9 +225,12 @@ int run_serve(ServeArgs a) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   stop_http();
   async.reset();
+  stopping = true;
+  if (watcher.joinable()) watcher.join();
+  if (unblock.joinable()) unblock.join();
   std::printf("pagellm serve: stopped\n");
   std::fflush(stdout);
-  return 0;
+  return pipeline_broken ? 3 : 0;
 }
 
 }  // namespace

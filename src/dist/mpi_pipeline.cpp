@@ -40,17 +40,18 @@ bool launched_by_mpi() {
 using Clock = std::chrono::steady_clock;
 
 // Polls (spinning briefly, then sleeping up to 1 ms) until `ready` or the
-// deadline; false on timeout.
+// deadline (or `stop`); false on timeout.
 template <class Ready>
-bool poll_until(Ready ready, Clock::time_point deadline) {
+bool poll_until(Ready ready, Clock::time_point deadline, const std::atomic<bool>* stop = nullptr) {
   for (int i = 0;; ++i) {
     if (ready()) return true;
-    if (Clock::now() >= deadline) return false;
+    if (Clock::now() >= deadline || (stop && stop->load())) return false;
     if (i > 200) std::this_thread::sleep_for(std::chrono::microseconds(i > 2000 ? 1000 : 50));
   }
 }
 
-bool send_bytes(int dest, int tag, const std::vector<uint8_t>& bytes, Clock::time_point deadline) {
+bool send_bytes(int dest, int tag, const std::vector<uint8_t>& bytes, Clock::time_point deadline,
+                const std::atomic<bool>* stop = nullptr) {
   MPI_Request req;
   MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &req);
   const bool done = poll_until(
@@ -59,7 +60,7 @@ bool send_bytes(int dest, int tag, const std::vector<uint8_t>& bytes, Clock::tim
         MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
         return flag != 0;
       },
-      deadline);
+      deadline, stop);
   if (!done) {
     MPI_Cancel(&req);
     MPI_Request_free(&req);
@@ -69,7 +70,7 @@ bool send_bytes(int dest, int tag, const std::vector<uint8_t>& bytes, Clock::tim
 
 // A message from `src` (MPI_ANY_SOURCE: any) with `tag`; false on timeout.
 bool recv_bytes(int src, int tag, std::vector<uint8_t>& out, Clock::time_point deadline,
-                int* from = nullptr) {
+                int* from = nullptr, const std::atomic<bool>* stop = nullptr) {
   MPI_Status st;
   const bool got = poll_until(
       [&] {
@@ -77,7 +78,7 @@ bool recv_bytes(int src, int tag, std::vector<uint8_t>& out, Clock::time_point d
         MPI_Iprobe(src, tag, MPI_COMM_WORLD, &flag, &st);
         return flag != 0;
       },
-      deadline);
+      deadline, stop);
   if (!got) return false;
   int n = 0;
   MPI_Get_count(&st, MPI_BYTE, &n);
@@ -153,25 +154,40 @@ MpiPipelineLink::~MpiPipelineLink() {
                Clock::now() + std::chrono::seconds(5));
 }
 
+int64_t MpiPipelineLink::waiting_ms() const {
+  const int64_t since = waiting_since_ns_.load();
+  if (since == 0) return 0;
+  return (Clock::now().time_since_epoch().count() - since) / 1000000;
+}
+
 std::span<const float> MpiPipelineLink::forward_rest(const Batch& batch,
                                                      std::span<const float> hidden) {
   if (!broken_.empty()) throw Error(broken_);
   const auto t0 = Clock::now();
   const auto deadline = t0 + timeout_;
-  if (!send_bytes(1, kStepTag, encode_step(batch, hidden), deadline)) {
-    broken_ = fmt::format("rank 1 did not take a step within {} s (a rank died or a link broke)",
-                          timeout_.count() / 1000.0);
+  waiting_since_ns_ = t0.time_since_epoch().count();
+  struct Done {
+    std::atomic<int64_t>& w;
+    ~Done() { w = 0; }
+  } done{waiting_since_ns_};
+  const auto fail = [&](std::string why) {
+    broken_ = std::move(why);
     std::fprintf(stderr, "pagellm: pipeline: %s\n", broken_.c_str());
+    broken_flag_ = true;
     throw Error(broken_);
-  }
+  };
+  const std::string lost =
+      fmt::format("within {} s (a rank died or a link broke)", timeout_.count() / 1000.0);
+  if (!send_bytes(1, kStepTag, encode_step(batch, hidden), deadline, &interrupted_))
+    fail(interrupted_ ? "the pipeline was stopped while rank 1 had not taken a step"
+                      : "rank 1 did not take a step " + lost);
   std::vector<uint8_t> buf;
   int from = -1;
-  if (!recv_bytes(MPI_ANY_SOURCE, kResultTag, buf, deadline, &from)) {
-    broken_ = fmt::format("no result from ranks 1-{} within {} s (a rank died or a link broke)",
-                          g_size - 1, timeout_.count() / 1000.0);
-    std::fprintf(stderr, "pagellm: pipeline: %s\n", broken_.c_str());
-    throw Error(broken_);
-  }
+  if (!recv_bytes(MPI_ANY_SOURCE, kResultTag, buf, deadline, &from, &interrupted_))
+    fail(interrupted_ ? fmt::format("the pipeline was stopped while ranks 1-{} had not answered "
+                                    "(a rank died or the job is ending)",
+                                    g_size - 1)
+                      : fmt::format("no result from ranks 1-{} {}", g_size - 1, lost));
   comm_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
   const int64_t want = static_cast<int64_t>(batch.logit_tokens.size()) * limits_.n_vocab;
   try {
@@ -235,6 +251,7 @@ void mpi_exit(int code) { std::exit(code); }
 MpiPipelineLink::MpiPipelineLink(StepLimits limits, std::chrono::milliseconds timeout)
     : limits_(std::move(limits)), timeout_(timeout) {}
 MpiPipelineLink::~MpiPipelineLink() = default;
+int64_t MpiPipelineLink::waiting_ms() const { return 0; }
 std::span<const float> MpiPipelineLink::forward_rest(const Batch&, std::span<const float>) {
   throw Error("this build has no MPI");
 }

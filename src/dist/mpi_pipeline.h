@@ -7,6 +7,7 @@
 // nothing here does anything.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <span>
@@ -43,8 +44,14 @@ class MpiPipelineLink final : public PipelineLink {
   MpiPipelineLink(StepLimits limits, std::chrono::milliseconds timeout);
   ~MpiPipelineLink() override;  // shuts the other ranks down
   std::span<const float> forward_rest(const Batch& batch, std::span<const float> hidden) override;
-  bool broken() const { return !broken_.empty(); }
-  const std::string& broken_reason() const { return broken_; }
+  // Readable from any thread (a watcher ends `serve` when the link breaks).
+  bool broken() const { return broken_flag_.load(); }
+  // From any thread: a step waiting for the other ranks ends now with an
+  // error and the link is broken (the job is being torn down, e.g. mpirun
+  // stops every rank after one died).
+  void interrupt() { interrupted_ = true; }
+  // Milliseconds the current step has waited for the other ranks (0: none waiting).
+  int64_t waiting_ms() const;
   // Seconds spent sending and waiting for results, for the benchmark.
   double comm_seconds() const { return comm_s_; }
 
@@ -52,7 +59,10 @@ class MpiPipelineLink final : public PipelineLink {
   StepLimits limits_;
   std::chrono::milliseconds timeout_;
   DecodedStep result_;
-  std::string broken_;
+  std::string broken_;  // why (engine thread only)
+  std::atomic<bool> broken_flag_{false};
+  std::atomic<bool> interrupted_{false};
+  std::atomic<int64_t> waiting_since_ns_{0};
   double comm_s_ = 0;
 };
 
