@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -128,7 +129,12 @@ EngineSetup load_pipeline_engine(const ModelOptions& mo, const PlanOptions& po, 
     std::fprintf(stderr, "pipeline: %d ranks; rank 0 runs layers %d-%d\n", ranks, begin, end - 1);
     return s;
   }
-  // A later stage: load, allocate, serve steps, exit.
+  // A later stage: load, allocate, serve steps, exit. Rank 0 decides when
+  // the job ends (mpirun forwards SIGTERM/SIGINT to every rank): it shuts
+  // the pipeline down after its own shutdown, and mpirun kills what is left
+  // if rank 0 dies.
+  ::signal(SIGTERM, SIG_IGN);
+  ::signal(SIGINT, SIG_IGN);
   try {
     auto model = ModelRunner::load(ep.path, lo);
     ThreadPool pool(mo.threads > 0 ? mo.threads : ThreadPool::physical_cores());

@@ -1,0 +1,157 @@
+"""Pipeline stages over MPI (mpirun --oversubscribe on this one machine):
+generate and serve with 2 and 3 ranks give one process's tokens (batched,
+with preemption), a killed rank ends the stream with an error event and the
+job exits non-zero, and a rank with another model file is refused by name.
+Skipped, with the reason, when mpirun is missing or the build has no MPI."""
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import DATA, STORIES, Server
+
+MPIRUN = shutil.which("mpirun")
+Q8 = DATA / "golden/random/rand-llama-tok512-Q8_0.gguf"
+PROMPTS = ["Once upon a time", "Lily wanted", "The little cat was sad because",
+           "One day, Tom and his dog went to the park.", "Ben had 3 red cars",
+           "The sun was hot and", "Sam and Sue", "In the big forest there"]
+
+
+@pytest.fixture(scope="module")
+def mpi(pagellm_bin):
+    if not MPIRUN:
+        pytest.skip("mpirun is not installed (scripts/setup.sh installs openmpi-bin)")
+    version = subprocess.run([pagellm_bin, "--version"], capture_output=True, text=True).stdout
+    if "MPI on" not in version:
+        pytest.skip(f"this build has no MPI ({version.strip()})")
+    return pagellm_bin
+
+
+def mpirun(n, *args):
+    return [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(n), *args]
+
+
+@pytest.fixture
+def launcher(mpi, tmp_path):
+    """A script that runs pagellm under mpirun with N ranks (Server takes a binary)."""
+    def make(n, env_extra=""):
+        path = tmp_path / f"mpi{n}.sh"
+        path.write_text("#!/bin/sh\n" + env_extra +
+                        f"exec {' '.join(mpirun(n, '-x', 'PAGELLM_PIPELINE_TIMEOUT_S', mpi))} \"$@\"\n")
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+        return str(path)
+    return make
+
+
+def generate(cmd, model):
+    out = subprocess.run([*cmd, "generate", "-m", str(model), "-p", "Once upon a time", "-n", "40",
+                          "--temp", "0", "--ignore-eos", "--json", "-t", "1"],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["output_ids"]
+
+
+@pytest.mark.parametrize("model", [STORIES, Q8], ids=["stories260K", "rand-q8_0"])
+def test_generate_on_two_and_three_ranks_equals_one_process(mpi, model):
+    want = generate([mpi], model)
+    for n in (2, 3):
+        assert generate(mpirun(n, mpi), model) == want, f"{n} ranks"
+
+
+def replies(server, client_for):
+    """Greedy replies to every prompt, 8 streams at once."""
+    out = [None] * len(PROMPTS)
+
+    def run(i):
+        text = ""
+        for chunk in client_for(server).completions.create(model="m", prompt=PROMPTS[i], max_tokens=48,
+                                                           temperature=0, stream=True):
+            text += "".join(c.text for c in chunk.choices)
+        out[i] = text
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(PROMPTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    return out
+
+
+def test_serve_on_two_and_three_ranks_equals_one_process(mpi, launcher, client_for):
+    # A cache of 96 tokens for 8 streams of up to ~60: preemption and recompute.
+    flags = ["-m", str(STORIES), "-c", "96", "--max-num-seqs", "8", "-t", "1"]
+    one = Server(mpi, flags)
+    try:
+        want = replies(one, client_for)
+    finally:
+        one.stop()
+    for n in (2, 3):
+        s = Server(launcher(n), flags)
+        try:
+            assert replies(s, client_for) == want, f"{n} ranks"
+            assert s.metrics()["pagellm_preemptions_total"] > 0
+            assert s.metrics()["pagellm_kv_blocks_used"] == 0
+        finally:
+            # mpirun turns a SIGTERM into the job's end (exit status 1 whatever the ranks
+            # did): rank 0's own clean shutdown is what shows.
+            s.stop()
+            assert "pagellm serve: stopped" in s.output(), s.output()
+
+
+def rank_pids(mpirun_pid, rank):
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env and b"serve" in cmd:
+            pids.append(int(pid))
+    return pids
+
+
+def test_a_killed_rank_ends_the_stream_with_an_error_and_the_job_exits_non_zero(
+        launcher, slow_model, client_for):
+    s = Server(launcher(2), ["-m", str(slow_model), "-t", "1"])
+    try:
+        import requests
+        r = requests.post(s.url + "/v1/completions", stream=True, timeout=60,
+                          json={"prompt": "Once upon a time", "max_tokens": 3000, "temperature": 0,
+                                "stream": True, "ignore_eos": True})
+        lines = r.iter_lines()
+        for _ in range(5):  # the stream is running
+            next(lines)
+        victims = rank_pids(s.proc.pid, 1)
+        assert victims, "rank 1 not found"
+        t0 = time.monotonic()
+        os.kill(victims[0], signal.SIGKILL)
+        events = [json.loads(l[6:]) for l in lines if l.startswith(b"data: {")]
+        assert any("error" in e for e in events), events[-3:]
+        assert time.monotonic() - t0 < 30
+        code = s.proc.wait(60)
+        assert code != 0
+        assert "pipeline" in s.output()
+    finally:
+        s.stop()
+
+
+def test_a_rank_with_another_model_file_is_refused_by_name(mpi, tmp_path):
+    # Rank 1 reads a different file under the same path (a per-rank copy).
+    other = tmp_path / "model.gguf"
+    script = tmp_path / "pick.sh"
+    script.write_text("#!/bin/sh\n"
+                      f"if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then m={Q8}; else m={STORIES}; fi\n"
+                      f"exec {mpi} generate -m \"$m\" -p hi -n 4 -t 1\n")
+    script.chmod(0o755)
+    out = subprocess.run(mpirun(2, str(script)), capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "rank 1" in out.stderr and "model file" in out.stderr, out.stderr
