@@ -60,13 +60,14 @@ TEST_P(FuzzReplay, Regressions) {
 
 // A short mutation run in every test pass, for the parsers whose inputs are
 // small (grammars, schemas, device maps, tool-call replies, Responses and
-// Anthropic request bodies): seeds with random bytes flipped,
+// Anthropic request bodies, pipeline step messages): seeds with random bytes flipped,
 // inserted, deleted and spliced, deterministic. libFuzzer (scripts/fuzz.sh)
 // goes much further; this keeps the obvious crashes out of every build.
 TEST_P(FuzzReplay, SeedMutations) {
   const Target& t = GetParam();
   if (t.name != "grammar" && t.name != "json_schema" && t.name != "device_map" &&
-      t.name != "tool_calls" && t.name != "responses_request" && t.name != "anthropic_request")
+      t.name != "tool_calls" && t.name != "responses_request" && t.name != "anthropic_request" &&
+      t.name != "step_message")
     GTEST_SKIP() << t.name << ": its inputs are large; scripts/fuzz.sh covers it";
   std::vector<std::string> seeds;
   for (const auto& f : inputs("corpus", t.name)) seeds.push_back(test::read_file(f.string()));

@@ -22,6 +22,10 @@ using EntryFn = int (*)(const uint8_t* data, size_t size);
 // is a model, loaded (hyper-parameters, weights) and run for two tokens; if
 // it has a vocabulary, a tokenizer built and used.
 int gguf(const uint8_t* data, size_t size);
+// A pipeline step message from another MPI rank, decoded against a stage's
+// limits: what is accepted addresses only the stage's pools and survives an
+// encode/decode round trip.
+int step_message(const uint8_t* data, size_t size);
 // Byte 0 picks a shipped vocabulary (tests/data), byte 1 the flags
 // (add_special, parse_special); the rest is text to encode, decode and
 // stream-detokenize. Every id must be in the vocabulary.
