@@ -6,6 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/engine_setup.h"
+#include "cli/pipeline_setup.h"
+#include "dist/mpi_pipeline.h"
 #include "cli/plan_options.h"
 #include "planner/plan_format.h"
 #include "util/sizes.h"
@@ -22,8 +25,39 @@ struct PlanArgs {
   PlanOptions opts;
 };
 
+// Under an MPI launcher: the plan over every rank's host (cli/pipeline_setup.h), printed by rank 0.
+int run_pipeline_plan(const PlanArgs& a, const std::string& path) {
+  ModelOptions mo;
+  mo.model = path;
+  const bool print = mpi_rank() == 0;
+  try {
+    const EnginePlan ep = plan_pipeline(mo, a.opts);
+    nlohmann::json model = {{"path", path},
+                            {"arch", ep.hparams.arch},
+                            {"n_layer", ep.hparams.n_layer},
+                            {"n_ctx_train", ep.hparams.n_ctx_train},
+                            {"weight_bytes", ep.weight_bytes}};
+    if (!print) return 0;
+    if (a.json) {
+      nlohmann::json j = plan_to_json(ep.plan);
+      j["model"] = model;
+      std::puts(j.dump(2).c_str());
+    } else {
+      fmt::print("model: {} ({}, {} layers over {} nodes, weights {})\n", path, ep.hparams.arch,
+                 ep.hparams.n_layer, ep.plan.nodes, format_size(ep.weight_bytes));
+      fmt::print("{}", format_plan_table(ep.plan));
+    }
+    return 0;
+  } catch (const PlanError& e) {
+    if (print && a.json) std::puts(plan_error_to_json(e).dump(2).c_str());
+    if (print) std::fprintf(stderr, "error: %s\n", e.what());
+    return kRefused;
+  }
+}
+
 int run_plan(const PlanArgs& a) {
   const std::string path = a.model.empty() ? default_model_path() : a.model;
+  if (mpi_size() > 1) return run_pipeline_plan(a, path);
   PlanOptions opts = a.opts;
   opts.for_execution = false;     // a plan to show: GPUs included
   auto f = GgufFile::open(path);  // maps the file; no weight is touched

@@ -28,6 +28,7 @@ std::string ModelOptions::path() const {
 }
 
 EnginePlan plan_engine(const ModelOptions& mo, const PlanOptions& po) {
+  if (mpi_size() > 1) return plan_pipeline(mo, po);
   // Plan from metadata alone: nothing is loaded or allocated before it fits.
   EnginePlan p;
   p.path = mo.path();
@@ -74,7 +75,7 @@ EngineSetup load_engine(const ModelOptions& mo, const PlanOptions& po, const Eng
 
 EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log_plan) {
   const EnginePlan ep = plan_engine(mo, po);
-  if (log_plan) std::fputs(format_plan_summary(ep.plan).c_str(), stderr);
+  if (log_plan && mpi_rank() == 0) std::fputs(format_plan_summary(ep.plan).c_str(), stderr);
   return load_engine(mo, po, ep);
 }
 

@@ -42,6 +42,8 @@ struct EnginePlan {
   ModelHParams hparams;
   Plan plan;
   uint64_t weight_bytes = 0;
+  // Under MPI (cli/pipeline_setup.h): each rank's layers [begin, end), in rank order.
+  std::vector<std::pair<int32_t, int32_t>> stages;
 };
 EnginePlan plan_engine(const ModelOptions& mo, const PlanOptions& po);
 // Loads the model as planned, and the EngineConfig that follows the plan:

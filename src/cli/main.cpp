@@ -70,7 +70,8 @@ int run_main(int argc, char** argv) {
     for (auto& [sub, run] : runners)
       if (sub->parsed()) return run();
   } catch (const pagellm::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    // Under MPI every rank meets the same refusal: rank 0 says it.
+    if (pagellm::mpi_rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "error: out of memory\n");

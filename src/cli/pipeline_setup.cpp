@@ -13,14 +13,11 @@
 #include "engine/scheduler.h"
 #include "kvcache/kv_group.h"
 #include "planner/model_footprint.h"
+#include "planner/node_split.h"
+#include "util/sizes.h"
 #include "util/error.h"
 
 namespace pagellm::cli {
-
-std::pair<int32_t, int32_t> pipeline_stage(int32_t n_layer, int rank, int ranks) {
-  const int64_t L = n_layer;
-  return {static_cast<int32_t>(L * rank / ranks), static_cast<int32_t>(L * (rank + 1) / ranks)};
-}
 
 namespace {
 
@@ -42,69 +39,164 @@ std::chrono::milliseconds link_timeout() {
 
 }  // namespace
 
+EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
+  const int rank = mpi_rank(), ranks = mpi_size();
+  EnginePlan ep;
+  ep.path = mo.path();
+  auto meta = GgufFile::open(ep.path);
+  ep.hparams = ModelHParams::from_gguf(*meta);
+  const ModelHParams& hp = ep.hparams;
+  PlanOptions opts = po;
+  opts.repack = !mo.no_repack;
+  const ModelFootprint fp = model_footprint(*meta, hp, opts.footprint_options());
+  ep.weight_bytes = fp.total_weight_bytes();
+  const PlanRequest req = opts.request(hp);  // validates the flags
+  if (!po.devices.empty() || !po.device_map.empty())
+    throw ConfigError("under MPI each rank runs its layers on its host: --device and --device-map "
+                      "are not supported there yet");
+  if (req.kv_mode == KvMode::kMemory || req.kv_mode == KvMode::kFraction)
+    throw ConfigError("under MPI the cache is sized in tokens: use -c/--kv-tokens (or nothing) "
+                      "instead of --kv-mem/--kv-fraction");
+  SystemProbe probe;
+  PlanDevice host = opts.measure_devices(probe).back();
+  // PAGELLM_NODE_MEMORY=SIZE caps what this rank plans with (set it per rank
+  // through the launcher, e.g. a wrapper script per rank or mpirun -x).
+  if (const char* cap = std::getenv("PAGELLM_NODE_MEMORY")) {
+    const uint64_t bytes = parse_size(cap);
+    if (bytes < host.free_bytes) {
+      host.free_bytes = bytes;
+      host.headroom_bytes = bytes / 20;
+    }
+  }
+  // Every rank's host and build, on every rank: each computes the same plan.
+  const nlohmann::json mine = {{"free", host.free_bytes},
+                               {"headroom", host.headroom_bytes},
+                               {"version", version_line()},
+                               {"model_bytes", std::filesystem::file_size(ep.path)}};
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& b : mpi_gather(to_bytes(mine))) all.push_back(from_bytes(b));
+  std::vector<uint8_t> bytes = to_bytes(all);
+  mpi_broadcast(bytes);
+  all = from_bytes(bytes);
+  for (int r = 1; r < ranks; ++r) {
+    const auto& n = all[static_cast<size_t>(r)];
+    if (n["version"] != all[0]["version"])
+      throw ConfigError(fmt::format("the pipeline cannot start: rank {} runs {}, rank 0 runs {}", r,
+                                    n["version"].get<std::string>(), all[0]["version"].get<std::string>()));
+    if (n["model_bytes"] != all[0]["model_bytes"])
+      throw ConfigError(fmt::format(
+          "the pipeline cannot start: rank {}'s model file {} ({} bytes) differs from rank 0's ({} bytes)",
+          r, ep.path, n["model_bytes"].get<uint64_t>(), all[0]["model_bytes"].get<uint64_t>()));
+  }
+
+  const int32_t L = hp.n_layer, bs = req.block_size;
+  const int64_t max_seq_len = req.max_seq_len > 0 ? req.max_seq_len : hp.n_ctx_train;
+  const int64_t seq_blocks = (max_seq_len + bs - 1) / bs;
+  NodeSplitInput in;
+  in.layer_weight_bytes = fp.layer_weight_bytes;
+  in.layer_kv_bytes_per_token.assign(static_cast<size_t>(L), fp.kv_bytes_per_token_layer);
+  in.block_size = bs;
+  for (int r = 0; r < ranks; ++r) {
+    const auto& n = all[static_cast<size_t>(r)];
+    const uint64_t free = n["free"], headroom = n["headroom"];
+    in.node_budget.push_back(free > headroom ? free - headroom : 0);
+    uint64_t fixed = fp.layer_workspace_bytes;
+    if (r == 0) fixed += fp.host_weight_bytes;
+    if (r == ranks - 1) fixed += fp.output_weight_bytes + fp.output_workspace_bytes + fp.host_workspace_bytes;
+    in.node_fixed.push_back(fixed);
+  }
+  if (req.kv_mode == KvMode::kTokens) {
+    in.max_blocks = in.min_blocks = (req.kv_tokens + bs - 1) / bs;
+  } else {
+    in.max_blocks = seq_blocks * std::min(req.max_num_seqs, kHostDefaultSeqs);
+    const int64_t min_tokens = req.min_kv_tokens > 0 ? req.min_kv_tokens : max_seq_len;
+    in.min_blocks = (min_tokens + bs - 1) / bs;
+  }
+  int64_t largest = -1;
+  const auto split = split_layers(in, &largest);
+  if (!split) {
+    if (L < ranks)
+      throw PlanError(fmt::format("{} ranks for a {}-layer model: each rank needs a layer", ranks, L), -1);
+    if (largest < 0)
+      throw PlanError(fmt::format("the model's weights do not fit the {} nodes' memory (budgets {})",
+                                  ranks, [&] {
+                                    std::string b;
+                                    for (size_t r = 0; r < in.node_budget.size(); ++r)
+                                      b += fmt::format("{}node {}: {}", r ? ", " : "", r,
+                                                       format_size(in.node_budget[r]));
+                                    return b;
+                                  }()),
+                      -1);
+    throw PlanError(fmt::format("the {} nodes hold a KV cache of at most {} tokens; {} were asked "
+                                "(lower -c / --max-seq-len, or add a node)",
+                                ranks, format_count(largest * bs), format_count(in.min_blocks * bs)),
+                    largest * bs);
+  }
+  Plan& p = ep.plan;
+  p.nodes = ranks;
+  p.n_layer = L;
+  p.block_size = bs;
+  p.num_blocks = static_cast<int32_t>(split->blocks);
+  p.kv_tokens = split->blocks * bs;
+  p.max_seq_len = max_seq_len;
+  p.max_num_seqs = req.max_num_seqs;
+  p.max_concurrent_full_sequences = seq_blocks > 0 ? split->blocks / seq_blocks : 0;
+  p.kv_mode = req.kv_mode;
+  p.kv_type = fp.kv_type;
+  p.n_kv_heads = hp.n_head_kv;
+  p.head_dim = hp.head_dim;
+  p.kv_bytes_per_token = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(L);
+  p.kv_groups = {{0, L, p.kv_tokens}};
+  if (split->binding_node >= 0) {
+    p.binding_limit = BindingLimit::kHostMemory;
+    p.binding_device = fmt::format("node{}:host", split->binding_node);
+    p.binding_detail = fmt::format("node {}'s host memory holds no more cache with its layers",
+                                   split->binding_node);
+  } else {
+    p.binding_limit = req.kv_mode == KvMode::kTokens ? BindingLimit::kKvTokens : BindingLimit::kSeqCap;
+    p.binding_detail = req.kv_mode == KvMode::kTokens ? "--kv-tokens as asked"
+                                                      : "max_seq_len x the host default of sequences";
+  }
+  for (int r = 0; r < ranks; ++r) {
+    const auto [b, e] = split->stages[static_cast<size_t>(r)];
+    DevicePlan d;
+    d.device = host.device;
+    d.node = r;
+    d.first_layer = b;
+    d.last_layer = e - 1;
+    d.holds_output = r == ranks - 1;
+    for (int32_t l = b; l < e; ++l) d.weight_bytes += fp.layer_weight_bytes[static_cast<size_t>(l)];
+    if (r == 0) d.weight_bytes += fp.host_weight_bytes;
+    if (r == ranks - 1) d.weight_bytes += fp.output_weight_bytes;
+    d.kv_bytes = static_cast<uint64_t>(p.kv_tokens) * fp.kv_bytes_per_token_layer * static_cast<uint64_t>(e - b);
+    d.workspace_bytes = in.node_fixed[static_cast<size_t>(r)] - (r == 0 ? fp.host_weight_bytes : 0) -
+                        (r == ranks - 1 ? fp.output_weight_bytes : 0);
+    d.free_bytes = all[static_cast<size_t>(r)]["free"];
+    d.headroom_bytes = all[static_cast<size_t>(r)]["headroom"];
+    d.free_after_bytes = d.free_bytes > d.used_bytes() ? d.free_bytes - d.used_bytes() : 0;
+    d.read_bytes_per_token = d.weight_bytes;
+    p.devices.push_back(d);
+    ep.stages.push_back({b, e});
+  }
+  if (rank == 0) (void)0;
+  return ep;
+}
+
 EngineSetup load_pipeline_engine(const ModelOptions& mo, const PlanOptions& po, const EnginePlan& ep) {
   const int rank = mpi_rank(), ranks = mpi_size();
-  const int32_t L = ep.hparams.n_layer;
-  if (L < ranks)
-    throw ConfigError(fmt::format("{} ranks for a {}-layer model: each rank needs a layer", ranks, L));
-  // Rank 0's plan and build, on every rank.
-  nlohmann::json cfg;
-  if (rank == 0) {
-    const Plan& p = ep.plan;
-    SchedulerConfig sc;
-    sc.max_num_seqs = p.max_num_seqs;
-    sc.max_batched_tokens = po.max_batched_tokens;
-    sc.max_draft_rows = po.draft_rows;
-    cfg = {{"version", version_line()},
-           {"model_bytes", std::filesystem::file_size(ep.path)},
-           {"n_layer", L},
-           {"num_blocks", p.num_blocks},
-           {"block_size", p.block_size},
-           {"kv_type", static_cast<int>(p.kv_type)},
-           {"max_num_seqs", p.max_num_seqs},
-           {"max_batched_tokens", po.max_batched_tokens},
-           {"max_logit_rows", Scheduler::max_logit_rows(sc)}};
-  }
-  std::vector<uint8_t> bytes = to_bytes(cfg);
-  mpi_broadcast(bytes);
-  cfg = from_bytes(bytes);
-  const auto [begin, end] = pipeline_stage(L, rank, ranks);
-
-  // Every rank's verdict on itself, refused on rank 0 by rank.
-  std::string problem;
-  const auto model_bytes = std::filesystem::file_size(ep.path);
-  if (cfg["version"] != version_line())
-    problem = fmt::format("runs {}, rank 0 runs {}", version_line(), cfg["version"].get<std::string>());
-  else if (cfg["model_bytes"] != model_bytes || cfg["n_layer"] != L)
-    problem = fmt::format("its model file {} ({} bytes, {} layers) differs from rank 0's ({} bytes)",
-                          ep.path, model_bytes, L, cfg["model_bytes"].get<uint64_t>());
-  if (problem.empty()) {
-    auto meta = GgufFile::open(ep.path);
-    FootprintOptions fo = po.footprint_options();
-    const ModelFootprint fp = model_footprint(*meta, ep.hparams, fo);
-    uint64_t need = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(cfg["num_blocks"].get<int64_t>()) *
-                    static_cast<uint64_t>(cfg["block_size"].get<int64_t>()) *
-                    static_cast<uint64_t>(end - begin);
-    for (int32_t l = begin; l < end; ++l) need += fp.layer_weight_bytes[static_cast<size_t>(l)];
-    const uint64_t have = read_host_memory().usable_bytes();
-    if (need > have)
-      problem = fmt::format("its layers {}-{} and their KV cache need {} MiB, it has {} MiB available",
-                            begin, end - 1, need >> 20, have >> 20);
-  }
-  const auto verdicts = mpi_gather(to_bytes(nlohmann::json(problem)));
-  std::string refusal;
-  for (size_t r = 0; r < verdicts.size(); ++r) {
-    const std::string v = from_bytes(verdicts[r]).get<std::string>();
-    if (!v.empty() && refusal.empty()) refusal = fmt::format("rank {}: {}", r, v);
-  }
-  std::vector<uint8_t> verdict = to_bytes(nlohmann::json(refusal));
-  mpi_broadcast(verdict);
-  refusal = from_bytes(verdict).get<std::string>();
-  if (!refusal.empty()) {
-    if (rank == 0) throw ConfigError(fmt::format("the pipeline cannot start: {}", refusal));
-    mpi_exit(1);
-  }
-
+  if (ep.stages.size() != static_cast<size_t>(ranks))
+    throw ConfigError("the pipeline's plan has no stage for every rank (plan with plan_engine under MPI)");
+  const auto [begin, end] = ep.stages[static_cast<size_t>(rank)];
+  SchedulerConfig sc;
+  sc.max_num_seqs = ep.plan.max_num_seqs;
+  sc.max_batched_tokens = po.max_batched_tokens;
+  sc.max_draft_rows = po.draft_rows;
+  const nlohmann::json cfg = {{"num_blocks", ep.plan.num_blocks},
+                              {"block_size", ep.plan.block_size},
+                              {"kv_type", static_cast<int>(ep.plan.kv_type)},
+                              {"max_num_seqs", ep.plan.max_num_seqs},
+                              {"max_batched_tokens", po.max_batched_tokens},
+                              {"max_logit_rows", Scheduler::max_logit_rows(sc)}};
   const int32_t num_blocks = cfg["num_blocks"].get<int32_t>();
   const int32_t block_size = cfg["block_size"].get<int32_t>();
   const auto kv_type = static_cast<DType>(cfg["kv_type"].get<int>());
@@ -126,7 +218,11 @@ EngineSetup load_pipeline_engine(const ModelOptions& mo, const PlanOptions& po, 
     lim.max_logit_rows = cfg["max_logit_rows"].get<int64_t>();
     s.link = std::make_unique<MpiPipelineLink>(lim, link_timeout());
     s.model->set_pipeline_link(s.link.get());
-    std::fprintf(stderr, "pipeline: %d ranks; rank 0 runs layers %d-%d\n", ranks, begin, end - 1);
+    std::string stages;
+    for (int r = 0; r < ranks; ++r)
+      stages += fmt::format("{}rank {}: layers {}-{}", r ? ", " : "", r, ep.stages[static_cast<size_t>(r)].first,
+                            ep.stages[static_cast<size_t>(r)].second - 1);
+    std::fprintf(stderr, "pipeline: %d ranks (%s)\n", ranks, stages.c_str());
     return s;
   }
   // A later stage: load, allocate, serve steps, exit. Rank 0 decides when

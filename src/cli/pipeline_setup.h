@@ -11,9 +11,15 @@
 
 namespace pagellm::cli {
 
+// Every rank (collectively): measures its host and sends it to rank 0, which
+// splits the layers over the nodes (planner/node_split.h) for the largest
+// cache every node can hold within its budget; the plan (a device per node,
+// Plan::nodes) comes back to every rank. Throws PlanError naming the node
+// that binds when not even the minimum fits. Only the host of each node
+// takes layers (devices per node are not planned across nodes yet).
+EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po);
+
 EngineSetup load_pipeline_engine(const ModelOptions& mo, const PlanOptions& po, const EnginePlan& ep);
 
-// The stage of `rank` of `ranks` over n_layer layers: an even split.
-std::pair<int32_t, int32_t> pipeline_stage(int32_t n_layer, int rank, int ranks);
 
 }  // namespace pagellm::cli

@@ -138,7 +138,9 @@ void mpi_exit(int code) {
   std::fflush(stdout);
   std::fflush(stderr);
   if (g_started) {
-    if (code != 0) MPI_Abort(MPI_COMM_WORLD, code);
+    // Status 2 is a refusal every rank reached together (a plan that does not
+    // fit): end together. Anything else may leave ranks waiting: abort them.
+    if (code != 0 && code != 2) MPI_Abort(MPI_COMM_WORLD, code);
     MPI_Finalize();
     g_started = false;
   }

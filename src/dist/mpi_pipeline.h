@@ -32,7 +32,8 @@ int mpi_size();  // 1 without MPI
 void mpi_broadcast(std::vector<uint8_t>& bytes);
 // Every rank's `bytes`, on rank 0 (empty elsewhere).
 std::vector<std::vector<uint8_t>> mpi_gather(const std::vector<uint8_t>& bytes);
-// Ends this process: finalizes MPI first.
+// Ends this process: finalizes MPI first (status 0 or 2, which every rank
+// reaches together), else aborts the job so that no rank waits for ever.
 [[noreturn]] void mpi_exit(int code);
 
 // Rank 0's link to ranks 1.. (ModelRunner::set_pipeline_link). A stage that

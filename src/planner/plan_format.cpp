@@ -37,7 +37,9 @@ std::string format_plan_table(const Plan& p) {
                      "workspace", "headroom", "free", "free after");
   bool shared_note = false;
   for (const auto& d : p.devices) {
-    out += fmt::format(fmt::runtime(row), d.name(), device_kind_name(d.device.kind), layers_cell(d),
+    out += fmt::format(fmt::runtime(row),
+                       p.nodes > 1 ? fmt::format("node{}:{}", d.node, d.name()) : d.name(),
+                       device_kind_name(d.device.kind), layers_cell(d),
                        format_size(d.weight_bytes), format_size(d.kv_bytes),
                        format_size(d.workspace_bytes), format_size(d.headroom_bytes),
                        format_size(d.free_bytes), format_size(d.free_after_bytes));
@@ -114,9 +116,11 @@ nlohmann::json plan_to_json(const Plan& p) {
                        {"free_bytes", d.free_bytes},
                        {"free_after_bytes", d.free_after_bytes},
                        {"expert_bytes", d.expert_bytes},
-                       {"read_bytes_per_token", d.read_bytes_per_token}});
+                       {"read_bytes_per_token", d.read_bytes_per_token},
+                       {"node", d.node}});
   nlohmann::json j;
   j["devices"] = devices;
+  j["nodes"] = p.nodes;
   j["block_size"] = p.block_size;
   j["num_blocks"] = p.num_blocks;
   j["kv_tokens"] = p.kv_tokens;

@@ -126,6 +126,8 @@ struct DevicePlan {
   // Weight bytes one decoded token reads here: every matrix but the token
   // embedding (read by rows), of expert stacks the routed share.
   uint64_t read_bytes_per_token = 0;
+  // The pipeline node (MPI rank) the device belongs to (0 on one machine).
+  int32_t node = 0;
 
   std::string name() const { return device.name(); }
   bool has_layers() const { return first_layer >= 0; }
@@ -134,7 +136,8 @@ struct DevicePlan {
 };
 
 struct Plan {
-  std::vector<DevicePlan> devices;  // in pipeline order, the host last
+  std::vector<DevicePlan> devices;  // in pipeline order, the host last (per node)
+  int32_t nodes = 1;                // pipeline nodes (MPI ranks), in rank order
   int32_t n_layer = 0;
   int32_t block_size = 0;
   int32_t num_blocks = 0;

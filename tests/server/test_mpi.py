@@ -70,8 +70,9 @@ def replies(server, client_for):
 
     def run(i):
         text = ""
-        for chunk in client_for(server).completions.create(model="m", prompt=PROMPTS[i], max_tokens=48,
-                                                           temperature=0, stream=True):
+        for chunk in client_for(server).completions.create(model="m", prompt=PROMPTS[i],
+                                                           max_tokens=100, temperature=0,
+                                                           stream=True):
             text += "".join(c.text for c in chunk.choices)
         out[i] = text
 
@@ -84,8 +85,9 @@ def replies(server, client_for):
 
 
 def test_serve_on_two_and_three_ranks_equals_one_process(mpi, launcher, client_for):
-    # A cache of 96 tokens for 8 streams of up to ~60: preemption and recompute.
-    flags = ["-m", str(STORIES), "-c", "96", "--max-num-seqs", "8", "-t", "1"]
+    # A cache of 160 tokens for 8 streams of up to ~120: two that overlap do not fit
+    # together (preemption and recompute).
+    flags = ["-m", str(STORIES), "-c", "160", "--max-num-seqs", "8", "-t", "1"]
     one = Server(mpi, flags)
     try:
         want = replies(one, client_for)
@@ -155,3 +157,48 @@ def test_a_rank_with_another_model_file_is_refused_by_name(mpi, tmp_path):
     out = subprocess.run(mpirun(2, str(script)), capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "rank 1" in out.stderr and "model file" in out.stderr, out.stderr
+
+
+def plan_json(cmd):
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return out.returncode, (json.loads(out.stdout) if out.stdout.strip() else None), out.stderr
+
+
+def test_plan_over_two_and_three_nodes(mpi):
+    for n in (2, 3):
+        code, j, err = plan_json(mpirun(n, mpi, "plan", "-m", str(Q8), "--json"))
+        assert code == 0, err
+        assert j["nodes"] == n
+        nodes = [d["node"] for d in j["devices"]]
+        assert nodes == list(range(n))
+        # Contiguous stages over every layer, each node at least one.
+        assert j["devices"][0]["first_layer"] == 0
+        for a, b in zip(j["devices"], j["devices"][1:]):
+            assert b["first_layer"] == a["last_layer"] + 1
+        assert j["devices"][-1]["last_layer"] == j["model"]["n_layer"] - 1
+        assert j["devices"][-1]["holds_output"]
+
+
+def test_plan_with_per_node_caps_stays_within_every_budget(mpi, tmp_path):
+    # Rank 0 may plan with 3 MiB, rank 1 with 24 MiB: the big node takes more layers, and the
+    # cache grows until the small one is full.
+    script = tmp_path / "capped.sh"
+    script.write_text("#!/bin/sh\n"
+                      "if [ \"$OMPI_COMM_WORLD_RANK\" = 0 ]; then export PAGELLM_NODE_MEMORY=3MiB; "
+                      "else export PAGELLM_NODE_MEMORY=24MiB; fi\n"
+                      f"exec {mpi} \"$@\"\n")
+    script.chmod(0o755)
+    code, j, err = plan_json(mpirun(2, str(script), "plan", "-m", str(Q8), "--json",
+                                    "--max-batched-tokens", "64", "--max-seq-len", "256"))
+    assert code == 0, err
+    for d in j["devices"]:
+        used = d["weight_bytes"] + d["kv_bytes"] + d["workspace_bytes"]
+        assert used <= d["free_bytes"] - d["headroom_bytes"], d
+    small, big = j["devices"]
+    assert small["last_layer"] - small["first_layer"] < big["last_layer"] - big["first_layer"]
+    assert j["binding_device"] == "node0:host"
+    # Asking for more cache than the small node holds is refused, saying what fits.
+    code, j, err = plan_json(mpirun(2, str(script), "plan", "-m", str(Q8), "--json",
+                                    "--max-batched-tokens", "64", "-c", "10000000"))
+    assert code == 2
+    assert "at most" in err, err
