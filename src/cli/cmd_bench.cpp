@@ -12,6 +12,7 @@
 #include "cli/sampling_options.h"
 #include "cli/engine_setup.h"
 #include "cli/spec_options.h"
+#include "dist/mpi_pipeline.h"
 #include "engine/bench_runner.h"
 #include "engine/roofline.h"
 #include "util/error.h"
@@ -181,6 +182,11 @@ int run_bench_cmd(BenchArgs a) {
                         {"prefix_hit_rate", r.prefix_hit_rate},
                         {"preemptions", r.preemptions},
                         {"steps", r.steps},
+                        {"pipeline_ranks", mpi_size()},
+                        {"pipeline_steps", setup.link ? setup.link->steps() : 0},
+                        {"pipeline_wait_s", setup.link ? setup.link->wait_seconds() : 0.0},
+                        {"pipeline_remote_compute_s",
+                         setup.link ? setup.link->remote_compute_seconds() : 0.0},
                         {"spec_proposed", engine.stats().spec_proposed},
                         {"spec_accepted", engine.stats().spec_accepted},
                         {"peak_rss_bytes", peak_rss_bytes()}};
@@ -198,6 +204,14 @@ int run_bench_cmd(BenchArgs a) {
   fmt::print(
       "  KV waste {:.2f}%, peak usage {:.1f}%, prefix-cache hit rate {:.1f}%, preemptions {}\n",
       r.kv_waste_ratio * 100, r.kv_peak_usage_ratio * 100, r.prefix_hit_rate * 100, r.preemptions);
+  if (setup.link && setup.link->steps() > 0) {
+    const double steps = static_cast<double>(setup.link->steps());
+    fmt::print("  pipeline of {} ranks: per step {:.2f} ms waiting for ranks 1-{}, of which {:.2f} ms "
+               "their compute and {:.2f} ms communication\n",
+               mpi_size(), setup.link->wait_seconds() / steps * 1e3, mpi_size() - 1,
+               setup.link->remote_compute_seconds() / steps * 1e3,
+               (setup.link->wait_seconds() - setup.link->remote_compute_seconds()) / steps * 1e3);
+  }
   if (engine.stats().spec_proposed > 0)
     fmt::print("  speculative decoding: {} of {} drafted tokens accepted\n",
                engine.stats().spec_accepted, engine.stats().spec_proposed);

@@ -190,7 +190,8 @@ std::span<const float> MpiPipelineLink::forward_rest(const Batch& batch,
                                     "(a rank died or the job is ending)",
                                     g_size - 1)
                       : fmt::format("no result from ranks 1-{} {}", g_size - 1, lost));
-  comm_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  wait_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  ++steps_;
   const int64_t want = static_cast<int64_t>(batch.logit_tokens.size()) * limits_.n_vocab;
   try {
     decode_step(buf, limits_, result_, want);
@@ -198,6 +199,7 @@ std::span<const float> MpiPipelineLink::forward_rest(const Batch& batch,
     throw Error(fmt::format("rank {} sent a bad result: {}", from, e.what()));
   }
   if (result_.kind == StepKind::kError) throw Error(result_.error);
+  remote_compute_s_ += result_.compute_s;
   if (result_.kind != StepKind::kLogits)
     throw Error(fmt::format("rank {} sent a step where logits were expected", from));
   return result_.payload;
@@ -228,12 +230,15 @@ int run_pipeline_worker(ModelRunner& model, KvCacheStorage& kv, ThreadPool& pool
     }
     try {
       if (step.kind != StepKind::kStep) throw Error("a message that is not a step");
+      const auto t0 = Clock::now();
       for (const BlockCopy& c : step.batch.copies) kv.copy_block(c.src, c.dst, c.group);
       const auto out = model.forward_stage(step.batch, kv, pool, step.payload);
+      const double compute =
+          step.compute_s + std::chrono::duration<double>(Clock::now() - t0).count();
       if (rank == size - 1)
-        send_bytes(0, kResultTag, encode_logits(out), forever);
+        send_bytes(0, kResultTag, encode_logits(out, compute), forever);
       else
-        send_bytes(rank + 1, kStepTag, encode_step(step.batch, out), forever);
+        send_bytes(rank + 1, kStepTag, encode_step(step.batch, out, compute), forever);
     } catch (const std::exception& e) {
       send_bytes(0, kResultTag,
                  encode_control(StepKind::kError, fmt::format("rank {}: {}", rank, e.what())), forever);

@@ -53,8 +53,11 @@ class MpiPipelineLink final : public PipelineLink {
   void interrupt() { interrupted_ = true; }
   // Milliseconds the current step has waited for the other ranks (0: none waiting).
   int64_t waiting_ms() const;
-  // Seconds spent sending and waiting for results, for the benchmark.
-  double comm_seconds() const { return comm_s_; }
+  // For the benchmark: steps sent, seconds rank 0 waited for their results,
+  // and of those the other ranks' compute (the rest is communication).
+  uint64_t steps() const { return steps_; }
+  double wait_seconds() const { return wait_s_; }
+  double remote_compute_seconds() const { return remote_compute_s_; }
 
  private:
   StepLimits limits_;
@@ -64,7 +67,8 @@ class MpiPipelineLink final : public PipelineLink {
   std::atomic<bool> broken_flag_{false};
   std::atomic<bool> interrupted_{false};
   std::atomic<int64_t> waiting_since_ns_{0};
-  double comm_s_ = 0;
+  uint64_t steps_ = 0;
+  double wait_s_ = 0, remote_compute_s_ = 0;
 };
 
 // Ranks 1..: serves steps until rank 0 shuts the pipeline down. Returns the

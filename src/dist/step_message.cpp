@@ -62,9 +62,11 @@ void header(Writer& w, StepKind kind) {
 
 }  // namespace
 
-std::vector<uint8_t> encode_step(const Batch& batch, std::span<const float> hidden) {
+std::vector<uint8_t> encode_step(const Batch& batch, std::span<const float> hidden,
+                                 double compute_s) {
   Writer w;
   header(w, StepKind::kStep);
+  w.raw(&compute_s, sizeof compute_s);
   const int32_t G = batch.n_groups();
   w.u32(static_cast<uint32_t>(batch.n_tokens()));
   w.u32(static_cast<uint32_t>(batch.n_seqs()));
@@ -87,9 +89,10 @@ std::vector<uint8_t> encode_step(const Batch& batch, std::span<const float> hidd
   return std::move(w.out);
 }
 
-std::vector<uint8_t> encode_logits(std::span<const float> logits) {
+std::vector<uint8_t> encode_logits(std::span<const float> logits, double compute_s) {
   Writer w;
   header(w, StepKind::kLogits);
+  w.raw(&compute_s, sizeof compute_s);
   w.u32(static_cast<uint32_t>(logits.size()));
   w.raw(logits.data(), logits.size_bytes());
   return std::move(w.out);
@@ -115,6 +118,11 @@ void decode_step(std::span<const uint8_t> bytes, const StepLimits& lim, DecodedS
   out.tables.clear();
   out.payload.clear();
   out.error.clear();
+  out.compute_s = 0;
+  auto seconds = [&] {
+    r.take(&out.compute_s, sizeof out.compute_s, "the compute time");
+    if (!(out.compute_s >= 0 && out.compute_s < 1e9)) throw FormatError("step message: bad compute time");
+  };
   auto floats = [&](const char* what, uint64_t max) {
     const uint32_t n = r.count(what, sizeof(float), max);
     out.payload.resize(n);
@@ -131,6 +139,7 @@ void decode_step(std::span<const uint8_t> bytes, const StepLimits& lim, DecodedS
     }
     case StepKind::kLogits: {
       out.kind = StepKind::kLogits;
+      seconds();
       floats("logits", static_cast<uint64_t>(lim.max_logit_rows) * static_cast<uint64_t>(lim.n_vocab));
       if (expect_values >= 0 && static_cast<int64_t>(out.payload.size()) != expect_values)
         throw FormatError(fmt::format("step message: {} logits, {} expected", out.payload.size(),
@@ -139,6 +148,7 @@ void decode_step(std::span<const uint8_t> bytes, const StepLimits& lim, DecodedS
     }
     case StepKind::kStep: {
       out.kind = StepKind::kStep;
+      seconds();
       const uint32_t T = r.u32("the token count"), S = r.u32("the sequence count"),
                      G = r.u32("the group count"), L = r.u32("the logit count"),
                      C = r.u32("the copy count");

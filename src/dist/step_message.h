@@ -36,10 +36,14 @@ struct DecodedStep {
   std::vector<BlockTable> tables;  // one per sequence
   std::vector<float> payload;      // kStep: hidden [n_tokens][n_embd]; kLogits: [rows][n_vocab]
   std::string error;               // kError
+  double compute_s = 0;            // kStep, kLogits
 };
 
-std::vector<uint8_t> encode_step(const Batch& batch, std::span<const float> hidden);
-std::vector<uint8_t> encode_logits(std::span<const float> logits);
+// `compute_s`: seconds the stages so far spent computing this step (the
+// benchmark's split of a step's time into compute and communication).
+std::vector<uint8_t> encode_step(const Batch& batch, std::span<const float> hidden,
+                                 double compute_s = 0);
+std::vector<uint8_t> encode_logits(std::span<const float> logits, double compute_s = 0);
 std::vector<uint8_t> encode_control(StepKind kind, std::string_view error = {});
 // kLogits: `expect_values` floats exactly (the rows rank 0 asked for).
 void decode_step(std::span<const uint8_t> bytes, const StepLimits& limits, DecodedStep& out,
