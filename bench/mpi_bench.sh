@@ -17,10 +17,10 @@ model="$DIR/llama-0.85b-q4_0.gguf"
 [ -f "$model" ] || "$BIN" make-model --arch llama --n-embd 2048 --n-layer 16 --n-head 32 \
   --n-head-kv 8 --n-ff 5632 --n-ctx 4096 --vocab-from "$VOCAB" --type q4_0 --seed 1 -o "$model" >/dev/null
 command -v mpirun >/dev/null || { echo "mpirun is missing (scripts/setup.sh installs openmpi-bin)"; exit 1; }
-run() {  # concurrency, launcher...
-  local c=$1; shift
-  "$@" bench -m "$model" --concurrency "$c" --requests $((c * 2)) --prompt-len 64 --gen-len 64 \
-    --json 2>/dev/null | python3 -c '
+run() {  # concurrency, threads, launcher...
+  local c=$1 t=$2; shift 2
+  "$@" bench -m "$model" -t "$t" --concurrency "$c" --requests $((c * 2)) --prompt-len 64 \
+    --gen-len 64 --json 2>/dev/null | python3 -c '
 import json, sys
 j = json.load(sys.stdin)
 steps = max(j["pipeline_steps"], 1)
@@ -30,9 +30,9 @@ print(j["generated_tokens_per_s"], 1e3 * j["pipeline_wait_s"] / steps,
 for c in 1 16; do
   one=0 two=0 wait=0 comm=0
   for _ in $(seq "$ROUNDS"); do
-    read -r t _ _ < <(run "$c" "$BIN" -t 2)
+    read -r t _ _ < <(run "$c" 2 "$BIN")
     one=$(python3 -c "print(max($one, $t))")
-    read -r t w m < <(run "$c" mpirun --allow-run-as-root --oversubscribe -np 2 "$BIN" -t 1)
+    read -r t w m < <(run "$c" 1 mpirun --allow-run-as-root --oversubscribe -np 2 "$BIN")
     if python3 -c "import sys; sys.exit(0 if $t > $two else 1)"; then two=$t wait=$w comm=$m; fi
   done
   python3 - "$c" "$one" "$two" "$wait" "$comm" <<'PY'

@@ -89,6 +89,7 @@ int run_generate(GenerateArgs a) {
     j["prefill_seconds"] = r.prefill_seconds;
     j["decode_seconds"] = r.decode_seconds;
     j["stop_reason"] = r.stop_reason;
+    if (!r.error.empty()) j["error"] = r.error;
     j["threads"] = s.pool->size();
     j["kv_tokens"] = s.plan.kv_tokens;
     j["peak_rss_bytes"] = peak_rss_bytes();
@@ -102,13 +103,14 @@ int run_generate(GenerateArgs a) {
                  "tokens/s; %d threads; peak RSS %.1f MiB\n",
                  r.prompt_ids.size(), r.output_ids.size(), r.stop_reason.c_str(), prefill_tps,
                  decode_tps, s.pool->size(), peak_rss_bytes() / 1048576.0);
+    if (!r.error.empty()) std::fprintf(stderr, "error: %s\n", r.error.c_str());
     if (r.spec_proposed > 0)
       std::fprintf(stderr, "speculative decoding: %llu of %llu drafted tokens accepted (%.0f%%)\n",
                    static_cast<unsigned long long>(r.spec_accepted),
                    static_cast<unsigned long long>(r.spec_proposed),
                    100.0 * static_cast<double>(r.spec_accepted) / static_cast<double>(r.spec_proposed));
   }
-  return 0;
+  return r.stop_reason == "error" ? 1 : 0;
 }
 
 }  // namespace

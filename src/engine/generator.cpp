@@ -64,6 +64,7 @@ GenerateResult Generator::generate(const std::vector<int32_t>& prompt_ids,
     if (!ev.prompt_logits.empty()) res.last_prompt_logits = ev.prompt_logits;
     res.text += ev.text;
     if (on_token && (ev.token >= 0 || !ev.text.empty())) on_token(ev.token, ev.text);
+    if (ev.finished && !ev.error.empty()) res.error = ev.error;
     if (ev.finished)
       res.stop_reason = ev.finish_reason == FinishReason::kStop
                             ? "eos"

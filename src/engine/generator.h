@@ -29,6 +29,7 @@ struct GenerateResult {
   double decode_seconds = 0;   // from the first to the last generated token
   std::string stop_reason;     // "eos", "length", "context"
   std::vector<float> last_prompt_logits;  // GenerateOptions::prompt_logits
+  std::string error;           // stop_reason "error": why
   uint64_t spec_proposed = 0;  // drafted tokens verified (speculative decoding)
   uint64_t spec_accepted = 0;  // of those, the ones that became output
 };

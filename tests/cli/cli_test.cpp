@@ -149,6 +149,26 @@ TEST(Cli, MoeExpertsOnTheHostGiveTheSameTokens) {
   EXPECT_NE(bad.err.find("the model has no experts"), std::string::npos) << bad.err;
 }
 
+// A grammar state that no token can continue (a WordPiece vocabulary has no
+// token with a control byte) ends the request with an error naming it, at
+// once, not a hang: exit 1, "error" in the JSON.
+TEST(Cli, GrammarDeadEndIsAnErrorNotAHang) {
+  test::TempPath model(".gguf"), gbnf(".gbnf");
+  CmdResult mk = run("make-model --arch llama --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 2 "
+                     "--n-ff 64 --n-ctx 64 --type f32 --vocab-from " +
+                     q(test::data_path("tokenizer-vectors/ggml-vocab-bert-bge.gguf")) + " -o " +
+                     q(model.path));
+  ASSERT_EQ(mk.code, 0) << mk.err;
+  std::ofstream(gbnf.path) << "root ::= \"\\x01\\x02\"\n";
+  CmdResult r = test::run_command("timeout 60 " + std::string(PAGELLM_BINARY) + " generate -m " +
+                                  q(model.path) + " -p hi -n 8 --json --grammar " + q(gbnf.path));
+  EXPECT_EQ(r.code, 1) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["stop_reason"], "error");
+  EXPECT_NE(j["error"].get<std::string>().find("the grammar allows no token"), std::string::npos)
+      << j.dump();
+}
+
 // --grammar and --json-schema constrain generate's output; bad files fail
 // before the model loads, with the position or the keyword.
 TEST(Cli, GrammarAndJsonSchemaFlags) {
