@@ -1,6 +1,7 @@
 #include "model/runner.h"
 
 #include <cstring>
+#include <exception>
 
 #include <fmt/format.h>
 
@@ -372,7 +373,74 @@ void ModelRunner::forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& po
 std::span<const float> ModelRunner::forward(const Batch& batch, KvCacheStorage& kv,
                                            ThreadPool& pool) {
   if (stage_begin_ != 0) throw Error("forward() on a pipeline stage that does not hold layer 0");
+  if (!last_stage() && link_ && link_->micro_batches() > 1 && batch.n_seqs() > 1)
+    return forward_pipelined(batch, kv, pool, std::min(link_->micro_batches(), batch.n_seqs()));
   return run_stage(batch, kv, pool, nullptr);
+}
+
+std::span<const float> ModelRunner::forward_pipelined(const Batch& batch, KvCacheStorage& kv,
+                                                      ThreadPool& pool, int32_t parts) {
+  const int32_t T = batch.n_tokens(), S = batch.n_seqs();
+  // Parts are runs of whole sequences; the engine adds a sequence's tokens
+  // together, and anything else runs unsplit.
+  for (int32_t t = 1; t < T; ++t)
+    if (batch.token_seq[static_cast<size_t>(t)] < batch.token_seq[static_cast<size_t>(t - 1)])
+      return run_stage(batch, kv, pool, nullptr);
+  std::vector<int32_t> seq_first(static_cast<size_t>(S) + 1, T);
+  for (int32_t t = T; t-- > 0;) seq_first[static_cast<size_t>(batch.token_seq[static_cast<size_t>(t)])] = t;
+  for (int32_t s = S; s-- > 0;)
+    seq_first[static_cast<size_t>(s)] = std::min(seq_first[static_cast<size_t>(s)], seq_first[static_cast<size_t>(s) + 1]);
+  // Cut where the tokens so far reach the next 1/parts of the step.
+  std::vector<int32_t> cuts = {0};
+  for (int32_t s = 1; s < S && static_cast<int32_t>(cuts.size()) < parts; ++s)
+    if (static_cast<int64_t>(seq_first[static_cast<size_t>(s)]) * parts >=
+        static_cast<int64_t>(T) * static_cast<int64_t>(cuts.size()))
+      cuts.push_back(s);
+  cuts.push_back(S);
+  const int32_t n = static_cast<int32_t>(cuts.size()) - 1;
+  micro_.resize(static_cast<size_t>(n));
+  size_t next_logit = 0;
+  for (int32_t p = 0; p < n; ++p) {
+    Batch& mb = micro_[static_cast<size_t>(p)];
+    mb.clear();
+    const int32_t s0 = cuts[static_cast<size_t>(p)], s1 = cuts[static_cast<size_t>(p) + 1];
+    const int32_t t0 = seq_first[static_cast<size_t>(s0)], t1 = seq_first[static_cast<size_t>(s1)];
+    for (int32_t s = s0; s < s1; ++s) mb.block_tables.push_back(batch.block_tables[static_cast<size_t>(s)]);
+    const auto range = [&](const auto& v) { return std::vector(v.begin() + t0, v.begin() + t1); };
+    mb.tokens = range(batch.tokens);
+    mb.positions = range(batch.positions);
+    mb.slots = range(batch.slots);
+    mb.token_seq = range(batch.token_seq);
+    for (int32_t& q : mb.token_seq) q -= s0;
+    for (const auto& g : batch.more_slots) mb.more_slots.push_back(range(g));
+    while (next_logit < batch.logit_tokens.size() && batch.logit_tokens[next_logit] < t1)
+      mb.logit_tokens.push_back(batch.logit_tokens[next_logit++] - t0);
+    if (p == 0) mb.copies = batch.copies;  // before any part reads a copied block
+  }
+  for (const Batch& mb : micro_) link_->send(mb, run_stage(mb, kv, pool, nullptr, /*hand_over=*/false));
+  const size_t V = static_cast<size_t>(hp_.n_vocab);
+  pipelined_logits_.resize(batch.logit_tokens.size() * V);
+  size_t row = 0;
+  std::exception_ptr first_error;
+  for (const Batch& mb : micro_) {
+    try {  // every part's answer is taken, so that none is left for the next step
+      const auto logits = link_->receive(mb);
+      std::copy(logits.begin(), logits.end(), pipelined_logits_.begin() + static_cast<int64_t>(row * V));
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+    }
+    row += mb.logit_tokens.size();
+  }
+  if (first_error) std::rethrow_exception(first_error);
+  return pipelined_logits_;
+}
+
+void PipelineLink::send(const Batch&, std::span<const float>) {
+  throw Error("this pipeline link does not split steps");
+}
+
+std::span<const float> PipelineLink::receive(const Batch&) {
+  throw Error("this pipeline link does not split steps");
 }
 
 std::span<const float> ModelRunner::forward_stage(const Batch& batch, KvCacheStorage& kv,
@@ -385,7 +453,8 @@ std::span<const float> ModelRunner::forward_stage(const Batch& batch, KvCacheSto
 }
 
 std::span<const float> ModelRunner::run_stage(const Batch& batch, KvCacheStorage& kv,
-                                              ThreadPool& pool, const float* hidden_in) {
+                                              ThreadPool& pool, const float* hidden_in,
+                                              bool hand_over) {
   const int64_t T = batch.n_tokens();
   const int64_t E = hp_.n_embd, V = hp_.n_vocab;
   const int64_t n_out = static_cast<int64_t>(batch.logit_tokens.size());
@@ -469,7 +538,7 @@ std::span<const float> ModelRunner::run_stage(const Batch& batch, KvCacheStorage
       b.download(stage_out_.data(), last.x.data(), x_bytes);
     transfer_bytes_ += x_bytes;
     file_->check_intact();
-    if (hidden_in) return stage_out_;
+    if (hidden_in || !hand_over) return stage_out_;
     if (!link_) throw Error("the first pipeline stage has no link to the later ones");
     return link_->forward_rest(batch, stage_out_);
   }

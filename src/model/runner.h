@@ -154,7 +154,10 @@ class ModelRunner {
   // forward() and forward_stage(): from the embedding (hidden_in null) or
   // from a previous stage's hidden state.
   std::span<const float> run_stage(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
-                                   const float* hidden_in);
+                                   const float* hidden_in, bool hand_over = true);
+  // The first stage's step in micro-batches through link_ (PipelineLink::send).
+  std::span<const float> forward_pipelined(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
+                                           int32_t parts);
 
   std::unique_ptr<GgufFile> file_;
   ModelHParams hp_;
@@ -177,6 +180,8 @@ class ModelRunner {
   int32_t stage_begin_ = 0, stage_end_ = 0;
   PipelineLink* link_ = nullptr;
   std::vector<float> stage_out_;  // a non-final stage's hidden state, in host memory
+  std::vector<Batch> micro_;      // a pipelined step's parts
+  std::vector<float> pipelined_logits_;
 };
 
 }  // namespace pagellm

@@ -16,8 +16,10 @@ using namespace test;
 
 class LocalLink final : public PipelineLink {
  public:
-  LocalLink(const std::string& file, int32_t begin, const EngineConfig& cfg, ThreadPool& pool)
-      : pool_(pool) {
+  // parts > 1: steps come split into micro-batches (send / receive).
+  LocalLink(const std::string& file, int32_t begin, const EngineConfig& cfg, ThreadPool& pool,
+            int32_t parts = 1)
+      : pool_(pool), parts_(parts) {
     runner_ = ModelRunner::load(test::data_path(file), {.stage_begin = begin});
     KvGroups groups = runner_->kv_groups();
     std::vector<int32_t> blocks = {cfg.num_blocks};
@@ -34,25 +36,41 @@ class LocalLink final : public PipelineLink {
     ++steps;
     return runner_->forward_stage(batch, *kv_, pool_, hidden);
   }
-  int steps = 0;
+  int32_t micro_batches() const override { return parts_; }
+  void send(const Batch& batch, std::span<const float> hidden) override {
+    const auto out = forward_rest(batch, hidden);
+    queue_.emplace_back(out.begin(), out.end());
+    ++parts_sent;
+  }
+  std::span<const float> receive(const Batch&) override {
+    last_ = std::move(queue_.front());
+    queue_.erase(queue_.begin());
+    return last_;
+  }
+  int steps = 0, parts_sent = 0;
 
  private:
   ThreadPool& pool_;
+  int32_t parts_;
+  std::vector<std::vector<float>> queue_;
+  std::vector<float> last_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<KvCacheStorage> kv_;
 };
 
 std::vector<std::vector<int32_t>> run_split(const std::string& file, int32_t split,
                                             const std::vector<std::vector<int32_t>>& prompts,
-                                            EngineConfig cfg, int gen, EngineStats* stats) {
+                                            EngineConfig cfg, int gen, EngineStats* stats,
+                                            int32_t parts = 1) {
   Loaded first;
   first.model = ModelRunner::load(test::data_path(file), {.stage_end = split});
   first.tok = Tokenizer::from_gguf(first.model->file());
   ThreadPool pool(2);
-  LocalLink link(file, split, cfg, pool);
+  LocalLink link(file, split, cfg, pool, parts);
   first.model->set_pipeline_link(&link);
   auto out = run_all(first, prompts, cfg, gen, stats);
   EXPECT_GT(link.steps, 0);
+  if (parts > 1) EXPECT_GT(link.parts_sent, link.steps / 2) << "steps were not split";
   return out;
 }
 
@@ -66,6 +84,8 @@ void check_stages(const std::string& file, int32_t split) {
   cfg.scheduler.max_batched_tokens = 300;
   const auto want = run_all(whole, prompts, cfg, gen);
   EXPECT_EQ(run_split(file, split, prompts, cfg, gen, nullptr), want) << "batched";
+  // Steps split into micro-batches, as over MPI: each part's tokens are the same.
+  EXPECT_EQ(run_split(file, split, prompts, cfg, gen, nullptr, 3), want) << "micro-batches";
   cfg.scheduler.max_batched_tokens = 7;
   EXPECT_EQ(run_split(file, split, prompts, cfg, gen, nullptr), want) << "chunked";
   cfg.num_blocks = 12;
@@ -73,6 +93,7 @@ void check_stages(const std::string& file, int32_t split) {
   EngineStats st;
   EXPECT_EQ(run_split(file, split, prompts, cfg, gen, &st), want) << "preempted";
   EXPECT_GT(st.preemptions, 0u);
+  EXPECT_EQ(run_split(file, split, prompts, cfg, gen, &st, 2), want) << "preempted, micro-batches";
 }
 
 TEST(PipelineStages, Stories260K) { check_stages("stories260K.gguf", 2); }
