@@ -9,7 +9,7 @@
 #   Draft model: the 0.85B as target with a small generated model of the same
 #       vocabulary as the draft (random weights: its acceptance is honest, not
 #       good).
-# Batch-1 pairs also check that the tokens are the same with and without.
+# Every pair also checks that the tokens are the same with and without.
 # Each pair runs alternately ROUNDS times (default 3); the best of each side
 # is compared (this machine is shared and noisy).
 #
@@ -65,10 +65,10 @@ gen() {  # model, prompt flags..., then speculation flags: prints "tok/s propose
   "$BIN" generate -t "$THREADS" -n 160 --temp 0 --json "$@" 2>/dev/null |
     python3 -c 'import json,sys,hashlib; j=json.load(sys.stdin); print(j["decode_tokens_per_s"], j["spec_proposed"], j["spec_accepted"], hashlib.sha1(str(j["output_ids"]).encode()).hexdigest()[:12])'
 }
-load() {  # model, speculation flags...: prints "tok/s proposed accepted"
+load() {  # model, speculation flags...: prints "tok/s proposed accepted output-hash"
   "$BIN" bench -m "$1" -t "$THREADS" --concurrency 16 --requests 32 --prompt-len 64 --gen-len 64 \
     --json "${@:2}" 2>/dev/null |
-    python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["generated_tokens_per_s"], j["spec_proposed"], j["spec_accepted"], "-")'
+    python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["generated_tokens_per_s"], j["spec_proposed"], j["spec_accepted"], j["output_hash"])'
 }
 compare() {  # label, runner, args... (the speculation flags come from $SPEC)
   local label=$1 runner=$2; shift 2

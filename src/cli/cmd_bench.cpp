@@ -182,6 +182,7 @@ int run_bench_cmd(BenchArgs a) {
                         {"prefix_hit_rate", r.prefix_hit_rate},
                         {"preemptions", r.preemptions},
                         {"steps", r.steps},
+                        {"output_hash", fmt::format("{:016x}", r.output_hash)},
                         {"pipeline_ranks", mpi_size()},
                         {"pipeline_steps", setup.link ? setup.link->steps() : 0},
                         {"pipeline_wait_s", setup.link ? setup.link->wait_seconds() : 0.0},

@@ -45,6 +45,7 @@ BenchResult run_bench(Engine& engine, int32_t n_vocab, const BenchSpec& spec,
   struct Track {
     double submitted = 0, first = 0, last = 0;
     int64_t tokens = 0;
+    uint64_t hash = 1469598103934665603ull;  // FNV-1a over the generated ids
   };
   std::vector<Track> tracks(static_cast<size_t>(spec.requests));
   std::vector<double> itls;
@@ -75,6 +76,7 @@ BenchResult run_bench(Engine& engine, int32_t n_vocab, const BenchSpec& spec,
           itls.push_back(now - t.last);
         t.last = now;
         ++t.tokens;
+        t.hash = (t.hash ^ static_cast<uint32_t>(ev.token)) * 1099511628211ull;
       }
       if (ev.finished) {
         ++finished;
@@ -102,7 +104,9 @@ BenchResult run_bench(Engine& engine, int32_t n_vocab, const BenchSpec& spec,
 
   const auto end = engine.stats();
   std::vector<double> ttfts;
+  r.output_hash = 1469598103934665603ull;
   for (const auto& t : tracks) {
+    r.output_hash = (r.output_hash ^ t.hash) * 1099511628211ull;
     if (t.tokens > 0) ttfts.push_back(t.first - t.submitted);
     r.generated_tokens += static_cast<uint64_t>(t.tokens);
   }

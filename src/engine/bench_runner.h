@@ -38,6 +38,9 @@ struct BenchResult {
   double prefix_hit_rate = 0;      // prefix-cache block hits / queries
   uint64_t preemptions = 0;
   uint64_t steps = 0;
+  // Every request's generated ids, hashed in request order: the same load
+  // run two ways (e.g. with and without speculation) must give the same.
+  uint64_t output_hash = 0;
 };
 
 // `progress(done, total)` is called as requests finish (may be empty).
