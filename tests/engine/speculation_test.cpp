@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "engine/draft_model.h"
@@ -261,6 +262,44 @@ TEST(Speculation, DraftModelWithAnotherVocabularyIsRefused) {
     EXPECT_NE(std::string(e.what()).find("must share the model's vocabulary"), std::string::npos)
         << e.what();
   }
+}
+
+// n > 1: the samples fork at the end of the prompt (sharing its blocks,
+// copy-on-write) and each drafts and verifies on its own.
+TEST(Speculation, SamplesOfOneRequestUnchanged) {
+  Loaded m = load("stories260K.gguf");
+  const auto prompts = repeating_prompts(*m.tok, 3);
+  auto run = [&](int32_t ngram) {
+    EngineConfig cfg;
+    cfg.num_blocks = 128;
+    cfg.scheduler.max_num_seqs = 16;
+    cfg.speculation.ngram = ngram;
+    cfg.speculation.draft_max = 4;
+    cfg.speculation.max_batch = 16;
+    ThreadPool pool(2);
+    Engine engine(*m.model, *m.tok, pool, cfg);
+    std::map<std::pair<uint64_t, int32_t>, std::vector<int32_t>> outs;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      Request r;
+      r.prompt = prompts[i];
+      r.n = 4;
+      r.sampling.temperature = 0.8f;
+      r.sampling.seed = 50 + i;
+      r.max_tokens = 30;
+      r.ignore_eos = true;
+      engine.submit(r, [&outs](const SeqEvent& ev) {
+        if (ev.token >= 0) outs[{ev.request_id, ev.index}].push_back(ev.token);
+      });
+    }
+    while (engine.has_work()) engine.step();
+    EXPECT_EQ(engine.kv_manager().num_used_all(), 0);
+    EXPECT_EQ(outs.size(), prompts.size() * 4);
+    return std::make_pair(outs, engine.stats());
+  };
+  const auto [plain, st0] = run(0);
+  const auto [spec, st1] = run(3);
+  EXPECT_EQ(spec, plain);
+  EXPECT_GT(st1.spec_accepted, 0u);
 }
 
 TEST(Speculation, FaultWhileVerifyingLosesNothing) {
