@@ -80,6 +80,18 @@ for t in "$@"; do
   rc=0
   "$bin" "${opts[@]}" "$work" "${seeds[@]}" >"$log" 2>&1 || rc=$?
   took=$(( $(date +%s) - start ))
+  # A timeout is measured in wall time: a process that was stopped (SIGSTOP,
+  # a paused VM) for longer than -timeout reports the unit it was on. Replay
+  # each new timeout input in a fresh process; one that finishes in time is
+  # not a finding: it goes to $BUILD_DIR/unreproduced/ with a note.
+  for f in $(find "$out" -type f -name 'timeout-*' -newermt "@$start"); do
+    if timeout 120 "$bin" -timeout=20 "$f" >"$log.replay" 2>&1; then
+      mkdir -p "$BUILD_DIR/unreproduced/$t"
+      mv "$f" "$BUILD_DIR/unreproduced/$t/"
+      echo "fuzz: $t: ${f##*/} did not time out when replayed (the process was paused?); moved to $BUILD_DIR/unreproduced/$t/"
+      [ "$rc" -ne 0 ] && grep -q "libFuzzer: timeout" "$log" && rc=0
+    fi
+  done
   after=$(find "$out" -type f ! -name '.*' | wc -l)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   found=$((after - before))
