@@ -1,3 +1,4 @@
+#include "server/json_fields.h"
 #include "server/anthropic_api.h"
 
 #include <fmt/format.h>
@@ -20,41 +21,23 @@ constexpr size_t kMaxStopSequences = 16;
   throw ApiError(400, message, "invalid_request_error");
 }
 
-const char* kind(const ojson& v) {
-  switch (v.type()) {
-    case ojson::value_t::null: return "null";
-    case ojson::value_t::boolean: return "a boolean";
-    case ojson::value_t::string: return "a string";
-    case ojson::value_t::array: return "an array";
-    case ojson::value_t::object: return "an object";
-    case ojson::value_t::number_float: return "a number";
-    default: return "an integer";
-  }
-}
-
-const ojson* field(const ojson& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
 // A string, or text blocks ({"type": "text", "text": ...}) joined.
 std::string text_of(const ojson& content, const std::string& where) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array())
     bad(fmt::format("{}: must be a string or an array of content blocks, not {}", where,
-                    kind(content)));
+                    json_kind(content)));
   std::string text;
   for (size_t k = 0; k < content.size(); ++k) {
     const ojson& block = content[k];
     const std::string w = fmt::format("{}.{}", where, k);
-    if (!block.is_object()) bad(fmt::format("{}: must be an object, not {}", w, kind(block)));
-    const ojson* type = field(block, "type");
+    if (!block.is_object()) bad(fmt::format("{}: must be an object, not {}", w, json_kind(block)));
+    const ojson* type = json_field(block, "type");
     if (!type || !type->is_string()) bad(fmt::format("{}.type: Field required", w));
     if (*type != "text")
       bad(fmt::format("{}: content blocks of type '{}' are not supported (only text)", w,
                       type->get<std::string>()));
-    const ojson* t = field(block, "text");
+    const ojson* t = json_field(block, "text");
     if (!t || !t->is_string()) bad(fmt::format("{}.text: must be a string", w));
     text += t->get<std::string>();
   }
@@ -70,33 +53,33 @@ AnthropicRequest parse_anthropic_request(const std::string& text, bool count_onl
   } catch (const ojson::exception& e) {
     bad(fmt::format("the request body is not valid JSON: {}", e.what()));
   }
-  if (!body.is_object()) bad(fmt::format("the request body must be a JSON object, not {}", kind(body)));
-  if (const ojson* t = field(body, "tools"); t && !(t->is_array() && t->empty()))
+  if (!body.is_object()) bad(fmt::format("the request body must be a JSON object, not {}", json_kind(body)));
+  if (const ojson* t = json_field(body, "tools"); t && !(t->is_array() && t->empty()))
     bad("tools: tool use is not supported by this server");
-  if (field(body, "tool_choice")) bad("tool_choice: tool use is not supported by this server");
-  if (const ojson* th = field(body, "thinking");
+  if (json_field(body, "tool_choice")) bad("tool_choice: tool use is not supported by this server");
+  if (const ojson* th = json_field(body, "thinking");
       th && !(th->is_object() && th->contains("type") && (*th)["type"] == "disabled"))
     bad("thinking: extended thinking is not supported by this server");
 
   ojson messages = ojson::array();
-  if (const ojson* system = field(body, "system")) {
+  if (const ojson* system = json_field(body, "system")) {
     const std::string s = text_of(*system, "system");
     if (!s.empty()) messages.push_back({{"role", "system"}, {"content", s}});
   }
-  const ojson* msgs = field(body, "messages");
+  const ojson* msgs = json_field(body, "messages");
   if (!msgs) bad("messages: Field required");
-  if (!msgs->is_array()) bad(fmt::format("messages: must be an array, not {}", kind(*msgs)));
+  if (!msgs->is_array()) bad(fmt::format("messages: must be an array, not {}", json_kind(*msgs)));
   if (msgs->empty()) bad("messages: at least one message is required");
   for (size_t i = 0; i < msgs->size(); ++i) {
     const ojson& m = (*msgs)[i];
     const std::string w = fmt::format("messages.{}", i);
-    if (!m.is_object()) bad(fmt::format("{}: must be an object, not {}", w, kind(m)));
-    const ojson* role = field(m, "role");
+    if (!m.is_object()) bad(fmt::format("{}: must be an object, not {}", w, json_kind(m)));
+    const ojson* role = json_field(m, "role");
     if (!role || !role->is_string()) bad(fmt::format("{}.role: Field required", w));
     if (*role != "user" && *role != "assistant")
       bad(fmt::format("{}.role: must be 'user' or 'assistant', not '{}'", w,
                       role->get<std::string>()));
-    const ojson* content = field(m, "content");
+    const ojson* content = json_field(m, "content");
     if (!content) bad(fmt::format("{}.content: Field required", w));
     messages.push_back({{"role", *role}, {"content", text_of(*content, w + ".content")}});
   }
@@ -107,14 +90,14 @@ AnthropicRequest parse_anthropic_request(const std::string& text, bool count_onl
 
   AnthropicRequest r;
   ojson chat = {{"messages", messages}};
-  if (const ojson* m = field(body, "model")) {
-    if (!m->is_string()) bad(fmt::format("model: must be a string, not {}", kind(*m)));
+  if (const ojson* m = json_field(body, "model")) {
+    if (!m->is_string()) bad(fmt::format("model: must be a string, not {}", json_kind(*m)));
     chat["model"] = *m;
   }
   if (!count_only) {
-    const ojson* mt = field(body, "max_tokens");
+    const ojson* mt = json_field(body, "max_tokens");
     if (!mt) bad("max_tokens: Field required");
-    if (!mt->is_number_integer()) bad(fmt::format("max_tokens: must be an integer, not {}", kind(*mt)));
+    if (!mt->is_number_integer()) bad(fmt::format("max_tokens: must be an integer, not {}", json_kind(*mt)));
     // Non-negative JSON integers parse as unsigned: compare each kind as itself.
     const bool in_range =
         mt->is_number_unsigned()
@@ -125,7 +108,7 @@ AnthropicRequest parse_anthropic_request(const std::string& text, bool count_onl
       bad(fmt::format("max_tokens: must be in [1, {}] (got {})",
                       std::numeric_limits<int32_t>::max(), mt->dump()));
     r.max_tokens = mt->get<int64_t>();
-    if (const ojson* t = field(body, "temperature")) {
+    if (const ojson* t = json_field(body, "temperature")) {
       // Anthropic's range is [0, 1] (OpenAI's is [0, 2]).
       if (!t->is_number() || !std::isfinite(t->get<double>()) || t->get<double>() < 0 ||
           t->get<double>() > 1)
@@ -133,10 +116,10 @@ AnthropicRequest parse_anthropic_request(const std::string& text, bool count_onl
       chat["temperature"] = *t;
     }
     for (const char* key : {"top_p", "top_k", "stream"})
-      if (const ojson* v = field(body, key)) chat[key] = *v;
-    if (const ojson* stops = field(body, "stop_sequences")) {
+      if (const ojson* v = json_field(body, key)) chat[key] = *v;
+    if (const ojson* stops = json_field(body, "stop_sequences")) {
       if (!stops->is_array())
-        bad(fmt::format("stop_sequences: must be an array of strings, not {}", kind(*stops)));
+        bad(fmt::format("stop_sequences: must be an array of strings, not {}", json_kind(*stops)));
       if (stops->size() > kMaxStopSequences)
         bad(fmt::format("stop_sequences: at most {} are allowed (got {})", kMaxStopSequences,
                         stops->size()));

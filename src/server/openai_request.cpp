@@ -1,3 +1,4 @@
+#include "server/json_fields.h"
 #include "server/openai_request.h"
 
 #include <fmt/format.h>
@@ -27,25 +28,6 @@ constexpr int32_t kMaxTopLogprobs = 20;
   throw ApiError(400, message, "invalid_request_error", param, code);
 }
 
-const char* type_name(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::number_float:
-      return "a number";
-    default:
-      return "an integer";
-  }
-}
-
 // obj[key] when it is a string, else "" (json::value() would throw on another type).
 std::string string_or_empty(const json& obj, const char* key) {
   auto it = obj.find(key);
@@ -53,30 +35,30 @@ std::string string_or_empty(const json& obj, const char* key) {
 }
 
 // The field `key` of `obj`, or null when absent.
-const json* field(const json& obj, const char* key) {
+const json* json_field(const json& obj, const char* key) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return nullptr;
   return &*it;
 }
 
 std::optional<bool> get_bool(const json& obj, const char* key) {
-  const json* v = field(obj, key);
+  const json* v = json_field(obj, key);
   if (!v) return std::nullopt;
-  if (!v->is_boolean()) bad(key, fmt::format("'{}' must be a boolean, not {}", key, type_name(*v)));
+  if (!v->is_boolean()) bad(key, fmt::format("'{}' must be a boolean, not {}", key, json_kind(*v)));
   return v->get<bool>();
 }
 
 std::optional<double> get_number(const json& obj, const char* key) {
-  const json* v = field(obj, key);
+  const json* v = json_field(obj, key);
   if (!v) return std::nullopt;
-  if (!v->is_number()) bad(key, fmt::format("'{}' must be a number, not {}", key, type_name(*v)));
+  if (!v->is_number()) bad(key, fmt::format("'{}' must be a number, not {}", key, json_kind(*v)));
   const double d = v->get<double>();
   if (!std::isfinite(d)) bad(key, fmt::format("'{}' must be finite", key));
   return d;
 }
 
 std::optional<int64_t> get_int(const json& obj, const char* key) {
-  const json* v = field(obj, key);
+  const json* v = json_field(obj, key);
   if (!v) return std::nullopt;
   if (v->is_number_unsigned()) {
     const uint64_t u = v->get<uint64_t>();
@@ -85,7 +67,7 @@ std::optional<int64_t> get_int(const json& obj, const char* key) {
     return static_cast<int64_t>(u);
   }
   if (!v->is_number_integer())
-    bad(key, fmt::format("'{}' must be an integer, not {}", key, type_name(*v)));
+    bad(key, fmt::format("'{}' must be an integer, not {}", key, json_kind(*v)));
   return v->get<int64_t>();
 }
 
@@ -117,18 +99,18 @@ std::string message_content(const json& msg, size_t i, const std::string& role) 
   if (it->is_string()) return it->get<std::string>();
   if (!it->is_array())
     bad(param,
-        fmt::format("'{}' must be a string or an array of parts, not {}", param, type_name(*it)));
+        fmt::format("'{}' must be a string or an array of parts, not {}", param, json_kind(*it)));
   std::string text;
   for (size_t k = 0; k < it->size(); ++k) {
     const json& part = (*it)[k];
     const std::string pp = fmt::format("{}[{}]", param, k);
     if (!part.is_object()) bad(pp, fmt::format("'{}' must be an object", pp));
-    const json* type = field(part, "type");
+    const json* type = json_field(part, "type");
     if (!type || !type->is_string()) bad(pp, fmt::format("'{}' needs a string 'type'", pp));
     if (*type != "text")
       bad(pp, fmt::format("content parts of type '{}' are not supported (only 'text')",
                           type->get<std::string>()));
-    const json* t = field(part, "text");
+    const json* t = json_field(part, "text");
     if (!t || !t->is_string()) bad(pp, fmt::format("'{}' needs a string 'text'", pp));
     text += t->get<std::string>();
   }
@@ -136,29 +118,29 @@ std::string message_content(const json& msg, size_t i, const std::string& role) 
 }
 
 std::vector<ChatMessage> parse_messages(const json& body) {
-  const json* v = field(body, "messages");
+  const json* v = json_field(body, "messages");
   if (!v) bad("messages", "'messages' is required");
   if (!v->is_array())
-    bad("messages", fmt::format("'messages' must be an array, not {}", type_name(*v)));
+    bad("messages", fmt::format("'messages' must be an array, not {}", json_kind(*v)));
   if (v->empty()) bad("messages", "'messages' must not be empty");
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < v->size(); ++i) {
     const json& m = (*v)[i];
     if (!m.is_object())
       bad(fmt::format("messages[{}]", i),
-          fmt::format("messages[{}] must be an object, not {}", i, type_name(m)));
-    const json* role = field(m, "role");
+          fmt::format("messages[{}] must be an object, not {}", i, json_kind(m)));
+    const json* role = json_field(m, "role");
     const std::string rp = fmt::format("messages[{}].role", i);
     if (!role) bad(rp, fmt::format("messages[{}] has no 'role'", i));
     if (!role->is_string())
-      bad(rp, fmt::format("'{}' must be a string, not {}", rp, type_name(*role)));
+      bad(rp, fmt::format("'{}' must be a string, not {}", rp, json_kind(*role)));
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";
     if (r != "system" && r != "user" && r != "assistant" && r != "tool")
       bad(rp, fmt::format("unknown role '{}' in messages[{}] (expected system, developer, user, "
                           "assistant or tool)",
                           role->get<std::string>(), i));
-    if (field(m, "tool_calls") && r != "assistant")
+    if (json_field(m, "tool_calls") && r != "assistant")
       bad(fmt::format("messages[{}].tool_calls", i), "only assistant messages carry tool calls");
     out.push_back({r, message_content(m, i, r)});
   }
@@ -171,7 +153,7 @@ std::vector<int64_t> token_array(const json& arr, const std::string& param) {
   for (const json& t : arr) {
     if (!t.is_number_integer())
       bad(param,
-          fmt::format("'{}' must hold only integers (token ids), found {}", param, type_name(t)));
+          fmt::format("'{}' must hold only integers (token ids), found {}", param, json_kind(t)));
     ids.push_back(t.is_number_unsigned()
                       ? static_cast<int64_t>(std::min<uint64_t>(
                             t.get<uint64_t>(), std::numeric_limits<int64_t>::max()))
@@ -181,7 +163,7 @@ std::vector<int64_t> token_array(const json& arr, const std::string& param) {
 }
 
 std::vector<PromptInput> parse_prompts(const json& body) {
-  const json* v = field(body, "prompt");
+  const json* v = json_field(body, "prompt");
   if (!v) bad("prompt", "'prompt' is required");
   std::vector<PromptInput> out;
   if (v->is_string()) {
@@ -192,7 +174,7 @@ std::vector<PromptInput> parse_prompts(const json& body) {
     bad("prompt",
         fmt::format("'prompt' must be a string, an array of strings, an array of token ids or "
                     "an array of arrays of token ids, not {}",
-                    type_name(*v)));
+                    json_kind(*v)));
   if (v->empty()) bad("prompt", "'prompt' must not be empty");
   const json& first = v->front();
   if (first.is_number()) {
@@ -210,14 +192,14 @@ std::vector<PromptInput> parse_prompts(const json& body) {
     } else {
       bad(pp, fmt::format("'{}' is {}; a prompt array must hold only strings, only token ids or "
                           "only arrays of token ids",
-                          pp, type_name(p)));
+                          pp, json_kind(p)));
     }
   }
   return out;
 }
 
 std::vector<std::string> parse_stop(const json& body) {
-  const json* v = field(body, "stop");
+  const json* v = json_field(body, "stop");
   if (!v) return {};
   std::vector<std::string> out;
   if (v->is_string()) {
@@ -227,12 +209,12 @@ std::vector<std::string> parse_stop(const json& body) {
       bad("stop", fmt::format("'stop' holds at most {} strings (got {})", kMaxStops, v->size()));
     for (const json& s : *v) {
       if (!s.is_string())
-        bad("stop", fmt::format("'stop' must hold only strings, found {}", type_name(s)));
+        bad("stop", fmt::format("'stop' must hold only strings, found {}", json_kind(s)));
       out.push_back(s.get<std::string>());
     }
   } else {
     bad("stop",
-        fmt::format("'stop' must be a string or an array of strings, not {}", type_name(*v)));
+        fmt::format("'stop' must be a string or an array of strings, not {}", json_kind(*v)));
   }
   for (const auto& s : out)
     if (s.empty()) bad("stop", "stop strings must not be empty");
@@ -245,15 +227,15 @@ void refuse_unsupported(const json& body, Endpoint ep) {
                    "unsupported_parameter");
   };
   if (auto v = get_bool(body, "echo"); v && *v) unsupported("echo", "'echo'");
-  if (const json* v = field(body, "suffix");
+  if (const json* v = json_field(body, "suffix");
       v && !(v->is_string() && v->get<std::string>().empty()))
     unsupported("suffix", "'suffix'");
-  if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
+  if (const json* v = json_field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
     unsupported("logit_bias", "'logit_bias'");
-  if (const json* v = field(body, "functions"); v && !(v->is_array() && v->empty()))
+  if (const json* v = json_field(body, "functions"); v && !(v->is_array() && v->empty()))
     unsupported("functions", "'functions' (the deprecated form of 'tools')");
   if (ep == Endpoint::kCompletion)
-    if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
+    if (const json* v = json_field(body, "tools"); v && !(v->is_array() && v->empty()))
       unsupported("tools", "'tools' on /v1/completions (use /v1/chat/completions)");
   if (ep == Endpoint::kCompletion) {
     auto best_of = get_int(body, "best_of");
@@ -265,16 +247,16 @@ void refuse_unsupported(const json& body, Endpoint ep) {
 // Tools, tool_choice, parallel_tool_calls, and the conversation with its
 // tool calls and results as the chat template takes them.
 void parse_tools(const json& body, const nlohmann::ordered_json& ordered, CompletionRequest& r) {
-  if (const json* t = field(body, "tools")) {
-    if (!t->is_array()) bad("tools", fmt::format("'tools' must be an array, not {}", type_name(*t)));
+  if (const json* t = json_field(body, "tools")) {
+    if (!t->is_array()) bad("tools", fmt::format("'tools' must be an array, not {}", json_kind(*t)));
     for (size_t i = 0; i < t->size(); ++i) {
       const std::string p = fmt::format("tools[{}]", i);
       const json& tool = (*t)[i];
       if (!tool.is_object() || string_or_empty(tool, "type") != "function")
         bad(p, fmt::format("'{}' must be an object with \"type\": \"function\"", p));
-      const json* fn = field(tool, "function");
+      const json* fn = json_field(tool, "function");
       if (!fn || !fn->is_object()) bad(p, fmt::format("'{}' needs a 'function' object", p));
-      const json* name = field(*fn, "name");
+      const json* name = json_field(*fn, "name");
       if (!name || !name->is_string() || name->get<std::string>().empty() ||
           name->get<std::string>().size() > 64 ||
           name->get<std::string>().find_first_not_of(
@@ -282,7 +264,7 @@ void parse_tools(const json& body, const nlohmann::ordered_json& ordered, Comple
         bad(p + ".function.name", "a function name is 1-64 letters, digits, '_' or '-'");
       ToolSpec spec;
       spec.name = name->get<std::string>();
-      if (const json* d = field(*fn, "description"); d && d->is_string()) spec.description = *d;
+      if (const json* d = json_field(*fn, "description"); d && d->is_string()) spec.description = *d;
       const auto& params = ordered["tools"][i]["function"];
       spec.parameters = params.contains("parameters") && !params["parameters"].is_null()
                             ? params["parameters"]
@@ -294,14 +276,14 @@ void parse_tools(const json& body, const nlohmann::ordered_json& ordered, Comple
     }
     if (!r.tools.empty()) r.tools_json = ordered["tools"];
   }
-  if (const json* c = field(body, "tool_choice")) {
+  if (const json* c = json_field(body, "tool_choice")) {
     if (c->is_string()) {
       const std::string v = c->get<std::string>();
       if (v == "none") r.tool_choice = CompletionRequest::ToolChoice::kNone;
       else if (v == "auto") r.tool_choice = CompletionRequest::ToolChoice::kAuto;
       else if (v == "required") r.tool_choice = CompletionRequest::ToolChoice::kRequired;
       else bad("tool_choice", fmt::format("'tool_choice' must be none, auto, required or a function, not '{}'", v));
-    } else if (c->is_object() && string_or_empty(*c, "type") == "function" && field(*c, "function") &&
+    } else if (c->is_object() && string_or_empty(*c, "type") == "function" && json_field(*c, "function") &&
                (*c)["function"].is_object() && (*c)["function"].contains("name") &&
                (*c)["function"]["name"].is_string()) {
       r.tool_choice = CompletionRequest::ToolChoice::kNamed;
@@ -320,7 +302,7 @@ void parse_tools(const json& body, const nlohmann::ordered_json& ordered, Comple
   // The conversation for the template, when tools or tool messages are in it.
   bool tool_messages = false;
   for (const auto& m : body["messages"])
-    tool_messages = tool_messages || string_or_empty(m, "role") == "tool" || field(m, "tool_calls");
+    tool_messages = tool_messages || string_or_empty(m, "role") == "tool" || json_field(m, "tool_calls");
   if (r.tools.empty() && !tool_messages) return;
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
   for (size_t i = 0; i < r.messages.size(); ++i) {
@@ -382,31 +364,31 @@ std::shared_ptr<const Grammar> parse_output_constraint(const json& body,
       bad(param, fmt::format("'{}' and '{}' both constrain the output; give one", from, param));
     from = param;
   };
-  if (const json* g = field(body, "grammar")) {
-    if (!g->is_string()) bad("grammar", fmt::format("'grammar' must be a string, not {}", type_name(*g)));
+  if (const json* g = json_field(body, "grammar")) {
+    if (!g->is_string()) bad("grammar", fmt::format("'grammar' must be a string, not {}", json_kind(*g)));
     one("grammar");
     gbnf = g->get<std::string>();
   }
-  if (const json* rf = field(body, "response_format")) {
+  if (const json* rf = json_field(body, "response_format")) {
     if (!rf->is_object())
       bad("response_format",
-          fmt::format("'response_format' must be an object, not {}", type_name(*rf)));
-    const json* t = field(*rf, "type");
+          fmt::format("'response_format' must be an object, not {}", json_kind(*rf)));
+    const json* t = json_field(*rf, "type");
     if (!t || !t->is_string())
       bad("response_format", "'response_format' needs a 'type': text, json_object or json_schema");
     const std::string type = t->get<std::string>();
     if (type == "json_object") {
       one("response_format");
-      if (field(*rf, "schema"))  // llama-server's form
+      if (json_field(*rf, "schema"))  // llama-server's form
         from_schema(ordered["response_format"]["schema"], "response_format");
       else
         gbnf = json_object_gbnf();
     } else if (type == "json_schema") {
       one("response_format");
-      const json* js = field(*rf, "json_schema");
+      const json* js = json_field(*rf, "json_schema");
       if (!js || !js->is_object())
         bad("response_format", "'response_format' of type json_schema needs a 'json_schema' object");
-      if (!field(*js, "schema")) bad("response_format", "'json_schema' needs a 'schema'");
+      if (!json_field(*js, "schema")) bad("response_format", "'json_schema' needs a 'schema'");
       from_schema(ordered["response_format"]["json_schema"]["schema"], "response_format");
     } else if (type != "text") {
       bad("response_format",
@@ -414,7 +396,7 @@ std::shared_ptr<const Grammar> parse_output_constraint(const json& body,
                       type));
     }
   }
-  if (field(body, "json_schema")) {
+  if (json_field(body, "json_schema")) {
     one("json_schema");
     from_schema(ordered["json_schema"], "json_schema");
   }
@@ -445,14 +427,14 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
   }
   if (!body.is_object())
     throw ApiError(400,
-                   fmt::format("the request body must be a JSON object, not {}", type_name(body)),
+                   fmt::format("the request body must be a JSON object, not {}", json_kind(body)),
                    "invalid_request_error");
 
   CompletionRequest r;
   r.endpoint = endpoint;
-  if (const json* m = field(body, "model")) {
+  if (const json* m = json_field(body, "model")) {
     if (!m->is_string())
-      bad("model", fmt::format("'model' must be a string, not {}", type_name(*m)));
+      bad("model", fmt::format("'model' must be a string, not {}", json_kind(*m)));
     r.model = m->get<std::string>();
   }
   refuse_unsupported(body, endpoint);
@@ -477,29 +459,29 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
     s.seed = random_seed();
 
   const char* max_key = "max_tokens";
-  if (endpoint == Endpoint::kChat && field(body, "max_completion_tokens"))
+  if (endpoint == Endpoint::kChat && json_field(body, "max_completion_tokens"))
     max_key = "max_completion_tokens";
-  if (field(body, max_key))
+  if (json_field(body, max_key))
     r.max_tokens = int_in(body, max_key, 1, std::numeric_limits<int32_t>::max(), 1);
   r.n = static_cast<int32_t>(int_in(body, "n", 1, kMaxN, 1));
   r.stop = parse_stop(body);
   r.stream = get_bool(body, "stream").value_or(false);
-  if (const json* so = field(body, "stream_options")) {
+  if (const json* so = json_field(body, "stream_options")) {
     if (!so->is_object())
       bad("stream_options",
-          fmt::format("'stream_options' must be an object, not {}", type_name(*so)));
+          fmt::format("'stream_options' must be an object, not {}", json_kind(*so)));
     if (!r.stream) bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
     r.include_usage = get_bool(*so, "include_usage").value_or(false);
   }
   r.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   const bool tooling = endpoint == Endpoint::kChat &&
-                      (field(body, "tools") || field(body, "tool_choice") || [&] {
+                      (json_field(body, "tools") || json_field(body, "tool_choice") || [&] {
                         for (const auto& m : body["messages"])
-                          if (m.is_object() && (string_or_empty(m, "role") == "tool" || field(m, "tool_calls")))
+                          if (m.is_object() && (string_or_empty(m, "role") == "tool" || json_field(m, "tool_calls")))
                             return true;
                         return false;
                       }());
-  if (field(body, "response_format") || field(body, "json_schema") || field(body, "grammar") ||
+  if (json_field(body, "response_format") || json_field(body, "json_schema") || json_field(body, "grammar") ||
       tooling) {
     const auto ordered = nlohmann::ordered_json::parse(body_text);
     r.grammar = parse_output_constraint(body, ordered);
@@ -511,12 +493,12 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
 
   if (endpoint == Endpoint::kChat) {
     const bool lp = get_bool(body, "logprobs").value_or(false);
-    auto top = field(body, "top_logprobs");
+    auto top = json_field(body, "top_logprobs");
     const int64_t k = int_in(body, "top_logprobs", 0, kMaxTopLogprobs, 0);
     if (top && !lp) bad("top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
     r.logprobs = lp ? static_cast<int32_t>(k) : -1;
   } else {
-    if (field(body, "logprobs"))
+    if (json_field(body, "logprobs"))
       r.logprobs = static_cast<int32_t>(int_in(body, "logprobs", 0, kMaxTopLogprobs, 0));
   }
 

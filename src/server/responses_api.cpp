@@ -1,3 +1,4 @@
+#include "server/json_fields.h"
 #include "server/responses_api.h"
 
 #include <fmt/format.h>
@@ -17,28 +18,10 @@ using ojson = nlohmann::ordered_json;
   throw ApiError(400, message, "invalid_request_error", param, code);
 }
 
-const char* kind(const ojson& v) {
-  switch (v.type()) {
-    case ojson::value_t::null: return "null";
-    case ojson::value_t::boolean: return "a boolean";
-    case ojson::value_t::string: return "a string";
-    case ojson::value_t::array: return "an array";
-    case ojson::value_t::object: return "an object";
-    case ojson::value_t::number_float: return "a number";
-    default: return "an integer";
-  }
-}
-
-const ojson* field(const ojson& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
 std::string string_field(const ojson& obj, const char* key, const std::string& param) {
-  const ojson* v = field(obj, key);
+  const ojson* v = json_field(obj, key);
   if (!v) bad(param, fmt::format("'{}' is required", param));
-  if (!v->is_string()) bad(param, fmt::format("'{}' must be a string, not {}", param, kind(*v)));
+  if (!v->is_string()) bad(param, fmt::format("'{}' must be a string, not {}", param, json_kind(*v)));
   return v->get<std::string>();
 }
 
@@ -47,12 +30,12 @@ std::string content_text(const ojson& content, const std::string& param) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array())
     bad(param, fmt::format("'{}' must be a string or an array of content parts, not {}", param,
-                           kind(content)));
+                           json_kind(content)));
   std::string text;
   for (size_t k = 0; k < content.size(); ++k) {
     const ojson& part = content[k];
     const std::string pp = fmt::format("{}[{}]", param, k);
-    if (!part.is_object()) bad(pp, fmt::format("'{}' must be an object, not {}", pp, kind(part)));
+    if (!part.is_object()) bad(pp, fmt::format("'{}' must be an object, not {}", pp, json_kind(part)));
     const std::string type = string_field(part, "type", pp + ".type");
     if (type != "input_text" && type != "output_text" && type != "text")
       bad(pp, fmt::format("content parts of type '{}' are not supported (only input_text and "
@@ -71,14 +54,14 @@ void add_input(const ojson& input, ojson& messages) {
     return;
   }
   if (!input.is_array())
-    bad("input", fmt::format("'input' must be a string or an array of items, not {}", kind(input)));
+    bad("input", fmt::format("'input' must be a string or an array of items, not {}", json_kind(input)));
   if (input.empty()) bad("input", "'input' must not be empty");
   for (size_t i = 0; i < input.size(); ++i) {
     const ojson& item = input[i];
     const std::string p = fmt::format("input[{}]", i);
-    if (!item.is_object()) bad(p, fmt::format("'{}' must be an object, not {}", p, kind(item)));
+    if (!item.is_object()) bad(p, fmt::format("'{}' must be an object, not {}", p, json_kind(item)));
     std::string type = "message";
-    if (field(item, "type")) type = string_field(item, "type", p + ".type");
+    if (json_field(item, "type")) type = string_field(item, "type", p + ".type");
     if (type == "message") {
       std::string role = string_field(item, "role", p + ".role");
       if (role == "developer") role = "system";
@@ -86,7 +69,7 @@ void add_input(const ojson& input, ojson& messages) {
         bad(p + ".role", fmt::format("unknown role '{}' in {} (expected user, assistant, system or "
                                      "developer)",
                                      role, p));
-      const ojson* content = field(item, "content");
+      const ojson* content = json_field(item, "content");
       if (!content) bad(p + ".content", fmt::format("{} has no content", p));
       messages.push_back({{"role", role}, {"content", content_text(*content, p + ".content")}});
     } else if (type == "function_call") {
@@ -103,7 +86,7 @@ void add_input(const ojson& input, ojson& messages) {
         messages.push_back(
             {{"role", "assistant"}, {"content", ""}, {"tool_calls", ojson::array({call})}});
     } else if (type == "function_call_output") {
-      const ojson* out = field(item, "output");
+      const ojson* out = json_field(item, "output");
       if (!out) bad(p + ".output", fmt::format("'{}.output' is required", p));
       messages.push_back({{"role", "tool"},
                           {"tool_call_id", string_field(item, "call_id", p + ".call_id")},
@@ -120,11 +103,11 @@ void add_input(const ojson& input, ojson& messages) {
 
 // `text.format` as the chat parser's response_format.
 ojson response_format(const ojson& text) {
-  if (!text.is_object()) bad("text", fmt::format("'text' must be an object, not {}", kind(text)));
-  const ojson* format = field(text, "format");
+  if (!text.is_object()) bad("text", fmt::format("'text' must be an object, not {}", json_kind(text)));
+  const ojson* format = json_field(text, "format");
   if (!format) return nullptr;
   if (!format->is_object())
-    bad("text.format", fmt::format("'text.format' must be an object, not {}", kind(*format)));
+    bad("text.format", fmt::format("'text.format' must be an object, not {}", json_kind(*format)));
   const std::string type = string_field(*format, "type", "text.format.type");
   if (type == "text") return nullptr;
   if (type == "json_object") return {{"type", "json_object"}};
@@ -132,28 +115,28 @@ ojson response_format(const ojson& text) {
     bad("text.format", fmt::format("'text.format' type must be text, json_object or json_schema, "
                                    "not '{}'",
                                    type));
-  const ojson* schema = field(*format, "schema");
+  const ojson* schema = json_field(*format, "schema");
   if (!schema) bad("text.format", "'text.format' of type json_schema needs a 'schema'");
   return {{"type", "json_schema"},
-          {"json_schema", {{"name", field(*format, "name") && (*format)["name"].is_string() ? (*format)["name"]
+          {"json_schema", {{"name", json_field(*format, "name") && (*format)["name"].is_string() ? (*format)["name"]
                                                                             : ojson("response")}, {"schema", *schema}}}};
 }
 
 // Responses tools ({type: function, name, parameters}) as chat tools.
 ojson chat_tools(const ojson& tools) {
-  if (!tools.is_array()) bad("tools", fmt::format("'tools' must be an array, not {}", kind(tools)));
+  if (!tools.is_array()) bad("tools", fmt::format("'tools' must be an array, not {}", json_kind(tools)));
   ojson out = ojson::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const ojson& t = tools[i];
     const std::string p = fmt::format("tools[{}]", i);
-    if (!t.is_object()) bad(p, fmt::format("'{}' must be an object, not {}", p, kind(t)));
+    if (!t.is_object()) bad(p, fmt::format("'{}' must be an object, not {}", p, json_kind(t)));
     const std::string type = string_field(t, "type", p + ".type");
     if (type != "function")
       bad(p, fmt::format("tools of type '{}' are not supported (only 'function')", type),
           "unsupported_tool");
     ojson fn = {{"name", t.contains("name") ? t["name"] : ojson(nullptr)}};
-    if (const ojson* d = field(t, "description")) fn["description"] = *d;
-    if (const ojson* params = field(t, "parameters")) fn["parameters"] = *params;
+    if (const ojson* d = json_field(t, "description")) fn["description"] = *d;
+    if (const ojson* params = json_field(t, "parameters")) fn["parameters"] = *params;
     out.push_back({{"type", "function"}, {"function", fn}});
   }
   return out;
@@ -162,7 +145,7 @@ ojson chat_tools(const ojson& tools) {
 ojson chat_tool_choice(const ojson& choice) {
   if (choice.is_string()) return choice;
   if (choice.is_object() && choice.contains("type") && choice["type"] == "function") {
-    const ojson* name = field(choice, "name");
+    const ojson* name = json_field(choice, "name");
     if (!name || !name->is_string()) bad("tool_choice", "'tool_choice' of type function needs a 'name'");
     return {{"type", "function"}, {"function", {{"name", *name}}}};
   }
@@ -181,17 +164,17 @@ ResponsesRequest parse_responses_request(const std::string& text, const Response
                    "invalid_request_error", "", "invalid_json");
   }
   if (!body.is_object())
-    throw ApiError(400, fmt::format("the request body must be a JSON object, not {}", kind(body)));
-  if (const ojson* bg = field(body, "background"); bg && *bg == true)
+    throw ApiError(400, fmt::format("the request body must be a JSON object, not {}", json_kind(body)));
+  if (const ojson* bg = json_field(body, "background"); bg && *bg == true)
     throw ApiError(400, "'background' is not supported", "invalid_request_error", "background",
                    "unsupported_parameter");
 
   ResponsesRequest r;
   r.conversation = ojson::array();
-  if (const ojson* prev = field(body, "previous_response_id")) {
+  if (const ojson* prev = json_field(body, "previous_response_id")) {
     if (!prev->is_string())
       bad("previous_response_id",
-          fmt::format("'previous_response_id' must be a string, not {}", kind(*prev)));
+          fmt::format("'previous_response_id' must be a string, not {}", json_kind(*prev)));
     r.previous_response_id = prev->get<std::string>();
     auto stored = lookup ? lookup(r.previous_response_id) : std::nullopt;
     if (!stored)
@@ -200,15 +183,15 @@ ResponsesRequest parse_responses_request(const std::string& text, const Response
                      "invalid_request_error", "previous_response_id", "previous_response_not_found");
     r.conversation = stored->messages;
   }
-  const ojson* input = field(body, "input");
+  const ojson* input = json_field(body, "input");
   if (!input) bad("input", "'input' is required");
   add_input(*input, r.conversation);
 
   ojson messages = ojson::array();
   ojson instructions = nullptr;
-  if (const ojson* ins = field(body, "instructions")) {
+  if (const ojson* ins = json_field(body, "instructions")) {
     if (!ins->is_string())
-      bad("instructions", fmt::format("'instructions' must be a string, not {}", kind(*ins)));
+      bad("instructions", fmt::format("'instructions' must be a string, not {}", json_kind(*ins)));
     instructions = *ins;
     if (!ins->get<std::string>().empty())
       messages.push_back({{"role", "system"}, {"content", *ins}});
@@ -216,14 +199,14 @@ ResponsesRequest parse_responses_request(const std::string& text, const Response
   for (const auto& m : r.conversation) messages.push_back(m);
 
   ojson chat = {{"messages", messages}};
-  if (const ojson* m = field(body, "model")) chat["model"] = *m;
+  if (const ojson* m = json_field(body, "model")) chat["model"] = *m;
   for (const char* key : {"temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
                           "frequency_penalty", "repetition_penalty", "stream", "parallel_tool_calls"})
-    if (const ojson* v = field(body, key)) chat[key] = *v;
-  if (const ojson* mot = field(body, "max_output_tokens")) {
+    if (const ojson* v = json_field(body, key)) chat[key] = *v;
+  if (const ojson* mot = json_field(body, "max_output_tokens")) {
     if (!mot->is_number_integer())
       bad("max_output_tokens",
-          fmt::format("'max_output_tokens' must be an integer, not {}", kind(*mot)));
+          fmt::format("'max_output_tokens' must be an integer, not {}", json_kind(*mot)));
     const bool negative = !mot->is_number_unsigned() && mot->get<int64_t>() < 1;
     if (negative || mot->get<uint64_t>() < 1 ||
         mot->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
@@ -233,20 +216,20 @@ ResponsesRequest parse_responses_request(const std::string& text, const Response
     r.max_output_tokens = mot->get<int64_t>();
   }
   ojson text_echo = {{"format", {{"type", "text"}}}};
-  if (const ojson* t = field(body, "text")) {
+  if (const ojson* t = json_field(body, "text")) {
     ojson rf = response_format(*t);
     if (!rf.is_null()) chat["response_format"] = rf;
-    if (field(*t, "format")) text_echo = {{"format", (*t)["format"]}};
+    if (json_field(*t, "format")) text_echo = {{"format", (*t)["format"]}};
   }
-  if (const ojson* t = field(body, "tools")) chat["tools"] = chat_tools(*t);
-  if (const ojson* c = field(body, "tool_choice")) chat["tool_choice"] = chat_tool_choice(*c);
-  if (const ojson* s = field(body, "store")) {
-    if (!s->is_boolean()) bad("store", fmt::format("'store' must be a boolean, not {}", kind(*s)));
+  if (const ojson* t = json_field(body, "tools")) chat["tools"] = chat_tools(*t);
+  if (const ojson* c = json_field(body, "tool_choice")) chat["tool_choice"] = chat_tool_choice(*c);
+  if (const ojson* s = json_field(body, "store")) {
+    if (!s->is_boolean()) bad("store", fmt::format("'store' must be a boolean, not {}", json_kind(*s)));
     r.store = s->get<bool>();
   }
-  const ojson* metadata = field(body, "metadata");
+  const ojson* metadata = json_field(body, "metadata");
   if (metadata && !metadata->is_object())
-    bad("metadata", fmt::format("'metadata' must be an object, not {}", kind(*metadata)));
+    bad("metadata", fmt::format("'metadata' must be an object, not {}", json_kind(*metadata)));
 
   r.chat = parse_translated_chat(chat, {{"max_completion_tokens", "max_output_tokens"},
                                         {"response_format", "text.format"},
@@ -262,11 +245,11 @@ ResponsesRequest parse_responses_request(const std::string& text, const Response
             {"store", r.store},
             {"temperature", r.chat.sampling.temperature},
             {"text", text_echo},
-            {"tool_choice", field(body, "tool_choice") ? body["tool_choice"] : ojson("auto")},
-            {"tools", field(body, "tools") ? body["tools"] : ojson::array()},
+            {"tool_choice", json_field(body, "tool_choice") ? body["tool_choice"] : ojson("auto")},
+            {"tools", json_field(body, "tools") ? body["tools"] : ojson::array()},
             {"top_p", r.chat.sampling.top_p},
             {"truncation", "disabled"},
-            {"user", field(body, "user") ? body["user"] : ojson()},
+            {"user", json_field(body, "user") ? body["user"] : ojson()},
             {"metadata", metadata ? *metadata : ojson::object()}};
   return r;
 }
