@@ -7,21 +7,11 @@
 #                                                 REQUESTS (2 x concurrency, at least 4), TYPE (q4_0),
 #                                                 ARGS (more `pagellm bench` flags, e.g.
 #                                                 "--shared-prefix 480 --max-prefill-while-decoding 0")
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN=${BIN:-build/pagellm}
-THREADS=${THREADS:-2}
+source "$(dirname "$0")/common.sh"
 PROMPT=${PROMPT:-128}
 GEN=${GEN:-64}
 TYPE=${TYPE:-q4_0}
-DIR=${BENCH_DIR:-/tmp/pagellm-bench}
-mkdir -p "$DIR"
-model="$DIR/llama-0.85b-$TYPE.gguf"
-if [ ! -f "$model" ]; then
-  "$BIN" make-model --arch llama --n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 5632 \
-    --n-ctx 4096 --vocab-from tests/data/golden/random/rand-llama-spm32k-Q4_0.gguf --type "$TYPE" \
-    --seed 1 -o "$model" >/dev/null
-fi
+model=$(bench_model "$TYPE")
 [ $# -eq 0 ] && set -- 1 4 16 64
 base=""
 for c in "$@"; do

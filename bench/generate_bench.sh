@@ -7,22 +7,12 @@
 #
 # Prints one line per type, plus the weights streamed per decoded token and the
 # bandwidth that implies (compare with the machine's ~25 GB/s).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN=${BIN:-build/pagellm}
-THREADS=${THREADS:-2}
+source "$(dirname "$0")/common.sh"
 N=${N:-64}
-DIR=${BENCH_DIR:-/tmp/pagellm-bench}
-mkdir -p "$DIR"
-VOCAB=tests/data/golden/random/rand-llama-spm32k-Q4_0.gguf
 PROMPT="Once upon a time, in a small town near the sea, there lived a little girl named Mia. Mia had a red kite that she loved more than anything. Every morning she ran down to the beach with her kite and her dog, and they played in the wind until the sun was high. One day a strong wind came and carried the kite far away over the water. Mia was very sad, but her dog barked and ran along the shore, and together they followed the kite until it landed in a tall tree near an old lighthouse."
 [ $# -eq 0 ] && set -- q4_0 q8_0
 for type in "$@"; do
-  model="$DIR/llama-0.85b-$type.gguf"
-  if [ ! -f "$model" ]; then
-    "$BIN" make-model --arch llama --n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 \
-      --n-ff 5632 --n-ctx 4096 --vocab-from "$VOCAB" --type "$type" --seed 1 -o "$model" >/dev/null
-  fi
+  model=$(bench_model "$type")
   bytes=$(stat -c %s "$model")
   out=$("$BIN" generate -m "$model" -p "$PROMPT" -n "$N" --temp 0 --ignore-eos -t "$THREADS" --json)
   python3 - "$type" "$bytes" "$out" <<'PY'

@@ -4,19 +4,9 @@
 # batch 16: the cost of token masking.
 #
 #   bench/grammar_bench.sh [TYPE]     env: THREADS (2), BENCH_DIR (/tmp/pagellm-bench)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN=${BIN:-build/pagellm}
-THREADS=${THREADS:-2}
+source "$(dirname "$0")/common.sh"
 TYPE=${1:-q4_0}
-DIR=${BENCH_DIR:-/tmp/pagellm-bench}
-mkdir -p "$DIR"
-VOCAB=tests/data/golden/random/rand-llama-spm32k-Q4_0.gguf
-model="$DIR/llama-0.85b-$TYPE.gguf"
-if [ ! -f "$model" ]; then
-  "$BIN" make-model --arch llama --n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 \
-    --n-ff 5632 --n-ctx 4096 --vocab-from "$VOCAB" --type "$TYPE" --seed 1 -o "$model" >/dev/null
-fi
+model=$(bench_model "$TYPE")
 # An array of records with no upper bound, so that every reply runs to --gen-len.
 schema="$DIR/records.schema.json"
 cat >"$schema" <<'JSON'

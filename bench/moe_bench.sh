@@ -9,14 +9,8 @@
 #
 # Runs `pagellm bench --roofline` (one run: bandwidth, decode vs its ceiling,
 # prefill, batched decode) and, with two virtual devices, `pagellm plan`.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN=${BIN:-build/pagellm}
-THREADS=${THREADS:-2}
+source "$(dirname "$0")/common.sh"
 TYPE=${1:-q4_0}
-DIR=${BENCH_DIR:-/tmp/pagellm-bench}
-mkdir -p "$DIR"
-VOCAB=tests/data/golden/random/rand-llama-spm32k-Q4_0.gguf
 model="$DIR/moe-2.4b-$TYPE.gguf"
 if [ ! -f "$model" ]; then
   "$BIN" make-model --arch mixtral --n-embd 2048 --n-layer 16 --n-head 16 --n-head-kv 4 \

@@ -6,16 +6,9 @@
 # communication (the rest is rank 1's compute). Best of ROUNDS alternating runs.
 #
 #   bench/mpi_bench.sh     env: ROUNDS (2), BENCH_DIR (/tmp/pagellm-bench)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN=${BIN:-build/pagellm}
+source "$(dirname "$0")/common.sh"
 ROUNDS=${ROUNDS:-2}
-DIR=${BENCH_DIR:-/tmp/pagellm-bench}
-mkdir -p "$DIR"
-VOCAB=tests/data/golden/random/rand-llama-spm32k-Q4_0.gguf
-model="$DIR/llama-0.85b-q4_0.gguf"
-[ -f "$model" ] || "$BIN" make-model --arch llama --n-embd 2048 --n-layer 16 --n-head 32 \
-  --n-head-kv 8 --n-ff 5632 --n-ctx 4096 --vocab-from "$VOCAB" --type q4_0 --seed 1 -o "$model" >/dev/null
+model=$(bench_model q4_0)
 command -v mpirun >/dev/null || { echo "mpirun is missing (scripts/setup.sh installs openmpi-bin)"; exit 1; }
 run() {  # concurrency, threads, launcher...
   local c=$1 t=$2; shift 2

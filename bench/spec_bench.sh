@@ -14,19 +14,11 @@
 # is compared (this machine is shared and noisy).
 #
 #   bench/spec_bench.sh     env: THREADS (2), ROUNDS (3), NGRAM (3), DRAFT_MAX (8), BENCH_DIR
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN=${BIN:-build/pagellm}
-THREADS=${THREADS:-2}
+source "$(dirname "$0")/common.sh"
 ROUNDS=${ROUNDS:-3}
 NGRAM=${NGRAM:-3}
 DRAFT_MAX=${DRAFT_MAX:-8}
-DIR=${BENCH_DIR:-/tmp/pagellm-bench}
-mkdir -p "$DIR"
-VOCAB=tests/data/golden/random/rand-llama-spm32k-Q4_0.gguf
-big="$DIR/llama-0.85b-q4_0.gguf"
-[ -f "$big" ] || "$BIN" make-model --arch llama --n-embd 2048 --n-layer 16 --n-head 32 \
-  --n-head-kv 8 --n-ff 5632 --n-ctx 4096 --vocab-from "$VOCAB" --type q4_0 --seed 1 -o "$big" >/dev/null
+big=$(bench_model q4_0)
 draft="$DIR/llama-draft-40m-q4_0.gguf"
 [ -f "$draft" ] || "$BIN" make-model --arch llama --n-embd 256 --n-layer 4 --n-head 4 \
   --n-head-kv 4 --n-ff 768 --n-ctx 4096 --vocab-from "$VOCAB" --type q4_0 --seed 2 -o "$draft" >/dev/null
