@@ -44,6 +44,8 @@ struct EnginePlan {
   uint64_t weight_bytes = 0;
   // Under MPI (cli/pipeline_setup.h): each rank's layers [begin, end), in rank order.
   std::vector<std::pair<int32_t, int32_t>> stages;
+  // ... and on which of its devices (its --device flags, then its host).
+  std::vector<std::vector<KvPoolPlacement>> stage_placements;
 };
 EnginePlan plan_engine(const ModelOptions& mo, const PlanOptions& po);
 // Loads the model as planned, and the EngineConfig that follows the plan:

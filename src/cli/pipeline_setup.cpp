@@ -51,14 +51,16 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
   const ModelFootprint fp = model_footprint(*meta, hp, opts.footprint_options());
   ep.weight_bytes = fp.total_weight_bytes();
   const PlanRequest req = opts.request(hp);  // validates the flags
-  if (!po.devices.empty() || !po.device_map.empty())
-    throw ConfigError("under MPI each rank runs its layers on its host: --device and --device-map "
-                      "are not supported there yet");
+  if (!po.device_map.empty())
+    throw ConfigError("under MPI the layers are placed by the plan: --device-map is not supported "
+                      "there (--device applies to every rank)");
   if (req.kv_mode == KvMode::kMemory || req.kv_mode == KvMode::kFraction)
     throw ConfigError("under MPI the cache is sized in tokens: use -c/--kv-tokens (or nothing) "
                       "instead of --kv-mem/--kv-fraction");
   SystemProbe probe;
-  PlanDevice host = opts.measure_devices(probe).back();
+  // Every rank declares the same --device flags and measures its own.
+  std::vector<PlanDevice> devs = opts.measure_devices(probe);
+  PlanDevice& host = devs.back();
   // PAGELLM_NODE_MEMORY=SIZE caps what this rank plans with (set it per rank
   // through the launcher, e.g. a wrapper script per rank or mpirun -x).
   if (const char* cap = std::getenv("PAGELLM_NODE_MEMORY")) {
@@ -69,8 +71,11 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
     }
   }
   // Every rank's host and build, on every rank: each computes the same plan.
+  nlohmann::json dev_free = nlohmann::json::array();
+  for (const PlanDevice& d : devs) dev_free.push_back({d.free_bytes, d.headroom_bytes});
   const nlohmann::json mine = {{"free", host.free_bytes},
                                {"headroom", host.headroom_bytes},
+                               {"devices", dev_free},
                                {"version", version_line()},
                                {"model_bytes", std::filesystem::file_size(ep.path)}};
   nlohmann::json all = nlohmann::json::array();
@@ -99,7 +104,14 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
   for (int r = 0; r < ranks; ++r) {
     const auto& n = all[static_cast<size_t>(r)];
     const uint64_t free = n["free"], headroom = n["headroom"];
-    in.node_budget.push_back(free > headroom ? free - headroom : 0);
+    // Host RAM (virtual CPU devices are carved out of it) plus the node's GPUs.
+    uint64_t budget = free > headroom ? free - headroom : 0;
+    for (size_t i = 0; i + 1 < devs.size(); ++i)
+      if (!devs[i].device.shares_host_memory()) {
+        const uint64_t f = n["devices"][i][0], h = n["devices"][i][1];
+        budget += f > h ? f - h : 0;
+      }
+    in.node_budget.push_back(budget);
     uint64_t fixed = fp.layer_workspace_bytes;
     if (r == 0) fixed += fp.host_weight_bytes;
     if (r == ranks - 1) fixed += fp.output_weight_bytes + fp.output_workspace_bytes + fp.host_workspace_bytes;
@@ -157,28 +169,77 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
     p.binding_detail = req.kv_mode == KvMode::kTokens ? "--kv-tokens as asked"
                                                       : "max_seq_len x the host default of sequences";
   }
+  const uint64_t tokens = static_cast<uint64_t>(p.kv_tokens);
+  const auto layer_bytes = [&](int32_t l) {
+    return fp.layer_weight_bytes[static_cast<size_t>(l)] + tokens * fp.kv_bytes_per_token_layer;
+  };
   for (int r = 0; r < ranks; ++r) {
     const auto [b, e] = split->stages[static_cast<size_t>(r)];
+    const auto& node = all[static_cast<size_t>(r)]["devices"];
+    // As on one machine: as many of the stage's layers as fit on the node's
+    // declared devices, in order, the rest on its host.
+    std::vector<KvPoolPlacement> placements;
+    uint64_t shared_host_use = 0;  // virtual CPU devices use host RAM
+    int32_t next = b;
+    for (size_t i = 0; i + 1 < devs.size(); ++i) {
+      const uint64_t f = node[i][0], h = node[i][1];
+      const uint64_t budget = f > h ? f - h : 0;
+      uint64_t used = fp.layer_workspace_bytes;
+      int32_t take = next;
+      while (take < e && used + layer_bytes(take) + (take + 1 == L ? fp.output_weight_bytes : 0) <= budget)
+        used += layer_bytes(take++);
+      if (take == next) continue;
+      DevicePlan d;
+      d.device = devs[i].device;
+      d.node = r;
+      d.first_layer = next;
+      d.last_layer = take - 1;
+      d.holds_output = take == L;
+      for (int32_t l = next; l < take; ++l) d.weight_bytes += fp.layer_weight_bytes[static_cast<size_t>(l)];
+      if (d.holds_output) d.weight_bytes += fp.output_weight_bytes;
+      d.kv_bytes = tokens * fp.kv_bytes_per_token_layer * static_cast<uint64_t>(take - next);
+      d.workspace_bytes = fp.layer_workspace_bytes + (d.holds_output ? fp.output_workspace_bytes : 0);
+      d.free_bytes = f;
+      d.headroom_bytes = h;
+      d.free_after_bytes = f > d.used_bytes() ? f - d.used_bytes() : 0;
+      d.read_bytes_per_token = d.weight_bytes;
+      if (devs[i].device.shares_host_memory()) shared_host_use += d.used_bytes();
+      p.devices.push_back(d);
+      placements.push_back({d.name(), next, take});
+      next = take;
+    }
     DevicePlan d;
     d.device = host.device;
     d.node = r;
-    d.first_layer = b;
-    d.last_layer = e - 1;
-    d.holds_output = r == ranks - 1;
-    for (int32_t l = b; l < e; ++l) d.weight_bytes += fp.layer_weight_bytes[static_cast<size_t>(l)];
-    if (r == 0) d.weight_bytes += fp.host_weight_bytes;
-    if (r == ranks - 1) d.weight_bytes += fp.output_weight_bytes;
-    d.kv_bytes = static_cast<uint64_t>(p.kv_tokens) * fp.kv_bytes_per_token_layer * static_cast<uint64_t>(e - b);
-    d.workspace_bytes = in.node_fixed[static_cast<size_t>(r)] - (r == 0 ? fp.host_weight_bytes : 0) -
-                        (r == ranks - 1 ? fp.output_weight_bytes : 0);
     d.free_bytes = all[static_cast<size_t>(r)]["free"];
     d.headroom_bytes = all[static_cast<size_t>(r)]["headroom"];
-    d.free_after_bytes = d.free_bytes > d.used_bytes() ? d.free_bytes - d.used_bytes() : 0;
+    if (next < e) {
+      d.first_layer = next;
+      d.last_layer = e - 1;
+      d.holds_output = r == ranks - 1;
+      for (int32_t l = next; l < e; ++l) d.weight_bytes += fp.layer_weight_bytes[static_cast<size_t>(l)];
+      if (d.holds_output) d.weight_bytes += fp.output_weight_bytes;
+      d.kv_bytes = tokens * fp.kv_bytes_per_token_layer * static_cast<uint64_t>(e - next);
+      d.workspace_bytes = fp.layer_workspace_bytes + (d.holds_output ? fp.output_workspace_bytes : 0);
+      placements.push_back({"host", next, e});
+    }
+    if (r == 0) d.weight_bytes += fp.host_weight_bytes;
+    if (r == ranks - 1) d.workspace_bytes += fp.host_workspace_bytes;
+    const uint64_t host_use = d.used_bytes() + shared_host_use;
+    if (host_use > (d.free_bytes > d.headroom_bytes ? d.free_bytes - d.headroom_bytes : 0))
+      throw PlanError(fmt::format("node {}: its host would hold {} with its devices' share, over its "
+                                  "{} (free {} minus headroom {}); fewer tokens (-c) or another split "
+                                  "of its devices",
+                                  r, format_size(host_use),
+                                  format_size(d.free_bytes > d.headroom_bytes ? d.free_bytes - d.headroom_bytes : 0),
+                                  format_size(d.free_bytes), format_size(d.headroom_bytes)),
+                      -1);
+    d.free_after_bytes = d.free_bytes > host_use ? d.free_bytes - host_use : 0;
     d.read_bytes_per_token = d.weight_bytes;
     p.devices.push_back(d);
     ep.stages.push_back({b, e});
+    ep.stage_placements.push_back(placements);
   }
-  if (rank == 0) (void)0;
   return ep;
 }
 
@@ -204,7 +265,7 @@ EngineSetup load_pipeline_engine(const ModelOptions& mo, const PlanOptions& po, 
   ModelLoadOptions lo{.use_mmap = !mo.no_mmap,
                       .mlock = mo.mlock,
                       .repack = !mo.no_repack,
-                      .placements = {{"host", begin, end}},
+                      .placements = ep.stage_placements[static_cast<size_t>(rank)],
                       .stage_begin = begin,
                       .stage_end = end};
   if (rank == 0) {

@@ -202,3 +202,25 @@ def test_plan_with_per_node_caps_stays_within_every_budget(mpi, tmp_path):
                                     "--max-batched-tokens", "64", "-c", "10000000"))
     assert code == 2
     assert "at most" in err, err
+
+
+def test_devices_per_rank(mpi):
+    # --device applies to every rank: each places what fits of its stage on its own cpu:0
+    # (a 3 MiB virtual device) and the rest on its host; the tokens are one process's.
+    flags = ["--device", "cpu:0=3MiB", "--max-batched-tokens", "64", "--max-seq-len", "256"]
+    code, j, err = plan_json(mpirun(2, mpi, "plan", "-m", str(Q8), "--json", *flags))
+    assert code == 0, err
+    by_node = {}
+    for d in j["devices"]:
+        by_node.setdefault(d["node"], []).append(d)
+        used = d["weight_bytes"] + d["kv_bytes"] + d["workspace_bytes"]
+        assert used <= d["free_bytes"] - d["headroom_bytes"], d
+    assert sorted(by_node) == [0, 1]
+    for node, devs in by_node.items():
+        assert any(d["name"] == "cpu:0" and d["first_layer"] >= 0 for d in devs), (node, devs)
+    want = generate([mpi], Q8)
+    out = subprocess.run(mpirun(2, mpi, "generate", "-m", str(Q8), "-p", "Once upon a time", "-n", "40",
+                                "--temp", "0", "--ignore-eos", "--json", "-t", "1", *flags),
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["output_ids"] == want
