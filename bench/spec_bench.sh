@@ -62,6 +62,11 @@ load() {  # model, speculation flags...: prints "tok/s proposed accepted output-
     --json "${@:2}" 2>/dev/null |
     python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["generated_tokens_per_s"], j["spec_proposed"], j["spec_accepted"], j["output_hash"])'
 }
+tight() {  # 8 requests, 4 at a time, in a 512-token cache: preemption (3 with these lengths)
+  "$BIN" bench -m "$1" -t "$THREADS" --concurrency 4 --requests 8 --prompt-len 160 --gen-len 96 \
+    --kv-tokens 512 --max-seq-len 256 --max-num-seqs 4 --json "${@:2}" 2>/dev/null |
+    python3 -c 'import json,sys; j=json.load(sys.stdin); assert j["preemptions"] > 0; print(j["generated_tokens_per_s"], j["spec_proposed"], j["spec_accepted"], j["output_hash"])'
+}
 compare() {  # label, runner, args... (the speculation flags come from $SPEC)
   local label=$1 runner=$2; shift 2
   local off=0 on=0 p=0 a=0 h0 h1
@@ -94,3 +99,6 @@ compare "(b) 0.85B Q4_0, concurrency 16 (random prompts)" load "$big"
 SPEC="--draft-model $draft --draft-max 4"
 echo "draft model $draft (4 layers x 256, same vocabulary) --draft-max 4"
 compare "    0.85B Q4_0 target, free text, batch 1" gen -m "$big" -p "$story" --ignore-eos
+SPEC="--spec-ngram 1 --draft-max 4"
+echo "under preemption, unigram lookup (drafts often, most rejected): the same tokens"
+compare "    0.85B Q4_0, 4 at a time in a 512-token cache" tight "$big"
