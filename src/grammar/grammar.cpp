@@ -573,7 +573,14 @@ void GrammarMatcher::expand(int32_t id, std::vector<int32_t>& out) {
       continue;
     }
     // The continuation after the reference, then each alternative on top of it.
-    const int32_t next = intern({n.rule, n.alt, n.pos + 1, n.parent});
+    // A reference that ends its alternative continues straight to the parent
+    // (a tail call): right recursion (`x ::= [a] x`, repetitions) does not
+    // deepen the stacks, else an ambiguous grammar such as
+    // `root ::= [^#]+ root` grew a distinct stack per way of splitting the
+    // text, exponentially many (a request took minutes for 30 tokens).
+    const int32_t next = n.pos + 1 == static_cast<int32_t>(alt.size())
+                             ? n.parent
+                             : intern({n.rule, n.alt, n.pos + 1, n.parent});
     const auto& sub = rules[static_cast<size_t>(el.rule)];
     for (size_t a = 0; a < sub.size(); ++a)
       work_.push_back(intern({el.rule, static_cast<int32_t>(a), 0, next}));
