@@ -44,6 +44,7 @@ class Reader {
   }
   void take(void* p, size_t n, const char* what) {
     if (n > left()) throw FormatError(fmt::format("step message: truncated in {}", what));
+    if (n == 0) return;  // an empty vector's data() may be null, which memcpy must not get
     std::memcpy(p, b_.data() + pos_, n);
     pos_ += n;
   }
