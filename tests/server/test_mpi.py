@@ -33,6 +33,18 @@ def mpi(pagellm_bin):
     return pagellm_bin
 
 
+@pytest.fixture(autouse=True)
+def open_mpi_leaks_suppressed(monkeypatch):
+    """Under the sanitizer build, LeakSanitizer reports what Open MPI keeps past
+    MPI_Finalize; the suppressions name its libraries, which only a full stack
+    unwind (not the fast one, which stops in frame-pointer-less code) reaches."""
+    if "ASAN_OPTIONS" in os.environ:
+        monkeypatch.setenv("ASAN_OPTIONS", os.environ["ASAN_OPTIONS"] + ":fast_unwind_on_malloc=0")
+        supp = os.path.join(os.path.dirname(__file__), "lsan-openmpi.supp")
+        lsan = os.environ.get("LSAN_OPTIONS", "")
+        monkeypatch.setenv("LSAN_OPTIONS", (lsan + ":" if lsan else "") + f"suppressions={supp}")
+
+
 def mpirun(n, *args):
     return [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(n), *args]
 
