@@ -156,6 +156,19 @@ def test_reply_streams_in_and_stop_ends_it(start_server, browser, slow_model):
     from selenium.webdriver.common.by import By
     srv = start_server("--alias", "slow", model=slow_model)
     browser.get(srv.url + "/")
+    wait_for(lambda: browser.execute_script("return !!window.PagellmUI"), what="the page script")
+    # A random model may sample end-of-text any time; the reply must still be
+    # running when the test presses stop, so its requests ignore it.
+    browser.execute_script("""
+      const real = window.fetch;
+      window.fetch = (url, opts) => {
+        if (String(url).endsWith('/v1/chat/completions') && opts && opts.body) {
+          const body = JSON.parse(opts.body);
+          body.ignore_eos = true;
+          opts = Object.assign({}, opts, {body: JSON.stringify(body)});
+        }
+        return real(url, opts);
+      };""")
     set_field(browser, "max-tokens", "3000")
     send(browser, "Tell me a very long story.")
     # Text arrives while the reply is still streaming.
