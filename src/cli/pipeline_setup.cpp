@@ -40,7 +40,7 @@ std::chrono::milliseconds link_timeout() {
 }  // namespace
 
 EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
-  const int rank = mpi_rank(), ranks = mpi_size();
+  const int ranks = mpi_size();
   EnginePlan ep;
   ep.path = mo.path();
   auto meta = GgufFile::open(ep.path);

@@ -70,7 +70,9 @@ std::vector<std::vector<int32_t>> run_split(const std::string& file, int32_t spl
   first.model->set_pipeline_link(&link);
   auto out = run_all(first, prompts, cfg, gen, stats);
   EXPECT_GT(link.steps, 0);
-  if (parts > 1) EXPECT_GT(link.parts_sent, link.steps / 2) << "steps were not split";
+  if (parts > 1) {
+    EXPECT_GT(link.parts_sent, link.steps / 2) << "steps were not split";
+  }
   return out;
 }
 

@@ -159,7 +159,9 @@ SpecRun run_spec(Loaded& m, const std::vector<std::vector<int32_t>>& prompts, En
   }
   while (engine.has_work()) engine.step();
   EXPECT_EQ(engine.kv_manager().num_used_all(), 0) << "leaked blocks";
-  if (drafter) EXPECT_EQ(drafter->blocks_in_use(), 0) << "the draft model leaked blocks";
+  if (drafter) {
+    EXPECT_EQ(drafter->blocks_in_use(), 0) << "the draft model leaked blocks";
+  }
   SpecRun res;
   res.stats = engine.stats();
   for (uint64_t id : ids) res.tokens.push_back(outs[id]);
