@@ -320,6 +320,7 @@ class GrammarCompiler {
     for (const auto& [name, e, at] : parsed)
       g->rules_[static_cast<size_t>(ids_[name])] = compile_expr(e);
     check_left_recursion();
+    mark_stars();
     return g;
   }
 
@@ -455,8 +456,13 @@ class GrammarCompiler {
   }
 
   // Left recursion: rule A reaches rule B before consuming a byte when B
-  // stands in an alternative of A after only nullable elements. A cycle there
-  // would expand forever.
+  // stands in an alternative of A after only nullable elements. A cycle of
+  // such references expands forever when one of them is followed by more of
+  // its alternative (each turn stacks another continuation). A cycle of
+  // references that each end their alternative (tail calls, as in a star of
+  // a nullable item: `("a"?)*`) keeps the stacks as they are, comes back to
+  // a node it has seen, and is allowed. So: refuse a non-tail reference
+  // whose two rules are in one strongly connected component of the graph.
   void check_left_recursion() {
     const auto& rules = g_->rules_;
     const size_t n = rules.size();
@@ -480,37 +486,83 @@ class GrammarCompiler {
         }
       }
     }
-    std::vector<std::vector<int32_t>> first(n);
+    struct Edge {
+      int32_t to;
+      bool tail;
+    };
+    std::vector<std::vector<Edge>> first(n);
     for (size_t r = 0; r < n; ++r)
       for (const auto& alt : rules[r])
-        for (const auto& el : alt) {
+        for (size_t i = 0; i < alt.size(); ++i) {
+          const auto& el = alt[i];
           if (el.kind == Grammar::Element::kBytes) break;
-          first[r].push_back(el.rule);
+          first[r].push_back({el.rule, i + 1 == alt.size()});
           if (!nullable[static_cast<size_t>(el.rule)]) break;
         }
-    // Iterative DFS for a cycle.
-    std::vector<uint8_t> color(n, 0);  // 0 new, 1 on the path, 2 done
+    // Tarjan's strongly connected components, iterative.
+    constexpr int32_t kUnseen = -1;
+    std::vector<int32_t> index(n, kUnseen), low(n, 0), comp(n, -1), stack;
+    std::vector<char> on_stack(n, 0);
+    int32_t next_index = 0, comps = 0;
     for (size_t s = 0; s < n; ++s) {
-      if (color[s]) continue;
+      if (index[s] != kUnseen) continue;
       std::vector<std::pair<int32_t, size_t>> path = {{static_cast<int32_t>(s), 0}};
-      color[s] = 1;
+      index[s] = low[s] = next_index++;
+      stack.push_back(static_cast<int32_t>(s));
+      on_stack[s] = 1;
       while (!path.empty()) {
-        auto& [r, k] = path.back();
-        if (k < first[static_cast<size_t>(r)].size()) {
-          const int32_t next = first[static_cast<size_t>(r)][k++];
-          if (color[static_cast<size_t>(next)] == 1)
-            throw GrammarError(fmt::format("grammar error: rule '{}' is left-recursive (it can "
-                                           "reach itself before matching a character)",
-                                           display_name(next)),
-                               0);
-          if (color[static_cast<size_t>(next)] == 0) {
-            color[static_cast<size_t>(next)] = 1;
-            path.emplace_back(next, 0);
+        const int32_t r = path.back().first;
+        const auto ru = static_cast<size_t>(r);
+        size_t& k = path.back().second;
+        if (k < first[ru].size()) {
+          const auto v = static_cast<size_t>(first[ru][k++].to);
+          if (index[v] == kUnseen) {
+            index[v] = low[v] = next_index++;
+            stack.push_back(static_cast<int32_t>(v));
+            on_stack[v] = 1;
+            path.emplace_back(static_cast<int32_t>(v), 0);
+          } else if (on_stack[v]) {
+            low[ru] = std::min(low[ru], index[v]);
           }
-        } else {
-          color[static_cast<size_t>(r)] = 2;
-          path.pop_back();
+          continue;
         }
+        if (low[ru] == index[ru]) {
+          for (int32_t w = -1; w != r;) {
+            w = stack.back();
+            stack.pop_back();
+            on_stack[static_cast<size_t>(w)] = 0;
+            comp[static_cast<size_t>(w)] = comps;
+          }
+          ++comps;
+        }
+        path.pop_back();
+        if (!path.empty()) {
+          const auto up = static_cast<size_t>(path.back().first);
+          low[up] = std::min(low[up], low[ru]);
+        }
+      }
+    }
+    for (size_t r = 0; r < n; ++r)
+      for (const Edge& e : first[r])
+        if (!e.tail && comp[static_cast<size_t>(e.to)] == comp[r])
+          throw GrammarError(fmt::format("grammar error: rule '{}' is left-recursive (it can "
+                                         "reach itself before matching a character)",
+                                         display_name(e.to)),
+                             0);
+  }
+
+  // Marks the rules shaped as Kleene stars (Grammar::is_star).
+  void mark_stars() {
+    const auto& rules = g_->rules_;
+    g_->star_.assign(rules.size(), 0);
+    for (size_t r = 0; r < rules.size(); ++r) {
+      const auto& alts = rules[r];
+      if (alts.size() != 2) continue;
+      for (int rec = 0; rec < 2; ++rec) {
+        const auto& a = alts[static_cast<size_t>(rec)];
+        const bool self_last = a.size() >= 2 && a.back().kind == Grammar::Element::kRule &&
+                               a.back().rule == static_cast<int32_t>(r);
+        if (self_last && alts[static_cast<size_t>(1 - rec)].empty()) g_->star_[r] = 1;
       }
     }
   }
@@ -549,10 +601,30 @@ int32_t GrammarMatcher::intern(const Node& n) {
   return it->second;
 }
 
+int32_t GrammarMatcher::node_at(const Node& n) {
+  if (n.parent >= 0) {
+    const auto& rules = g_->rules();
+    // The rule this node's rest consists of, or -1.
+    auto rest_star = [&](const Node& x) -> int32_t {
+      const auto& alt = rules[static_cast<size_t>(x.rule)][static_cast<size_t>(x.alt)];
+      if (x.pos + 1 != static_cast<int32_t>(alt.size())) return -1;
+      const Grammar::Element& el = alt[static_cast<size_t>(x.pos)];
+      return el.kind == Grammar::Element::kRule && g_->is_star(el.rule) ? el.rule : -1;
+    };
+    const int32_t r = rest_star(n);
+    if (r >= 0 && rest_star(nodes_[static_cast<size_t>(n.parent)]) == r) return n.parent;
+  }
+  return intern(n);
+}
+
 void GrammarMatcher::expand(int32_t id, std::vector<int32_t>& out) {
   // Iterative: a deep stack of rule references must not overflow the C++ stack.
   work_.clear();
   work_.push_back(id);
+  if (++epoch_ == 0) {  // wrapped: forget every mark
+    std::fill(seen_.begin(), seen_.end(), 0);
+    epoch_ = 1;
+  }
   const auto& rules = g_->rules();
   while (!work_.empty()) {
     const int32_t cur = work_.back();
@@ -561,6 +633,10 @@ void GrammarMatcher::expand(int32_t id, std::vector<int32_t>& out) {
       out.push_back(-1);
       continue;
     }
+    const auto at = static_cast<size_t>(cur);
+    if (seen_.size() <= at) seen_.resize(nodes_.size(), 0);
+    if (seen_[at] == epoch_) continue;
+    seen_[at] = epoch_;
     const Node n = nodes_[static_cast<size_t>(cur)];
     const auto& alt = rules[static_cast<size_t>(n.rule)][static_cast<size_t>(n.alt)];
     if (n.pos == static_cast<int32_t>(alt.size())) {  // this alternative is done
@@ -580,7 +656,7 @@ void GrammarMatcher::expand(int32_t id, std::vector<int32_t>& out) {
     // text, exponentially many (a request took minutes for 30 tokens).
     const int32_t next = n.pos + 1 == static_cast<int32_t>(alt.size())
                              ? n.parent
-                             : intern({n.rule, n.alt, n.pos + 1, n.parent});
+                             : node_at({n.rule, n.alt, n.pos + 1, n.parent});
     const auto& sub = rules[static_cast<size_t>(el.rule)];
     for (size_t a = 0; a < sub.size(); ++a)
       work_.push_back(intern({el.rule, static_cast<int32_t>(a), 0, next}));
@@ -605,7 +681,7 @@ void GrammarMatcher::step(const std::vector<int32_t>& stacks, uint8_t byte,
     const Grammar::Element& el =
         rules[static_cast<size_t>(n.rule)][static_cast<size_t>(n.alt)][static_cast<size_t>(n.pos)];
     if (byte < el.lo || byte > el.hi) continue;
-    expand(intern({n.rule, n.alt, n.pos + 1, n.parent}), out);
+    expand(node_at({n.rule, n.alt, n.pos + 1, n.parent}), out);
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

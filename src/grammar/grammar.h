@@ -62,12 +62,17 @@ class Grammar {
   const std::vector<std::vector<Alternative>>& rules() const { return rules_; }
   int32_t root() const { return root_; }
   const std::string& rule_name(int32_t r) const { return names_[static_cast<size_t>(r)]; }
+  // Whether rule r is a Kleene star in shape (`r ::= x... r | ()`, as every
+  // `*` and `{m,}` compiles): its language L has L L = L, so a stack that
+  // waits for r twice in a row waits for it once.
+  bool is_star(int32_t r) const { return star_[static_cast<size_t>(r)] != 0; }
 
  private:
   Grammar() = default;
   friend class GrammarCompiler;
   std::vector<std::vector<Alternative>> rules_;
   std::vector<std::string> names_;
+  std::vector<uint8_t> star_;
   int32_t root_ = -1;
 };
 
@@ -104,6 +109,11 @@ class GrammarMatcher {
 
  private:
   int32_t intern(const Node& n);
+  // intern(), with `r r` folded to `r` for a star rule r: the node whose
+  // rest is exactly r, over a parent whose rest is exactly r too, is the
+  // parent. Without this, nested stars (`root ::= . root*`) stack one more
+  // pending r per byte: stacks and time grew with the square of the text.
+  int32_t node_at(const Node& n);
   // Adds the stacks `id` expands to (rule references on top replaced by
   // their alternatives) to `out`.
   void expand(int32_t id, std::vector<int32_t>& out);
@@ -116,6 +126,10 @@ class GrammarMatcher {
   std::unordered_map<Node, int32_t, NodeHash> node_ids_;
   std::vector<int32_t> stacks_;
   std::vector<int32_t> scratch_, work_;
+  // Nodes already expanded in this expand() call (seen_[id] == epoch_): a
+  // cycle of tail references comes back to a node it has expanded.
+  std::vector<uint32_t> seen_;
+  uint32_t epoch_ = 0;
 };
 
 // Whether `g` matches all of `text` (for tests and tools).
