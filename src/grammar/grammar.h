@@ -12,8 +12,11 @@
 //
 // Compiled form: every rule a list of alternatives, each a sequence of
 // elements: a byte range [lo, hi] or a rule reference (groups and
-// repetitions become generated rules). Left recursion is refused (a rule
-// that can reach itself before consuming a byte would never stop expanding).
+// repetitions become generated rules). Left recursion is refused where it
+// would never stop expanding: a rule that can reach itself before consuming
+// a byte through a reference with more of its alternative after it. Cycles
+// of references that end their alternatives (a star of a nullable item) are
+// allowed: expanding them comes back to a node already expanded.
 //
 // Matching: a state is a set of stacks of positions ("what must come next"),
 // each stack a path down the rules; a byte keeps the stacks whose top range

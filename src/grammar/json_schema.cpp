@@ -138,15 +138,16 @@ class Converter {
     out += kBase;
     if (out.size() > kMaxOutput)
       throw JsonSchemaError(fmt::format("the schema's grammar is over {} bytes", kMaxOutput), "");
-    // A pattern that repeats an empty match without bound, or a $ref that
-    // reaches itself before any character, makes a left-recursive grammar:
-    // refuse the schema rather than hand back a grammar that does not compile.
+    // A $ref that reaches itself before any character with more to match
+    // after it makes a left-recursive grammar: refuse the schema rather than
+    // hand back a grammar that does not compile. (Patterns that repeat an
+    // empty match and $refs that end where they recurse do compile.)
     try {
       (void)Grammar::parse(out);
     } catch (const GrammarError& e) {
       throw JsonSchemaError(
-          fmt::format("the schema cannot be matched left to right ({}): a pattern repeats an "
-                      "empty match, or a $ref reaches itself before any character",
+          fmt::format("the schema cannot be matched left to right ({}): a $ref reaches itself "
+                      "before any character with more to match after it",
                       e.what()),
           "");
     }
