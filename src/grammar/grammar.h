@@ -18,12 +18,7 @@
 // of references that end their alternatives (a star of a nullable item) are
 // allowed: expanding them comes back to a node already expanded.
 //
-// Matching: a state is a set of stacks of positions ("what must come next"),
-// each stack a path down the rules; a byte keeps the stacks whose top range
-// holds it, pops it and expands rule references on top until a range is on
-// top or the stack is empty (empty = the input may end here). Stacks are
-// interned in the grammar's arena (nodes shared between stacks, sequences and
-// states), so equal states are equal sets of ids.
+// Matching is GrammarMatcher (grammar_matcher.h).
 #pragma once
 
 #include <cstdint>
@@ -78,64 +73,5 @@ class Grammar {
   std::vector<uint8_t> star_;
   int32_t root_ = -1;
 };
-
-// Where one sequence is in its grammar: a sorted set of stack ids (each
-// stack's top a byte range, or -1: the input may end here), over an arena of
-// interned stack nodes that this matcher owns (so sequences never share
-// mutable state; a copy is an independent matcher).
-class GrammarMatcher {
- public:
-  // The start state of `g` (the root rule expanded).
-  explicit GrammarMatcher(std::shared_ptr<const Grammar> g);
-
-  // Consumes one byte; false (state unchanged) when no stack takes it.
-  bool advance(uint8_t byte);
-  // Consumes `bytes` in order; false (state unchanged) when one is refused.
-  bool advance(std::string_view bytes);
-  // Whether the input may end here.
-  bool accepting() const;
-  // No stack left: nothing can follow (a grammar whose language is empty).
-  bool dead() const { return stacks_.empty(); }
-  const std::vector<int32_t>& stacks() const { return stacks_; }
-  const Grammar& grammar() const { return *g_; }
-
-  // The stacks after `byte` from `stacks` (sorted, unique; empty: refused).
-  void step(const std::vector<int32_t>& stacks, uint8_t byte, std::vector<int32_t>& out);
-
-  // A stack node: (rule, alternative, element index of what comes next,
-  // parent node); -1 is the empty stack.
-  struct Node {
-    int32_t rule, alt, pos, parent;
-    bool operator==(const Node&) const = default;
-  };
-  size_t arena_size() const { return nodes_.size(); }
-
- private:
-  int32_t intern(const Node& n);
-  // intern(), with `r r` folded to `r` for a star rule r: the node whose
-  // rest is exactly r, over a parent whose rest is exactly r too, is the
-  // parent. Without this, nested stars (`root ::= . root*`) stack one more
-  // pending r per byte: stacks and time grew with the square of the text.
-  int32_t node_at(const Node& n);
-  // Adds the stacks `id` expands to (rule references on top replaced by
-  // their alternatives) to `out`.
-  void expand(int32_t id, std::vector<int32_t>& out);
-
-  std::shared_ptr<const Grammar> g_;
-  struct NodeHash {
-    size_t operator()(const Node& n) const;
-  };
-  std::vector<Node> nodes_;
-  std::unordered_map<Node, int32_t, NodeHash> node_ids_;
-  std::vector<int32_t> stacks_;
-  std::vector<int32_t> scratch_, work_;
-  // Nodes already expanded in this expand() call (seen_[id] == epoch_): a
-  // cycle of tail references comes back to a node it has expanded.
-  std::vector<uint32_t> seen_;
-  uint32_t epoch_ = 0;
-};
-
-// Whether `g` matches all of `text` (for tests and tools).
-bool grammar_accepts(const std::shared_ptr<const Grammar>& g, std::string_view text);
 
 }  // namespace pagellm

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "grammar/grammar.h"
+#include "grammar/grammar_matcher.h"
 
 namespace pagellm {
 

@@ -5,7 +5,7 @@
 
 #include "engine/engine.h"
 #include "engine_runner.h"
-#include "grammar/grammar.h"
+#include "grammar/grammar_matcher.h"
 
 namespace pagellm {
 namespace {

@@ -1,7 +1,7 @@
 // The GBNF engine on test grammars (arithmetic, JSON, bounded lists, Unicode
 // classes) against strings that must and must not match, its errors, and the
 // token masks against a brute-force check of every token on random states.
-#include "grammar/grammar.h"
+#include "grammar/grammar_matcher.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // bounds, every value of a range); refusals name the keyword.
 #include <gtest/gtest.h>
 
-#include "grammar/grammar.h"
+#include "grammar/grammar_matcher.h"
 #include "grammar/json_schema.h"
 
 namespace pagellm {

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "grammar/grammar.h"
+#include "grammar/grammar_matcher.h"
 #include "support/test_support.h"
 
 namespace pagellm {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "entries/fuzz_entries.h"
-#include "grammar/grammar.h"
+#include "grammar/grammar_matcher.h"
 #include "grammar/token_mask.h"
 #include "util/error.h"
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "entries/fuzz_entries.h"
-#include "grammar/grammar.h"
+#include "grammar/grammar_matcher.h"
 #include "grammar/json_schema.h"
 #include "util/error.h"
 
