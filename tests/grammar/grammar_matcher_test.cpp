@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "short_strings.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -130,18 +131,12 @@ TEST(GrammarMatcher, RandomRecursiveGrammarsAgreeWithANaiveRecognizer) {
     }
     ++grammars;
     SCOPED_TRACE(text);
-    for (int len = 0; len <= 6; ++len) {
-      int total = 1;
-      for (int k = 0; k < len; ++k) total *= 3;
-      for (int code = 0; code < total; ++code) {
-        std::string s;
-        for (int k = 0, c = code; k < len; ++k, c /= 3) s.push_back(static_cast<char>('a' + c % 3));
-        const bool want = naive_accepts(*g, s);
-        ASSERT_EQ(grammar_accepts(g, s), want) << "on \"" << s << "\"";
-        ++checked;
-        matched += want;
-      }
-    }
+    for (const std::string& s : strings_over_abc(6)) {
+    const bool want = naive_accepts(*g, s);
+    ASSERT_EQ(grammar_accepts(g, s), want) << "on \"" << s << "\"";
+    ++checked;
+    matched += want;
+  }
   }
   EXPECT_GT(matched, checked / 50);
   std::printf("%d grammars (%d left-recursive refused), %d strings checked, %d matched\n",

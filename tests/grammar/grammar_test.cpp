@@ -9,6 +9,7 @@
 #include <random>
 #include <regex>
 
+#include "short_strings.h"
 #include "grammar/token_mask.h"
 #include "grammar/utf8_ranges.h"
 
@@ -246,19 +247,12 @@ TEST(Grammar, RandomRegularGrammarsAgreeWithRegex) {
     SCOPED_TRACE("root ::= " + g + "   /" + r + "/");
     const auto grammar = Grammar::parse("root ::= " + g);
     const std::regex re(r);
-    // Every string of length <= 6 over {a, b, c}.
-    for (int len = 0; len <= 6; ++len) {
-      int total = 1;
-      for (int k = 0; k < len; ++k) total *= 3;
-      for (int code = 0; code < total; ++code) {
-        std::string s;
-        for (int k = 0, c = code; k < len; ++k, c /= 3) s.push_back(static_cast<char>('a' + c % 3));
-        const bool want = std::regex_match(s, re);
-        ASSERT_EQ(grammar_accepts(grammar, s), want) << "on \"" << s << "\"";
-        ++checked;
-        matched += want;
-      }
-    }
+    for (const std::string& s : strings_over_abc(6)) {
+    const bool want = std::regex_match(s, re);
+    ASSERT_EQ(grammar_accepts(grammar, s), want) << "on \"" << s << "\"";
+    ++checked;
+    matched += want;
+  }
   }
   EXPECT_GT(matched, checked / 50);  // not a suite of grammars that match nothing
   std::printf("%d strings checked, %d matched\n", checked, matched);
