@@ -187,8 +187,15 @@ int run_serve(ServeArgs a) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     });
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  siginfo_t info{};
+  int sig = -1;
+  while (sig < 0) sig = sigwaitinfo(&stop_signals, &info);
+  // Under MPI a signal from the process that started this rank (mpirun's or
+  // orted's teardown, after a rank died or the job was stopped) is followed by
+  // SIGKILL about a second later (Open MPI's odls_base_sigkill_timeout): the
+  // engine thread may be inside a long step then (a prefill on this rank's
+  // layers), so requests still running get their error event well before.
+  const bool launcher_teardown = s.link && info.si_pid == ::getppid();
   std::printf("pagellm serve: %s: shutting down (up to %.0f s for in-flight requests; a "
               "second signal exits at once)\n",
               sig == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_timeout_s);
@@ -208,12 +215,25 @@ int run_serve(ServeArgs a) {
   // streams get their error event before mpirun's SIGKILL).
   std::thread unblock;
   if (s.link)
-    unblock = std::thread([&] {
+    unblock = std::thread([&, launcher_teardown] {
+      const auto t0 = std::chrono::steady_clock::now();
+      bool ended = false;
       while (!stopping) {
         if (s.link->waiting_ms() > 250) {
           s.link->interrupt();
           pipeline_broken = true;
-          return;
+        }
+        if (launcher_teardown && !ended &&
+            std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(300)) {
+          ended = true;
+          const int32_t n = async->end_in_flight_now(
+              "the MPI job is being stopped (a rank died or the job was ended) before the "
+              "request finished");
+          if (n > 0) {
+            std::fprintf(stderr, "pagellm serve: the MPI launcher is stopping this rank: ended %d "
+                         "request(s) with an error\n", n);
+            pipeline_broken = true;
+          }
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }

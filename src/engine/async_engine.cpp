@@ -16,9 +16,34 @@ std::optional<SeqEvent> RequestStream::next(std::chrono::milliseconds timeout) {
 void RequestStream::push(const SeqEvent& ev) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (ended_) return;
+    if (ev.finished && ev.index >= 0 && ev.index < static_cast<int32_t>(finished_pushed_.size()))
+      finished_pushed_[static_cast<size_t>(ev.index)] = true;
     events_.push_back(ev);
   }
   cv_.notify_all();
+}
+
+bool RequestStream::end_with_error(const std::string& why) {
+  bool any = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_) return false;
+    ended_ = true;
+    for (size_t i = 0; i < finished_pushed_.size(); ++i) {
+      if (finished_pushed_[i]) continue;
+      finished_pushed_[i] = true;
+      SeqEvent ev;
+      ev.index = static_cast<int32_t>(i);
+      ev.finished = true;
+      ev.finish_reason = FinishReason::kError;
+      ev.error = why;
+      events_.push_back(std::move(ev));
+      any = true;
+    }
+  }
+  cv_.notify_all();
+  return any;
 }
 
 bool RequestStream::finished() const {
@@ -49,6 +74,7 @@ std::shared_ptr<RequestStream> AsyncEngine::submit(Request req) {
   auto stream = std::make_shared<RequestStream>();
   stream->owner_ = this;
   stream->n_samples_ = std::max(1, req.n);
+  stream->finished_pushed_.assign(static_cast<size_t>(stream->n_samples_), false);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!accepting_) throw QueueFullError("the server is shutting down");
@@ -57,9 +83,26 @@ std::shared_ptr<RequestStream> AsyncEngine::submit(Request req) {
     ++in_flight_;
     stream->ticket_ = next_ticket_++;
     commands_.push_back({Command::kSubmit, stream->ticket_, std::move(req), stream});
+    std::erase_if(open_streams_, [](const auto& w) {
+      auto sp = w.lock();
+      return !sp || sp->finished();
+    });
+    open_streams_.push_back(stream);
   }
   cv_.notify_all();
   return stream;
+}
+
+int32_t AsyncEngine::end_in_flight_now(const std::string& why) {
+  std::vector<std::shared_ptr<RequestStream>> open;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& w : open_streams_)
+      if (auto sp = w.lock()) open.push_back(std::move(sp));
+  }
+  int32_t ended = 0;
+  for (auto& stream : open) ended += stream->end_with_error(why) ? 1 : 0;
+  return ended;
 }
 
 void AsyncEngine::enqueue(Command cmd) {

@@ -12,7 +12,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/engine.h"
 #include "util/error.h"
@@ -28,6 +30,10 @@ class RequestStream {
   // Asks the engine to abort the request (e.g. the client went away).
   void cancel();
   bool finished() const;  // all samples finished and their events read
+  // Ends every sample that has not finished with an error event, from any
+  // thread; whatever the engine sends for this request afterwards is dropped.
+  // False if every sample had already finished.
+  bool end_with_error(const std::string& why);
 
  private:
   friend class AsyncEngine;
@@ -40,6 +46,8 @@ class RequestStream {
   std::condition_variable cv_;
   std::deque<SeqEvent> events_;
   int32_t finished_read_ = 0;
+  std::vector<bool> finished_pushed_;  // by sample index
+  bool ended_ = false;                 // by end_with_error
 };
 
 class QueueFullError : public Error {
@@ -63,6 +71,11 @@ class AsyncEngine {
   int32_t in_flight() const;
   // Stops taking requests; waits up to `timeout` for in-flight ones, then aborts the rest.
   void shutdown(std::chrono::milliseconds timeout);
+  // Ends every request in flight with `why` at once, without waiting for the
+  // engine thread (which may be inside a long step): for a process that is
+  // about to be killed, so that clients still get their error events.
+  // Returns how many requests it ended.
+  int32_t end_in_flight_now(const std::string& why);
 
  private:
   friend class RequestStream;
@@ -74,6 +87,9 @@ class AsyncEngine {
   };
   void enqueue(Command cmd);
   void loop();
+
+  // Streams submitted and not known to be finished (for end_in_flight_now).
+  std::vector<std::weak_ptr<RequestStream>> open_streams_;
 
   Engine& engine_;
   int32_t max_pending_;

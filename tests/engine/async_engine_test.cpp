@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <thread>
 
 #include "support/test_support.h"
@@ -108,6 +109,50 @@ TEST(AsyncEngine, QueueFull) {
   drain(*a);
   drain(*b);
   EXPECT_EQ(ae.in_flight(), 0);
+}
+
+TEST(AsyncEngine, EndInFlightNowGivesEveryOpenSampleOneErrorEvent) {
+  Fixture f;
+  ThreadPool pool(1);
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  Engine e(*f.model, *f.tok, pool, cfg);
+  AsyncEngine ae(e, 8);
+  auto done = ae.submit(greedy(*f.tok, "Once", 2));
+  drain(*done);
+  auto one = ae.submit(greedy(*f.tok, "Once upon a time", 400));
+  Request two_samples = greedy(*f.tok, "Lily wanted", 400);
+  two_samples.n = 2;
+  two_samples.sampling.temperature = 0.8f;
+  auto two = ae.submit(two_samples);
+  ASSERT_TRUE(one->next(10s).has_value());
+  ASSERT_TRUE(two->next(10s).has_value());
+
+  EXPECT_EQ(ae.end_in_flight_now("the job is ending"), 2);  // not the finished one
+  EXPECT_EQ(ae.end_in_flight_now("again"), 0);
+  for (auto* s : {&one, &two}) {
+    std::map<int32_t, int> finished;  // by sample index
+    std::string last_error;
+    for (;;) {
+      auto ev = (*s)->next(2s);
+      if (!ev) break;  // nothing more comes: the engine's later events are dropped
+      if (ev->finished) {
+        ++finished[ev->index];
+        EXPECT_EQ(ev->finish_reason, FinishReason::kError);
+        last_error = ev->error;
+      }
+    }
+    EXPECT_TRUE((*s)->finished());
+    EXPECT_EQ(finished.size(), static_cast<size_t>(s == &one ? 1 : 2));
+    for (auto [index, count] : finished) EXPECT_EQ(count, 1) << index;
+    EXPECT_EQ(last_error, "the job is ending");
+    (*s)->cancel();
+  }
+  // The engine itself still ends the requests (it was not waited for): no blocks leak.
+  for (int i = 0; i < 400 && (ae.in_flight() != 0 || ae.stats().blocks.used != 0); ++i)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(ae.in_flight(), 0);
+  EXPECT_EQ(ae.stats().blocks.used, 0);
 }
 
 }  // namespace
