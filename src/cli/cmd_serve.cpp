@@ -172,16 +172,22 @@ int run_serve(ServeArgs a) {
 
   // A pipeline whose ranks stop answering fails every request from then on:
   // shut down and exit non-zero so that a supervisor restarts the job.
-  std::atomic<bool> pipeline_broken{false}, stopping{false};
+  // `signalled`: shutdown has begun (a signal came, or the watcher sent one).
+  std::atomic<bool> pipeline_broken{false}, stopping{false}, signalled{false};
   std::thread watcher;
   if (s.link)
     watcher = std::thread([&] {
       while (!stopping) {
         if (s.link->broken()) {
           pipeline_broken = true;
-          std::printf("pagellm serve: the pipeline of %d ranks is broken: shutting down\n", mpi_size());
-          std::fflush(stdout);
-          ::kill(::getpid(), SIGTERM);
+          // Once shutdown has begun, a signal of ours would count as the
+          // second one and exit before the streams got their error events.
+          if (!signalled.exchange(true)) {
+            std::printf("pagellm serve: the pipeline of %d ranks is broken: shutting down\n",
+                        mpi_size());
+            std::fflush(stdout);
+            ::kill(::getpid(), SIGTERM);
+          }
           return;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -190,6 +196,7 @@ int run_serve(ServeArgs a) {
   siginfo_t info{};
   int sig = -1;
   while (sig < 0) sig = sigwaitinfo(&stop_signals, &info);
+  signalled = true;
   // Under MPI a signal from the process that started this rank (mpirun's or
   // orted's teardown, after a rank died or the job was stopped) is followed by
   // SIGKILL about a second later (Open MPI's odls_base_sigkill_timeout): the
@@ -200,10 +207,12 @@ int run_serve(ServeArgs a) {
               "second signal exits at once)\n",
               sig == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_timeout_s);
   std::fflush(stdout);
-  // A second SIGINT/SIGTERM while in-flight requests finish: exit now.
+  // A second SIGINT/SIGTERM while in-flight requests finish: exit now (not
+  // one this process sent itself).
   std::thread([stop_signals] {
-    int again = 0;
-    sigwait(&stop_signals, &again);
+    siginfo_t again{};
+    while (sigwaitinfo(&stop_signals, &again) < 0 || again.si_pid == ::getpid()) {
+    }
     std::printf("pagellm serve: second signal: exiting without waiting\n");
     std::fflush(stdout);
     std::_Exit(130);
