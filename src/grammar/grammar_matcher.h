@@ -15,7 +15,12 @@
 //
 // Nodes and parent sets are interned in an arena the matcher owns (so
 // sequences never share mutable state; a copy is an independent matcher), so
-// equal states are equal sets of ids.
+// equal states are equal sets of ids. Mask walks leave nodes no state
+// reaches: advance() compacts the arena to what the current state reaches
+// once it has doubled, so a long structured output keeps a bounded arena.
+// A grammar ambiguous at every byte costs more per byte the deeper its open
+// nestings go (inherent to following every parse); past a fixed cost per
+// byte the step throws instead (bounded latency for every other sequence).
 #pragma once
 
 #include <cstdint>
@@ -56,14 +61,27 @@ class GrammarMatcher {
   };
   // Nodes plus parent-set entries held: the matcher's memory, in entries.
   // Past 2^21 a step throws Error ("the grammar is too ambiguous ...") and
-  // the state stays as it was.
-  size_t arena_size() const { return nodes_.size() + set_entries_; }
+  // the state stays as it was; so does a step that costs more than 2^15
+  // parse operations (work_done()).
+  size_t arena_size() const { return nodes_.size() + set_entries_ + expanded_.size(); }
+  // Ids change when advance() compacts the arena (drops what the current
+  // state no longer reaches: the dead ends of mask walks, states left
+  // behind): a cache keyed by stacks() must be dropped when this changes.
+  uint64_t generation() const { return generation_; }
+  // Parse operations so far (nodes expanded, parent entries merged).
+  uint64_t work_done() const { return work_done_; }
+  // advance() compacts once the arena passes this many entries (then twice
+  // what is live, at least 2^16); tests set it low to compact at every byte.
+  void set_compaction_threshold(size_t entries);
 
  private:
   int32_t intern(const Node& n);
   void check_arena() const;
+  // Past kMaxStepWork in one step: throws Error (the state stays as it was).
+  void check_step_work() const;
   // `members` sorted and unique.
   int32_t intern_set(const std::vector<int32_t>& members);
+  static uint64_t set_hash(const std::vector<int32_t>& members);
   // The parent set for what follows node `id`'s current element: its own
   // parents when the element ends its alternative (a tail call, so right
   // recursion does not deepen the stacks), else the node one element on.
@@ -77,6 +95,10 @@ class GrammarMatcher {
   // `out`, then merges tops at the same grammar position.
   void close(std::vector<int32_t>& out);
   void begin();
+  // Keeps only the nodes and sets reachable from stacks_, renumbered in
+  // their old order (so sorted id lists stay sorted).
+  void compact();
+  void compact_if_due();
 
   std::shared_ptr<const Grammar> g_;
   struct NodeHash {
@@ -88,13 +110,26 @@ class GrammarMatcher {
   std::unordered_multimap<uint64_t, int32_t> set_ids_;  // hash of members -> set id
   size_t set_entries_ = 0;
   std::vector<int32_t> after_;  // memo of after(), -2: not yet
+  // The nodes a rule-reference node expands to: expanded_[expand_at_[id] ...]
+  // for as many as the rule has alternatives (-1: not yet).
+  std::vector<int64_t> expand_at_;
+  std::vector<int32_t> expanded_;
   std::vector<int32_t> stacks_;
   std::vector<int32_t> scratch_, work_, merged_;
+  // alt_base_[rule][alt] + pos: a grammar position as one number, and the
+  // tops close() found at each (empty between steps) and which it touched.
+  std::vector<std::vector<uint32_t>> alt_base_;
+  std::vector<std::vector<int32_t>> buckets_;
+  std::vector<int32_t> touched_;
   // Nodes already expanded in this step (seen_[id] == epoch_): a cycle of
   // tail references comes back to a node it has expanded, and a node's
   // expansion is the same from wherever it was reached.
   std::vector<uint32_t> seen_;
   uint32_t epoch_ = 0;
+  uint64_t generation_ = 0;
+  uint64_t work_done_ = 0, step_start_ = 0;
+  size_t compact_at_ = size_t{1} << 16;
+  size_t min_compact_at_ = size_t{1} << 16;
 };
 
 // Whether `g` matches all of `text` (for tests and tools).

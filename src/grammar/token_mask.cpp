@@ -53,6 +53,10 @@ TokenMasker::TokenMasker(std::shared_ptr<const GrammarVocab> vocab, size_t max_c
     : vocab_(std::move(vocab)), max_cached_(max_cached) {}
 
 const TokenMask& TokenMasker::mask(GrammarMatcher& m) {
+  if (m.generation() != generation_) {  // the matcher renumbered its states
+    cache_.clear();
+    generation_ = m.generation();
+  }
   const auto it = cache_.find(m.stacks());
   if (it != cache_.end()) {
     ++hits_;

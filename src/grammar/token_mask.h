@@ -71,6 +71,7 @@ class TokenMasker {
   std::unordered_map<std::vector<int32_t>, TokenMask, VecHash> cache_;
   std::vector<std::vector<int32_t>> depth_;  // the walk's stacks per trie depth
   uint64_t hits_ = 0, misses_ = 0;
+  uint64_t generation_ = 0;  // of the matcher whose states the cache holds
 };
 
 }  // namespace pagellm
