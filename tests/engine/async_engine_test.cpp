@@ -21,6 +21,20 @@ struct Fixture {
   std::unique_ptr<Tokenizer> tok;
 };
 
+// An engine with `blocks` KV blocks on `threads` threads behind an AsyncEngine.
+struct Served {
+  Served(Fixture& f, int threads, int32_t blocks, int32_t max_pending)
+      : pool(threads), engine(*f.model, *f.tok, pool, config(blocks)), async(engine, max_pending) {}
+  static EngineConfig config(int32_t blocks) {
+    EngineConfig cfg;
+    cfg.num_blocks = blocks;
+    return cfg;
+  }
+  ThreadPool pool;
+  Engine engine;
+  AsyncEngine async;
+};
+
 std::vector<int32_t> drain(RequestStream& s, std::string* reason = nullptr,
                            std::string* error = nullptr) {
   std::vector<int32_t> ids;
@@ -71,11 +85,8 @@ TEST(AsyncEngine, ConcurrentClientsGetTheirSoloResults) {
 
 TEST(AsyncEngine, CancelFreesBlocksAndErrorsComeBackAsEvents) {
   Fixture f;
-  ThreadPool pool(2);
-  EngineConfig cfg;
-  cfg.num_blocks = 64;
-  Engine e(*f.model, *f.tok, pool, cfg);
-  AsyncEngine ae(e, 2);
+  Served served(f, 2, 64, 2);
+  AsyncEngine& ae = served.async;
   auto s = ae.submit(greedy(*f.tok, "Once upon a time", 400));
   ASSERT_TRUE(s->next(10s).has_value());  // first token arrived
   s->cancel();
@@ -96,11 +107,8 @@ TEST(AsyncEngine, CancelFreesBlocksAndErrorsComeBackAsEvents) {
 
 TEST(AsyncEngine, QueueFull) {
   Fixture f;
-  ThreadPool pool(1);
-  EngineConfig cfg;
-  cfg.num_blocks = 64;
-  Engine e(*f.model, *f.tok, pool, cfg);
-  AsyncEngine ae(e, 2);
+  Served served(f, 1, 64, 2);
+  AsyncEngine& ae = served.async;
   auto a = ae.submit(greedy(*f.tok, "Once", 300));
   auto b = ae.submit(greedy(*f.tok, "Once", 300));
   EXPECT_THROW(ae.submit(greedy(*f.tok, "Once", 3)), QueueFullError);
@@ -113,11 +121,8 @@ TEST(AsyncEngine, QueueFull) {
 
 TEST(AsyncEngine, EndInFlightNowGivesEveryOpenSampleOneErrorEvent) {
   Fixture f;
-  ThreadPool pool(1);
-  EngineConfig cfg;
-  cfg.num_blocks = 64;
-  Engine e(*f.model, *f.tok, pool, cfg);
-  AsyncEngine ae(e, 8);
+  Served served(f, 1, 64, 8);
+  AsyncEngine& ae = served.async;
   auto done = ae.submit(greedy(*f.tok, "Once", 2));
   drain(*done);
   auto one = ae.submit(greedy(*f.tok, "Once upon a time", 400));
