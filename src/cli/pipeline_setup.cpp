@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -35,6 +36,17 @@ std::chrono::milliseconds link_timeout() {
     if (s > 0) return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
   }
   return std::chrono::seconds(300);
+}
+
+// Parts a step of several sequences is cut into on its way down the
+// pipeline (1: whole steps).
+int32_t link_micro_batches() {
+  if (const char* v = std::getenv("PAGELLM_PIPELINE_MICRO_BATCHES")) {
+    const int n = std::atoi(v);
+    if (n >= 1 && n <= 64) return n;
+    throw ConfigError(fmt::format("PAGELLM_PIPELINE_MICRO_BATCHES must be 1 to 64, not '{}'", v));
+  }
+  return 1;
 }
 
 }  // namespace
@@ -83,6 +95,13 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
   std::vector<uint8_t> bytes = to_bytes(all);
   mpi_broadcast(bytes);
   all = from_bytes(bytes);
+  // From here every rank works on the same data and meets the same refusal.
+  struct FailTogether {
+    int before = std::uncaught_exceptions();
+    ~FailTogether() {
+      if (std::uncaught_exceptions() > before) mpi_failing_together();
+    }
+  } together;
   for (int r = 1; r < ranks; ++r) {
     const auto& n = all[static_cast<size_t>(r)];
     if (n["version"] != all[0]["version"])
@@ -277,13 +296,15 @@ EngineSetup load_pipeline_engine(const ModelOptions& mo, const PlanOptions& po, 
     lim.block_size = block_size;
     lim.max_tokens = max_tokens;
     lim.max_logit_rows = cfg["max_logit_rows"].get<int64_t>();
-    s.link = std::make_unique<MpiPipelineLink>(lim, link_timeout());
+    const int32_t parts = link_micro_batches();
+    s.link = std::make_unique<MpiPipelineLink>(lim, link_timeout(), parts);
     s.model->set_pipeline_link(s.link.get());
     std::string stages;
     for (int r = 0; r < ranks; ++r)
       stages += fmt::format("{}rank {}: layers {}-{}", r ? ", " : "", r, ep.stages[static_cast<size_t>(r)].first,
                             ep.stages[static_cast<size_t>(r)].second - 1);
-    std::fprintf(stderr, "pipeline: %d ranks (%s)\n", ranks, stages.c_str());
+    std::fprintf(stderr, "pipeline: %d ranks (%s)%s\n", ranks, stages.c_str(),
+                 parts > 1 ? fmt::format(", steps in up to {} parts", parts).c_str() : "");
     return s;
   }
   // A later stage: load, allocate, serve steps, exit. Rank 0 decides when

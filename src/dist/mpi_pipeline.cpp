@@ -22,6 +22,7 @@ constexpr int kStepTag = 11;    // rank r -> r + 1: a step, or the shutdown
 constexpr int kResultTag = 12;  // any rank -> 0: logits or an error
 
 bool g_started = false;
+bool g_failing_together = false;
 int g_rank = 0, g_size = 1;
 
 struct Finalizer {
@@ -134,23 +135,27 @@ std::vector<std::vector<uint8_t>> mpi_gather(const std::vector<uint8_t>& bytes) 
   return out;
 }
 
+void mpi_failing_together() { g_failing_together = true; }
+
 void mpi_exit(int code) {
   std::fflush(stdout);
   std::fflush(stderr);
   if (g_started) {
     // Status 2 is a refusal every rank reached together (a plan that does not
     // fit): end together. Anything else may leave ranks waiting: abort them.
-    if (code != 0 && code != 2) MPI_Abort(MPI_COMM_WORLD, code);
+    if (code != 0 && code != 2 && !g_failing_together) MPI_Abort(MPI_COMM_WORLD, code);
     MPI_Finalize();
     g_started = false;
   }
   std::exit(code);
 }
 
-MpiPipelineLink::MpiPipelineLink(StepLimits limits, std::chrono::milliseconds timeout)
-    : limits_(std::move(limits)), timeout_(timeout) {}
+MpiPipelineLink::MpiPipelineLink(StepLimits limits, std::chrono::milliseconds timeout,
+                                 int32_t micro_batches)
+    : limits_(std::move(limits)), timeout_(timeout), micro_batches_(std::max(1, micro_batches)) {}
 
 MpiPipelineLink::~MpiPipelineLink() {
+  for (auto& p : pending_) (void)p.release();  // see fail()
   if (g_size > 1 && broken_.empty())
     send_bytes(1, kStepTag, encode_control(StepKind::kShutdown),
                Clock::now() + std::chrono::seconds(5));
@@ -162,9 +167,38 @@ int64_t MpiPipelineLink::waiting_ms() const {
   return (Clock::now().time_since_epoch().count() - since) / 1000000;
 }
 
-std::span<const float> MpiPipelineLink::forward_rest(const Batch& batch,
-                                                     std::span<const float> hidden) {
+// A part sent to rank 1 and not yet answered: the bytes stay alive until the
+// send completes.
+struct MpiPipelineLink::PendingSend {
+  std::vector<uint8_t> bytes;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+void MpiPipelineLink::fail(std::string why) {
+  broken_ = std::move(why);
+  std::fprintf(stderr, "pagellm: pipeline: %s\n", broken_.c_str());
+  broken_flag_ = true;
+  // Sends still in flight may be read by MPI until the job ends: their bytes
+  // are left allocated rather than freed under it.
+  for (auto& p : pending_) (void)p.release();
+  pending_.clear();
+  throw Error(broken_);
+}
+
+void MpiPipelineLink::send(const Batch& batch, std::span<const float> hidden) {
   if (!broken_.empty()) throw Error(broken_);
+  auto p = std::make_unique<PendingSend>();
+  p->bytes = encode_step(batch, hidden);
+  // Non-blocking: rank 1 takes the part (a shared-memory or RDMA get needs
+  // nothing more from this rank) while this rank runs its layers on the next.
+  MPI_Isend(p->bytes.data(), static_cast<int>(p->bytes.size()), MPI_BYTE, 1, kStepTag,
+            MPI_COMM_WORLD, &p->request);
+  pending_.push_back(std::move(p));
+}
+
+std::span<const float> MpiPipelineLink::receive(const Batch& batch) {
+  if (!broken_.empty()) throw Error(broken_);
+  if (pending_.empty()) throw Error("the pipeline link has no part in flight to receive");
   const auto t0 = Clock::now();
   const auto deadline = t0 + timeout_;
   waiting_since_ns_ = t0.time_since_epoch().count();
@@ -172,17 +206,20 @@ std::span<const float> MpiPipelineLink::forward_rest(const Batch& batch,
     std::atomic<int64_t>& w;
     ~Done() { w = 0; }
   } done{waiting_since_ns_};
-  const auto fail = [&](std::string why) {
-    broken_ = std::move(why);
-    std::fprintf(stderr, "pagellm: pipeline: %s\n", broken_.c_str());
-    broken_flag_ = true;
-    throw Error(broken_);
-  };
   const std::string lost =
       fmt::format("within {} s (a rank died or a link broke)", timeout_.count() / 1000.0);
-  if (!send_bytes(1, kStepTag, encode_step(batch, hidden), deadline, &interrupted_))
+  PendingSend& sent = *pending_.front();
+  const bool taken = poll_until(
+      [&] {
+        int flag = 0;
+        MPI_Test(&sent.request, &flag, MPI_STATUS_IGNORE);
+        return flag != 0;
+      },
+      deadline, &interrupted_);
+  if (!taken)
     fail(interrupted_ ? "the pipeline was stopped while rank 1 had not taken a step"
                       : "rank 1 did not take a step " + lost);
+  pending_.pop_front();
   std::vector<uint8_t> buf;
   int from = -1;
   if (!recv_bytes(MPI_ANY_SOURCE, kResultTag, buf, deadline, &from, &interrupted_))
@@ -203,6 +240,12 @@ std::span<const float> MpiPipelineLink::forward_rest(const Batch& batch,
   if (result_.kind != StepKind::kLogits)
     throw Error(fmt::format("rank {} sent a step where logits were expected", from));
   return result_.payload;
+}
+
+std::span<const float> MpiPipelineLink::forward_rest(const Batch& batch,
+                                                     std::span<const float> hidden) {
+  send(batch, hidden);
+  return receive(batch);
 }
 
 int run_pipeline_worker(ModelRunner& model, KvCacheStorage& kv, ThreadPool& pool,
@@ -255,13 +298,23 @@ int mpi_size() { return 1; }
 void mpi_broadcast(std::vector<uint8_t>&) {}
 std::vector<std::vector<uint8_t>> mpi_gather(const std::vector<uint8_t>& bytes) { return {bytes}; }
 void mpi_exit(int code) { std::exit(code); }
-MpiPipelineLink::MpiPipelineLink(StepLimits limits, std::chrono::milliseconds timeout)
-    : limits_(std::move(limits)), timeout_(timeout) {}
+void mpi_failing_together() {}
+struct MpiPipelineLink::PendingSend {};
+MpiPipelineLink::MpiPipelineLink(StepLimits limits, std::chrono::milliseconds timeout,
+                                 int32_t micro_batches)
+    : limits_(std::move(limits)), timeout_(timeout), micro_batches_(std::max(1, micro_batches)) {}
 MpiPipelineLink::~MpiPipelineLink() = default;
 int64_t MpiPipelineLink::waiting_ms() const { return 0; }
 std::span<const float> MpiPipelineLink::forward_rest(const Batch&, std::span<const float>) {
   throw Error("this build has no MPI");
 }
+void MpiPipelineLink::send(const Batch&, std::span<const float>) {
+  throw Error("this build has no MPI");
+}
+std::span<const float> MpiPipelineLink::receive(const Batch&) {
+  throw Error("this build has no MPI");
+}
+void MpiPipelineLink::fail(std::string why) { throw Error(why); }
 int run_pipeline_worker(ModelRunner&, KvCacheStorage&, ThreadPool&, const StepLimits&) {
   throw Error("this build has no MPI");
 }

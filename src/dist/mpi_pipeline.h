@@ -10,6 +10,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,8 +35,13 @@ void mpi_broadcast(std::vector<uint8_t>& bytes);
 // Every rank's `bytes`, on rank 0 (empty elsewhere).
 std::vector<std::vector<uint8_t>> mpi_gather(const std::vector<uint8_t>& bytes);
 // Ends this process: finalizes MPI first (status 0 or 2, which every rank
-// reaches together), else aborts the job so that no rank waits for ever.
+// reaches together, or any status after mpi_failing_together()), else aborts
+// the job so that no rank waits for ever.
 [[noreturn]] void mpi_exit(int code);
+// The error being thrown is one every rank meets on the same data (a
+// refusal after the ranks exchanged what they have): they end together, so
+// that rank 0's message is not cut short by another rank's abort.
+void mpi_failing_together();
 
 // Rank 0's link to ranks 1.. (ModelRunner::set_pipeline_link). A stage that
 // fails sends its error back; one that does not answer within `timeout` ends
@@ -42,9 +49,14 @@ std::vector<std::vector<uint8_t>> mpi_gather(const std::vector<uint8_t>& bytes);
 // step fails at once (broken() tells the command to exit non-zero).
 class MpiPipelineLink final : public PipelineLink {
  public:
-  MpiPipelineLink(StepLimits limits, std::chrono::milliseconds timeout);
+  // `micro_batches` > 1: a step of several sequences goes down the pipeline
+  // in that many parts, so that the ranks work on different parts at once.
+  MpiPipelineLink(StepLimits limits, std::chrono::milliseconds timeout, int32_t micro_batches = 1);
   ~MpiPipelineLink() override;  // shuts the other ranks down
   std::span<const float> forward_rest(const Batch& batch, std::span<const float> hidden) override;
+  int32_t micro_batches() const override { return micro_batches_; }
+  void send(const Batch& batch, std::span<const float> hidden) override;
+  std::span<const float> receive(const Batch& batch) override;
   // Readable from any thread (a watcher ends `serve` when the link breaks).
   bool broken() const { return broken_flag_.load(); }
   // From any thread: a step waiting for the other ranks ends now with an
@@ -60,8 +72,14 @@ class MpiPipelineLink final : public PipelineLink {
   double remote_compute_seconds() const { return remote_compute_s_; }
 
  private:
+  struct PendingSend;
+  // Breaks the link for good (every later step fails at once) and throws.
+  [[noreturn]] void fail(std::string why);
+
   StepLimits limits_;
   std::chrono::milliseconds timeout_;
+  int32_t micro_batches_;
+  std::deque<std::unique_ptr<PendingSend>> pending_;  // oldest first
   DecodedStep result_;
   std::string broken_;  // why (engine thread only)
   std::atomic<bool> broken_flag_{false};

@@ -56,7 +56,7 @@ def test_prompt_lookup_and_draft_model_give_the_same_replies(start_server, clien
         m = s.metrics()
         assert m["pagellm_spec_proposed_total"] > 0, args
         assert 0 < m["pagellm_spec_accepted_total"] <= m["pagellm_spec_proposed_total"], args
-        assert m["pagellm_kv_blocks_used"] == 0
+        s.wait_metric("pagellm_kv_blocks_used", lambda v: v == 0)  # freed just after the last event
         s.stop()
 
 
