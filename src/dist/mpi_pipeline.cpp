@@ -254,21 +254,63 @@ int run_pipeline_worker(ModelRunner& model, KvCacheStorage& kv, ThreadPool& pool
   const auto forever = Clock::time_point::max();
   std::vector<uint8_t> buf;
   DecodedStep step;
+  // What this rank passes on goes out without waiting: rank 0 takes a
+  // part's logits only after it has sent its next part, so a blocking send
+  // would hold this rank idle while rank 0 works (no overlap between parts).
+  // The bytes stay alive until their send completes; at most kMaxOutgoing
+  // wait at once.
+  constexpr size_t kMaxOutgoing = 8;
+  struct Outgoing {
+    std::vector<uint8_t> bytes;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  std::deque<Outgoing> outgoing;
+  const auto reap = [&](bool wait_oldest) {
+    while (!outgoing.empty()) {
+      int flag = 0;
+      if (wait_oldest) {
+        MPI_Wait(&outgoing.front().request, MPI_STATUS_IGNORE);
+        flag = 1;
+        wait_oldest = false;
+      } else {
+        MPI_Test(&outgoing.front().request, &flag, MPI_STATUS_IGNORE);
+      }
+      if (!flag) break;
+      outgoing.pop_front();
+    }
+  };
+  const auto post = [&](int dest, int tag, std::vector<uint8_t> bytes) {
+    reap(outgoing.size() >= kMaxOutgoing);
+    Outgoing& o = outgoing.emplace_back();
+    o.bytes = std::move(bytes);
+    MPI_Isend(o.bytes.data(), static_cast<int>(o.bytes.size()), MPI_BYTE, dest, tag,
+              MPI_COMM_WORLD, &o.request);
+  };
   for (;;) {
+    reap(false);
     recv_bytes(rank - 1, kStepTag, buf, forever);
     try {
       decode_step(buf, limits, step);
     } catch (const std::exception& e) {
       // Never trust a malformed message: report it, skip the step.
       std::fprintf(stderr, "pagellm: rank %d: %s\n", rank, e.what());
-      send_bytes(0, kResultTag, encode_control(StepKind::kError, fmt::format("rank {}: {}", rank, e.what())),
-                 forever);
+      post(0, kResultTag, encode_control(StepKind::kError, fmt::format("rank {}: {}", rank, e.what())));
       continue;
     }
     if (step.kind == StepKind::kShutdown) {
       if (rank + 1 < size)
         send_bytes(rank + 1, kStepTag, encode_control(StepKind::kShutdown),
                    Clock::now() + std::chrono::seconds(5));
+      // Rank 0 is shutting down: what it did not take is not waited for.
+      const auto deadline = Clock::now() + std::chrono::seconds(5);
+      poll_until(
+          [&] {
+            reap(false);
+            return outgoing.empty();
+          },
+          deadline);
+      // Bytes MPI may still read are left allocated (moving the deque keeps them in place).
+      if (!outgoing.empty()) (void)new std::deque<Outgoing>(std::move(outgoing));
       return 0;
     }
     try {
@@ -279,12 +321,11 @@ int run_pipeline_worker(ModelRunner& model, KvCacheStorage& kv, ThreadPool& pool
       const double compute =
           step.compute_s + std::chrono::duration<double>(Clock::now() - t0).count();
       if (rank == size - 1)
-        send_bytes(0, kResultTag, encode_logits(out, compute), forever);
+        post(0, kResultTag, encode_logits(out, compute));
       else
-        send_bytes(rank + 1, kStepTag, encode_step(step.batch, out, compute), forever);
+        post(rank + 1, kStepTag, encode_step(step.batch, out, compute));
     } catch (const std::exception& e) {
-      send_bytes(0, kResultTag,
-                 encode_control(StepKind::kError, fmt::format("rank {}: {}", rank, e.what())), forever);
+      post(0, kResultTag, encode_control(StepKind::kError, fmt::format("rank {}: {}", rank, e.what())));
     }
   }
 }

@@ -105,10 +105,14 @@ def test_serve_on_two_and_three_ranks_equals_one_process(mpi, launcher, client_f
         want = replies(one, client_for)
     finally:
         one.stop()
-    for n in (2, 3):
-        s = Server(launcher(n), flags)
+    # Whole steps, then steps cut into a part per rank (the ranks work on
+    # different parts at once): the same tokens either way.
+    for n, parts in ((2, 1), (3, 1), (2, 2), (3, 3)):
+        s = Server(launcher(n, f"export PAGELLM_PIPELINE_MICRO_BATCHES={parts}\n"), flags)
         try:
-            assert replies(s, client_for) == want, f"{n} ranks"
+            assert replies(s, client_for) == want, f"{n} ranks, {parts} parts"
+            if parts > 1:
+                assert f"steps in up to {parts} parts" in s.output(), s.output()
             assert s.metrics()["pagellm_preemptions_total"] > 0
             # Blocks are freed just after a stream's last event: wait for it.
             s.wait_metric("pagellm_kv_blocks_used", lambda v: v == 0)
