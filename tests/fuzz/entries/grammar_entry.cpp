@@ -25,7 +25,7 @@ void walk(GrammarMatcher& m, TokenMasker& masker, const GrammarVocab& vocab,
   for (unsigned char b : input) {
     // A budget per input (an ambiguous grammar costs more per byte with
     // every nesting it keeps open): the matcher's own cap is per byte.
-    if (++steps > 256 || m.arena_size() > 200000 || m.work_done() > (uint64_t{1} << 20)) break;
+    if (++steps > 256 || m.arena_size() > 200000 || m.work_done() > (uint64_t{1} << 18)) break;
     const TokenMask& mask = masker.mask(m);
     for (int32_t id = 1; id < vocab.n_tokens(); ++id) {
       std::vector<int32_t> cur = m.stacks(), next;
