@@ -25,7 +25,9 @@ fi
 # --break-system-packages).
 PY=$(command -v python3)
 py_missing=()
-for mod in pytest jinja2 openai requests jsonschema anthropic selenium; do
+# rfc3339_validator (pip: rfc3339-validator): jsonschema's date-time and time
+# format checks, which pass anything without it.
+for mod in pytest jinja2 openai requests jsonschema rfc3339_validator anthropic selenium; do
   "$PY" -c "import $mod" 2>/dev/null || py_missing+=("$mod")
 done
 if [ ${#py_missing[@]} -gt 0 ]; then

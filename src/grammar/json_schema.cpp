@@ -37,6 +37,24 @@ boolean ::= "true" | "false"
 null ::= "null"
 )G";
 
+// RFC 3339 formats exactly as python's jsonschema checks them (the JSON
+// Schema 2020-12 checker, with rfc3339-validator): years 0001-9999, each
+// month's days, February 29 only in leap years (divisible by 4, centuries
+// by 400); hours 00-23, seconds 00-59 (no leap second: the checker refuses
+// 60); the offset required (full-time); `T` and `Z` in either case.
+#define PAGELLM_MULT4 "( [02468] [48] | [2468] \"0\" | [13579] [26] )"  // 04..96 by 4
+#define PAGELLM_HOUR "( [01] [0-9] | \"2\" [0-3] )"
+const char* const kDate =
+    "( ( [0-9]{3} [1-9] | [0-9]{2} [1-9] \"0\" | [0-9] [1-9] \"00\" | [1-9] \"000\" ) \"-\" ( "
+    "( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | "
+    "( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | "
+    "\"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) ) | "
+    "( [0-9]{2} " PAGELLM_MULT4 " | " PAGELLM_MULT4 " \"00\" ) \"-02-29\" )";
+const char* const kTime = "( " PAGELLM_HOUR " \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]+ )? "
+                          "( [Zz] | [+-] " PAGELLM_HOUR " \":\" [0-5] [0-9] ) )";
+#undef PAGELLM_MULT4
+#undef PAGELLM_HOUR
+
 // A GBNF literal of the bytes of `s`.
 std::string literal(const std::string& s) {
   std::string out = "\"";
@@ -320,12 +338,10 @@ class Converter {
     }
     if (s.contains("format") && s["format"].is_string()) {
       const std::string f = s["format"].get<std::string>();
-      const char* d = "[0-9]{4} \"-\" [0-1] [0-9] \"-\" [0-3] [0-9]";
-      const char* tm = "[0-2] [0-9] \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,9})? (\"Z\" | [+-] [0-2] [0-9] \":\" [0-5] [0-9])?";
-      if (f == "date") return add_rule("date", fmt::format("\"\\\"\" {} \"\\\"\"", d));
-      if (f == "time") return add_rule("time", fmt::format("\"\\\"\" {} \"\\\"\"", tm));
+      if (f == "date") return add_rule("date", fmt::format("\"\\\"\" {} \"\\\"\"", kDate));
+      if (f == "time") return add_rule("time", fmt::format("\"\\\"\" {} \"\\\"\"", kTime));
       if (f == "date-time")
-        return add_rule("datetime", fmt::format("\"\\\"\" {} \"T\" {} \"\\\"\"", d, tm));
+        return add_rule("datetime", fmt::format("\"\\\"\" {} [Tt] {} \"\\\"\"", kDate, kTime));
       if (f == "uuid")
         return add_rule("uuid",
                         "\"\\\"\" [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "

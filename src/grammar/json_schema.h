@@ -8,7 +8,8 @@
 // maxLength / pattern (a regex subset: literals, escapes \d \w \s \D \W \S
 // and escaped punctuation, classes [...] with ranges and negation, `.`,
 // groups with |, quantifiers * + ? {m} {m,} {m,n}; ^ and $ at the ends),
-// format (date, time, date-time, uuid; others are plain strings),
+// format (date, time, date-time: exact RFC 3339 as python's jsonschema checks
+// them, days per month and leap years included; uuid; others are plain strings),
 // minimum / maximum / exclusiveMinimum / exclusiveMaximum (exact for
 // integers; for numbers only the sign is enforced, from minimum >= 0),
 // anyOf / oneOf (alternatives), allOf of one schema, $ref to "#/..." (e.g.
