@@ -37,6 +37,11 @@ void SamplingParams::validate() const {
     throw ConfigError(
         fmt::format("frequency_penalty must be in [-2, 2] (got {})", frequency_penalty));
   }
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0) throw ConfigError(fmt::format("logit_bias token id must be >= 0 (got {})", id));
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      throw ConfigError(fmt::format("logit_bias must be in [-100, 100] (got {} for token {})", bias, id));
+  }
 }
 
 namespace {
@@ -135,6 +140,11 @@ int32_t Sampler::sample(const float* logits, int n_vocab, std::span<const int32_
                           count * static_cast<double>(params_.frequency_penalty);
         i = j;
       }
+    }
+    for (const auto& [id, bias] : params_.logit_bias) {
+      if (id < 0 || id >= n_vocab)
+        throw Error(fmt::format("sampler: logit_bias token {} out of range (n_vocab {})", id, n_vocab));
+      penalized_[static_cast<size_t>(id)] += static_cast<double>(bias);  // -inf stays -inf
     }
   }
   auto logit = [&](int i) -> float {
@@ -344,7 +354,8 @@ int32_t Sampler::draw_all(const ValueOf& value_of, int n_vocab, double max, doub
 
 bool Sampler::penalizes() const {
   return (params_.repetition_penalty != 1.0f && params_.repeat_last_n != 0) ||
-         params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+         params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f ||
+         !params_.logit_bias.empty();
 }
 
 void Sampler::copy_logits(const float* logits, int n_vocab) const {

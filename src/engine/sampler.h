@@ -7,6 +7,8 @@
 //  1b. Presence and frequency penalties (OpenAI's rule), over the generated
 //     tokens only (history[n_prompt:]): a token generated c > 0 times gets
 //     logit -= presence_penalty + c x frequency_penalty.
+//  1c. Logit bias (OpenAI's logit_bias): each listed token's logit gets its
+//     bias added (-100 all but bans it, +100 all but forces it).
 //  2. temperature == 0: greedy, the largest logit, lowest id on ties.
 //  3. Otherwise the candidates are ordered by logit (descending, lower id
 //     first on ties), turned into probabilities softmax(logit / temperature),
@@ -30,11 +32,11 @@
 // NaN logits count as -infinity.
 //
 // Log-probabilities (logprobs(), after sample()) are the log-softmax of the
-// logits after step 1/1b (penalties applied) and before temperature and the
+// logits after steps 1-1c (penalties and bias applied) and before temperature and the
 // top_k/top_p/min_p cuts: the model's distribution as penalised, the same
 // whatever the temperature.
 //
-// Draws without penalties (the common serving case) read the float logits
+// Draws without penalties or bias (the common serving case) read the float logits
 // in place and copy nothing; logprobs() then reads the same logits, which
 // must still be there when it is called.
 #pragma once
@@ -42,6 +44,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace pagellm {
@@ -60,6 +63,9 @@ struct SamplingParams {
   int32_t repeat_last_n = 64;       // 0 = off, -1 = the whole history
   float presence_penalty = 0.0f;    // 0 = off; must be in [-2, 2]
   float frequency_penalty = 0.0f;   // 0 = off; must be in [-2, 2]
+  // (token id, bias in [-100, 100]) pairs, each id at most once; ids must be
+  // below the vocabulary size (sample() throws Error otherwise).
+  std::vector<std::pair<int32_t, float>> logit_bias;
   uint64_t seed = 0;
 
   // Throws ConfigError with the first bad field, e.g.

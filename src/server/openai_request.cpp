@@ -198,6 +198,53 @@ std::vector<PromptInput> parse_prompts(const json& body) {
   return out;
 }
 
+// logit_bias: OpenAI's object {"token id": bias}, or llama-server's array
+// [[id, bias], ...] of integer ids (text keys are refused: say token ids).
+// Biases are numbers in [-100, 100], each id once; prepare_completion()
+// checks the ids against the vocabulary.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body) {
+  const json* v = json_field(body, "logit_bias");
+  if (!v) return {};
+  const char* key = "logit_bias";
+  std::vector<std::pair<int32_t, float>> out;
+  auto add = [&](int64_t id, const json& b, const std::string& what) {
+    if (id < 0 || id > std::numeric_limits<int32_t>::max())
+      bad(key, fmt::format("'logit_bias' token id {} is outside the vocabulary", what));
+    if (!b.is_number())
+      bad(key, fmt::format("'logit_bias' of token {} must be a number, not {}", what, json_kind(b)));
+    const double d = b.get<double>();
+    if (!(d >= -100.0 && d <= 100.0))
+      bad(key, fmt::format("'logit_bias' of token {} must be in [-100, 100] (got {})", what, d));
+    for (const auto& [other, _] : out)
+      if (other == id) bad(key, fmt::format("'logit_bias' names token {} twice", id));
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(d));
+  };
+  if (v->is_object()) {
+    for (const auto& [k, b] : v->items()) {
+      // A decimal id without sign or leading zeros, so no two keys name one token.
+      const bool decimal = !k.empty() && k.size() <= 10 &&
+                           k.find_first_not_of("0123456789") == std::string::npos &&
+                           (k.size() == 1 || k[0] != '0');
+      if (!decimal)
+        bad(key, fmt::format("'logit_bias' keys must be token ids (decimal integers), not '{}'", k));
+      add(std::stoll(k), b, k);
+    }
+  } else if (v->is_array()) {
+    for (const json& pair : *v) {
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer())
+        bad(key, "'logit_bias' as an array holds [token id, bias] pairs");
+      add(pair[0].is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(
+                                             pair[0].get<uint64_t>(), uint64_t{1} << 62))
+                                       : pair[0].get<int64_t>(),
+          pair[1], pair[0].dump());
+    }
+  } else {
+    bad(key, fmt::format("'logit_bias' must be an object mapping token ids to biases, not {}",
+                         json_kind(*v)));
+  }
+  return out;
+}
+
 std::vector<std::string> parse_stop(const json& body) {
   const json* v = json_field(body, "stop");
   if (!v) return {};
@@ -230,8 +277,6 @@ void refuse_unsupported(const json& body, Endpoint ep) {
   if (const json* v = json_field(body, "suffix");
       v && !(v->is_string() && v->get<std::string>().empty()))
     unsupported("suffix", "'suffix'");
-  if (const json* v = json_field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
-    unsupported("logit_bias", "'logit_bias'");
   if (const json* v = json_field(body, "functions"); v && !(v->is_array() && v->empty()))
     unsupported("functions", "'functions' (the deprecated form of 'tools')");
   if (ep == Endpoint::kCompletion)
@@ -451,6 +496,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
   if (s.top_k < 0) s.top_k = 0;  // -1: off, as in vLLM
   s.presence_penalty = number_in(body, "presence_penalty", -2.0, 2.0, false, 0.0f);
   s.frequency_penalty = number_in(body, "frequency_penalty", -2.0, 2.0, false, 0.0f);
+  s.logit_bias = parse_logit_bias(body);
   s.repetition_penalty = number_in(body, "repetition_penalty", 0.0, 10.0, true, 1.0f);
   s.repeat_last_n = -1;
   if (auto seed = get_int(body, "seed"))
@@ -580,6 +626,12 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
       prompts.push_back(std::move(ids));
     }
   }
+  for (const auto& [id, bias] : req.sampling.logit_bias)
+    if (id >= limits.n_vocab)
+      bad("logit_bias",
+          fmt::format("'logit_bias' token id {} is outside the vocabulary (0..{})", id,
+                      limits.n_vocab - 1),
+          "invalid_token_id");
 
   for (auto& ids : prompts) {
     const int64_t n_prompt = static_cast<int64_t>(ids.size());

@@ -4,7 +4,7 @@
 // Parsing is strict about types and ranges (each failure is an ApiError with
 // status 400 naming the parameter) and lenient about fields it does not know
 // (ignored, as most OpenAI-compatible servers do), except those whose silent
-// omission would change the result (echo, suffix, logit_bias, tools, ...),
+// omission would change the result (echo, suffix, functions, ...),
 // which are refused as unsupported. `null` means "absent" for every optional
 // field.
 //

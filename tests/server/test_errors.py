@@ -125,7 +125,7 @@ def test_unsupported_and_inconsistent(server):
                  400, param="stream_options")
     assert_error(post(server, COMPLETIONS, {"prompt": "Hi", "echo": True}), 400, param="echo",
                  code="unsupported_parameter")
-    assert_error(post(server, CHAT, {"messages": MSGS, "logit_bias": {"1": 5}}), 400,
+    assert_error(post(server, CHAT, {"messages": MSGS, "logit_bias": {"1": 500}}), 400,
                  param="logit_bias")
     assert_error(post(server, CHAT, {"messages": MSGS, "tools": [{"type": "function"}]}), 400,
                  param="tools[0]")
