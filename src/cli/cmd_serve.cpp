@@ -31,6 +31,7 @@
 #include "cli/plan_options.h"
 #include "device/memory_probe.h"
 #include "engine/async_engine.h"
+#include "engine/pooling.h"
 #include "planner/plan_format.h"
 #include "server/chat_prompt.h"
 #include "server/http_server.h"
@@ -54,6 +55,8 @@ struct ServeArgs {
   bool no_webui = false;
   int32_t max_queue = 256;
   bool no_prefix_cache = false;
+  bool embeddings = false;  // POST /v1/embeddings
+  std::string pooling;      // --pooling mean|cls|last; empty: the model's, else mean
   double shutdown_timeout_s = 10.0;
   int load_delay_ms = 0;  // test hook: hold /health at "loading" this long
   PlanOptions plan;       // devices, KV cache size and type, block size, batch limits
@@ -73,6 +76,15 @@ nlohmann::json plan_json(const Plan& plan, const ServeArgs& a, const std::string
                  {"max_batched_tokens", a.plan.max_batched_tokens},
                  {"max_queue", a.max_queue}};
   return j;
+}
+
+// --pooling, else the GGUF's `{arch}.pooling_type` when it names mean, cls
+// or last (llama.cpp's values 1, 2, 3), else mean.
+Pooling serve_pooling(const std::string& flag, const GgufFile& file, const std::string& arch) {
+  if (!flag.empty()) return *parse_pooling(flag);  // checked by the flag
+  if (auto v = file.get_i64(arch + ".pooling_type"))
+    if (auto p = pooling_from_gguf(*v)) return *p;
+  return Pooling::kMean;
 }
 
 int run_serve(ServeArgs a) {
@@ -156,6 +168,8 @@ int run_serve(ServeArgs a) {
     ctx->limits.max_context = std::min<int64_t>(
         engine->max_seq_len(), static_cast<int64_t>(cfg.num_blocks) * cfg.block_size);
     ctx->plan = plan_json(plan, a, path, ep.hparams, ep.weight_bytes);
+    ctx->embeddings = a.embeddings;
+    ctx->pooling = serve_pooling(a.pooling, s.model->file(), ep.hparams.arch);
     std::printf(
         "pagellm serve: ready: model %s (%s), context %lld tokens, KV cache %d blocks of %d "
         "(%s, %s), layers %s, chat template %s, %d threads\n",
@@ -287,6 +301,11 @@ Runner add_serve(CLI::App& app) {
       ->take_all()
       ->allow_extra_args(false);
   sub->add_flag("--no-webui", a->no_webui, "Do not serve the chat page at /");
+  sub->add_flag("--embeddings", a->embeddings, "Serve POST /v1/embeddings");
+  sub->add_option("--pooling", a->pooling,
+                  "Embedding pooling: mean, cls or last (default: the model's pooling_type when "
+                  "it names one of these, else mean)")
+      ->check(CLI::IsMember({"mean", "cls", "last"}));
   sub->add_option("--shutdown-timeout", a->shutdown_timeout_s,
                   "Seconds in-flight requests get to finish on SIGINT/SIGTERM (default 10)")
       ->check(at_least(0));

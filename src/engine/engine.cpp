@@ -41,6 +41,9 @@ struct Engine::SeqState {
   std::unique_ptr<TokenMasker> masker;
   std::vector<float> masked;
   SpecControl spec;  // how many tokens to draft (speculative decoding)
+  // Request::embedding: the prompt's rows pooled so far, then the vector.
+  std::unique_ptr<EmbeddingPooler> pooler;
+  std::vector<float> embedding;
 };
 
 namespace {
@@ -139,11 +142,24 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
     if (id < 0 || id >= model_.hparams().n_vocab)
       throw ConfigError(fmt::format("token id {} is outside the vocabulary (0..{})", id,
                                     model_.hparams().n_vocab - 1));
-  if (n_prompt >= max_seq_len_)
+  if (req.embedding) {
+    if (n_prompt > max_seq_len_)
+      throw ConfigError(fmt::format("the input is {} tokens, but the context is {} tokens",
+                                    n_prompt, max_seq_len_));
+    if (!model_.last_stage())
+      throw ConfigError("embeddings need the model's last layer in this process (not a pipeline)");
+    // Nothing is sampled: the sampling fields do not apply.
+    req.max_tokens = 0;
+    req.n = 1;
+    req.logprobs = -1;
+    req.prompt_logits = false;
+    req.grammar.reset();
+  } else if (n_prompt >= max_seq_len_) {
     throw ConfigError(
         fmt::format("the prompt is {} tokens, but the context is {} tokens (at "
                     "least one must be left to generate)",
                     n_prompt, max_seq_len_));
+  }
   if (req.max_tokens < 0) throw ConfigError("max_tokens must be >= 0");
   if (req.n < 1 || req.n > 128)
     throw ConfigError(fmt::format("n must be in [1, 128], got {}", req.n));
@@ -157,9 +173,12 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
   rs->id = next_request_id_++;
   const int64_t max_total = std::min<int64_t>(n_prompt + req.max_tokens, max_seq_len_);
   auto seq = std::make_unique<Sequence>(next_seq_id_++, req.prompt, max_total, config_.block_size);
+  seq->embedding = req.embedding;
   auto st = std::make_unique<SeqState>(rs.get(), 0, std::move(seq), sample_params(req.sampling, 0),
                                        tokenizer_);
   st->spec = SpecControl(config_.speculation.draft_max);
+  if (req.embedding)
+    st->pooler = std::make_unique<EmbeddingPooler>(req.pooling, model_.hparams().n_embd, n_prompt);
   rs->seqs.reserve(static_cast<size_t>(req.n));
   if (req.grammar) {
     if (!grammar_vocab_) {
@@ -180,7 +199,7 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
   stats_.prompt_tokens += static_cast<uint64_t>(n_prompt);
   const uint64_t id = rs->id;
   requests_[id] = std::move(rs);
-  if (requests_[id]->req.max_tokens == 0) {
+  if (requests_[id]->req.max_tokens == 0 && !requests_[id]->req.embedding) {
     finish_seq(*requests_[id]->seqs[0], FinishReason::kLength);
     drop_finished_requests();
   }
@@ -243,6 +262,7 @@ void Engine::finish_seq(SeqState& st, FinishReason reason, int32_t token,
     ev.top_logprobs = st.top_logprobs;
   }
   if (token >= 0) ev.prompt_logits = std::move(st.prompt_logits);
+  ev.embedding = std::move(st.embedding);
   ev.error = error;
   ev.prompt_tokens = st.seq->n_prompt;
   ev.cached_prompt_tokens = st.seq->n_cached_prompt;
@@ -417,18 +437,30 @@ bool Engine::step() {
     int64_t n_draft;
   };
   std::vector<Sampled> sampled;
-  int64_t rows = 0;
+  // An embedding's positions [pos, pos + n) this step: hidden rows from `row` on.
+  struct Pooled {
+    SeqState* st;
+    int64_t row, pos, n;
+  };
+  std::vector<Pooled> pooled;
+  int64_t rows = 0, hidden_rows = 0;
   for (const auto& sc : out.scheduled) {
     Sequence* s = sc.seq;
     const int32_t idx = batch_.add_sequence(s->blocks);
     const int64_t size = static_cast<int64_t>(s->tokens.size());
     const int64_t end = s->n_computed + sc.n_tokens;
-    const bool reaches_end = end - sc.n_draft == size;
+    const bool reaches_end = !s->embedding && end - sc.n_draft == size;
+    if (s->embedding) {
+      SeqState& st = *by_seq_.at(s);
+      if (s->n_computed == 0) st.pooler->reset();  // (again, after a preemption)
+      pooled.push_back({&st, hidden_rows, s->n_computed, sc.n_tokens});
+      hidden_rows += sc.n_tokens;
+    }
     for (int64_t p = s->n_computed; p < end; ++p)
       batch_.add_token(idx,
                        p < size ? s->tokens[static_cast<size_t>(p)]
                                 : s->draft[static_cast<size_t>(p - size)],
-                       static_cast<int32_t>(p), reaches_end && p + 1 >= size);
+                       static_cast<int32_t>(p), reaches_end && p + 1 >= size, s->embedding);
     if (reaches_end) {
       sampled.push_back({by_seq_.at(s), rows, sc.n_draft});
       rows += 1 + sc.n_draft;
@@ -452,6 +484,21 @@ bool Engine::step() {
   }
   scheduler_->update_after_step(out);
   ++stats_.steps;
+  // Embeddings: their rows pooled; one whose every position is in ends with its vector.
+  const std::span<const float> hidden = model_.hidden_rows();
+  for (const Pooled& pd : pooled) {
+    SeqState& st = *pd.st;
+    if (st.done) continue;
+    try {
+      st.pooler->add(pd.pos, hidden.data() + pd.row * model_.hparams().n_embd, pd.n);
+      if (st.pooler->complete()) {
+        st.embedding = st.pooler->result();
+        finish_seq(st, FinishReason::kStop);
+      }
+    } catch (const std::exception& e) {
+      fail_request(*st.req, describe_failure(e, "pooling"));
+    }
+  }
 
   // Which sequences draw from which row: forks made and faults injected
   // here, on the engine thread.

@@ -80,7 +80,9 @@ class Engine {
   ~Engine();
 
   // Queues a request. Throws ConfigError for invalid input (empty prompt,
-  // out-of-vocabulary ids, prompt over the context or the cache).
+  // out-of-vocabulary ids, prompt over the context or the cache). An
+  // embedding request (Request::embedding) runs its prompt in the same steps
+  // as everything else and ends with the pooled vector; its blocks are freed then.
   uint64_t submit(Request req, EventFn on_event);
   // Ends a request now (finish_reason "abort"); its blocks are freed at once.
   void abort(uint64_t request_id);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/pooling.h"
 #include "engine/sampler.h"
 #include "grammar/grammar.h"
 
@@ -28,6 +29,12 @@ struct Request {
   // Constrained decoding: every sample's tokens follow this grammar (each
   // sample its own matcher); end-of-generation is allowed where it may end.
   std::shared_ptr<const Grammar> grammar;
+  // An embedding: the prompt is computed (never from the prefix cache) and
+  // its final-normed hidden states pooled; the sequence then ends with one
+  // event carrying the vector, its blocks freed. Sampling fields, n and
+  // max_tokens are ignored; the prompt may fill the whole context.
+  bool embedding = false;
+  Pooling pooling = Pooling::kMean;
 };
 
 // Why a sample ended; finish_reason_name() gives the API's names.
@@ -74,6 +81,9 @@ struct SeqEvent {
   std::vector<TokenLogprob> top_logprobs;
   // Request::prompt_logits: n_vocab logits, on sample 0's first token event.
   std::vector<float> prompt_logits;
+  // Request::embedding: the pooled, L2-normalized vector (n_embd floats) on
+  // the final event (finish_reason "stop").
+  std::vector<float> embedding;
 };
 
 using EventFn = std::function<void(const SeqEvent&)>;

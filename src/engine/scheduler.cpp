@@ -26,7 +26,10 @@ Scheduler::Scheduler(SchedulerConfig config, KvCacheManager& kv) : config_(confi
 
 void Scheduler::add(Sequence* seq) {
   const int64_t capacity = kv_.capacity_tokens();
-  if (seq->n_prompt + 1 > capacity)
+  if (seq->embedding && seq->n_prompt > capacity)
+    throw ConfigError(fmt::format("the input ({} tokens) does not fit in the KV cache of {} tokens",
+                                  seq->n_prompt, capacity));
+  if (!seq->embedding && seq->n_prompt + 1 > capacity)
     throw ConfigError(fmt::format(
         "the prompt ({} tokens) plus one generated token does not fit in the KV cache of {} "
         "tokens ({} blocks of {})",
@@ -69,7 +72,7 @@ bool is_decoding(const Sequence* s) {
 }  // namespace
 
 bool Scheduler::awaits_shared_prefix(const Sequence* seq) const {
-  if (!kv_.prefix_caching()) return false;
+  if (!kv_.prefix_caching() || seq->embedding) return false;
   const int64_t bs = kv_.block_size();
   // match_prefix leaves at least one token to compute.
   const int64_t reusable_end = static_cast<int64_t>(seq->tokens.size()) - 1;
@@ -127,7 +130,7 @@ SchedulerOutput Scheduler::schedule() {
          std::min(budget, prefill_budget) > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Sequence* s = waiting_.front();
-    if (s->blocks.blocks().empty()) {
+    if (s->blocks.blocks().empty() && !s->embedding) {  // an embedding needs every position's rows
       s->n_computed = kv_.match_prefix(s->tokens, s->blocks);
       s->n_cached_prompt = std::min(s->n_computed, s->n_prompt);
     }

@@ -35,6 +35,9 @@ struct Sequence {
   // Speculative decoding: tokens proposed to follow `tokens`, set by the
   // engine before a step; the scheduler grants some (ScheduledSeq::n_draft).
   std::vector<int32_t> draft;
+  // An embedding: only its prompt runs, every position from scratch (no
+  // prefix-cache match), and nothing is generated.
+  bool embedding = false;
 
   int64_t n_generated() const { return static_cast<int64_t>(tokens.size()) - n_prompt; }
   // Tokens that still need a forward pass before the next sample.

@@ -16,12 +16,13 @@ int32_t Batch::add_sequence(const BlockTable& table) {
   return n_seqs() - 1;
 }
 
-void Batch::add_token(int32_t seq, int32_t id, int32_t pos, bool want_logits) {
+void Batch::add_token(int32_t seq, int32_t id, int32_t pos, bool want_logits, bool want_hidden) {
   const BlockTable& table = *block_tables.at(static_cast<size_t>(seq));
   if (pos < 0 || pos >= table.capacity_tokens())
     throw Error(fmt::format("position {} is outside the {} tokens reserved for sequence {}", pos,
                             table.capacity_tokens(), seq));
   if (want_logits) logit_tokens.push_back(n_tokens());
+  if (want_hidden) hidden_tokens.push_back(n_tokens());
   tokens.push_back(id);
   positions.push_back(pos);
   token_seq.push_back(seq);
@@ -42,6 +43,7 @@ void Batch::clear() {
   slots.clear();
   more_slots.clear();
   logit_tokens.clear();
+  hidden_tokens.clear();
   block_tables.clear();
   copies.clear();
 }

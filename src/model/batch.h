@@ -17,6 +17,8 @@ struct Batch {
   std::vector<int32_t> token_seq;               // [n_tokens] index into block_tables
   std::vector<int64_t> slots;                   // [n_tokens] where each token's K/V is written
   std::vector<int32_t> logit_tokens;            // tokens whose logits are wanted, in output order
+  // Tokens whose final-normed hidden states are wanted (embeddings), in output order.
+  std::vector<int32_t> hidden_tokens;
   std::vector<const BlockTable*> block_tables;  // [n_seqs]
   // KV groups 1.. (kvcache/kv_group.h): [group - 1][n_tokens] slots there.
   std::vector<std::vector<int64_t>> more_slots;
@@ -32,7 +34,7 @@ struct Batch {
   // have room for every token added to it (BlockTable::reserve).
   int32_t add_sequence(const BlockTable& table);
   // Adds token `id` at position `pos` of sequence `seq`.
-  void add_token(int32_t seq, int32_t id, int32_t pos, bool want_logits);
+  void add_token(int32_t seq, int32_t id, int32_t pos, bool want_logits, bool want_hidden = false);
   void clear();
 };
 

@@ -531,6 +531,8 @@ std::span<const float> ModelRunner::run_stage(const Batch& batch, KvCacheStorage
   Segment& last = segments_.back();
   Backend& b = *last.backend;
   if (!last_stage()) {
+    if (!batch.hidden_tokens.empty())
+      throw Error("embeddings need the last layer in this process (not a pipeline over ranks)");
     stage_out_.resize(static_cast<size_t>(T * E));
     if (b.uses_host_memory())
       std::memcpy(stage_out_.data(), last.x.f32(), x_bytes);
@@ -542,15 +544,29 @@ std::span<const float> ModelRunner::run_stage(const Batch& batch, KvCacheStorage
     if (!link_) throw Error("the first pipeline stage has no link to the later ones");
     return link_->forward_rest(batch, stage_out_);
   }
-  // One norm per run of consecutive logit tokens (a prefill's last token, a
-  // decode step's every token).
-  for (int64_t i = 0; i < n_out;) {
-    const int64_t t = batch.logit_tokens[static_cast<size_t>(i)];
-    int64_t n = 1;
-    while (i + n < n_out && batch.logit_tokens[static_cast<size_t>(i + n)] == t + n) ++n;
-    b.rms_norm(last.x.f32() + t * E, w_.output_norm, last.h.f32() + i * E, n, E, hp_.rms_eps);
-    i += n;
+  // One norm per run of consecutive tokens (a prefill's last token, a
+  // decode step's every token, an embedding's every position).
+  const auto output_norm = [&](const std::vector<int32_t>& tokens) {
+    const int64_t rows = static_cast<int64_t>(tokens.size());
+    for (int64_t i = 0; i < rows;) {
+      const int64_t t = tokens[static_cast<size_t>(i)];
+      int64_t n = 1;
+      while (i + n < rows && tokens[static_cast<size_t>(i + n)] == t + n) ++n;
+      b.rms_norm(last.x.f32() + t * E, w_.output_norm, last.h.f32() + i * E, n, E, hp_.rms_eps);
+      i += n;
+    }
+  };
+  // Embeddings' rows first: `h` holds them until they are in host memory.
+  hidden_out_.resize(batch.hidden_tokens.size() * static_cast<size_t>(E));
+  if (!hidden_out_.empty()) {
+    output_norm(batch.hidden_tokens);
+    const size_t hidden_bytes = hidden_out_.size() * sizeof(float);
+    if (b.uses_host_memory())
+      std::memcpy(hidden_out_.data(), last.h.f32(), hidden_bytes);
+    else
+      b.download(hidden_out_.data(), last.h.data(), hidden_bytes);
   }
+  output_norm(batch.logit_tokens);
   const MatrixView out = w_.output.view();
   float* logits = last.host_logits.f32();
   const size_t bytes = static_cast<size_t>(n_out * V) * sizeof(float);

@@ -109,6 +109,10 @@ class ModelRunner {
   // its device's memory); where consecutive layers sit on different devices
   // the hidden state is copied.
   std::span<const float> forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool);
+  // After forward(): the final-normed hidden states of batch.hidden_tokens,
+  // row after row ([hidden_tokens.size()][n_embd]), in host memory; valid
+  // until the next forward(). Needs the last layer here (not a pipeline).
+  std::span<const float> hidden_rows() const { return hidden_out_; }
   // The same, with the logits copied into `logits`.
   void forward(const Batch& batch, KvCacheStorage& kv, ThreadPool& pool,
                std::vector<float>& logits);
@@ -180,6 +184,7 @@ class ModelRunner {
   int32_t stage_begin_ = 0, stage_end_ = 0;
   PipelineLink* link_ = nullptr;
   std::vector<float> stage_out_;  // a non-final stage's hidden state, in host memory
+  std::vector<float> hidden_out_;  // the last step's normed rows of batch.hidden_tokens
   std::vector<Batch> micro_;      // a pipelined step's parts
   std::vector<float> pipelined_logits_;
 };

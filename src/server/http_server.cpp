@@ -16,6 +16,7 @@
 #include "server/anthropic_api.h"
 #include "server/completion_session.h"
 #include "server/cors.h"
+#include "server/embeddings_api.h"
 #include "server/http_threads.h"
 #include "server/openai_response.h"
 #include "server/response_store.h"
@@ -57,7 +58,8 @@ bool same_secret(const std::string& a, const std::string& b) {
 }
 
 const char* kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses",
-                         "/v1/messages", "/v1/messages/count_tokens", "/v1/models", "/v1/plan",
+                         "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings",
+                         "/v1/models", "/v1/plan",
                          "/health", "/metrics", "/"};
 
 std::string route_label(const std::string& path) {
@@ -144,6 +146,7 @@ struct HttpServer::Impl {
   void openai_responses(const httplib::Request& req, httplib::Response& res);
   void anthropic_messages(const httplib::Request& req, httplib::Response& res);
   void anthropic_count_tokens(const httplib::Request& req, httplib::Response& res);
+  void embeddings(const httplib::Request& req, httplib::Response& res);
   // Prepares (make), runs and answers one completion request of any API.
   void run_job(httplib::Response& res,
                const std::function<CompletionJob(const ServingContext&)>& make);
@@ -341,6 +344,9 @@ void HttpServer::Impl::setup() {
   svr.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) {
     anthropic_count_tokens(req, res);
   });
+  svr.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
+    embeddings(req, res);
+  });
 
   if (opts.web_ui) {
     auto serve_asset = [](httplib::Response& res, const WebAsset& a) {
@@ -372,7 +378,7 @@ void HttpServer::Impl::setup() {
     };
   };
   for (const char* p : {"/v1/chat/completions", "/v1/completions", "/v1/responses",
-                        "/v1/messages", "/v1/messages/count_tokens"}) {
+                        "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings"}) {
     svr.Get(p, not_allowed("POST"));
     svr.Put(p, not_allowed("POST"));
     svr.Delete(p, not_allowed("POST"));
@@ -434,6 +440,29 @@ void HttpServer::Impl::anthropic_count_tokens(const httplib::Request& req,
   } catch (const ApiError& e) {
     send_error(res, e);
   }
+}
+
+void HttpServer::Impl::embeddings(const httplib::Request& req, httplib::Response& res) {
+  auto c = ready_or_503(res);
+  if (!c) return;
+  ++active;  // shutdown waits for it like a completion
+  try {
+    if (!c->embeddings)
+      throw ApiError(400, "This server does not support embeddings. Start it with `--embeddings`",
+                     "invalid_request_error", "", "embeddings_not_enabled");
+    const EmbeddingsRequest er = parse_embeddings_request(req.body);
+    std::vector<std::vector<int32_t>> inputs = prepare_embeddings(er, *c->tokenizer, c->limits);
+    int64_t tokens = 0;
+    for (const auto& ids : inputs) tokens += static_cast<int64_t>(ids.size());
+    t_current.record.prompt_tokens = tokens;
+    const auto vectors = run_embeddings(*c->engine, std::move(inputs), c->pooling);
+    send_json(res, 200, embeddings_response(vectors, er.base64, opts.model_id, tokens));
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  } catch (const std::exception& e) {
+    send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "server_error"));
+  }
+  --active;
 }
 
 void HttpServer::Impl::run_job(httplib::Response& res,

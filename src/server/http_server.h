@@ -3,6 +3,7 @@
 //   POST /v1/chat/completions, POST /v1/completions   (JSON or SSE stream)
 //   POST /v1/responses, GET/DELETE /v1/responses/{id}  (OpenAI Responses API)
 //   POST /v1/messages, POST /v1/messages/count_tokens  (Anthropic Messages API)
+//   POST /v1/embeddings  (with ServingContext::embeddings; embeddings_api.h)
 //   GET  /v1/models, GET /v1/plan
 //   GET  /          the built-in chat page (web_ui.h), unless turned off
 //   GET  /health    503 while loading or shutting down, 200 when ready (never needs a key)
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "engine/async_engine.h"
+#include "engine/pooling.h"
 #include "server/chat_prompt.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
@@ -42,6 +44,9 @@ struct ServingContext {
   const ChatPrompt* chat = nullptr;
   ModelLimits limits;
   nlohmann::json plan;  // GET /v1/plan
+  // POST /v1/embeddings answers (else a 400 saying how to turn it on), pooling so.
+  bool embeddings = false;
+  Pooling pooling = Pooling::kMean;
 };
 
 struct HttpServerOptions {

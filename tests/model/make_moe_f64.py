@@ -9,35 +9,21 @@
 #   /tmp/venv/bin/python tests/model/make_moe_f64.py \
 #       tests/data/golden/arch/rand-qwen3moe-tok512-Q8_0.gguf \
 #       tests/data/golden/arch/rand-qwen3moe-tok512-Q8_0.json
-import json, sys
+import json, os, sys
 import numpy as np
-import gguf
-from gguf import GGUFReader
-from gguf.quants import dequantize
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import f64_reference as ref64  # the shared float64 pieces (GGUF reading, norms, RoPE, attention)
 
 path = sys.argv[1]; ref = json.load(open(sys.argv[2]))
-r = GGUFReader(path)
-kv = {f.name: f for f in r.fields.values()}
-def val(k):
-    f = kv[k]; return f.parts[f.data[0]][0]
+model = ref64.Model(path)
+val, W = model.val, model.W
 arch = "qwen3moe"
 E = int(val(f"{arch}.embedding_length")); L = int(val(f"{arch}.block_count"))
 H = int(val(f"{arch}.attention.head_count")); HKV = int(val(f"{arch}.attention.head_count_kv"))
 D = int(val(f"{arch}.attention.key_length")); X = int(val(f"{arch}.expert_count")); K = int(val(f"{arch}.expert_used_count"))
 eps = float(val(f"{arch}.attention.layer_norm_rms_epsilon")); base = float(val(f"{arch}.rope.freq_base"))
-T = {}
-for t in r.tensors:
-    a = dequantize(t.data, t.tensor_type).astype(np.float64)
-    T[t.name] = a.reshape([int(x) for x in reversed(t.shape)]) if a.ndim == 1 else a
-def W(n): return T[n]
-def rms(x, w): return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
-def rope_neox(x, pos):  # x [n, heads, D]
-    half = D // 2
-    inv = base ** (-np.arange(half) * 2.0 / D)
-    ang = pos[:, None] * inv[None, :]
-    c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
-    x1, x2 = x[..., :half], x[..., half:]
-    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], -1)
+def rms(x, w): return ref64.rms(x, w, eps)
+def rope_neox(x, pos): return ref64.rope_neox(x, pos, base, D)  # x [n, heads, D]
 def forward(ids):
     n = len(ids); pos = np.arange(n, dtype=np.float64)
     x = W("token_embd.weight")[ids]
@@ -50,12 +36,7 @@ def forward(ids):
         v = (h @ W(p + "attn_v.weight").T).reshape(n, HKV, D)
         q = rms(q, W(p + "attn_q_norm.weight")); k = rms(k, W(p + "attn_k_norm.weight"))
         q = rope_neox(q, pos); k = rope_neox(k, pos)
-        rep = H // HKV
-        k = np.repeat(k, rep, 1); v = np.repeat(v, rep, 1)
-        s = np.einsum("thd,shd->hts", q, k) / np.sqrt(D)
-        s = s + np.triu(np.full((n, n), -np.inf), 1)[None]
-        s = np.exp(s - s.max(-1, keepdims=True)); s /= s.sum(-1, keepdims=True)
-        o = np.einsum("hts,shd->thd", s, v).reshape(n, H * D)
+        o = ref64.causal_attention(q, k, v, D)
         x = x + o @ W(p + "attn_output.weight").T
         h = rms(x, W(p + "ffn_norm.weight"))
         logits = h @ W(p + "ffn_gate_inp.weight").T
@@ -73,7 +54,6 @@ def forward(ids):
         x = x + out
     x = rms(x, W("output_norm.weight"))
     return x[-1] @ W("output.weight").T, min(margins)
-import os
 cases = []
 for c in ref["cases"]:
     ids = c["prompt_ids"]

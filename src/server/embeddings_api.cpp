@@ -1,0 +1,251 @@
+#include "server/embeddings_api.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <limits>
+
+#include "server/json_fields.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagellm {
+
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void bad(const std::string& param, const std::string& message,
+                      const std::string& code = "") {
+  throw ApiError(400, message, "invalid_request_error", param, code);
+}
+
+std::vector<int64_t> token_ids(const json& arr, const std::string& param) {
+  std::vector<int64_t> ids;
+  ids.reserve(arr.size());
+  for (const json& t : arr) {
+    if (!t.is_number_integer())
+      bad(param, fmt::format("'{}' must hold only integers (token ids), found {}", param,
+                             json_kind(t)));
+    ids.push_back(t.is_number_unsigned()
+                      ? static_cast<int64_t>(std::min<uint64_t>(
+                            t.get<uint64_t>(), std::numeric_limits<int64_t>::max()))
+                      : t.get<int64_t>());
+  }
+  return ids;
+}
+
+std::vector<PromptInput> parse_inputs(const json& body) {
+  const json* v = json_field(body, "input");
+  if (!v) bad("input", "'input' is required");
+  std::vector<PromptInput> out;
+  if (v->is_string()) {
+    if (v->get_ref<const std::string&>().empty()) bad("input", "'input' must not be empty");
+    out.push_back({false, v->get<std::string>(), {}});
+    return out;
+  }
+  if (!v->is_array())
+    bad("input", fmt::format("'input' must be a string, an array of strings, an array of token "
+                             "ids or an array of arrays of token ids, not {}",
+                             json_kind(*v)));
+  if (v->empty()) bad("input", "'input' must not be empty");
+  const json& first = v->front();
+  if (first.is_number()) {
+    out.push_back({true, "", token_ids(*v, "input")});
+    return out;
+  }
+  if (v->size() > kMaxEmbeddingInputs)
+    bad("input", fmt::format("'input' holds {} inputs; at most {} are allowed", v->size(),
+                             kMaxEmbeddingInputs));
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& p = (*v)[i];
+    const std::string pp = fmt::format("input[{}]", i);
+    if (first.is_string() && p.is_string()) {
+      if (p.get_ref<const std::string&>().empty())
+        bad(pp, fmt::format("'{}' must not be empty", pp));
+      out.push_back({false, p.get<std::string>(), {}});
+    } else if (first.is_array() && p.is_array()) {
+      if (p.empty()) bad(pp, fmt::format("'{}' must not be empty", pp));
+      out.push_back({true, "", token_ids(p, pp)});
+    } else {
+      bad(pp, fmt::format("'{}' is {}; an input array must hold only strings, only token ids or "
+                          "only arrays of token ids",
+                          pp, json_kind(p)));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+EmbeddingsRequest parse_embeddings_request(const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range ("1e999")
+    bad("", fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_json");
+  }
+  if (!j.is_object())
+    bad("", fmt::format("the request body must be a JSON object, not {}", json_kind(j)));
+  EmbeddingsRequest r;
+  if (const json* m = json_field(j, "model")) {
+    if (!m->is_string()) bad("model", fmt::format("'model' must be a string, not {}", json_kind(*m)));
+    r.model = m->get<std::string>();
+  }
+  if (const json* f = json_field(j, "encoding_format")) {
+    if (!f->is_string())
+      bad("encoding_format",
+          fmt::format("'encoding_format' must be a string, not {}", json_kind(*f)));
+    const std::string& s = f->get_ref<const std::string&>();
+    if (s != "float" && s != "base64")
+      bad("encoding_format",
+          fmt::format("'encoding_format' must be 'float' or 'base64', not '{}'", s));
+    r.base64 = s == "base64";
+  }
+  if (json_field(j, "dimensions"))
+    throw ApiError(400,
+                   "'dimensions' is not supported: the vectors have the model's own width",
+                   "invalid_request_error", "dimensions", "unsupported_parameter");
+  if (const json* u = json_field(j, "user"); u && !u->is_string())
+    bad("user", fmt::format("'user' must be a string, not {}", json_kind(*u)));
+  r.inputs = parse_inputs(j);
+  return r;
+}
+
+std::vector<std::vector<int32_t>> prepare_embeddings(const EmbeddingsRequest& req,
+                                                     const Tokenizer& tokenizer,
+                                                     const ModelLimits& limits) {
+  std::vector<std::vector<int32_t>> out;
+  out.reserve(req.inputs.size());
+  for (size_t i = 0; i < req.inputs.size(); ++i) {
+    const PromptInput& p = req.inputs[i];
+    const std::string param = req.inputs.size() > 1 ? fmt::format("input[{}]", i) : "input";
+    std::vector<int32_t> ids;
+    if (!p.is_tokens) {
+      ids = tokenizer.encode(p.text, /*add_special=*/true);
+    } else {
+      ids.reserve(p.tokens.size());
+      for (int64_t id : p.tokens) {
+        if (id < 0 || id >= limits.n_vocab)
+          bad(param,
+              fmt::format("token id {} is outside the vocabulary (0..{})", id, limits.n_vocab - 1),
+              "invalid_token_id");
+        ids.push_back(static_cast<int32_t>(id));
+      }
+    }
+    const int64_t n = static_cast<int64_t>(ids.size());
+    if (n == 0) bad(param, fmt::format("'{}' has no tokens", param));
+    if (n > limits.max_context)
+      bad(param,
+          fmt::format("This model's maximum context length is {} tokens, but {} is {} tokens.",
+                      limits.max_context, param, n),
+          "context_length_exceeded");
+    out.push_back(std::move(ids));
+  }
+  return out;
+}
+
+std::vector<std::vector<float>> run_embeddings(AsyncEngine& engine,
+                                               std::vector<std::vector<int32_t>> inputs,
+                                               Pooling pooling, size_t window) {
+  struct Live {
+    size_t index;
+    std::shared_ptr<RequestStream> stream;
+  };
+  std::vector<std::vector<float>> out(inputs.size());
+  std::vector<Live> live;
+  const auto cancel_all = [&] {
+    for (auto& l : live) l.stream->cancel();
+  };
+  size_t next = 0, done = 0;
+  while (done < inputs.size()) {
+    // Submitted together, the inputs run as sequences of the same steps;
+    // with the queue full, what is in flight finishes first.
+    while (next < inputs.size() && live.size() < std::max<size_t>(window, 1)) {
+      Request r;
+      r.prompt = std::move(inputs[next]);
+      r.embedding = true;
+      r.pooling = pooling;
+      try {
+        live.push_back({next, engine.submit(std::move(r))});
+        ++next;
+      } catch (const QueueFullError& e) {
+        const bool closing = std::string(e.what()).find("shutting down") != std::string::npos;
+        if (!closing && !live.empty()) break;
+        cancel_all();
+        throw ApiError(503,
+                       closing ? "the server is shutting down"
+                               : std::string("the server is busy: ") + e.what() + "; retry later",
+                       "server_error", "", closing ? "shutting_down" : "queue_full");
+      }
+    }
+    for (size_t k = 0; k < live.size();) {
+      // The oldest is waited for; the others only looked at.
+      auto ev = live[k].stream->next(std::chrono::milliseconds(k == 0 ? 200 : 0));
+      if (!ev || !ev->finished) {
+        ++k;
+        continue;
+      }
+      if (ev->finish_reason != FinishReason::kStop || ev->embedding.empty()) {
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+        cancel_all();
+        if (ev->finish_reason == FinishReason::kAbort)
+          throw ApiError(503, "the request was aborted: the server is shutting down",
+                         "server_error", "", "aborted");
+        const std::string why = ev->error.empty() ? "the embedding failed" : ev->error;
+        if (ev->finish_reason == FinishReason::kError && ev->prompt_tokens == 0)
+          throw ApiError(400, why, "invalid_request_error");  // refused by the engine
+        throw ApiError(500, why, "server_error");
+      }
+      out[live[k].index] = std::move(ev->embedding);
+      ++done;
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+  }
+  return out;
+}
+
+std::string base64_floats(const std::vector<float>& v) {
+  static const char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::vector<uint8_t> bytes;
+  bytes.reserve(v.size() * 4);
+  for (float f : v) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    for (int b = 0; b < 4; ++b) bytes.push_back(static_cast<uint8_t>(u >> (8 * b)));
+  }
+  std::string s;
+  s.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    uint32_t w = static_cast<uint32_t>(bytes[i]) << 16;
+    if (n > 1) w |= static_cast<uint32_t>(bytes[i + 1]) << 8;
+    if (n > 2) w |= bytes[i + 2];
+    s += kAlphabet[(w >> 18) & 63];
+    s += kAlphabet[(w >> 12) & 63];
+    s += n > 1 ? kAlphabet[(w >> 6) & 63] : '=';
+    s += n > 2 ? kAlphabet[w & 63] : '=';
+  }
+  return s;
+}
+
+nlohmann::ordered_json embeddings_response(const std::vector<std::vector<float>>& vectors,
+                                           bool base64, const std::string& model,
+                                           int64_t prompt_tokens) {
+  nlohmann::ordered_json data = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    nlohmann::ordered_json item = {{"object", "embedding"}, {"index", i}};
+    if (base64)
+      item["embedding"] = base64_floats(vectors[i]);
+    else
+      item["embedding"] = vectors[i];
+    data.push_back(std::move(item));
+  }
+  return {{"object", "list"},
+          {"data", std::move(data)},
+          {"model", model},
+          {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+}
+
+}  // namespace pagellm
