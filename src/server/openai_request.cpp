@@ -597,7 +597,11 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
           if (req.tool_choice != CompletionRequest::ToolChoice::kNamed || t.name == req.tool_name)
             chosen.push_back(t);
         try {
-          tool_grammar = Grammar::parse(tool_call_gbnf(format, chosen, req.parallel_tool_calls));
+          // A named function is one call of it (OpenAI's forced call); only
+          // `required` may make several, when parallel_tool_calls allows.
+          const bool parallel = req.parallel_tool_calls &&
+                                req.tool_choice == CompletionRequest::ToolChoice::kRequired;
+          tool_grammar = Grammar::parse(tool_call_gbnf(format, chosen, parallel));
         } catch (const Error& e) {
           bad("tools", fmt::format("the tools' parameters cannot be enforced: {}", e.what()));
         }

@@ -9,8 +9,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "gguf/gguf_reader.h"
 #include "grammar/grammar_matcher.h"
+#include "server/chat_prompt.h"
+#include "server/openai_request.h"
 #include "support/test_support.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pagellm {
 namespace {
@@ -111,6 +115,46 @@ TEST(ToolCalls, ForcingGrammarTakesExactlyWellFormedCalls) {
                              "[{\"name\": \"get_time\", \"arguments\": {}}]", tools(), content)
                 .size(),
             1u);
+}
+
+// The grammar a request's tool_choice gets (prepare_completion, on the
+// shipped model's template: the generic <tool_call> form): a named function
+// is exactly one call of it, even with parallel_tool_calls left at true;
+// `required` takes several unless parallel_tool_calls is false.
+TEST(ToolCalls, NamedChoiceForcesExactlyOneCall) {
+  auto file = GgufFile::open(test::data_path("stories260K.gguf"));
+  auto tok = Tokenizer::from_gguf(*file);
+  auto chat = ChatPrompt::for_model(*file, tok->vocab());
+  const std::string tools_json =
+      R"([{"type":"function","function":{"name":"get_time","parameters":{"type":"object","properties":{}}}},)"
+      R"({"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{}}}}])";
+  auto grammar_of = [&](const std::string& extra) {
+    const auto req = parse_completion_request(
+        R"({"messages":[{"role":"user","content":"Hi"}],"tools":)" + tools_json + extra + "}",
+        Endpoint::kChat);
+    const auto prepared = prepare_completion(req, *tok, *chat, ModelLimits{512, 4096});
+    EXPECT_TRUE(prepared.parse_tools);
+    return prepared.requests.at(0).grammar;
+  };
+  const std::string one_time = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+  const std::string one_weather =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>";
+  const std::string two_time = one_time + "\n" + one_time;
+  for (const char* parallel : {"", R"(,"parallel_tool_calls":true)", R"(,"parallel_tool_calls":false)"}) {
+    const auto named = grammar_of(
+        std::string(R"(,"tool_choice":{"type":"function","function":{"name":"get_time"}})") + parallel);
+    ASSERT_TRUE(named) << parallel;
+    EXPECT_TRUE(grammar_accepts(named, one_time)) << parallel;
+    EXPECT_FALSE(grammar_accepts(named, two_time)) << parallel;
+    EXPECT_FALSE(grammar_accepts(named, one_weather)) << parallel;
+    EXPECT_FALSE(grammar_accepts(named, one_time + "\n" + one_weather)) << parallel;
+  }
+  const auto required = grammar_of(R"(,"tool_choice":"required")");
+  EXPECT_TRUE(grammar_accepts(required, two_time));
+  EXPECT_TRUE(grammar_accepts(required, one_weather));
+  const auto single = grammar_of(R"(,"tool_choice":"required","parallel_tool_calls":false)");
+  EXPECT_TRUE(grammar_accepts(single, one_weather));
+  EXPECT_FALSE(grammar_accepts(single, two_time));
 }
 
 }  // namespace
