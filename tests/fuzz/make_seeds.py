@@ -278,6 +278,8 @@ def server_seeds():
         (1, {"prompt": "x" * 3000}),
         (1, {"prompt": "", "max_tokens": 0}),
         (1, {"prompt": "y", "max_tokens": 1e30, "top_p": 2, "n": 0}),
+        (1, {"prompt": "z", "logit_bias": [[1, -100], [2, 100.0]], "temperature": 0}),
+        (0, {**chat, "logit_bias": {"0": 1e9, "01": 1, "x": "y", "600": -0.5}}),
     ]
     for i, (endpoint, body) in enumerate(bodies):
         yield f"body_{i:02d}.json", bytes([endpoint]) + json.dumps(body).encode()
@@ -391,6 +393,8 @@ def json_schema_seeds():
         {"anyOf": [{"type": "string", "format": "date"}, {"type": ["number", "null"]}]},
         {"type": "object", "additionalProperties": {"type": "boolean"}},
         {"type": "object", "patternProperties": {}},
+        {"type": "object", "properties": {"at": {"type": "string", "format": "date-time"},
+                                          "t": {"type": "string", "format": "time"}}},
     ]
     for i, s in enumerate(schemas):
         yield f"schema_{i}.json", json.dumps(s).encode()
