@@ -41,10 +41,11 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
 fi
 # -max_len per target, in bytes (every target is listed).
 declare -A MAX_LEN=([gguf]=8192 [tokenizer]=1024 [chat_template]=16384 [server_request]=12288
-                    [responses_request]=4096 [anthropic_request]=4096 [device_map]=256
+                    [responses_request]=4096 [anthropic_request]=4096 [embeddings_request]=4096
+                    [device_map]=256
                     [grammar]=1024 [json_schema]=2048 [tool_calls]=1024 [step_message]=4096)
 [ $# -eq 0 ] && set -- gguf tokenizer chat_template server_request responses_request \
-  anthropic_request device_map grammar json_schema tool_calls step_message
+  anthropic_request embeddings_request device_map grammar json_schema tool_calls step_message
 for t in "$@"; do
   [ -n "${MAX_LEN[$t]:-}" ] || { echo "fuzz: no target '$t'" >&2; exit 2; }
 done

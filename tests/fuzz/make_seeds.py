@@ -11,6 +11,7 @@ chat_template/  the real and built-in chat templates, some with messages after a
 server_request/ [endpoint byte] + request bodies of /v1/chat/completions and /v1/completions
 responses_request/  request bodies of /v1/responses
 anthropic_request/  [count_tokens byte] + request bodies of /v1/messages (and count_tokens)
+embeddings_request/ request bodies of /v1/embeddings
 
 Usage: tests/fuzz/make_seeds.py --pagellm build/pagellm [TARGET...]
 (only the named targets' seeds are rewritten when some are named; --pagellm
@@ -362,6 +363,30 @@ def anthropic_seeds():
     yield "not_json", b"\0{\"max_tokens\": 5, \"messages\": ["
 
 
+def embeddings_seeds():
+    bodies = [
+        {"input": "Once upon a time", "model": "m"},
+        {"input": ["Once upon a time", "there was a cat"], "encoding_format": "base64"},
+        {"input": [1, 415, 2], "encoding_format": "float", "user": "u"},
+        {"input": [[1, 415], [1, 2, 3]]},
+        {"input": [[1, 512]]},
+        {"input": [-1]},
+        {"input": ""},
+        {"input": []},
+        {"input": [[]]},
+        {"input": ["a", 1]},
+        {"input": [1.5, 2]},
+        {"input": "x", "dimensions": 8},
+        {"input": "x", "encoding_format": "hex"},
+        {"input": "word " * 600},
+        {"input": [1] * 513},
+        {"model": "m"},
+    ]
+    for i, body in enumerate(bodies):
+        yield f"body_{i:02d}.json", json.dumps(body).encode()
+    yield "not_json", b"{\"input\": ["
+
+
 def device_map_seeds():
     for i, text in enumerate([
             "0-7:cpu:0", "0-3:cpu:0,4-7:host", "0-7:cpu:1,experts:0-7:host",
@@ -424,7 +449,7 @@ def main():
             "server_request": [server_seeds()], "device_map": [device_map_seeds()],
             "grammar": [grammar_seeds()], "json_schema": [json_schema_seeds()],
             "tool_calls": [tool_call_seeds()], "responses_request": [responses_seeds()],
-            "anthropic_request": [anthropic_seeds()]}
+            "anthropic_request": [anthropic_seeds()], "embeddings_request": [embeddings_seeds()]}
     for target, sources in gens.items():
         if args.targets and target not in args.targets:
             continue

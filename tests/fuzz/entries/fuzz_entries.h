@@ -56,6 +56,9 @@ int responses_request(const uint8_t* data, size_t size);
 // Byte 0 odd: a count_tokens body, else a POST /v1/messages body; parsed,
 // prepared (or counted) on the shipped model; refusals must be 400s.
 int anthropic_request(const uint8_t* data, size_t size);
+// A POST /v1/embeddings body: parsed, prepared on the shipped model, and the
+// response written; refusals must be 400s.
+int embeddings_request(const uint8_t* data, size_t size);
 
 struct Target {
   std::string name;  // folder name under tests/fuzz/corpus and tests/fuzz/regressions

@@ -17,6 +17,7 @@ const std::vector<Target>& targets() {
       {"tool_calls", tool_calls},
       {"responses_request", responses_request},
       {"anthropic_request", anthropic_request},
+      {"embeddings_request", embeddings_request},
       {"step_message", step_message},
   };
   return t;
