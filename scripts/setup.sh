@@ -26,8 +26,9 @@ fi
 PY=$(command -v python3)
 py_missing=()
 # rfc3339_validator (pip: rfc3339-validator): jsonschema's date-time and time
-# format checks, which pass anything without it.
-for mod in pytest jinja2 openai requests jsonschema rfc3339_validator anthropic selenium; do
+# format checks, which pass anything without it. numpy, gguf: the float64
+# reference passes (tests/model/f64_reference.py).
+for mod in pytest jinja2 openai requests jsonschema rfc3339_validator anthropic selenium numpy gguf; do
   "$PY" -c "import $mod" 2>/dev/null || py_missing+=("$mod")
 done
 if [ ${#py_missing[@]} -gt 0 ]; then
