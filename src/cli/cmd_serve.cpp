@@ -53,6 +53,7 @@ struct ServeArgs {
   std::string chat_template;
   std::vector<std::string> cors_origins;  // --cors-origin, repeatable
   bool no_webui = false;
+  bool slots = false;  // GET /slots (llama-server's --slots)
   int32_t max_queue = 256;
   bool no_prefix_cache = false;
   bool embeddings = false;  // POST /v1/embeddings
@@ -111,6 +112,7 @@ int run_serve(ServeArgs a) {
   hopts.version = version_line();
   hopts.cors_origins = a.cors_origins;
   hopts.web_ui = !a.no_webui;
+  hopts.slots = a.slots;
   HttpServer server(hopts);
   const int port = server.bind(a.host, a.port);
   std::printf("pagellm serve: listening on http://%s:%d (loading the model)\n", a.host.c_str(),
@@ -301,6 +303,7 @@ Runner add_serve(CLI::App& app) {
       ->take_all()
       ->allow_extra_args(false);
   sub->add_flag("--no-webui", a->no_webui, "Do not serve the chat page at /");
+  sub->add_flag("--slots", a->slots, "Answer GET /slots (the sequences being served; off: 501)");
   sub->add_flag("--embeddings", a->embeddings, "Serve POST /v1/embeddings");
   sub->add_option("--pooling", a->pooling,
                   "Embedding pooling: mean, cls or last (default: the model's pooling_type when "

@@ -58,6 +58,13 @@ void RequestStream::cancel() {
 AsyncEngine::AsyncEngine(Engine& engine, int32_t max_pending)
     : engine_(engine), max_pending_(max_pending) {
   stats_ = engine_.stats();
+  // A long prefill is one step: publish the stats as it starts, not only
+  // after it, else /metrics shows nothing running for its whole length.
+  engine_.set_step_observer([this] {
+    EngineStats s = engine_.stats();
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_ = std::move(s);
+  });
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -68,6 +75,7 @@ AsyncEngine::~AsyncEngine() {
   }
   cv_.notify_all();
   thread_.join();
+  engine_.set_step_observer(nullptr);  // the engine may outlive this front
 }
 
 std::shared_ptr<RequestStream> AsyncEngine::submit(Request req) {

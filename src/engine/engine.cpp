@@ -426,6 +426,7 @@ bool Engine::step() {
     }
   }
   if (out.empty()) return false;
+  if (step_observer_) step_observer_();
 
   batch_.clear();
   batch_.copies = out.copies;
@@ -620,6 +621,12 @@ EngineStats Engine::stats() const {
     s.slots_allocated += seq->blocks.capacity_tokens();
     s.tokens_stored += std::min<int64_t>(seq->n_computed, seq->blocks.capacity_tokens());
   }
+  auto add = [&s](const Sequence* seq, bool running) {
+    s.sequences.push_back({seq->id, seq->n_prompt, static_cast<int64_t>(seq->tokens.size()),
+                           seq->n_computed, seq->max_total, running});
+  };
+  for (const Sequence* seq : scheduler_->running()) add(seq, true);
+  for (const Sequence* seq : scheduler_->waiting()) add(seq, false);
   return s;
 }
 

@@ -54,6 +54,16 @@ struct EngineConfig {
   SpeculationConfig speculation;
 };
 
+// One sequence in the scheduler, for GET /slots.
+struct SequenceStats {
+  uint64_t id = 0;
+  int64_t n_prompt = 0;
+  int64_t n_tokens = 0;    // prompt + generated so far
+  int64_t n_computed = 0;  // of those, in the KV cache
+  int64_t max_total = 0;   // it stops (length) at this many tokens
+  bool running = false;    // false: waiting for admission (or preempted)
+};
+
 struct EngineStats {
   uint64_t steps = 0;
   uint64_t requests_finished = 0;
@@ -72,6 +82,7 @@ struct EngineStats {
   uint64_t spec_accepted = 0;     // of those, the ones that became output
   bool admission_paused = false;  // the swap guard holds new sequences back
   uint64_t admission_pauses = 0;  // times it started holding them back
+  std::vector<SequenceStats> sequences;  // running ones, then waiting ones
 };
 
 class Engine {
@@ -98,6 +109,10 @@ class Engine {
   // Drafts come from `proposer` (a draft model) instead of prompt lookup;
   // needs config.speculation.draft_model (the workspace has rows for them).
   void set_draft_proposer(std::unique_ptr<DraftProposer> proposer);
+  // Called in step() once the batch is scheduled, before the forward pass
+  // (which may take seconds for a long prompt), so that an observer's
+  // stats() count the sequences being prefilled as running.
+  void set_step_observer(std::function<void()> fn) { step_observer_ = std::move(fn); }
 
   EngineStats stats() const;
   const EngineConfig& config() const { return config_; }
@@ -152,6 +167,7 @@ class Engine {
   std::vector<Draw> draws_;
   std::unique_ptr<DraftProposer> proposer_;
   std::vector<DraftWant> draft_wants_;
+  std::function<void()> step_observer_;
 };
 
 }  // namespace pagellm

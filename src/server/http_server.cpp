@@ -17,7 +17,9 @@
 #include "server/completion_session.h"
 #include "server/cors.h"
 #include "server/embeddings_api.h"
+#include "server/http_routes.h"
 #include "server/http_threads.h"
+#include "server/llama_api.h"
 #include "server/openai_response.h"
 #include "server/response_store.h"
 #include "server/responses_api.h"
@@ -55,24 +57,6 @@ bool same_secret(const std::string& a, const std::string& b) {
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
-}
-
-const char* kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses",
-                         "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings",
-                         "/v1/models", "/v1/plan",
-                         "/health", "/metrics", "/"};
-
-std::string route_label(const std::string& path) {
-  for (const char* r : kRoutes)
-    if (path == r) return r;
-  // One label for every id, so the metric's series stay few.
-  if (path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
-  if (path.rfind("/ui/", 0) == 0) return "/";
-  return "other";
-}
-
-bool is_api_path(const std::string& path) {
-  return path.rfind("/v1/", 0) == 0 || path == "/health" || path == "/metrics";
 }
 
 void send_error(httplib::Response& res, const ApiError& e) {
@@ -123,6 +107,7 @@ struct HttpServer::Impl {
   std::atomic<uint64_t> next_id{1};
   int listen_fd = -1;
   std::atomic<bool> run_entered{false}, run_exited{false}, stopping{false};
+  RouteTable routes;
 
   std::shared_ptr<const ServingContext> context() {
     std::lock_guard<std::mutex> lock(ctx_mu);
@@ -147,6 +132,19 @@ struct HttpServer::Impl {
   void anthropic_messages(const httplib::Request& req, httplib::Response& res);
   void anthropic_count_tokens(const httplib::Request& req, httplib::Response& res);
   void embeddings(const httplib::Request& req, httplib::Response& res);
+  void serve_metrics(httplib::Response& res);
+  // A JSON answer made from the loaded model (a 503 while there is none), or its ApiError.
+  template <class Fn>
+  void answer(httplib::Response& res, const Fn& make) {
+    auto c = ready_or_503(res);
+    if (!c) return;
+    try {
+      send_json(res, 200, make(*c));
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    }
+  }
+  CompletionJob infill_job(const std::string& body, const ServingContext& c);
   // Prepares (make), runs and answers one completion request of any API.
   void run_job(httplib::Response& res,
                const std::function<CompletionJob(const ServingContext&)>& make);
@@ -180,7 +178,7 @@ void HttpServer::Impl::setup() {
     if (cors.enabled()) {
       const std::string origin = req.get_header_value("Origin");
       // A pre-flight carries no credentials: it is answered before the key check.
-      if (req.method == "OPTIONS" && is_api_path(req.path)) {
+      if (req.method == "OPTIONS" && routes.api_path(req.path)) {
         for (const auto& [k, v] :
              cors.preflight_headers(origin, req.get_header_value("Access-Control-Request-Headers")))
           res.set_header(k, v);
@@ -189,7 +187,7 @@ void HttpServer::Impl::setup() {
       }
       for (const auto& [k, v] : cors.response_headers(origin)) res.set_header(k, v);
     }
-    if (!opts.api_key.empty() && req.path.rfind("/v1/", 0) == 0) {
+    if (!opts.api_key.empty() && routes.needs_key(req.path)) {
       const std::string auth = req.get_header_value("Authorization");
       const std::string x_api_key = req.get_header_value("x-api-key");
       const std::string prefix = "Bearer ";
@@ -222,8 +220,10 @@ void HttpServer::Impl::setup() {
     r.status = res.status;
     r.duration_s =
         cur.started ? std::chrono::duration<double>(Clock::now() - cur.start).count() : 0.0;
-    metrics.count_http(route_label(req.path), res.status);
-    log.write(r);
+    const std::string label = routes.label(req.path);
+    metrics.count_http(label, res.status);
+    // Clients poll /health often: only its failures are worth a line.
+    if (!(label == "/health" && res.status == 200)) log.write(r);
     t_current = Current{};
   });
 
@@ -257,33 +257,6 @@ void HttpServer::Impl::setup() {
         send_error(res, ApiError(500, "internal error: " + what, "server_error"));
       });
 
-  svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (draining) return send_json(res, 503, {{"status", "shutting_down"}});
-    if (!context()) return send_json(res, 503, {{"status", "loading"}});
-    send_json(res, 200, {{"status", "ok"}});
-  });
-
-  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    MetricsSnapshot snap;
-    if (auto c = context()) {
-      snap.ready = true;
-      snap.engine = c->engine->stats();
-      snap.requests_in_flight = c->engine->in_flight();
-    }
-    std::string text = metrics.render(snap);
-    if (!opts.version.empty()) {
-      std::string v;  // a Prometheus label value: backslash and quote escaped
-      for (char ch : opts.version) {
-        if (ch == '\\' || ch == '"') v += '\\';
-        v += ch;
-      }
-      text += "# HELP pagellm_build_info The pagellm build serving.\n"
-              "# TYPE pagellm_build_info gauge\n"
-              "pagellm_build_info{version=\"" + v + "\"} 1\n";
-    }
-    res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
-  });
-
   auto model_json = [this](const ServingContext& c) {
     return json{{"id", opts.model_id},
                 {"object", "model"},
@@ -292,102 +265,136 @@ void HttpServer::Impl::setup() {
                 {"max_model_len", c.limits.max_context},
                 {"pagellm_version", opts.version}};
   };
-  svr.Get("/v1/models", [this, model_json](const httplib::Request&, httplib::Response& res) {
-    auto c = ready_or_503(res);
-    if (!c) return;
-    send_json(res, 200, {{"object", "list"}, {"data", json::array({model_json(*c)})}});
-  });
-  svr.Get(R"(/v1/models/(.+))",
-          [this, model_json](const httplib::Request& req, httplib::Response& res) {
-            auto c = ready_or_503(res);
-            if (!c) return;
-            const std::string id = req.matches[1];
-            if (id != opts.model_id)
-              return send_error(res, ApiError(404, fmt::format("The model '{}' does not exist", id),
-                                              "invalid_request_error", "model", "model_not_found"));
-            send_json(res, 200, model_json(*c));
-          });
-
-  svr.Get("/v1/plan", [this](const httplib::Request&, httplib::Response& res) {
-    auto c = ready_or_503(res);
-    if (!c) return;
-    res.set_content(dump_json(c->plan), "application/json");
-  });
-
-  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    completions(req, res, Endpoint::kChat);
-  });
-  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    completions(req, res, Endpoint::kCompletion);
-  });
-  svr.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
-    openai_responses(req, res);
-  });
-  svr.Get(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    auto stored = responses.get(req.matches[1]);
-    if (!stored)
-      return send_error(res, ApiError(404, fmt::format("Response with id '{}' not found.",
-                                                       std::string(req.matches[1])),
-                                      "invalid_request_error", "response_id", "not_found"));
-    send_json(res, 200, stored->response);
-  });
-  svr.Delete(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    const std::string id = req.matches[1];
-    if (!responses.remove(id))
-      return send_error(res, ApiError(404, fmt::format("Response with id '{}' not found.", id),
-                                      "invalid_request_error", "response_id", "not_found"));
-    send_json(res, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
-  });
-  svr.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
-    anthropic_messages(req, res);
-  });
-  svr.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) {
-    anthropic_count_tokens(req, res);
-  });
-  svr.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
-    embeddings(req, res);
-  });
-
+  auto serve_asset = [](httplib::Response& res, const WebAsset& a) {
+    res.set_header("Content-Security-Policy", std::string(web_ui_csp()));
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(std::string(a.body), std::string(a.content_type));
+  };
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  constexpr bool kKey = true, kOpen = false, kApi = true, kPage = false;
+  // method, path, label ("" = the path), needs the key, API path, handler.
+  std::vector<Route> table = {
+      {"GET", "/health", "", kOpen, kApi, [this](Req, Res res) {
+         if (draining) return send_json(res, 503, {{"status", "shutting_down"}});
+         if (!context()) return send_json(res, 503, {{"status", "loading"}});
+         send_json(res, 200, {{"status", "ok"}});
+       }},
+      {"GET", "/metrics", "", kOpen, kApi, [this](Req, Res res) { serve_metrics(res); }},
+      {"GET", "/v1/models", "", kKey, kApi, [this, model_json](Req, Res res) {
+         auto c = ready_or_503(res);
+         if (!c) return;
+         send_json(res, 200, {{"object", "list"}, {"data", json::array({model_json(*c)})}});
+       }},
+      {"GET", R"(/v1/models/(.+))", "/v1/models/{id}", kKey, kApi, [this, model_json](Req req, Res res) {
+         auto c = ready_or_503(res);
+         if (!c) return;
+         const std::string id = req.matches[1];
+         if (id != opts.model_id)
+           return send_error(res, ApiError(404, fmt::format("The model '{}' does not exist", id),
+                                           "invalid_request_error", "model", "model_not_found"));
+         send_json(res, 200, model_json(*c));
+       }},
+      {"GET", "/v1/plan", "", kKey, kApi, [this](Req, Res res) {
+         auto c = ready_or_503(res);
+         if (!c) return;
+         res.set_content(dump_json(c->plan), "application/json");
+       }},
+      {"POST", "/v1/chat/completions", "", kKey, kApi,
+       [this](Req req, Res res) { completions(req, res, Endpoint::kChat); }},
+      {"POST", "/v1/completions", "", kKey, kApi,
+       [this](Req req, Res res) { completions(req, res, Endpoint::kCompletion); }},
+      {"POST", "/v1/responses", "", kKey, kApi, [this](Req req, Res res) { openai_responses(req, res); }},
+      {"GET", R"(/v1/responses/([^/]+))", "/v1/responses/{id}", kKey, kApi, [this](Req req, Res res) {
+         auto stored = responses.get(req.matches[1]);
+         if (!stored)
+           return send_error(res, ApiError(404, fmt::format("Response with id '{}' not found.",
+                                                            std::string(req.matches[1])),
+                                           "invalid_request_error", "response_id", "not_found"));
+         send_json(res, 200, stored->response);
+       }},
+      {"DELETE", R"(/v1/responses/([^/]+))", "/v1/responses/{id}", kKey, kApi, [this](Req req, Res res) {
+         const std::string id = req.matches[1];
+         if (!responses.remove(id))
+           return send_error(res, ApiError(404, fmt::format("Response with id '{}' not found.", id),
+                                           "invalid_request_error", "response_id", "not_found"));
+         send_json(res, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
+       }},
+      {"POST", "/v1/messages", "", kKey, kApi, [this](Req req, Res res) { anthropic_messages(req, res); }},
+      {"POST", "/v1/messages/count_tokens", "", kKey, kApi,
+       [this](Req req, Res res) { anthropic_count_tokens(req, res); }},
+      {"POST", "/v1/embeddings", "", kKey, kApi, [this](Req req, Res res) { embeddings(req, res); }},
+      // llama-server's own endpoints (llama_api.h).
+      {"POST", "/tokenize", "", kKey, kApi, [this](Req req, Res res) {
+         answer(res, [&](const ServingContext& c) {
+           return tokenize_response(parse_tokenize_request(req.body), *c.tokenizer);
+         });
+       }},
+      {"POST", "/detokenize", "", kKey, kApi, [this](Req req, Res res) {
+         answer(res, [&](const ServingContext& c) {
+           return detokenize_response(parse_detokenize_request(req.body, c.tokenizer->n_vocab()),
+                                      *c.tokenizer);
+         });
+       }},
+      {"POST", "/apply-template", "", kKey, kApi, [this](Req req, Res res) {
+         answer(res, [&](const ServingContext& c) { return apply_template_response(req.body, *c.chat); });
+       }},
+      {"GET", "/props", "", kKey, kApi, [this](Req, Res res) {
+         answer(res, [&](const ServingContext& c) {
+           return props_json(server_facts(c, opts.model_id, opts.version), c.engine->in_flight() > 0);
+         });
+       }},
+      {"GET", "/slots", "", kKey, kApi, [this](Req, Res res) {
+         answer(res, [&](const ServingContext& c) {
+           if (!opts.slots)
+             throw ApiError(501, "This server does not support slots endpoint (start it with --slots)",
+                            "not_supported_error");
+           return slots_json(c.engine->stats(), c.limits.max_context);
+         });
+       }},
+      {"POST", "/infill", "", kKey, kApi, [this](Req req, Res res) {
+         run_job(res, [&](const ServingContext& c) { return infill_job(req.body, c); });
+       }},
+  };
   if (opts.web_ui) {
-    auto serve_asset = [](httplib::Response& res, const WebAsset& a) {
-      res.set_header("Content-Security-Policy", std::string(web_ui_csp()));
-      res.set_header("X-Content-Type-Options", "nosniff");
-      res.set_header("Cache-Control", "no-cache");
-      res.set_content(std::string(a.body), std::string(a.content_type));
-    };
-    svr.Get("/", [serve_asset](const httplib::Request&, httplib::Response& res) {
-      serve_asset(res, *find_web_asset("index.html"));
-    });
-    svr.Get(R"(/ui/([A-Za-z0-9_.-]+))", [serve_asset](const httplib::Request& req, httplib::Response& res) {
-      const WebAsset* a = find_web_asset(std::string(req.matches[1]));
-      if (!a) {
-        res.status = 404;  // the error handler writes the JSON body
-        return;
-      }
-      serve_asset(res, *a);
-    });
+    table.push_back({"GET", "/", "", kOpen, kPage, [serve_asset](Req, Res res) {
+                        serve_asset(res, *find_web_asset("index.html"));
+                      }});
+    table.push_back({"GET", R"(/ui/([A-Za-z0-9_.-]+))", "/", kOpen, kPage, [serve_asset](Req req, Res res) {
+                        const WebAsset* a = find_web_asset(std::string(req.matches[1]));
+                        if (!a) {
+                          res.status = 404;  // the error handler writes the JSON body
+                          return;
+                        }
+                        serve_asset(res, *a);
+                      }});
+    table.push_back({"GET", "/favicon.ico", "", kOpen, kPage, [serve_asset](Req, Res res) {
+                        serve_asset(res, *find_web_asset("favicon.svg"));
+                      }});
   }
 
-  auto not_allowed = [](const char* allow) {
-    return [allow](const httplib::Request& req, httplib::Response& res) {
+  routes = RouteTable(std::move(table));
+  routes.install(svr, [](const std::string& allow) -> RouteHandler {
+    return [allow](Req req, Res res) {
       res.set_header("Allow", allow);
       send_error(res, ApiError(405,
                                fmt::format("{} is not allowed on {} (use {})", req.method, req.path,
                                            allow),
                                "invalid_request_error"));
     };
-  };
-  for (const char* p : {"/v1/chat/completions", "/v1/completions", "/v1/responses",
-                        "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings"}) {
-    svr.Get(p, not_allowed("POST"));
-    svr.Put(p, not_allowed("POST"));
-    svr.Delete(p, not_allowed("POST"));
+  });
+}
+
+void HttpServer::Impl::serve_metrics(httplib::Response& res) {
+  MetricsSnapshot snap;
+  if (auto c = context()) {
+    snap.ready = true;
+    snap.engine = c->engine->stats();
+    snap.requests_in_flight = c->engine->in_flight();
   }
-  for (const char* p : {"/v1/models", "/v1/plan", "/health", "/metrics"}) {
-    svr.Post(p, not_allowed("GET"));
-    svr.Put(p, not_allowed("GET"));
-    svr.Delete(p, not_allowed("GET"));
-  }
+  snap.version = opts.version;
+  res.set_content(metrics.render(snap), "text/plain; version=0.0.4; charset=utf-8");
 }
 
 void HttpServer::Impl::completions(const httplib::Request& req, httplib::Response& res,
@@ -463,6 +470,19 @@ void HttpServer::Impl::embeddings(const httplib::Request& req, httplib::Response
     send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "server_error"));
   }
   --active;
+}
+
+CompletionJob HttpServer::Impl::infill_job(const std::string& body, const ServingContext& c) {
+  InfillRequest ir = parse_infill_request(body);
+  const auto server = c.plan.find("server");
+  const int64_t n_batch = server != c.plan.end() ? server->value("max_batched_tokens", 2048) : 2048;
+  const std::vector<int32_t> prompt = infill_prompt(ir, *c.tokenizer, n_batch, c.limits.max_context);
+  CompletionJob job;
+  job.prepared = prepare_infill(ir, prompt, *c.tokenizer, *c.chat, c.limits);
+  job.output = std::make_unique<LlamaCompletionOutput>(
+      opts.model_id, c.tokenizer->decode(prompt, /*special=*/true), c.limits.max_context);
+  job.request = std::move(ir.completion);
+  return job;
 }
 
 void HttpServer::Impl::run_job(httplib::Response& res,

@@ -5,7 +5,9 @@
 //   POST /v1/messages, POST /v1/messages/count_tokens  (Anthropic Messages API)
 //   POST /v1/embeddings  (with ServingContext::embeddings; embeddings_api.h)
 //   GET  /v1/models, GET /v1/plan
-//   GET  /          the built-in chat page (web_ui.h), unless turned off
+//   POST /tokenize, /detokenize, /apply-template, /infill; GET /props, /slots
+//                   llama-server's own endpoints (llama_api.h)
+//   GET  /          the built-in chat page (web_ui.h) and /favicon.ico, unless turned off
 //   GET  /health    503 while loading or shutting down, 200 when ready (never needs a key)
 //   GET  /metrics   Prometheus text (never needs a key)
 //
@@ -65,6 +67,7 @@ struct HttpServerOptions {
   // Origins allowed to call the API from a browser ("*": any); empty: CORS off.
   std::vector<std::string> cors_origins;
   bool web_ui = true;                     // GET / serves the chat page
+  bool slots = false;                     // GET /slots answers (else 501), as llama-server's --slots
   size_t response_store_capacity = 256;  // /v1/responses kept for previous_response_id
 };
 

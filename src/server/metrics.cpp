@@ -125,6 +125,16 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
       "# TYPE pagellm_request_finished_total counter\n";
   for (const auto& [reason, n] : finishes_)
     out += fmt::format("pagellm_request_finished_total{{finish_reason=\"{}\"}} {}\n", reason, n);
+  if (!snap.version.empty()) {
+    std::string v;  // a Prometheus label value: backslash and quote escaped
+    for (char ch : snap.version) {
+      if (ch == '\\' || ch == '"') v += '\\';
+      v += ch;
+    }
+    out += "# HELP pagellm_build_info The pagellm build serving.\n"
+           "# TYPE pagellm_build_info gauge\n"
+           "pagellm_build_info{version=\"" + v + "\"} 1\n";
+  }
   return out;
 }
 

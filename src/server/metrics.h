@@ -36,6 +36,7 @@ struct MetricsSnapshot {
   bool ready = false;              // the model is loaded
   EngineStats engine;              // valid when ready
   int32_t requests_in_flight = 0;  // engine requests submitted and not finished
+  std::string version;             // pagellm_build_info{version="..."} 1; empty: left out
 };
 
 class ServerMetrics {

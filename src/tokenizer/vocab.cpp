@@ -33,6 +33,34 @@ constexpr const char* kKeyAddEos = "tokenizer.ggml.add_eos_token";
 constexpr const char* kKeyAddSep = "tokenizer.ggml.add_sep_token";
 constexpr const char* kKeyCls = "tokenizer.ggml.cls_token_id";
 constexpr const char* kKeyAddSpacePrefix = "tokenizer.ggml.add_space_prefix";
+constexpr const char* kKeyFimPre = "tokenizer.ggml.fim_pre_token_id";
+constexpr const char* kKeyFimSuf = "tokenizer.ggml.fim_suf_token_id";
+constexpr const char* kKeyFimMid = "tokenizer.ggml.fim_mid_token_id";
+constexpr const char* kKeyFimPad = "tokenizer.ggml.fim_pad_token_id";
+constexpr const char* kKeyFimRep = "tokenizer.ggml.fim_rep_token_id";
+constexpr const char* kKeyFimSep = "tokenizer.ggml.fim_sep_token_id";
+// The keys older conversions wrote for the first three.
+constexpr const char* kKeyOldPrefix = "tokenizer.ggml.prefix_token_id";
+constexpr const char* kKeyOldSuffix = "tokenizer.ggml.suffix_token_id";
+constexpr const char* kKeyOldMiddle = "tokenizer.ggml.middle_token_id";
+
+// Fill-in-the-middle token texts of common code models (Qwen 2.5 Coder,
+// StarCoder, DeepSeek Coder, CodeLlama, CodeGemma, GLM), used when the file
+// names no id, as llama.cpp looks them up.
+constexpr std::array<std::string_view, 7> kFimPreTexts = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
+    "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>"};
+constexpr std::array<std::string_view, 7> kFimSufTexts = {
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>",
+    "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>"};
+constexpr std::array<std::string_view, 7> kFimMidTexts = {
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
+    "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>"};
+constexpr std::array<std::string_view, 4> kFimPadTexts = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>",
+                                                          "<PAD>"};
+constexpr std::array<std::string_view, 5> kFimRepTexts = {"<|fim_repo|>", "<|repo_name|>",
+                                                          "<fim-repo>", "<REPO>", "<reponame>"};
+constexpr std::array<std::string_view, 1> kFimSepTexts = {"<|file_sep|>"};
 
 // Texts that mark the end of a turn in common chat vocabularies.
 constexpr std::array<std::string_view, 7> kEogTexts = {
@@ -170,6 +198,19 @@ Vocab::Vocab(Spec spec, const std::string& source) {
   pad_ = special(spec.pad, kNoToken, kKeyPad);
   eot_ = special(spec.eot, kNoToken, kKeyEot);
   eom_ = special(spec.eom, kNoToken, kKeyEom);
+  // FIM: the id the file gives, else the first token spelled like one.
+  auto fim = [&](const std::optional<int32_t>& given, const auto& texts, const char* key) {
+    if (given) return special(given, kNoToken, key);
+    for (std::string_view t : texts)
+      if (const int32_t id = find(t); id != kNoToken) return id;
+    return kNoToken;
+  };
+  fim_pre_ = fim(spec.fim_pre, kFimPreTexts, kKeyFimPre);
+  fim_suf_ = fim(spec.fim_suf, kFimSufTexts, kKeyFimSuf);
+  fim_mid_ = fim(spec.fim_mid, kFimMidTexts, kKeyFimMid);
+  fim_pad_ = fim(spec.fim_pad, kFimPadTexts, kKeyFimPad);
+  fim_rep_ = fim(spec.fim_rep, kFimRepTexts, kKeyFimRep);
+  fim_sep_ = fim(spec.fim_sep, kFimSepTexts, kKeyFimSep);
   add_bos_ = spec.add_bos.value_or(def.add_bos);
   add_eos_ = spec.add_eos.value_or(false);
   add_sep_ = spec.add_sep.value_or(def.add_sep && sep_ != kNoToken);
@@ -342,6 +383,15 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
   spec.pad = read_id(file, kKeyPad);
   spec.eot = read_id(file, kKeyEot);
   spec.eom = read_id(file, kKeyEom);
+  spec.fim_pre = read_id(file, kKeyFimPre);
+  if (!spec.fim_pre) spec.fim_pre = read_id(file, kKeyOldPrefix);
+  spec.fim_suf = read_id(file, kKeyFimSuf);
+  if (!spec.fim_suf) spec.fim_suf = read_id(file, kKeyOldSuffix);
+  spec.fim_mid = read_id(file, kKeyFimMid);
+  if (!spec.fim_mid) spec.fim_mid = read_id(file, kKeyOldMiddle);
+  spec.fim_pad = read_id(file, kKeyFimPad);
+  spec.fim_rep = read_id(file, kKeyFimRep);
+  spec.fim_sep = read_id(file, kKeyFimSep);
   spec.add_bos = file.get_bool(kKeyAddBos);
   spec.add_eos = file.get_bool(kKeyAddEos);
   spec.add_sep = file.get_bool(kKeyAddSep);

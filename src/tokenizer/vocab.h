@@ -15,6 +15,11 @@
 //                                 integer ids; 0xFFFFFFFF (or -1) means "none"
 //   tokenizer.ggml.cls_token_id   integer: used as BOS when bos_token_id is absent
 //   tokenizer.ggml.add_bos_token, add_eos_token, add_sep_token, add_space_prefix   bool
+//   tokenizer.ggml.fim_pre_token_id, fim_suf_token_id, fim_mid_token_id, fim_pad_token_id,
+//   fim_rep_token_id, fim_sep_token_id   integer: fill-in-the-middle tokens (older files:
+//                                 prefix_token_id, suffix_token_id, middle_token_id).
+//                                 Absent keys are looked up by text as llama.cpp does
+//                                 ("<|fim_prefix|>", "<fim_prefix>", "<PRE>", ...).
 //
 // Defaults follow llama.cpp: for "llama" BOS 1, EOS 2, UNK 0, add_bos true,
 // add_space_prefix true; for "gpt2" BOS = EOS = 11, no UNK, add_bos false,
@@ -75,6 +80,8 @@ class Vocab {
     std::vector<std::string> merges;
     // nullopt: the model's default; kNoToken: none.
     std::optional<int32_t> bos, eos, unk, sep, pad, eot, eom;
+    // Fill-in-the-middle; nullopt: found by text (see above).
+    std::optional<int32_t> fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
     std::optional<bool> add_bos, add_eos, add_sep, add_space_prefix;
     // Tokens matched in input text that swallow the whitespace after them
     // (GGUF cannot say this; see from_gguf).
@@ -114,6 +121,13 @@ class Vocab {
   int32_t pad() const { return pad_; }
   int32_t eot() const { return eot_; }
   int32_t eom() const { return eom_; }
+  // Fill-in-the-middle tokens (kNoToken when the vocabulary has none).
+  int32_t fim_pre() const { return fim_pre_; }
+  int32_t fim_suf() const { return fim_suf_; }
+  int32_t fim_mid() const { return fim_mid_; }
+  int32_t fim_pad() const { return fim_pad_; }
+  int32_t fim_rep() const { return fim_rep_; }
+  int32_t fim_sep() const { return fim_sep_; }
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   // Append SEP when adding special tokens (BERT-style vocabularies).
@@ -150,6 +164,8 @@ class Vocab {
   int32_t byte_tokens_[256];
   int32_t bos_ = kNoToken, eos_ = kNoToken, unk_ = kNoToken, sep_ = kNoToken, pad_ = kNoToken,
           eot_ = kNoToken, eom_ = kNoToken;
+  int32_t fim_pre_ = kNoToken, fim_suf_ = kNoToken, fim_mid_ = kNoToken, fim_pad_ = kNoToken,
+          fim_rep_ = kNoToken, fim_sep_ = kNoToken;
   std::string warning_;
   bool add_bos_ = false, add_eos_ = false, add_sep_ = false, add_space_prefix_ = false;
   std::vector<int32_t> eog_ids_;  // sorted

@@ -12,6 +12,7 @@ server_request/ [endpoint byte] + request bodies of /v1/chat/completions and /v1
 responses_request/  request bodies of /v1/responses
 anthropic_request/  [count_tokens byte] + request bodies of /v1/messages (and count_tokens)
 embeddings_request/ request bodies of /v1/embeddings
+llama_request/  [endpoint byte] + bodies of /tokenize, /detokenize, /apply-template, /infill
 
 Usage: tests/fuzz/make_seeds.py --pagellm build/pagellm [TARGET...]
 (only the named targets' seeds are rewritten when some are named; --pagellm
@@ -363,6 +364,29 @@ def anthropic_seeds():
     yield "not_json", b"\0{\"max_tokens\": 5, \"messages\": ["
 
 
+def llama_seeds():
+    """[endpoint byte: 0 tokenize, 1 detokenize, 2 apply-template, 3 infill (+4: StarCoder's vocab)] + body."""
+    msgs = [{"role": "user", "content": "Once upon a time"}]
+    bodies = [
+        (0, {"content": "Once upon a time", "add_special": True, "with_pieces": True}),
+        (0, {"content": "<s>\u00e1 x", "parse_special": False}),
+        (0, {"content": 5}),
+        (1, {"tokens": [1, 415, 2, 511]}),
+        (1, {"tokens": [512, -1]}),
+        (2, {"messages": msgs}),
+        (2, {"messages": msgs, "tools": [{"type": "function", "function": {"name": "f"}}]}),
+        (3, {"input_prefix": "def f(", "input_suffix": ")"}),
+        (7, {"input_prefix": "def add(a, b):\n    return ", "input_suffix": "\n", "prompt": "a",
+             "input_extra": [{"filename": "a.py", "text": "import os\n"}, {"text": "X = 1"}],
+             "n_predict": 8, "temperature": 0, "stop": ["\n"], "stream": True}),
+        (7, {"input_prefix": "x" * 600, "input_suffix": "y" * 600, "n_predict": -1}),
+        (7, {"input_extra": [{"filename": 5}], "repeat_penalty": 0}),
+    ]
+    for i, (endpoint, body) in enumerate(bodies):
+        yield f"body_{i:02d}.json", bytes([endpoint]) + json.dumps(body).encode()
+    yield "not_json", b"\x07{\"input_prefix\": "
+
+
 def embeddings_seeds():
     bodies = [
         {"input": "Once upon a time", "model": "m"},
@@ -449,7 +473,7 @@ def main():
             "server_request": [server_seeds()], "device_map": [device_map_seeds()],
             "grammar": [grammar_seeds()], "json_schema": [json_schema_seeds()],
             "tool_calls": [tool_call_seeds()], "responses_request": [responses_seeds()],
-            "anthropic_request": [anthropic_seeds()], "embeddings_request": [embeddings_seeds()]}
+            "anthropic_request": [anthropic_seeds()], "embeddings_request": [embeddings_seeds()], "llama_request": [llama_seeds()]}
     for target, sources in gens.items():
         if args.targets and target not in args.targets:
             continue

@@ -60,6 +60,11 @@ int anthropic_request(const uint8_t* data, size_t size);
 // response written; refusals must be 400s.
 int embeddings_request(const uint8_t* data, size_t size);
 
+// llama-server's endpoints (/tokenize, /detokenize, /apply-template, /infill):
+// byte 0 picks the endpoint and, for /infill, a vocabulary with or without
+// FIM tokens; refusals must be 400s, infill prompts well formed.
+int llama_request(const uint8_t* data, size_t size);
+
 struct Target {
   std::string name;  // folder name under tests/fuzz/corpus and tests/fuzz/regressions
   EntryFn fn;

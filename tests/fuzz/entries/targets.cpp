@@ -18,6 +18,7 @@ const std::vector<Target>& targets() {
       {"responses_request", responses_request},
       {"anthropic_request", anthropic_request},
       {"embeddings_request", embeddings_request},
+      {"llama_request", llama_request},
       {"step_message", step_message},
   };
   return t;
