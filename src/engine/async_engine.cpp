@@ -79,26 +79,40 @@ AsyncEngine::~AsyncEngine() {
 }
 
 std::shared_ptr<RequestStream> AsyncEngine::submit(Request req) {
-  auto stream = std::make_shared<RequestStream>();
-  stream->owner_ = this;
-  stream->n_samples_ = std::max(1, req.n);
-  stream->finished_pushed_.assign(static_cast<size_t>(stream->n_samples_), false);
+  std::vector<Request> one;
+  one.push_back(std::move(req));
+  return submit_all(std::move(one)).front();
+}
+
+std::vector<std::shared_ptr<RequestStream>> AsyncEngine::submit_all(std::vector<Request> reqs) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const Request& req : reqs) {
+    auto stream = std::make_shared<RequestStream>();
+    stream->owner_ = this;
+    stream->n_samples_ = std::max(1, req.n);
+    stream->finished_pushed_.assign(static_cast<size_t>(stream->n_samples_), false);
+    streams.push_back(std::move(stream));
+  }
   {
+    // One lock: the engine thread takes them all before its next step.
     std::lock_guard<std::mutex> lock(mu_);
     if (!accepting_) throw QueueFullError("the server is shutting down");
-    if (in_flight_ >= max_pending_)
+    if (in_flight_ + static_cast<int64_t>(reqs.size()) > max_pending_)
       throw QueueFullError("too many requests in flight (" + std::to_string(in_flight_) + ")");
-    ++in_flight_;
-    stream->ticket_ = next_ticket_++;
-    commands_.push_back({Command::kSubmit, stream->ticket_, std::move(req), stream});
     std::erase_if(open_streams_, [](const auto& w) {
       auto sp = w.lock();
       return !sp || sp->finished();
     });
-    open_streams_.push_back(stream);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      auto& stream = streams[i];
+      ++in_flight_;
+      stream->ticket_ = next_ticket_++;
+      commands_.push_back({Command::kSubmit, stream->ticket_, std::move(reqs[i]), stream});
+      open_streams_.push_back(stream);
+    }
   }
   cv_.notify_all();
-  return stream;
+  return streams;
 }
 
 int32_t AsyncEngine::end_in_flight_now(const std::string& why) {

@@ -66,6 +66,10 @@ class AsyncEngine {
 
   // Thread-safe. Throws QueueFullError when max_pending requests are in flight.
   std::shared_ptr<RequestStream> submit(Request req);
+  // All or none (QueueFullError when they do not all fit in max_pending),
+  // queued together: the engine admits them in the same step as far as its
+  // limits allow.
+  std::vector<std::shared_ptr<RequestStream>> submit_all(std::vector<Request> reqs);
   // A copy of the engine's counters as of its last step (thread-safe).
   EngineStats stats() const;
   int32_t in_flight() const;

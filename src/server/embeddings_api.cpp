@@ -158,25 +158,36 @@ std::vector<std::vector<float>> run_embeddings(AsyncEngine& engine,
     for (auto& l : live) l.stream->cancel();
   };
   size_t next = 0, done = 0;
+  size_t wave = std::max<size_t>(window, 1);
   while (done < inputs.size()) {
-    // Submitted together, the inputs run as sequences of the same steps;
-    // with the queue full, what is in flight finishes first.
-    while (next < inputs.size() && live.size() < std::max<size_t>(window, 1)) {
-      Request r;
-      r.prompt = std::move(inputs[next]);
-      r.embedding = true;
-      r.pooling = pooling;
+    // Submitted together, the inputs run as sequences of the same steps.
+    // With the queue full: what is in flight finishes first, or (nothing in
+    // flight) smaller waves are tried.
+    const size_t n = std::min(wave - std::min(wave, live.size()), inputs.size() - next);
+    if (n > 0) {
+      std::vector<Request> reqs(n);
+      for (size_t i = 0; i < n; ++i) {
+        reqs[i].prompt = inputs[next + i];
+        reqs[i].embedding = true;
+        reqs[i].pooling = pooling;
+      }
       try {
-        live.push_back({next, engine.submit(std::move(r))});
-        ++next;
+        auto streams = engine.submit_all(std::move(reqs));
+        for (size_t i = 0; i < n; ++i) live.push_back({next + i, std::move(streams[i])});
+        next += n;
       } catch (const QueueFullError& e) {
         const bool closing = std::string(e.what()).find("shutting down") != std::string::npos;
-        if (!closing && !live.empty()) break;
-        cancel_all();
-        throw ApiError(503,
-                       closing ? "the server is shutting down"
-                               : std::string("the server is busy: ") + e.what() + "; retry later",
-                       "server_error", "", closing ? "shutting_down" : "queue_full");
+        if (!closing && live.empty() && n > 1) {
+          wave = n / 2;
+          continue;
+        }
+        if (closing || live.empty()) {
+          cancel_all();
+          throw ApiError(503,
+                         closing ? "the server is shutting down"
+                                 : std::string("the server is busy: ") + e.what() + "; retry later",
+                         "server_error", "", closing ? "shutting_down" : "queue_full");
+        }
       }
     }
     for (size_t k = 0; k < live.size();) {

@@ -175,6 +175,15 @@ def test_many_inputs_go_through_in_waves(emb_server):
     emb_server.wait_metric("pagellm_kv_blocks_used", lambda v: v == 0)
 
 
+def test_inputs_beyond_the_queue(start_server, emb_server):
+    """More inputs than --max-queue: they go in smaller waves, not a 503."""
+    srv = start_server("--embeddings", "--max-queue", "3", "-c", "64")
+    texts = [f"the {i} little cats" for i in range(10)]
+    got = [d["embedding"] for d in vectors(srv, texts)["data"]]
+    assert got == [d["embedding"] for d in vectors(emb_server, texts)["data"]]
+    srv.wait_metric("pagellm_kv_blocks_used", lambda v: v == 0)
+
+
 def f64_reference():
     """The float64 pass, or a skip saying why it cannot run."""
     if not RAND_LLAMA.exists():
