@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
 #include "cli/spec_options.h"
+#include "cli/llama_compat.h"
 #include "cli/sampling_options.h"
 #include "engine/engine.h"
 #include "tokenizer/chat_template.h"
@@ -31,6 +32,7 @@ struct ChatArgs {
   SamplingOptions sampling;
   SpeculationOptions speculation;
   bool json = false;
+  bool no_jinja = false;  // --no-jinja: the built-in template of the model's family
 };
 
 class ChatSession {
@@ -120,8 +122,14 @@ int run_chat(const ChatArgs& a) {
   args.speculation.apply(setup.config);
   Engine engine(*model, *tok, *setup.pool, setup.config);  // prefix caching reuses earlier turns
   args.speculation.attach(engine, setup, /*log=*/false);
-  ChatSession chat(a, *model, *tok, engine);
-  chat.set_sampling(a.sampling.resolve());
+  if (args.no_jinja) {
+    if (args.chat_template.empty())
+      args.chat_template = no_jinja_template(model->file(), tok->vocab());
+    else
+      std::fprintf(stderr, "note: --no-jinja: --chat-template already chooses the template\n");
+  }
+  ChatSession chat(args, *model, *tok, engine);
+  chat.set_sampling(a.sampling.resolve(model->file()));
   chat.set_grammar(grammar);
 
   if (!a.messages.empty()) {
@@ -192,6 +200,7 @@ Runner add_chat(CLI::App& app) {
       ->check(above(0));
   a->sampling.add_to(*sub);
   a->speculation.add_to(*sub);
+  add_jinja_flags(*sub, a->no_jinja, /*applies_templates=*/true);
   sub->add_flag("--json", a->json, "With --message: print one JSON object with every turn");
   return [a] { return run_chat(*a); };
 }

@@ -8,6 +8,7 @@
 #include "cli/cli_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
+#include "cli/llama_compat.h"
 #include "cli/sampling_options.h"
 #include "cli/spec_options.h"
 #include "engine/generator.h"
@@ -38,6 +39,7 @@ struct GenerateArgs {
   bool json = false;
   bool ignore_eos = false;
   bool logits = false;
+  bool no_jinja = false;  // accepted for llama.cpp command lines; generate applies no template
 };
 
 int run_generate(GenerateArgs a) {
@@ -56,7 +58,7 @@ int run_generate(GenerateArgs a) {
   opts.prompt_logits = a.logits;
   if (a.logits && !a.json) throw ConfigError("--logits needs --json");
   if (a.logits && a.n_predict < 1) throw ConfigError("--logits needs -n >= 1 (the logits come with the first token)");
-  opts.sampling = a.sampling.resolve();
+  opts.sampling = a.sampling.resolve(s.model->file());
   opts.grammar = grammar;
 
   std::vector<int32_t> prompt_ids =
@@ -129,6 +131,7 @@ Runner add_generate(CLI::App& app) {
       ->check(at_least(0));
   a->sampling.add_to(*sub);
   a->spec.add_to(*sub);
+  add_jinja_flags(*sub, a->no_jinja, /*applies_templates=*/false);
   sub->add_flag("--parse-special", a->parse_special,
                 "Match special-token text (e.g. <|im_start|>) in the prompt");
   sub->add_flag("--json", a->json, "Print one JSON object instead of streaming text");

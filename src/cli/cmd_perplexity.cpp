@@ -19,7 +19,6 @@ struct PerplexityArgs {
   ModelOptions model;
   PlanOptions plan;
   std::string file;
-  int32_t batch = 512;
   bool json = false;
 };
 
@@ -40,7 +39,8 @@ int run_perplexity(PerplexityArgs a) {
   a.plan.kv_tokens = n_ctx;
   a.plan.max_seq_len = n_ctx;
   a.plan.max_num_seqs = 1;
-  a.plan.max_batched_tokens = std::min<int32_t>(a.batch, static_cast<int32_t>(n_ctx));
+  // -b: tokens per forward pass, at most a window.
+  a.plan.max_batched_tokens = std::min<int32_t>(a.plan.max_batched_tokens, static_cast<int32_t>(n_ctx));
   EngineSetup s = setup_engine(a.model, a.plan, /*log_plan=*/!a.json);
   const std::vector<int32_t> tokens = s.tokenizer->encode(text, /*add_special=*/true);
   PerplexityOptions opts;
@@ -77,11 +77,12 @@ Runner add_perplexity(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "perplexity", "Perplexity over a text file (non-overlapping windows of -c tokens, as "
                     "llama-perplexity: the second half of each window is scored)");
+  a->plan.max_batched_tokens = 512;  // -b: tokens per forward pass, as llama-perplexity
   a->model.add_to(*sub);
   a->plan.add_to(*sub);
+  sub->get_option("--kv-tokens")
+      ->description("Tokens per window (default 512); the KV cache holds one window");
   sub->add_option("-f,--file", a->file, "Text file to score")->required();
-  sub->add_option("-b,--batch", a->batch, "Tokens per forward pass (default 512)")
-      ->check(above(0));
   sub->add_flag("--json", a->json, "Print one JSON object: ppl, ppl_stderr, tokens, windows");
   return [a] { return run_perplexity(*a); };
 }

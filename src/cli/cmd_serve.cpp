@@ -26,6 +26,8 @@
 #include "cli/cli_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
+#include "cli/llama_compat.h"
+#include "cli/sampling_options.h"
 #include "cli/spec_options.h"
 #include "cli/version.h"
 #include "cli/plan_options.h"
@@ -42,6 +44,22 @@
 namespace pagellm::cli {
 
 namespace {
+
+// --chat-template-kwargs: a JSON object of template variables.
+nlohmann::ordered_json parse_template_kwargs(const std::string& text) {
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::ordered_json::exception& e) {
+    throw ConfigError(std::string("--chat-template-kwargs: not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw ConfigError("--chat-template-kwargs: must be a JSON object");
+  for (const char* reserved : {"messages", "tools", "add_generation_prompt"})
+    if (j.contains(reserved))
+      throw ConfigError(std::string("--chat-template-kwargs: may not set '") + reserved +
+                        "' (the server sets it)");
+  return j;
+}
 
 struct ServeArgs {
   ModelOptions model;  // -m, -t, --no-mmap, --mlock, --no-repack: as every command
@@ -61,6 +79,10 @@ struct ServeArgs {
   double shutdown_timeout_s = 10.0;
   int load_delay_ms = 0;  // test hook: hold /health at "loading" this long
   PlanOptions plan;       // devices, KV cache size and type, block size, batch limits
+  SamplingOptions sampling;  // defaults for requests that leave a field out
+  bool no_jinja = false;     // --no-jinja: the built-in template of the model's family
+  std::string reasoning_format = "auto";  // none | auto | deepseek | deepseek-legacy
+  std::string template_kwargs;            // --chat-template-kwargs: a JSON object
 };
 
 // GET /v1/plan: the planner's plan (as `pagellm plan --json` prints it), the
@@ -154,9 +176,23 @@ int run_serve(ServeArgs a) {
     }
     a.speculation.attach(*engine, s, /*log=*/true);
     async = std::make_unique<AsyncEngine>(*engine, a.max_queue);
+    if (a.no_jinja) {
+      if (a.chat_template.empty())
+        a.chat_template = no_jinja_template(s.model->file(), s.tokenizer->vocab());
+      else
+        std::fprintf(stderr, "note: --no-jinja: --chat-template already chooses the template\n");
+    }
     chat = ChatPrompt::for_model(s.model->file(), s.tokenizer->vocab(), a.chat_template);
     if (!chat->warning().empty())
       std::fprintf(stderr, "pagellm serve: chat template: %s\n", chat->warning().c_str());
+    chat->set_reasoning_format(*reasoning_format_from(a.reasoning_format));
+    if (!a.template_kwargs.empty()) chat->set_template_kwargs(parse_template_kwargs(a.template_kwargs));
+    if (chat->think_syntax())
+      std::printf("pagellm serve: the chat template reasons (%s...%s): reasoning format %s%s\n",
+                  chat->think_syntax()->open.c_str(), chat->think_syntax()->close.c_str(),
+                  a.reasoning_format.c_str(),
+                  a.reasoning_format == "none" ? " (thoughts stay in the content)"
+                                               : " (thoughts go to reasoning_content)");
 
     auto ctx = std::make_shared<ServingContext>();
     ctx->created = std::chrono::duration_cast<std::chrono::seconds>(
@@ -172,13 +208,14 @@ int run_serve(ServeArgs a) {
     ctx->plan = plan_json(plan, a, path, ep.hparams, ep.weight_bytes);
     ctx->embeddings = a.embeddings;
     ctx->pooling = serve_pooling(a.pooling, s.model->file(), ep.hparams.arch);
+    ctx->sampling_defaults = a.sampling.defaults(s.model->file());
     std::printf(
         "pagellm serve: ready: model %s (%s), context %lld tokens, KV cache %d blocks of %d "
-        "(%s, %s), layers %s, chat template %s, %d threads\n",
+        "(%s, %s), layers %s, chat template %s, %d threads; sampling defaults: %s\n",
         hopts.model_id.c_str(), path.c_str(), static_cast<long long>(ctx->limits.max_context),
         cfg.num_blocks, cfg.block_size, dtype_name(cfg.kv_type),
         format_size(plan.kv_bytes()).c_str(), plan.device_map().c_str(),
-        chat->description().c_str(), s.pool->size());
+        chat->description().c_str(), s.pool->size(), ctx->sampling_defaults.describe().c_str());
     std::fflush(stdout);
     server.set_ready(ctx);
   } catch (...) {
@@ -293,6 +330,15 @@ Runner add_serve(CLI::App& app) {
   sub->add_option("--alias", a->alias, "Model name in the API (default: the file's stem)");
   sub->add_option("--chat-template", a->chat_template,
                   "Chat template: a built-in name or a Jinja file (default: the model's own)");
+  sub->add_option("--reasoning-format", a->reasoning_format,
+                  "Thoughts of reasoning templates (<think>...</think>): none (left in the "
+                  "content), auto or deepseek (split into reasoning_content), deepseek-legacy "
+                  "(split and also left in the content); a request's reasoning_format wins "
+                  "(default auto)")
+      ->check(CLI::IsMember({"none", "auto", "deepseek", "deepseek-legacy"}));
+  sub->add_option("--chat-template-kwargs", a->template_kwargs,
+                  "Extra chat template variables, a JSON object, e.g. '{\"enable_thinking\": "
+                  "false}' (a request's chat_template_kwargs win)");
   sub->add_option("--max-queue", a->max_queue,
                   "Requests in flight (running and waiting) before 503 (default 256)")
       ->check(above(0));
@@ -316,6 +362,8 @@ Runner add_serve(CLI::App& app) {
                   "Test hook: wait this long before loading the model")
       ->group("");
   a->plan.add_to(*sub);
+  a->sampling.add_server_defaults_to(*sub);
+  add_jinja_flags(*sub, a->no_jinja, /*applies_templates=*/true);
   return [a] { return run_serve(*a); };
 }
 

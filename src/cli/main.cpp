@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/llama_compat.h"
 #include "cli/usage_errors.h"
 #include "cli/version.h"
 #include "dist/mpi_pipeline.h"
@@ -66,6 +67,9 @@ int run_main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s (see --help)\n", msg.c_str());
     return 1;
   }
+  // llama.cpp flags that change nothing here: one line each, then the command.
+  for (const std::string& note : pagellm::cli::take_usage_notes())
+    if (pagellm::mpi_rank() == 0) std::fprintf(stderr, "note: %s\n", note.c_str());
   try {
     for (auto& [sub, run] : runners)
       if (sub->parsed()) return run();

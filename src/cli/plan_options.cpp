@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli_checks.h"
+#include "cli/llama_compat.h"
 #include "model/backend_factory.h"
 #include "planner/device_map.h"
 #include "util/error.h"
@@ -36,7 +37,8 @@ void PlanOptions::add_to(CLI::App& sub) {
   sub.add_option("--max-seq-len", max_seq_len,
                  "Longest sequence (default: the model's trained context)")
       ->check(above(0));
-  sub.add_option("--max-num-seqs", max_num_seqs, "Most sequences at once")
+  sub.add_option("--max-num-seqs,--parallel", max_num_seqs,
+                 "Most sequences at once (llama.cpp: -np, --parallel)")
       ->check(above(0))
       ->capture_default_str();
   sub.add_option("--min-kv-tokens", min_kv_tokens,
@@ -49,8 +51,8 @@ void PlanOptions::add_to(CLI::App& sub) {
           },
           "8, 16 or 32"))
       ->capture_default_str();
-  sub.add_option("--max-batched-tokens", max_batched_tokens,
-                 "Most tokens in one step (sizes the activation workspace)")
+  sub.add_option("-b,--max-batched-tokens,--batch-size", max_batched_tokens,
+                 "Most tokens in one step (sizes the activation workspace; llama.cpp's -b)")
       ->check(above(0))
       ->capture_default_str();
   sub.add_option("--max-prefill-while-decoding", max_prefill_while_decoding,
@@ -61,6 +63,7 @@ void PlanOptions::add_to(CLI::App& sub) {
   sub.add_flag("--no-cpu-offload", no_cpu_offload,
                "Never put layers on the host CPU; shrink the cache instead (down to "
                "--min-kv-tokens)");
+  add_llama_plan_flags(sub, *this);
 }
 
 PlanRequest PlanOptions::request(const ModelHParams& hp) const {
@@ -102,6 +105,11 @@ std::vector<PlanDevice> PlanOptions::measure_devices(MemoryProbe& probe) const {
   std::optional<uint64_t> room;
   if (!headroom.empty()) room = parse_size(headroom);
   const std::vector<Device> declared = parse_devices(devices);
+  if (no_gpu_layers)
+    for (const Device& d : declared)
+      if (d.kind == DeviceKind::kCuda)
+        throw ConfigError(fmt::format(
+            "-ngl 0 keeps every layer off the GPUs, but --device {} declares one", d.name()));
   // Without the CUDA backend, layers cannot run on a GPU: engine commands
   // refuse one (`pagellm plan` still shows plans for them).
   if (for_execution && !cuda_backend_built())
@@ -111,7 +119,7 @@ std::vector<PlanDevice> PlanOptions::measure_devices(MemoryProbe& probe) const {
             "device {}: this pagellm was built without CUDA (configure with -DPAGELLM_CUDA=ON); "
             "`pagellm plan --device {}` shows a plan for it",
             d.name(), d.name()));
-  const bool all_gpus = !for_execution || cuda_backend_built();
+  const bool all_gpus = (!for_execution || cuda_backend_built()) && !no_gpu_layers;
   return pagellm::measure_devices(declared, probe, room, all_gpus);
 }
 

@@ -33,6 +33,7 @@ struct PlanOptions {
   int32_t max_batched_tokens = 2048;         // --max-batched-tokens
   int32_t max_prefill_while_decoding = 256;  // --max-prefill-while-decoding (0: no cap)
   bool no_cpu_offload = false;               // --no-cpu-offload
+  bool no_gpu_layers = false;                // -ngl 0: no GPU, even where one is found
   bool repack = true;  // from the model options (--no-repack): repacked matrices are counted
   // The plan is for running the model here (generate, chat, serve, bench), not
   // only for showing it (`pagellm plan`). The engine does not run layers on
@@ -40,7 +41,8 @@ struct PlanOptions {
   bool for_execution = true;
 
   // Registers all the flags above on `sub` (the three KV requests exclude
-  // each other).
+  // each other), with llama.cpp's spellings: -b/--batch-size, --parallel,
+  // and -ngl, -fa, -ub (cli/llama_compat.h).
   void add_to(CLI::App& sub);
 
   // Throws ConfigError for a bad value.

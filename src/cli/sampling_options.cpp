@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <cstdio>
 #include <random>
 
 #include "cli/cli_checks.h"
@@ -11,31 +12,71 @@
 
 namespace pagellm::cli {
 
+void SamplingOptions::add_sampler_flags(CLI::App& sub, const char* temp_help,
+                                        const char* model_hint) {
+  auto help = [&](const char* what, const char* key) {
+    return fmt::format("{} (default: the model's general.sampling.{} {}, else this)", what, key,
+                       model_hint);
+  };
+  temp_opt = sub.add_option("--temp", params.temperature, help(temp_help, "temp"))
+                 ->check(at_least(0))
+                 ->capture_default_str();
+  top_k_opt = sub.add_option("--top-k", params.top_k, help("Top-k (0 = off)", "top_k"))
+                  ->check(at_least(0))
+                  ->capture_default_str();
+  top_p_opt = sub.add_option("--top-p", params.top_p, help("Top-p (1 = off)", "top_p"))
+                  ->check(in_range(0.0, 1.0))
+                  ->capture_default_str();
+  min_p_opt = sub.add_option("--min-p", params.min_p, help("Min-p (0 = off)", "min_p"))
+                  ->check(in_range(0.0, 1.0))
+                  ->capture_default_str();
+  repeat_penalty_opt =
+      sub.add_option("--repeat-penalty", params.repetition_penalty,
+                     help("Repetition penalty (1 = off)", "penalty_repeat"))
+          ->check(above(0))
+          ->capture_default_str();
+}
+
 void SamplingOptions::add_to(CLI::App& sub) {
-  sub.add_option("--temp", params.temperature, "Temperature (0 = greedy)")
-      ->check(at_least(0));
-  sub.add_option("--top-k", params.top_k, "Top-k (0 = off)")->check(at_least(0));
-  sub.add_option("--top-p", params.top_p, "Top-p (1 = off)")->check(in_range(0.0, 1.0));
-  sub.add_option("--min-p", params.min_p, "Min-p (0 = off)")->check(in_range(0.0, 1.0));
-  sub.add_option("--repeat-penalty", params.repetition_penalty, "Repetition penalty (1 = off)")
-      ->check(above(0))
-      ->capture_default_str();
+  builtin = params;
+  add_sampler_flags(sub, "Temperature (0 = greedy)", "if set");
   sub.add_option("--repeat-last-n", params.repeat_last_n,
                  "Tokens the repetition penalty looks at (-1 = all)")
       ->check(at_least(-1))
       ->capture_default_str();
-  sub.add_option_function<uint64_t>(
-      "--seed",
-      [this](const uint64_t& s) {
-        params.seed = s;
-        seed_set = true;
-      },
-      "Random seed (default: random)");
+  seed_opt = sub.add_option("--seed", params.seed, "Random seed (default: random)");
   auto* g = sub.add_option("--grammar", grammar_file,
                            "Constrain the output to a GBNF grammar (llama.cpp's syntax) in FILE");
   sub.add_option("--json-schema", json_schema_file,
                  "Constrain the output to JSON valid under the JSON Schema in FILE")
       ->excludes(g);
+}
+
+void SamplingOptions::add_server_defaults_to(CLI::App& sub) {
+  params = builtin = SamplingDefaults::openai().params;
+  add_sampler_flags(sub, "Temperature for requests that do not set one (0 = greedy)",
+                    "if set; OpenAI's");
+  seed_opt = sub.add_option("--seed", params.seed,
+                            "Seed for requests that do not set one (default: a random seed per "
+                            "request)");
+}
+
+SamplingFields SamplingOptions::given() const {
+  auto set = [](const CLI::Option* o) { return o && o->count() > 0; };
+  SamplingFields g;
+  g.temperature = set(temp_opt);
+  g.top_k = set(top_k_opt);
+  g.top_p = set(top_p_opt);
+  g.min_p = set(min_p_opt);
+  g.repetition_penalty = set(repeat_penalty_opt);
+  g.seed = set(seed_opt);
+  return g;
+}
+
+SamplingDefaults SamplingOptions::defaults(const GgufFile& file) const {
+  const ModelSampling model = read_model_sampling(file);
+  for (const std::string& w : model.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  return SamplingDefaults::resolve(builtin, params, given(), model);
 }
 
 std::shared_ptr<const Grammar> SamplingOptions::grammar() const {
@@ -66,9 +107,12 @@ std::shared_ptr<const Grammar> load_grammar(const std::string& grammar_file,
   }
 }
 
-SamplingParams SamplingOptions::resolve() const {
-  SamplingParams p = params;
-  if (!seed_set) p.seed = std::random_device{}();
+SamplingParams SamplingOptions::resolve(const GgufFile& file) const {
+  const SamplingDefaults d = defaults(file);
+  if (d.any_from_model())
+    std::fprintf(stderr, "sampling: %s\n", d.describe().c_str());
+  SamplingParams p = d.params;
+  if (!d.has_seed) p.seed = std::random_device{}();
   return p;
 }
 

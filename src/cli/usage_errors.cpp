@@ -40,14 +40,11 @@ struct Hint {
   const char* text;
 };
 
+// Flags whose work pagellm cannot do (those with nothing to do here are
+// accepted with a note: cli/llama_compat.h).
 constexpr Hint kHints[] = {
-    {{"-ngl", "--n-gpu-layers", "--gpu-layers"},
-     "-ngl: layers are placed automatically (the KV cache first, then as many layers as fit on "
-     "the GPUs); use --device cuda:N[=SIZE] or --device-map to steer it"},
     {{"-hf", "--hf-repo", "-hfr"},
      "-hf: pagellm does not download models; pass a GGUF file with -m FILE"},
-    {{"-fa", "--flash-attn", nullptr},
-     "-fa: paged attention is always on; there is nothing to switch"},
 };
 
 }  // namespace
@@ -67,6 +64,12 @@ std::string translate_aliases(std::vector<std::string>& args) {
     const std::string& a = args[i];
     if (a == "-np") {
       out.push_back("--max-num-seqs");
+    } else if (a == "-ngl") {
+      out.push_back("--n-gpu-layers");
+    } else if (a == "-fa") {
+      out.push_back("--flash-attn");
+    } else if (a == "-ub") {
+      out.push_back("--ubatch-size");
     } else if (a == "-sys") {
       out.push_back("--system");
     } else if (a == "-ctk" || a == "-ctv") {

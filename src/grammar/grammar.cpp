@@ -304,7 +304,7 @@ class Parser {
 class GrammarCompiler {
  public:
   std::shared_ptr<const Grammar> compile(
-      const std::vector<std::tuple<std::string, Expr, size_t>>& parsed) {
+      const std::vector<std::tuple<std::string, Expr, size_t>>& parsed, const std::string& start) {
     auto g = std::shared_ptr<Grammar>(new Grammar());
     g_ = g.get();
     for (const auto& [name, e, at] : parsed) {
@@ -314,8 +314,9 @@ class GrammarCompiler {
                            at);
       ids_[name] = new_rule(name);
     }
-    const auto root = ids_.find("root");
-    if (root == ids_.end()) throw GrammarError("grammar error: no rule named 'root'", 0);
+    const auto root = ids_.find(start);
+    if (root == ids_.end())
+      throw GrammarError(fmt::format("grammar error: no rule named '{}'", start), 0);
     g->root_ = root->second;
     for (const auto& [name, e, at] : parsed)
       g->rules_[static_cast<size_t>(ids_[name])] = compile_expr(e);
@@ -576,7 +577,7 @@ class GrammarCompiler {
   size_t elements_ = 0;
 };
 
-std::shared_ptr<const Grammar> Grammar::parse(std::string_view text) {
+std::shared_ptr<const Grammar> Grammar::parse(std::string_view text, std::string_view start) {
   if (text.size() > kMaxText)
     throw GrammarError(fmt::format("grammar error: the grammar is {} bytes, more than {}",
                                    text.size(), kMaxText),
@@ -584,7 +585,7 @@ std::shared_ptr<const Grammar> Grammar::parse(std::string_view text) {
   Parser p(text);
   const auto parsed = p.parse();
   GrammarCompiler c;
-  return c.compile(parsed);
+  return c.compile(parsed, std::string(start));
 }
 
 }  // namespace pagellm

@@ -47,8 +47,9 @@ class Grammar {
  public:
   // Parses and compiles `text`; throws GrammarError ("at byte N: ...").
   // Limits: 1 MiB of text, 200,000 compiled elements, repetition bounds up
-  // to 10,000.
-  static std::shared_ptr<const Grammar> parse(std::string_view text);
+  // to 10,000. Texts are those of the rule `start`.
+  static std::shared_ptr<const Grammar> parse(std::string_view text,
+                                              std::string_view start = "root");
 
   struct Element {
     enum Kind : uint8_t { kBytes, kRule } kind = kBytes;

@@ -54,8 +54,11 @@ std::string format_plan_table(const Plan& p) {
     std::string groups;
     for (const auto& g : p.kv_groups)
       groups += fmt::format("{}{} {} x {} tokens", groups.empty() ? "" : "; ", g.layers,
-                            g.window == 0 ? std::string("full-attention layers")
-                                          : fmt::format("layers with window {}", format_count(g.window)),
+                            g.window == 0 ? std::string(g.layers == 1 ? "full-attention layer"
+                                                                      : "full-attention layers")
+                                          : fmt::format("{} with window {}",
+                                                        g.layers == 1 ? "layer" : "layers",
+                                                        format_count(g.window)),
                             format_count(g.tokens));
     out += fmt::format("KV groups: {} (window layers keep only their window)\n", groups);
   }

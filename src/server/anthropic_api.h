@@ -7,9 +7,15 @@
 // message_delta, message_stop). Errors have Anthropic's shape:
 // {"type": "error", "error": {"type": "invalid_request_error", "message": ...}}.
 //
-// Text only: content blocks other than "text" (image, document, tool_use,
-// tool_result, thinking), tools and extended thinking are refused with a
-// 400. `max_tokens` is required and is an upper bound (the context caps it).
+// Content: text blocks; tool_use and thinking blocks in assistant turns,
+// tool_result blocks in user turns (images and documents are refused with a
+// 400). Client `tools` ({name, description, input_schema}) and `tool_choice`
+// (auto, any, tool, none; disable_parallel_tool_use) go through the chat
+// tool machinery; calls come back as tool_use blocks (ids "toolu_..."),
+// streamed as input_json_delta, with stop_reason "tool_use". `thinking`
+// enabled/disabled sets the template's enable_thinking; a reasoning
+// template's thought comes back as a thinking block (thinking_delta).
+// `max_tokens` is required and is an upper bound (the context caps it).
 #pragma once
 
 #include <cstdint>
@@ -42,7 +48,10 @@ int64_t count_prompt_tokens(const CompletionRequest& chat, const Tokenizer& toke
 // 500 api_error, ...).
 nlohmann::ordered_json anthropic_error_json(const ApiError& e);
 
-// stop_reason: end_turn, max_tokens or stop_sequence.
+// A tool_use id for a call id: "call_X" -> "toolu_X".
+std::string anthropic_tool_use_id(const std::string& call_id);
+
+// stop_reason: end_turn, max_tokens, stop_sequence or tool_use.
 std::string anthropic_stop_reason(const ChoiceResult& choice);
 
 class AnthropicOutput : public SessionOutput {
@@ -54,6 +63,7 @@ class AnthropicOutput : public SessionOutput {
   std::string stream_text(int32_t index, const std::string& text,
                           const std::vector<LogprobItem>& logprobs) override;
   std::string stream_tool_calls(int32_t index, const std::vector<ToolCallResult>& calls) override;
+  std::string stream_reasoning(int32_t index, const std::string& text) override;
   std::string stream_finish(int32_t index, const ChoiceResult& choice) override;
   std::string stream_end(const Usage& usage) override;
   std::string stream_error(const ApiError& e) override;
@@ -61,8 +71,15 @@ class AnthropicOutput : public SessionOutput {
                               const Usage& usage) override;
 
  private:
+  // Content blocks open one at a time, in order: thinking, text, tool_use.
+  std::string open_block(const nlohmann::ordered_json& start);
+  std::string close_block();
+  std::string delta(const nlohmann::ordered_json& d) const;
+
   std::string id_, model_;
   ChoiceResult result_;
+  int blocks_ = 0;         // index of the open (or next) block
+  std::string open_type_;  // empty: none open
 };
 
 }  // namespace pagellm

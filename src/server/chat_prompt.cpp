@@ -10,7 +10,8 @@ ChatPrompt::ChatPrompt(ResolvedChatTemplate resolved, ChatRenderOptions options)
     : tmpl_(std::move(resolved.tmpl)),
       origin_(std::move(resolved.origin)),
       warning_(std::move(resolved.warning)),
-      options_(std::move(options)) {
+      options_(std::move(options)),
+      think_(think_syntax_of(tmpl_.source())) {
   options_.add_generation_prompt = true;
 }
 
@@ -48,10 +49,14 @@ RenderedPrompt ChatPrompt::checked(const RenderFn& render) const {
 
 RenderedPrompt ChatPrompt::render_with_tools(const nlohmann::ordered_json& messages,
                                              const nlohmann::ordered_json& tools_json,
-                                             const std::vector<ToolSpec>& tools) const {
+                                             const std::vector<ToolSpec>& tools,
+                                             const nlohmann::ordered_json& kwargs) const {
   using ojson = nlohmann::ordered_json;
   ojson msgs = messages;
   ojson extra = ojson::object();
+  for (const ojson* vars : {&template_kwargs_, &kwargs})
+    if (vars->is_object())
+      for (const auto& [k, v] : vars->items()) extra[k] = v;
   if (template_renders_tools(source())) {
     if (!tools_json.is_null() && !tools_json.empty()) extra["tools"] = tools_json;
   } else {
@@ -60,6 +65,7 @@ RenderedPrompt ChatPrompt::render_with_tools(const nlohmann::ordered_json& messa
     ojson plain = ojson::array();
     for (const auto& m : msgs) {
       ojson p = {{"role", m["role"]}, {"content", m["content"]}};
+      if (m.contains("reasoning_content")) p["reasoning_content"] = m["reasoning_content"];
       if (m.contains("tool_calls"))
         for (const auto& tc : m["tool_calls"])
           p["content"] = p["content"].get<std::string>() + "<tool_call>\n" +
@@ -85,7 +91,10 @@ RenderedPrompt ChatPrompt::render_with_tools(const nlohmann::ordered_json& messa
 }
 
 std::string ChatPrompt::description() const {
-  return tmpl_.name() + " (" + origin_ + ")";
+  if (origin_ == "model") return "from the model";
+  if (origin_ == "override") return tmpl_.name() + " (chosen on the command line)";
+  if (origin_ == "detected") return tmpl_.name() + " (built-in, matching the model)";
+  return tmpl_.name() + " (built-in default)";
 }
 
 }  // namespace pagellm

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "server/reasoning.h"
 #include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 
@@ -39,12 +41,25 @@ class ChatPrompt {
   // as the template takes them (tool_calls, tool_call_id); `tools_json` the
   // request's tools. A template that does not render tools gets them in a
   // system message, calls as <tool_call> text and results as user turns.
+  // `kwargs`: extra template variables (an object, or null) over the
+  // server's defaults; assistant messages may carry `reasoning_content`.
   RenderedPrompt render_with_tools(const nlohmann::ordered_json& messages,
                                    const nlohmann::ordered_json& tools_json,
-                                   const std::vector<ToolSpec>& tools) const;
+                                   const std::vector<ToolSpec>& tools,
+                                   const nlohmann::ordered_json& kwargs = nullptr) const;
+
+  // Server-wide settings (serve --reasoning-format, --chat-template-kwargs).
+  void set_reasoning_format(ReasoningFormat f) { reasoning_format_ = f; }
+  ReasoningFormat reasoning_format() const { return reasoning_format_; }
+  void set_template_kwargs(nlohmann::ordered_json kwargs) { template_kwargs_ = std::move(kwargs); }
+  const nlohmann::ordered_json& template_kwargs() const { return template_kwargs_; }
+  // The think tags of a reasoning template (nullopt: the template does not reason).
+  const std::optional<ThinkSyntax>& think_syntax() const { return think_; }
   const std::string& source() const { return tmpl_.source(); }
 
-  // "NAME (ORIGIN)", e.g. "model (model)", "chatml (default)".
+  // Which template, for the ready line: "from the model", "chatml
+  // (chosen on the command line)", "llama3 (built-in, matching the model)", "chatml
+  // (built-in default)".
   std::string description() const;
   // Set when choosing the template had something to report (its own did not parse, ...).
   const std::string& warning() const { return warning_; }
@@ -59,6 +74,9 @@ class ChatPrompt {
   std::string origin_;
   std::string warning_;
   ChatRenderOptions options_;
+  ReasoningFormat reasoning_format_ = ReasoningFormat::kAuto;
+  nlohmann::ordered_json template_kwargs_;
+  std::optional<ThinkSyntax> think_;
 };
 
 }  // namespace pagellm

@@ -34,7 +34,12 @@ CompletionSession::CompletionSession(AsyncEngine& engine, const Tokenizer& token
       received_(received),
       choices_(prepared_.requests.size() * static_cast<size_t>(request.n)),
       cached_(prepared_.requests.size(), 0),
-      open_choices_(choices_.size()) {}
+      open_choices_(choices_.size()) {
+  if (prepared_.think)
+    for (auto& c : choices_)
+      c.splitter = std::make_unique<ReasoningSplitter>(*prepared_.think, prepared_.thought_open_in_prompt,
+                                                       prepared_.keep_thought_in_content);
+}
 
 CompletionSession::~CompletionSession() {
   cancel();
@@ -139,13 +144,27 @@ void CompletionSession::apply(const Event& e, bool streaming, std::string& sse) 
       (streaming ? c.unsent : c.logprobs).push_back(std::move(item));
     }
   }
-  c.text += ev.text;
+  std::string text = ev.text, thought;
+  if (c.splitter) {
+    ReasoningSplitter::Delta d = c.splitter->push(ev.text);
+    if (ev.finished) {
+      ReasoningSplitter::Delta last = c.splitter->finish();
+      d.reasoning += last.reasoning;
+      d.content += last.content;
+    }
+    text = std::move(d.content);
+    thought = std::move(d.reasoning);
+  }
+  c.text += text;
+  c.reasoning += thought;
   c.generated = std::max(c.generated, ev.generated_tokens);
   const int32_t index = static_cast<int32_t>(ci);
+  // The thought streams as it comes, also before a tool call.
+  if (streaming && !thought.empty()) sse += out_->stream_reasoning(index, thought);
   // With tools the reply may be a call: it goes out whole once finished.
   const bool hold = prepared_.parse_tools;
-  if (streaming && !hold && (!ev.text.empty() || (ev.finished && !c.unsent.empty()))) {
-    sse += out_->stream_text(index, ev.text, c.unsent);
+  if (streaming && !hold && (!text.empty() || (ev.finished && !c.unsent.empty()))) {
+    sse += out_->stream_text(index, text, c.unsent);
     c.unsent.clear();
   }
   if (!ev.finished) return;
@@ -175,10 +194,16 @@ void CompletionSession::apply(const Event& e, bool streaming, std::string& sse) 
   }
 }
 
-nlohmann::ordered_json CompletionSession::wait_all() {
+std::optional<nlohmann::ordered_json> CompletionSession::wait_all(
+    const std::function<bool()>& abandoned) {
   std::string unused;
-  while (!finished_ && !failed_)
-    for (const Event& e : poll(std::chrono::milliseconds(200))) apply(e, false, unused);
+  while (!finished_ && !failed_) {
+    for (const Event& e : poll(std::chrono::milliseconds(100))) apply(e, false, unused);
+    if (!finished_ && !failed_ && abandoned && abandoned()) {
+      cancel();  // frees the requests' KV blocks now
+      return std::nullopt;
+    }
+  }
   if (failed_) throw failure();
   std::vector<ChoiceResult> results;
   results.reserve(choices_.size());
@@ -217,9 +242,8 @@ void CompletionSession::find_tool_calls(Choice& c) {
   const auto calls = parse_tool_calls(prepared_.tool_format, c.text, prepared_.tools, content);
   if (calls.empty()) return;
   for (const auto& call : calls)
-    c.tool_calls.push_back({fmt::format("call_{:016x}", next_call_id_++ * 0x9E3779B97F4A7C15ull ^
-                                                            reinterpret_cast<uintptr_t>(this)),
-                            call.name, call.arguments});
+    // Clients match tool results to calls by id across requests: 96 random bits.
+    c.tool_calls.push_back({new_random_id("call_"), call.name, call.arguments});
   c.text = content;
   c.finish_reason = "tool_calls";
 }
@@ -240,6 +264,7 @@ void CompletionSession::find_stop_sequence(Choice& c) {
 ChoiceResult CompletionSession::result_of(const Choice& c) const {
   ChoiceResult r;
   r.text = c.text;
+  r.reasoning = c.reasoning;
   r.finish_reason = c.finish_reason;
   r.tool_calls = c.tool_calls;
   r.stop_sequence = c.stop_sequence;

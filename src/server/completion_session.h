@@ -14,6 +14,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "engine/async_engine.h"
 #include "server/metrics.h"
 #include "server/openai_response.h"
+#include "server/reasoning.h"
 #include "server/session_output.h"
 
 namespace pagellm {
@@ -43,8 +46,10 @@ class CompletionSession {
   // is cancelled).
   void submit();
 
-  // Non-streamed: waits for every choice and returns the response body.
-  nlohmann::ordered_json wait_all();
+  // Non-streamed: waits for every choice and returns the response body;
+  // nullopt, with the engine requests aborted, once `abandoned` (asked a
+  // few times a second) says the client has gone.
+  std::optional<nlohmann::ordered_json> wait_all(const std::function<bool()>& abandoned = {});
 
   // Streamed: waits up to `wait` for events and returns the SSE text they
   // make (empty if none came). `done` turns true with the text that ends the
@@ -65,6 +70,8 @@ class CompletionSession {
   struct Choice {
     std::vector<ToolCallResult> tool_calls;  // found in the reply (tools given)
     std::string text;
+    std::string reasoning;
+    std::unique_ptr<ReasoningSplitter> splitter;  // reasoning replies
     std::string raw;  // the tokens' pieces, held-back stop text included (stop strings given)
     std::string stop_sequence;
     std::vector<LogprobItem> logprobs;  // all of them (non-streamed)
@@ -94,7 +101,6 @@ class CompletionSession {
   // Which stop string ended c (its finish reason is "stop", not by an end-of-generation token).
   void find_stop_sequence(Choice& c);
   ChoiceResult result_of(const Choice& c) const;  // without logprobs
-  uint64_t next_call_id_ = 1;
   PreparedCompletion prepared_;
   std::unique_ptr<SessionOutput> out_;
   bool ignore_eos_;

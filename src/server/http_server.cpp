@@ -15,6 +15,7 @@
 #include "server/access_log.h"
 #include "server/anthropic_api.h"
 #include "server/completion_session.h"
+#include "server/connection_watch.h"
 #include "server/cors.h"
 #include "server/embeddings_api.h"
 #include "server/http_routes.h"
@@ -41,6 +42,9 @@ struct Current {
   AccessRecord record;
   Clock::time_point start;
   bool started = false;
+  // The connection, to notice a client that leaves before a non-streamed reply.
+  int local_port = -1, remote_port = -1;
+  std::string remote_addr;
   bool anthropic = false;  // under /v1/messages: errors in Anthropic's shape
 };
 thread_local Current t_current;
@@ -175,6 +179,9 @@ void HttpServer::Impl::setup() {
     t_current.start = Clock::now();
     t_current.started = true;
     t_current.anthropic = req.path.rfind("/v1/messages", 0) == 0;
+    t_current.local_port = req.local_port;
+    t_current.remote_port = req.remote_port;
+    t_current.remote_addr = req.remote_addr;
     if (cors.enabled()) {
       const std::string origin = req.get_header_value("Origin");
       // A pre-flight carries no credentials: it is answered before the key check.
@@ -402,6 +409,7 @@ void HttpServer::Impl::completions(const httplib::Request& req, httplib::Respons
   run_job(res, [&](const ServingContext& c) {
     CompletionJob job;
     job.request = parse_completion_request(req.body, ep);
+    job.request.sampling = c.sampling_defaults.fill(job.request.sampling, job.request.sampling_given);
     job.prepared = prepare_completion(job.request, *c.tokenizer, *c.chat, c.limits);
     ResponseShape shape(ep, new_completion_id(ep), unix_now(), opts.model_id,
                         job.request.logprobs >= 0, job.request.include_usage);
@@ -415,6 +423,9 @@ void HttpServer::Impl::openai_responses(const httplib::Request& req, httplib::Re
     ResponsesRequest rr = parse_responses_request(
         req.body, [this](const std::string& id) { return responses.get(id); });
     CompletionJob job;
+    rr.chat.sampling = c.sampling_defaults.fill(rr.chat.sampling, rr.chat.sampling_given);
+    rr.echo["temperature"] = rr.chat.sampling.temperature;  // the values used
+    rr.echo["top_p"] = rr.chat.sampling.top_p;
     job.prepared = prepare_completion(rr.chat, *c.tokenizer, *c.chat, c.limits);
     cap_max_tokens(job.prepared, rr.max_output_tokens);
     job.output = std::make_unique<ResponsesOutput>(
@@ -429,6 +440,7 @@ void HttpServer::Impl::anthropic_messages(const httplib::Request& req, httplib::
   run_job(res, [&](const ServingContext& c) {
     AnthropicRequest ar = parse_anthropic_request(req.body, /*count_only=*/false);
     CompletionJob job;
+    ar.chat.sampling = c.sampling_defaults.fill(ar.chat.sampling, ar.chat.sampling_given);
     job.prepared = prepare_completion(ar.chat, *c.tokenizer, *c.chat, c.limits);
     cap_max_tokens(job.prepared, ar.max_tokens);
     job.output = std::make_unique<AnthropicOutput>(opts.model_id);
@@ -474,6 +486,7 @@ void HttpServer::Impl::embeddings(const httplib::Request& req, httplib::Response
 
 CompletionJob HttpServer::Impl::infill_job(const std::string& body, const ServingContext& c) {
   InfillRequest ir = parse_infill_request(body);
+  ir.completion.sampling = c.sampling_defaults.fill(ir.completion.sampling, ir.completion.sampling_given);
   const auto server = c.plan.find("server");
   const int64_t n_batch = server != c.plan.end() ? server->value("max_batched_tokens", 2048) : 2048;
   const std::vector<int32_t> prompt = infill_prompt(ir, *c.tokenizer, n_batch, c.limits.max_context);
@@ -517,9 +530,15 @@ void HttpServer::Impl::run_job(httplib::Response& res,
       stream(session, c, res);
       handed_to_stream = true;
     } else {
-      json body = session->wait_all();
+      const ConnectionWatch watch(t_current.local_port, t_current.remote_addr, t_current.remote_port);
+      std::optional<json> body = session->wait_all([&watch] { return watch.peer_closed(); });
       record_session(*session);
-      send_json(res, 200, body);
+      if (body) {
+        send_json(res, 200, *body);
+      } else {
+        rec.error = "client disconnected";
+        res.status = 499;  // nginx's "client closed request": nobody reads it
+      }
     }
   } catch (const ApiError& e) {
     if (session) record_session(*session);

@@ -49,6 +49,9 @@ struct ServingContext {
   // POST /v1/embeddings answers (else a 400 saying how to turn it on), pooling so.
   bool embeddings = false;
   Pooling pooling = Pooling::kMean;
+  // For the sampling fields a request leaves out (OpenAI's unless serve's
+  // flags or the model say otherwise).
+  SamplingDefaults sampling_defaults = SamplingDefaults::openai();
 };
 
 struct HttpServerOptions {

@@ -138,11 +138,7 @@ ServerFacts server_facts(const ServingContext& c, const std::string& model_id,
   if (auto m = c.plan.find("model"); m != c.plan.end() && m->is_object())
     f.model_path = m->value("path", "");
   if (c.plan.is_object()) f.total_slots = c.plan.value("max_num_seqs", 0);
-  f.sampling.temperature = 1.0f;  // OpenAI's defaults (openai_request.h)
-  f.sampling.top_p = 1.0f;
-  f.sampling.top_k = 0;
-  f.sampling.min_p = 0.0f;
-  f.sampling.repeat_last_n = -1;
+  f.sampling = c.sampling_defaults.params;
   return f;
 }
 
@@ -393,6 +389,10 @@ std::string LlamaCompletionOutput::stream_text(int32_t, const std::string& text,
 
 std::string LlamaCompletionOutput::stream_tool_calls(int32_t, const std::vector<ToolCallResult>&) {
   return "";  // /infill takes no tools
+}
+
+std::string LlamaCompletionOutput::stream_reasoning(int32_t, const std::string&) {
+  return "";  // /completion's shape has no place for it
 }
 
 std::string LlamaCompletionOutput::stream_finish(int32_t, const ChoiceResult& choice) {

@@ -114,6 +114,7 @@ class LlamaCompletionOutput : public SessionOutput {
   std::string stream_text(int32_t index, const std::string& text,
                           const std::vector<LogprobItem>& logprobs) override;
   std::string stream_tool_calls(int32_t index, const std::vector<ToolCallResult>& calls) override;
+  std::string stream_reasoning(int32_t index, const std::string& text) override;
   std::string stream_finish(int32_t index, const ChoiceResult& choice) override;
   std::string stream_end(const Usage& usage) override;
   std::string stream_error(const ApiError& e) override;

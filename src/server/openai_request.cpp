@@ -142,6 +142,11 @@ std::vector<ChatMessage> parse_messages(const json& body) {
                           role->get<std::string>(), i));
     if (json_field(m, "tool_calls") && r != "assistant")
       bad(fmt::format("messages[{}].tool_calls", i), "only assistant messages carry tool calls");
+    if (const json* rc = json_field(m, "reasoning_content")) {
+      const std::string rcp = fmt::format("messages[{}].reasoning_content", i);
+      if (r != "assistant") bad(rcp, "only assistant messages carry reasoning_content");
+      if (!rc->is_string()) bad(rcp, fmt::format("'{}' must be a string, not {}", rcp, json_kind(*rc)));
+    }
     out.push_back({r, message_content(m, i, r)});
   }
   return out;
@@ -289,6 +294,40 @@ void refuse_unsupported(const json& body, Endpoint ep) {
   }
 }
 
+// Past reasoning and template variables reach the template only through the
+// JSON messages (as tools do).
+bool needs_message_json(const json& body) {
+  if (json_field(body, "chat_template_kwargs")) return true;
+  for (const auto& m : body["messages"])
+    if (m.is_object() && json_field(m, "reasoning_content")) return true;
+  return false;
+}
+
+void parse_reasoning_format(const json& body, CompletionRequest& r) {
+  if (const json* f = json_field(body, "reasoning_format")) {
+    const auto format = f->is_string() ? reasoning_format_from(f->get<std::string>()) : std::nullopt;
+    if (!format)
+      bad("reasoning_format",
+          fmt::format("'reasoning_format' must be none, auto, deepseek or deepseek-legacy (got {})",
+                      f->dump()));
+    r.reasoning_format = format;
+  }
+}
+
+void parse_template_kwargs(const json& body, const nlohmann::ordered_json& ordered,
+                           CompletionRequest& r) {
+  if (const json* k = json_field(body, "chat_template_kwargs")) {
+    if (!k->is_object())
+      bad("chat_template_kwargs",
+          fmt::format("'chat_template_kwargs' must be an object, not {}", json_kind(*k)));
+    for (const char* reserved : {"messages", "tools", "add_generation_prompt"})
+      if (k->contains(reserved))
+        bad("chat_template_kwargs",
+            fmt::format("'chat_template_kwargs' may not set '{}' (the server sets it)", reserved));
+    r.template_kwargs = ordered["chat_template_kwargs"];
+  }
+}
+
 // Tools, tool_choice, parallel_tool_calls, and the conversation with its
 // tool calls and results as the chat template takes them.
 void parse_tools(const json& body, const nlohmann::ordered_json& ordered, CompletionRequest& r) {
@@ -348,7 +387,7 @@ void parse_tools(const json& body, const nlohmann::ordered_json& ordered, Comple
   bool tool_messages = false;
   for (const auto& m : body["messages"])
     tool_messages = tool_messages || string_or_empty(m, "role") == "tool" || json_field(m, "tool_calls");
-  if (r.tools.empty() && !tool_messages) return;
+  if (r.tools.empty() && !tool_messages && !needs_message_json(body)) return;
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
   for (size_t i = 0; i < r.messages.size(); ++i) {
     const auto& src = ordered["messages"][i];
@@ -375,6 +414,8 @@ void parse_tools(const json& body, const nlohmann::ordered_json& ordered, Comple
       }
       m["tool_calls"] = calls;
     }
+    if (src.contains("reasoning_content") && src["reasoning_content"].is_string())
+      m["reasoning_content"] = src["reasoning_content"];
     if (r.messages[i].role == "tool") {
       if (src.contains("tool_call_id") && src["tool_call_id"].is_string())
         m["tool_call_id"] = src["tool_call_id"];
@@ -389,7 +430,8 @@ void parse_tools(const json& body, const nlohmann::ordered_json& ordered, Comple
 // `response_format` {type: text | json_object | json_schema}, or `json_schema`
 // (a schema, as llama-server takes it); at most one of them. Null: free text.
 std::shared_ptr<const Grammar> parse_output_constraint(const json& body,
-                                                      const nlohmann::ordered_json& ordered) {
+                                                      const nlohmann::ordered_json& ordered,
+                                                      std::string& gbnf_out) {
   std::string gbnf;
   const char* from = nullptr;
   // Schemas come from the ordered parse: properties keep the client's order.
@@ -447,7 +489,10 @@ std::shared_ptr<const Grammar> parse_output_constraint(const json& body,
   }
   if (!from || gbnf.empty()) return nullptr;
   try {
-    return Grammar::parse(gbnf);
+    auto grammar = Grammar::parse(gbnf);
+    // A raw GBNF grammar is the whole reply, thought included; a schema is the answer's.
+    if (std::string_view(from) != "grammar") gbnf_out = std::move(gbnf);
+    return grammar;
   } catch (const GrammarError& e) {
     // From a schema this is the converter's bug, but the client still deserves the reason.
     throw ApiError(400, fmt::format("invalid grammar: {}", e.what()), "invalid_request_error",
@@ -489,6 +534,13 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
     r.prompts = parse_prompts(body);
 
   SamplingParams& s = r.sampling;
+  SamplingFields& given = r.sampling_given;
+  given.temperature = json_field(body, "temperature") != nullptr;
+  given.top_p = json_field(body, "top_p") != nullptr;
+  given.min_p = json_field(body, "min_p") != nullptr;
+  given.top_k = json_field(body, "top_k") != nullptr;
+  given.repetition_penalty = json_field(body, "repetition_penalty") != nullptr;
+  given.seed = json_field(body, "seed") != nullptr;
   s.temperature = number_in(body, "temperature", 0.0, 2.0, false, 1.0f);
   s.top_p = number_in(body, "top_p", 0.0, 1.0, true, 1.0f);
   s.min_p = number_in(body, "min_p", 0.0, 1.0, false, 0.0f);
@@ -521,7 +573,8 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
   }
   r.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   const bool tooling = endpoint == Endpoint::kChat &&
-                      (json_field(body, "tools") || json_field(body, "tool_choice") || [&] {
+                      (json_field(body, "tools") || json_field(body, "tool_choice") ||
+                       needs_message_json(body) || [&] {
                         for (const auto& m : body["messages"])
                           if (m.is_object() && (string_or_empty(m, "role") == "tool" || json_field(m, "tool_calls")))
                             return true;
@@ -530,13 +583,17 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
   if (json_field(body, "response_format") || json_field(body, "json_schema") || json_field(body, "grammar") ||
       tooling) {
     const auto ordered = nlohmann::ordered_json::parse(body_text);
-    r.grammar = parse_output_constraint(body, ordered);
-    if (tooling) parse_tools(body, ordered, r);
+    r.grammar = parse_output_constraint(body, ordered, r.grammar_gbnf);
+    if (tooling) {
+      parse_tools(body, ordered, r);
+      parse_template_kwargs(body, ordered, r);
+    }
     if (r.grammar && !r.tools.empty() && (r.tool_choice == CompletionRequest::ToolChoice::kRequired ||
                                           r.tool_choice == CompletionRequest::ToolChoice::kNamed))
       bad("tool_choice", "a forced tool call cannot also follow 'response_format' or 'grammar'");
   }
 
+  if (endpoint == Endpoint::kChat) parse_reasoning_format(body, r);
   if (endpoint == Endpoint::kChat) {
     const bool lp = get_bool(body, "logprobs").value_or(false);
     auto top = json_field(body, "top_logprobs");
@@ -574,110 +631,6 @@ CompletionRequest parse_translated_chat(
     }
     throw ApiError(e.status, message, e.type, param, e.code);
   }
-}
-
-PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokenizer& tokenizer,
-                                      const ChatPrompt& chat, const ModelLimits& limits) {
-  std::vector<std::vector<int32_t>> prompts;
-  const char* prompt_param = req.endpoint == Endpoint::kChat ? "messages" : "prompt";
-  PreparedCompletion out;
-  std::shared_ptr<const Grammar> tool_grammar;
-  if (req.endpoint == Endpoint::kChat && !req.messages_json.is_null()) {
-    const ToolFormat format = tool_format_of(chat.source());
-    const RenderedPrompt rendered = chat.render_with_tools(req.messages_json, req.tools_json, req.tools);
-    prompts.push_back(tokenizer.encode(rendered.text, /*add_special=*/rendered.add_bos,
-                                       /*parse_special=*/true));
-    if (!req.tools.empty() && req.tool_choice != CompletionRequest::ToolChoice::kNone) {
-      out.parse_tools = true;
-      out.tool_format = format;
-      out.tools = req.tools;
-      if (req.tool_choice != CompletionRequest::ToolChoice::kAuto) {
-        std::vector<ToolSpec> chosen;
-        for (const auto& t : req.tools)
-          if (req.tool_choice != CompletionRequest::ToolChoice::kNamed || t.name == req.tool_name)
-            chosen.push_back(t);
-        try {
-          // A named function is one call of it (OpenAI's forced call); only
-          // `required` may make several, when parallel_tool_calls allows.
-          const bool parallel = req.parallel_tool_calls &&
-                                req.tool_choice == CompletionRequest::ToolChoice::kRequired;
-          tool_grammar = Grammar::parse(tool_call_gbnf(format, chosen, parallel));
-        } catch (const Error& e) {
-          bad("tools", fmt::format("the tools' parameters cannot be enforced: {}", e.what()));
-        }
-      }
-    }
-  } else if (req.endpoint == Endpoint::kChat) {
-    const RenderedPrompt rendered = chat.render(req.messages);
-    prompts.push_back(tokenizer.encode(rendered.text, /*add_special=*/rendered.add_bos,
-                                       /*parse_special=*/true));
-  } else {
-    for (size_t i = 0; i < req.prompts.size(); ++i) {
-      const PromptInput& p = req.prompts[i];
-      if (!p.is_tokens) {
-        prompts.push_back(tokenizer.encode(p.text, /*add_special=*/true));
-        continue;
-      }
-      std::vector<int32_t> ids;
-      ids.reserve(p.tokens.size());
-      for (int64_t id : p.tokens) {
-        if (id < 0 || id >= limits.n_vocab)
-          bad(prompt_param,
-              fmt::format("token id {} is outside the vocabulary (0..{})", id, limits.n_vocab - 1),
-              "invalid_token_id");
-        ids.push_back(static_cast<int32_t>(id));
-      }
-      prompts.push_back(std::move(ids));
-    }
-  }
-  for (const auto& [id, bias] : req.sampling.logit_bias)
-    if (id >= limits.n_vocab)
-      bad("logit_bias",
-          fmt::format("'logit_bias' token id {} is outside the vocabulary (0..{})", id,
-                      limits.n_vocab - 1),
-          "invalid_token_id");
-
-  for (auto& ids : prompts) {
-    const int64_t n_prompt = static_cast<int64_t>(ids.size());
-    if (n_prompt == 0) bad(prompt_param, "the prompt is empty (no tokens)");
-    if (n_prompt >= limits.max_context)
-      bad(prompt_param,
-          fmt::format("This model's maximum context length is {} tokens, but the prompt is {} "
-                      "tokens (at least one must be left for the completion).",
-                      limits.max_context, n_prompt),
-          "context_length_exceeded");
-    int64_t max_tokens;
-    if (req.max_tokens) {
-      max_tokens = *req.max_tokens;
-      if (n_prompt + max_tokens > limits.max_context)
-        bad("max_tokens",
-            fmt::format("This model's maximum context length is {} tokens, but {} tokens were "
-                        "requested ({} in the prompt, {} for the completion).",
-                        limits.max_context, n_prompt + max_tokens, n_prompt, max_tokens),
-            "context_length_exceeded");
-    } else {
-      max_tokens = req.endpoint == Endpoint::kChat
-                       ? limits.max_context - n_prompt
-                       : std::min<int64_t>(16, limits.max_context - n_prompt);
-    }
-    Request r;
-    r.prompt = std::move(ids);
-    r.sampling = req.sampling;
-    r.max_tokens = static_cast<int32_t>(max_tokens);
-    r.n = req.n;
-    r.ignore_eos = req.ignore_eos;
-    r.stop = req.stop;
-    r.logprobs = req.logprobs;
-    r.grammar = tool_grammar ? tool_grammar : req.grammar;
-    try {
-      r.sampling.validate();
-    } catch (const ConfigError& e) {
-      bad("", e.what());
-    }
-    out.prompt_tokens.push_back(n_prompt);
-    out.requests.push_back(std::move(r));
-  }
-  return out;
 }
 
 }  // namespace pagellm

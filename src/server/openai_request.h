@@ -10,7 +10,9 @@
 //
 // Sampling defaults are OpenAI's: temperature 1, top_p 1, no top_k or min_p;
 // the repetition penalty (an extension, off by default) looks at the whole
-// history. Without a seed, each request draws a random one.
+// history. Without a seed, each request draws a random one. The server then
+// replaces the fields a body left out with its own defaults (serve's flags,
+// the model's general.sampling.* keys: engine/sampling_defaults.h).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +23,9 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "engine/sampling_defaults.h"
 #include "server/chat_prompt.h"
+#include "server/reasoning.h"
 #include "server/tool_calls.h"
 #include "util/error.h"
 
@@ -60,6 +64,10 @@ struct CompletionRequest {
   std::vector<ChatMessage> messages;  // chat
   std::vector<PromptInput> prompts;   // completions (one or more)
   SamplingParams sampling;
+  // Which sampling fields the body gave: the others hold OpenAI's defaults
+  // until the server's own (serve --temp ..., the model's) replace them
+  // (SamplingDefaults::fill).
+  SamplingFields sampling_given;
   std::optional<int64_t> max_tokens;
   int32_t n = 1;
   std::vector<std::string> stop;
@@ -71,6 +79,9 @@ struct CompletionRequest {
   // `response_format` json_object / json_schema, or `json_schema`
   // (llama-server's); null when the output is free text.
   std::shared_ptr<const Grammar> grammar;
+  // A schema's grammar text: reasoning replies may think before it (a raw
+  // `grammar` is the whole reply and stays as it is: empty here).
+  std::string grammar_gbnf;
   // Tool calling (chat): the tools, as given (for the template) and parsed;
   // tool_choice; and the conversation as the template sees it (tool calls
   // and tool results included) when there are tools or tool messages.
@@ -79,7 +90,14 @@ struct CompletionRequest {
   enum class ToolChoice { kNone, kAuto, kRequired, kNamed } tool_choice = ToolChoice::kAuto;
   std::string tool_name;  // kNamed
   bool parallel_tool_calls = true;
-  nlohmann::ordered_json messages_json;  // null unless tools or tool messages are present
+  // null unless tools, tool messages, past reasoning (`reasoning_content`)
+  // or template variables are present.
+  nlohmann::ordered_json messages_json;
+  // Reasoning: the request's `reasoning_format` (else the server's), and
+  // `chat_template_kwargs` (extra template variables such as enable_thinking,
+  // over the server's --chat-template-kwargs).
+  std::optional<ReasoningFormat> reasoning_format;
+  nlohmann::ordered_json template_kwargs;  // null or an object
 };
 
 // Parses a request body. Throws ApiError (400) for malformed JSON, a body that
@@ -106,6 +124,11 @@ struct PreparedCompletion {
   bool parse_tools = false;
   ToolFormat tool_format = ToolFormat::kHermes;
   std::vector<ToolSpec> tools;
+  // Replies are split into thought and answer (a reasoning template and a
+  // format other than none); the prompt may have opened the thought.
+  std::optional<ThinkSyntax> think;
+  bool thought_open_in_prompt = false;
+  bool keep_thought_in_content = false;  // deepseek-legacy
 };
 
 struct ModelLimits {

@@ -71,6 +71,7 @@ json ResponseShape::full(const std::vector<ChoiceResult>& choices, const Usage& 
     const ChoiceResult& c = choices[i];
     if (endpoint_ == Endpoint::kChat) {
       json message = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+      if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
       if (!c.tool_calls.empty()) {
         if (c.text.empty()) message["content"] = nullptr;
         json calls = json::array();
@@ -131,6 +132,15 @@ json ResponseShape::delta_chunk(int32_t index, const std::string& text,
   choice["logprobs"] = logprobs.empty() ? json(nullptr) : logprobs_json(logprobs);
   choice["finish_reason"] = finish_reason.empty() ? json(nullptr) : json(finish_reason);
   j["choices"] = json::array({choice});
+  return j;
+}
+
+json ResponseShape::reasoning_chunk(int32_t index, const std::string& text) const {
+  json j = chunk_base();
+  j["choices"] = json::array({{{"index", index},
+                               {"delta", {{"reasoning_content", text}}},
+                               {"logprobs", nullptr},
+                               {"finish_reason", nullptr}}});
   return j;
 }
 
@@ -197,7 +207,13 @@ std::string new_completion_id(Endpoint endpoint) {
 }
 
 std::string new_random_id(std::string_view prefix) {
-  thread_local std::mt19937_64 gen{std::random_device{}()};
+  // Seeded with 256 bits: one 32-bit seed per thread would give at most 2^32
+  // streams, and two threads on equal seeds would repeat each other's ids.
+  thread_local std::mt19937_64 gen = [] {
+    std::random_device rd;
+    std::seed_seq seq{rd(), rd(), rd(), rd(), rd(), rd(), rd(), rd()};
+    return std::mt19937_64(seq);
+  }();
   return fmt::format("{}{:016x}{:08x}", prefix, gen(), static_cast<uint32_t>(gen()));
 }
 

@@ -39,6 +39,7 @@ struct ChoiceResult {
   // The stop string that ended the choice (finish reason "stop"); empty when
   // it ended otherwise (end of generation, length, tool calls).
   std::string stop_sequence;
+  std::string reasoning;  // the thought split off the reply (reasoning templates)
 };
 
 struct Usage {
@@ -64,6 +65,8 @@ class ResponseShape {
   nlohmann::ordered_json delta_chunk(int32_t index, const std::string& text,
                                      const std::vector<LogprobItem>& logprobs,
                                      const std::string& finish_reason) const;
+  // A piece of the thought: {"delta": {"reasoning_content": ...}} (chat only).
+  nlohmann::ordered_json reasoning_chunk(int32_t index, const std::string& text) const;
   // A choice's tool calls as stream chunks: per call, one chunk with its id,
   // name and empty arguments, then the arguments in pieces.
   std::vector<nlohmann::ordered_json> tool_call_chunks(int32_t index,

@@ -47,6 +47,21 @@ std::string content_text(const ojson& content, const std::string& param) {
   return text;
 }
 
+// The text of a reasoning input item: its reasoning_text content, else its summary.
+std::string reasoning_text_of(const ojson& item, const std::string& p) {
+  std::string text;
+  for (const char* key : {"content", "summary"}) {
+    const ojson* parts = json_field(item, key);
+    if (!parts) continue;
+    if (!parts->is_array())
+      bad(p + "." + key, fmt::format("'{}.{}' must be an array, not {}", p, key, json_kind(*parts)));
+    for (size_t k = 0; k < parts->size(); ++k)
+      text += string_field((*parts)[k], "text", fmt::format("{}.{}[{}].text", p, key, k));
+    if (!text.empty()) break;
+  }
+  return text;
+}
+
 // Appends the input's items to `messages` as Chat Completions messages.
 void add_input(const ojson& input, ojson& messages) {
   if (input.is_string()) {
@@ -56,6 +71,12 @@ void add_input(const ojson& input, ojson& messages) {
   if (!input.is_array())
     bad("input", fmt::format("'input' must be a string or an array of items, not {}", json_kind(input)));
   if (input.empty()) bad("input", "'input' must not be empty");
+  std::string thought;  // a reasoning item's, for the assistant turn after it
+  auto with_thought = [&thought](ojson m) {
+    if (!thought.empty()) m["reasoning_content"] = thought;
+    thought.clear();
+    return m;
+  };
   for (size_t i = 0; i < input.size(); ++i) {
     const ojson& item = input[i];
     const std::string p = fmt::format("input[{}]", i);
@@ -71,7 +92,8 @@ void add_input(const ojson& input, ojson& messages) {
                                      role, p));
       const ojson* content = json_field(item, "content");
       if (!content) bad(p + ".content", fmt::format("{} has no content", p));
-      messages.push_back({{"role", role}, {"content", content_text(*content, p + ".content")}});
+      ojson m = {{"role", role}, {"content", content_text(*content, p + ".content")}};
+      messages.push_back(role == "assistant" ? with_thought(std::move(m)) : std::move(m));
     } else if (type == "function_call") {
       ojson call = {{"id", string_field(item, "call_id", p + ".call_id")},
                     {"type", "function"},
@@ -83,8 +105,8 @@ void add_input(const ojson& input, ojson& messages) {
           messages.back().contains("tool_calls"))
         messages.back()["tool_calls"].push_back(std::move(call));
       else
-        messages.push_back(
-            {{"role", "assistant"}, {"content", ""}, {"tool_calls", ojson::array({call})}});
+        messages.push_back(with_thought(
+            {{"role", "assistant"}, {"content", ""}, {"tool_calls", ojson::array({call})}}));
     } else if (type == "function_call_output") {
       const ojson* out = json_field(item, "output");
       if (!out) bad(p + ".output", fmt::format("'{}.output' is required", p));
@@ -92,9 +114,11 @@ void add_input(const ojson& input, ojson& messages) {
                           {"tool_call_id", string_field(item, "call_id", p + ".call_id")},
                           {"content", out->is_string() ? out->get<std::string>()
                                                        : content_text(*out, p + ".output")}});
+    } else if (type == "reasoning") {
+      thought += reasoning_text_of(item, p);
     } else {
-      bad(p, fmt::format("input items of type '{}' are not supported (message, function_call and "
-                         "function_call_output are)",
+      bad(p, fmt::format("input items of type '{}' are not supported (message, function_call, "
+                         "function_call_output and reasoning are)",
                          type),
           "unsupported_input");
     }
@@ -200,8 +224,10 @@ ResponsesRequest parse_responses_request(const std::string& text, const Response
 
   ojson chat = {{"messages", messages}};
   if (const ojson* m = json_field(body, "model")) chat["model"] = *m;
+  // `grammar` (GBNF, the whole reply) is llama-server's chat extension, taken here too.
   for (const char* key : {"temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
-                          "frequency_penalty", "repetition_penalty", "stream", "parallel_tool_calls"})
+                          "frequency_penalty", "repetition_penalty", "stream", "parallel_tool_calls",
+                          "grammar"})
     if (const ojson* v = json_field(body, key)) chat[key] = *v;
   if (const ojson* mot = json_field(body, "max_output_tokens")) {
     if (!mot->is_number_integer())
@@ -266,6 +292,7 @@ ResponsesOutput::ResponsesOutput(const ResponsesRequest& request, std::string mo
                                  int64_t created_at, ResponseSaver saver)
     : id_(new_random_id("resp_")),
       message_id_(new_random_id("msg_")),
+      reasoning_id_(new_random_id("rs_")),
       model_(std::move(model)),
       created_at_(created_at),
       echo_(request.echo),
@@ -326,11 +353,63 @@ std::string ResponsesOutput::stream_begin(size_t, const Usage&) {
   return sse;
 }
 
+ojson ResponsesOutput::reasoning_item(const std::string& text, const char* status) const {
+  ojson content = ojson::array();
+  if (std::string(status) != "in_progress") content.push_back({{"type", "reasoning_text"}, {"text", text}});
+  return {{"id", reasoning_id_},
+          {"type", "reasoning"},
+          {"status", status},
+          {"summary", ojson::array()},
+          {"content", content}};
+}
+
+std::string ResponsesOutput::stream_reasoning(int32_t, const std::string& text) {
+  if (text.empty()) return "";
+  std::string sse;
+  const size_t index = output_.size();
+  if (!reasoning_open_) {
+    reasoning_open_ = true;
+    sse += event("response.output_item.added",
+                 {{"output_index", index}, {"item", reasoning_item("", "in_progress")}});
+    sse += event("response.content_part.added",
+                 {{"item_id", reasoning_id_},
+                  {"output_index", index},
+                  {"content_index", 0},
+                  {"part", {{"type", "reasoning_text"}, {"text", ""}}}});
+  }
+  reasoning_ += text;
+  sse += event("response.reasoning_text.delta", {{"item_id", reasoning_id_},
+                                                 {"output_index", index},
+                                                 {"content_index", 0},
+                                                 {"delta", text}});
+  return sse;
+}
+
+std::string ResponsesOutput::close_reasoning() {
+  if (!reasoning_open_) return "";
+  reasoning_open_ = false;
+  const size_t index = output_.size();
+  std::string sse = event("response.reasoning_text.done", {{"item_id", reasoning_id_},
+                                                           {"output_index", index},
+                                                           {"content_index", 0},
+                                                           {"text", reasoning_}});
+  sse += event("response.content_part.done",
+               {{"item_id", reasoning_id_},
+                {"output_index", index},
+                {"content_index", 0},
+                {"part", {{"type", "reasoning_text"}, {"text", reasoning_}}}});
+  ojson item = reasoning_item(reasoning_, "completed");
+  sse += event("response.output_item.done", {{"output_index", index}, {"item", item}});
+  output_.push_back(std::move(item));
+  return sse;
+}
+
 std::string ResponsesOutput::open_message() {
   if (message_open_) return "";
+  std::string sse = close_reasoning();
   message_open_ = true;
   const size_t index = output_.size();
-  std::string sse = event("response.output_item.added",
+  sse += event("response.output_item.added",
                           {{"output_index", index}, {"item", message_item("", "in_progress")}});
   sse += event("response.content_part.added",
                {{"item_id", message_id_},
@@ -353,7 +432,7 @@ std::string ResponsesOutput::stream_text(int32_t, const std::string& text,
 }
 
 std::string ResponsesOutput::stream_tool_calls(int32_t, const std::vector<ToolCallResult>& calls) {
-  std::string sse;
+  std::string sse = close_reasoning();
   for (const auto& call : calls) {
     const size_t index = output_.size();
     const ojson item = function_call_item(call, "in_progress");
@@ -371,7 +450,7 @@ std::string ResponsesOutput::stream_tool_calls(int32_t, const std::vector<ToolCa
 
 std::string ResponsesOutput::stream_finish(int32_t, const ChoiceResult& choice) {
   result_ = choice;
-  if (!choice.tool_calls.empty()) return "";
+  if (!choice.tool_calls.empty()) return close_reasoning();
   // A reply is a message even when it is empty.
   std::string sse = open_message();
   const size_t index = output_.size();
@@ -409,6 +488,7 @@ ojson ResponsesOutput::full(const std::vector<ChoiceResult>& choices, const Usag
   const ChoiceResult& c = choices.at(0);
   const bool incomplete = c.finish_reason == "length";
   ojson output = ojson::array();
+  if (!c.reasoning.empty()) output.push_back(reasoning_item(c.reasoning, "completed"));
   if (c.tool_calls.empty()) output.push_back(message_item(c.text, incomplete ? "incomplete" : "completed"));
   for (const auto& call : c.tool_calls) output.push_back(function_call_item(call, "completed"));
   ojson r = response(incomplete ? "incomplete" : "completed", output, &usage);
@@ -419,6 +499,7 @@ ojson ResponsesOutput::full(const std::vector<ChoiceResult>& choices, const Usag
 void ResponsesOutput::save(const ojson& response, const ChoiceResult& choice) {
   if (!store_ || !saver_) return;
   ojson reply = {{"role", "assistant"}, {"content", choice.text}};
+  if (!choice.reasoning.empty()) reply["reasoning_content"] = choice.reasoning;
   if (!choice.tool_calls.empty()) {
     ojson calls = ojson::array();
     for (const auto& call : choice.tool_calls)

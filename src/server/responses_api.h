@@ -7,7 +7,11 @@
 //
 // Input: a string, or items: messages (role user, assistant, system or
 // developer; content a string or input_text / output_text parts),
-// function_call and function_call_output items. `instructions` become a
+// function_call and function_call_output items, and reasoning items (their
+// text reaches the template as the next assistant turn's reasoning_content).
+// A reasoning template's thought is a `reasoning` output item (content
+// reasoning_text) before the message or calls; streamed as
+// response.reasoning_text.delta / .done. `instructions` become a
 // system message that a continuation does not inherit; `previous_response_id`
 // prepends the stored conversation of an earlier response (ResponseStore).
 // `max_output_tokens` is an upper bound (the context caps it).
@@ -57,6 +61,7 @@ class ResponsesOutput : public SessionOutput {
   std::string stream_text(int32_t index, const std::string& text,
                           const std::vector<LogprobItem>& logprobs) override;
   std::string stream_tool_calls(int32_t index, const std::vector<ToolCallResult>& calls) override;
+  std::string stream_reasoning(int32_t index, const std::string& text) override;
   std::string stream_finish(int32_t index, const ChoiceResult& choice) override;
   std::string stream_end(const Usage& usage) override;
   std::string stream_error(const ApiError& e) override;
@@ -71,10 +76,13 @@ class ResponsesOutput : public SessionOutput {
   std::string event(const char* type, nlohmann::ordered_json payload);
   nlohmann::ordered_json message_item(const std::string& text, const char* status) const;
   nlohmann::ordered_json function_call_item(const ToolCallResult& call, const char* status) const;
+  nlohmann::ordered_json reasoning_item(const std::string& text, const char* status) const;
   std::string open_message();
+  // Ends the reasoning item of the stream, if one is open.
+  std::string close_reasoning();
   void save(const nlohmann::ordered_json& response, const ChoiceResult& choice);
 
-  std::string id_, message_id_, model_;
+  std::string id_, message_id_, reasoning_id_, model_;
   int64_t created_at_;
   nlohmann::ordered_json echo_, conversation_;
   std::string previous_response_id_;
@@ -83,6 +91,8 @@ class ResponsesOutput : public SessionOutput {
   // Stream state.
   int64_t sequence_ = 0;
   bool message_open_ = false;
+  bool reasoning_open_ = false;
+  std::string reasoning_;  // the streamed thought so far
   nlohmann::ordered_json output_ = nlohmann::ordered_json::array();  // finished items
   ChoiceResult result_;
 };

@@ -25,6 +25,11 @@ std::string OpenAiOutput::stream_tool_calls(int32_t index,
   return sse;
 }
 
+std::string OpenAiOutput::stream_reasoning(int32_t index, const std::string& text) {
+  if (text.empty() || endpoint_ != Endpoint::kChat) return "";
+  return sse_data(shape_.reasoning_chunk(index, text));
+}
+
 std::string OpenAiOutput::stream_finish(int32_t index, const ChoiceResult& choice) {
   return sse_data(shape_.delta_chunk(index, "", {}, choice.finish_reason));
 }

@@ -6,7 +6,7 @@
 // Messages API (anthropic_api.h).
 //
 // A session calls the stream methods in this order: stream_begin once, then
-// per choice any number of stream_text / stream_tool_calls and one
+// per choice any number of stream_reasoning / stream_text / stream_tool_calls and one
 // stream_finish, then stream_end once (or stream_error once, at any point
 // after stream_begin, when the request fails). Each returns the SSE text to
 // send (possibly empty).
@@ -32,6 +32,9 @@ class SessionOutput {
   virtual std::string stream_text(int32_t index, const std::string& text,
                                   const std::vector<LogprobItem>& logprobs) = 0;
   virtual std::string stream_tool_calls(int32_t index, const std::vector<ToolCallResult>& calls) = 0;
+  // A piece of the choice's thought (reasoning replies); it comes before its text.
+  // Outputs without a place for it drop it.
+  virtual std::string stream_reasoning(int32_t /*index*/, const std::string& /*text*/) { return ""; }
   // The choice is done: its whole text (outside tool calls), finish reason
   // and stop sequence.
   virtual std::string stream_finish(int32_t index, const ChoiceResult& choice) = 0;
@@ -54,6 +57,7 @@ class OpenAiOutput : public SessionOutput {
   std::string stream_text(int32_t index, const std::string& text,
                           const std::vector<LogprobItem>& logprobs) override;
   std::string stream_tool_calls(int32_t index, const std::vector<ToolCallResult>& calls) override;
+  std::string stream_reasoning(int32_t index, const std::string& text) override;
   std::string stream_finish(int32_t index, const ChoiceResult& choice) override;
   std::string stream_end(const Usage& usage) override;
   std::string stream_error(const ApiError& e) override;

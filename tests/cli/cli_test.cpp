@@ -282,7 +282,6 @@ TEST(Cli, UsageErrorsAreOneLineWithExitOne) {
                         Case{"generate --repeat-penalty -1", "error: --repeat-penalty: must be a number > 0"},
                         Case{"serve -t -1", "error: --threads: must be a number >= 0"},
                         Case{"generate --bogus", "error: The following argument was not expected: --bogus"},
-                        Case{"generate -ngl 99", "error: -ngl: layers are placed automatically"},
                         Case{"generate -hf org/model", "error: -hf: pagellm does not download models"},
                         Case{"plan -ctk q8_0 -ctv f16", "error: -ctk and -ctv must name the same type"},
                         Case{"plan --top-p 2", "error: The following arguments were not expected: --top-p 2"},

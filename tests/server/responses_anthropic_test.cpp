@@ -167,9 +167,11 @@ TEST(ResponsesRequest, BadInputNamesTheResponsesParameter) {
       {R"({"input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]})",
        "input[0].content[0]",
        "content parts of type 'input_image' are not supported (only input_text and output_text)"},
-      {R"({"input":[{"type":"reasoning"}]})", "input[0]",
-       "input items of type 'reasoning' are not supported (message, function_call and "
-       "function_call_output are)"},
+      {R"({"input":[{"type":"web_search_call"}]})", "input[0]",
+       "input items of type 'web_search_call' are not supported (message, function_call, "
+       "function_call_output and reasoning are)"},
+      {R"({"input":[{"type":"reasoning","content":[{"type":"reasoning_text"}]}]})",
+       "input[0].content[0].text", "'input[0].content[0].text' is required"},
       {R"({"input":"x","max_output_tokens":0})", "max_output_tokens",
        "'max_output_tokens' must be in [1, 2147483647] (got 0)"},
       {R"({"input":"x","max_output_tokens":"9"})", "max_output_tokens",
@@ -323,13 +325,27 @@ TEST(AnthropicRequest, BadInputIsRefusedWithTheFieldInTheMessage) {
       {R"({"max_tokens":5,"messages":[{"role":"system","content":"x"}]})",
        "messages.0.role: must be 'user' or 'assistant', not 'system'"},
       {R"({"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]})",
-       "messages.0.content.0: content blocks of type 'image' are not supported (only text)"},
+       "messages.0.content.0: content blocks of type 'image' are not supported in user messages "
+       "(text and tool_result are)"},
       {R"({"max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x"}]}]})",
-       "messages.0.content.0: content blocks of type 'tool_result' are not supported (only text)"},
-      {R"({"max_tokens":5,"tools":[{"name":"f","input_schema":{}}],"messages":[{"role":"user","content":"x"}]})",
-       "tools: tool use is not supported by this server"},
-      {R"({"max_tokens":5,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"x"}]})",
-       "thinking: extended thinking is not supported by this server"},
+       "messages.0.content.0: tool_use_id 'x' matches no tool_use block of the previous assistant "
+       "message"},
+      {R"({"max_tokens":5,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[)"
+       R"({"type":"tool_use","id":"toolu_1","name":"f","input":[]}]},{"role":"user","content":"r"}]})",
+       "messages.1.content.0.input: must be an object"},
+      {R"({"max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_use","id":"a","name":"f","input":{}}]}]})",
+       "messages.0.content.0: content blocks of type 'tool_use' are not supported in user messages "
+       "(text and tool_result are)"},
+      {R"({"max_tokens":5,"tools":[{"name":"f"}],"messages":[{"role":"user","content":"x"}]})",
+       "tools.0.input_schema: Field required (an object)"},
+      {R"({"max_tokens":5,"tools":[{"type":"web_search_20250305","name":"w"}],"messages":[{"role":"user","content":"x"}]})",
+       "tools.0: tools of type \"web_search_20250305\" are not supported (only client tools)"},
+      {R"({"max_tokens":5,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"maybe"},"messages":[{"role":"user","content":"x"}]})",
+       "tool_choice.type: must be auto, any, tool or none, not 'maybe'"},
+      {R"({"max_tokens":5,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"tool","name":"g"},"messages":[{"role":"user","content":"x"}]})",
+       "'tool_choice' names 'g', which is not in 'tools'"},
+      {R"({"max_tokens":5,"thinking":{"type":"sometimes"},"messages":[{"role":"user","content":"x"}]})",
+       "thinking: must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}"},
       {R"({"max_tokens":5,"temperature":1.5,"messages":[{"role":"user","content":"x"}]})",
        "temperature: must be a number in [0, 1] (got 1.5)"},
       {R"({"max_tokens":5,"stop_sequences":"END","messages":[{"role":"user","content":"x"}]})",
@@ -387,7 +403,7 @@ TEST(AnthropicOutput, MessageAndStream) {
   sse += s.stream_finish(0, c);
   sse += s.stream_end(Usage{4, 2, 0});
   auto events = events_of(sse);
-  const std::vector<std::string> expected = {"message_start",       "content_block_start", "ping",
+  const std::vector<std::string> expected = {"message_start",       "ping", "content_block_start",
                                              "content_block_delta", "content_block_delta",
                                              "content_block_stop",  "message_delta",
                                              "message_stop"};
@@ -463,6 +479,97 @@ TEST(WebUi, PageIsEmbedded) {
   EXPECT_NE(page->body.find("<html"), std::string_view::npos);
   EXPECT_EQ(find_web_asset("nope.js"), nullptr);
   EXPECT_NE(web_ui_csp().find("script-src 'self'"), std::string_view::npos);
+}
+
+}  // namespace
+}  // namespace pagellm
+
+namespace pagellm {
+namespace {
+
+TEST(AnthropicRequest, ToolsToolUseAndToolResultsBecomeTheChatConversation) {
+  auto r = parse_anthropic_request(
+      R"({"max_tokens":50,"tools":[{"name":"add","description":"Adds","input_schema":)"
+      R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}],)"
+      R"("tool_choice":{"type":"any","disable_parallel_tool_use":true},)"
+      R"("messages":[{"role":"user","content":"1+1?"},)"
+      R"({"role":"assistant","content":[{"type":"thinking","thinking":"add it","signature":"s"},)"
+      R"({"type":"text","text":"Let me add."},{"type":"tool_use","id":"toolu_9","name":"add","input":{"a":1}}]},)"
+      R"({"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_9","content":[{"type":"text","text":"2"}]},)"
+      R"({"type":"text","text":"and now?"}]}]})",
+      false);
+  const auto& c = r.chat;
+  ASSERT_EQ(c.tools.size(), 1u);
+  EXPECT_EQ(c.tools[0].name, "add");
+  EXPECT_EQ(c.tools[0].parameters["required"][0], "a");
+  EXPECT_EQ(c.tool_choice, CompletionRequest::ToolChoice::kRequired);
+  EXPECT_FALSE(c.parallel_tool_calls);
+  const auto& m = c.messages_json;
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[1]["role"], "assistant");
+  EXPECT_EQ(m[1]["content"], "Let me add.");
+  EXPECT_EQ(m[1]["reasoning_content"], "add it");
+  EXPECT_EQ(m[1]["tool_calls"][0]["id"], "toolu_9");
+  EXPECT_EQ(m[1]["tool_calls"][0]["function"]["arguments"], ojson({{"a", 1}}));
+  EXPECT_EQ(m[2]["role"], "tool");
+  EXPECT_EQ(m[2]["tool_call_id"], "toolu_9");
+  EXPECT_EQ(m[2]["content"], "2");
+  EXPECT_EQ(m[3]["role"], "user");
+  EXPECT_EQ(m[3]["content"], "and now?");
+
+  auto named = parse_anthropic_request(
+      R"({"max_tokens":5,"tools":[{"name":"f","input_schema":{"type":"object"}}],)"
+      R"("tool_choice":{"type":"tool","name":"f"},"messages":[{"role":"user","content":"x"}]})",
+      false);
+  EXPECT_EQ(named.chat.tool_choice, CompletionRequest::ToolChoice::kNamed);
+  EXPECT_EQ(named.chat.tool_name, "f");
+  auto none = parse_anthropic_request(
+      R"({"max_tokens":5,"tools":[{"name":"f","input_schema":{"type":"object"}}],)"
+      R"("tool_choice":{"type":"none"},"messages":[{"role":"user","content":"x"}]})",
+      false);
+  EXPECT_EQ(none.chat.tool_choice, CompletionRequest::ToolChoice::kNone);
+}
+
+TEST(AnthropicOutput, ThinkingTextAndToolUseBlocksInOrder) {
+  ChoiceResult c;
+  c.reasoning = "think";
+  c.text = "calling";
+  c.finish_reason = "tool_calls";
+  c.tool_calls = {{"call_abc", "add", R"({"a":1})"}, {"call_def", "add", R"({"a":2})"}};
+  AnthropicOutput out("m");
+  ojson m = out.full({c}, Usage{1, 2, 0});
+  ASSERT_EQ(m["content"].size(), 4u);
+  EXPECT_EQ(m["content"][0], ojson({{"type", "thinking"}, {"thinking", "think"}, {"signature", ""}}));
+  EXPECT_EQ(m["content"][1]["text"], "calling");
+  EXPECT_EQ(m["content"][2]["id"], "toolu_abc");
+  EXPECT_EQ(m["content"][2]["input"], ojson({{"a", 1}}));
+  EXPECT_EQ(m["content"][3]["id"], "toolu_def");
+  EXPECT_EQ(m["stop_reason"], "tool_use");
+
+  AnthropicOutput s("m");
+  std::string sse = s.stream_begin(1, Usage{1, 0, 0});
+  sse += s.stream_reasoning(0, "thi");
+  sse += s.stream_reasoning(0, "nk");
+  sse += s.stream_text(0, "calling", {});
+  sse += s.stream_tool_calls(0, c.tool_calls);
+  sse += s.stream_finish(0, c);
+  sse += s.stream_end(Usage{1, 2, 0});
+  // Each block: start, deltas, stop; indices 0, 1, 2, 3 in order.
+  std::vector<std::pair<std::string, int>> blocks;
+  std::string partial;
+  for (const auto& [name, e] : events_of(sse)) {
+    if (name == "content_block_start") blocks.emplace_back(e["content_block"]["type"], e["index"]);
+    if (name == "content_block_delta") {
+      EXPECT_EQ(e["index"], blocks.back().second);
+      if (e["delta"]["type"] == "input_json_delta") partial += e["delta"]["partial_json"].get<std::string>();
+    }
+    if (name == "content_block_stop") EXPECT_EQ(e["index"], blocks.back().second);
+    if (name == "message_delta") EXPECT_EQ(e["delta"]["stop_reason"], "tool_use");
+  }
+  const std::vector<std::pair<std::string, int>> want = {
+      {"thinking", 0}, {"text", 1}, {"tool_use", 2}, {"tool_use", 3}};
+  EXPECT_EQ(blocks, want);
+  EXPECT_EQ(partial, R"({"a":1}{"a":2})");
 }
 
 }  // namespace

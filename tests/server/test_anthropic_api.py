@@ -87,7 +87,7 @@ def test_raw_sse_events(server):
     assert r.headers["Content-Type"].startswith("text/event-stream")
     names = [line[len("event: "):] for line in r.iter_lines(decode_unicode=True)
              if line.startswith("event: ")]
-    assert names[:3] == ["message_start", "content_block_start", "ping"]
+    assert names[:3] == ["message_start", "ping", "content_block_start"]
     assert set(names[3:-3]) <= {"content_block_delta"}
     assert names[-3:] == ["content_block_stop", "message_delta", "message_stop"]
 
@@ -111,7 +111,7 @@ def test_count_tokens(server):
     ({"max_tokens": 5, "messages": [{"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "t", "content": "x"}]}]}, 400,
      "invalid_request_error"),
-    ({"max_tokens": 5, "thinking": {"type": "enabled", "budget_tokens": 2000},
+    ({"max_tokens": 5, "thinking": {"type": "sometimes"},
       "messages": [{"role": "user", "content": "x"}]}, 400, "invalid_request_error"),
     ({"max_tokens": 5, "temperature": 2, "messages": [{"role": "user", "content": "x"}]}, 400,
      "invalid_request_error"),

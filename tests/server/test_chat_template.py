@@ -36,7 +36,7 @@ def chat(srv, messages, **extra):
 
 def test_model_template_with_its_own_bos(start_server, phi3_model, pagellm_bin):
     srv = start_server(model=phi3_model)
-    assert "(model)" in srv.wait_output("chat template")
+    assert "chat template from the model," in srv.wait_output("chat template")
     r = chat(srv, [{"role": "user", "content": "Hello"}])
     assert r.status_code == 200, r.text
     # The template writes <s> itself: no second BOS.

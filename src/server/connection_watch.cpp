@@ -1,0 +1,77 @@
+#include "server/connection_watch.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace pagellm {
+
+namespace {
+
+// The port and numeric host of a socket address; port -1 if not IP.
+int port_of(const sockaddr_storage& a, std::string* host) {
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (a.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(a);
+    if (host) *host = inet_ntop(AF_INET, &in.sin_addr, buf, sizeof(buf)) ? buf : "";
+    return ntohs(in.sin_port);
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
+    if (host) *host = inet_ntop(AF_INET6, &in6.sin6_addr, buf, sizeof(buf)) ? buf : "";
+    return ntohs(in6.sin6_port);
+  }
+  return -1;
+}
+
+bool matches(int fd, int local_port, const std::string& remote_addr, int remote_port) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof(a);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
+  if (port_of(a, nullptr) != local_port) return false;
+  len = sizeof(a);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
+  std::string host;
+  if (port_of(a, &host) != remote_port) return false;
+  // An IPv4 peer on an IPv6 socket reads "::ffff:a.b.c.d" on one side.
+  return remote_addr.empty() || host == remote_addr ||
+         host.find(remote_addr) != std::string::npos || remote_addr.find(host) != std::string::npos;
+}
+
+}  // namespace
+
+ConnectionWatch::ConnectionWatch(int local_port, const std::string& remote_addr, int remote_port) {
+  if (local_port <= 0 || remote_port <= 0) return;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) return;
+  const int own = ::dirfd(dir);
+  while (const dirent* e = ::readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == own) continue;
+    if (matches(static_cast<int>(fd), local_port, remote_addr, remote_port)) {
+      fd_ = static_cast<int>(fd);
+      break;
+    }
+  }
+  ::closedir(dir);
+}
+
+bool ConnectionWatch::peer_closed() const {
+  if (fd_ < 0) return false;
+  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
+  // Readable: either a pipelined next request (data) or the end of stream.
+  char byte;
+  const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+}  // namespace pagellm
