@@ -174,6 +174,24 @@ TEST(LlamaFlags, HelpShowsSamplerDefaults) {
   EXPECT_NE(ppl.out.find("Tokens per window"), std::string::npos) << ppl.out;
 }
 
+// chat --no-jinja: the family's built-in template (the shipped model has none
+// of its own and no family markers: chatml), the same prompt as naming it.
+TEST(LlamaFlags, ChatNoJinjaUsesTheBuiltInTemplate) {
+  CmdResult plain = run("chat --no-jinja --message hi -n 2 --temp 0 --json");
+  CmdResult named = run("chat --chat-template chatml --message hi -n 2 --temp 0 --json");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  ASSERT_EQ(named.code, 0) << named.err;
+  EXPECT_EQ(json::parse(plain.out)["turns"][0]["prompt"], json::parse(named.out)["turns"][0]["prompt"]);
+  EXPECT_NE(plain.err.find("note: --no-jinja: using the built-in 'chatml' template"),
+            std::string::npos)
+      << plain.err;
+  CmdResult both = run("chat --no-jinja --chat-template llama3 --message hi -n 2 --json");
+  ASSERT_EQ(both.code, 0) << both.err;
+  EXPECT_NE(both.err.find("note: --no-jinja: --chat-template already chooses the template"),
+            std::string::npos)
+      << both.err;
+}
+
 // "1 full-attention layer", not "layers".
 TEST(LlamaFlags, PlanCountsOneLayerInTheSingular) {
   test::TempPath model(".gguf");
