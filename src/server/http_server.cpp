@@ -536,8 +536,9 @@ void HttpServer::Impl::run_job(httplib::Response& res,
       if (body) {
         send_json(res, 200, *body);
       } else {
+        // nginx's "client closed request": nobody reads it, the access log does.
+        send_error(res, ApiError(499, "the client closed the connection", "invalid_request_error"));
         rec.error = "client disconnected";
-        res.status = 499;  // nginx's "client closed request": nobody reads it
       }
     }
   } catch (const ApiError& e) {

@@ -282,6 +282,13 @@ def server_seeds():
         (1, {"prompt": "y", "max_tokens": 1e30, "top_p": 2, "n": 0}),
         (1, {"prompt": "z", "logit_bias": [[1, -100], [2, 100.0]], "temperature": 0}),
         (0, {**chat, "logit_bias": {"0": 1e9, "01": 1, "x": "y", "600": -0.5}}),
+        (0, {**chat, "reasoning_format": "deepseek", "chat_template_kwargs": {"enable_thinking": False}}),
+        (0, {"messages": [{"role": "user", "content": "hi"},
+                          {"role": "assistant", "content": "yo", "reasoning_content": "greet"},
+                          {"role": "user", "content": "more"}], "reasoning_format": "none"}),
+        (0, {**chat, "reasoning_format": "fancy", "chat_template_kwargs": {"messages": []}}),
+        (0, {"messages": [{"role": "user", "content": "x", "reasoning_content": 3}],
+             "chat_template_kwargs": [1]}),
     ]
     for i, (endpoint, body) in enumerate(bodies):
         yield f"body_{i:02d}.json", bytes([endpoint]) + json.dumps(body).encode()
@@ -326,6 +333,12 @@ def responses_seeds():
         {"input": []},
         {},
         {"input": "x" * 3000},
+        {"input": [{"role": "user", "content": "Hi"},
+                   {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "s"}],
+                    "content": [{"type": "reasoning_text", "text": "greet"}]},
+                   {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "more"}],
+         "grammar": "root ::= [a-z]{1,3}"},
+        {"input": [{"type": "reasoning", "content": "x"}]},
     ]
     for i, body in enumerate(bodies):
         yield f"body_{i:02d}.json", json.dumps(body).encode()
@@ -358,6 +371,23 @@ def anthropic_seeds():
         (0, {"max_tokens": 99999999999, "messages": [{"role": "system", "content": "x"}]}),
         (1, {"model": "m", "messages": msgs}),
         (1, {"system": "s", "messages": [{"role": "user", "content": "x" * 3000}]}),
+        (0, {"max_tokens": 40, "tools": [{"name": "get_time", "description": "the time", "input_schema": {
+            "type": "object", "properties": {"zone": {"type": "string", "maxLength": 8}}}}],
+             "tool_choice": {"type": "any", "disable_parallel_tool_use": True}, "messages": msgs}),
+        (0, {"max_tokens": 8, "tools": [{"name": "get_time", "input_schema": {"type": "object"}}],
+             "tool_choice": {"type": "tool", "name": "get_time"}, "stream": True,
+             "messages": [{"role": "user", "content": "t"},
+                          {"role": "assistant", "content": [
+                              {"type": "thinking", "thinking": "call it", "signature": "s"},
+                              {"type": "tool_use", "id": "toolu_1", "name": "get_time", "input": {}}]},
+                          {"role": "user", "content": [
+                              {"type": "tool_result", "tool_use_id": "toolu_1",
+                               "content": [{"type": "text", "text": "noon"}], "is_error": False},
+                              {"type": "text", "text": "and?"}]}]}),
+        (1, {"tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "none"},
+             "thinking": {"type": "disabled"}, "messages": msgs}),
+        (0, {"max_tokens": 8, "tools": [{"type": "web_search_20250305", "name": "w"}],
+             "tool_choice": {"type": "maybe"}, "thinking": {"type": "sometimes"}, "messages": msgs}),
     ]
     for i, (count_only, body) in enumerate(bodies):
         yield f"body_{i:02d}.json", bytes([count_only]) + json.dumps(body).encode()

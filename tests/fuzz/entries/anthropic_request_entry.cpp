@@ -25,7 +25,6 @@ int anthropic_request(const uint8_t* data, size_t size) {
     return 0;
   }
   if (!count_only && req.max_tokens < 1) violated("max_tokens < 1 accepted");
-  if (!req.chat.tools.empty()) violated("tools are not supported but were accepted");
   try {
     if (count_only) {
       if (count_prompt_tokens(req.chat, *v.tok, *v.chat) < 0) violated("a negative token count");
@@ -44,6 +43,18 @@ int anthropic_request(const uint8_t* data, size_t size) {
   const auto message = out.full({c}, Usage{3, 1, 0});
   if (message["stop_reason"] != (c.stop_sequence.empty() ? "end_turn" : "stop_sequence"))
     violated("stop_reason does not follow the stop sequence");
+  if (!req.chat.tools.empty()) {
+    // A call to the first tool, as the session would hand it over.
+    c.tool_calls = {{"call_0123456789abcdef01234567", req.chat.tools.front().name, "{}"}};
+    c.finish_reason = "tool_calls";
+    c.reasoning = "a thought";
+    AnthropicOutput calls("m");
+    const auto m = calls.full({c}, Usage{3, 1, 0});
+    if (m["stop_reason"] != "tool_use" || m["content"].back()["type"] != "tool_use" ||
+        m["content"].back()["id"] != "toolu_0123456789abcdef01234567" ||
+        m["content"].front()["type"] != "thinking")
+      violated("a tool call is not a tool_use block after the thinking block");
+  }
   return 0;
 }
 
