@@ -25,6 +25,8 @@ const char* backend_op_name(BackendOp op) {
       return "RoPE frequency factors";
     case BackendOp::kMixtureOfExperts:
       return "mixture-of-experts layers";
+    case BackendOp::kRecurrentState:
+      return "gated delta-net layers";
   }
   return "?";
 }
@@ -59,6 +61,14 @@ void combine_rows_host(const float* y, int64_t n, const int32_t* rows, const flo
     float* o = out + t * n;
     for (int64_t i = 0; i < n; ++i) o[i] = add ? o[i] + s[static_cast<size_t>(i)] : s[static_cast<size_t>(i)];
   }
+}
+
+void Backend::ssm_conv(const SsmConvArgs&, const RecurrentBatch&) {
+  throw Error(fmt::format("{} has no ssm_conv kernel", name()));
+}
+
+void Backend::gated_delta_rule(const GatedDeltaArgs&, const RecurrentBatch&) {
+  throw Error(fmt::format("{} has no gated_delta_rule kernel", name()));
 }
 
 void Backend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) {

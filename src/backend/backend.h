@@ -19,6 +19,7 @@
 #include "backend/activation.h"
 #include "backend/attention_args.h"
 #include "backend/matrix_view.h"
+#include "backend/recurrent_args.h"
 #include "backend/rope_style.h"
 #include "tensor/dtype.h"
 #include "util/thread_pool.h"
@@ -104,6 +105,7 @@ enum class BackendOp {
   kAttentionSoftcap,  // KvLayerView::softcap
   kRopeFactors,       // RopeParams::freq_factors / attn_factor
   kMixtureOfExperts,  // routed expert FFNs (gather_rows, combine_rows, per-expert matmuls)
+  kRecurrentState,    // gated delta-net layers (ssm_conv, gated_delta_rule)
 };
 const char* backend_op_name(BackendOp op);
 
@@ -265,6 +267,18 @@ class Backend {
   // only. The default computes on the host (download, upload).
   virtual void combine_rows(const float* y, int64_t n, const int32_t* rows, const float* weights,
                             int64_t n_tokens, int32_t k, float* out, bool add);
+
+  // Gated delta-net layers (backend/recurrent_args.h: layouts, math, what is
+  // updated in place, and the bits guaranteed across batches and splits).
+  // `batch`: host memory. The defaults throw (supports(kRecurrentState) is
+  // false on such a backend).
+  // y = causal depthwise conv of x with each sequence's carried inputs
+  // (optionally SiLU); the states then hold each sequence's last kernel - 1
+  // inputs.
+  virtual void ssm_conv(const SsmConvArgs& args, const RecurrentBatch& batch);
+  // out = the gated delta rule's outputs for the rows; the states advance
+  // past them.
+  virtual void gated_delta_rule(const GatedDeltaArgs& args, const RecurrentBatch& batch);
 
  protected:
   // Runs the outputs' epilogues with add_bias() and add_inplace(), for a

@@ -5,8 +5,10 @@
 #include <string>
 
 #include "backend/cpu/activation_quant.h"
+#include "backend/cpu/delta_rule.h"
 #include "backend/cpu/kv_store.h"
 #include "backend/cpu/paged_attention.h"
+#include "backend/cpu/ssm_conv.h"
 #include <fmt/format.h>
 
 #include "util/error.h"
@@ -226,6 +228,14 @@ void CpuBackend::paged_attention(const KvLayerView& kv, const float* q, float* o
                                                step_.token_seq, step_.positions);
   pa.block_tables = step_.group(kv.group).block_tables;
   pagellm::paged_attention(pa, pool());
+}
+
+void CpuBackend::ssm_conv(const SsmConvArgs& args, const RecurrentBatch& batch) {
+  pagellm::ssm_conv(args, batch, pool());
+}
+
+void CpuBackend::gated_delta_rule(const GatedDeltaArgs& args, const RecurrentBatch& batch) {
+  pagellm::gated_delta_rule(args, batch, pool());
 }
 
 }  // namespace pagellm::cpu

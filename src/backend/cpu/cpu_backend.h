@@ -68,6 +68,8 @@ class CpuBackend final : public Backend {
                     int64_t n_tokens, int32_t k, float* out, bool add) override;
   void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                        float scale) override;
+  void ssm_conv(const SsmConvArgs& args, const RecurrentBatch& batch) override;
+  void gated_delta_rule(const GatedDeltaArgs& args, const RecurrentBatch& batch) override;
 
  private:
   ThreadPool& pool();

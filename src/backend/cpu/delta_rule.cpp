@@ -1,0 +1,117 @@
+#include "backend/cpu/delta_rule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/lanes.h"
+#include "util/error.h"
+
+namespace pagellm {
+namespace {
+
+using cpu::lanes::exp_scalar;
+
+// One thread's buffers for a chunk (sized for kGatedDeltaChunk tokens).
+struct ChunkScratch {
+  std::vector<float> kn, qn, g, beta, gc, gam, kT, kk, qk, U, W;
+  void reserve(int dk, int dv) {
+    const size_t C = kGatedDeltaChunk;
+    if (kn.size() >= C * dk && U.size() >= C * dv) return;
+    kn.assign(C * dk, 0);
+    qn.assign(C * dk, 0);
+    g.assign(C, 0);
+    beta.assign(C, 0);
+    gc.assign(C, 0);
+    gam.assign(C, 0);
+    kT.assign(C * dk, 0);
+    kk.assign(C * C, 0);
+    qk.assign(C * C, 0);
+    U.assign(C * std::max(dk, dv), 0);
+    W.assign(C * dk, 0);
+  }
+};
+
+// out_i = (x_i * (1 / sqrt(sum x^2 + eps))) * scale, the sum a fused
+// multiply-add chain from 0 (scale 1: exactly x_i * inv).
+void l2_normalize(const float* x, int n, float eps, float scale, float* out) {
+  float ss = 0.0f;
+  for (int i = 0; i < n; ++i) ss = std::fma(x[i], x[i], ss);
+  const float inv = 1.0f / std::sqrt(ss + eps);
+  for (int i = 0; i < n; ++i) out[i] = (x[i] * inv) * scale;
+}
+
+// Row `row`, value head h (key head kh): normalized q and k, g and beta.
+void prepare_token(const GatedDeltaArgs& a, int64_t row, int h, int kh, float* kn, float* qn,
+                   float* g, float* beta) {
+  const int64_t off = row * a.qkv_stride + static_cast<int64_t>(kh) * a.d_k;
+  l2_normalize(a.q + off, a.d_k, a.eps, a.q_scale, qn);
+  l2_normalize(a.k + off, a.d_k, a.eps, 1.0f, kn);
+  const float x = a.alpha[row * a.gate_stride + h] + a.dt_bias[h];
+  *g = (x > 20.0f ? x : std::log1p(exp_scalar(x))) * a.a[h];
+  *beta = 1.0f / (1.0f + exp_scalar(-a.b[row * a.gate_stride + h]));
+}
+
+namespace scalar {
+using cpu::lanes::scalar::Lanes;
+#include "backend/cpu/delta_rule_body.inc"
+}  // namespace scalar
+
+#if PAGELLM_HAVE_AVX2
+PAGELLM_TARGET_AVX2
+namespace avx2 {
+using cpu::lanes::avx2::Lanes;
+#include "backend/cpu/delta_rule_body.inc"
+}  // namespace avx2
+PAGELLM_TARGET_END
+#endif
+#if PAGELLM_HAVE_AVX512
+PAGELLM_TARGET_AVX512
+namespace avx512 {
+using cpu::lanes::avx512::Lanes;
+#include "backend/cpu/delta_rule_body.inc"
+}  // namespace avx512
+PAGELLM_TARGET_END
+#endif
+
+}  // namespace
+
+void check_gated_delta_args(const GatedDeltaArgs& a, const RecurrentBatch& b) {
+  auto fail = [](const std::string& what) { throw Error("gated_delta_rule: " + what); };
+  if (a.n_k_heads <= 0 || a.n_v_heads <= 0 || a.n_v_heads % a.n_k_heads != 0)
+    fail("n_v_heads must be a positive multiple of n_k_heads");
+  if (a.d_k <= 0 || a.d_v <= 0 || a.d_k > 1024 || a.d_v > 1024)
+    fail("d_k and d_v must be in [1, 1024]");
+  if (a.state_stride < static_cast<int64_t>(a.n_v_heads) * a.d_k * a.d_v)
+    fail("state_stride is smaller than a state");
+  if (b.n_seqs < 0 || (b.n_seqs > 0 && (!b.token_begin || !b.state_slot || !b.first_pos)))
+    fail("the batch lacks its arrays");
+  for (int32_t s = 0; s < b.n_seqs; ++s)
+    if (b.token_begin[s + 1] < b.token_begin[s] || b.first_pos[s] < 0 || b.state_slot[s] < 0)
+      fail("sequence " + std::to_string(s) + " has a bad token range, position or slot");
+}
+
+void gated_delta_rule(const GatedDeltaArgs& args, const RecurrentBatch& batch, ThreadPool& pool) {
+  gated_delta_rule(args, batch, pool, cpu::best_isa());
+}
+
+void gated_delta_rule(const GatedDeltaArgs& args, const RecurrentBatch& batch, ThreadPool& pool,
+                      cpu::CpuIsa isa) {
+  if (!cpu::isa_available(isa))
+    throw Error(std::string("gated_delta_rule: the ") + cpu::isa_name(isa) +
+                " kernels do not run on this CPU");
+  check_gated_delta_args(args, batch);
+  if (batch.n_seqs == 0 || batch.n_tokens() == 0) return;
+  auto run = &scalar::run_items;
+#if PAGELLM_HAVE_AVX2
+  if (isa == cpu::CpuIsa::Avx2) run = &avx2::run_items;
+#endif
+#if PAGELLM_HAVE_AVX512
+  if (isa == cpu::CpuIsa::Avx512) run = &avx512::run_items;
+#endif
+  const int64_t items = static_cast<int64_t>(batch.n_seqs) * args.n_v_heads;
+  pool.parallel_for(items, [&](int64_t begin, int64_t end, int) { run(args, batch, begin, end); });
+}
+
+}  // namespace pagellm
