@@ -24,7 +24,7 @@ struct ChunkScratch {
     g.assign(C, 0);
     beta.assign(C, 0);
     gc.assign(C, 0);
-    gam.assign(C, 0);
+    gam.assign(2 * C, 0);  // then a row of exponentials
     kT.assign(C * dk, 0);
     kk.assign(C * C, 0);
     qk.assign(C * C, 0);
@@ -32,26 +32,6 @@ struct ChunkScratch {
     W.assign(C * dk, 0);
   }
 };
-
-// out_i = (x_i * (1 / sqrt(sum x^2 + eps))) * scale, the sum a fused
-// multiply-add chain from 0 (scale 1: exactly x_i * inv).
-void l2_normalize(const float* x, int n, float eps, float scale, float* out) {
-  float ss = 0.0f;
-  for (int i = 0; i < n; ++i) ss = std::fma(x[i], x[i], ss);
-  const float inv = 1.0f / std::sqrt(ss + eps);
-  for (int i = 0; i < n; ++i) out[i] = (x[i] * inv) * scale;
-}
-
-// Row `row`, value head h (key head kh): normalized q and k, g and beta.
-void prepare_token(const GatedDeltaArgs& a, int64_t row, int h, int kh, float* kn, float* qn,
-                   float* g, float* beta) {
-  const int64_t off = row * a.qkv_stride + static_cast<int64_t>(kh) * a.d_k;
-  l2_normalize(a.q + off, a.d_k, a.eps, a.q_scale, qn);
-  l2_normalize(a.k + off, a.d_k, a.eps, 1.0f, kn);
-  const float x = a.alpha[row * a.gate_stride + h] + a.dt_bias[h];
-  *g = (x > 20.0f ? x : std::log1p(exp_scalar(x))) * a.a[h];
-  *beta = 1.0f / (1.0f + exp_scalar(-a.b[row * a.gate_stride + h]));
-}
 
 namespace scalar {
 using cpu::lanes::scalar::Lanes;

@@ -20,8 +20,10 @@ namespace pagellm::cpu::lanes {
 // exp(x) for x <= 88: x = n ln2 + r, e^r by a degree-6 polynomial (relative
 // error ~2e-7), times 2^n built in the exponent bits; x < -87.3 (and NaN)
 // gives 0. The vector renditions below and the CUDA kernels'
-// (backend/cuda/delta_net.cu) make the same operations.
-inline float exp_scalar(float x) {
+// (backend/cuda/delta_net.cu) make the same operations. Always inlined, so
+// that in a variant's kernels its fused multiply-adds are instructions, not
+// calls (a function of its own is compiled for the baseline CPU).
+inline __attribute__((always_inline)) float exp_scalar(float x) {
   const bool normal = x >= -87.3f;
   x = std::min(std::max(x, -87.3f), 88.0f);
   const float n = std::nearbyint(x * 1.44269504088896341f);
