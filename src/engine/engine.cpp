@@ -21,7 +21,7 @@ struct Engine::RequestState {
 struct Engine::SeqState {
   SeqState(RequestState* r, int32_t index, std::unique_ptr<Sequence> s, const SamplingParams& sp,
            const Tokenizer& tok)
-      : req(r), index(index), seq(std::move(s)), sampler(sp), detok(tok) {}
+      : req(r), index(index), seq(std::move(s)), sampler(sp), detok(tok, r->req.special_text) {}
   RequestState* req;
   int32_t index;
   std::unique_ptr<Sequence> seq;

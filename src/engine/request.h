@@ -18,6 +18,9 @@ struct Request {
   SamplingParams sampling;
   int32_t max_tokens = 128;
   int32_t n = 1;  // independent samples sharing the prompt's KV blocks
+  // The text of control tokens is part of the output (formats whose markers
+  // are special tokens, such as harmony's <|channel|>, are parsed from it).
+  bool special_text = false;
   bool ignore_eos = false;
   std::vector<std::string> stop;  // stop strings (not included in the output)
   // -1: no log-probabilities. k in [0, 20]: every event with a token carries

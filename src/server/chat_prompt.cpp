@@ -1,6 +1,6 @@
 #include "server/chat_prompt.h"
 
-#include "server/openai_request.h"
+#include "server/api_error.h"
 #include "jinja/jinja_error.h"
 #include "tokenizer/vocab.h"
 
@@ -53,6 +53,11 @@ RenderedPrompt ChatPrompt::render_with_tools(const nlohmann::ordered_json& messa
                                              const nlohmann::ordered_json& kwargs) const {
   using ojson = nlohmann::ordered_json;
   ojson msgs = messages;
+  // Templates that read past thoughts as `thinking` (gpt-oss) get them there.
+  if (source().find("reasoning_content") == std::string::npos &&
+      source().find(".thinking") != std::string::npos)
+    for (auto& m : msgs)
+      if (m.contains("reasoning_content")) m["thinking"] = m["reasoning_content"];
   ojson extra = ojson::object();
   for (const ojson* vars : {&template_kwargs_, &kwargs})
     if (vars->is_object())

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "server/harmony.h"
 #include "server/sse.h"
 #include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
@@ -35,10 +36,13 @@ CompletionSession::CompletionSession(AsyncEngine& engine, const Tokenizer& token
       choices_(prepared_.requests.size() * static_cast<size_t>(request.n)),
       cached_(prepared_.requests.size(), 0),
       open_choices_(choices_.size()) {
-  if (prepared_.think)
-    for (auto& c : choices_)
+  for (auto& c : choices_) {
+    if (prepared_.harmony)
+      c.splitter = std::make_unique<HarmonySplitter>();
+    else if (prepared_.think)
       c.splitter = std::make_unique<ReasoningSplitter>(*prepared_.think, prepared_.thought_open_in_prompt,
                                                        prepared_.keep_thought_in_content);
+  }
 }
 
 CompletionSession::~CompletionSession() {
@@ -146,9 +150,9 @@ void CompletionSession::apply(const Event& e, bool streaming, std::string& sse) 
   }
   std::string text = ev.text, thought;
   if (c.splitter) {
-    ReasoningSplitter::Delta d = c.splitter->push(ev.text);
+    ReplySplitter::Delta d = c.splitter->push(ev.text);
     if (ev.finished) {
-      ReasoningSplitter::Delta last = c.splitter->finish();
+      ReplySplitter::Delta last = c.splitter->finish();
       d.reasoning += last.reasoning;
       d.content += last.content;
     }
@@ -238,8 +242,11 @@ std::string CompletionSession::next_sse(std::chrono::milliseconds wait, bool& do
 }
 
 void CompletionSession::find_tool_calls(Choice& c) {
-  std::string content;
-  const auto calls = parse_tool_calls(prepared_.tool_format, c.text, prepared_.tools, content);
+  std::string content = c.text;
+  // Harmony carries calls in a channel of their own; other formats in the answer.
+  const auto calls = prepared_.harmony && c.splitter
+                         ? known_calls(c.splitter->tool_calls(), prepared_.tools)
+                         : parse_tool_calls(prepared_.tool_format, c.text, prepared_.tools, content);
   if (calls.empty()) return;
   for (const auto& call : calls)
     // Clients match tool results to calls by id across requests: 96 random bits.

@@ -71,7 +71,7 @@ class CompletionSession {
     std::vector<ToolCallResult> tool_calls;  // found in the reply (tools given)
     std::string text;
     std::string reasoning;
-    std::unique_ptr<ReasoningSplitter> splitter;  // reasoning replies
+    std::unique_ptr<ReplySplitter> splitter;  // reasoning replies
     std::string raw;  // the tokens' pieces, held-back stop text included (stop strings given)
     std::string stop_sequence;
     std::vector<LogprobItem> logprobs;  // all of them (non-streamed)

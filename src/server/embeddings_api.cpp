@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "server/json_fields.h"
+#include "server/token_ids.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagellm {
@@ -124,14 +125,7 @@ std::vector<std::vector<int32_t>> prepare_embeddings(const EmbeddingsRequest& re
     if (!p.is_tokens) {
       ids = tokenizer.encode(p.text, /*add_special=*/true);
     } else {
-      ids.reserve(p.tokens.size());
-      for (int64_t id : p.tokens) {
-        if (id < 0 || id >= limits.n_vocab)
-          bad(param,
-              fmt::format("token id {} is outside the vocabulary (0..{})", id, limits.n_vocab - 1),
-              "invalid_token_id");
-        ids.push_back(static_cast<int32_t>(id));
-      }
+      ids = checked_token_ids(p.tokens, limits.n_vocab, param);
     }
     const int64_t n = static_cast<int64_t>(ids.size());
     if (n == 0) bad(param, fmt::format("'{}' has no tokens", param));

@@ -34,13 +34,6 @@ std::string string_or_empty(const json& obj, const char* key) {
   return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// The field `key` of `obj`, or null when absent.
-const json* json_field(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
 std::optional<bool> get_bool(const json& obj, const char* key) {
   const json* v = json_field(obj, key);
   if (!v) return std::nullopt;

@@ -24,6 +24,7 @@
 
 #include "engine/request.h"
 #include "engine/sampling_defaults.h"
+#include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/reasoning.h"
 #include "server/tool_calls.h"
@@ -32,22 +33,6 @@
 namespace pagellm {
 
 class Tokenizer;
-
-// An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
-class ApiError : public Error {
- public:
-  ApiError(int status, std::string message, std::string type = "invalid_request_error",
-           std::string param = "", std::string code = "")
-      : Error(message),
-        status(status),
-        type(std::move(type)),
-        param(std::move(param)),
-        code(std::move(code)) {}
-  int status;
-  std::string type;
-  std::string param;  // empty: null
-  std::string code;   // empty: null
-};
 
 enum class Endpoint { kChat, kCompletion };
 
@@ -127,6 +112,7 @@ struct PreparedCompletion {
   // Replies are split into thought and answer (a reasoning template and a
   // format other than none); the prompt may have opened the thought.
   std::optional<ThinkSyntax> think;
+  bool harmony = false;  // a harmony template (gpt-oss): channels, not think tags
   bool thought_open_in_prompt = false;
   bool keep_thought_in_content = false;  // deepseek-legacy
 };

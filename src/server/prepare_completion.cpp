@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include "grammar/grammar.h"
+#include "server/harmony.h"
 #include "server/openai_request.h"
+#include "server/token_ids.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -45,7 +47,10 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
       out.parse_tools = true;
       out.tool_format = format;
       out.tools = req.tools;
-      if (req.tool_choice != CompletionRequest::ToolChoice::kAuto) {
+      // Harmony's calls are special-token headers a byte grammar cannot force:
+      // they are parsed from the reply's commentary channel, as with auto.
+      if (req.tool_choice != CompletionRequest::ToolChoice::kAuto &&
+          !template_writes_harmony(chat.source())) {
         std::vector<ToolSpec> chosen;
         for (const auto& t : req.tools)
           if (req.tool_choice != CompletionRequest::ToolChoice::kNamed || t.name == req.tool_name)
@@ -73,16 +78,7 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
         prompts.push_back(tokenizer.encode(p.text, /*add_special=*/true));
         continue;
       }
-      std::vector<int32_t> ids;
-      ids.reserve(p.tokens.size());
-      for (int64_t id : p.tokens) {
-        if (id < 0 || id >= limits.n_vocab)
-          bad(prompt_param,
-              fmt::format("token id {} is outside the vocabulary (0..{})", id, limits.n_vocab - 1),
-              "invalid_token_id");
-        ids.push_back(static_cast<int32_t>(id));
-      }
-      prompts.push_back(std::move(ids));
+      prompts.push_back(checked_token_ids(p.tokens, limits.n_vocab, prompt_param));
     }
   }
   for (const auto& [id, bias] : req.sampling.logit_bias)
@@ -94,7 +90,10 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
 
   std::shared_ptr<const Grammar> grammar = tool_grammar ? tool_grammar : req.grammar;
   const ReasoningFormat reasoning = req.reasoning_format.value_or(chat.reasoning_format());
-  if (req.endpoint == Endpoint::kChat && chat.think_syntax() && reasoning != ReasoningFormat::kNone) {
+  const bool harmony = req.endpoint == Endpoint::kChat && template_writes_harmony(chat.source());
+  if (harmony && reasoning != ReasoningFormat::kNone) out.harmony = true;
+  if (!harmony && req.endpoint == Endpoint::kChat && chat.think_syntax() &&
+      reasoning != ReasoningFormat::kNone) {
     out.think = chat.think_syntax();
     out.thought_open_in_prompt = prompt_opens_thought(rendered.text, *out.think);
     out.keep_thought_in_content = reasoning == ReasoningFormat::kDeepseekLegacy;
@@ -142,6 +141,7 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
     r.stop = req.stop;
     r.logprobs = req.logprobs;
     r.grammar = grammar;
+    r.special_text = out.harmony;
     try {
       r.sampling.validate();
     } catch (const ConfigError& e) {

@@ -20,6 +20,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "server/tool_calls.h"
 
 namespace pagellm {
 
@@ -50,24 +53,35 @@ inline constexpr const char* kThoughtStartRule = "pagellm-thought-start";
 std::string gbnf_after_thought(const std::string& gbnf, const ThinkSyntax& syntax,
                                bool opened_in_prompt);
 
+// Reads a reply as it streams in: thought apart from answer (and, for
+// formats that carry them in their own channel, tool calls).
+class ReplySplitter {
+ public:
+  struct Delta {
+    std::string reasoning;
+    std::string content;
+  };
+  virtual ~ReplySplitter() = default;
+  virtual Delta push(std::string_view text) = 0;
+  // The end of the reply: what was held back.
+  virtual Delta finish() = 0;
+  // Calls the reply made in a channel of their own (empty: calls are in the answer).
+  virtual std::vector<ParsedToolCall> tool_calls() const { return {}; }
+};
+
 // Splits a reply, as it streams in, into thought and answer. Only a think
 // block at the start of the reply counts (leading whitespace allowed); the
 // thought loses the whitespace around it, the answer the whitespace after
 // the closing tag. Text that may still turn out to be a tag is held back
 // until the next push or finish(). A reply that ends inside the block is all
 // thought.
-class ReasoningSplitter {
+class ReasoningSplitter final : public ReplySplitter {
  public:
-  struct Delta {
-    std::string reasoning;
-    std::string content;
-  };
-
   // `keep_in_content`: deepseek-legacy, the content also gets the raw text.
   ReasoningSplitter(ThinkSyntax syntax, bool opened_in_prompt, bool keep_in_content = false);
 
-  Delta push(std::string_view text);
-  Delta finish();
+  Delta push(std::string_view text) override;
+  Delta finish() override;
 
   // Everything split so far (held-back text excluded until finish()).
   const std::string& reasoning() const { return reasoning_; }

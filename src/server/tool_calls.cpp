@@ -189,6 +189,17 @@ std::vector<ParsedToolCall> parse_tool_calls(ToolFormat format, const std::strin
   return calls;
 }
 
+std::vector<ParsedToolCall> known_calls(const std::vector<ParsedToolCall>& calls,
+                                        const std::vector<ToolSpec>& tools) {
+  std::vector<ParsedToolCall> out;
+  for (const auto& c : calls) {
+    ParsedToolCall parsed;
+    if (call_of(ojson{{"name", c.name}, {"arguments", c.arguments}}, "arguments", tools, parsed))
+      out.push_back(std::move(parsed));
+  }
+  return out;
+}
+
 std::string generic_tools_prompt(const std::vector<ToolSpec>& tools) {
   std::string out =
       "You can call functions. To call one, reply with\n<tool_call>\n{\"name\": NAME, "

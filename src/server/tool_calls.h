@@ -47,6 +47,11 @@ std::vector<ParsedToolCall> parse_tool_calls(ToolFormat format, const std::strin
                                              const std::vector<ToolSpec>& tools,
                                              std::string& content);
 
+// Of calls a format carries apart (harmony's functions.NAME messages), those
+// to one of `tools` whose arguments are a JSON object (compacted).
+std::vector<ParsedToolCall> known_calls(const std::vector<ParsedToolCall>& calls,
+                                        const std::vector<ToolSpec>& tools);
+
 // The system text for templates that do not render tools (kHermes form).
 std::string generic_tools_prompt(const std::vector<ToolSpec>& tools);
 

@@ -261,7 +261,7 @@ def test_slots_and_metrics_during_a_long_prefill(start_server, slow_model):
     it running before its first token (it used to say 0 until the step ended)."""
     srv = start_server("-c", "4096", "--slots", model=slow_model)
     prompt = " ".join(random.Random(1).choice(["one", "upon", "time", "there", "was", "a", "little",
-                                               "dog", "cat", "big", "tree"]) for _ in range(1800))
+                                               "dog", "cat", "big", "tree"]) for _ in range(3000))
     first_token_at = []
     started = time.monotonic()
 

@@ -306,3 +306,85 @@ def test_server_flag_errors(pagellm_bin):
         out = subprocess.run([pagellm_bin, "serve", "-m", str(STORIES), "--port", "0", *args],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 1 and text in out.stderr, out.stderr
+
+
+# --- harmony (gpt-oss) ----------------------------------------------------------------------
+
+GPT_OSS = DATA / "chat-templates" / "openai-gpt-oss-120b.jinja"
+
+
+@pytest.fixture(scope="module")
+def harmony(pagellm_bin, long_ctx_model):
+    from conftest import Server
+    s = Server(pagellm_bin, ["-m", str(long_ctx_model), "--chat-template", str(GPT_OSS), "-c", "8192"])
+    yield s
+    s.stop()
+
+
+def render_gpt_oss(messages, **kwargs):
+    import datetime
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
+
+    def raise_exception(msg):
+        raise jinja2.TemplateError(msg)
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(GPT_OSS.read_text()).render(messages=messages, add_generation_prompt=True,
+                                                       bos_token="<s>", eos_token="</s>", **kwargs)
+
+
+HARMONY_REPLY = ("<|channel|>analysis<|message|>User wants 2+2.<|end|><|start|>assistant"
+                 "<|channel|>final<|message|>It is 4.")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_harmony_channels_split(harmony, stream):
+    msg = chat(harmony, {"messages": ASK, "grammar": gbnf(HARMONY_REPLY), "max_tokens": 200}, stream)
+    assert msg["reasoning_content"] == "User wants 2+2."
+    assert msg["content"] == "It is 4."
+    none = chat(harmony, {"messages": ASK, "grammar": gbnf(HARMONY_REPLY), "max_tokens": 200,
+                          "reasoning_format": "none"}, stream)
+    assert none["content"] == HARMONY_REPLY
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_harmony_tool_call(harmony, stream):
+    reply = ("<|channel|>analysis<|message|>Add them.<|end|><|start|>assistant<|channel|>commentary "
+             'to=functions.add <|constrain|>json<|message|>{"a": 2, "b": 2}')
+    body = {"messages": ASK, "tools": [TOOL], "grammar": gbnf(reply), "max_tokens": 200}
+    url = harmony.url + "/v1/chat/completions"
+    if not stream:
+        r = requests.post(url, json=body, timeout=120)
+        assert r.status_code == 200, r.text
+        choice = r.json()["choices"][0]
+        assert choice["finish_reason"] == "tool_calls"
+        assert choice["message"]["reasoning_content"] == "Add them."
+        calls = choice["message"]["tool_calls"]
+        assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == \
+            [("add", {"a": 2, "b": 2})]
+        return
+    r = requests.post(url, json={**body, "stream": True}, stream=True, timeout=120)
+    thought, calls, finish = "", [], None
+    for line in r.iter_lines():
+        if line.startswith(b"data: {"):
+            ch = json.loads(line[6:])["choices"][0]
+            thought += ch["delta"].get("reasoning_content") or ""
+            calls += ch["delta"].get("tool_calls", [])
+            finish = ch["finish_reason"] or finish
+    assert thought == "Add them." and finish == "tool_calls"
+    assert calls[0]["function"]["name"] == "add"
+
+
+def test_harmony_template_renders_as_jinja2_with_past_thoughts(harmony, pagellm_bin):
+    turns = [{"role": "system", "content": "Be brief."},
+             {"role": "user", "content": "Hi"},
+             {"role": "assistant", "content": "Hello", "thinking": "Greet back."},
+             {"role": "user", "content": "2+2?"}]
+    want = count_tokens(pagellm_bin, render_gpt_oss(turns))
+    ours = [dict(m) for m in turns]
+    ours[2] = {"role": "assistant", "content": "Hello", "reasoning_content": "Greet back."}
+    assert prompt_tokens(harmony, {"messages": ours}) == want
+    low = render_gpt_oss(turns[1:2], reasoning_effort="low")
+    assert "Reasoning: low" in low
+    assert prompt_tokens(harmony, {"messages": turns[1:2], "chat_template_kwargs": {"reasoning_effort": "low"}}) \
+        == count_tokens(pagellm_bin, low)

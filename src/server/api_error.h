@@ -1,0 +1,28 @@
+// The error every API request path throws: an HTTP status and OpenAI's
+// fields; each API writes it in its own shape (openai_response.h's
+// error_json, anthropic_api.h's anthropic_error_json).
+#pragma once
+
+#include <string>
+
+#include "util/error.h"
+
+namespace pagellm {
+
+// An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+class ApiError : public Error {
+ public:
+  ApiError(int status, std::string message, std::string type = "invalid_request_error",
+           std::string param = "", std::string code = "")
+      : Error(message),
+        status(status),
+        type(std::move(type)),
+        param(std::move(param)),
+        code(std::move(code)) {}
+  int status;
+  std::string type;
+  std::string param;  // empty: null
+  std::string code;   // empty: null
+};
+
+}  // namespace pagellm
