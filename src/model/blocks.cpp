@@ -141,8 +141,11 @@ void attention_block(LayerContext& c, const AttentionOptions& o) {
   }
   // Attention reads every K/V back from the cache, after rounding to its
   // dtype, including this step's tokens: results do not depend on chunking.
-  const int32_t table = hp.layers[static_cast<size_t>(c.layer)].rope_table;
-  c.b.rope_kv_write(c.cache, c.q, hp.n_head, c.k, c.v, hp.rope_style, table);
+  const LayerSpec& spec = hp.layers[static_cast<size_t>(c.layer)];
+  if (spec.rope)
+    c.b.rope_kv_write(c.cache, c.q, hp.n_head, c.k, c.v, hp.rope_style, spec.rope_table);
+  else
+    c.b.kv_write(c.cache, c.k, c.v);
   if (o.post_norm) {
     c.b.attention_matmul(c.cache, c.q, c.attn, hp.n_head, hp.attn_scale, c.T, {{&wo, c.h}});
     post_norm_add(c, c.h, w.vector(VectorRole::kAttnPostNorm));

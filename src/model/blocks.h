@@ -91,9 +91,9 @@ void attention_tensors(const ModelHParams& hp, int32_t layer, const AttentionOpt
                        TensorList& out);
 void ffn_tensors(const ModelHParams& hp, int32_t layer, const FfnOptions& o, TensorList& out);
 
-// x += attention(x): norm, q/k/v (+bias), q/k norms, RoPE (the layer's table),
-// K/V into the cache, paged attention (the layer's window, the model's scale
-// and soft cap), output projection, post-norm.
+// x += attention(x): norm, q/k/v (+bias), q/k norms, RoPE (the layer's table;
+// none on a NoPE layer), K/V into the cache, paged attention (the layer's
+// window, the model's scale and soft cap), output projection, post-norm.
 void attention_block(LayerContext& c, const AttentionOptions& o);
 // x += down(act(gate(x')) * up(x')), x' the normed x; post-norm. With
 // experts (hp.moe()): x += sum over the token's routed experts e of

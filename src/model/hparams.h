@@ -26,6 +26,7 @@ struct RopeTableSpec {
 struct LayerSpec {
   int32_t window = 0;      // sliding-window attention over this many positions; 0: full
   int32_t rope_table = 0;  // index into ModelHParams::rope_tables
+  bool rope = true;        // false: q and k are not rotated (NoPE layers, SmolLM3)
 };
 
 struct ModelHParams {

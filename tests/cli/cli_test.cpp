@@ -77,7 +77,8 @@ TEST(Cli, MakeModelInspectGenerate) {
 // make-model writes every registered family as the loader reads it; the
 // sliding-window families' plans show their KV groups.
 TEST(Cli, MakeModelEveryFamilyLoadsAndPlansItsKvGroups) {
-  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2"}) {
+  for (const char* arch :
+       {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2", "smollm3"}) {
     test::TempPath model(".gguf");
     CmdResult mk = run(std::string("make-model --arch ") + arch +
                        " --n-embd 64 --n-layer 6 --n-head 4 --n-head-kv 2 --n-ff 128 --head-dim 32 "

@@ -16,7 +16,8 @@
   X(gemma2)                      \
   X(gemma3)                      \
   X(phi3)                        \
-  X(olmo2)
+  X(olmo2)                       \
+  X(smollm3)
 
 namespace pagellm {
 
