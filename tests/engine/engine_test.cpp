@@ -9,8 +9,10 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <string_view>
 
 #include "engine/engine_runner.h"
+#include "model/make_model.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
@@ -60,21 +62,50 @@ TEST(EngineBatchInvariance, RandomQ4_0) {
 }
 
 // Every architecture family (tests/data/golden/arch): prompts of up to ~50
-// positions cross the gemma models' 32-token windows.
+// positions cross the gemma models' 32-token windows. "make-model:ARCH": a
+// family without a file in tests/data, written by make-model.
 const char* const kFamilyModels[] = {
     "golden/arch/rand-qwen3-tok512-Q8_0.gguf",   "golden/arch/rand-gemma3-tok512-Q8_0.gguf",
     "golden/arch/rand-gemma2-tok512-Q8_0.gguf",  "golden/arch/rand-phi3-tok512-Q8_0.gguf",
     "golden/arch/rand-olmo2-tok512-Q8_0.gguf",   "golden/arch/rand-llama31-tok512-Q8_0.gguf",
-    "golden/arch/rand-mixtral-tok512-Q8_0.gguf", "golden/arch/rand-qwen3moe-tok512-Q8_0.gguf"};
+    "golden/arch/rand-mixtral-tok512-Q8_0.gguf", "golden/arch/rand-qwen3moe-tok512-Q8_0.gguf",
+    "make-model:smollm3"};
+
+constexpr std::string_view kMakeModel = "make-model:";
 
 std::string family_name(const ::testing::TestParamInfo<const char*>& info) {
   std::string s = info.param;
+  if (s.starts_with(kMakeModel)) return s.substr(kMakeModel.size());
   s = s.substr(s.find("rand-") + 5);
   s = s.substr(0, s.find("-tok"));
   return s;
 }
 
-class EngineFamilies : public ::testing::TestWithParam<const char*> {};
+class EngineFamilies : public ::testing::TestWithParam<const char*> {
+ protected:
+  // The parameter's model file: a "make-model:" family is written once per
+  // run (8 layers, so two of smollm3's are NoPE; the shipped vocabulary).
+  static std::string model_file(const std::string& param) {
+    if (!param.starts_with(kMakeModel)) return param;
+    static std::map<std::string, std::unique_ptr<TempPath>> made;
+    auto& path = made[param];
+    if (!path) {
+      path = std::make_unique<TempPath>(".gguf");
+      MakeModelSpec spec;
+      spec.arch = param.substr(kMakeModel.size());
+      spec.n_embd = 128;
+      spec.n_layer = 8;
+      spec.n_head = 4;
+      spec.n_head_kv = 2;
+      spec.n_ff = 256;
+      spec.type = DType::Q8_0;
+      spec.vocab_from = data_path("stories260K.gguf");
+      ThreadPool pool(2);
+      make_model(spec, path->path, pool);
+    }
+    return path->path;
+  }
+};
 
 // Layers split over 2 and 3 devices (each with its own KV pool) give the same
 // tokens as one device, batched and under preemption.
@@ -109,10 +140,10 @@ TEST(EngineMultiDevice, RandomQ8_0) {
 }
 
 TEST_P(EngineFamilies, BatchInvariance) {
-  check_batch_invariance(GetParam());
+  check_batch_invariance(model_file(GetParam()));
 }
 TEST_P(EngineFamilies, MultiDevice) {
-  check_multi_device(GetParam());
+  check_multi_device(model_file(GetParam()));
 }
 INSTANTIATE_TEST_SUITE_P(Arch, EngineFamilies, ::testing::ValuesIn(kFamilyModels), family_name);
 

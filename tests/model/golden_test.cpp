@@ -124,16 +124,14 @@ TEST_P(GoldenArch, LastLogitsAndGreedy) {
   size_t compared = 0, steps = 0, case_index = 0;
   const json f64 = ac.f64 ? load_json(std::string("golden/f64/") + ac.f64) : json();
   for (const auto& c : g["cases"]) {
-    auto prompt = ids_of(c["prompt_ids"]);
-    EXPECT_EQ(tok->encode(c["prompt"].get<std::string>()), prompt) << "prompt ids";
-    const std::string what = std::string(ac.file) + " (" + std::to_string(prompt.size()) + " tokens)";
-    RunResult f32 = run_greedy(*model, prompt, 1, DType::F32, pool);
-    const double err = max_abs_diff(f32.last_logits, c["kv_f32"]["last_logits"]);
+    const std::string what =
+        std::string(ac.file) + " (" + std::to_string(c["prompt_ids"].size()) + " tokens)";
+    const ArchCaseResult r = run_arch_case(*model, *tok, c, ac.tol, pool, what);
     bool llama_ok = true;
     if (ac.f64) {
       const json& ref = f64["cases"][case_index];
-      ASSERT_EQ(ids_of(ref["prompt_ids"]), prompt);
-      const double ref_err = max_abs_diff(f32.last_logits, ref["f64_last_logits"]);
+      ASSERT_EQ(ref["prompt_ids"], c["prompt_ids"]);
+      const double ref_err = max_abs_diff(r.last_logits, ref["f64_last_logits"]);
       EXPECT_LT(ref_err, ac.tol) << what << " against the float64 pass";
       f64_worst = std::max(f64_worst, ref_err);
       std::vector<float> llama;
@@ -148,16 +146,11 @@ TEST_P(GoldenArch, LastLogitsAndGreedy) {
     }
     ++case_index;
     if (llama_ok) {
-      worst = std::max(worst, err);
-      EXPECT_LT(err, ac.tol) << what;
+      worst = std::max(worst, r.logit_err);
+      EXPECT_LT(r.logit_err, ac.tol) << what;
     }
-    const auto& greedy = c["greedy"];
-    RunResult r =
-        run_greedy(*model, prompt, static_cast<int>(greedy["ids"].size()), DType::F16, pool);
-    const size_t n = confident_steps(greedy["top2_per_step"], 2 * ac.tol);
-    expect_prefix_equal(r.ids, greedy["ids"], n, what);
-    compared += n;
-    steps += greedy["ids"].size();
+    compared += r.compared;
+    steps += r.steps;
   }
   std::printf("%s: max |logit - llama.cpp| = %.3g (tolerance %.g); greedy %zu/%zu steps compared\n",
               ac.file, worst, ac.tol, compared, steps);

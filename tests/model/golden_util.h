@@ -16,6 +16,7 @@
 #include "kvcache/kv_pool.h"
 #include "model/runner.h"
 #include "support/test_support.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pagellm::golden {
 
@@ -100,6 +101,32 @@ inline void expect_prefix_equal(const std::vector<int32_t>& got, const json& wan
 
 inline std::vector<int32_t> ids_of(const json& j) {
   return j.get<std::vector<int32_t>>();
+}
+
+// One prompt of an architecture golden (golden/arch, golden/arch2026: llama.cpp
+// references): the tokenizer's ids must equal the reference's; the last prompt
+// logits run with an F32 KV cache; 16 greedy steps with the default F16 cache
+// must equal the reference's up to the first step whose reference top-2
+// margin is under 2 x tol. The caller decides whether logit_err must be < tol.
+struct ArchCaseResult {
+  std::vector<float> last_logits;  // F32 KV cache
+  double logit_err = 0;            // max |last_logits - llama.cpp's|
+  size_t compared = 0, steps = 0;  // greedy steps compared, of steps
+};
+
+inline ArchCaseResult run_arch_case(ModelRunner& model, const Tokenizer& tok, const json& c,
+                                    double tol, ThreadPool& pool, const std::string& what) {
+  ArchCaseResult out;
+  const auto prompt = ids_of(c["prompt_ids"]);
+  EXPECT_EQ(tok.encode(c["prompt"].get<std::string>()), prompt) << what << ": prompt ids";
+  out.last_logits = run_greedy(model, prompt, 1, DType::F32, pool).last_logits;
+  out.logit_err = max_abs_diff(out.last_logits, c["kv_f32"]["last_logits"]);
+  const auto& greedy = c["greedy"];
+  out.steps = greedy["ids"].size();
+  RunResult r = run_greedy(model, prompt, static_cast<int>(out.steps), DType::F16, pool);
+  out.compared = confident_steps(greedy["top2_per_step"], 2 * tol);
+  expect_prefix_equal(r.ids, greedy["ids"], out.compared, what);
+  return out;
 }
 
 }  // namespace pagellm::golden
