@@ -5,7 +5,8 @@ gguf/           small GGUF files (each at most a few KB, under fuzz.sh's -max_le
                 headers, every metadata type, short arrays, tensor infos of
                 several types, tiny vocabularies of each tokenizer family, and
                 tiny random-weight models of each architecture from
-                `pagellm make-model` (path given with --pagellm)
+                `pagellm make-model` (path given with --pagellm), and a
+                hand-written Qwen3.5 hybrid (qwen35, which make-model cannot write)
 tokenizer/      [vocab index byte][flags byte] + text from the tokenizer vectors
 chat_template/  the real and built-in chat templates, some with messages after a NUL
 server_request/ [endpoint byte] + request bodies of /v1/chat/completions and /v1/completions
@@ -187,6 +188,8 @@ MODELS = [  # name, make-model arguments
     # Mixtures of experts: 3-D expert stacks, an F32 router.
     ("model_mixtral_f16.gguf", "--arch mixtral --n-embd 8 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 8 --n-expert 3 --n-expert-used 2 --type f16"),
     ("model_qwen3moe_f16.gguf", "--arch qwen3moe --n-embd 8 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 8 --n-ff-exp 8 --head-dim 8 --n-expert 3 --type f16"),
+    # A NoPE layer: smollm3's fourth.
+    ("model_smollm3_f16.gguf", "--arch smollm3 --n-embd 8 --n-layer 4 --n-head 2 --n-head-kv 1 --n-ff 8 --type f16"),
 ]
 
 
@@ -200,6 +203,61 @@ def model_seeds(pagellm):
                             "--n-ctx", "64", "--seed", "1", "-o", str(out)],
                            check=True, stdout=subprocess.DEVNULL)
             yield name, out.read_bytes()
+
+
+def qwen35_seed():
+    """A tiny Qwen3.5 hybrid written by hand (make-model cannot write it): the
+    keys of ../shared/golden/arch2026's qwen35 file, layer 0 gated delta-net,
+    layer 1 gated full attention, tied output; F16 matrices, F32 vectors."""
+    E, H, HKV, D, FF = 8, 2, 1, 4, 8            # embd, heads, kv heads, head dim, ffn
+    K, S, G, R, INNER = 4, 4, 2, 2, 8           # conv kernel, state, k groups, v heads, inner
+    QKV = 2 * G * S + INNER
+    a = "qwen35."
+    kv = [kv for kv in tiny_vocab("spm") if kv[0] != "general.architecture"]
+    n_vocab = len(dict((k, v) for k, _, v in kv)["tokenizer.ggml.tokens"][1])
+    kv = [("general.architecture", STR, "qwen35"), (a + "block_count", U32, 2),
+          (a + "context_length", U32, 64), (a + "embedding_length", U32, E),
+          (a + "feed_forward_length", U32, FF), (a + "attention.head_count", U32, H),
+          (a + "attention.head_count_kv", U32, HKV),
+          (a + "rope.dimension_sections", ARR, (I32, [1, 1, 0, 0])),
+          (a + "rope.freq_base", F32, 1e7), (a + "attention.layer_norm_rms_epsilon", F32, 1e-6),
+          (a + "attention.key_length", U32, D), (a + "attention.value_length", U32, D),
+          (a + "ssm.conv_kernel", U32, K), (a + "ssm.state_size", U32, S),
+          (a + "ssm.group_count", U32, G), (a + "ssm.time_step_rank", U32, R),
+          (a + "ssm.inner_size", U32, INNER),
+          (a + "attention.recurrent_layers", ARR, (BOOL, [True, False])),
+          (a + "full_attention_interval", U32, 2), (a + "rope.dimension_count", U32, 2)] + kv
+    state = [12345]
+
+    def values(n):  # a small LCG: deterministic weights in [-0.05, 0.05)
+        out = []
+        for _ in range(n):
+            state[0] = (state[0] * 1103515245 + 12345) % 2**31
+            out.append((state[0] / 2**31 - 0.5) / 10)
+        return out
+
+    def mat(name, n_in, n_out):
+        return (name, [n_in, n_out], 1, struct.pack(f"<{n_in * n_out}e", *values(n_in * n_out)))
+
+    def vec(name, n, mean=0.0):
+        return (name, [n], 0, struct.pack(f"<{n}f", *[mean + v for v in values(n)]))
+
+    ffn = lambda l: [vec(f"blk.{l}.post_attention_norm.weight", E, 1.0),
+                     mat(f"blk.{l}.ffn_gate.weight", E, FF), mat(f"blk.{l}.ffn_up.weight", E, FF),
+                     mat(f"blk.{l}.ffn_down.weight", FF, E)]
+    ts = [mat("token_embd.weight", E, n_vocab), vec("output_norm.weight", E, 1.0),
+          vec("blk.0.attn_norm.weight", E, 1.0), mat("blk.0.attn_qkv.weight", E, QKV),
+          mat("blk.0.attn_gate.weight", E, INNER), vec("blk.0.ssm_conv1d.weight", K * QKV),
+          vec("blk.0.ssm_dt.bias", R), vec("blk.0.ssm_a", R, -1.0),
+          mat("blk.0.ssm_beta.weight", E, R), mat("blk.0.ssm_alpha.weight", E, R),
+          vec("blk.0.ssm_norm.weight", INNER // R, 1.0), mat("blk.0.ssm_out.weight", INNER, E)]
+    ts[5] = ("blk.0.ssm_conv1d.weight", [K, QKV], 0, ts[5][3])  # 2-D, kept F32
+    ts += ffn(0)
+    ts += [vec("blk.1.attn_norm.weight", E, 1.0), mat("blk.1.attn_q.weight", E, 2 * H * D),
+           mat("blk.1.attn_k.weight", E, HKV * D), mat("blk.1.attn_v.weight", E, HKV * D),
+           vec("blk.1.attn_q_norm.weight", D, 1.0), vec("blk.1.attn_k_norm.weight", D, 1.0),
+           mat("blk.1.attn_output.weight", H * D, E)] + ffn(1)
+    yield "model_qwen35_f16.gguf", gguf(kv, ts)
 
 
 def tokenizer_seeds():
@@ -498,7 +556,8 @@ def main():
     args = ap.parse_args()
     if (not args.targets or "gguf" in args.targets) and not args.pagellm:
         ap.error("--pagellm is needed for the gguf seeds")
-    gens = {"gguf": [meta_seeds(), struct_seeds(), vocab_seeds(), model_seeds(args.pagellm)],
+    gens = {"gguf": [meta_seeds(), struct_seeds(), vocab_seeds(), model_seeds(args.pagellm),
+                     qwen35_seed()],
             "tokenizer": [tokenizer_seeds()], "chat_template": [chat_seeds()],
             "server_request": [server_seeds()], "device_map": [device_map_seeds()],
             "grammar": [grammar_seeds()], "json_schema": [json_schema_seeds()],
