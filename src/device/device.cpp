@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 
 #include "util/error.h"
 #include "util/sizes.h"
+#include "util/strings.h"
 
 namespace pagellm {
 
@@ -45,13 +45,6 @@ std::string Device::name() const {
 }
 
 namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 bool is_number(const std::string& s, size_t max_digits) {
   return !s.empty() && s.size() <= max_digits &&

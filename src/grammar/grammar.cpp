@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "grammar/utf8_ranges.h"
+#include "util/strings.h"
 
 namespace pagellm {
 
@@ -142,7 +143,7 @@ class Parser {
       a.kind = Atom::kLiteral;
       while (i_ < s_.size() && s_[i_] != '"') {
         if (s_[i_] == '\n') fail("'\"' before the end of the line");
-        append_utf8(a.literal, parse_char());
+        utf8_append(parse_char(), a.literal);
       }
       if (i_ >= s_.size()) fail("'\"'");
       ++i_;

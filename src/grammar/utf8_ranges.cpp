@@ -2,25 +2,9 @@
 
 #include <algorithm>
 
-namespace pagellm {
+#include "util/strings.h"
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+namespace pagellm {
 
 CodePointRanges normalize_code_points(CodePointRanges ranges) {
   std::sort(ranges.begin(), ranges.end());
@@ -82,8 +66,8 @@ void split(uint32_t lo, uint32_t hi, std::vector<ByteRangeSeq>& out) {
     }
   }
   std::string a, b;
-  append_utf8(a, lo);
-  append_utf8(b, hi);
+  utf8_append(lo, a);
+  utf8_append(hi, b);
   ByteRangeSeq seq;
   for (size_t k = 0; k < a.size(); ++k)
     seq.emplace_back(static_cast<uint8_t>(a[k]), static_cast<uint8_t>(b[k]));

@@ -14,9 +14,6 @@ namespace pagellm {
 using CodePointRanges = std::vector<std::pair<uint32_t, uint32_t>>;  // inclusive
 using ByteRangeSeq = std::vector<std::pair<uint8_t, uint8_t>>;       // inclusive, per byte
 
-// Appends the UTF-8 encoding of `cp` (<= U+10FFFF) to `out`.
-void append_utf8(std::string& out, uint32_t cp);
-
 // Sorted, merged, without the surrogates U+D800-U+DFFF (which UTF-8 cannot hold).
 CodePointRanges normalize_code_points(CodePointRanges ranges);
 // Every code point U+0000-U+10FFFF (surrogates excluded) not in `ranges`.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "util/strings.h"
 #include "util/unicode_data.h"
 
 namespace pagellm::jinja::py {
@@ -71,23 +72,10 @@ char32_t decode_at(std::string_view s, size_t i, size_t* len) {
 }
 
 void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out.push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c >= 0xDC80 && c <= 0xDCFF) {
+  if (c >= 0xDC80 && c <= 0xDCFF)
     out.push_back(static_cast<char>(c - 0xDC00));  // an escaped raw byte
-  } else if (c < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
+  else
+    utf8_append(c, out);
 }
 
 std::string encode(std::u32string_view s) {

@@ -3,20 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace pagellm {
 
 namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 int32_t parse_layer(const std::string& text, const std::string& entry) {
   const std::string s = trim(text);

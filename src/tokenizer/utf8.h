@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+#include "util/strings.h"  // utf8_append
+
 namespace pagellm {
 
 // U+FFFD REPLACEMENT CHARACTER, as UTF-8.
@@ -47,7 +49,5 @@ bool utf8_is_valid(std::string_view s);
 
 // The code points of `s`; each byte of an ill-formed part becomes U+FFFD.
 std::u32string utf8_decode(std::string_view s);
-// Appends the UTF-8 form of `cp` (a Unicode scalar value).
-void utf8_append(char32_t cp, std::string& out);
 
 }  // namespace pagellm

@@ -12,6 +12,7 @@
 #include "short_strings.h"
 #include "grammar/token_mask.h"
 #include "grammar/utf8_ranges.h"
+#include "util/strings.h"
 
 namespace pagellm {
 namespace {
@@ -91,7 +92,7 @@ TEST(Grammar, Utf8RangesCoverExactlyTheirCodePoints) {
     const auto seqs = utf8_byte_sequences({{a, b}});
     auto matched = [&](uint32_t c) {
       std::string e;
-      append_utf8(e, c);
+      utf8_append(c, e);
       for (const auto& s : seqs) {
         if (s.size() != e.size()) continue;
         bool ok = true;
