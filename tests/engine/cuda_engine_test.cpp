@@ -181,6 +181,17 @@ TEST(CudaEngine, EveryFamilyGivesTheCpuTokens) {
   }
 }
 
+// The 2026 families implemented so far (../shared/golden/arch2026, read from
+// there only): smollm3's NoPE layer writes its cache without rotating.
+TEST(CudaEngine, Arch2026FamiliesGiveTheCpuTokens) {
+  REQUIRE_GPU();
+  const std::string file = shared_path("golden/arch2026/rand-smollm3-tok512-Q8_0.gguf");
+  if (file.empty()) GTEST_SKIP() << "../shared/golden/arch2026 is absent";
+  const int32_t L = load(file).model->hparams().n_layer;
+  check_tokens(file, {{"cuda:0", 0, L}}, 8, 7);
+  check_tokens(file, {{"cuda:0", 0, L / 2}, {"host", L / 2, L}}, 8, 7);
+}
+
 // Mixture of experts with the experts on the host and attention on the GPU
 // (the planner's expert offload): the CPU's tokens, as above.
 TEST(CudaEngine, MoeExpertsOnTheHostGiveTheCpuTokens) {
