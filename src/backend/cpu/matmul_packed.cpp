@@ -206,11 +206,6 @@ struct Avx512 {
     if (b < nb) block<CB>(p, p + C, xr, b, acc);  // the odd last block
     store_rows16<CB>(out, os, acc, valid);
   }
-
-  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    tail_of<Avx512, kCols - 1>(left, n, wg, x, xs, out, os, valid);
-  }
 };
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX512
@@ -232,11 +227,9 @@ PAGELLM_TARGET_AMX
 template <DType T, class TilesT>
 struct Amx {
   static constexpr size_t C = Traits<T>::kCodeBytes;
-  // Narrower column tiles run on VNNI (the same bits; no reconfiguration).
-  static constexpr int kMinCols = 4;
-
   using Tiles = TilesT;
-  static TileConfig config(int cols) { return pair_tiles(cols, 32); }
+  using Vnni = Avx512<T>;  // narrower column tiles (drive_amx)
+  static constexpr int kKBytes = 32;
 
   // The block's weight values q_w as B's signed bytes (the VNNI kernel's
   // codes less kVnniOffset, -128..127), so the tile sums need no offset term.
@@ -294,11 +287,6 @@ struct Amx {
       scale<CB>(sums[0], p + C, xr, b, acc);
     }
     store_rows16<CB>(out, os, acc, valid);
-  }
-
-  static void run(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
-                  int64_t cols, float* out, int64_t os) {
-    drive_amx<Amx, Avx512<T>>(n, w, gb, rows, x, xs, cols, out, os);
   }
 };
 PAGELLM_TARGET_END
@@ -453,78 +441,53 @@ struct Avx2 {
     if (b < nb) block(b, p, p + C);
     store_rows8x2<CB>(out, os, acc, valid);
   }
-
-  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    tail_of<Avx2, kCols - 1>(left, n, wg, x, xs, out, os, valid);
-  }
 };
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX2
 
 template <DType T>
 PackedTileFn packed_for(CpuIsa isa) {
-#if PAGELLM_HAVE_AMX
-  if (isa == CpuIsa::Avx512 && amx_tile_model_requested()) return Amx<T, EmuTiles>::run;
-  if (isa == CpuIsa::Avx512 && amx_int8_available()) return Amx<T, HwTiles>::run;
-#endif
-#if PAGELLM_HAVE_AVX512
-  if (isa == CpuIsa::Avx512) return drive<Avx512<T>>;
-#endif
-#if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2) return drive<Avx2<T>>;
-#endif
-  if (isa == CpuIsa::Scalar) return packed_scalar<T>;
-  return nullptr;
+  return pick_packed<PAGELLM_IF_AMX(Amx<T, EmuTiles>), PAGELLM_IF_AMX(Amx<T, HwTiles>),
+                     PAGELLM_IF_AVX512(Avx512<T>), PAGELLM_IF_AVX2(Avx2<T>)>(isa,
+                                                                              packed_scalar<T>);
 }
 
-#if PAGELLM_HAVE_AMX
-template <DType T>
-PackedTileFn amx_for(bool emulated) {
-  return emulated ? Amx<T, EmuTiles>::run : Amx<T, HwTiles>::run;
+// f.operator()<T>() for the block formats of this file; nullptr for others.
+template <class F>
+PackedTileFn for_block_format(DType wtype, F&& f) {
+  switch (wtype) {
+    case DType::Q4_0:
+      return f.template operator()<DType::Q4_0>();
+    case DType::Q4_1:
+      return f.template operator()<DType::Q4_1>();
+    case DType::Q5_0:
+      return f.template operator()<DType::Q5_0>();
+    case DType::Q5_1:
+      return f.template operator()<DType::Q5_1>();
+    case DType::Q8_0:
+      return f.template operator()<DType::Q8_0>();
+    case DType::IQ4_NL:
+      return f.template operator()<DType::IQ4_NL>();
+    default:
+      return nullptr;
+  }
 }
-#endif
 
 }  // namespace
 
 PackedTileFn packed_amx_fn(DType wtype, bool emulated) {
   if (!isa_available(CpuIsa::Avx512) || (!emulated && !amx_int8_available())) return nullptr;
-#if PAGELLM_HAVE_AMX
-  switch (wtype) {
-    case DType::Q4_0:
-      return amx_for<DType::Q4_0>(emulated);
-    case DType::Q4_1:
-      return amx_for<DType::Q4_1>(emulated);
-    case DType::Q5_0:
-      return amx_for<DType::Q5_0>(emulated);
-    case DType::Q5_1:
-      return amx_for<DType::Q5_1>(emulated);
-    case DType::Q8_0:
-      return amx_for<DType::Q8_0>(emulated);
-    case DType::IQ4_NL:
-      return amx_for<DType::IQ4_NL>(emulated);
-    default:
-      break;
-  }
-#endif
   if (wtype == DType::IQ4_XS) return packed_iq4xs_amx_fn(emulated);
+  if (PackedTileFn fn = for_block_format(wtype, [&]<DType T>() {
+        return pick_amx<PAGELLM_IF_AMX(Amx<T, EmuTiles>), PAGELLM_IF_AMX(Amx<T, HwTiles>)>(
+            emulated);
+      }))
+    return fn;
   return packed_k_amx_fn(wtype, emulated);
 }
 
 PackedTileFn packed_tile_fn(DType wtype, CpuIsa isa) {
   switch (wtype) {
-    case DType::Q4_0:
-      return packed_for<DType::Q4_0>(isa);
-    case DType::Q4_1:
-      return packed_for<DType::Q4_1>(isa);
-    case DType::Q5_0:
-      return packed_for<DType::Q5_0>(isa);
-    case DType::Q5_1:
-      return packed_for<DType::Q5_1>(isa);
-    case DType::Q8_0:
-      return packed_for<DType::Q8_0>(isa);
-    case DType::IQ4_NL:
-      return packed_for<DType::IQ4_NL>(isa);
     case DType::Q4_K:
       return packed_q4k_fn(isa);
     case DType::Q5_K:
@@ -541,7 +504,7 @@ PackedTileFn packed_tile_fn(DType wtype, CpuIsa isa) {
     case DType::BF16:
       return packed_float_fn(wtype, isa);
     default:
-      return nullptr;
+      return for_block_format(wtype, [&]<DType T>() { return packed_for<T>(isa); });
   }
 }
 

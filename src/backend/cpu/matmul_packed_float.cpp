@@ -105,11 +105,6 @@ struct FloatRows16Avx512 {
     }
     for (int q = 0; kFloatQuadRows * q < valid; ++q) quad<CB>(n, grp, q, x, xs, out, os, valid);
   }
-
-  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    tail_of<FloatRows16Avx512, kCols - 1>(left, n, wg, x, xs, out, os, valid);
-  }
 };
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX512
@@ -162,46 +157,21 @@ struct FloatRows16Avx2 {
                     int64_t os, int valid) {
     for (int q = 0; kFloatQuadRows * q < valid; ++q) quad<CB>(n, grp, q, x, xs, out, os, valid);
   }
-
-  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    tail_of<FloatRows16Avx2, kCols - 1>(left, n, wg, x, xs, out, os, valid);
-  }
 };
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX2
 
-template <DType T, class L512, class L256>
-PackedTileFn float_for(CpuIsa isa) {
-#if PAGELLM_HAVE_AVX512
-  if (isa == CpuIsa::Avx512) return drive<FloatRows16Avx512<L512>>;
-#endif
-#if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2) return drive<FloatRows16Avx2<L256>>;
-#endif
-  if (isa == CpuIsa::Scalar) return float_rows16_scalar<T>;
-  return nullptr;
-}
-
 }  // namespace
 
 PackedTileFn packed_float_fn(DType wtype, CpuIsa isa) {
-#if PAGELLM_HAVE_AVX512
-  using F16W = F16Lanes16;
-  using BF16W = BF16Lanes16;
-#else
-  using F16W = void;
-  using BF16W = void;
-#endif
-#if PAGELLM_HAVE_AVX2
-  using F16N = F16Lanes8;
-  using BF16N = BF16Lanes8;
-#else
-  using F16N = void;
-  using BF16N = void;
-#endif
-  if (wtype == DType::F16) return float_for<DType::F16, F16W, F16N>(isa);
-  if (wtype == DType::BF16) return float_for<DType::BF16, BF16W, BF16N>(isa);
+  if (wtype == DType::F16)
+    return pick_packed<void, void, PAGELLM_IF_AVX512(FloatRows16Avx512<F16Lanes16>),
+                       PAGELLM_IF_AVX2(FloatRows16Avx2<F16Lanes8>)>(
+        isa, float_rows16_scalar<DType::F16>);
+  if (wtype == DType::BF16)
+    return pick_packed<void, void, PAGELLM_IF_AVX512(FloatRows16Avx512<BF16Lanes16>),
+                       PAGELLM_IF_AVX2(FloatRows16Avx2<BF16Lanes8>)>(
+        isa, float_rows16_scalar<DType::BF16>);
   return nullptr;
 }
 

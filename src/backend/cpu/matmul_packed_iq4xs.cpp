@@ -50,49 +50,34 @@ PAGELLM_TARGET_AVX2
 // madd.
 struct Avx2Iq4Xs {
   static constexpr int kCols = 3;
+  static constexpr size_t kSuper = kIq4XsSuper;
 
   template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    const int64_t nsb = n / 256;
-    XRowK xr[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m256 acc[2][CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * kIq4XsSuper;
-      __m256i S[2][CB];
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
-      for (int j = 0; j < 8; ++j) {
-        if (j % 2 == 0) prefetch_quarter<kIq4XsSuper>(sb, j / 2);
-        const __m256i sc[2] = {scale_pairs_s8(sb + kIq4XsScales + 16 * j),
-                               scale_pairs_s8(sb + kIq4XsScales + 16 * j + 8)};
+  static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&xr)[CB],
+                                                  int64_t s, __m256i (&S)[2][CB]) {
+    for (int j = 0; j < 8; ++j) {
+      if (j % 2 == 0) prefetch_quarter<kIq4XsSuper>(sb, j / 2);
+      const __m256i sc[2] = {scale_pairs_s8(sb + kIq4XsScales + 16 * j),
+                             scale_pairs_s8(sb + kIq4XsScales + 16 * j + 8)};
 #pragma GCC unroll 8
-        for (int t = 0; t < 8; ++t) {
-          const __m256i W[2] = {iq4_values(simd::load256(sb + 256 * j + 64 * (t % 4)), t),
-                                iq4_values(simd::load256(sb + 256 * j + 64 * (t % 4) + 32), t)};
-          add_signed_products<CB>(W, xr, static_cast<size_t>(256 * s + 32 * j + 4 * t), sc, S);
-        }
-      }
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        const __m256 dv = _mm256_cvtph_ps(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kIq4XsD + 16 * h)));
-#pragma GCC unroll 16
-        for (int c = 0; c < CB; ++c)
-          acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[h][c]),
-                                      _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])), acc[h][c]);
+      for (int t = 0; t < 8; ++t) {
+        const __m256i W[2] = {iq4_values(simd::load256(sb + 256 * j + 64 * (t % 4)), t),
+                              iq4_values(simd::load256(sb + 256 * j + 64 * (t % 4) + 32), t)};
+        add_signed_products<CB>(W, xr, static_cast<size_t>(256 * s + 32 * j + 4 * t), sc, S);
       }
     }
-    store_rows8x2<CB>(out, os, acc, valid);
   }
 
-  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    tail_of<Avx2Iq4Xs, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  template <int CB>
+  static __attribute__((always_inline)) void finish(const uint8_t* sb, int h, const XRowK (&xr)[CB],
+                                                    int64_t s, const __m256i (&S)[CB],
+                                                    __m256 (&acc)[CB]) {
+    const __m256 dv =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kIq4XsD + 16 * h)));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c)
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]),
+                               _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])), acc[c]);
   }
 };
 PAGELLM_TARGET_END
@@ -105,6 +90,7 @@ PAGELLM_TARGET_AVX512
 // sub-block's scales in int32; the float work once per super-block.
 struct Avx512Iq4Xs {
   static constexpr int kCols = 8;
+  static constexpr size_t kSuper = kIq4XsSuper;
 
   // S[c] += scale_j * I_j for every column, from sub-block j's shifted codes A.
   template <int CB>
@@ -128,43 +114,23 @@ struct Avx512Iq4Xs {
 
   // acc[c] = fma(float(S[c]), d * d_x, acc[c]) for super-block s.
   template <int CB>
-  static inline __attribute__((always_inline)) void finish(const uint8_t* sb, const XRowK (&xr)[CB],
-                                                           int64_t s, const __m512i (&S)[CB],
-                                                           __m512 (&acc)[CB]) {
+  static __attribute__((always_inline)) void finish(const uint8_t* sb, const XRowK (&xr)[CB],
+                                                    int64_t s, const __m512i (&S)[CB],
+                                                    __m512 (&acc)[CB]) {
     add_super_block_terms<CB>(sb + kIq4XsD, xr, s, S, acc);
   }
 
   template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    const int64_t nsb = n / 256;
-    XRowK xr[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m512 acc[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
-    const bool hint = tile_hints<CB>();
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * kIq4XsSuper;
-      __m512i S[CB];
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
-      for (int j = 0; j < 8; ++j) {
-        if (hint && j % 2 == 0) prefetch_quarter<kIq4XsSuper>(sb, j / 2);
-        __m512i A[8];
-        nibble_groups(sb + 256 * j, A);
-        iq4_shifted_values(A);
-        add_scaled<CB>(A, sb, j, xr, s, S);
-      }
-      finish<CB>(sb, xr, s, S, acc);
+  static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&xr)[CB],
+                                                  int64_t s, const uint8_t*, size_t, bool hint,
+                                                  __m512i (&S)[CB]) {
+    for (int j = 0; j < 8; ++j) {
+      if (hint && j % 2 == 0) prefetch_quarter<kIq4XsSuper>(sb, j / 2);
+      __m512i A[8];
+      nibble_groups(sb + 256 * j, A);
+      iq4_shifted_values(A);
+      add_scaled<CB>(A, sb, j, xr, s, S);
     }
-    store_rows16<CB>(out, os, acc, valid);
-  }
-
-  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    tail_of<Avx512Iq4Xs, kCols - 1>(left, n, wg, x, xs, out, os, valid);
   }
 };
 PAGELLM_TARGET_END
@@ -177,56 +143,37 @@ PAGELLM_TARGET_AMX
 // TDPBSSD), C = their exact sums I_j; the rest is Avx512Iq4Xs's on the same
 // integers.
 template <class TilesT>
-struct AmxIq4Xs {
+struct AmxIq4Xs : Avx512Iq4Xs {
   using Tiles = TilesT;
-  static constexpr int kMinCols = 4;
-  static TileConfig config(int cols) { return pair_tiles(cols, 32); }
+  using Vnni = Super512<Avx512Iq4Xs>;
+  static constexpr int kKBytes = 32;
 
   template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    const int64_t nsb = n / 256;
-    XRowK xr[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m512 acc[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+  static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&)[CB],
+                                                  int64_t s, const uint8_t* x, size_t xs, bool,
+                                                  __m512i (&S)[CB]) {
     alignas(64) uint8_t codes[2][512];
-    alignas(64) int32_t sums[2][16][16];
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * kIq4XsSuper;
-      for (size_t l = 0; l < kIq4XsSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
-      __m512i S[CB];
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
-      for (int j = 0; j < 8; j += 2) {
+    alignas(64) int32_t dots[2][16][16];
+    for (size_t l = 0; l < kIq4XsSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+    for (int j = 0; j < 8; j += 2) {
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-          __m512i A[8];
-          nibble_groups(sb + 256 * (j + h), A);
-          iq4_signed_values(A);
+      for (int h = 0; h < 2; ++h) {
+        __m512i A[8];
+        nibble_groups(sb + 256 * (j + h), A);
+        iq4_signed_values(A);
 #pragma GCC unroll 8
-          for (int k = 0; k < 8; ++k) _mm512_store_si512(codes[h] + 64 * k, A[k]);
-        }
-        const uint8_t* q = x + 256 * s + 32 * j;
-        pair_products<Tiles, true>(q, q + 32, xs, codes[0], codes[1], sums);
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-          const __m512i sc = _mm512_cvtepi8_epi32(simd::load128(sb + kIq4XsScales + 16 * (j + h)));
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c)
-            S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(sums[h][c]), sc));
-        }
+        for (int k = 0; k < 8; ++k) _mm512_store_si512(codes[h] + 64 * k, A[k]);
       }
-      Avx512Iq4Xs::finish<CB>(sb, xr, s, S, acc);
+      const uint8_t* q = x + 256 * s + 32 * j;
+      pair_products<Tiles, true>(q, q + 32, xs, codes[0], codes[1], dots);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m512i sc = _mm512_cvtepi8_epi32(simd::load128(sb + kIq4XsScales + 16 * (j + h)));
+#pragma GCC unroll 16
+        for (int c = 0; c < CB; ++c)
+          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(dots[h][c]), sc));
+      }
     }
-    store_rows16<CB>(out, os, acc, valid);
-  }
-
-  static void run(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
-                  int64_t cols, float* out, int64_t os) {
-    drive_amx<AmxIq4Xs, Avx512Iq4Xs>(n, w, gb, rows, x, xs, cols, out, os);
   }
 };
 PAGELLM_TARGET_END
@@ -235,27 +182,15 @@ PAGELLM_TARGET_END
 }  // namespace
 
 PackedTileFn packed_iq4xs_amx_fn(bool emulated) {
-#if PAGELLM_HAVE_AMX
-  return emulated ? AmxIq4Xs<EmuTiles>::run : AmxIq4Xs<HwTiles>::run;
-#else
-  (void)emulated;
-  return nullptr;
-#endif
+  return pick_amx<PAGELLM_IF_AMX(AmxSuper<AmxIq4Xs<EmuTiles>>),
+                  PAGELLM_IF_AMX(AmxSuper<AmxIq4Xs<HwTiles>>)>(emulated);
 }
 
 PackedTileFn packed_iq4xs_fn(CpuIsa isa) {
-#if PAGELLM_HAVE_AMX
-  if (isa == CpuIsa::Avx512 && amx_tile_model_requested()) return AmxIq4Xs<EmuTiles>::run;
-  if (isa == CpuIsa::Avx512 && amx_int8_available()) return AmxIq4Xs<HwTiles>::run;
-#endif
-#if PAGELLM_HAVE_AVX512
-  if (isa == CpuIsa::Avx512) return drive<Avx512Iq4Xs>;
-#endif
-#if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2) return drive<Avx2Iq4Xs>;
-#endif
-  if (isa == CpuIsa::Scalar) return iq4xs_scalar;
-  return nullptr;
+  return pick_packed<PAGELLM_IF_AMX(AmxSuper<AmxIq4Xs<EmuTiles>>),
+                     PAGELLM_IF_AMX(AmxSuper<AmxIq4Xs<HwTiles>>),
+                     PAGELLM_IF_AVX512(Super512<Avx512Iq4Xs>),
+                     PAGELLM_IF_AVX2(Super256<Avx2Iq4Xs>)>(isa, iq4xs_scalar);
 }
 
 }  // namespace pagellm::cpu::detail

@@ -57,92 +57,79 @@ void q4k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
 
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
+// Super512's policy (and AmxK4's finish).
 template <bool kQ5>
 struct Avx512K4 {
   // Q5_K's fifth-bit unpacking is worth spreading over 16 columns (c16
   // decode and prefill +11-13%); Q4_K gains nothing from it.
   static constexpr int kCols = kQ5 ? 16 : 8;
+  static constexpr size_t kSuper = kK4Super<kQ5>;
 
   template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    const int64_t nsb = n / 256;
-    XRowK xr[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m512 acc[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+  static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&xr)[CB],
+                                                  int64_t s, const uint8_t*, size_t, bool hint,
+                                                  __m512i (&S)[CB]) {
     const __m512i m4 = _mm512_set1_epi8(15);
-    const bool hint = tile_hints<CB>();
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
-      // Wide tiles hint the whole super-block at once, one-column ones a
-      // quarter at a time (a burst of 37-45 lines stalls a GEMV).
-      if constexpr (CB >= kPrefetchMinCols)
-        for (size_t l = 0; l < kK4Super<kQ5>; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
-      const uint8_t* hinted = sb;
-      const uint8_t* hb = sb;  // Q5_K's fifth bits
-      if constexpr (kQ5) sb += kQ5KPlane;
-      __m512i S[CB];
+    // Wide tiles hint the whole super-block at once, one-column ones a
+    // quarter at a time (a burst of 37-45 lines stalls a GEMV).
+    if constexpr (CB >= kPrefetchMinCols)
+      for (size_t l = 0; l < kSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+    const uint8_t* hinted = sb;
+    const uint8_t* hb = sb;  // Q5_K's fifth bits
+    if constexpr (kQ5) sb += kQ5KPlane;
+    for (int j = 0; j < 8; ++j) {
+      if (CB < kPrefetchMinCols && hint && j % 2 == 0) prefetch_quarter<kSuper>(hinted, j / 2);
+      __m512i A[8];
 #pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
-      for (int j = 0; j < 8; ++j) {
-        if (CB < kPrefetchMinCols && hint && j % 2 == 0)
-          prefetch_quarter<kK4Super<kQ5>>(hinted, j / 2);
-        __m512i A[8];
-#pragma GCC unroll 16
-        for (int k = 0; k < 8; ++k) {
-          const __m512i v = _mm512_loadu_si512(sb + 512 * (j / 2) + 64 * k);
-          A[k] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, m4);
-          if constexpr (kQ5) {
-            const __mmask64 hi = _mm512_test_epi8_mask(_mm512_loadu_si512(hb + 64 * k),
-                                                       _mm512_set1_epi8(static_cast<char>(1 << j)));
-            A[k] = _mm512_mask_add_epi8(A[k], hi, A[k], _mm512_set1_epi8(16));
-          }
-        }
-        const __m512i sc = _mm512_cvtepu8_epi32(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KScales + 16 * j)));
-#pragma GCC unroll 16
-        for (int c = 0; c < CB; ++c) {
-          const int8_t* q = xr[c].qs + 256 * s + 32 * j;
-          __m512i I = _mm512_setzero_si512(), J = _mm512_setzero_si512();
-#pragma GCC unroll 16
-          for (int k = 0; k < 8; k += 2) {
-            I = simd::dpbusd_bcast(I, A[k], q + 4 * k);
-            J = simd::dpbusd_bcast(J, A[k + 1], q + 4 * k + 4);
-          }
-          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_add_epi32(I, J), sc));
+      for (int k = 0; k < 8; ++k) {
+        const __m512i v = _mm512_loadu_si512(sb + 512 * (j / 2) + 64 * k);
+        A[k] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, m4);
+        if constexpr (kQ5) {
+          const __mmask64 hi = _mm512_test_epi8_mask(_mm512_loadu_si512(hb + 64 * k),
+                                                     _mm512_set1_epi8(static_cast<char>(1 << j)));
+          A[k] = _mm512_mask_add_epi8(A[k], hi, A[k], _mm512_set1_epi8(16));
         }
       }
-      __m512i mp[4];
-#pragma GCC unroll 4
-      for (int p = 0; p < 4; ++p)
-        mp[p] = _mm512_cvtepu8_epi16(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ4KMins + 32 * p)));
-      const __m512 dv =
-          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ4KD)));
-      const __m512 dm =
-          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ4KD + 32)));
+      const __m512i sc = _mm512_cvtepu8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KScales + 16 * j)));
 #pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) {
-        const int16_t* sums = xr[c].sum32 + 8 * s;
-        __m512i M = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; ++p)
-          M = _mm512_dpwssd_epi32(
-              M, mp[p], _mm512_set1_epi32(static_cast<int32_t>(simd::load_u32(sums + 2 * p))));
-        const __m512 dx = _mm512_set1_ps(xr[c].d[s]);
-        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(dv, dx), acc[c]);
-        acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dm, dx), acc[c]);
+        const int8_t* q = xr[c].qs + 256 * s + 32 * j;
+        __m512i I = _mm512_setzero_si512(), J = _mm512_setzero_si512();
+#pragma GCC unroll 16
+        for (int k = 0; k < 8; k += 2) {
+          I = simd::dpbusd_bcast(I, A[k], q + 4 * k);
+          J = simd::dpbusd_bcast(J, A[k + 1], q + 4 * k + 4);
+        }
+        S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_add_epi32(I, J), sc));
       }
     }
-    store_rows16<CB>(out, os, acc, valid);
   }
 
-  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    tail_of<Avx512K4, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  // acc = fma(float(S), d * d_x, acc), then fnma(float(M), dmin * d_x, acc)
+  // with M = sum_j min_j * sum32_j (two sub-blocks per vpdpwssd).
+  template <int CB>
+  static __attribute__((always_inline)) void finish(const uint8_t* sb, const XRowK (&xr)[CB],
+                                                    int64_t s, const __m512i (&S)[CB],
+                                                    __m512 (&acc)[CB]) {
+    if constexpr (kQ5) sb += kQ5KPlane;
+    __m512i mp[4];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) mp[p] = _mm512_cvtepu8_epi16(simd::load256(sb + kQ4KMins + 32 * p));
+    const __m512 dv = _mm512_cvtph_ps(simd::load256(sb + kQ4KD));
+    const __m512 dm = _mm512_cvtph_ps(simd::load256(sb + kQ4KD + 32));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) {
+      const int16_t* sums32 = xr[c].sum32 + 8 * s;
+      __m512i M = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p)
+        M = _mm512_dpwssd_epi32(
+            M, mp[p], _mm512_set1_epi32(static_cast<int32_t>(simd::load_u32(sums32 + 2 * p))));
+      const __m512 dx = _mm512_set1_ps(xr[c].d[s]);
+      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(dv, dx), acc[c]);
+      acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dm, dx), acc[c]);
+    }
   }
 };
 PAGELLM_TARGET_END
@@ -156,85 +143,49 @@ PAGELLM_TARGET_AMX
 // fifth bit), C = the exact I_j of every (column, row). The rest is
 // Avx512K4's, on the same integers (S sums the same products, in int32).
 template <bool kQ5, class TilesT>
-struct AmxK4 {
+struct AmxK4 : Avx512K4<kQ5> {
   using Tiles = TilesT;
-  static constexpr int kMinCols = 4;
-  static TileConfig config(int cols) { return pair_tiles(cols, 32); }
+  using Vnni = Super512<Avx512K4<kQ5>>;
+  static constexpr int kKBytes = 32;
 
   template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    const int64_t nsb = n / 256;
-    XRowK xr[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m512 acc[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+  static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&)[CB],
+                                                  int64_t s, const uint8_t* x, size_t xs, bool,
+                                                  __m512i (&S)[CB]) {
     const __m512i m4 = _mm512_set1_epi8(15);
     alignas(64) uint8_t codes[2][512];
-    alignas(64) int32_t sums[2][16][16];
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
-      for (size_t l = 0; l < kK4Super<kQ5>; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
-      const uint8_t* hb = sb;  // Q5_K's fifth bits
-      if constexpr (kQ5) sb += kQ5KPlane;
-      __m512i S[CB];
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
-      for (int j = 0; j < 8; j += 2) {
+    alignas(64) int32_t dots[2][16][16];
+    for (size_t l = 0; l < kK4Super<kQ5>; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+    const uint8_t* hb = sb;  // Q5_K's fifth bits
+    if constexpr (kQ5) sb += kQ5KPlane;
+    for (int j = 0; j < 8; j += 2) {
 #pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) {
-          const __m512i v = _mm512_loadu_si512(sb + 256 * j + 64 * k);
-          __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-          if constexpr (kQ5) {
-            const __m512i h = _mm512_loadu_si512(hb + 64 * k);
-            const __m512i sixteen = _mm512_set1_epi8(16);
-            lo = _mm512_mask_add_epi8(
-                lo, _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << j))), lo,
-                sixteen);
-            hi = _mm512_mask_add_epi8(
-                hi, _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(2 << j))), hi,
-                sixteen);
-          }
-          _mm512_store_si512(codes[0] + 64 * k, lo);
-          _mm512_store_si512(codes[1] + 64 * k, hi);
+      for (int k = 0; k < 8; ++k) {
+        const __m512i v = _mm512_loadu_si512(sb + 256 * j + 64 * k);
+        __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if constexpr (kQ5) {
+          const __m512i h = _mm512_loadu_si512(hb + 64 * k);
+          const __m512i sixteen = _mm512_set1_epi8(16);
+          lo = _mm512_mask_add_epi8(
+              lo, _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << j))), lo,
+              sixteen);
+          hi = _mm512_mask_add_epi8(
+              hi, _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(2 << j))), hi,
+              sixteen);
         }
-        const uint8_t* q = x + 256 * s + 32 * j;
-        pair_products<Tiles>(q, q + 32, xs, codes[0], codes[1], sums);
-        const __m512i sc0 = _mm512_cvtepu8_epi32(simd::load128(sb + kQ4KScales + 16 * j));
-        const __m512i sc1 = _mm512_cvtepu8_epi32(simd::load128(sb + kQ4KScales + 16 * j + 16));
-#pragma GCC unroll 16
-        for (int c = 0; c < CB; ++c) {
-          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(sums[0][c]), sc0));
-          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(sums[1][c]), sc1));
-        }
+        _mm512_store_si512(codes[0] + 64 * k, lo);
+        _mm512_store_si512(codes[1] + 64 * k, hi);
       }
-      __m512i mp[4];
-#pragma GCC unroll 4
-      for (int p = 0; p < 4; ++p)
-        mp[p] = _mm512_cvtepu8_epi16(simd::load256(sb + kQ4KMins + 32 * p));
-      const __m512 dv = _mm512_cvtph_ps(simd::load256(sb + kQ4KD));
-      const __m512 dm = _mm512_cvtph_ps(simd::load256(sb + kQ4KD + 32));
+      const uint8_t* q = x + 256 * s + 32 * j;
+      pair_products<Tiles>(q, q + 32, xs, codes[0], codes[1], dots);
+      const __m512i sc0 = _mm512_cvtepu8_epi32(simd::load128(sb + kQ4KScales + 16 * j));
+      const __m512i sc1 = _mm512_cvtepu8_epi32(simd::load128(sb + kQ4KScales + 16 * j + 16));
 #pragma GCC unroll 16
       for (int c = 0; c < CB; ++c) {
-        const int16_t* sums32 = xr[c].sum32 + 8 * s;
-        __m512i M = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; ++p)
-          M = _mm512_dpwssd_epi32(
-              M, mp[p], _mm512_set1_epi32(static_cast<int32_t>(simd::load_u32(sums32 + 2 * p))));
-        const __m512 dx = _mm512_set1_ps(xr[c].d[s]);
-        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(dv, dx), acc[c]);
-        acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dm, dx), acc[c]);
+        S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(dots[0][c]), sc0));
+        S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(dots[1][c]), sc1));
       }
     }
-    store_rows16<CB>(out, os, acc, valid);
-  }
-
-  static void run(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
-                  int64_t cols, float* out, int64_t os) {
-    drive_amx<AmxK4, Avx512K4<kQ5>>(n, w, gb, rows, x, xs, cols, out, os);
   }
 };
 PAGELLM_TARGET_END
@@ -249,145 +200,132 @@ PAGELLM_TARGET_AVX2
 template <bool kQ5>
 struct Avx2K4 {
   static constexpr int kCols = 4;
+  static constexpr size_t kSuper = kK4Super<kQ5>;
 
   template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    const int64_t nsb = n / 256;
-    XRowK xr[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m256 acc[2][CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+  static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&xr)[CB],
+                                                  int64_t s, __m256i (&S)[2][CB]) {
     const __m256i m4 = _mm256_set1_epi8(15);
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * kK4Super<kQ5>;
-      const uint8_t* hb = sb;  // Q5_K's fifth bits
-      if constexpr (kQ5) sb += kQ5KPlane;
-      __m256i S[2][CB];
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
-      // Sub-block j's scales of the 8 rows of each half as int16 pairs.
-      const auto scales = [&](int j, __m256i(&sc)[2]) {
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-          const __m256i s32 = _mm256_cvtepu8_epi32(
-              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ4KScales + 16 * j + 8 * h)));
-          sc[h] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
-        }
-      };
-      // Sub-blocks 2i and 2i + 1 share their code bytes (low and high
-      // nibbles); narrow tiles have the registers to take both per load.
-      constexpr bool kPairs = CB <= (kQ5 ? 1 : 2);
-      for (int i = 0; i < 4; ++i) {
-        prefetch_quarter<kK4Super<kQ5>>(hb, i);
-        if constexpr (kPairs) {
-          __m256i sc[2][2];
-          scales(2 * i, sc[0]);
-          scales(2 * i + 1, sc[1]);
-          constexpr int kRun = kQ5 ? 4 : 8;
-#pragma GCC unroll 2
-          for (int k0 = 0; k0 < 8; k0 += kRun) {
-            __m256i P[2][2][CB];
-#pragma GCC unroll 16
-            for (int c = 0; c < CB; ++c)
-              P[0][0][c] = P[0][1][c] = P[1][0][c] = P[1][1][c] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-            for (int k = k0; k < k0 + kRun; ++k) {
-              __m256i A[2][2];
-#pragma GCC unroll 2
-              for (int h = 0; h < 2; ++h) {
-                const __m256i v = simd::load256(sb + 512 * i + 64 * k + 32 * h);
-                A[0][h] = _mm256_and_si256(v, m4);
-                A[1][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                if constexpr (kQ5) {
-                  const __m256i hv = simd::load256(hb + 64 * k + 32 * h);
-#pragma GCC unroll 2
-                  for (int jj = 0; jj < 2; ++jj) {
-                    const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (2 * i + jj)));
-                    A[jj][h] = _mm256_or_si256(
-                        A[jj][h],
-                        _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit),
-                                         _mm256_set1_epi8(16)));
-                  }
-                }
-              }
-#pragma GCC unroll 2
-              for (int jj = 0; jj < 2; ++jj)
-                add_pair_sums<CB>(A[jj], xr,
-                                  static_cast<size_t>(256 * s + 32 * (2 * i + jj) + 4 * k), P[jj]);
-            }
-            add_scaled_sums<CB>(P[0], sc[0], S);
-            add_scaled_sums<CB>(P[1], sc[1], S);
-          }
-          continue;
-        }
-#pragma GCC unroll 2
-        for (int jj = 0; jj < 2; ++jj) {
-          const int j = 2 * i + jj;
-          __m256i sc[2];
-          scales(j, sc);
-          // maddubs pair sums (2 * code * 127 at most) add up in int16 while
-          // they fit: all eight for Q4_K (codes <= 15: 30480), four at a time
-          // for Q5_K (<= 31: 31496).
-          constexpr int kRun = kQ5 ? 4 : 8;
-#pragma GCC unroll 2
-          for (int k0 = 0; k0 < 8; k0 += kRun) {
-            __m256i P[2][CB];
-#pragma GCC unroll 16
-            for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-            for (int k = k0; k < k0 + kRun; ++k) {
-              __m256i A[2];
-#pragma GCC unroll 2
-              for (int h = 0; h < 2; ++h) {
-                const __m256i v = simd::load256(sb + 512 * i + 64 * k + 32 * h);
-                A[h] = _mm256_and_si256(jj ? _mm256_srli_epi16(v, 4) : v, m4);
-                if constexpr (kQ5) {
-                  const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
-                  const __m256i hv = _mm256_and_si256(simd::load256(hb + 64 * k + 32 * h), bit);
-                  A[h] = _mm256_or_si256(
-                      A[h], _mm256_and_si256(_mm256_cmpeq_epi8(hv, bit), _mm256_set1_epi8(16)));
-                }
-              }
-              add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 32 * j + 4 * k), P);
-            }
-            add_scaled_sums<CB>(P, sc, S);
-          }
-        }
-      }
+    const uint8_t* hb = sb;  // Q5_K's fifth bits
+    if constexpr (kQ5) sb += kQ5KPlane;
+    // Sub-block j's scales of the 8 rows of each half as int16 pairs.
+    const auto scales = [&](int j, __m256i(&sc)[2]) {
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
-        __m256i mp[4];
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; ++p)
-          mp[p] = _mm256_cvtepu8_epi16(simd::load128(sb + kQ4KMins + 32 * p + 16 * h));
-        const __m256 dv =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KD + 16 * h)));
-        const __m256 dm = _mm256_cvtph_ps(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KD + 32 + 16 * h)));
+        const __m256i s32 = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + kQ4KScales + 16 * j + 8 * h)));
+        sc[h] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+      }
+    };
+    // Sub-blocks 2i and 2i + 1 share their code bytes (low and high
+    // nibbles); narrow tiles have the registers to take both per load.
+    constexpr bool kPairs = CB <= (kQ5 ? 1 : 2);
+    for (int i = 0; i < 4; ++i) {
+      prefetch_quarter<kK4Super<kQ5>>(hb, i);
+      if constexpr (kPairs) {
+        __m256i sc[2][2];
+        scales(2 * i, sc[0]);
+        scales(2 * i + 1, sc[1]);
+        constexpr int kRun = kQ5 ? 4 : 8;
+#pragma GCC unroll 2
+        for (int k0 = 0; k0 < 8; k0 += kRun) {
+          __m256i P[2][2][CB];
 #pragma GCC unroll 16
-        for (int c = 0; c < CB; ++c) {
-          const int16_t* sums = xr[c].sum32 + 8 * s;
-          __m256i M = _mm256_setzero_si256();
-#pragma GCC unroll 4
-          for (int p = 0; p < 4; ++p)
-            M = _mm256_add_epi32(M, _mm256_madd_epi16(mp[p], _mm256_set1_epi32(static_cast<int32_t>(
-                                                                 simd::load_u32(sums + 2 * p)))));
-          const __m256 dx = _mm256_set1_ps(xr[c].d[s]);
-          acc[h][c] =
-              _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[h][c]), _mm256_mul_ps(dv, dx), acc[h][c]);
-          acc[h][c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dm, dx), acc[h][c]);
+          for (int c = 0; c < CB; ++c)
+            P[0][0][c] = P[0][1][c] = P[1][0][c] = P[1][1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+          for (int k = k0; k < k0 + kRun; ++k) {
+            __m256i A[2][2];
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
+              const __m256i v = simd::load256(sb + 512 * i + 64 * k + 32 * h);
+              A[0][h] = _mm256_and_si256(v, m4);
+              A[1][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+              if constexpr (kQ5) {
+                const __m256i hv = simd::load256(hb + 64 * k + 32 * h);
+#pragma GCC unroll 2
+                for (int jj = 0; jj < 2; ++jj) {
+                  const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (2 * i + jj)));
+                  A[jj][h] = _mm256_or_si256(
+                      A[jj][h],
+                      _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, bit), bit),
+                                       _mm256_set1_epi8(16)));
+                }
+              }
+            }
+#pragma GCC unroll 2
+            for (int jj = 0; jj < 2; ++jj)
+              add_pair_sums<CB>(A[jj], xr,
+                                static_cast<size_t>(256 * s + 32 * (2 * i + jj) + 4 * k), P[jj]);
+          }
+          add_scaled_sums<CB>(P[0], sc[0], S);
+          add_scaled_sums<CB>(P[1], sc[1], S);
+        }
+        continue;
+      }
+#pragma GCC unroll 2
+      for (int jj = 0; jj < 2; ++jj) {
+        const int j = 2 * i + jj;
+        __m256i sc[2];
+        scales(j, sc);
+        // maddubs pair sums (2 * code * 127 at most) add up in int16 while
+        // they fit: all eight for Q4_K (codes <= 15: 30480), four at a time
+        // for Q5_K (<= 31: 31496).
+        constexpr int kRun = kQ5 ? 4 : 8;
+#pragma GCC unroll 2
+        for (int k0 = 0; k0 < 8; k0 += kRun) {
+          __m256i P[2][CB];
+#pragma GCC unroll 16
+          for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+          for (int k = k0; k < k0 + kRun; ++k) {
+            __m256i A[2];
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {
+              const __m256i v = simd::load256(sb + 512 * i + 64 * k + 32 * h);
+              A[h] = _mm256_and_si256(jj ? _mm256_srli_epi16(v, 4) : v, m4);
+              if constexpr (kQ5) {
+                const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
+                const __m256i hv = _mm256_and_si256(simd::load256(hb + 64 * k + 32 * h), bit);
+                A[h] = _mm256_or_si256(
+                    A[h], _mm256_and_si256(_mm256_cmpeq_epi8(hv, bit), _mm256_set1_epi8(16)));
+              }
+            }
+            add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 32 * j + 4 * k), P);
+          }
+          add_scaled_sums<CB>(P, sc, S);
         }
       }
     }
-    store_rows8x2<CB>(out, os, acc, valid);
   }
 
-  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    tail_of<Avx2K4, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  // Half h: acc += float(S) * d * d_x - float(M) * dmin * d_x, M = sum_j
+  // min_j * sum32_j.
+  template <int CB>
+  static __attribute__((always_inline)) void finish(const uint8_t* sb, int h, const XRowK (&xr)[CB],
+                                                    int64_t s, const __m256i (&S)[CB],
+                                                    __m256 (&acc)[CB]) {
+    if constexpr (kQ5) sb += kQ5KPlane;
+    __m256i mp[4];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p)
+      mp[p] = _mm256_cvtepu8_epi16(simd::load128(sb + kQ4KMins + 32 * p + 16 * h));
+    const __m256 dv =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KD + 16 * h)));
+    const __m256 dm = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4KD + 32 + 16 * h)));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) {
+      const int16_t* sums32 = xr[c].sum32 + 8 * s;
+      __m256i M = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p)
+        M = _mm256_add_epi32(M, _mm256_madd_epi16(mp[p], _mm256_set1_epi32(static_cast<int32_t>(
+                                                             simd::load_u32(sums32 + 2 * p)))));
+      const __m256 dx = _mm256_set1_ps(xr[c].d[s]);
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]), _mm256_mul_ps(dv, dx), acc[c]);
+      acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dm, dx), acc[c]);
+    }
   }
 };
 PAGELLM_TARGET_END
@@ -395,18 +333,10 @@ PAGELLM_TARGET_END
 
 template <bool kQ5>
 PackedTileFn k4_for(CpuIsa isa) {
-#if PAGELLM_HAVE_AMX
-  if (isa == CpuIsa::Avx512 && amx_tile_model_requested()) return AmxK4<kQ5, EmuTiles>::run;
-  if (isa == CpuIsa::Avx512 && amx_int8_available()) return AmxK4<kQ5, HwTiles>::run;
-#endif
-#if PAGELLM_HAVE_AVX512
-  if (isa == CpuIsa::Avx512) return drive<Avx512K4<kQ5>>;
-#endif
-#if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2) return drive<Avx2K4<kQ5>>;
-#endif
-  if (isa == CpuIsa::Scalar) return q4k_scalar<kQ5>;
-  return nullptr;
+  return pick_packed<PAGELLM_IF_AMX(AmxSuper<AmxK4<kQ5, EmuTiles>>),
+                     PAGELLM_IF_AMX(AmxSuper<AmxK4<kQ5, HwTiles>>),
+                     PAGELLM_IF_AVX512(Super512<Avx512K4<kQ5>>),
+                     PAGELLM_IF_AVX2(Super256<Avx2K4<kQ5>>)>(isa, q4k_scalar<kQ5>);
 }
 
 // ---- Q6_K (Rows16) times split Q8_K rows -------------------------------------
@@ -437,59 +367,48 @@ void q6k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
 
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
+// Super512's policy (and AmxQ6K's finish).
 struct Avx512Q6K {
   static constexpr int kCols = 8;
+  static constexpr size_t kSuper = kQ6KSuper;
 
   template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    const int64_t nsb = n / 256;
-    XRowK xr[CB];
-#pragma GCC unroll 8
-    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m512 acc[CB];
-#pragma GCC unroll 8
-    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+  static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&xr)[CB],
+                                                  int64_t s, const uint8_t*, size_t, bool hint,
+                                                  __m512i (&S)[CB]) {
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
-    const bool hint = tile_hints<CB>();
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper;
-      if constexpr (CB >= kPrefetchMinCols)
-        for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
-      __m512i S[CB];
-#pragma GCC unroll 8
-      for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
-      for (int j = 0; j < 16; ++j) {
-        if (CB < kPrefetchMinCols && hint && j % 4 == 0) prefetch_quarter<kQ6KSuper>(sb, j / 4);
-        __m512i A[4];
+    if constexpr (CB >= kPrefetchMinCols)
+      for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+    for (int j = 0; j < 16; ++j) {
+      if (CB < kPrefetchMinCols && hint && j % 4 == 0) prefetch_quarter<kQ6KSuper>(sb, j / 4);
+      __m512i A[4];
 #pragma GCC unroll 4
-        for (int t = 0; t < 4; ++t) {
-          const int G = 4 * j + t;
-          __m512i lo = _mm512_loadu_si512(sb + 64 * (G % 32));
-          if (G >= 32) lo = _mm512_srli_epi16(lo, 4);
-          __m512i hi = _mm512_loadu_si512(sb + kQ6KQh + 64 * (G % 16));
-          hi = _mm512_and_si512(_mm512_srli_epi16(hi, 2 * (G / 16)), m3);
-          A[t] = _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(hi, 4));
-        }
-        const __m512i sc = _mm512_cvtepi8_epi32(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ6KScales + 16 * j)));
-#pragma GCC unroll 8
-        for (int c = 0; c < CB; ++c) {
-          const int8_t* q = xr[c].qs + 256 * s + 16 * j;
-          __m512i I = _mm512_set1_epi32(-32 * xr[c].sum16[16 * s + j]);
-#pragma GCC unroll 4
-          for (int t = 0; t < 4; ++t) I = simd::dpbusd_bcast(I, A[t], q + 4 * t);
-          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I, sc));
-        }
+      for (int t = 0; t < 4; ++t) {
+        const int G = 4 * j + t;
+        __m512i lo = _mm512_loadu_si512(sb + 64 * (G % 32));
+        if (G >= 32) lo = _mm512_srli_epi16(lo, 4);
+        __m512i hi = _mm512_loadu_si512(sb + kQ6KQh + 64 * (G % 16));
+        hi = _mm512_and_si512(_mm512_srli_epi16(hi, 2 * (G / 16)), m3);
+        A[t] = _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(hi, 4));
       }
-      add_super_block_terms<CB>(sb + kQ6KD, xr, s, S, acc);
+      const __m512i sc = _mm512_cvtepi8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ6KScales + 16 * j)));
+#pragma GCC unroll 8
+      for (int c = 0; c < CB; ++c) {
+        const int8_t* q = xr[c].qs + 256 * s + 16 * j;
+        __m512i I = _mm512_set1_epi32(-32 * xr[c].sum16[16 * s + j]);
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; ++t) I = simd::dpbusd_bcast(I, A[t], q + 4 * t);
+        S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I, sc));
+      }
     }
-    store_rows16<CB>(out, os, acc, valid);
   }
 
-  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    tail_of<Avx512Q6K, kCols - 1>(left, n, wg, x, xs, out, os, valid);
+  template <int CB>
+  static __attribute__((always_inline)) void finish(const uint8_t* sb, const XRowK (&xr)[CB],
+                                                    int64_t s, const __m512i (&S)[CB],
+                                                    __m512 (&acc)[CB]) {
+    add_super_block_terms<CB>(sb + kQ6KD, xr, s, S, acc);
   }
 };
 PAGELLM_TARGET_END
@@ -502,62 +421,43 @@ PAGELLM_TARGET_AMX
 // exact sums with the offset in them; the scale and float work is
 // Avx512Q6K's on the same integers.
 template <class TilesT>
-struct AmxQ6K {
+struct AmxQ6K : Avx512Q6K {
   using Tiles = TilesT;
-  static constexpr int kMinCols = 4;
-  static TileConfig config(int cols) { return pair_tiles(cols, 16); }
+  using Vnni = Super512<Avx512Q6K>;
+  static constexpr int kKBytes = 16;
 
   template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    const int64_t nsb = n / 256;
-    XRowK xr[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m512 acc[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+  static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&)[CB],
+                                                  int64_t s, const uint8_t* x, size_t xs, bool,
+                                                  __m512i (&S)[CB]) {
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3), m32 = _mm512_set1_epi8(32);
     alignas(64) uint8_t codes[2][256];
-    alignas(64) int32_t sums[2][16][16];
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * kQ6KSuper;
-      for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
-      __m512i S[CB];
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
-      for (int j = 0; j < 16; j += 2) {
+    alignas(64) int32_t dots[2][16][16];
+    for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
+    for (int j = 0; j < 16; j += 2) {
 #pragma GCC unroll 8
-        for (int t = 0; t < 8; ++t) {
-          const int G = 4 * j + t;
-          __m512i lo = _mm512_loadu_si512(sb + 64 * (G % 32));
-          if (G >= 32) lo = _mm512_srli_epi16(lo, 4);
-          __m512i hi = _mm512_loadu_si512(sb + kQ6KQh + 64 * (G % 16));
-          hi = _mm512_and_si512(_mm512_srli_epi16(hi, 2 * (G / 16)), m3);
-          // The value code - 32 as a signed byte (TDPBSSD): no offset term.
-          _mm512_store_si512(
-              codes[t / 4] + 64 * (t % 4),
-              _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(hi, 4)),
-                              m32));
-        }
-        const uint8_t* q = x + 256 * s + 16 * j;
-        pair_products<Tiles, true>(q, q + 16, xs, codes[0], codes[1], sums);
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-          const __m512i sc = _mm512_cvtepi8_epi32(simd::load128(sb + kQ6KScales + 16 * (j + h)));
-#pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c)
-            S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(sums[h][c]), sc));
-        }
+      for (int t = 0; t < 8; ++t) {
+        const int G = 4 * j + t;
+        __m512i lo = _mm512_loadu_si512(sb + 64 * (G % 32));
+        if (G >= 32) lo = _mm512_srli_epi16(lo, 4);
+        __m512i hi = _mm512_loadu_si512(sb + kQ6KQh + 64 * (G % 16));
+        hi = _mm512_and_si512(_mm512_srli_epi16(hi, 2 * (G / 16)), m3);
+        // The value code - 32 as a signed byte (TDPBSSD): no offset term.
+        _mm512_store_si512(
+            codes[t / 4] + 64 * (t % 4),
+            _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(hi, 4)),
+                            m32));
       }
-      add_super_block_terms<CB>(sb + kQ6KD, xr, s, S, acc);
+      const uint8_t* q = x + 256 * s + 16 * j;
+      pair_products<Tiles, true>(q, q + 16, xs, codes[0], codes[1], dots);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m512i sc = _mm512_cvtepi8_epi32(simd::load128(sb + kQ6KScales + 16 * (j + h)));
+#pragma GCC unroll 16
+        for (int c = 0; c < CB; ++c)
+          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(dots[h][c]), sc));
+      }
     }
-    store_rows16<CB>(out, os, acc, valid);
-  }
-
-  static void run(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
-                  int64_t cols, float* out, int64_t os) {
-    drive_amx<AmxQ6K, Avx512Q6K>(n, w, gb, rows, x, xs, cols, out, os);
   }
 };
 PAGELLM_TARGET_END
@@ -600,18 +500,9 @@ PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX2
 
 PackedTileFn q6k_for(CpuIsa isa) {
-#if PAGELLM_HAVE_AMX
-  if (isa == CpuIsa::Avx512 && amx_tile_model_requested()) return AmxQ6K<EmuTiles>::run;
-  if (isa == CpuIsa::Avx512 && amx_int8_available()) return AmxQ6K<HwTiles>::run;
-#endif
-#if PAGELLM_HAVE_AVX512
-  if (isa == CpuIsa::Avx512) return drive<Avx512Q6K>;
-#endif
-#if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2) return drive<Avx2K16<Q6KCodes>>;
-#endif
-  if (isa == CpuIsa::Scalar) return q6k_scalar;
-  return nullptr;
+  return pick_packed<PAGELLM_IF_AMX(AmxSuper<AmxQ6K<EmuTiles>>),
+                     PAGELLM_IF_AMX(AmxSuper<AmxQ6K<HwTiles>>), PAGELLM_IF_AVX512(Super512<Avx512Q6K>),
+                     PAGELLM_IF_AVX2(Super256<Avx2K16<Q6KCodes>>)>(isa, q6k_scalar);
 }
 
 }  // namespace
@@ -629,15 +520,15 @@ PackedTileFn packed_q6k_fn(CpuIsa isa) {
 }
 
 PackedTileFn packed_k_amx_fn(DType wtype, bool emulated) {
-#if PAGELLM_HAVE_AMX
   if (wtype == DType::Q4_K)
-    return emulated ? AmxK4<false, EmuTiles>::run : AmxK4<false, HwTiles>::run;
+    return pick_amx<PAGELLM_IF_AMX(AmxSuper<AmxK4<false, EmuTiles>>),
+                    PAGELLM_IF_AMX(AmxSuper<AmxK4<false, HwTiles>>)>(emulated);
   if (wtype == DType::Q5_K)
-    return emulated ? AmxK4<true, EmuTiles>::run : AmxK4<true, HwTiles>::run;
-  if (wtype == DType::Q6_K) return emulated ? AmxQ6K<EmuTiles>::run : AmxQ6K<HwTiles>::run;
-#endif
-  (void)wtype;
-  (void)emulated;
+    return pick_amx<PAGELLM_IF_AMX(AmxSuper<AmxK4<true, EmuTiles>>),
+                    PAGELLM_IF_AMX(AmxSuper<AmxK4<true, HwTiles>>)>(emulated);
+  if (wtype == DType::Q6_K)
+    return pick_amx<PAGELLM_IF_AMX(AmxSuper<AmxQ6K<EmuTiles>>),
+                    PAGELLM_IF_AMX(AmxSuper<AmxQ6K<HwTiles>>)>(emulated);
   return nullptr;
 }
 

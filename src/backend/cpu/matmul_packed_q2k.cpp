@@ -36,7 +36,7 @@ void q2k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
 
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
-// Avx2K16's policy: sub-block j = 4q + jq reads quarter q of the 2-bit plane.
+// Avx2K16's code policy: sub-block j = 4q + jq reads quarter q of the 2-bit plane.
 // Codes <= 3: a sub-block's four maddubs pair sums fit in int16.
 struct Q2KCodes {
   static constexpr size_t kSuper = kQ2KSuper;
@@ -86,7 +86,7 @@ PAGELLM_TARGET_END
 
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
-// Avx512K16's policy: codes 0..3 from the 2-bit plane, the scale byte's low
+// Avx512K16's code policy: codes 0..3 from the 2-bit plane, the scale byte's low
 // nibble; the mins' term in finish.
 struct Q2KCodes512 {
   static constexpr size_t kSuper = kQ2KSuper;
@@ -140,14 +140,8 @@ PAGELLM_TARGET_END
 }  // namespace
 
 PackedTileFn packed_q2k_fn(CpuIsa isa) {
-#if PAGELLM_HAVE_AVX512
-  if (isa == CpuIsa::Avx512) return drive<Avx512K16<Q2KCodes512>>;
-#endif
-#if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2) return drive<Avx2K16<Q2KCodes>>;
-#endif
-  if (isa == CpuIsa::Scalar) return q2k_scalar;
-  return nullptr;
+  return pick_packed<void, void, PAGELLM_IF_AVX512(Super512<Avx512K16<Q2KCodes512>>),
+                     PAGELLM_IF_AVX2(Super256<Avx2K16<Q2KCodes>>)>(isa, q2k_scalar);
 }
 
 }  // namespace pagellm::cpu::detail

@@ -41,7 +41,7 @@ void q3k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
 
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
-// Avx2K16's policy: sub-block j = 4q + jq reads quarter q of the 2-bit plane
+// Avx2K16's code policy: sub-block j = 4q + jq reads quarter q of the 2-bit plane
 // and eighth 2q + jq / 2 of the high bits. Codes <= 7: a sub-block's four
 // maddubs pair sums fit in int16 (4 * 2 * 7 * 128 = 7168).
 struct Q3KCodes {
@@ -76,7 +76,7 @@ PAGELLM_TARGET_END
 
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
-// Avx512K16's policy: code = low 2 bits | 4 * high bit (0..7), offset 4.
+// Avx512K16's code policy: code = low 2 bits | 4 * high bit (0..7), offset 4.
 struct Q3KCodes512 {
   static constexpr size_t kSuper = kQ3KSuper;
   static constexpr int kOffset = 4;
@@ -108,14 +108,8 @@ PAGELLM_TARGET_END
 }  // namespace
 
 PackedTileFn packed_q3k_fn(CpuIsa isa) {
-#if PAGELLM_HAVE_AVX512
-  if (isa == CpuIsa::Avx512) return drive<Avx512K16<Q3KCodes512>>;
-#endif
-#if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2) return drive<Avx2K16<Q3KCodes>>;
-#endif
-  if (isa == CpuIsa::Scalar) return q3k_scalar;
-  return nullptr;
+  return pick_packed<void, void, PAGELLM_IF_AVX512(Super512<Avx512K16<Q3KCodes512>>),
+                     PAGELLM_IF_AVX2(Super256<Avx2K16<Q3KCodes>>)>(isa, q3k_scalar);
 }
 
 }  // namespace pagellm::cpu::detail

@@ -1,12 +1,17 @@
 // Internal to backend/cpu: the column driver and the frames shared by the
 // Rows16 kernels (matmul_packed.cpp: Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL;
 // matmul_packed_iq4xs.cpp: IQ4_XS; matmul_packed_k.cpp: Q4_K /
-// Q5_K / Q6_K; matmul_packed_q2k.cpp, matmul_packed_q3k.cpp). A kernel K provides
+// Q5_K / Q6_K; matmul_packed_q2k.cpp, matmul_packed_q3k.cpp;
+// matmul_packed_float.cpp: F16 / BF16). A kernel K provides
 //   static constexpr int kCols;     // columns per register tile
 //   template <int CB> static void group(int64_t n, const uint8_t* group_base,
 //       const uint8_t* x, size_t x_stride, float* out, int64_t out_stride,
 //       int valid_rows);            // one 16-row group times CB columns
-//   static void tail(int left, ...) // 0 < left < kCols columns (tail_of)
+// and drive<K> runs it over the columns (a tail of fewer than kCols columns
+// with a tile of its exact width). The super-block formats (K-quants, IQ4_XS)
+// write only their integer sums and float terms, as a policy of the frames
+// Super512 (AVX-512 VNNI and AMX) and Super256 (AVX2); pick_packed chooses a
+// format's variant for an instruction set.
 #pragma once
 
 #include "backend/cpu/simd.h"  // first: wraps <immintrin.h>
@@ -16,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/cpu_isa.h"
@@ -139,6 +145,16 @@ inline void for_each_chunk_group(const uint8_t* w, size_t gb, int64_t rows, cons
   }
 }
 
+// Dispatches a tail of 0 < left < kCols columns to group<left>.
+template <class K, int CB>
+void tail_of(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
+             int64_t os, int valid) {
+  if constexpr (CB > 0) {
+    if (left == CB) return K::template group<CB>(n, wg, x, xs, out, os, valid);
+    tail_of<K, CB - 1>(left, n, wg, x, xs, out, os, valid);
+  }
+}
+
 // Columns in tiles of kCols, the tail with a tile of its exact width.
 template <class K>
 void drive(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
@@ -149,18 +165,9 @@ void drive(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* 
         int64_t c = 0;
         for (; c + K::kCols <= cc; c += K::kCols)
           K::template group<K::kCols>(n, wg, xc + c * xs, xs, og + c * os, os, valid);
-        K::tail(static_cast<int>(cc - c), n, wg, xc + c * xs, xs, og + c * os, os, valid);
+        tail_of<K, K::kCols - 1>(static_cast<int>(cc - c), n, wg, xc + c * xs, xs, og + c * os,
+                                 os, valid);
       });
-}
-
-// Dispatches a tail of 0 < left < kCols columns to group<left>.
-template <class K, int CB>
-void tail_of(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-             int64_t os, int valid) {
-  if constexpr (CB > 0) {
-    if (left == CB) return K::template group<CB>(n, wg, x, xs, out, os, valid);
-    tail_of<K, CB - 1>(left, n, wg, x, xs, out, os, valid);
-  }
 }
 
 // VNNI products take unsigned codes: IQ4_NL / IQ4_XS table values go in
@@ -226,6 +233,14 @@ inline __attribute__((always_inline)) void add_super_block_terms(const uint8_t* 
     acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]),
                              _mm512_mul_ps(dv, _mm512_set1_ps(xr[c].d[s])), acc[c]);
 }
+
+namespace vnni {
+#include "backend/cpu/super512_frame.inc"
+}  // namespace vnni
+// Super512 on AVX-512 VNNI (its AMX twin below: a policy's always-inline
+// tile code must be compiled for the AMX set).
+template <class P>
+using Super512 = vnni::Super512<P>;
 PAGELLM_TARGET_END
 #endif
 
@@ -368,8 +383,41 @@ inline __attribute__((always_inline)) void finish_offset_codes(const uint8_t* sc
   }
 }
 
-// The AVX2 kernel of the K-quants with 16-element sub-blocks (Q2_K, Q3_K,
-// Q6_K), for a code policy Q. Both halves of a group go through in one pass,
+// The super-block frame of AVX2 (one ymm = 8 rows, a group is two halves):
+// Super512's, with per half h the float terms of P::finish.
+//   P::kCols, P::kSuper
+//   P::sums<CB>(sb, xr, s, S)                 adds super-block s's sums of
+//                                             both halves (S[h][c])
+//   P::finish<CB>(sb, h, xr, s, S[h], acc[h])  adds half h's float terms
+template <class P>
+struct Super256 {
+  static constexpr int kCols = P::kCols;
+
+  template <int CB>
+  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
+                    int64_t os, int valid) {
+    const int64_t nsb = n / 256;
+    XRowK xr[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
+    __m256 acc[2][CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* sb = grp + static_cast<size_t>(s) * P::kSuper;
+      __m256i S[2][CB];
+#pragma GCC unroll 16
+      for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
+      P::template sums<CB>(sb, xr, s, S);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) P::template finish<CB>(sb, h, xr, s, S[h], acc[h]);
+    }
+    store_rows8x2<CB>(out, os, acc, valid);
+  }
+};
+
+// Super256's policy for the K-quants with 16-element sub-blocks (Q2_K, Q3_K,
+// Q6_K), over a code policy Q. Both halves of a group go through in one pass,
 // columns innermost. Sub-block j = 4q + jq takes its codes from quarter q of
 // the bit planes; q is unrolled, so the shifts that select them are constants.
 // Each sub-block's int16 pair sums meet its scales in one madd, and Q::finish
@@ -383,53 +431,32 @@ inline __attribute__((always_inline)) void finish_offset_codes(const uint8_t* sc
 //                             pairs (add_scaled_sums)
 //   Q::finish<CB>(sb, h, xr, s, S, acc)  adds the super-block's terms of half h
 template <class Q>
-struct Avx2K16 {
+struct Avx2K16 : Q {
   static constexpr int kCols = 4;
 
   template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    const int64_t nsb = n / 256;
-    XRowK xr[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m256 acc[2][CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * Q::kSuper;
-      __m256i S[2][CB];
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) S[0][c] = S[1][c] = _mm256_setzero_si256();
+  static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&xr)[CB],
+                                                  int64_t s, __m256i (&S)[2][CB]) {
 #pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) {
-        prefetch_quarter<Q::kSuper>(sb, q);
-        for (int jq = 0; jq < 4; ++jq) {
-          const int j = 4 * q + jq;
-          const __m256i sc[2] = {Q::scales(sb, j, 0), Q::scales(sb, j, 1)};
+    for (int q = 0; q < 4; ++q) {
+      prefetch_quarter<Q::kSuper>(sb, q);
+      for (int jq = 0; jq < 4; ++jq) {
+        const int j = 4 * q + jq;
+        const __m256i sc[2] = {Q::scales(sb, j, 0), Q::scales(sb, j, 1)};
 #pragma GCC unroll 2
-          for (int t0 = 0; t0 < 4; t0 += Q::kRun) {
-            __m256i P[2][CB];
+        for (int t0 = 0; t0 < 4; t0 += Q::kRun) {
+          __m256i P[2][CB];
 #pragma GCC unroll 16
-            for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
+          for (int c = 0; c < CB; ++c) P[0][c] = P[1][c] = _mm256_setzero_si256();
 #pragma GCC unroll 4
-            for (int t = t0; t < t0 + Q::kRun; ++t) {
-              const __m256i A[2] = {Q::codes(sb, q, jq, t, 0), Q::codes(sb, q, jq, t, 1)};
-              add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 16 * j + 4 * t), P);
-            }
-            add_scaled_sums<CB>(P, sc, S);
+          for (int t = t0; t < t0 + Q::kRun; ++t) {
+            const __m256i A[2] = {Q::codes(sb, q, jq, t, 0), Q::codes(sb, q, jq, t, 1)};
+            add_pair_sums<CB>(A, xr, static_cast<size_t>(256 * s + 16 * j + 4 * t), P);
           }
+          add_scaled_sums<CB>(P, sc, S);
         }
       }
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) Q::template finish<CB>(sb, h, xr, s, S[h], acc[h]);
     }
-    store_rows8x2<CB>(out, os, acc, valid);
-  }
-
-  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    tail_of<Avx2K16, kCols - 1>(left, n, wg, x, xs, out, os, valid);
   }
 };
 PAGELLM_TARGET_END
@@ -437,72 +464,52 @@ PAGELLM_TARGET_END
 
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
-// The AVX-512 VNNI kernel of Q2_K and Q3_K (16-element sub-blocks), for a
-// code policy Q; one zmm = 16 rows. Per sub-block j, the four dword groups'
-// unsigned codes through vpdpbusd (two chains for narrow tiles), the codes'
-// offset taken back as -kOffset * sum16_j, times the sub-block's scales in
-// int32: S = sum_j scale_j * (I_j - kOffset * sum16_j), exact.
+// Super512's policy for Q2_K and Q3_K (16-element sub-blocks), over a code
+// policy Q. Per sub-block j, the four dword groups' unsigned codes through
+// vpdpbusd (two chains for narrow tiles), the codes' offset taken back as
+// -kOffset * sum16_j, times the sub-block's scales in int32: S = sum_j
+// scale_j * (I_j - kOffset * sum16_j), exact.
 //   Q::kSuper, Q::kOffset
 //   Q::codes(sb, G)          the unsigned codes of dword group G (0..63)
 //   Q::scales(sb, j)         sub-block j's scales, one int32 per row
 //   Q::finish<CB>(sb, xr, s, S, acc)  adds the super-block's float terms
 template <class Q>
-struct Avx512K16 {
+struct Avx512K16 : Q {
   static constexpr int kCols = 8;
 
   template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    const int64_t nsb = n / 256;
-    XRowK xr[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = xk_row(x + static_cast<size_t>(c) * xs, n);
-    __m512 acc[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
-    const bool hint = tile_hints<CB>();
-    for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* sb = grp + static_cast<size_t>(s) * Q::kSuper;
-      __m512i S[CB];
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; ++c) S[c] = _mm512_setzero_si512();
+  static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&xr)[CB],
+                                                  int64_t s, const uint8_t*, size_t, bool hint,
+                                                  __m512i (&S)[CB]) {
 #pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) {
-        if (hint) prefetch_quarter<Q::kSuper>(sb, q);
+    for (int q = 0; q < 4; ++q) {
+      if (hint) prefetch_quarter<Q::kSuper>(sb, q);
 #pragma GCC unroll 4
-        for (int jq = 0; jq < 4; ++jq) {
-          const int j = 4 * q + jq;
-          __m512i A[4];
+      for (int jq = 0; jq < 4; ++jq) {
+        const int j = 4 * q + jq;
+        __m512i A[4];
 #pragma GCC unroll 4
-          for (int t = 0; t < 4; ++t) A[t] = Q::codes(sb, 4 * j + t);
-          const __m512i sc = Q::scales(sb, j);
+        for (int t = 0; t < 4; ++t) A[t] = Q::codes(sb, 4 * j + t);
+        const __m512i sc = Q::scales(sb, j);
 #pragma GCC unroll 16
-          for (int c = 0; c < CB; ++c) {
-            const int8_t* qx = xr[c].qs + 256 * s + 16 * j;
-            __m512i I = _mm512_set1_epi32(-Q::kOffset * xr[c].sum16[16 * s + j]);
-            if constexpr (CB <= 2) {
-              __m512i J = _mm512_setzero_si512();
-              I = simd::dpbusd_bcast(I, A[0], qx);
-              J = simd::dpbusd_bcast(J, A[1], qx + 4);
-              I = simd::dpbusd_bcast(I, A[2], qx + 8);
-              J = simd::dpbusd_bcast(J, A[3], qx + 12);
-              I = _mm512_add_epi32(I, J);
-            } else {
+        for (int c = 0; c < CB; ++c) {
+          const int8_t* qx = xr[c].qs + 256 * s + 16 * j;
+          __m512i I = _mm512_set1_epi32(-Q::kOffset * xr[c].sum16[16 * s + j]);
+          if constexpr (CB <= 2) {
+            __m512i J = _mm512_setzero_si512();
+            I = simd::dpbusd_bcast(I, A[0], qx);
+            J = simd::dpbusd_bcast(J, A[1], qx + 4);
+            I = simd::dpbusd_bcast(I, A[2], qx + 8);
+            J = simd::dpbusd_bcast(J, A[3], qx + 12);
+            I = _mm512_add_epi32(I, J);
+          } else {
 #pragma GCC unroll 4
-              for (int t = 0; t < 4; ++t) I = simd::dpbusd_bcast(I, A[t], qx + 4 * t);
-            }
-            S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I, sc));
+            for (int t = 0; t < 4; ++t) I = simd::dpbusd_bcast(I, A[t], qx + 4 * t);
           }
+          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I, sc));
         }
       }
-      Q::template finish<CB>(sb, xr, s, S, acc);
     }
-    store_rows16<CB>(out, os, acc, valid);
-  }
-
-  static void tail(int left, int64_t n, const uint8_t* wg, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    tail_of<Avx512K16, kCols - 1>(left, n, wg, x, xs, out, os, valid);
   }
 };
 PAGELLM_TARGET_END
@@ -571,26 +578,29 @@ inline __attribute__((always_inline)) void first_product(const uint8_t* a0, size
   Tiles::template store<4>(sums[0], 64);
 }
 
-// drive()'s order for an AMX kernel K (K::Tiles, K::config(width),
-// K::group<CB> for CB <= 16 on tiles configured for CB) with the VNNI kernel V
-// for column tiles narrower than K::kMinCols, and for everything when there
-// are fewer columns than that (V computes the same bits). Tiles are
-// configured when the width changes and released at the end.
-template <class K, class V>
+// drive()'s order for an AMX kernel K (K::group<CB> for CB <= 16 on tiles
+// configured for CB: K::Tiles, pair_tiles of K::kKBytes) with the VNNI kernel
+// K::Vnni for column tiles narrower than kAmxMinCols, and for everything when
+// there are fewer columns than that (Vnni computes the same bits; no
+// reconfiguration). Tiles are configured when the width changes and released
+// at the end.
+constexpr int kAmxMinCols = 4;
+template <class K>
 void drive_amx(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
                int64_t cols, float* out, int64_t os) {
-  if (cols < K::kMinCols) return drive<V>(n, w, gb, rows, x, xs, cols, out, os);
+  using V = typename K::Vnni;
+  if (cols < kAmxMinCols) return drive<V>(n, w, gb, rows, x, xs, cols, out, os);
   int configured = 0;
   for_each_chunk_group(w, gb, rows, x, xs, cols, out, os,
                        [&](const uint8_t* wg, const uint8_t* xc, float* og, int64_t cc, int valid) {
                          for (int64_t c = 0; c < cc; c += 16) {
                            const int width = static_cast<int>(std::min<int64_t>(16, cc - c));
-                           if (width < K::kMinCols) {
+                           if (width < kAmxMinCols) {
                              drive<V>(n, wg, gb, valid, xc + c * xs, xs, width, og + c * os, os);
                              continue;
                            }
                            if (width != configured) {
-                             K::Tiles::configure(K::config(width));
+                             K::Tiles::configure(pair_tiles(width, K::kKBytes));
                              configured = width;
                            }
                            tail_of<K, 16>(width, n, wg, xc + c * xs, xs, og + c * os, os, valid);
@@ -598,8 +608,69 @@ void drive_amx(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8
                        });
   if (configured) K::Tiles::release();
 }
+
+// An AMX kernel of a super-block format: Super512, compiled for AMX, over a
+// tile policy P (its sums on the tiles, P::Tiles, P::kKBytes; P::Vnni the
+// format's VNNI kernel).
+namespace amx {
+#include "backend/cpu/super512_frame.inc"
+}  // namespace amx
+template <class P>
+struct AmxSuper : amx::Super512<P> {
+  using Tiles = typename P::Tiles;
+  using Vnni = typename P::Vnni;
+  static constexpr int kKBytes = P::kKBytes;
+};
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AMX
+
+// A kernel type where its instruction set is compiled in, else void (for
+// pick_packed).
+#if PAGELLM_HAVE_AMX
+#define PAGELLM_IF_AMX(...) __VA_ARGS__
+#else
+#define PAGELLM_IF_AMX(...) void
+#endif
+#if PAGELLM_HAVE_AVX512
+#define PAGELLM_IF_AVX512(...) __VA_ARGS__
+#else
+#define PAGELLM_IF_AVX512(...) void
+#endif
+#if PAGELLM_HAVE_AVX2
+#define PAGELLM_IF_AVX2(...) __VA_ARGS__
+#else
+#define PAGELLM_IF_AVX2(...) void
+#endif
+
+// A format's kernel for `isa`: with Avx512 its AMX kernel on the tile model
+// when asked for, else on the CPU's tiles where it has them (AmxEmu, AmxHw:
+// drive_amx kernels over EmuTiles, HwTiles), else V512; V256 for Avx2;
+// `scalar` for Scalar. A void kernel (none for that set, or not compiled in)
+// gives nullptr.
+template <class AmxEmu, class AmxHw, class V512, class V256>
+PackedTileFn pick_packed(CpuIsa isa, PackedTileFn scalar) {
+#if PAGELLM_HAVE_AMX
+  if constexpr (!std::is_void_v<AmxEmu>) {
+    if (isa == CpuIsa::Avx512 && amx_tile_model_requested()) return drive_amx<AmxEmu>;
+    if (isa == CpuIsa::Avx512 && amx_int8_available()) return drive_amx<AmxHw>;
+  }
+#endif
+  if constexpr (!std::is_void_v<V512>)
+    if (isa == CpuIsa::Avx512) return drive<V512>;
+  if constexpr (!std::is_void_v<V256>)
+    if (isa == CpuIsa::Avx2) return drive<V256>;
+  return isa == CpuIsa::Scalar ? scalar : nullptr;
+}
+
+// The AMX kernel alone (packed_amx_fn), nullptr where it is not compiled in.
+template <class AmxEmu, class AmxHw>
+PackedTileFn pick_amx(bool emulated) {
+#if PAGELLM_HAVE_AMX
+  if constexpr (!std::is_void_v<AmxEmu>) return emulated ? drive_amx<AmxEmu> : drive_amx<AmxHw>;
+#endif
+  (void)emulated;
+  return nullptr;
+}
 
 // The K-quant kernels (matmul_packed_k.cpp); nullptr when the variant is not
 // compiled in.

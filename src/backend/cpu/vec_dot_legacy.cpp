@@ -16,35 +16,9 @@
 
 namespace pagellm::cpu::detail {
 
-#if PAGELLM_HAVE_AVX2
-// Compiled twice: for AVX2 (maddubs / madd) and for AVX-512 VNNI (dpbusd /
-// dpwssd on 256-bit registers).
-PAGELLM_TARGET_AVX2
-namespace avx2 {
-constexpr int kTileCols = 2;  // 16 ymm registers
-#include "backend/cpu/vec_dot_legacy_x86.inc"
-}  // namespace avx2
-PAGELLM_TARGET_END
-#endif  // PAGELLM_HAVE_AVX2
-#if PAGELLM_HAVE_AVX512
-PAGELLM_TARGET_AVX512
-namespace avx512 {
-constexpr int kTileCols = 4;  // 32 registers with AVX-512
-#include "backend/cpu/vec_dot_legacy_x86.inc"
-}  // namespace avx512
-PAGELLM_TARGET_END
-#endif  // PAGELLM_HAVE_AVX512
-
-DotTileFn legacy_dot_tile(DType wtype, CpuIsa isa) {
-#if PAGELLM_HAVE_AVX512
-  if (isa == CpuIsa::Avx512) return avx512::legacy_table<true>(wtype);
-#endif
-#if PAGELLM_HAVE_AVX2
-  if (isa == CpuIsa::Avx2) return avx2::legacy_table<false>(wtype);
-#endif
-  (void)wtype;
-  (void)isa;
-  return nullptr;
-}
+#define PAGELLM_DOT_KERNELS "backend/cpu/vec_dot_legacy_x86.inc"
+#define PAGELLM_DOT_TABLE legacy_table
+#define PAGELLM_DOT_ENTRY legacy_dot_tile
+#include "backend/cpu/dot_isa_variants.inc"
 
 }  // namespace pagellm::cpu::detail

@@ -3,6 +3,7 @@
 // added to one float accumulator in block order. Float types: 8 interleaved
 // partial sums (element i goes to sum i % 8), combined pairwise at the end.
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/dot_kernels.h"
 #include "tensor/blocks.h"
@@ -225,8 +226,10 @@ inline void k4_scales(const uint8_t* s, int* sc, int* mn) {
   }
 }
 
-float dot_q4_k(int64_t n, const uint8_t* wp, const uint8_t* xp) {
-  const auto* w = reinterpret_cast<const BlockQ4_K*>(wp);
+// Q4_K, and with kQ5 Q5_K (whose codes gain the fifth bit from qh).
+template <class Block, bool kQ5 = std::is_same_v<Block, BlockQ5_K>>
+float dot_k4(int64_t n, const uint8_t* wp, const uint8_t* xp) {
+  const auto* w = reinterpret_cast<const Block*>(wp);
   const auto* x = reinterpret_cast<const BlockQ8_K*>(xp);
   float acc = 0.0f;
   for (int64_t b = 0; b < n / QK_K; ++b) {
@@ -238,30 +241,11 @@ float dot_q4_k(int64_t n, const uint8_t* wp, const uint8_t* xp) {
       const int shift = 4 * (s % 2);
       const int8_t* y = x[b].qs + 32 * s;
       int sub = 0;
-      for (int l = 0; l < 32; ++l) sub += ((q[l] >> shift) & 15) * y[l];
-      isum += sc[s] * sub;
-      msum += mn[s] * (x[b].bsums[2 * s] + x[b].bsums[2 * s + 1]);
-    }
-    acc = kblock(acc, f16(w[b].d), f16(w[b].dmin), x[b].d, isum, msum);
-  }
-  return acc;
-}
-
-float dot_q5_k(int64_t n, const uint8_t* wp, const uint8_t* xp) {
-  const auto* w = reinterpret_cast<const BlockQ5_K*>(wp);
-  const auto* x = reinterpret_cast<const BlockQ8_K*>(xp);
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n / QK_K; ++b) {
-    int sc[8], mn[8];
-    k4_scales(w[b].scales, sc, mn);
-    int isum = 0, msum = 0;
-    for (int s = 0; s < 8; ++s) {
-      const uint8_t* q = w[b].qs + 32 * (s / 2);
-      const int shift = 4 * (s % 2);
-      const int8_t* y = x[b].qs + 32 * s;
-      int sub = 0;
-      for (int l = 0; l < 32; ++l)
-        sub += (((q[l] >> shift) & 15) | (((w[b].qh[l] >> s) & 1) << 4)) * y[l];
+      for (int l = 0; l < 32; ++l) {
+        int code = (q[l] >> shift) & 15;
+        if constexpr (kQ5) code |= ((w[b].qh[l] >> s) & 1) << 4;
+        sub += code * y[l];
+      }
       isum += sc[s] * sub;
       msum += mn[s] * (x[b].bsums[2 * s] + x[b].bsums[2 * s + 1]);
     }
@@ -346,9 +330,9 @@ DotTileFn scalar_dot_tile(DType wtype) {
     case DType::Q3_K:
       return tile<dot_q3_k>;
     case DType::Q4_K:
-      return tile<dot_q4_k>;
+      return tile<dot_k4<BlockQ4_K>>;
     case DType::Q5_K:
-      return tile<dot_q5_k>;
+      return tile<dot_k4<BlockQ5_K>>;
     case DType::Q6_K:
       return tile<dot_q6_k>;
     case DType::IQ4_NL:
