@@ -47,11 +47,10 @@ int run_roofline_cmd(BenchArgs a) {
   }
   if (!a.plan_max_num_seqs_given) a.plan.max_num_seqs = 64;
   a.speculation.apply(a.plan);
-  EngineSetup setup = setup_engine(a.model, a.plan, /*log_plan=*/!a.json);
-  EngineConfig cfg = setup.config;
-  cfg.prefix_caching = false;  // every prompt is computed
-  a.speculation.apply(cfg);
-  Engine engine(*setup.model, *setup.tokenizer, *setup.pool, cfg);
+  // No prefix cache: every prompt is computed.
+  EngineSetup setup = setup_engine(a.model, a.plan, /*log_plan=*/!a.json,
+                                   {.prefix_caching = false, .speculation = a.speculation.config()});
+  Engine engine(*setup.model, *setup.tokenizer, *setup.pool, setup.config);
   a.speculation.attach(engine, setup, /*log=*/!a.json);
   const bool tty = ::isatty(STDERR_FILENO) && !a.json;
   RooflineResult r = run_roofline(engine, *setup.pool, setup.model->hparams().n_vocab,
@@ -141,11 +140,10 @@ int run_bench_cmd(BenchArgs a) {
   }
   if (!a.plan_max_num_seqs_given) a.plan.max_num_seqs = s.concurrency;
   a.speculation.apply(a.plan);
-  EngineSetup setup = setup_engine(a.model, a.plan, /*log_plan=*/!a.json);
-  EngineConfig cfg = setup.config;
-  cfg.prefix_caching = !a.no_prefix_cache;
-  a.speculation.apply(cfg);
-  Engine engine(*setup.model, *setup.tokenizer, *setup.pool, cfg);
+  EngineSetup setup = setup_engine(
+      a.model, a.plan, /*log_plan=*/!a.json,
+      {.prefix_caching = !a.no_prefix_cache, .speculation = a.speculation.config()});
+  Engine engine(*setup.model, *setup.tokenizer, *setup.pool, setup.config);
   a.speculation.attach(engine, setup, /*log=*/!a.json);
   auto& model = setup.model;
   auto& pool = setup.pool;
@@ -166,8 +164,8 @@ int run_bench_cmd(BenchArgs a) {
                         {"gen_len", s.gen_len},
                         {"shared_prefix", s.shared_prefix},
                         {"threads", pool->size()},
-                        {"kv_blocks", cfg.num_blocks},
-                        {"block_size", cfg.block_size},
+                        {"kv_blocks", setup.config.num_blocks},
+                        {"block_size", setup.config.block_size},
                         {"prompt_tokens", r.prompt_tokens},
                         {"generated_tokens", r.generated_tokens},
                         {"duration_s", r.duration_s},
@@ -196,8 +194,8 @@ int run_bench_cmd(BenchArgs a) {
   }
   fmt::print(
       "requests {} (concurrency {}), prompt {} + gen {} tokens, {} threads, KV {} blocks of {}\n",
-      r.requests, r.concurrency, s.prompt_len, s.gen_len, pool->size(), cfg.num_blocks,
-      cfg.block_size);
+      r.requests, r.concurrency, s.prompt_len, s.gen_len, pool->size(), setup.config.num_blocks,
+      setup.config.block_size);
   fmt::print("  duration {:.2f} s: {:.2f} requests/s, {:.1f} generated tokens/s\n", r.duration_s,
              r.requests_per_s, r.generated_tokens_per_s);
   fmt::print("  TTFT p50 {:.1f} ms, p99 {:.1f} ms; inter-token p50 {:.1f} ms, p99 {:.1f} ms\n",

@@ -116,10 +116,10 @@ int run_chat(const ChatArgs& a) {
   if (args.plan.kv_tokens > 0 && args.plan.max_seq_len == 0)
     args.plan.max_seq_len = args.plan.kv_tokens;
   args.speculation.apply(args.plan);
-  EngineSetup setup = setup_engine(args.model, args.plan, /*log_plan=*/false);
+  EngineSetup setup = setup_engine(args.model, args.plan, /*log_plan=*/false,
+                                   {.speculation = args.speculation.config()});
   auto& model = setup.model;
   auto& tok = setup.tokenizer;
-  args.speculation.apply(setup.config);
   Engine engine(*model, *tok, *setup.pool, setup.config);  // prefix caching reuses earlier turns
   args.speculation.attach(engine, setup, /*log=*/false);
   if (args.no_jinja) {

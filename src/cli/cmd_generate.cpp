@@ -48,8 +48,7 @@ int run_generate(GenerateArgs a) {
   // One sequence: -c is its context unless --max-seq-len says otherwise.
   if (a.plan.kv_tokens > 0 && a.plan.max_seq_len == 0) a.plan.max_seq_len = a.plan.kv_tokens;
   a.spec.apply(a.plan);
-  EngineSetup s = setup_engine(a.model, a.plan, /*log_plan=*/true);
-  a.spec.apply(s.config);
+  EngineSetup s = setup_engine(a.model, a.plan, /*log_plan=*/true, {.speculation = a.spec.config()});
   Generator gen(*s.model, *s.tokenizer, *s.pool, s.config);
   a.spec.attach(gen.engine(), s, /*log=*/true);
   GenerateOptions opts;

@@ -124,9 +124,10 @@ int run_serve(ServeArgs a) {
   // fails here, before anything listens.
   a.speculation.apply(a.plan);
   const EnginePlan ep = plan_engine(a.model, a.plan);
+  const RunOptions run{.prefix_caching = !a.no_prefix_cache, .speculation = a.speculation.config()};
   // Under an MPI launcher, ranks other than 0 hold later layers and serve
   // rank 0's steps: they never listen (load_engine does not return there).
-  if (mpi_rank() > 0) load_engine(a.model, a.plan, ep);
+  if (mpi_rank() > 0) load_engine(a.model, a.plan, ep, run);
   const std::string& path = ep.path;
   HttpServerOptions hopts;
   hopts.model_id = a.alias.empty() ? std::filesystem::path(path).stem().string() : a.alias;
@@ -153,11 +154,9 @@ int run_serve(ServeArgs a) {
   try {
     if (a.load_delay_ms > 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(a.load_delay_ms));
-    s = load_engine(a.model, a.plan, ep);
+    s = load_engine(a.model, a.plan, ep, run);
     const Plan& plan = s.plan;
-    EngineConfig& cfg = s.config;
-    cfg.prefix_caching = !a.no_prefix_cache;
-    a.speculation.apply(cfg);
+    const EngineConfig& cfg = s.config;
     std::printf("pagellm serve: allocating the KV cache (%s)\n",
                 format_size(plan.kv_bytes()).c_str());
     std::fflush(stdout);

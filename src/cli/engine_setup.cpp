@@ -43,9 +43,17 @@ EnginePlan plan_engine(const ModelOptions& mo, const PlanOptions& po) {
   return p;
 }
 
+EngineConfig engine_config(const Plan& plan, const PlanOptions& po, RunOptions run) {
+  run.max_batched_tokens = po.max_batched_tokens;
+  run.max_prefill_tokens_while_decoding = po.max_prefill_while_decoding;
+  const uint64_t headroom = plan.devices.back().headroom_bytes;  // the host is last
+  run.memory_ok = [headroom] { return read_host_memory().usable_bytes() >= headroom; };
+  return EngineConfig::from_plan(plan, run);
+}
+
 EngineSetup load_engine(const ModelOptions& mo, const PlanOptions& po, const EnginePlan& ep,
-                        const ModelLoadOptions* stage) {
-  if (!stage && mpi_size() > 1) return load_pipeline_engine(mo, po, ep);
+                        const RunOptions& run, const ModelLoadOptions* stage) {
+  if (!stage && mpi_size() > 1) return load_pipeline_engine(mo, po, ep, run);
   EngineSetup s;
   s.plan = ep.plan;
   s.model = stage ? ModelRunner::load(ep.path, *stage)
@@ -58,25 +66,15 @@ EngineSetup load_engine(const ModelOptions& mo, const PlanOptions& po, const Eng
   if (!s.tokenizer->vocab().warning().empty())
     std::fprintf(stderr, "warning: %s\n", s.tokenizer->vocab().warning().c_str());
   s.pool = std::make_unique<ThreadPool>(mo.threads > 0 ? mo.threads : ThreadPool::physical_cores());
-
-  EngineConfig& c = s.config;
-  c.num_blocks = s.plan.num_blocks;
-  c.block_size = s.plan.block_size;
-  c.kv_type = s.plan.kv_type;
-  c.max_seq_len = static_cast<int32_t>(s.plan.max_seq_len);
-  c.scheduler.max_num_seqs = s.plan.max_num_seqs;
-  c.scheduler.max_batched_tokens = po.max_batched_tokens;
-  c.scheduler.max_prefill_tokens_while_decoding = po.max_prefill_while_decoding;
-  c.placements = stage ? stage->placements : s.plan.kv_placements();
-  const uint64_t headroom = s.plan.devices.back().headroom_bytes;  // the host is last
-  c.memory_ok = [headroom] { return read_host_memory().usable_bytes() >= headroom; };
+  s.config = engine_config(s.plan, po, run);
   return s;
 }
 
-EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log_plan) {
+EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log_plan,
+                         const RunOptions& run) {
   const EnginePlan ep = plan_engine(mo, po);
   if (log_plan && mpi_rank() == 0) std::fputs(format_plan_summary(ep.plan).c_str(), stderr);
-  return load_engine(mo, po, ep);
+  return load_engine(mo, po, ep, run);
 }
 
 }  // namespace pagellm::cli

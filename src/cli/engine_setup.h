@@ -42,24 +42,26 @@ struct EnginePlan {
   ModelHParams hparams;
   Plan plan;
   uint64_t weight_bytes = 0;
-  // Under MPI (cli/pipeline_setup.h): each rank's layers [begin, end), in rank order.
-  std::vector<std::pair<int32_t, int32_t>> stages;
-  // ... and on which of its devices (its --device flags, then its host).
-  std::vector<std::vector<KvPoolPlacement>> stage_placements;
+  // Under MPI (cli/pipeline_setup.h) each rank's layers and devices are its
+  // node's in the plan (Plan::node_placements).
 };
 EnginePlan plan_engine(const ModelOptions& mo, const PlanOptions& po);
-// Loads the model as planned, and the EngineConfig that follows the plan:
-// the one place every command's engine is assembled.
+// The EngineConfig that follows the plan, with the command's `run` options
+// (prefix caching, speculation); the batching flags come from `po`, and the
+// swap guard pauses admission while host RAM available drops under the
+// host's headroom.
+EngineConfig engine_config(const Plan& plan, const PlanOptions& po, RunOptions run);
+// Loads the model as planned (its layers where the plan puts them), and the
+// engine_config(): the one place every command's engine is assembled.
 // Under an MPI launcher with several ranks, the pipeline's setup instead
 // (cli/pipeline_setup.h): ranks other than 0 never return. `stage`: the load
 // options of a pipeline stage (the pipeline's own use).
 EngineSetup load_engine(const ModelOptions& mo, const PlanOptions& po, const EnginePlan& plan,
-                        const ModelLoadOptions* stage = nullptr);
+                        const RunOptions& run = {}, const ModelLoadOptions* stage = nullptr);
 
 // Plans from the file's metadata (throws PlanError if it does not fit),
-// prints the plan on stderr when `log_plan`, then loads the model. The
-// config's swap guard pauses admission while host RAM available drops under
-// the host's headroom.
-EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log_plan);
+// prints the plan on stderr when `log_plan`, then loads the model (load_engine).
+EngineSetup setup_engine(const ModelOptions& mo, const PlanOptions& po, bool log_plan,
+                         const RunOptions& run = {});
 
 }  // namespace pagellm::cli

@@ -11,8 +11,7 @@
 
 #include "cli/version.h"
 #include "dist/mpi_pipeline.h"
-#include "engine/scheduler.h"
-#include "kvcache/kv_group.h"
+#include "engine/kv_runtime.h"
 #include "planner/model_footprint.h"
 #include "planner/node_split.h"
 #include "util/sizes.h"
@@ -47,6 +46,19 @@ int32_t link_micro_batches() {
     throw ConfigError(fmt::format("PAGELLM_PIPELINE_MICRO_BATCHES must be 1 to 64, not '{}'", v));
   }
   return 1;
+}
+
+// What a stage accepts from the rank before it: the steps of an engine
+// whose KV runtime is `kv`.
+StepLimits stage_limits(const ModelHParams& hp, const KvRuntimeConfig& kv) {
+  StepLimits lim;
+  lim.n_vocab = hp.n_vocab;
+  lim.n_embd = hp.n_embd;
+  lim.block_size = kv.block_size;
+  for (const CacheGroupSpec& g : kv.groups) lim.group_blocks.push_back(g.num_blocks);
+  lim.max_tokens = kv.workspace_tokens;
+  lim.max_logit_rows = kv.workspace_rows;
+  return lim;
 }
 
 }  // namespace
@@ -177,7 +189,7 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
   p.n_kv_heads = hp.n_head_kv;
   p.head_dim = hp.head_dim;
   p.kv_bytes_per_token = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(L);
-  p.kv_groups = {{0, L, p.kv_tokens}};
+  p.kv_groups = plan_kv_groups(fp, bs, req.max_num_seqs, split->blocks);
   if (split->binding_node >= 0) {
     p.binding_limit = BindingLimit::kHostMemory;
     p.binding_device = fmt::format("node{}:host", split->binding_node);
@@ -197,7 +209,6 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
     const auto& node = all[static_cast<size_t>(r)]["devices"];
     // As on one machine: as many of the stage's layers as fit on the node's
     // declared devices, in order, the rest on its host.
-    std::vector<KvPoolPlacement> placements;
     uint64_t shared_host_use = 0;  // virtual CPU devices use host RAM
     int32_t next = b;
     for (size_t i = 0; i + 1 < devs.size(); ++i) {
@@ -224,7 +235,6 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
       d.read_bytes_per_token = d.weight_bytes;
       if (devs[i].device.shares_host_memory()) shared_host_use += d.used_bytes();
       p.devices.push_back(d);
-      placements.push_back({d.name(), next, take});
       next = take;
     }
     DevicePlan d;
@@ -240,7 +250,6 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
       if (d.holds_output) d.weight_bytes += fp.output_weight_bytes;
       d.kv_bytes = tokens * fp.kv_bytes_per_token_layer * static_cast<uint64_t>(e - next);
       d.workspace_bytes = fp.layer_workspace_bytes + (d.holds_output ? fp.output_workspace_bytes : 0);
-      placements.push_back({"host", next, e});
     }
     if (r == 0) d.weight_bytes += fp.host_weight_bytes;
     if (r == ranks - 1) d.workspace_bytes += fp.host_workspace_bytes;
@@ -256,53 +265,39 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
     d.free_after_bytes = d.free_bytes > host_use ? d.free_bytes - host_use : 0;
     d.read_bytes_per_token = d.weight_bytes;
     p.devices.push_back(d);
-    ep.stages.push_back({b, e});
-    ep.stage_placements.push_back(placements);
   }
   return ep;
 }
 
-EngineSetup load_pipeline_engine(const ModelOptions& mo, const PlanOptions& po, const EnginePlan& ep) {
+EngineSetup load_pipeline_engine(const ModelOptions& mo, const PlanOptions& po, const EnginePlan& ep,
+                                 const RunOptions& run) {
   const int rank = mpi_rank(), ranks = mpi_size();
-  if (ep.stages.size() != static_cast<size_t>(ranks))
+  if (ep.plan.nodes != ranks)
     throw ConfigError("the pipeline's plan has no stage for every rank (plan with plan_engine under MPI)");
-  const auto [begin, end] = ep.stages[static_cast<size_t>(rank)];
-  SchedulerConfig sc;
-  sc.max_num_seqs = ep.plan.max_num_seqs;
-  sc.max_batched_tokens = po.max_batched_tokens;
-  sc.max_draft_rows = po.draft_rows;
-  const nlohmann::json cfg = {{"num_blocks", ep.plan.num_blocks},
-                              {"block_size", ep.plan.block_size},
-                              {"kv_type", static_cast<int>(ep.plan.kv_type)},
-                              {"max_num_seqs", ep.plan.max_num_seqs},
-                              {"max_batched_tokens", po.max_batched_tokens},
-                              {"max_logit_rows", Scheduler::max_logit_rows(sc)}};
-  const int32_t num_blocks = cfg["num_blocks"].get<int32_t>();
-  const int32_t block_size = cfg["block_size"].get<int32_t>();
-  const auto kv_type = static_cast<DType>(cfg["kv_type"].get<int>());
-  const int32_t max_tokens = cfg["max_batched_tokens"].get<int32_t>();
+  // Every rank's config follows the same plan: rank 0's engine names blocks
+  // that exist in every rank's pools.
+  const EngineConfig cfg = engine_config(ep.plan, po, run);
+  const std::vector<KvPoolPlacement> placements = ep.plan.node_placements(rank);
+  if (placements.empty()) throw ConfigError(fmt::format("the pipeline's plan gives rank {} no layers", rank));
   ModelLoadOptions lo{.use_mmap = !mo.no_mmap,
                       .mlock = mo.mlock,
                       .repack = !mo.no_repack,
-                      .placements = ep.stage_placements[static_cast<size_t>(rank)],
-                      .stage_begin = begin,
-                      .stage_end = end};
+                      .placements = placements,
+                      .stage_begin = placements.front().layer_begin,
+                      .stage_end = placements.back().layer_end};
   if (rank == 0) {
     // As load_engine, with the first stage's layers.
-    EngineSetup s = load_engine(mo, po, ep, &lo);
-    StepLimits lim;
-    lim.n_vocab = ep.hparams.n_vocab;
-    lim.n_embd = ep.hparams.n_embd;
-    lim.block_size = block_size;
-    lim.max_tokens = max_tokens;
-    lim.max_logit_rows = cfg["max_logit_rows"].get<int64_t>();
+    EngineSetup s = load_engine(mo, po, ep, run, &lo);
     const int32_t parts = link_micro_batches();
-    s.link = std::make_unique<MpiPipelineLink>(lim, link_timeout(), parts);
+    s.link = std::make_unique<MpiPipelineLink>(
+        stage_limits(ep.hparams, s.config.kv_runtime(*s.model)), link_timeout(), parts);
     s.model->set_pipeline_link(s.link.get());
     std::string stages;
-    for (int r = 0; r < ranks; ++r)
-      stages += fmt::format("{}rank {}: layers {}-{}", r ? ", " : "", r, ep.stages[static_cast<size_t>(r)].first,
-                            ep.stages[static_cast<size_t>(r)].second - 1);
+    for (int r = 0; r < ranks; ++r) {
+      const auto node = ep.plan.node_placements(r);
+      stages += fmt::format("{}rank {}: layers {}-{}", r ? ", " : "", r, node.front().layer_begin,
+                            node.back().layer_end - 1);
+    }
     std::fprintf(stderr, "pipeline: %d ranks (%s)%s\n", ranks, stages.c_str(),
                  parts > 1 ? fmt::format(", steps in up to {} parts", parts).c_str() : "");
     return s;
@@ -316,25 +311,9 @@ EngineSetup load_pipeline_engine(const ModelOptions& mo, const PlanOptions& po, 
   try {
     auto model = ModelRunner::load(ep.path, lo);
     ThreadPool pool(mo.threads > 0 ? mo.threads : ThreadPool::physical_cores());
-    KvGroups groups = model->kv_groups();
-    std::vector<int32_t> group_blocks = {num_blocks};
-    for (int32_t g = 1; g < groups.n_groups(); ++g)
-      group_blocks.push_back(window_group_blocks(groups.windows[static_cast<size_t>(g)], block_size,
-                                                 cfg["max_num_seqs"].get<int32_t>(), max_tokens,
-                                                 num_blocks));
-    const ModelRunner& m = *model;
-    KvCacheStorage kv(model->kv_shape(num_blocks, block_size, kv_type), model->placements(),
-                      [&m](const std::string& d) { return m.backend_for_device(d); },
-                      groups.n_groups() > 1 ? &groups : nullptr, group_blocks);
-    StepLimits lim;
-    lim.n_vocab = ep.hparams.n_vocab;
-    lim.n_embd = ep.hparams.n_embd;
-    lim.block_size = block_size;
-    lim.group_blocks = group_blocks;
-    lim.max_tokens = max_tokens;
-    lim.max_logit_rows = cfg["max_logit_rows"].get<int64_t>();
-    model->reserve_workspace(max_tokens, lim.max_logit_rows);
-    mpi_exit(run_pipeline_worker(*model, kv, pool, lim));
+    // The same KV groups and workspace as rank 0's engine, on this stage's layers.
+    KvRuntime kv(*model, cfg.kv_runtime(*model));
+    mpi_exit(run_pipeline_worker(*model, kv.storage(), pool, stage_limits(ep.hparams, kv.config())));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: rank %d: %s\n", rank, e.what());
     mpi_exit(1);

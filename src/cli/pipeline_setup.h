@@ -19,7 +19,8 @@ namespace pagellm::cli {
 // takes layers (devices per node are not planned across nodes yet).
 EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po);
 
-EngineSetup load_pipeline_engine(const ModelOptions& mo, const PlanOptions& po, const EnginePlan& ep);
+EngineSetup load_pipeline_engine(const ModelOptions& mo, const PlanOptions& po, const EnginePlan& ep,
+                                 const RunOptions& run);
 
 
 }  // namespace pagellm::cli

@@ -38,7 +38,7 @@ SpeculationConfig to_config(const SpeculationOptions& o) {
 
 void SpeculationOptions::apply(PlanOptions& plan) const { plan.draft_rows = to_config(*this).draft_rows(); }
 
-void SpeculationOptions::apply(EngineConfig& config) const { config.speculation = to_config(*this); }
+SpeculationConfig SpeculationOptions::config() const { return to_config(*this); }
 
 }  // namespace pagellm::cli
 

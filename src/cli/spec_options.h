@@ -18,9 +18,10 @@ struct SpeculationOptions {
 
   void add_to(CLI::App& sub);
   bool enabled() const { return (ngram > 0 || !draft_model.empty()) && draft_max > 0; }
-  // Into the plan (the workspace's logit rows for drafts) and the engine's config.
+  // Into the plan (the workspace's logit rows for drafts).
   void apply(PlanOptions& plan) const;
-  void apply(EngineConfig& config) const;
+  // The engine's (RunOptions::speculation).
+  SpeculationConfig config() const;
   // With --draft-model: plans the draft model and its KV cache (after the
   // model is loaded, so the plan sees what memory is left), checks that it
   // shares the model's vocabulary, and gives `engine` its proposer. Throws

@@ -20,30 +20,33 @@ DraftModelProposer::DraftModelProposer(std::unique_ptr<ModelRunner> model, Threa
         hp.n_vocab, target_n_vocab));
   if (config_.num_blocks <= 0 || config_.max_seqs <= 0 || config_.max_batched_tokens <= 0)
     throw ConfigError("the draft model needs a KV cache, sequences and a token budget");
-  kv_ = std::make_unique<KvCacheManager>(config_.num_blocks, config_.block_size,
-                                         /*prefix_caching=*/false);
-  const ModelRunner& m = *model_;
-  storage_ = std::make_unique<KvCacheStorage>(
-      model_->kv_shape(config_.num_blocks, config_.block_size, config_.kv_type),
-      model_->placements(), [&m](const std::string& device) { return m.backend_for_device(device); });
-  model_->reserve_workspace(config_.max_batched_tokens, config_.max_seqs);
+  // One group of every layer (window layers keep every block too), no
+  // prefix cache: each sequence's tokens are its own.
+  KvRuntimeConfig kc;
+  kc.groups = {{CacheGroupSpec::Kind::kPagedKv, 0, config_.num_blocks}};
+  kc.block_size = config_.block_size;
+  kc.kv_type = config_.kv_type;
+  kc.prefix_caching = false;
+  kc.workspace_tokens = config_.max_batched_tokens;
+  kc.workspace_rows = config_.max_seqs;
+  kv_ = std::make_unique<KvRuntime>(*model_, kc);
 }
 
 DraftModelProposer::~DraftModelProposer() {
-  for (auto& [id, d] : seqs_) kv_->free(d.blocks);
+  for (auto& [id, d] : seqs_) kv_->manager().free(d.blocks);
 }
 
 void DraftModelProposer::release(uint64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return;
-  kv_->free(it->second.blocks);
+  kv_->manager().free(it->second.blocks);
   seqs_.erase(it);
 }
 
 bool DraftModelProposer::make_room(DraftSeq& d, int64_t from, int64_t to,
                                    std::span<const DraftWant> wants) {
   std::vector<BlockCopy> copies;  // nothing is shared in this cache
-  while (!kv_->reserve(d.blocks, from, to, copies)) {
+  while (!kv_->manager().reserve(d.blocks, from, to, copies)) {
     // Evict the least recently drafted sequence that is not in this step.
     auto victim = seqs_.end();
     for (auto it = seqs_.begin(); it != seqs_.end(); ++it) {
@@ -54,10 +57,10 @@ bool DraftModelProposer::make_room(DraftSeq& d, int64_t from, int64_t to,
       if (victim == seqs_.end() || it->second.last_used < victim->second.last_used) victim = it;
     }
     if (victim == seqs_.end()) return false;
-    kv_->free(victim->second.blocks);
+    kv_->manager().free(victim->second.blocks);
     victim->second.cached.clear();
   }
-  for (const BlockCopy& c : copies) storage_->copy_block(c.src, c.dst, c.group);
+  for (const BlockCopy& c : copies) kv_->storage().copy_block(c.src, c.dst, c.group);
   return true;
 }
 
@@ -78,12 +81,12 @@ void DraftModelProposer::propose(std::span<const DraftWant> wants) {
     const int64_t common = mismatch.first - d.cached.begin();
     if (common < static_cast<int64_t>(d.cached.size())) {
       d.cached.resize(static_cast<size_t>(common));
-      kv_->truncate(d.blocks, common);
+      kv_->manager().truncate(d.blocks, common);
     }
     // Positions up to size + k - 2 get K/V: the sequence and all drafts but the last.
     const int64_t end = size + w.k - 1;
     if (end > max_len || !make_room(d, common, end, wants)) {
-      kv_->free(d.blocks);
+      kv_->manager().free(d.blocks);
       d.cached.clear();
       continue;
     }
@@ -117,7 +120,7 @@ void DraftModelProposer::run(std::vector<Active>& active) {
       if (from + n == size) finishing.push_back(&a);
     }
     if (ran.empty()) break;
-    const auto logits = model_->forward(batch_, *storage_, pool_);
+    const auto logits = model_->forward(batch_, kv_->storage(), pool_);
     for (auto [a, n] : ran) {
       DraftSeq* d = a->seq;
       const auto& tokens = a->want->tokens;
@@ -141,7 +144,7 @@ void DraftModelProposer::run(std::vector<Active>& active) {
       stepping.push_back(&a);
     }
     if (stepping.empty()) break;
-    const auto logits = model_->forward(batch_, *storage_, pool_);
+    const auto logits = model_->forward(batch_, kv_->storage(), pool_);
     for (size_t r = 0; r < stepping.size(); ++r) {
       auto& out = *stepping[r]->want->out;
       stepping[r]->seq->cached.push_back(out.back());

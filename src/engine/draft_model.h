@@ -12,9 +12,8 @@
 #include <memory>
 #include <vector>
 
+#include "engine/kv_runtime.h"
 #include "engine/speculation.h"
-#include "kvcache/kv_cache_manager.h"
-#include "kvcache/kv_cache_storage.h"
 #include "model/runner.h"
 #include "util/thread_pool.h"
 
@@ -40,7 +39,7 @@ class DraftModelProposer final : public DraftProposer {
 
   const ModelRunner& model() const { return *model_; }
   // Blocks its sequences hold (tests: none once every sequence is released).
-  int32_t blocks_in_use() const { return kv_->allocator().num_used(); }
+  int32_t blocks_in_use() const { return kv_->manager().allocator().num_used(); }
 
  private:
   struct DraftSeq {
@@ -60,8 +59,7 @@ class DraftModelProposer final : public DraftProposer {
   std::unique_ptr<ModelRunner> model_;
   ThreadPool& pool_;
   DraftModelConfig config_;
-  std::unique_ptr<KvCacheManager> kv_;
-  std::unique_ptr<KvCacheStorage> storage_;
+  std::unique_ptr<KvRuntime> kv_;
   std::map<uint64_t, DraftSeq> seqs_;
   uint64_t clock_ = 0;
   Batch batch_;

@@ -85,46 +85,56 @@ Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
   if (config_.num_blocks <= 0)
     config_.num_blocks =
         static_cast<int32_t>((max_seq_len_ + config.block_size - 1) / config.block_size);
-  KvGroups groups = config_.window_kv_groups ? model.kv_groups() : KvGroups{};
-  std::vector<KvWindowGroup> windows;
-  std::vector<int32_t> group_blocks = {config_.num_blocks};
-  for (int32_t g = 1; g < groups.n_groups(); ++g) {
-    const int32_t w = groups.windows[static_cast<size_t>(g)];
-    const size_t i = static_cast<size_t>(g - 1);
-    const int32_t n = i < config_.window_group_blocks.size()
-                          ? config_.window_group_blocks[i]
-                          : window_group_blocks(w, config_.block_size,
-                                                config_.scheduler.max_num_seqs,
-                                                config_.scheduler.max_batched_tokens,
-                                                config_.num_blocks);
-    windows.push_back({w, n});
-    group_blocks.push_back(n);
-  }
-  kv_ = std::make_unique<KvCacheManager>(config_.num_blocks, config_.block_size,
-                                         config_.prefix_caching, windows);
-  // The KV pools follow the layers: each device's pool is in the memory of
-  // the backend that runs its layers.
-  if (config_.placements.empty())
-    config_.placements = model.placements();
-  else
-    model.place(config_.placements);
-  pool_storage_ = std::make_unique<KvCacheStorage>(
-      model.kv_shape(config_.num_blocks, config_.block_size, config_.kv_type), config_.placements,
-      [&model](const std::string& device) { return model.backend_for_device(device); },
-      groups.n_groups() > 1 ? &groups : nullptr, group_blocks);
   if (config_.speculation.draft_max < 0 || config_.speculation.ngram < 0 ||
       config_.speculation.max_batch < 0)
     throw ConfigError("draft-max, spec-ngram and the speculation batch must not be negative");
   config_.scheduler.max_draft_rows = config_.speculation.draft_rows();
-  scheduler_ = std::make_unique<Scheduler>(config_.scheduler, *kv_);
   // Everything a step needs is allocated now: the plan counted it, and a step
-  // must never be the one that runs the machine out of memory.
-  const int64_t max_tokens = config_.scheduler.max_batched_tokens;
+  // must never be the one that runs the machine out of memory. The KV pools
+  // follow the layers: each device's pool is in the memory of the backend
+  // that runs its layers.
+  kv_ = std::make_unique<KvRuntime>(model, config_.kv_runtime(model));
+  scheduler_ = std::make_unique<Scheduler>(config_.scheduler, kv_->manager());
   const int64_t max_rows = Scheduler::max_logit_rows(config_.scheduler);
-  model.reserve_workspace(max_tokens, max_rows);
   draws_.reserve(static_cast<size_t>(max_rows) * 2);
   if (config_.speculation.enabled() && !config_.speculation.draft_model)
     proposer_ = std::make_unique<NgramProposer>(config_.speculation.ngram);
+}
+
+EngineConfig EngineConfig::from_plan(const Plan& plan, const RunOptions& run) {
+  EngineConfig c;
+  c.num_blocks = plan.num_blocks;
+  c.block_size = plan.block_size;
+  c.kv_type = plan.kv_type;
+  c.prefix_caching = run.prefix_caching;
+  c.max_seq_len = static_cast<int32_t>(plan.max_seq_len);
+  c.scheduler.max_num_seqs = plan.max_num_seqs;
+  c.scheduler.max_batched_tokens = run.max_batched_tokens;
+  c.scheduler.max_prefill_tokens_while_decoding = run.max_prefill_tokens_while_decoding;
+  c.scheduler.max_draft_rows = run.speculation.draft_rows();
+  const std::vector<int32_t> blocks = plan.kv_group_blocks();
+  c.window_group_blocks.assign(blocks.begin() + 1, blocks.end());
+  c.memory_ok = run.memory_ok;
+  c.speculation = run.speculation;
+  return c;
+}
+
+KvRuntimeConfig EngineConfig::kv_runtime(const ModelRunner& model) const {
+  const KvGroups groups = model.kv_groups();
+  std::vector<int32_t> blocks = kv_group_blocks(groups, block_size, scheduler.max_num_seqs,
+                                                scheduler.max_batched_tokens, num_blocks);
+  for (size_t i = 0; i < window_group_blocks.size() && i + 1 < blocks.size(); ++i)
+    blocks[i + 1] = window_group_blocks[i];
+  SchedulerConfig sc = scheduler;
+  sc.max_draft_rows = speculation.draft_rows();
+  KvRuntimeConfig k;
+  k.groups = cache_groups(groups, blocks, window_kv_groups);
+  k.block_size = block_size;
+  k.kv_type = kv_type;
+  k.prefix_caching = prefix_caching;
+  k.workspace_tokens = scheduler.max_batched_tokens;
+  k.workspace_rows = Scheduler::max_logit_rows(sc);
+  return k;
 }
 
 void Engine::set_draft_proposer(std::unique_ptr<DraftProposer> proposer) {
@@ -474,8 +484,8 @@ bool Engine::step() {
   std::span<const float> logits;
   try {
     // Copy-on-write copies first (on a GPU they can fail like the forward pass).
-    for (const auto& c : out.copies) pool_storage_->copy_block(c.src, c.dst, c.group);
-    logits = model_.forward(batch_, *pool_storage_, pool_);
+    for (const auto& c : out.copies) kv_->storage().copy_block(c.src, c.dst, c.group);
+    logits = model_.forward(batch_, kv_->storage(), pool_);
   } catch (const std::exception& e) {
     // Nothing of this step is committed; the batch's requests end with the error.
     const std::string error = describe_failure(e, "the forward pass");
@@ -614,7 +624,7 @@ EngineStats Engine::stats() const {
   EngineStats s = stats_;
   s.running = static_cast<int32_t>(scheduler_->running().size());
   s.waiting = static_cast<int32_t>(scheduler_->waiting().size());
-  s.blocks = kv_->allocator().stats();
+  s.blocks = kv_->manager().allocator().stats();
   s.preemptions = scheduler_->total_preemptions();
   s.admission_paused = scheduler_->admission_paused();
   for (const Sequence* seq : scheduler_->running()) {

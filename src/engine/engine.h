@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/kv_runtime.h"
 #include "engine/request.h"
 #include "grammar/token_mask.h"
 #include "engine/scheduler.h"
@@ -18,27 +19,38 @@
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/kv_cache_storage.h"
 #include "model/runner.h"
+#include "planner/planner.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 
 namespace pagellm {
 
+// What a command asks of its engine beyond the plan.
+struct RunOptions {
+  int32_t max_batched_tokens = 2048;
+  int32_t max_prefill_tokens_while_decoding = 256;  // 0: no cap (SchedulerConfig)
+  bool prefix_caching = true;
+  SpeculationConfig speculation;
+  std::function<bool()> memory_ok;  // EngineConfig::memory_ok
+};
+
 struct EngineConfig {
+  // The engine the plan was made for: its cache (blocks of every KV group),
+  // context and sequences, with the command's options.
+  static EngineConfig from_plan(const Plan& plan, const RunOptions& run);
+
   int32_t num_blocks = 0;  // KV cache size in blocks (0: enough for max_seq_len)
   int32_t block_size = 16;
   DType kv_type = DType::F16;
   bool prefix_caching = true;
   int32_t max_seq_len = 0;  // 0: the model's trained context
   SchedulerConfig scheduler;
-  // Layer ranges per device, for the layers and their KV pools (empty: the
-  // model's placement, ModelRunner::placements()).
-  std::vector<KvPoolPlacement> placements;
   // Sliding-window layers keep their KV in window groups (kvcache/kv_group.h)
   // that free blocks as they leave the window; false: one group, every block
   // kept (the same tokens, more memory).
   bool window_kv_groups = true;
   // Blocks of each window group (ModelRunner::kv_groups() order, groups 1..);
-  // empty: window_group_blocks() for the scheduler's limits.
+  // empty: the planner's kv_group_blocks() for the scheduler's limits.
   std::vector<int32_t> window_group_blocks;
   // Swap guard while serving: called at most every `memory_check_ms`; while it
   // returns false, no new sequence is admitted. Empty: never paused.
@@ -52,6 +64,11 @@ struct EngineConfig {
   // Speculative decoding (engine/speculation.h); off unless ngram > 0 or
   // draft_model (then set_draft_proposer gives the proposer).
   SpeculationConfig speculation;
+
+  // The KV runtime of this engine on `model` (num_blocks must be set): its
+  // groups, and a workspace for the largest step the scheduler makes. The
+  // ranks of a pipeline build theirs with it too.
+  KvRuntimeConfig kv_runtime(const ModelRunner& model) const;
 };
 
 // One sequence in the scheduler, for GET /slots.
@@ -117,7 +134,7 @@ class Engine {
   EngineStats stats() const;
   const EngineConfig& config() const { return config_; }
   int64_t max_seq_len() const { return max_seq_len_; }
-  KvCacheManager& kv_manager() { return *kv_; }
+  KvCacheManager& kv_manager() { return kv_->manager(); }
 
  private:
   struct SeqState;
@@ -154,8 +171,7 @@ class Engine {
   ThreadPool& pool_;
   EngineConfig config_;
   int64_t max_seq_len_;
-  std::unique_ptr<KvCacheManager> kv_;
-  std::unique_ptr<KvCacheStorage> pool_storage_;
+  std::unique_ptr<KvRuntime> kv_;
   std::unique_ptr<Scheduler> scheduler_;
   std::map<uint64_t, std::unique_ptr<RequestState>> requests_;
   std::map<const Sequence*, SeqState*> by_seq_;

@@ -14,18 +14,6 @@ double now_seconds() {
 }
 }  // namespace
 
-EngineConfig single_sequence_config(const ModelRunner& model, int64_t context, DType kv_type,
-                                    int32_t block_size) {
-  EngineConfig cfg;
-  const int64_t ctx = context > 0 ? context : model.hparams().n_ctx_train;
-  cfg.block_size = block_size;
-  cfg.num_blocks = static_cast<int32_t>((ctx + block_size - 1) / block_size);
-  cfg.kv_type = kv_type;
-  cfg.max_seq_len = static_cast<int32_t>(ctx);
-  cfg.scheduler.max_num_seqs = 1;
-  return cfg;
-}
-
 Generator::Generator(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
                      EngineConfig config)
     : engine_(std::make_unique<Engine>(model, tokenizer, pool, std::move(config))) {}

@@ -53,9 +53,4 @@ class Generator {
   std::unique_ptr<Engine> engine_;
 };
 
-// An EngineConfig for one sequence of up to `context` tokens (0: the model's
-// trained context), all layers on the host.
-EngineConfig single_sequence_config(const ModelRunner& model, int64_t context, DType kv_type,
-                                    int32_t block_size = 16);
-
 }  // namespace pagellm

@@ -5,9 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kvcache/block_allocator.h"
+#include "engine/kv_runtime.h"
 #include "kvcache/block_table.h"
-#include "kvcache/kv_cache_storage.h"
 #include "model/batch.h"
 #include "util/error.h"
 
@@ -38,11 +37,17 @@ PerplexityResult perplexity(ModelRunner& model, const std::vector<int32_t>& toke
   const int64_t V = model.hparams().n_vocab;
 
   const int32_t bs = opts.block_size;
-  BlockAllocator alloc((n_ctx + bs - 1) / bs);
-  KvCacheStorage kv(model.kv_shape(alloc.num_blocks(), bs, opts.kv_type), model.placements(),
-                    [&model](const std::string& device) { return model.backend_for_device(device); });
   const int32_t batch = std::min(opts.batch, n_ctx);
-  model.reserve_workspace(batch, batch);
+  // One window's blocks in one group of every layer; no prefix cache.
+  KvRuntimeConfig kc;
+  kc.groups = {{CacheGroupSpec::Kind::kPagedKv, 0, (n_ctx + bs - 1) / bs}};
+  kc.block_size = bs;
+  kc.kv_type = opts.kv_type;
+  kc.prefix_caching = false;
+  kc.workspace_tokens = batch;
+  kc.workspace_rows = batch;
+  KvRuntime kv(model, kc);
+  BlockAllocator& alloc = kv.manager().allocator();
 
   double nll = 0, nll2 = 0;
   int64_t count = 0;
@@ -61,7 +66,7 @@ PerplexityResult perplexity(ModelRunner& model, const std::vector<int32_t>& toke
         if (p == 0 && opts.bos >= 0) id = opts.bos;
         b.add_token(s, id, p, p >= first && p < n_ctx - 1);
       }
-      model.forward(b, kv, pool, logits);
+      model.forward(b, kv.storage(), pool, logits);
       // Rows come in token order: positions max(p0, first) .. min(p1, n_ctx - 1) - 1.
       int64_t row = 0;
       for (int32_t p = std::max(p0, first); p < std::min(p1, n_ctx - 1); ++p, ++row) {

@@ -6,6 +6,43 @@
 #include "device/device.h"
 #include "kvcache/kv_group.h"
 
+namespace pagellm {
+
+namespace {
+int32_t layer_window(const ModelFootprint& fp, int l) {
+  return static_cast<size_t>(l) < fp.layer_windows.size() ? fp.layer_windows[static_cast<size_t>(l)] : 0;
+}
+}  // namespace
+
+std::vector<int32_t> kv_group_blocks(const KvGroups& groups, int32_t block_size,
+                                     int32_t max_num_seqs, int32_t max_batched_tokens,
+                                     int32_t full_blocks) {
+  std::vector<int32_t> out = {full_blocks};
+  for (int32_t g = 1; g < groups.n_groups(); ++g)
+    out.push_back(window_group_blocks(groups.windows[static_cast<size_t>(g)], block_size,
+                                      max_num_seqs, max_batched_tokens, full_blocks));
+  return out;
+}
+
+std::vector<Plan::KvGroupPlan> plan_kv_groups(const ModelFootprint& fp, int32_t block_size,
+                                              int32_t max_num_seqs, int64_t blocks) {
+  std::vector<int32_t> windows(static_cast<size_t>(fp.n_layer));
+  for (int l = 0; l < fp.n_layer; ++l) windows[static_cast<size_t>(l)] = layer_window(fp, l);
+  const KvGroups groups = KvGroups::from_layer_windows(windows);
+  const auto full = static_cast<int32_t>(std::clamp<int64_t>(blocks, 0, planner_detail::kMaxBlocks));
+  const std::vector<int32_t> counts =
+      kv_group_blocks(groups, block_size, max_num_seqs, fp.max_batched_tokens, full);
+  std::vector<Plan::KvGroupPlan> out;
+  for (int32_t g = 0; g < groups.n_groups(); ++g) {
+    const int32_t n = counts[static_cast<size_t>(g)];
+    out.push_back({groups.windows[static_cast<size_t>(g)], groups.n_layers_of(g),
+                   static_cast<int64_t>(n) * block_size, n});
+  }
+  return out;
+}
+
+}  // namespace pagellm
+
 namespace pagellm::planner_detail {
 
 CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
@@ -30,29 +67,21 @@ CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
   }
   kvb_ = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(req.block_size);
   full_prefix_.assign(static_cast<size_t>(n_) + 1, 0);
-  for (int l = 0; l < n_; ++l) {
-    const int32_t w =
-        static_cast<size_t>(l) < fp.layer_windows.size() ? fp.layer_windows[static_cast<size_t>(l)] : 0;
-    full_prefix_[static_cast<size_t>(l) + 1] = full_prefix_[static_cast<size_t>(l)] + (w <= 0);
-    if (w <= 0) continue;
-    auto it = std::find_if(windows_.begin(), windows_.end(),
-                           [w](const WindowNeed& x) { return x.window == w; });
-    if (it == windows_.end()) {
-      WindowNeed need;
-      need.window = w;
-      need.blocks = window_group_blocks(w, req.block_size, req.max_num_seqs,
-                                        fp.max_batched_tokens, static_cast<int32_t>(kMaxBlocks));
-      need.prefix.assign(static_cast<size_t>(n_) + 1, 0);
-      it = windows_.insert(windows_.end(), std::move(need));
-    }
+  for (int l = 0; l < n_; ++l)
+    full_prefix_[static_cast<size_t>(l) + 1] =
+        full_prefix_[static_cast<size_t>(l)] + (layer_window(fp, l) <= 0);
+  // A window layer holds at most its group's need, whatever the block count.
+  for (const Plan::KvGroupPlan& g : plan_kv_groups(fp, req.block_size, req.max_num_seqs, kMaxBlocks)) {
+    if (g.window <= 0) continue;
+    WindowNeed need;
+    need.window = g.window;
+    need.blocks = g.blocks;
+    need.prefix.assign(static_cast<size_t>(n_) + 1, 0);
+    for (int l = 0; l < n_; ++l)
+      need.prefix[static_cast<size_t>(l) + 1] =
+          need.prefix[static_cast<size_t>(l)] + (layer_window(fp, l) == g.window);
+    windows_.push_back(std::move(need));
   }
-  for (auto& wn : windows_)
-    for (int l = 0; l < n_; ++l) {
-      const int32_t w = static_cast<size_t>(l) < fp.layer_windows.size()
-                            ? fp.layer_windows[static_cast<size_t>(l)]
-                            : 0;
-      wn.prefix[static_cast<size_t>(l) + 1] = wn.prefix[static_cast<size_t>(l)] + (w == wn.window);
-    }
   for (const auto& d : dev_)
     if (d.device.kind == DeviceKind::kCuda) cuda_runtime_host_ = fp.cuda_host_runtime_bytes;
   if (req.kv_mode == KvMode::kFraction) {

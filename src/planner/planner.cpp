@@ -49,30 +49,6 @@ uint64_t Plan::kv_bytes() const {
   return b;
 }
 
-KvPoolShape Plan::kv_pool_shape(const DevicePlan& d) const {
-  KvPoolShape s;
-  s.layer_begin = d.has_layers() ? d.first_layer : 0;
-  s.layer_end = d.has_layers() ? d.last_layer + 1 : 0;
-  s.num_blocks = num_blocks;
-  s.block_size = block_size;
-  s.n_kv_heads = n_kv_heads;
-  s.head_dim = head_dim;
-  s.dtype = kv_type;
-  return s;
-}
-
-KvPoolShape Plan::kv_base_shape() const {
-  KvPoolShape s;
-  s.layer_begin = 0;
-  s.layer_end = n_layer;
-  s.num_blocks = num_blocks;
-  s.block_size = block_size;
-  s.n_kv_heads = n_kv_heads;
-  s.head_dim = head_dim;
-  s.dtype = kv_type;
-  return s;
-}
-
 std::vector<KvPoolPlacement> Plan::kv_placements() const {
   std::vector<KvPoolPlacement> out;
   for (int32_t l = 0; l < n_layer;) {
@@ -80,6 +56,20 @@ std::vector<KvPoolPlacement> Plan::kv_placements() const {
     out.push_back({d.name(), d.first_layer, d.last_layer + 1});
     l = d.last_layer + 1;
   }
+  return out;
+}
+
+std::vector<KvPoolPlacement> Plan::node_placements(int32_t node) const {
+  std::vector<KvPoolPlacement> out;
+  for (const KvPoolPlacement& p : kv_placements())
+    if (device_of_layer(p.layer_begin).node == node) out.push_back(p);
+  return out;
+}
+
+std::vector<int32_t> Plan::kv_group_blocks() const {
+  std::vector<int32_t> out;
+  for (const KvGroupPlan& g : kv_groups) out.push_back(g.blocks);
+  if (out.empty()) out.push_back(num_blocks);
   return out;
 }
 
@@ -247,9 +237,7 @@ class Planner {
     p.head_dim = fp_.head_dim;
     p.kv_bytes_per_token =
         fp_.kv_bytes_per_token_layer * static_cast<uint64_t>(m_.full_layers(0, m_.n()));
-    p.kv_groups.push_back({0, m_.full_layers(0, m_.n()), blocks * bs_});
-    for (const auto& wn : m_.window_needs())
-      p.kv_groups.push_back({wn.window, wn.prefix.back(), std::min(blocks, wn.blocks) * bs_});
+    p.kv_groups = plan_kv_groups(fp_, bs_, req_.max_num_seqs, blocks);
     uint64_t pool_used = 0;
     for (int i = 0; i <= m_.k(); ++i) {
       const LayerRange& x = r[static_cast<size_t>(i)];

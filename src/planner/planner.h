@@ -159,12 +159,14 @@ struct Plan {
   int32_t head_dim = 0;
   uint64_t kv_bytes_per_token = 0;  // all full-attention layers: what a token of context adds
   // KV groups (kvcache/kv_group.h): group 0 the full-attention layers, then
-  // one per sliding window; a window group's tokens are the most its layers
-  // hold (min(its need, kv_tokens)). One entry when the model has no windows.
+  // one per sliding window; a window group's blocks are the most its layers
+  // hold (min(its need, num_blocks)), and every pool of the group is built
+  // with that count (plan_kv_groups). One entry when the model has no windows.
   struct KvGroupPlan {
     int32_t window = 0;
     int32_t layers = 0;
-    int64_t tokens = 0;
+    int64_t tokens = 0;  // blocks * block_size
+    int32_t blocks = 0;
   };
   std::vector<KvGroupPlan> kv_groups;
   // Mixture of experts: per layer, whether its experts run on the host while
@@ -178,14 +180,13 @@ struct Plan {
   uint64_t kv_bytes() const;
   // The device that runs `layer`.
   const DevicePlan& device_of_layer(int32_t layer) const;
-  // The KV pool of a device that holds layers (its layer range, the plan's
-  // block count).
-  KvPoolShape kv_pool_shape(const DevicePlan& d) const;
-  // For KvCacheStorage: the shape shared by every pool (blocks, block size,
-  // heads, dtype; layer range 0..n_layer), and the devices' layer ranges in
-  // layer order (a manual map may list devices in another order).
-  KvPoolShape kv_base_shape() const;
+  // For KvCacheStorage: the devices' layer ranges in layer order (a manual
+  // map may list devices in another order).
   std::vector<KvPoolPlacement> kv_placements() const;
+  // The same for the devices of one pipeline node (MPI rank): its stage.
+  std::vector<KvPoolPlacement> node_placements(int32_t node) const;
+  // Group g's block count (kv_groups[g].blocks; num_blocks when not planned).
+  std::vector<int32_t> kv_group_blocks() const;
   // The placement as a --device-map string ("0-11:cpu:0,12-23:host").
   std::string device_map() const;
 };
@@ -208,6 +209,18 @@ class PlanError : public Error {
 // ConfigError for an invalid request or device map.
 Plan make_plan(const PlanRequest& req, const ModelFootprint& fp,
                const std::vector<PlanDevice>& devices);
+
+// Blocks of each KV group (kvcache/kv_group.h order) when the full-attention
+// group has `full_blocks`: a window group the blocks its window needs under
+// the scheduler's limits (window_group_blocks), at most full_blocks. The one
+// rule that sizes window groups: the cost model charges these, the plan
+// carries them, and every KV runtime is built from them.
+std::vector<int32_t> kv_group_blocks(const KvGroups& groups, int32_t block_size,
+                                     int32_t max_num_seqs, int32_t max_batched_tokens,
+                                     int32_t full_blocks);
+// The footprint's KV groups at `blocks`, as a plan carries them.
+std::vector<Plan::KvGroupPlan> plan_kv_groups(const ModelFootprint& fp, int32_t block_size,
+                                              int32_t max_num_seqs, int64_t blocks);
 
 // The largest block count a given placement holds under the request's KV mode
 // (not capped at max_seq_len x max_num_seqs), or -1 when its weights and

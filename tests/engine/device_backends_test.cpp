@@ -93,20 +93,20 @@ TEST(StagedDevices, LayersCopiedToADeviceStayThere) {
   Loaded m = load("stories260K.gguf", {.placements = {{"cpu:0", 0, 2}, {"host", 2, 5}},
                                        .backend_factory = staged_factory});
   ASSERT_EQ(m.model->hparams().n_layer, 5);
-  ThreadPool pool(1);
-  EngineConfig cfg;
-  cfg.num_blocks = 8;
-  cfg.placements = {{"cpu:0", 0, 3}, {"host", 3, 5}};
   try {
-    Engine e(*m.model, *m.tok, pool, cfg);
+    m.model->place({{"cpu:0", 0, 3}, {"host", 3, 5}});
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("copied to their devices at load (0-1:cpu:0,2-4:host)"),
               std::string::npos)
         << e.what();
   }
-  cfg.placements = {{"cpu:0", 0, 2}, {"host", 2, 5}};
-  Engine e(*m.model, *m.tok, pool, cfg);  // the same placement is fine
+  m.model->place({{"cpu:0", 0, 2}, {"host", 2, 5}});  // the same placement is fine
+  ThreadPool pool(1);
+  EngineConfig cfg;
+  cfg.num_blocks = 8;
+  Engine e(*m.model, *m.tok, pool, cfg);  // its KV pools on the model's devices
+  EXPECT_EQ(e.config().num_blocks, 8);
 }
 
 TEST(StagedDevices, BadPlacementsAreRefusedAtLoad) {

@@ -123,7 +123,7 @@ void check_multi_device(const std::string& model_file) {
     EngineConfig cfg;
     cfg.num_blocks = 10;  // tight: forces preemption
     cfg.scheduler.max_batched_tokens = 48;
-    cfg.placements = placements;
+    m.model->place(placements);  // the engine's KV pools follow the layers
     EngineStats st;
     auto got = run_all(m, prompts, cfg, gen, &st);
     EXPECT_GT(st.preemptions, 0u);

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/engine_runner.h"
-#include "kvcache/kv_group.h"
+#include "engine/kv_runtime.h"
 #include "model/pipeline_link.h"
 
 namespace pagellm {
@@ -21,20 +21,13 @@ class LocalLink final : public PipelineLink {
             int32_t parts = 1)
       : pool_(pool), parts_(parts) {
     runner_ = ModelRunner::load(test::data_path(file), {.stage_begin = begin});
-    KvGroups groups = runner_->kv_groups();
-    std::vector<int32_t> blocks = {cfg.num_blocks};
-    for (int32_t g = 1; g < groups.n_groups(); ++g)
-      blocks.push_back(window_group_blocks(groups.windows[static_cast<size_t>(g)], cfg.block_size,
-                                           cfg.scheduler.max_num_seqs,
-                                           cfg.scheduler.max_batched_tokens, cfg.num_blocks));
-    kv_ = std::make_unique<KvCacheStorage>(
-        runner_->kv_shape(cfg.num_blocks, cfg.block_size, cfg.kv_type), runner_->placements(),
-        KvCacheStorage::BackendOf{}, groups.n_groups() > 1 ? &groups : nullptr, blocks);
+    // As an MPI rank builds its stage's caches: the engine config's runtime.
+    kv_ = std::make_unique<KvRuntime>(*runner_, cfg.kv_runtime(*runner_));
   }
   std::span<const float> forward_rest(const Batch& batch, std::span<const float> hidden) override {
-    for (const BlockCopy& c : batch.copies) kv_->copy_block(c.src, c.dst, c.group);
+    for (const BlockCopy& c : batch.copies) kv_->storage().copy_block(c.src, c.dst, c.group);
     ++steps;
-    return runner_->forward_stage(batch, *kv_, pool_, hidden);
+    return runner_->forward_stage(batch, kv_->storage(), pool_, hidden);
   }
   int32_t micro_batches() const override { return parts_; }
   void send(const Batch& batch, std::span<const float> hidden) override {
@@ -55,7 +48,7 @@ class LocalLink final : public PipelineLink {
   std::vector<std::vector<float>> queue_;
   std::vector<float> last_;
   std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<KvCacheStorage> kv_;
+  std::unique_ptr<KvRuntime> kv_;
 };
 
 std::vector<std::vector<int32_t>> run_split(const std::string& file, int32_t split,

@@ -1,0 +1,62 @@
+#include "engine/kv_runtime.h"
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+
+namespace pagellm {
+
+std::vector<CacheGroupSpec> cache_groups(const KvGroups& groups,
+                                         const std::vector<int32_t>& group_blocks, bool by_window) {
+  if (group_blocks.empty()) throw ConfigError("the KV cache needs a block count");
+  std::vector<CacheGroupSpec> out = {{CacheGroupSpec::Kind::kPagedKv, 0, group_blocks[0]}};
+  if (!by_window) return out;
+  for (int32_t g = 1; g < groups.n_groups(); ++g) {
+    if (static_cast<size_t>(g) >= group_blocks.size())
+      throw ConfigError(fmt::format("KV group {} (window {}) has no block count", g,
+                                    groups.windows[static_cast<size_t>(g)]));
+    out.push_back({CacheGroupSpec::Kind::kPagedKv, groups.windows[static_cast<size_t>(g)],
+                   group_blocks[static_cast<size_t>(g)]});
+  }
+  return out;
+}
+
+KvRuntime::KvRuntime(ModelRunner& model, KvRuntimeConfig config) : config_(std::move(config)) {
+  const auto& specs = config_.groups;
+  if (specs.empty() || specs[0].window != 0)
+    throw ConfigError("the KV cache's first group holds the full-attention layers");
+  for (const CacheGroupSpec& s : specs)
+    if (s.num_blocks <= 0) throw ConfigError("every KV group needs blocks");
+  // Paged KV: window groups share the layout of the model's.
+  const KvGroups groups = model.kv_groups();
+  const bool by_window = specs.size() > 1;
+  std::vector<KvWindowGroup> windows;
+  std::vector<int32_t> blocks;
+  for (size_t g = 0; g < specs.size(); ++g) {
+    if (by_window && (g >= groups.windows.size() || groups.windows[g] != specs[g].window))
+      throw ConfigError(fmt::format("KV group {} (window {}) is not one of the model's", g,
+                                    specs[g].window));
+    if (g > 0) windows.push_back({specs[g].window, specs[g].num_blocks});
+    blocks.push_back(specs[g].num_blocks);
+  }
+  if (by_window && groups.windows.size() != specs.size())
+    throw ConfigError(fmt::format("the model has {} KV groups, the cache {}", groups.n_groups(),
+                                  specs.size()));
+  manager_ = std::make_unique<KvCacheManager>(blocks[0], config_.block_size,
+                                              config_.prefix_caching, windows);
+  const ModelRunner& m = model;
+  storage_ = std::make_unique<KvCacheStorage>(
+      model.kv_shape(blocks[0], config_.block_size, config_.kv_type), model.placements(),
+      [&m](const std::string& device) { return m.backend_for_device(device); },
+      by_window ? &groups : nullptr, blocks);
+  if (config_.workspace_tokens > 0)
+    model.reserve_workspace(config_.workspace_tokens, config_.workspace_rows);
+}
+
+std::vector<int32_t> KvRuntime::group_blocks() const {
+  std::vector<int32_t> out;
+  for (const CacheGroupSpec& s : config_.groups) out.push_back(s.num_blocks);
+  return out;
+}
+
+}  // namespace pagellm

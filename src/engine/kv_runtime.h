@@ -1,0 +1,70 @@
+// The caches a model keeps between steps, built in one place for the engine,
+// the draft model, perplexity and every pipeline rank: the block manager
+// (block tables, prefix cache, one allocator per group), the storage (each
+// device's pools, in the memory of the backend that runs its layers) and the
+// model's step workspace, reserved up front so that no step allocates.
+//
+// The caches are a list of groups, each a set of the model's layers with its
+// own kind and size. Today every group is paged KV (group 0 the
+// full-attention layers, then one per sliding window, kvcache/kv_group.h). A
+// new kind (e.g. a per-sequence recurrent-state slot pool) is a new
+// CacheGroupSpec::Kind: the planner sizes it, cache_groups() lists it, and
+// KvRuntime builds its storage beside the paged groups.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kvcache/kv_cache_manager.h"
+#include "kvcache/kv_cache_storage.h"
+#include "model/runner.h"
+
+namespace pagellm {
+
+struct CacheGroupSpec {
+  enum class Kind { kPagedKv };
+  Kind kind = Kind::kPagedKv;
+  int32_t window = 0;      // paged KV: 0 full attention, else the sliding window
+  int32_t num_blocks = 0;  // paged KV: blocks of the group's pools
+};
+
+struct KvRuntimeConfig {
+  std::vector<CacheGroupSpec> groups;  // group 0 first
+  int32_t block_size = 16;
+  DType kv_type = DType::F16;
+  bool prefix_caching = true;
+  // The model's workspace for steps of up to this many tokens and logit rows
+  // (0: reserved by whoever runs the model).
+  int64_t workspace_tokens = 0;
+  int64_t workspace_rows = 0;
+};
+
+// One group per group of `groups` (the model's, ModelRunner::kv_groups()),
+// with group_blocks[g] blocks; `groups` with fewer than two groups, or
+// `by_window` false: one group of every layer with group_blocks[0] blocks.
+std::vector<CacheGroupSpec> cache_groups(const KvGroups& groups,
+                                         const std::vector<int32_t>& group_blocks,
+                                         bool by_window = true);
+
+class KvRuntime {
+ public:
+  // Allocates every pool on the devices of model.placements() and reserves
+  // the workspace. Throws ConfigError when the groups do not match the
+  // model's (window groups of another model) or a group has no blocks.
+  KvRuntime(ModelRunner& model, KvRuntimeConfig config);
+
+  KvCacheManager& manager() { return *manager_; }
+  const KvCacheManager& manager() const { return *manager_; }
+  KvCacheStorage& storage() { return *storage_; }
+  const KvRuntimeConfig& config() const { return config_; }
+  // Blocks of each group, group 0 first (what a pipeline rank's steps may name).
+  std::vector<int32_t> group_blocks() const;
+
+ private:
+  KvRuntimeConfig config_;
+  std::unique_ptr<KvCacheManager> manager_;
+  std::unique_ptr<KvCacheStorage> storage_;
+};
+
+}  // namespace pagellm
