@@ -3,7 +3,7 @@
 backend's header (backend/cpu/, backend/cuda/) from outside the backend layer.
 
 Layer order (lower first): util < jinja, grammar < tensor < gguf < backend < kvcache, tokenizer
-< model < planner < engine < dist < server < cli. A folder may include its own layer and lower ones.
+< model < planner < engine < mpi < server < cli. A folder may include its own layer and lower ones.
 Above the backend layer code talks to the Backend interface (backend/*.h);
 only the files in CONCRETE_OK, each for the reason given, name a concrete one.
 """
@@ -12,7 +12,7 @@ import re
 import sys
 
 RANK = {"util": 0, "jinja": 0.5, "grammar": 0.5, "tensor": 1, "gguf": 2, "device": 3, "backend": 3, "kvcache": 4,
-        "tokenizer": 4, "model": 5, "planner": 6, "engine": 7, "dist": 7.5, "server": 8, "cli": 9}
+        "tokenizer": 4, "model": 5, "planner": 6, "engine": 7, "mpi": 7.5, "server": 8, "cli": 9}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 CONCRETE = re.compile(r'^\s*#\s*include\s+"backend/(cpu|cuda)/')
 CONCRETE_OK = {

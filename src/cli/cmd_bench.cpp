@@ -12,7 +12,7 @@
 #include "cli/sampling_options.h"
 #include "cli/engine_setup.h"
 #include "cli/spec_options.h"
-#include "dist/mpi_pipeline.h"
+#include "mpi/mpi_pipeline.h"
 #include "engine/bench_runner.h"
 #include "engine/roofline.h"
 #include "util/error.h"

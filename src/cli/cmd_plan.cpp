@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
 #include "cli/pipeline_setup.h"
-#include "dist/mpi_pipeline.h"
+#include "mpi/mpi_pipeline.h"
 #include "cli/plan_options.h"
 #include "planner/plan_format.h"
 #include "util/sizes.h"

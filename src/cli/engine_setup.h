@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cli/plan_options.h"
-#include "dist/mpi_pipeline.h"
+#include "mpi/mpi_pipeline.h"
 #include "engine/engine.h"
 
 namespace pagellm::cli {

@@ -10,7 +10,7 @@
 #include "cli/llama_compat.h"
 #include "cli/usage_errors.h"
 #include "cli/version.h"
-#include "dist/mpi_pipeline.h"
+#include "mpi/mpi_pipeline.h"
 #include "util/error.h"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/version.h"
-#include "dist/mpi_pipeline.h"
+#include "mpi/mpi_pipeline.h"
 #include "engine/kv_runtime.h"
 #include "planner/model_footprint.h"
 #include "planner/node_split.h"

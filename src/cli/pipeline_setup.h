@@ -1,5 +1,5 @@
 // Engine setup when the command runs under an MPI launcher with several
-// ranks (dist/mpi_pipeline.h): the layers are split into contiguous stages,
+// ranks (mpi/mpi_pipeline.h): the layers are split into contiguous stages,
 // one per rank; rank 0's plan decides the KV cache (the same block ids on
 // every rank); every rank checks that it runs the same build on the same
 // model file and that its stage fits its memory, and rank 0 refuses the job

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "backend/cpu/cpu_isa.h"
-#include "dist/mpi_pipeline.h"
+#include "mpi/mpi_pipeline.h"
 #include "model/backend_factory.h"
 
 #ifndef PAGELLM_GIT_COMMIT

@@ -1,9 +1,9 @@
-// A pipeline step message as another MPI rank might send it (dist/
+// A pipeline step message as another MPI rank might send it (mpi/
 // step_message.h), decoded against a stage's limits: 2 KV groups of 64 and 16
 // blocks of 16, 512-token vocabulary, 32-wide hidden state. What is accepted
 // must address only its pools (every slot inside them), and must encode back
 // to a message that decodes to the same step.
-#include "dist/step_message.h"
+#include "mpi/step_message.h"
 #include "entries/fuzz_entries.h"
 #include "util/error.h"
 

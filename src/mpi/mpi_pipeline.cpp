@@ -1,4 +1,4 @@
-#include "dist/mpi_pipeline.h"
+#include "mpi/mpi_pipeline.h"
 
 #include <fmt/format.h>
 

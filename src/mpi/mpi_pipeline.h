@@ -1,6 +1,6 @@
 // Pipeline-parallel inference over MPI: rank 0 runs the engine and the first
 // layers; every other rank holds a contiguous range of later layers and
-// their KV pools and serves steps: it receives a step (dist/step_message.h)
+// their KV pools and serves steps: it receives a step (mpi/step_message.h)
 // from the rank before it, runs its layers, and passes the hidden state on;
 // the last rank sends the logits back to rank 0. Without MPI in the build, or
 // when the process was not started by an MPI launcher, there is one rank and
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/step_message.h"
+#include "mpi/step_message.h"
 #include "kvcache/kv_cache_storage.h"
 #include "model/pipeline_link.h"
 #include "model/runner.h"

@@ -2,7 +2,7 @@
 // its slots derived from the tables; every truncation and a corrupted byte
 // at every position are refused with FormatError or decode to a step that
 // stays inside the limits (never a crash or a slot outside the pools).
-#include "dist/step_message.h"
+#include "mpi/step_message.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "dist/step_message.h"
+#include "mpi/step_message.h"
 
 #include <fmt/format.h>
 
