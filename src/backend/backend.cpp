@@ -27,6 +27,8 @@ const char* backend_op_name(BackendOp op) {
       return "mixture-of-experts layers";
     case BackendOp::kRecurrentState:
       return "gated delta-net layers";
+    case BackendOp::kSigmoidGate:
+      return "the sigmoid output gate";
   }
   return "?";
 }

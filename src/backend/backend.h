@@ -106,6 +106,7 @@ enum class BackendOp {
   kRopeFactors,       // RopeParams::freq_factors / attn_factor
   kMixtureOfExperts,  // routed expert FFNs (gather_rows, combine_rows, per-expert matmuls)
   kRecurrentState,    // gated delta-net layers (ssm_conv, gated_delta_rule)
+  kSigmoidGate,       // glu() with Activation::kSigmoid (gated attention output)
 };
 const char* backend_op_name(BackendOp op);
 

@@ -25,6 +25,9 @@ struct RecurrentBatch {
   // Tokens of sequence s already folded into its state (the position of its
   // first row in this call). gated_delta_rule aligns its chunks to it.
   const int32_t* first_pos = nullptr;  // [n_seqs]
+  // Positions from which sequence s's tokens each take the one-token step
+  // (decode), however many come in one call; null: none (chunking only).
+  const int32_t* step_from = nullptr;  // [n_seqs]
   int32_t n_tokens() const { return token_begin[n_seqs]; }
 };
 

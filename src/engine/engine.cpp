@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <new>
 
+#include "backend/recurrent_args.h"
 #include "tokenizer/detokenizer.h"
 #include "util/error.h"
 #include "util/fault_injector.h"
@@ -89,6 +90,21 @@ Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
       config_.speculation.max_batch < 0)
     throw ConfigError("draft-max, spec-ngram and the speculation batch must not be negative");
   config_.scheduler.max_draft_rows = config_.speculation.draft_rows();
+  if (hp.has_recurrent()) {
+    // A recurrent state cannot take back rejected drafts, and its chunked
+    // prefill gives the same bits only for cuts at the kernel's chunk size.
+    if (config_.speculation.enabled())
+      throw ConfigError(fmt::format(
+          "speculative decoding is not supported for {} models (their recurrent layers' state "
+          "cannot take back rejected tokens)",
+          hp.arch));
+    if (config_.scheduler.max_batched_tokens < kGatedDeltaChunk)
+      throw ConfigError(fmt::format(
+          "--max-batched-tokens must be at least {} for models with recurrent layers (got {})",
+          kGatedDeltaChunk, config_.scheduler.max_batched_tokens));
+    config_.scheduler.prefill_align = kGatedDeltaChunk;
+    config_.prefix_caching = false;
+  }
   // Everything a step needs is allocated now: the plan counted it, and a step
   // must never be the one that runs the machine out of memory. The KV pools
   // follow the layers: each device's pool is in the memory of the backend
@@ -134,6 +150,7 @@ KvRuntimeConfig EngineConfig::kv_runtime(const ModelRunner& model) const {
   k.prefix_caching = prefix_caching;
   k.workspace_tokens = scheduler.max_batched_tokens;
   k.workspace_rows = Scheduler::max_logit_rows(sc);
+  k.state_slots = scheduler.max_num_seqs;
   return k;
 }
 
@@ -254,6 +271,8 @@ void Engine::finish_seq(SeqState& st, FinishReason reason, int32_t token,
   if (st.done) return;
   st.done = true;
   scheduler_->finish(st.seq.get());
+  kv_->release_state_slot(st.seq->state_slot);
+  st.seq->state_slot = -1;
   if (proposer_) proposer_->release(st.seq->id);
   // A stop string already cut the text; otherwise release what the detokenizer holds.
   if (reason != FinishReason::kStop || st.req->req.stop.empty()) st.text += st.detok.flush();
@@ -294,10 +313,20 @@ void Engine::fork_samples(SeqState& parent) {
       st->grammar = std::make_unique<GrammarMatcher>(*parent.grammar);
       st->masker = std::make_unique<TokenMasker>(grammar_vocab_);
     }
+    if (parent.seq->state_slot >= 0) {
+      // The sample goes on from the prompt's state: copied before the next step.
+      st->seq->state_slot = kv_->acquire_state_slot();
+      if (st->seq->state_slot >= 0)
+        state_copies_.emplace_back(parent.seq->state_slot, st->seq->state_slot);
+    }
     auto& slot = by_seq_[st->seq.get()];
     rs.seqs.push_back(std::move(st));  // capacity reserved at submit: no throw
     slot = rs.seqs.back().get();
     scheduler_->add_fork(parent.seq.get(), slot->seq.get());
+    if (parent.seq->state_slot >= 0 && slot->seq->state_slot < 0)
+      finish_seq(*slot, FinishReason::kError, -1,
+                 "no recurrent state slot is free for this sample (n is larger than "
+                 "--max-num-seqs leaves room for)");
   }
 }
 
@@ -426,6 +455,11 @@ bool Engine::step() {
   propose_drafts();
   SchedulerOutput out = scheduler_->schedule();
   stats_.preemptions += out.preempted.size();
+  // A preempted sequence is computed again from its first token: from zeros.
+  for (Sequence* p : out.preempted) {
+    kv_->release_state_slot(p->state_slot);
+    p->state_slot = -1;
+  }
   if (!out.failed.empty()) {
     for (const auto& f : out.failed) fail_request(*by_seq_.at(f.seq)->req, f.error);
     // Samples of a failed request may have been scheduled: they are finished now.
@@ -440,6 +474,11 @@ bool Engine::step() {
 
   batch_.clear();
   batch_.copies = out.copies;
+  const bool recurrent = model_.hparams().has_recurrent();
+  if (recurrent) {
+    batch_.state_copies = std::move(state_copies_);
+    state_copies_.clear();
+  }
   // A sequence that samples this step: its first logit row, and how many
   // drafted tokens follow its last token (each with its own row).
   struct Sampled {
@@ -458,6 +497,15 @@ bool Engine::step() {
   for (const auto& sc : out.scheduled) {
     Sequence* s = sc.seq;
     const int32_t idx = batch_.add_sequence(s->blocks);
+    if (recurrent) {
+      if (s->state_slot < 0) {  // starts (or starts again) from zeros
+        s->state_slot = kv_->acquire_state_slot();
+        if (s->state_slot < 0) throw Error("no recurrent state slot is free");  // max_num_seqs bounds the running
+        batch_.state_resets.push_back(s->state_slot);
+      }
+      batch_.state_slots.push_back(s->state_slot);
+      batch_.step_from.push_back(static_cast<int32_t>(s->n_prompt));
+    }
     const int64_t size = static_cast<int64_t>(s->tokens.size());
     const int64_t end = s->n_computed + sc.n_tokens;
     const bool reaches_end = !s->embedding && end - sc.n_draft == size;

@@ -137,6 +137,8 @@ class Engine {
   KvCacheManager& kv_manager() { return kv_->manager(); }
 
  private:
+  // Recurrent state copies (parent slot, forked sample's slot) for the next step.
+  std::vector<std::pair<int32_t, int32_t>> state_copies_;
   struct SeqState;
   struct RequestState;
 

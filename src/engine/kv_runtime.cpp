@@ -42,15 +42,36 @@ KvRuntime::KvRuntime(ModelRunner& model, KvRuntimeConfig config) : config_(std::
   if (by_window && groups.windows.size() != specs.size())
     throw ConfigError(fmt::format("the model has {} KV groups, the cache {}", groups.n_groups(),
                                   specs.size()));
+  // A recurrent layer's state after a prefix cannot be rebuilt from cached
+  // blocks (no checkpoints yet): no prefix caching for such models.
+  const ModelHParams& hp = model.hparams();
+  RecurrentStateSpec states;
+  if (hp.has_recurrent()) {
+    config_.prefix_caching = false;
+    state_slots_ = std::max(config_.state_slots, 1);
+    states = model.recurrent_state(state_slots_);
+    for (int32_t s = state_slots_; s-- > 0;) free_slots_.push_back(s);
+  }
   manager_ = std::make_unique<KvCacheManager>(blocks[0], config_.block_size,
                                               config_.prefix_caching, windows);
   const ModelRunner& m = model;
   storage_ = std::make_unique<KvCacheStorage>(
       model.kv_shape(blocks[0], config_.block_size, config_.kv_type), model.placements(),
       [&m](const std::string& device) { return m.backend_for_device(device); },
-      by_window ? &groups : nullptr, blocks);
+      by_window ? &groups : nullptr, blocks, states);
   if (config_.workspace_tokens > 0)
     model.reserve_workspace(config_.workspace_tokens, config_.workspace_rows);
+}
+
+int32_t KvRuntime::acquire_state_slot() {
+  if (free_slots_.empty()) return -1;
+  const int32_t s = free_slots_.back();
+  free_slots_.pop_back();
+  return s;
+}
+
+void KvRuntime::release_state_slot(int32_t slot) {
+  if (slot >= 0) free_slots_.push_back(slot);
 }
 
 std::vector<int32_t> KvRuntime::group_blocks() const {

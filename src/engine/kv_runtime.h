@@ -38,6 +38,8 @@ struct KvRuntimeConfig {
   // (0: reserved by whoever runs the model).
   int64_t workspace_tokens = 0;
   int64_t workspace_rows = 0;
+  // Models with recurrent layers: sequences whose state is kept at once.
+  int32_t state_slots = 0;
 };
 
 // One group per group of `groups` (the model's, ModelRunner::kv_groups()),
@@ -61,10 +63,19 @@ class KvRuntime {
   // Blocks of each group, group 0 first (what a pipeline rank's steps may name).
   std::vector<int32_t> group_blocks() const;
 
+  // Recurrent layers' state slots: one per running sequence. acquire() takes
+  // a free one (to be zeroed before its first step), -1 when none is free.
+  bool has_state() const { return !free_slots_.empty() || state_slots_ > 0; }
+  int32_t acquire_state_slot();
+  void release_state_slot(int32_t slot);
+  int32_t free_state_slots() const { return static_cast<int32_t>(free_slots_.size()); }
+
  private:
   KvRuntimeConfig config_;
   std::unique_ptr<KvCacheManager> manager_;
   std::unique_ptr<KvCacheStorage> storage_;
+  int32_t state_slots_ = 0;
+  std::vector<int32_t> free_slots_;  // a stack: the lowest slot on top
 };
 
 }  // namespace pagellm

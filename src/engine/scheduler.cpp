@@ -87,6 +87,13 @@ bool Scheduler::awaits_shared_prefix(const Sequence* seq) const {
   return false;
 }
 
+int64_t Scheduler::aligned_chunk(const Sequence* s, int64_t n) const {
+  const int64_t align = config_.prefill_align;
+  const int64_t end = s->n_computed + n;
+  if (align <= 0 || n == 0 || end >= s->n_prompt) return n;
+  return std::max<int64_t>(0, end / align * align - s->n_computed);
+}
+
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int64_t budget = config_.max_batched_tokens;
@@ -98,7 +105,8 @@ SchedulerOutput Scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* s = running_[i];
     const bool prefill = !is_decoding(s);
-    const int64_t n = std::min({s->n_pending(), budget, prefill ? prefill_budget : budget});
+    const int64_t n =
+        aligned_chunk(s, std::min({s->n_pending(), budget, prefill ? prefill_budget : budget}));
     if (n == 0) {  // a prefill chunk waits for a step with prefill budget
       ++i;
       continue;
@@ -139,7 +147,12 @@ SchedulerOutput Scheduler::schedule() {
       s->n_computed = 0;
       break;
     }
-    const int64_t n = std::min({s->n_pending(), budget, prefill_budget});
+    const int64_t n = aligned_chunk(s, std::min({s->n_pending(), budget, prefill_budget}));
+    if (n == 0) {  // an aligned chunk does not fit what is left of the step
+      kv_.free(s->blocks);
+      s->n_computed = 0;
+      break;
+    }
     const Reserve r = reserve(s, n, out);
     if (r == Reserve::kFailed) {
       waiting_.pop_front();

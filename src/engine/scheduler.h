@@ -50,6 +50,10 @@ struct SchedulerConfig {
   // Logit rows a step may have beyond one per sequence, for drafted tokens
   // (speculative decoding; 0: none).
   int32_t max_draft_rows = 0;
+  // > 0: a prefill chunk that ends inside the prompt ends at a multiple of
+  // this many tokens (recurrent layers' chunked kernels give the same bits
+  // whatever the batch only for such cuts: backend/recurrent_args.h).
+  int32_t prefill_align = 0;
 };
 
 struct ScheduledSeq {
@@ -113,6 +117,8 @@ class Scheduler {
   uint64_t total_preemptions() const { return preemptions_; }
 
  private:
+  // n tokens of s's pending ones, cut to config_.prefill_align (0: none fit).
+  int64_t aligned_chunk(const Sequence* s, int64_t n) const;
   enum class Reserve { kOk, kNoRoom, kFailed };
   // Room for `seq`'s next `n` tokens; a throw is caught and recorded in out.failed.
   Reserve reserve(Sequence* seq, int64_t n, SchedulerOutput& out);

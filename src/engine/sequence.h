@@ -32,6 +32,9 @@ struct Sequence {
   BlockTable blocks;
   uint64_t admitted_order = 0;  // when it last became running (preemption picks the latest)
   int32_t preemptions = 0;
+  // Models with recurrent layers: the sequence's slot in the state pools
+  // while it runs (-1: none; a preempted sequence starts again from zeros).
+  int32_t state_slot = -1;
   // Speculative decoding: tokens proposed to follow `tokens`, set by the
   // engine before a step; the scheduler grants some (ScheduledSeq::n_draft).
   std::vector<int32_t> draft;

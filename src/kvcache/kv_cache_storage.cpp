@@ -9,8 +9,12 @@ namespace pagellm {
 KvCacheStorage::KvCacheStorage(const KvPoolShape& base,
                                const std::vector<KvPoolPlacement>& placements,
                                const BackendOf& backend_of, const KvGroups* groups,
-                               const std::vector<int32_t>& group_blocks)
+                               const std::vector<int32_t>& group_blocks,
+                               const RecurrentStateSpec& states)
     : placements_(placements) {
+  auto recurrent = [&states](int32_t l) {
+    return static_cast<size_t>(l) < states.recurrent.size() && states.recurrent[static_cast<size_t>(l)];
+  };
   const int32_t n_groups = groups ? groups->n_groups() : 1;
   if (groups && (static_cast<int32_t>(group_blocks.size()) != n_groups ||
                  static_cast<int32_t>(groups->group_of_layer.size()) < base.layer_end))
@@ -34,11 +38,12 @@ KvCacheStorage::KvCacheStorage(const KvPoolShape& base,
       KvPoolShape s = base;
       s.layer_begin = p.layer_begin;
       s.layer_end = p.layer_end;
-      if (groups && n_groups > 1) {
+      if ((groups && n_groups > 1) || states.any()) {
         s.group = g;
-        s.num_blocks = group_blocks[static_cast<size_t>(g)];
+        if (groups && n_groups > 1) s.num_blocks = group_blocks[static_cast<size_t>(g)];
         for (int32_t l = p.layer_begin; l < p.layer_end; ++l)
-          if (groups->group_of_layer[static_cast<size_t>(l)] == g) s.layers.push_back(l);
+          if ((!groups || groups->group_of_layer[static_cast<size_t>(l)] == g) && !recurrent(l))
+            s.layers.push_back(l);
         if (s.layers.empty()) continue;
       }
       pools_.push_back(std::make_unique<KvPool>(s, backend_of ? backend_of(p.device) : nullptr));
@@ -47,6 +52,37 @@ KvCacheStorage::KvCacheStorage(const KvPoolShape& base,
           pool_of_layer_[static_cast<size_t>(l)] = static_cast<int32_t>(pools_.size() - 1);
     }
   }
+  state_pool_of_layer_.assign(static_cast<size_t>(base.layer_end), -1);
+  if (!states.any()) return;
+  for (const auto& p : placements) {
+    StatePoolShape shape;
+    shape.n_slots = states.n_slots;
+    shape.conv_floats = states.conv_floats;
+    shape.delta_floats = states.delta_floats;
+    for (int32_t l = p.layer_begin; l < p.layer_end; ++l)
+      if (recurrent(l)) shape.layers.push_back(l);
+    if (shape.layers.empty()) continue;
+    state_pools_.push_back(
+        std::make_unique<StatePool>(std::move(shape), backend_of ? backend_of(p.device) : nullptr));
+    for (int32_t l : state_pools_.back()->shape().layers)
+      state_pool_of_layer_[static_cast<size_t>(l)] = static_cast<int32_t>(state_pools_.size() - 1);
+  }
+}
+
+StatePool& KvCacheStorage::state_pool_for_layer(int32_t layer) {
+  const int32_t i = static_cast<size_t>(layer) < state_pool_of_layer_.size()
+                        ? state_pool_of_layer_[static_cast<size_t>(layer)]
+                        : -1;
+  if (i < 0) throw Error(fmt::format("layer {} has no recurrent state pool", layer));
+  return *state_pools_[static_cast<size_t>(i)];
+}
+
+void KvCacheStorage::clear_state_slot(int32_t slot) {
+  for (auto& p : state_pools_) p->clear_slot(slot);
+}
+
+void KvCacheStorage::copy_state_slot(int32_t src, int32_t dst) {
+  for (auto& p : state_pools_) p->copy_slot(src, dst);
 }
 
 KvPool& KvCacheStorage::pool_for_layer(int32_t layer) {
@@ -61,6 +97,7 @@ void KvCacheStorage::copy_block(int32_t src, int32_t dst, int32_t group) {
 size_t KvCacheStorage::total_bytes() const {
   size_t n = 0;
   for (const auto& p : pools_) n += p->shape().total_bytes();
+  for (const auto& p : state_pools_) n += p->bytes();
   return n;
 }
 

@@ -12,8 +12,23 @@
 
 #include "kvcache/kv_group.h"
 #include "kvcache/kv_pool.h"
+#include "kvcache/state_pool.h"
 
 namespace pagellm {
+
+// Gated delta-net layers keep a recurrent state per sequence instead of K/V:
+// which layers, how many slots (sequences at once), floats per slot and layer.
+struct RecurrentStateSpec {
+  int32_t n_slots = 0;
+  std::vector<bool> recurrent;  // per layer
+  int64_t conv_floats = 0;
+  int64_t delta_floats = 0;
+  bool any() const {
+    for (bool r : recurrent)
+      if (r) return true;
+    return false;
+  }
+};
 
 struct KvPoolPlacement {
   std::string device;  // for messages and stats ("host", "cpu:0", ...)
@@ -31,9 +46,16 @@ class KvCacheStorage {
   // blocks (group_blocks[0] == base.num_blocks).
   KvCacheStorage(const KvPoolShape& base, const std::vector<KvPoolPlacement>& placements,
                  const BackendOf& backend_of = {}, const KvGroups* groups = nullptr,
-                 const std::vector<int32_t>& group_blocks = {});
+                 const std::vector<int32_t>& group_blocks = {},
+                 const RecurrentStateSpec& states = {});
 
   KvPool& pool_for_layer(int32_t layer);
+  // Recurrent layers: their device's state pool (the layer has no KV pool).
+  StatePool& state_pool_for_layer(int32_t layer);
+  const std::vector<std::unique_ptr<StatePool>>& state_pools() const { return state_pools_; }
+  // Slot operations on every device's pool (a sequence's state spans them).
+  void clear_state_slot(int32_t slot);
+  void copy_state_slot(int32_t src, int32_t dst);
   const std::vector<std::unique_ptr<KvPool>>& pools() const { return pools_; }
   const std::vector<KvPoolPlacement>& placements() const { return placements_; }
   void copy_block(int32_t src, int32_t dst, int32_t group = 0);
@@ -43,6 +65,8 @@ class KvCacheStorage {
   std::vector<KvPoolPlacement> placements_;
   std::vector<std::unique_ptr<KvPool>> pools_;
   std::vector<int32_t> pool_of_layer_;
+  std::vector<std::unique_ptr<StatePool>> state_pools_;
+  std::vector<int32_t> state_pool_of_layer_;
 };
 
 }  // namespace pagellm

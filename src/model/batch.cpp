@@ -46,6 +46,10 @@ void Batch::clear() {
   hidden_tokens.clear();
   block_tables.clear();
   copies.clear();
+  state_slots.clear();
+  step_from.clear();
+  state_resets.clear();
+  state_copies.clear();
 }
 
 }  // namespace pagellm

@@ -25,6 +25,15 @@ struct Batch {
   // Copy-on-write copies the step needs first. The engine applies them to its
   // own pools; a PipelineLink carries them to the other stages' pools.
   std::vector<BlockCopy> copies;
+  // Models with recurrent layers (ModelHParams::has_recurrent): per sequence,
+  // its state slot and the position from which its tokens are decoded one by
+  // one (the end of its prompt: those positions always take the one-token
+  // step, so a recomputed sequence gets the same bits as when it decoded);
+  // and the slots to zero (a new sequence) or copy (a forked sample) first.
+  std::vector<int32_t> state_slots;  // [n_seqs]
+  std::vector<int32_t> step_from;    // [n_seqs]
+  std::vector<int32_t> state_resets;
+  std::vector<std::pair<int32_t, int32_t>> state_copies;  // (src, dst)
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t n_seqs() const { return static_cast<int32_t>(block_tables.size()); }

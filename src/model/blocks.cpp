@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -31,6 +32,15 @@ void post_norm_add(LayerContext& c, float* y, const float* norm) {
 }
 
 }  // namespace
+
+int64_t workspace_extra_floats(const ModelHParams& hp) {
+  int64_t n = hp.attn_output_gate ? 3 * static_cast<int64_t>(hp.n_embd_q()) : 0;
+  if (hp.has_recurrent()) {
+    const DeltaNetShape& d = hp.delta_net;
+    n = std::max<int64_t>(n, 2 * d.channels() + 2 * d.inner() + 2 * d.n_v_heads);
+  }
+  return n;
+}
 
 void set_window_pattern(ModelHParams& hp, int32_t window, int32_t pattern) {
   for (int32_t l = 0; l < hp.n_layer; ++l)
@@ -72,7 +82,9 @@ void attention_tensors(const ModelHParams& hp, int32_t l, const AttentionOptions
     const auto bias = [&](VectorRole r, const char* what, int64_t n) {
       if (o.bias) out.push_back(TensorSpec::vec(r, fmt::format("blk.{}.{}.bias", l, what), n));
     };
-    out.push_back(TensorSpec::mat(MatrixRole::kQ, layer_name(l, "attn_q"), E, Q));
+    // A gated output: per head [q, gate] rows.
+    out.push_back(TensorSpec::mat(MatrixRole::kQ, layer_name(l, "attn_q"), E,
+                                  hp.attn_output_gate ? 2 * Q : Q));
     bias(VectorRole::kQBias, "attn_q", Q);
     out.push_back(TensorSpec::mat(MatrixRole::kK, layer_name(l, "attn_k"), E, KV));
     bias(VectorRole::kKBias, "attn_k", KV);
@@ -93,7 +105,7 @@ static void dense_ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOption
 
 void ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOptions& o, TensorList& out) {
   const int64_t E = hp.n_embd;
-  if (o.pre_norm) out.push_back(TensorSpec::vec(VectorRole::kFfnNorm, layer_name(l, "ffn_norm"), E));
+  if (o.pre_norm) out.push_back(TensorSpec::vec(VectorRole::kFfnNorm, layer_name(l, o.pre_norm_name), E));
   if (hp.moe()) {
     const int64_t X = hp.n_expert, FX = hp.n_ff_exp;
     out.push_back(TensorSpec::mat(MatrixRole::kRouter, layer_name(l, "ffn_gate_inp"), E, X));
@@ -125,11 +137,24 @@ void attention_block(LayerContext& c, const AttentionOptions& o) {
   const LayerWeights& w = c.w;
   const MatrixView wq = w.matrix(MatrixRole::kQ).view(), wk = w.matrix(MatrixRole::kK).view(),
                    wv = w.matrix(MatrixRole::kV).view(), wo = w.matrix(MatrixRole::kOut).view();
+  // A gated output: the q projection's rows [q, gate] per head go to extra,
+  // then q and gate apart (rows of head_dim: even ones q, odd ones gate).
+  const bool gated = hp.attn_output_gate;
+  const int64_t QT = c.T * hp.n_embd_q();
+  float* gate = gated ? c.extra + 2 * QT : nullptr;
   // Biases run as the products' epilogues.
   maybe_norm_matmul(c, w.vector(VectorRole::kAttnNorm),
-                    {{&wq, c.q, w.vector(VectorRole::kQBias)},
+                    {{&wq, gated ? c.extra : c.q, w.vector(VectorRole::kQBias)},
                      {&wk, c.k, w.vector(VectorRole::kKBias)},
                      {&wv, c.v, w.vector(VectorRole::kVBias)}});
+  if (gated) {
+    const int64_t heads = c.T * hp.n_head;
+    std::vector<int32_t> rows(static_cast<size_t>(heads));
+    for (int64_t i = 0; i < heads; ++i) rows[static_cast<size_t>(i)] = static_cast<int32_t>(2 * i);
+    c.b.gather_rows(c.extra, hp.head_dim, rows.data(), heads, c.q);
+    for (int32_t& r : rows) ++r;
+    c.b.gather_rows(c.extra, hp.head_dim, rows.data(), heads, gate);
+  }
   if (o.qk_norm != QkNorm::kNone) {
     // Per head: the rows are the heads; whole: the rows are the tokens.
     const bool head = o.qk_norm == QkNorm::kPerHead;
@@ -146,7 +171,13 @@ void attention_block(LayerContext& c, const AttentionOptions& o) {
     c.b.rope_kv_write(c.cache, c.q, hp.n_head, c.k, c.v, hp.rope_style, spec.rope_table);
   else
     c.b.kv_write(c.cache, c.k, c.v);
-  if (o.post_norm) {
+  if (gated) {
+    // out = W_o (sigmoid(gate) * attention), added to the residual stream.
+    c.b.paged_attention(c.cache, c.q, c.attn, hp.n_head, hp.attn_scale);
+    c.b.glu(Activation::kSigmoid, gate, c.attn, QT);
+    c.b.matmul(gate, c.T, {{.w = &wo, .y = c.h, .add_to = o.post_norm ? nullptr : c.x}});
+    if (o.post_norm) post_norm_add(c, c.h, w.vector(VectorRole::kAttnPostNorm));
+  } else if (o.post_norm) {
     c.b.attention_matmul(c.cache, c.q, c.attn, hp.n_head, hp.attn_scale, c.T, {{&wo, c.h}});
     post_norm_add(c, c.h, w.vector(VectorRole::kAttnPostNorm));
   } else {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/recurrent_args.h"
 #include "gguf/gguf_reader.h"
 #include "model/arch/architecture.h"
 #include "model/hparams.h"
@@ -47,7 +48,20 @@ struct LayerContext {
   // takes the normed rows over and the combined output back.
   Backend* expert_b = nullptr;
   float* expert_rows = nullptr;
+  // Scratch of [T][workspace_extra_floats(hp)] floats: the gated attention's
+  // q|gate rows, the delta-net block's projections.
+  float* extra = nullptr;
+  // Gated delta-net layers: the step's sequences (host memory) and this
+  // layer's states (slot s at conv_states + s * conv_stride, likewise delta).
+  const RecurrentBatch* recurrent = nullptr;
+  float* conv_states = nullptr;
+  int64_t conv_stride = 0;
+  float* delta_states = nullptr;
+  int64_t delta_stride = 0;
 };
+
+// Floats per token of LayerContext::extra the model's layers need.
+int64_t workspace_extra_floats(const ModelHParams& hp);
 
 // Where q/k RMSNorms sit (their weights: [head_dim] per head, or the whole
 // projection's [n_head * head_dim]).
@@ -64,7 +78,8 @@ struct AttentionOptions {
 };
 
 struct FfnOptions {
-  bool pre_norm = true;    // ffn_norm.weight
+  bool pre_norm = true;    // ffn_norm.weight (or pre_norm_name)
+  const char* pre_norm_name = "ffn_norm";
   bool post_norm = false;  // RMSNorm of the block's output before the residual add
   const char* post_norm_name = "post_ffw_norm";
   bool fused_gate_up = false;  // ffn_up.weight holds gate rows, then up rows (phi3)

@@ -27,6 +27,25 @@ struct LayerSpec {
   int32_t window = 0;      // sliding-window attention over this many positions; 0: full
   int32_t rope_table = 0;  // index into ModelHParams::rope_tables
   bool rope = true;        // false: q and k are not rotated (NoPE layers, SmolLM3)
+  // A gated delta-net layer (linear attention with a recurrent state per
+  // sequence, no KV cache): Qwen3.5's recurrent layers.
+  bool recurrent = false;
+};
+
+// Gated delta-net layers' shapes (the "{arch}.ssm.*" keys).
+struct DeltaNetShape {
+  int32_t conv_kernel = 0;  // ssm.conv_kernel
+  int32_t d_k = 0;          // ssm.state_size: q/k head size
+  int32_t n_k_heads = 0;    // ssm.group_count
+  int32_t n_v_heads = 0;    // ssm.time_step_rank
+  int32_t d_v = 0;          // ssm.inner_size / n_v_heads
+  int32_t channels() const { return 2 * n_k_heads * d_k + n_v_heads * d_v; }
+  int32_t inner() const { return n_v_heads * d_v; }
+  // Floats of one sequence's state in one layer: the conv's last inputs, then
+  // the delta rule's [n_v_heads][d_k][d_v].
+  int64_t conv_state_floats() const { return static_cast<int64_t>(conv_kernel - 1) * channels(); }
+  int64_t delta_state_floats() const { return static_cast<int64_t>(n_v_heads) * d_k * d_v; }
+  int64_t state_floats() const { return conv_state_floats() + delta_state_floats(); }
 };
 
 struct ModelHParams {
@@ -59,10 +78,24 @@ struct ModelHParams {
   Activation ffn_act = Activation::kSilu;
   std::vector<RopeTableSpec> rope_tables;  // one unless the family has more
   std::vector<LayerSpec> layers;           // [n_layer]
+  DeltaNetShape delta_net;                 // when some layer is recurrent
+  // Full-attention layers whose q projection holds per head [q, gate] and
+  // whose attention output is multiplied by sigmoid(gate) (Qwen3.5).
+  bool attn_output_gate = false;
 
   int32_t n_embd_q() const { return n_head * head_dim; }
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }
   bool moe() const { return n_expert > 0; }
+  bool has_recurrent() const {
+    for (const LayerSpec& l : layers)
+      if (l.recurrent) return true;
+    return false;
+  }
+  int32_t n_recurrent() const {
+    int32_t n = 0;
+    for (const LayerSpec& l : layers) n += l.recurrent ? 1 : 0;
+    return n;
+  }
 
   // Reads and validates the common keys, then the architecture's (found in
   // model/arch/registry.h by general.architecture); throws FormatError

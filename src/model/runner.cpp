@@ -28,6 +28,7 @@ struct ModelRunner::Segment {
   int64_t logit_rows = 0;  // of the logits buffers (the last segment)
   BackendBuffer x, h, q, k, v, attn, gate, up;
   BackendBuffer router, moe_x, moe_y;  // mixture-of-experts layers
+  BackendBuffer extra;                 // LayerContext::extra
   MoeRouting routing;
   // For layers whose experts run on the host (remote experts): the experts'
   // input/output rows and their buffers, in the host backend's memory.
@@ -239,6 +240,13 @@ void ModelRunner::check_supported(const Backend& b, const KvPoolPlacement& p) co
   }
   need(BackendOp::kAttentionWindow, window);
   need(BackendOp::kRopeFactors, factors);
+  bool recurrent = false, gated = false;
+  for (int32_t l = p.layer_begin; l < p.layer_end; ++l) {
+    recurrent = recurrent || hp_.layers[static_cast<size_t>(l)].recurrent;
+    gated = gated || (hp_.attn_output_gate && !hp_.layers[static_cast<size_t>(l)].recurrent);
+  }
+  need(BackendOp::kRecurrentState, recurrent);
+  need(BackendOp::kSigmoidGate, gated);
 }
 
 KvGroups ModelRunner::kv_groups() const {
@@ -256,6 +264,16 @@ KvPoolShape ModelRunner::kv_shape(int32_t num_blocks, int32_t block_size, DType 
   s.n_kv_heads = hp_.n_head_kv;
   s.head_dim = hp_.head_dim;
   s.dtype = kv_type;
+  return s;
+}
+
+RecurrentStateSpec ModelRunner::recurrent_state(int32_t n_slots) const {
+  RecurrentStateSpec s;
+  if (!hp_.has_recurrent()) return s;
+  s.n_slots = n_slots;
+  for (const LayerSpec& l : hp_.layers) s.recurrent.push_back(l.recurrent);
+  s.conv_floats = hp_.delta_net.conv_state_floats();
+  s.delta_floats = hp_.delta_net.delta_state_floats();
   return s;
 }
 
@@ -278,6 +296,8 @@ void ModelRunner::ensure_workspace(Segment& s, int64_t tokens, int64_t logit_row
       s.router.ensure(b, T * static_cast<size_t>(hp_.n_expert) * f);
       for (BackendBuffer* buf : {&s.moe_x, &s.moe_y}) buf->ensure(b, T * K * E * f);
     }
+    if (const int64_t X = workspace_extra_floats(hp_); X > 0)
+      s.extra.ensure(b, T * static_cast<size_t>(X) * f);
     if (Backend* eb = s.expert_backend) {
       const size_t FX = static_cast<size_t>(hp_.n_ff_exp);
       s.ex_rows.ensure(*eb, T * E * f);
@@ -312,6 +332,21 @@ void ModelRunner::reserve_workspace(int64_t max_tokens, int64_t max_logit_rows) 
 
 void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T) {
   Backend& b = *s.backend;
+  if (hp_.layers[static_cast<size_t>(l)].recurrent) {
+    // No K/V: the layer's state pool, in this backend's memory.
+    StatePool& sp = kv.state_pool_for_layer(l);
+    LayerContext c{b, hp_, w_.layers[static_cast<size_t>(l)], l, KvLayerView{}, T,
+                   s.x.f32(), s.h.f32(), s.q.f32(), s.k.f32(), s.v.f32(), s.attn.f32(),
+                   s.gate.f32(), s.up.f32()};
+    c.extra = s.extra.f32();
+    c.recurrent = &recurrent_;
+    c.conv_states = sp.conv(l);
+    c.conv_stride = sp.shape().conv_floats;
+    c.delta_states = sp.delta(l);
+    c.delta_stride = sp.shape().delta_floats;
+    arch_->run_layer(c);
+    return;
+  }
   KvPool& pool = kv.pool_for_layer(l);
   // The pool must be in memory this backend's kernels can address.
   if (pool.backend() != &b &&
@@ -326,6 +361,7 @@ void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T
                  s.x.f32(), s.h.f32(), s.q.f32(),
                  s.k.f32(), s.v.f32(), s.attn.f32(),
                  s.gate.f32(), s.up.f32()};
+  c.extra = s.extra.f32();
   if (hp_.moe()) {
     c.router = s.router.f32();
     c.moe_x = s.moe_x.f32();
@@ -341,6 +377,42 @@ void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T
     }
   }
   arch_->run_layer(c);
+}
+
+void ModelRunner::prepare_recurrent(const Batch& batch, KvCacheStorage& kv) {
+  const int32_t T = batch.n_tokens(), S = batch.n_seqs();
+  if (static_cast<int32_t>(batch.state_slots.size()) != S ||
+      static_cast<int32_t>(batch.step_from.size()) != S)
+    throw Error("a step of a model with recurrent layers needs every sequence's state slot");
+  // New sequences start from zeros, forked ones from their parent's state.
+  for (int32_t slot : batch.state_resets) kv.clear_state_slot(slot);
+  for (const auto& [src, dst] : batch.state_copies) kv.copy_state_slot(src, dst);
+  rb_begin_.assign(static_cast<size_t>(S) + 1, 0);
+  rb_first_.assign(static_cast<size_t>(S), 0);
+  std::vector<int32_t> count(static_cast<size_t>(S), 0);
+  for (int32_t t = 0; t < T; ++t) {
+    const int32_t s = batch.token_seq[static_cast<size_t>(t)];
+    // The kernels take each sequence's rows together, in position order.
+    if (t > 0 && s != batch.token_seq[static_cast<size_t>(t - 1)] &&
+        count[static_cast<size_t>(s)] > 0)
+      throw Error("a step's tokens of one sequence are not together");
+    if (count[static_cast<size_t>(s)]++ == 0) rb_first_[static_cast<size_t>(s)] = batch.positions[static_cast<size_t>(t)];
+  }
+  for (int32_t s = 0, at = 0; s < S; ++s) {
+    rb_begin_[static_cast<size_t>(s)] = at;
+    at += count[static_cast<size_t>(s)];
+    rb_begin_[static_cast<size_t>(s) + 1] = at;
+  }
+  for (int32_t t = 0; t < T; ++t) {
+    const int32_t s = batch.token_seq[static_cast<size_t>(t)];
+    if (t < rb_begin_[static_cast<size_t>(s)] || t >= rb_begin_[static_cast<size_t>(s) + 1])
+      throw Error("a step's sequences must come in order for recurrent layers");
+  }
+  recurrent_.n_seqs = S;
+  recurrent_.token_begin = rb_begin_.data();
+  recurrent_.state_slot = batch.state_slots.data();
+  recurrent_.first_pos = rb_first_.data();
+  recurrent_.step_from = batch.step_from.data();
 }
 
 void ModelRunner::run_layers(Segment& s, KvCacheStorage& kv, int64_t T) {
@@ -484,6 +556,7 @@ std::span<const float> ModelRunner::run_stage(const Batch& batch, KvCacheStorage
     step_groups_.push_back({batch.more_slots[static_cast<size_t>(g - 1)].data(),
                             tables_.data() + static_cast<size_t>(g) * S,
                             block_counts_.data() + static_cast<size_t>(g) * S});
+  if (hp_.has_recurrent()) prepare_recurrent(batch, kv);
   StepInputs in;
   in.n_tokens = static_cast<int32_t>(T);
   in.n_seqs = batch.n_seqs();

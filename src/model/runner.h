@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/recurrent_args.h"
 #include "gguf/gguf_reader.h"
 #include "kvcache/kv_cache_storage.h"
 #include "kvcache/kv_group.h"
@@ -88,6 +89,9 @@ class ModelRunner {
   KvGroups kv_groups() const;
   // Shape of a KV pool holding every layer of this model.
   KvPoolShape kv_shape(int32_t num_blocks, int32_t block_size, DType kv_type) const;
+  // The recurrent layers' state for n_slots sequences (none when the model
+  // has no recurrent layer: RecurrentStateSpec::any() false).
+  RecurrentStateSpec recurrent_state(int32_t n_slots) const;
 
   // The devices' layer ranges, in layer order.
   const std::vector<KvPoolPlacement>& placements() const { return placements_; }
@@ -145,6 +149,11 @@ class ModelRunner {
   }
 
  private:
+  // Recurrent layers: the step's RecurrentBatch from the batch (and its
+  // state resets and copies applied).
+  void prepare_recurrent(const Batch& batch, KvCacheStorage& kv);
+  RecurrentBatch recurrent_;
+  std::vector<int32_t> rb_begin_, rb_first_;
   ModelRunner() = default;
   struct Segment;
   Backend& backend_of(const std::string& device);

@@ -23,6 +23,12 @@ enum class MatrixRole : uint8_t {
   kGateExps,
   kUpExps,
   kDownExps,
+  // Gated delta-net layers (model/delta_net_block.h).
+  kSsmIn,     // attn_qkv: rows q, k, v of the conv's channels
+  kSsmZ,      // attn_gate: the output gate
+  kSsmBeta,   // ssm_beta
+  kSsmAlpha,  // ssm_alpha
+  kSsmOut,    // ssm_out
   kCount
 };
 // Its 1-D tensors (LayerWeights::vector).
@@ -36,6 +42,10 @@ enum class VectorRole : uint8_t {
   kAttnPostNorm,
   kFfnNorm,
   kFfnPostNorm,
+  kSsmConv,    // ssm_conv1d [channels][kernel]
+  kSsmDtBias,  // ssm_dt.bias
+  kSsmA,       // ssm_a (-exp(A_log))
+  kSsmNorm,    // ssm_norm [d_v]
   kCount
 };
 constexpr size_t kMatrixRoles = static_cast<size_t>(MatrixRole::kCount);
@@ -64,6 +74,10 @@ struct TensorSpec {
   }
   static TensorSpec vec(VectorRole r, std::string name, int64_t n, bool optional = false) {
     return {false, static_cast<uint8_t>(r), std::move(name), n, 0, optional, 0, 0, 0};
+  }
+  // A small 2-D tensor read as floats (ne = [n_in, n_out], n_in * n_out values).
+  static TensorSpec vec2(VectorRole r, std::string name, int64_t n_in, int64_t n_out) {
+    return {false, static_cast<uint8_t>(r), std::move(name), n_in, n_out, false, 0, 0, 0};
   }
   static TensorSpec part(MatrixRole r, std::string name, int64_t n_in, int64_t row0, int64_t rows,
                          int64_t fused_rows) {

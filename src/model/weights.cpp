@@ -178,15 +178,20 @@ class Loader {
     return m;
   }
 
-  const float* vector(const std::string& name, int64_t n, bool optional = false) const {
+  // n1 > 0: a 2-D tensor of shape [n, n1], read as n * n1 floats.
+  const float* vector(const std::string& name, int64_t n, bool optional = false, int64_t n1 = 0) const {
     const auto* t = f_.find_tensor(name);
     if (!t) {
       if (optional) return nullptr;
       throw FormatError(fmt::format("{}: missing tensor '{}'", f_.path(), name));
     }
-    if (t->ne.size() != 1 || t->ne[0] != n)
+    const bool ok = n1 > 0 ? t->ne.size() == 2 && t->ne[0] == n && t->ne[1] == n1
+                           : t->ne.size() == 1 && t->ne[0] == n;
+    if (!ok)
       throw FormatError(fmt::format("{}: tensor '{}' has shape {}, expected [{}]", f_.path(),
-                                    t->name, shape(*t), n));
+                                    t->name, shape(*t),
+                                    n1 > 0 ? fmt::format("{}, {}", n, n1) : std::to_string(n)));
+    if (n1 > 0) n *= n1;
     if (t->type == DType::F32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0)
       return reinterpret_cast<const float*>(t->data);
     owned_.emplace_back(new float[static_cast<size_t>(n)]);
@@ -231,7 +236,8 @@ ModelWeights ModelWeights::load(const GgufFile& f, const ModelHParams& hp,
     arch.layer_tensors(hp, l, specs);
     for (const TensorSpec& t : specs) {
       if (!t.matrix) {
-        L.vectors[t.role] = {ld.vector(t.name, t.n_in, t.optional), t.n_in};
+        L.vectors[t.role] = {ld.vector(t.name, t.n_in, t.optional, t.n_out),
+                             t.n_out > 0 ? t.n_in * t.n_out : t.n_in};
         if (!L.vectors[t.role].data) L.vectors[t.role].n = 0;
       } else if (t.optional && !f.find_tensor(t.name)) {
         continue;

@@ -48,7 +48,16 @@ inline RunResult run_greedy(ModelRunner& model, const std::vector<int32_t>& prom
   const int64_t total = static_cast<int64_t>(prompt.size()) + n;
   BlockAllocator alloc(static_cast<int32_t>((total + bs - 1) / bs));
   KvCacheStorage kv(model.kv_shape(alloc.num_blocks(), bs, kv_type),
-                    {{"host", 0, model.hparams().n_layer}});
+                    {{"host", 0, model.hparams().n_layer}}, {}, nullptr, {},
+                    model.recurrent_state(1));
+  const bool recurrent = model.hparams().has_recurrent();
+  // Recurrent layers: slot 0, zeroed first; the prompt's end is where decoding starts.
+  auto add_state = [&](Batch& b, bool first) {
+    if (!recurrent) return;
+    b.state_slots = {0};
+    b.step_from = {static_cast<int32_t>(prompt.size())};
+    if (first) b.state_resets = {0};
+  };
   BlockTable table(bs);
   EXPECT_TRUE(table.reserve(alloc, total));
   const int64_t V = model.hparams().n_vocab;
@@ -58,6 +67,7 @@ inline RunResult run_greedy(ModelRunner& model, const std::vector<int32_t>& prom
   int32_t s = b.add_sequence(table);
   for (size_t i = 0; i < prompt.size(); ++i)
     b.add_token(s, prompt[i], static_cast<int32_t>(i), i + 1 == prompt.size());
+  add_state(b, true);
   model.forward(b, kv, pool, logits);
   r.last_logits = logits;
   int32_t pos = static_cast<int32_t>(prompt.size());
@@ -68,6 +78,7 @@ inline RunResult run_greedy(ModelRunner& model, const std::vector<int32_t>& prom
     b.clear();
     s = b.add_sequence(table);
     b.add_token(s, next, pos++, true);
+    add_state(b, false);
     model.forward(b, kv, pool, logits);
   }
   table.release(alloc);

@@ -90,6 +90,10 @@ void gelu_tanh_mul(float* gate, const float* up, int64_t count) {
 
 void glu(Activation act, float* gate, const float* up, int64_t count) {
   if (act == Activation::kSilu) return silu_mul(gate, up, count);
+  if (act == Activation::kSigmoid) {
+    for (int64_t i = 0; i < count; ++i) gate[i] = up[i] / (1.0f + std::exp(-gate[i]));
+    return;
+  }
   gelu_tanh_mul(gate, up, count);
 }
 

@@ -54,7 +54,9 @@ class CudaBackend final : public Backend {
   std::string name() const override { return name_; }
   bool uses_host_memory() const override { return false; }
   // Gated delta-net layers stay on the CPU until these kernels are wired in.
-  bool supports(BackendOp op) const override { return op != BackendOp::kRecurrentState; }
+  bool supports(BackendOp op) const override {
+    return op != BackendOp::kRecurrentState && op != BackendOp::kSigmoidGate;
+  }
   const CudaDevice& device() const { return dev_; }
 
   void* allocate(size_t bytes) override;

@@ -17,7 +17,8 @@
   X(gemma3)                      \
   X(phi3)                        \
   X(olmo2)                       \
-  X(smollm3)
+  X(smollm3)                     \
+  X(qwen35)
 
 namespace pagellm {
 
