@@ -16,7 +16,6 @@ RANK = {"util": 0, "jinja": 0.5, "grammar": 0.5, "tensor": 1, "gguf": 2, "device
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 CONCRETE = re.compile(r'^\s*#\s*include\s+"backend/(cpu|cuda)/')
 CONCRETE_OK = {
-    "model/backend_factory.cpp": "makes the backend of each device",
     "model/weights.cpp": "repacks host matrices into the CPU kernels' Rows16 layout at load",
     "engine/sampler.cpp": "the CPU's vectorised exp for softmax over the vocabulary",
     "engine/roofline.h": "probes the host's memory bandwidth with the CPU kernels",

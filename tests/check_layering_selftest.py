@@ -29,7 +29,8 @@ def main() -> int:
         "the tokenizer includes jinja": ({"tokenizer/a.cpp": '#include "jinja/jinja_template.h"\n'}, False),
         "backend includes its own kernels": ({"backend/a.cpp": '#include "backend/cpu/ops.h"\n'}, False),
         "model uses the interface": ({"model/a.cpp": '#include "backend/backend.h"\n'}, False),
-        "the backend factory makes backends": ({"model/backend_factory.cpp": '#include "backend/cuda/cuda_backend.h"\n'}, False),
+        "the backend factory makes backends": ({"backend/backend_factory.cpp": '#include "backend/cuda/cuda_backend.h"\n'}, False),
+        "the model makes none itself": ({"model/backend_factory.cpp": '#include "backend/cuda/cuda_backend.h"\n'}, True),
     }
     failed = 0
     for name, (files, want_bad) in cases.items():

@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "backend/backend_factory.h"
 #include "cli/cli_checks.h"
 #include "cli/llama_compat.h"
-#include "model/backend_factory.h"
 #include "planner/device_map.h"
 #include "util/error.h"
 #include "util/sizes.h"

@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "backend/backend_factory.h"
 #include "backend/cpu/cpu_isa.h"
 #include "mpi/mpi_pipeline.h"
-#include "model/backend_factory.h"
 
 #ifndef PAGELLM_GIT_COMMIT
 #define PAGELLM_GIT_COMMIT "unknown"

@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_factory.h"
 #include "backend/recurrent_args.h"
 #include "gguf/gguf_reader.h"
 #include "kvcache/kv_cache_storage.h"
 #include "kvcache/kv_group.h"
 #include "kvcache/kv_pool.h"
-#include "model/backend_factory.h"
 #include "model/batch.h"
 #include "model/device_weights.h"
 #include "model/arch/architecture.h"

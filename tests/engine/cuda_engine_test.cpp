@@ -13,12 +13,12 @@
 #include <cstdlib>
 #include <functional>
 
+#include "backend/backend_factory.h"
 #include "device/memory_probe.h"
 #ifdef PAGELLM_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
 #include "engine/engine_runner.h"
-#include "model/backend_factory.h"
 #include "util/error.h"
 
 namespace pagellm {

@@ -1,4 +1,4 @@
-#include "model/backend_factory.h"
+#include "backend/backend_factory.h"
 
 #include <fmt/format.h>
 
