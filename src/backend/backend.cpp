@@ -1,6 +1,7 @@
 #include "backend/backend.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <memory>
 #include <utility>
@@ -8,29 +9,19 @@
 
 #include <fmt/format.h>
 
+#include "util/enum_names.h"
 #include "util/error.h"
 #include "util/host_pages.h"
 
 namespace pagellm {
 
 const char* backend_op_name(BackendOp op) {
-  switch (op) {
-    case BackendOp::kGeluTanh:
-      return "the GELU activation";
-    case BackendOp::kAttentionWindow:
-      return "sliding-window attention";
-    case BackendOp::kAttentionSoftcap:
-      return "attention soft-capping";
-    case BackendOp::kRopeFactors:
-      return "RoPE frequency factors";
-    case BackendOp::kMixtureOfExperts:
-      return "mixture-of-experts layers";
-    case BackendOp::kRecurrentState:
-      return "gated delta-net layers";
-    case BackendOp::kSigmoidGate:
-      return "the sigmoid output gate";
-  }
-  return "?";
+  static constexpr std::array<const char*, 7> kNames = {
+      "the GELU activation",       "sliding-window attention", "attention soft-capping",
+      "RoPE frequency factors",    "mixture-of-experts layers", "gated delta-net layers",
+      "the sigmoid output gate"};
+  static_assert(names_cover(BackendOp::kSigmoidGate, kNames));
+  return enum_name(op, kNames);
 }
 
 void Backend::gather_rows(const float* x, int64_t n, const int32_t* rows, int64_t count,

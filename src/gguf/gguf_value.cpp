@@ -2,43 +2,21 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
 #include <limits>
 
+#include "util/enum_names.h"
 #include "util/error.h"
 
 namespace pagellm {
 
 const char* gguf_type_name(GgufType t) {
-  switch (t) {
-    case GgufType::UINT8:
-      return "u8";
-    case GgufType::INT8:
-      return "i8";
-    case GgufType::UINT16:
-      return "u16";
-    case GgufType::INT16:
-      return "i16";
-    case GgufType::UINT32:
-      return "u32";
-    case GgufType::INT32:
-      return "i32";
-    case GgufType::FLOAT32:
-      return "f32";
-    case GgufType::BOOL:
-      return "bool";
-    case GgufType::STRING:
-      return "str";
-    case GgufType::ARRAY:
-      return "arr";
-    case GgufType::UINT64:
-      return "u64";
-    case GgufType::INT64:
-      return "i64";
-    case GgufType::FLOAT64:
-      return "f64";
-  }
-  return "?";
+  // In the file format's numbering.
+  static constexpr std::array<const char*, 13> kNames = {
+      "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "str", "arr", "u64", "i64", "f64"};
+  static_assert(names_cover(GgufType::FLOAT64, kNames));
+  return enum_name(t, kNames);
 }
 
 bool gguf_type_valid(uint32_t t) {

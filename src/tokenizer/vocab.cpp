@@ -9,6 +9,7 @@
 
 #include "gguf/gguf_reader.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "util/enum_names.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -102,23 +103,10 @@ std::string byte_text(uint8_t b) {
 }  // namespace
 
 const char* token_type_name(TokenType t) {
-  switch (t) {
-    case TokenType::kUndefined:
-      return "UNDEFINED";
-    case TokenType::kNormal:
-      return "NORMAL";
-    case TokenType::kUnknown:
-      return "UNKNOWN";
-    case TokenType::kControl:
-      return "CONTROL";
-    case TokenType::kUserDefined:
-      return "USER_DEFINED";
-    case TokenType::kUnused:
-      return "UNUSED";
-    case TokenType::kByte:
-      return "BYTE";
-  }
-  return "?";
+  static constexpr std::array<const char*, 7> kNames = {
+      "UNDEFINED", "NORMAL", "UNKNOWN", "CONTROL", "USER_DEFINED", "UNUSED", "BYTE"};
+  static_assert(names_cover(TokenType::kByte, kNames));
+  return enum_name(t, kNames);
 }
 
 Vocab::Vocab(Spec spec, const std::string& source) {

@@ -2,7 +2,9 @@
 
 #include "backend/cpu/simd.h"
 #include "util/cpu_features.h"
+#include "util/enum_names.h"
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -108,15 +110,9 @@ bool gemv_prefetch_hints() {
 }
 
 const char* isa_name(CpuIsa isa) {
-  switch (isa) {
-    case CpuIsa::Scalar:
-      return "scalar";
-    case CpuIsa::Avx2:
-      return "avx2";
-    case CpuIsa::Avx512:
-      return "avx512";
-  }
-  return "?";
+  static constexpr std::array<const char*, 3> kNames = {"scalar", "avx2", "avx512"};
+  static_assert(names_cover(CpuIsa::Avx512, kNames));
+  return enum_name(isa, kNames);
 }
 
 }  // namespace pagellm::cpu
