@@ -171,13 +171,7 @@ void chat_tool_choice(const ojson& choice, ojson& chat) {
 }  // namespace
 
 AnthropicRequest parse_anthropic_request(const std::string& text, bool count_only) {
-  ojson body;
-  try {
-    body = ojson::parse(text);
-  } catch (const ojson::exception& e) {
-    bad(fmt::format("the request body is not valid JSON: {}", e.what()));
-  }
-  if (!body.is_object()) bad(fmt::format("the request body must be a JSON object, not {}", json_kind(body)));
+  const ojson body = parse_request_body<ojson>(text);
 
   ojson messages = ojson::array();
   if (const ojson* system = json_field(body, "system")) {

@@ -269,13 +269,11 @@ void CompletionSession::find_stop_sequence(Choice& c) {
 }
 
 ChoiceResult CompletionSession::result_of(const Choice& c) const {
-  ChoiceResult r;
-  r.text = c.text;
-  r.reasoning = c.reasoning;
-  r.finish_reason = c.finish_reason;
-  r.tool_calls = c.tool_calls;
-  r.stop_sequence = c.stop_sequence;
-  return r;
+  return ChoiceResult{.text = c.text,
+                      .finish_reason = c.finish_reason,
+                      .tool_calls = c.tool_calls,
+                      .stop_sequence = c.stop_sequence,
+                      .reasoning = c.reasoning};
 }
 
 Usage CompletionSession::usage() const {

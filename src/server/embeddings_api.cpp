@@ -21,21 +21,6 @@ using json = nlohmann::json;
   throw ApiError(400, message, "invalid_request_error", param, code);
 }
 
-std::vector<int64_t> token_ids(const json& arr, const std::string& param) {
-  std::vector<int64_t> ids;
-  ids.reserve(arr.size());
-  for (const json& t : arr) {
-    if (!t.is_number_integer())
-      bad(param, fmt::format("'{}' must hold only integers (token ids), found {}", param,
-                             json_kind(t)));
-    ids.push_back(t.is_number_unsigned()
-                      ? static_cast<int64_t>(std::min<uint64_t>(
-                            t.get<uint64_t>(), std::numeric_limits<int64_t>::max()))
-                      : t.get<int64_t>());
-  }
-  return ids;
-}
-
 std::vector<PromptInput> parse_inputs(const json& body) {
   const json* v = json_field(body, "input");
   if (!v) bad("input", "'input' is required");
@@ -52,7 +37,7 @@ std::vector<PromptInput> parse_inputs(const json& body) {
   if (v->empty()) bad("input", "'input' must not be empty");
   const json& first = v->front();
   if (first.is_number()) {
-    out.push_back({true, "", token_ids(*v, "input")});
+    out.push_back({true, "", json_token_ids(*v, "input")});
     return out;
   }
   if (v->size() > kMaxEmbeddingInputs)
@@ -67,7 +52,7 @@ std::vector<PromptInput> parse_inputs(const json& body) {
       out.push_back({false, p.get<std::string>(), {}});
     } else if (first.is_array() && p.is_array()) {
       if (p.empty()) bad(pp, fmt::format("'{}' must not be empty", pp));
-      out.push_back({true, "", token_ids(p, pp)});
+      out.push_back({true, "", json_token_ids(p, pp)});
     } else {
       bad(pp, fmt::format("'{}' is {}; an input array must hold only strings, only token ids or "
                           "only arrays of token ids",
@@ -80,14 +65,7 @@ std::vector<PromptInput> parse_inputs(const json& body) {
 }  // namespace
 
 EmbeddingsRequest parse_embeddings_request(const std::string& body) {
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::exception& e) {  // a syntax error, or a number out of range ("1e999")
-    bad("", fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_json");
-  }
-  if (!j.is_object())
-    bad("", fmt::format("the request body must be a JSON object, not {}", json_kind(j)));
+  const json j = parse_request_body<json>(body);
   EmbeddingsRequest r;
   if (const json* m = json_field(j, "model")) {
     if (!m->is_string()) bad("model", fmt::format("'model' must be a string, not {}", json_kind(*m)));

@@ -2,7 +2,16 @@
 // Responses, Anthropic Messages), for nlohmann::json and ordered_json alike.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "server/api_error.h"
 
 namespace pagellm {
 
@@ -33,6 +42,44 @@ const Json* json_field(const Json& obj, const char* key) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return nullptr;
   return &*it;
+}
+
+// A request body: a JSON object, else ApiError 400 ("invalid_json" when it
+// does not parse: a syntax error, or a number out of range such as 1e999).
+template <class Json>
+Json parse_request_body(const std::string& text) {
+  Json body;
+  try {
+    body = Json::parse(text);
+  } catch (const typename Json::exception& e) {
+    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()),
+                   "invalid_request_error", "", "invalid_json");
+  }
+  if (!body.is_object())
+    throw ApiError(400,
+                   fmt::format("the request body must be a JSON object, not {}", json_kind(body)));
+  return body;
+}
+
+// An array of token ids as sent; ApiError 400 naming `param` for an element
+// that is not an integer. Ids past int64 are clamped (checked_token_ids
+// refuses them with the vocabulary's range).
+template <class Json>
+std::vector<int64_t> json_token_ids(const Json& arr, const std::string& param) {
+  std::vector<int64_t> ids;
+  ids.reserve(arr.size());
+  for (const Json& t : arr) {
+    if (!t.is_number_integer())
+      throw ApiError(400,
+                     fmt::format("'{}' must hold only integers (token ids), found {}", param,
+                                 json_kind(t)),
+                     "invalid_request_error", param);
+    ids.push_back(t.is_number_unsigned()
+                      ? static_cast<int64_t>(std::min<uint64_t>(
+                            t.template get<uint64_t>(), std::numeric_limits<int64_t>::max()))
+                      : t.template get<int64_t>());
+  }
+  return ids;
 }
 
 }  // namespace pagellm

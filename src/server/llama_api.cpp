@@ -24,19 +24,6 @@ using ojson = nlohmann::ordered_json;
   throw ApiError(400, message, "invalid_request_error", param, code);
 }
 
-json parse_body(const std::string& text) {
-  json body;
-  try {
-    body = json::parse(text);
-  } catch (const json::exception& e) {
-    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()),
-                   "invalid_request_error", "", "invalid_json");
-  }
-  if (!body.is_object())
-    bad("", fmt::format("the request body must be a JSON object, not {}", json_kind(body)));
-  return body;
-}
-
 bool bool_or(const json& body, const char* key, bool dflt) {
   const json* v = json_field(body, key);
   if (!v) return dflt;
@@ -60,7 +47,7 @@ void append(std::vector<int32_t>& out, const std::vector<int32_t>& more) {
 }  // namespace
 
 TokenizeRequest parse_tokenize_request(const std::string& text) {
-  const json body = parse_body(text);
+  const json body = parse_request_body<json>(text);
   TokenizeRequest r;
   const json* c = json_field(body, "content");
   if (!c) bad("content", "'content' is required");
@@ -94,7 +81,7 @@ ojson tokenize_response(const TokenizeRequest& req, const Tokenizer& tokenizer) 
 }
 
 std::vector<int32_t> parse_detokenize_request(const std::string& text, int32_t n_vocab) {
-  const json body = parse_body(text);
+  const json body = parse_request_body<json>(text);
   const json* t = json_field(body, "tokens");
   if (!t) bad("tokens", "'tokens' is required");
   if (!t->is_array())
@@ -211,7 +198,7 @@ ojson slots_json(const EngineStats& stats, int64_t n_ctx) {
 }
 
 InfillRequest parse_infill_request(const std::string& text) {
-  const json body = parse_body(text);
+  const json body = parse_request_body<json>(text);
   InfillRequest r;
   r.input_prefix = string_or(body, "input_prefix", "", "input_prefix");
   r.input_suffix = string_or(body, "input_suffix", "", "input_suffix");

@@ -145,21 +145,6 @@ std::vector<ChatMessage> parse_messages(const json& body) {
   return out;
 }
 
-std::vector<int64_t> token_array(const json& arr, const std::string& param) {
-  std::vector<int64_t> ids;
-  ids.reserve(arr.size());
-  for (const json& t : arr) {
-    if (!t.is_number_integer())
-      bad(param,
-          fmt::format("'{}' must hold only integers (token ids), found {}", param, json_kind(t)));
-    ids.push_back(t.is_number_unsigned()
-                      ? static_cast<int64_t>(std::min<uint64_t>(
-                            t.get<uint64_t>(), std::numeric_limits<int64_t>::max()))
-                      : t.get<int64_t>());
-  }
-  return ids;
-}
-
 std::vector<PromptInput> parse_prompts(const json& body) {
   const json* v = json_field(body, "prompt");
   if (!v) bad("prompt", "'prompt' is required");
@@ -176,7 +161,7 @@ std::vector<PromptInput> parse_prompts(const json& body) {
   if (v->empty()) bad("prompt", "'prompt' must not be empty");
   const json& first = v->front();
   if (first.is_number()) {
-    out.push_back({true, "", token_array(*v, "prompt")});
+    out.push_back({true, "", json_token_ids(*v, "prompt")});
     return out;
   }
   for (size_t i = 0; i < v->size(); ++i) {
@@ -186,7 +171,7 @@ std::vector<PromptInput> parse_prompts(const json& body) {
       out.push_back({false, p.get<std::string>(), {}});
     } else if (first.is_array() && p.is_array()) {
       if (p.empty()) bad(pp, fmt::format("'{}' must not be empty", pp));
-      out.push_back({true, "", token_array(p, pp)});
+      out.push_back({true, "", json_token_ids(p, pp)});
     } else {
       bad(pp, fmt::format("'{}' is {}; a prompt array must hold only strings, only token ids or "
                           "only arrays of token ids",
@@ -501,17 +486,7 @@ uint64_t random_seed() {
 }  // namespace
 
 CompletionRequest parse_completion_request(const std::string& body_text, Endpoint endpoint) {
-  json body;
-  try {
-    body = json::parse(body_text);
-  } catch (const json::exception& e) {  // a syntax error, or a number out of range ("1e999")
-    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()),
-                   "invalid_request_error", "", "invalid_json");
-  }
-  if (!body.is_object())
-    throw ApiError(400,
-                   fmt::format("the request body must be a JSON object, not {}", json_kind(body)),
-                   "invalid_request_error");
+  const json body = parse_request_body<json>(body_text);
 
   CompletionRequest r;
   r.endpoint = endpoint;

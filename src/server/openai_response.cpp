@@ -74,12 +74,7 @@ json ResponseShape::full(const std::vector<ChoiceResult>& choices, const Usage& 
       if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
       if (!c.tool_calls.empty()) {
         if (c.text.empty()) message["content"] = nullptr;
-        json calls = json::array();
-        for (const auto& tc : c.tool_calls)
-          calls.push_back({{"id", tc.id},
-                           {"type", "function"},
-                           {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
-        message["tool_calls"] = calls;
+        message["tool_calls"] = tool_calls_json(c.tool_calls);
       }
       cs.push_back({{"index", i},
                     {"message", message},
@@ -184,6 +179,15 @@ json usage_json(const Usage& u) {
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+json tool_calls_json(const std::vector<ToolCallResult>& calls) {
+  json out = json::array();
+  for (const auto& tc : calls)
+    out.push_back({{"id", tc.id},
+                   {"type", "function"},
+                   {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
+  return out;
 }
 
 json error_json(const ApiError& e) {

@@ -87,6 +87,8 @@ class ResponseShape {
 };
 
 nlohmann::ordered_json usage_json(const Usage& usage);
+// A message's "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}].
+nlohmann::ordered_json tool_calls_json(const std::vector<ToolCallResult>& calls);
 // {"error": {"message", "type", "param", "code"}}.
 nlohmann::ordered_json error_json(const ApiError& e);
 // Compact JSON; invalid UTF-8 in strings becomes U+FFFD instead of throwing.

@@ -180,15 +180,7 @@ ojson chat_tool_choice(const ojson& choice) {
 }  // namespace
 
 ResponsesRequest parse_responses_request(const std::string& text, const ResponseLookup& lookup) {
-  ojson body;
-  try {
-    body = ojson::parse(text);
-  } catch (const ojson::exception& e) {
-    throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()),
-                   "invalid_request_error", "", "invalid_json");
-  }
-  if (!body.is_object())
-    throw ApiError(400, fmt::format("the request body must be a JSON object, not {}", json_kind(body)));
+  const ojson body = parse_request_body<ojson>(text);
   if (const ojson* bg = json_field(body, "background"); bg && *bg == true)
     throw ApiError(400, "'background' is not supported", "invalid_request_error", "background",
                    "unsupported_parameter");
@@ -500,14 +492,7 @@ void ResponsesOutput::save(const ojson& response, const ChoiceResult& choice) {
   if (!store_ || !saver_) return;
   ojson reply = {{"role", "assistant"}, {"content", choice.text}};
   if (!choice.reasoning.empty()) reply["reasoning_content"] = choice.reasoning;
-  if (!choice.tool_calls.empty()) {
-    ojson calls = ojson::array();
-    for (const auto& call : choice.tool_calls)
-      calls.push_back({{"id", call.id},
-                       {"type", "function"},
-                       {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
-    reply["tool_calls"] = calls;
-  }
+  if (!choice.tool_calls.empty()) reply["tool_calls"] = tool_calls_json(choice.tool_calls);
   StoredResponse stored{response, conversation_};
   stored.messages.push_back(std::move(reply));
   saver_(id_, std::move(stored));
