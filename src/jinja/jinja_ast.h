@@ -32,15 +32,22 @@ enum class ExprKind {
   kDict,     // {k: v}
 };
 
-struct Expr {
-  explicit Expr(ExprKind k, SourcePos p) : kind(k), pos(p) {}
-  virtual ~Expr() = default;
-  ExprKind kind;
+// The base of expression and statement nodes.
+template <class Kind>
+struct AstNode {
+  AstNode(Kind k, SourcePos p) : kind(k), pos(p) {}
+  virtual ~AstNode() = default;
+  Kind kind;
   SourcePos pos;
+  // The node as its concrete type, which `kind` names.
   template <typename T>
   const T& as() const {
     return static_cast<const T&>(*this);
   }
+};
+
+struct Expr : AstNode<ExprKind> {
+  using AstNode::AstNode;
 };
 using ExprPtr = std::unique_ptr<Expr>;
 
@@ -169,15 +176,8 @@ enum class StmtKind {
   kScope,  // a body rendered in place ({% generation %})
 };
 
-struct Stmt {
-  Stmt(StmtKind k, SourcePos p) : kind(k), pos(p) {}
-  virtual ~Stmt() = default;
-  StmtKind kind;
-  SourcePos pos;
-  template <typename T>
-  const T& as() const {
-    return static_cast<const T&>(*this);
-  }
+struct Stmt : AstNode<StmtKind> {
+  using AstNode::AstNode;
 };
 using StmtPtr = std::unique_ptr<Stmt>;
 using StmtList = std::vector<StmtPtr>;

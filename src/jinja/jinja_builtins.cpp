@@ -273,15 +273,7 @@ Value str_method(Evaluator& ev, const Value& self, std::string_view name, const 
     const std::string& old = req_str(a.get(0, "old"), "replace");
     const std::string& repl = req_str(a.get(1, "new"), "replace");
     const int64_t count = req_int(a.get(2, "count"), "replace", -1);
-    size_t hits = 0;
-    if (old.empty()) {
-      hits = py::length(s) + 1;
-    } else {
-      for (size_t p = s.find(old); p != std::string::npos; p = s.find(old, p + old.size())) ++hits;
-    }
-    if (count >= 0) hits = std::min<size_t>(hits, static_cast<size_t>(count));
-    if (repl.size() > old.size())
-      ev.check_size(s.size() + hits * (repl.size() - old.size()), "a string");
+    if (repl.size() > old.size()) ev.check_size(py::replaced_size(s, old, repl, count), "a string");
     return Value(py::replace(s, old, repl, count));
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {

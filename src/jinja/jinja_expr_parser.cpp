@@ -62,27 +62,11 @@ ExprPtr ExpressionParser::parse_condexpr() {
 }
 
 ExprPtr ExpressionParser::parse_or() {
-  TokenStream::ChainGuard chain(ts_);
-  ExprPtr e = parse_and();
-  while (ts_.is_name("or")) {
-    const SourcePos pos = ts_.cur().pos;
-    chain.link(pos);
-    ts_.next();
-    e = std::make_unique<BinaryExpr>(pos, BinaryOp::kOr, std::move(e), parse_and());
-  }
-  return e;
+  return parse_binary_chain(&ExpressionParser::parse_and, {{"or", BinaryOp::kOr}});
 }
 
 ExprPtr ExpressionParser::parse_and() {
-  TokenStream::ChainGuard chain(ts_);
-  ExprPtr e = parse_not();
-  while (ts_.is_name("and")) {
-    const SourcePos pos = ts_.cur().pos;
-    chain.link(pos);
-    ts_.next();
-    e = std::make_unique<BinaryExpr>(pos, BinaryOp::kAnd, std::move(e), parse_not());
-  }
-  return e;
+  return parse_binary_chain(&ExpressionParser::parse_not, {{"and", BinaryOp::kAnd}});
 }
 
 ExprPtr ExpressionParser::parse_not() {
@@ -143,7 +127,8 @@ ExprPtr ExpressionParser::parse_binary_chain(
   while (true) {
     const std::pair<const char*, BinaryOp>* hit = nullptr;
     for (const auto& op : ops) {
-      if (ts_.is_op(op.first)) hit = &op;
+      // "and" and "or" are name tokens, the others operators.
+      if (ts_.is_op(op.first) || ts_.is_name(op.first)) hit = &op;
     }
     if (!hit) break;
     const SourcePos pos = ts_.cur().pos;

@@ -416,15 +416,7 @@ Value f_replace(Evaluator& ev, const Value& in, const CallArgs& a) {
   const std::string s = in.to_str(), old = old_v->to_str(), repl = new_v->to_str();
   const auto count_v = a.get(2, "count");
   const int64_t count = count_v && !count_v->is_none() ? arg_int(count_v, -1, "count") : -1;
-  size_t hits = 0;
-  if (old.empty()) {
-    hits = py::length(s) + 1;
-  } else {
-    for (size_t p = s.find(old); p != std::string::npos; p = s.find(old, p + old.size())) ++hits;
-  }
-  if (count >= 0) hits = std::min<size_t>(hits, static_cast<size_t>(count));
-  if (repl.size() > old.size())
-    ev.check_size(s.size() + hits * (repl.size() - old.size()), "a string");
+  if (repl.size() > old.size()) ev.check_size(py::replaced_size(s, old, repl, count), "a string");
   return Value(py::replace(s, old, repl, count));
 }
 

@@ -22,6 +22,19 @@ std::string c_format_int(const std::string& spec, long long v) {
   return std::string(buf, n);
 }
 
+// A '.' and its digits at s[i] (i moves past them): the precision, -1 when
+// s[i] is not '.'.
+int read_precision(std::string_view s, size_t& i) {
+  if (i >= s.size() || s[i] != '.') return -1;
+  ++i;
+  int precision = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
+    precision = precision * 10 + (s[i++] - '0');
+    if (precision > 1000) throw ValueError("precision too big");
+  }
+  return precision;
+}
+
 std::string pad_to(const std::string& s, size_t width, bool left_justify) {
   const size_t len = py::length(s);
   if (len >= width) return s;
@@ -91,15 +104,7 @@ std::string apply_spec(const Value& v, std::string_view spec) {
   }
   char group = 0;
   if (i < spec.size() && (spec[i] == ',' || spec[i] == '_')) group = spec[i++];
-  int precision = -1;
-  if (i < spec.size() && spec[i] == '.') {
-    ++i;
-    precision = 0;
-    while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i]))) {
-      precision = precision * 10 + (spec[i++] - '0');
-      if (precision > 1000) throw ValueError("precision too big");
-    }
-  }
+  const int precision = read_precision(spec, i);
   char type = 0;
   if (i < spec.size()) type = spec[i++];
   if (i != spec.size()) throw ValueError("Invalid format specifier");
@@ -230,15 +235,7 @@ std::string percent_format(Evaluator& ev, std::string_view fmt, const Value& arg
       width = width * 10 + (fmt[i++] - '0');
       ev.check_size(width, "a formatted field");
     }
-    int precision = -1;
-    if (i < fmt.size() && fmt[i] == '.') {
-      ++i;
-      precision = 0;
-      while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) {
-        precision = precision * 10 + (fmt[i++] - '0');
-        if (precision > 1000) throw ValueError("precision too big");
-      }
-    }
+    const int precision = read_precision(fmt, i);
     while (i < fmt.size() && (fmt[i] == 'h' || fmt[i] == 'l' || fmt[i] == 'L')) ++i;
     if (i >= fmt.size()) throw ValueError("incomplete format");
     const char conv = fmt[i++];

@@ -281,6 +281,19 @@ std::vector<std::string> splitlines(std::string_view s, bool keepends) {
   return out;
 }
 
+size_t replaced_size(std::string_view s, std::string_view old, std::string_view repl,
+                     int64_t count) {
+  size_t hits = 0;
+  if (old.empty()) {
+    hits = length(s) + 1;
+  } else {
+    for (size_t p = s.find(old); p != std::string_view::npos; p = s.find(old, p + old.size()))
+      ++hits;
+  }
+  if (count >= 0) hits = std::min<size_t>(hits, static_cast<size_t>(count));
+  return s.size() - hits * old.size() + hits * repl.size();
+}
+
 std::string replace(std::string_view s, std::string_view old, std::string_view repl,
                     int64_t count) {
   std::string out;

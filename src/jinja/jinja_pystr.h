@@ -45,6 +45,9 @@ std::vector<std::string> splitlines(std::string_view s, bool keepends = false);
 // str.replace; count < 0: all.
 std::string replace(std::string_view s, std::string_view old, std::string_view repl,
                     int64_t count = -1);
+// The size replace() returns, without building it (to refuse a too-large result first).
+size_t replaced_size(std::string_view s, std::string_view old, std::string_view repl,
+                     int64_t count = -1);
 
 std::string upper(std::string_view s);
 std::string lower(std::string_view s);
