@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/exp_negated.h"
+#include "backend/exp_negated.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -231,8 +231,8 @@ int32_t Sampler::draw_all(const ValueOf& value_of, int n_vocab, double max, doub
     bucket_of_[i] = static_cast<uint16_t>(
         x < (kBuckets - 1) / kPerUnit ? static_cast<int>(x * kPerUnit) : kBuckets - 1);
   }
-  cpu::exp_negated(prob_.data(), prob_.data(), n);  // p = exp(-x); a std::exp per token was
-                                                    // most of the draw
+  exp_negated(prob_.data(), prob_.data(), n);  // p = exp(-x); a std::exp per token was
+                                               // most of the draw
   bucket_count_.assign(kBuckets, 0);
   bucket_mass_.assign(kBuckets, 0.0);
   const double min_p = params_.min_p;  // x the best one's probability, exp(0) = 1
@@ -381,7 +381,7 @@ TokenLogprob Sampler::logprobs(int32_t token, int32_t top_n, std::vector<TokenLo
     // exp(l - max) as exp(-(max - l)), vectorised (prob_ is scratch here).
     prob_.resize(penalized_.size());
     for (size_t i = 0; i < penalized_.size(); ++i) prob_[i] = max - penalized_[i];
-    cpu::exp_negated(prob_.data(), prob_.data(), prob_.size());
+    exp_negated(prob_.data(), prob_.data(), prob_.size());
     double sum = 0.0;
     for (double p : prob_) sum += p;
     lse = max + std::log(sum);

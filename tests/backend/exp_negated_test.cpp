@@ -1,6 +1,8 @@
 // exp_negated against the exact value (long double exp), for every variant
 // this CPU runs (the emulated suites run the Scalar and Avx2 ones too).
-#include "backend/cpu/exp_negated.h"
+#include "backend/exp_negated.h"
+
+#include "backend/cpu/cpu_isa.h"
 
 #include <gtest/gtest.h>
 

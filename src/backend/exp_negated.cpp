@@ -1,15 +1,16 @@
-#include "backend/cpu/exp_negated.h"
+#include "backend/exp_negated.h"
 
 #include <bit>
 #include <cstdint>
 
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/simd.h"
 
 #if PAGELLM_HAVE_AVX2
 #include <immintrin.h>
 #endif
 
-namespace pagellm::cpu {
+namespace pagellm {
 
 namespace {
 
@@ -82,15 +83,15 @@ PAGELLM_TARGET_END
 }  // namespace
 
 void exp_negated(const double* x, double* y, size_t n) {
-  exp_negated(x, y, n, best_isa());
+  exp_negated(x, y, n, cpu::best_isa());
 }
 
-void exp_negated(const double* x, double* y, size_t n, CpuIsa isa) {
+void exp_negated(const double* x, double* y, size_t n, cpu::CpuIsa isa) {
 #if PAGELLM_HAVE_AVX2
-  if (isa >= CpuIsa::Avx2) return exp_negated_avx2(x, y, n);
+  if (isa >= cpu::CpuIsa::Avx2) return exp_negated_avx2(x, y, n);
 #endif
   (void)isa;
   exp_negated_scalar(x, y, n);
 }
 
-}  // namespace pagellm::cpu
+}  // namespace pagellm

@@ -9,15 +9,19 @@
 // vector, not a scalar loop), so a value's result never depends on n.
 // The Scalar and Avx2 (also used for Avx512) variants may differ in the
 // last bit: Avx2 fuses the multiply-adds.
+// In the backend layer's interface so that the sampler (engine/) and the CPU
+// kernels may both use it; it runs the CPU kernels' variant.
 #pragma once
 
 #include <cstddef>
 
-#include "backend/cpu/cpu_isa.h"
+namespace pagellm {
 
-namespace pagellm::cpu {
+namespace cpu {
+enum class CpuIsa;  // backend/cpu/cpu_isa.h
+}
 
-void exp_negated(const double* x, double* y, size_t n);  // best_isa()
-void exp_negated(const double* x, double* y, size_t n, CpuIsa isa);
+void exp_negated(const double* x, double* y, size_t n);  // cpu::best_isa()
+void exp_negated(const double* x, double* y, size_t n, cpu::CpuIsa isa);
 
-}  // namespace pagellm::cpu
+}  // namespace pagellm
