@@ -35,6 +35,24 @@ Runner add_make_model(CLI::App& app) {
   sub->add_option("--n-expert-used", s->n_expert_used,
                   "Experts each token is routed to (default: 2 with experts)");
   sub->add_option("--n-ff-exp", s->n_ff_exp, "Feed-forward size of each expert (default --n-ff)");
+  sub->add_option("--n-ff-shexp", s->n_ff_shexp,
+                  "qwen35moe: feed-forward size of the shared expert (default --n-ff)");
+  sub->add_option("--rope-dims", s->rope_dims,
+                  "Rotated dims per head (default: all; qwen35, qwen35moe: a quarter)");
+  sub->add_option("--full-attention-interval", s->full_attention_interval,
+                  "qwen35, qwen35moe: every this-many-th layer is full attention, the others "
+                  "gated delta-net")
+      ->capture_default_str();
+  sub->add_option("--ssm-state-size", s->ssm_state_size,
+                  "qwen35, qwen35moe: delta-net head size (q/k and v)")
+      ->capture_default_str();
+  sub->add_option("--ssm-group-count", s->ssm_group_count, "qwen35, qwen35moe: delta-net q/k heads")
+      ->capture_default_str();
+  sub->add_option("--ssm-v-heads", s->ssm_v_heads,
+                  "qwen35, qwen35moe: delta-net v heads (a multiple of --ssm-group-count)")
+      ->capture_default_str();
+  sub->add_option("--ssm-conv-kernel", s->ssm_conv_kernel, "qwen35, qwen35moe: conv kernel")
+      ->capture_default_str();
   sub->add_option("--vocab-from", s->vocab_from, "GGUF file whose tokenizer is copied")->required();
   sub->add_option("--type", *type,
                   "Type of the 2-D weights (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "

@@ -112,6 +112,13 @@ void ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOptions& o, TensorL
     out.push_back(TensorSpec::experts(MatrixRole::kGateExps, layer_name(l, "ffn_gate_exps"), E, FX, X));
     out.push_back(TensorSpec::experts(MatrixRole::kUpExps, layer_name(l, "ffn_up_exps"), E, FX, X));
     out.push_back(TensorSpec::experts(MatrixRole::kDownExps, layer_name(l, "ffn_down_exps"), FX, E, X));
+    if (o.shared_expert) {
+      const int64_t FS = hp.n_ff_shexp;
+      out.push_back(TensorSpec::mat(MatrixRole::kShexpGate, layer_name(l, "ffn_gate_inp_shexp"), E, 1));
+      out.push_back(TensorSpec::mat(MatrixRole::kGateShexp, layer_name(l, "ffn_gate_shexp"), E, FS));
+      out.push_back(TensorSpec::mat(MatrixRole::kUpShexp, layer_name(l, "ffn_up_shexp"), E, FS));
+      out.push_back(TensorSpec::mat(MatrixRole::kDownShexp, layer_name(l, "ffn_down_shexp"), FS, E));
+    }
   } else {
     dense_ffn_tensors(hp, l, o, out);
   }
@@ -202,13 +209,31 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
     xn = c.h;
   }
   const MatrixView router = w.matrix(MatrixRole::kRouter).view();
-  b.matmul(xn, c.T, {{&router, c.router}});
+  // A shared expert: its gate logits follow the router's (one per token), and
+  // it runs now on the layer's backend, before the routed experts (whose sum
+  // may come back into h, where x' is).
+  const bool shared = o.shared_expert;
+  float* shared_y = nullptr;
+  if (shared) {
+    const MatrixView sg = w.matrix(MatrixRole::kShexpGate).view(),
+                     g = w.matrix(MatrixRole::kGateShexp).view(),
+                     u = w.matrix(MatrixRole::kUpShexp).view(),
+                     d = w.matrix(MatrixRole::kDownShexp).view();
+    const int64_t FS = hp.n_ff_shexp;
+    float* gate = c.shexp;
+    float* up = gate + c.T * FS;
+    shared_y = up + c.T * FS;
+    b.matmul(xn, c.T, {{&router, c.router}, {&sg, c.router + c.T * X}, {&g, gate}, {&u, up}});
+    b.glu_matmul(hp.ffn_act, gate, up, c.T, {{&d, shared_y}});
+  } else {
+    b.matmul(xn, c.T, {{&router, c.router}});
+  }
   // Routing runs on the host: which expert reads which rows decides the
   // products' shapes.
   std::vector<float> host_logits;
   const float* logits = c.router;
   if (!b.uses_host_memory()) {
-    host_logits.resize(static_cast<size_t>(c.T * X));
+    host_logits.resize(static_cast<size_t>(c.T * (X + (shared ? 1 : 0))));
     b.download(host_logits.data(), c.router, host_logits.size() * sizeof(float));
     logits = host_logits.data();
   }
@@ -234,6 +259,29 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
     float* up = c.up + row0 * FX;
     eb.matmul(c.moe_x + row0 * E, n, {{&g, gate}, {&u, up}});
     eb.glu_matmul(hp.ffn_act, gate, up, n, {{&d, c.moe_y + row0 * E}});
+  }
+  if (shared) {
+    // h = the routed sum + sigmoid(gate logit) * the shared expert's output,
+    // then x += h: one order of additions wherever the experts ran.
+    if (c.expert_b) {
+      eb.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.expert_rows,
+                      /*add=*/false);
+      eb.copy_to(b, c.h, c.expert_rows, rows_bytes);
+    } else {
+      b.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.h, /*add=*/false);
+    }
+    std::vector<int32_t> rows(static_cast<size_t>(c.T));
+    std::vector<float> weights(static_cast<size_t>(c.T));
+    for (int64_t t = 0; t < c.T; ++t) {
+      rows[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+      weights[static_cast<size_t>(t)] = 1.0f / (1.0f + std::exp(-logits[c.T * X + t]));
+    }
+    b.combine_rows(shared_y, E, rows.data(), weights.data(), c.T, 1, c.h, /*add=*/true);
+    if (o.post_norm)
+      post_norm_add(c, c.h, w.vector(VectorRole::kFfnPostNorm));
+    else
+      b.add_inplace(c.x, c.h, c.T * E);
+    return;
   }
   if (c.expert_b) {
     eb.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.expert_rows,

@@ -39,10 +39,13 @@ struct LayerContext {
   // Mixture-of-experts layers: the router's logits [T][n_expert], the
   // tokens' normed rows grouped by expert and the experts' outputs
   // ([T * n_expert_used][n_embd] each), and the routing (host memory).
-  float* router = nullptr;
+  float* router = nullptr;  // ([T][n_expert + 1] with a shared expert: its gate logits last)
   float* moe_x = nullptr;
   float* moe_y = nullptr;
   MoeRouting* routing = nullptr;
+  // A shared expert (FfnOptions::shared_expert): its gate and up rows
+  // ([T][n_ff_shexp] each), then its output ([T][n_embd]), in the layer's memory.
+  float* shexp = nullptr;
   // Experts on another backend than the layer's (the host): non-null, and
   // gate/up/moe_x/moe_y are in its memory; expert_rows ([T][n_embd] there)
   // takes the normed rows over and the combined output back.
@@ -85,6 +88,10 @@ struct FfnOptions {
   bool fused_gate_up = false;  // ffn_up.weight holds gate rows, then up rows (phi3)
   // Models with experts (hp.moe()): how the router weighs them.
   RouterOptions router = {};
+  // Models with experts: a shared expert beside the routed ones (qwen35moe),
+  // a gated FFN of hp.n_ff_shexp on every token whose output is weighed by
+  // sigmoid(x' . ffn_gate_inp_shexp) and added to the routed experts' sum.
+  bool shared_expert = false;
 };
 
 // A sliding-window key: 0 when absent or 0 (no window); FormatError naming
@@ -113,7 +120,8 @@ void attention_block(LayerContext& c, const AttentionOptions& o);
 // x += down(act(gate(x')) * up(x')), x' the normed x; post-norm. With
 // experts (hp.moe()): x += sum over the token's routed experts e of
 // weight_e * down_e(act(gate_e(x')) * up_e(x')), the step's tokens grouped by
-// expert so that each expert's matrices are read once per step.
+// expert so that each expert's matrices are read once per step; a shared
+// expert adds sigmoid(x' . g) * down_s(act(gate_s(x')) * up_s(x')) to that sum.
 void ffn_block(LayerContext& c, const FfnOptions& o);
 
 // A family whose layers are one attention block, then one FFN block: its

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "util/error.h"
+
 namespace pagellm {
 
 namespace {
@@ -13,6 +15,37 @@ std::string tensor(int32_t layer, const char* what) {
 }
 
 }  // namespace
+
+void configure_delta_net_hybrid(const GgufFile& f, ModelHParams& hp) {
+  const std::string a = hp.arch + ".";
+  hp.rope_style = RopeStyle::kNeox;
+  hp.attn_output_gate = true;
+  DeltaNetShape& d = hp.delta_net;
+  d.conv_kernel = require_positive_key(f, a + "ssm.conv_kernel", 64);
+  d.d_k = require_positive_key(f, a + "ssm.state_size", 4096);
+  d.n_k_heads = require_positive_key(f, a + "ssm.group_count", 4096);
+  d.n_v_heads = require_positive_key(f, a + "ssm.time_step_rank", 4096);
+  const int32_t inner = require_positive_key(f, a + "ssm.inner_size");
+  if (d.n_v_heads % d.n_k_heads != 0 || inner % d.n_v_heads != 0)
+    throw FormatError(fmt::format(
+        "{}: ssm.time_step_rank {} must be a multiple of ssm.group_count {} and divide "
+        "ssm.inner_size {}",
+        f.path(), d.n_v_heads, d.n_k_heads, inner));
+  d.d_v = inner / d.n_v_heads;
+  if (const GgufValue* v = f.find(a + "attention.recurrent_layers")) {
+    const auto& flags = v->as_array(a + "attention.recurrent_layers");
+    if (flags.size() != static_cast<size_t>(hp.n_layer))
+      throw FormatError(fmt::format("{}: attention.recurrent_layers has {} entries for {} layers",
+                                    f.path(), flags.size(), hp.n_layer));
+    for (int32_t l = 0; l < hp.n_layer; ++l)
+      hp.layers[static_cast<size_t>(l)].recurrent =
+          flags[static_cast<size_t>(l)].as_bool(a + "attention.recurrent_layers");
+  } else {
+    const int32_t interval = require_positive_key(f, a + "full_attention_interval", 4096);
+    for (int32_t l = 0; l < hp.n_layer; ++l)
+      hp.layers[static_cast<size_t>(l)].recurrent = (l + 1) % interval != 0;
+  }
+}
 
 void delta_net_tensors(const ModelHParams& hp, int32_t l, TensorList& out) {
   const DeltaNetShape& d = hp.delta_net;

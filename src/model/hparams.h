@@ -69,6 +69,9 @@ struct ModelHParams {
   int32_t n_expert = 0;
   int32_t n_expert_used = 0;
   int32_t n_ff_exp = 0;
+  // A gated shared expert of this size beside the routed ones (set by the
+  // family: qwen35moe); 0: none.
+  int32_t n_ff_shexp = 0;
 
   // Set by the family (defaults: a Llama block).
   float attn_scale = 0;         // scores = q.k * attn_scale (default 1 / sqrt(head_dim))

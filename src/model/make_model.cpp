@@ -71,6 +71,28 @@ void set_family_keys(const MakeModelSpec& s, GgufWriter& w) {
   }
   if (s.sliding_window > 0)
     w.set(a + "attention.sliding_window", GgufValue::u32(static_cast<uint32_t>(s.sliding_window)));
+  if (s.arch == "qwen35" || s.arch == "qwen35moe") {
+    w.set(a + "ssm.conv_kernel", GgufValue::u32(static_cast<uint32_t>(s.ssm_conv_kernel)));
+    w.set(a + "ssm.state_size", GgufValue::u32(static_cast<uint32_t>(s.ssm_state_size)));
+    w.set(a + "ssm.group_count", GgufValue::u32(static_cast<uint32_t>(s.ssm_group_count)));
+    w.set(a + "ssm.time_step_rank", GgufValue::u32(static_cast<uint32_t>(s.ssm_v_heads)));
+    // Qwen3.5's v heads are as wide as its q/k heads.
+    w.set(a + "ssm.inner_size",
+          GgufValue::u32(static_cast<uint32_t>(s.ssm_v_heads * s.ssm_state_size)));
+    w.set(a + "full_attention_interval",
+          GgufValue::u32(static_cast<uint32_t>(s.full_attention_interval)));
+    std::vector<GgufValue> recurrent;
+    for (int32_t l = 0; l < s.n_layer; ++l)
+      recurrent.push_back(GgufValue::boolean((l + 1) % s.full_attention_interval != 0));
+    w.set(a + "attention.recurrent_layers", GgufValue::array(GgufType::BOOL, std::move(recurrent)));
+    // imrope's sections over the rotated pairs (text positions: t = h = w,
+    // so they do not change the rotation; llama.cpp requires the key).
+    const int32_t pairs = s.rope_dims / 2, t = std::min((pairs + 2) / 3, pairs / 2);
+    w.set(a + "rope.dimension_sections", GgufValue::i32_array({t, t, pairs - 2 * t, 0}));
+    if (s.n_ff_shexp > 0)
+      w.set(a + "expert_shared_feed_forward_length",
+            GgufValue::u32(static_cast<uint32_t>(s.n_ff_shexp)));
+  }
   if (s.arch == "gemma2") {
     w.set(a + "attn_logit_softcapping", GgufValue::f32(50.0f));
     w.set(a + "final_logit_softcapping", GgufValue::f32(30.0f));
@@ -110,7 +132,8 @@ std::vector<std::string> make_model_architectures() {
 
 void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& pool) {
   MakeModelSpec s = spec;
-  if (s.arch == "mixtral" || s.arch == "qwen3moe") {
+  const bool hybrid = s.arch == "qwen35" || s.arch == "qwen35moe";
+  if (s.arch == "mixtral" || s.arch == "qwen3moe" || s.arch == "qwen35moe") {
     if (s.n_expert == 0) s.n_expert = 8;
     if (s.n_expert_used == 0) s.n_expert_used = std::min(2, s.n_expert);
     if (s.arch == "mixtral") s.arch = "llama";
@@ -134,11 +157,32 @@ void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& 
         fmt::format("n_head {} is not a multiple of n_head_kv {}", s.n_head, s.n_head_kv));
   const int32_t head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
   if (head_dim % 2 != 0) throw ConfigError("head size must be even (RoPE pairs)");
+  if (s.rope_dims == 0) s.rope_dims = hybrid ? std::max(2, head_dim / 4 / 2 * 2) : head_dim;
+  if (s.rope_dims < 0 || s.rope_dims > head_dim || s.rope_dims % 2 != 0)
+    throw ConfigError(fmt::format("--rope-dims {} must be even and at most the head size {}",
+                                  s.rope_dims, head_dim));
+  if (s.n_ff_shexp < 0 || (s.n_ff_shexp > 0 && s.arch != "qwen35moe"))
+    throw ConfigError("--n-ff-shexp is for qwen35moe (its shared expert)");
+  if (s.arch == "qwen35moe") {  // both sizes written, as converters do
+    if (s.n_ff_shexp == 0) s.n_ff_shexp = s.n_ff;
+    if (s.n_ff_exp == 0) s.n_ff_exp = s.n_ff;
+  }
+  if (hybrid && (s.full_attention_interval <= 0 || s.ssm_conv_kernel < 2 ||
+                 s.ssm_conv_kernel > 64 || s.ssm_state_size <= 0 || s.ssm_group_count <= 0 ||
+                 s.ssm_v_heads <= 0 || s.ssm_v_heads % s.ssm_group_count != 0))
+    throw ConfigError(fmt::format(
+        "hybrid shapes: --full-attention-interval {} and --ssm-state-size {} must be positive, "
+        "--ssm-conv-kernel {} in 2..64, --ssm-v-heads {} a positive multiple of "
+        "--ssm-group-count {}",
+        s.full_attention_interval, s.ssm_state_size, s.ssm_conv_kernel, s.ssm_v_heads,
+        s.ssm_group_count));
   const auto& tr = dtype_traits(s.type);
   if (!tr.can_quantize || s.type == DType::Q8_K || s.type == DType::Q8_1)
     throw ConfigError(fmt::format("cannot write weights of type '{}'", tr.name));
   for (int64_t n : {int64_t{s.n_embd}, int64_t{s.n_ff}, int64_t{head_dim} * s.n_head,
-                    int64_t{s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff}})
+                    int64_t{s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff},
+                    int64_t{s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff},
+                    hybrid ? int64_t{s.ssm_v_heads} * s.ssm_state_size : int64_t{s.n_embd}})
     if (n % tr.block_size != 0)
       throw ConfigError(fmt::format("row length {} is not a multiple of the {} block size {}", n,
                                     tr.name, tr.block_size));
@@ -160,7 +204,7 @@ void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& 
   w.set(a + "feed_forward_length", GgufValue::u32(static_cast<uint32_t>(s.n_ff)));
   w.set(a + "attention.head_count", GgufValue::u32(static_cast<uint32_t>(s.n_head)));
   w.set(a + "attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(s.n_head_kv)));
-  w.set(a + "rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(head_dim)));
+  w.set(a + "rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(s.rope_dims)));
   w.set(a + "rope.freq_base", GgufValue::f32(s.rope_freq_base));
   w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_eps));
   set_family_keys(s, w);
@@ -192,12 +236,21 @@ void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& 
           });
         });
   };
-  auto vec = [&](const std::string& name, int64_t n, float mean) {
+  // F32 values mean + std N(0,1), of shape {n} or {n, n1}; `decay`: -exp of
+  // them instead (ssm_a holds -exp(A_log): negative, so the state decays).
+  auto vec = [&](const std::string& name, int64_t n, float mean, int64_t n1 = 0,
+                 float std = 0.02f, bool decay = false) {
     const uint64_t ti = tensor_index++;
     const uint64_t seed = s.seed;
-    w.add_tensor(name, DType::F32, {n}, [seed, ti, n, mean](uint8_t* dst, size_t) {
+    std::vector<int64_t> shape = {n};
+    if (n1 > 0) shape.push_back(n1);
+    const int64_t count = n * std::max<int64_t>(1, n1);
+    w.add_tensor(name, DType::F32, shape, [=](uint8_t* dst, size_t) {
       SplitMix rng{stream_seed(seed, ti, 0)};
-      fill_normal(rng, reinterpret_cast<float*>(dst), n, mean, 0.02f);
+      float* x = reinterpret_cast<float*>(dst);
+      fill_normal(rng, x, count, mean, std);
+      if (decay)
+        for (int64_t i = 0; i < count; ++i) x[i] = -std::exp(x[i]);
     });
   };
 
@@ -206,7 +259,13 @@ void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& 
   if (!s.tied) matrix("output.weight", E, n_vocab);
   std::string last_fused;
   for (const TensorSpec& t : table) {
-    if (!t.matrix) {
+    if (t.role == static_cast<uint8_t>(MatrixRole::kShexpGate) && t.matrix) {
+      vec(t.name, t.n_in, 0.0f);  // a 1-D row, F32 as converters write it
+    } else if (!t.matrix && t.role == static_cast<uint8_t>(VectorRole::kSsmA)) {
+      vec(t.name, t.n_in, 0.0f, 0, 0.5f, /*decay=*/true);
+    } else if (!t.matrix && t.role == static_cast<uint8_t>(VectorRole::kSsmConv)) {
+      vec(t.name, t.n_in, 0.0f, t.n_out, 0.2f);  // [kernel, channels]
+    } else if (!t.matrix) {
       vec(t.name, t.n_in, t.name.find("norm") != std::string::npos ? 1.0f : 0.0f);
     } else if (t.n_expert > 0) {
       matrix(t.name, t.n_in, t.n_out, t.n_expert);

@@ -37,6 +37,18 @@ struct MakeModelSpec {
   int32_t n_expert = 0;
   int32_t n_expert_used = 0;
   int32_t n_ff_exp = 0;
+  // qwen35moe's gated shared expert (ffn_*_shexp): its feed-forward size (0: n_ff).
+  int32_t n_ff_shexp = 0;
+  // Rotated dims per head (rope.dimension_count); 0: all, qwen35 / qwen35moe: a quarter.
+  int32_t rope_dims = 0;
+  // Hybrid families (qwen35, qwen35moe): every full_attention_interval-th
+  // layer is full attention, the others gated delta-net layers with these
+  // shapes (ssm.*: conv kernel, q/k head size = state size, q/k heads, v heads).
+  int32_t full_attention_interval = 4;
+  int32_t ssm_conv_kernel = 4;
+  int32_t ssm_state_size = 32;
+  int32_t ssm_group_count = 2;
+  int32_t ssm_v_heads = 4;
 };
 
 // Architectures make-model writes: the registry's and "mixtral".

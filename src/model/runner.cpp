@@ -28,6 +28,7 @@ struct ModelRunner::Segment {
   int64_t logit_rows = 0;  // of the logits buffers (the last segment)
   BackendBuffer x, h, q, k, v, attn, gate, up;
   BackendBuffer router, moe_x, moe_y;  // mixture-of-experts layers
+  BackendBuffer shexp;                 // a shared expert's rows (LayerContext::shexp)
   BackendBuffer extra;                 // LayerContext::extra
   MoeRouting routing;
   // For layers whose experts run on the host (remote experts): the experts'
@@ -293,8 +294,10 @@ void ModelRunner::ensure_workspace(Segment& s, int64_t tokens, int64_t logit_row
     const size_t FF = std::max(F, K * static_cast<size_t>(hp_.n_ff_exp));
     for (BackendBuffer* buf : {&s.gate, &s.up}) buf->ensure(b, T * FF * f);
     if (hp_.moe()) {
-      s.router.ensure(b, T * static_cast<size_t>(hp_.n_expert) * f);
+      const size_t FS = static_cast<size_t>(hp_.n_ff_shexp);
+      s.router.ensure(b, T * (static_cast<size_t>(hp_.n_expert) + (FS > 0 ? 1 : 0)) * f);
       for (BackendBuffer* buf : {&s.moe_x, &s.moe_y}) buf->ensure(b, T * K * E * f);
+      if (FS > 0) s.shexp.ensure(b, T * (2 * FS + E) * f);
     }
     if (const int64_t X = workspace_extra_floats(hp_); X > 0)
       s.extra.ensure(b, T * static_cast<size_t>(X) * f);
@@ -332,6 +335,23 @@ void ModelRunner::reserve_workspace(int64_t max_tokens, int64_t max_logit_rows) 
 
 void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T) {
   Backend& b = *s.backend;
+  // The FFN's experts (any layer kind may have them: qwen35moe).
+  auto set_moe = [&](LayerContext& c) {
+    if (!hp_.moe()) return;
+    c.router = s.router.f32();
+    c.moe_x = s.moe_x.f32();
+    c.moe_y = s.moe_y.f32();
+    c.routing = &s.routing;
+    c.shexp = s.shexp.f32();
+    if (experts_on_host(l) && s.expert_backend) {
+      c.expert_b = s.expert_backend;
+      c.expert_rows = s.ex_rows.f32();
+      c.gate = s.ex_gate.f32();
+      c.up = s.ex_up.f32();
+      c.moe_x = s.ex_x.f32();
+      c.moe_y = s.ex_y.f32();
+    }
+  };
   if (hp_.layers[static_cast<size_t>(l)].recurrent) {
     // No K/V: the layer's state pool, in this backend's memory.
     StatePool& sp = kv.state_pool_for_layer(l);
@@ -344,6 +364,7 @@ void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T
     c.conv_stride = sp.shape().conv_floats;
     c.delta_states = sp.delta(l);
     c.delta_stride = sp.shape().delta_floats;
+    set_moe(c);
     arch_->run_layer(c);
     return;
   }
@@ -362,20 +383,7 @@ void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T
                  s.k.f32(), s.v.f32(), s.attn.f32(),
                  s.gate.f32(), s.up.f32()};
   c.extra = s.extra.f32();
-  if (hp_.moe()) {
-    c.router = s.router.f32();
-    c.moe_x = s.moe_x.f32();
-    c.moe_y = s.moe_y.f32();
-    c.routing = &s.routing;
-    if (experts_on_host(l) && s.expert_backend) {
-      c.expert_b = s.expert_backend;
-      c.expert_rows = s.ex_rows.f32();
-      c.gate = s.ex_gate.f32();
-      c.up = s.ex_up.f32();
-      c.moe_x = s.ex_x.f32();
-      c.moe_y = s.ex_y.f32();
-    }
-  }
+  set_moe(c);
   arch_->run_layer(c);
 }
 

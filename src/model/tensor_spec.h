@@ -29,6 +29,12 @@ enum class MatrixRole : uint8_t {
   kSsmBeta,   // ssm_beta
   kSsmAlpha,  // ssm_alpha
   kSsmOut,    // ssm_out
+  // A gated shared expert beside the routed ones (qwen35moe): its gated FFN
+  // and the [n_embd] row whose product with x' gives the token's gate logit.
+  kGateShexp,
+  kUpShexp,
+  kDownShexp,
+  kShexpGate,  // ffn_gate_inp_shexp: a 1-D tensor, read as a one-row matrix
   kCount
 };
 // Its 1-D tensors (LayerWeights::vector).

@@ -157,7 +157,10 @@ class Loader {
   }
 
   WeightMatrix matrix_of(const GgufTensorInfo& t, int64_t n_in, int64_t n_out) const {
-    if (t.ne.size() != 2 || t.ne[0] != n_in || t.ne[1] != n_out)
+    // A 1-D [n_in] tensor is a one-row matrix (llama.cpp multiplies
+    // ffn_gate_inp_shexp as one).
+    const bool row = n_out == 1 && t.ne.size() == 1 && t.ne[0] == n_in;
+    if (!row && (t.ne.size() != 2 || t.ne[0] != n_in || t.ne[1] != n_out))
       throw FormatError(fmt::format("{}: tensor '{}' has shape {}, expected [{}, {}]", f_.path(),
                                     t.name, shape(t), n_in, n_out));
     WeightMatrix m;

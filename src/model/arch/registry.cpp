@@ -18,7 +18,8 @@
   X(phi3)                        \
   X(olmo2)                       \
   X(smollm3)                     \
-  X(qwen35)
+  X(qwen35)                       \
+  X(qwen35moe)
 
 namespace pagellm {
 
