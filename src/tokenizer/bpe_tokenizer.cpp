@@ -184,20 +184,9 @@ void BpeTokenizer::emit_bytes(std::string_view bytes, std::vector<int32_t>& out)
 }
 
 std::string BpeTokenizer::token_to_piece(int32_t id, bool special) const {
-  switch (vocab_.type(id)) {  // range-checked
-    case TokenType::kNormal:
-      return byte_level_decode(vocab_.text(id));
-    case TokenType::kUserDefined:
-      return vocab_.text(id);
-    case TokenType::kControl:
-    case TokenType::kUnknown:
-      return special ? vocab_.text(id) : std::string();
-    case TokenType::kByte:
-    case TokenType::kUnused:
-    case TokenType::kUndefined:
-      return std::string();
-  }
-  return std::string();
+  // range-checked; byte-level BPE has no BYTE tokens of its own: they give nothing.
+  if (vocab_.type(id) == TokenType::kNormal) return byte_level_decode(vocab_.text(id));
+  return vocab_.verbatim_piece(id, special);
 }
 
 }  // namespace pagellm

@@ -28,23 +28,12 @@ std::string unescape_spaces(const std::string& text) {
 
 std::string spm_token_to_piece(const Vocab& vocab, int32_t id, bool special) {
   const TokenType type = vocab.type(id);  // range-checked
-  switch (type) {
-    case TokenType::kNormal:
-      return unescape_spaces(vocab.text(id));
-    case TokenType::kByte: {
-      const int b = vocab.byte_value(id);
-      return b < 0 ? std::string() : std::string(1, static_cast<char>(b));
-    }
-    case TokenType::kUserDefined:
-      return vocab.text(id);
-    case TokenType::kControl:
-    case TokenType::kUnknown:
-      return special ? vocab.text(id) : std::string();
-    case TokenType::kUnused:
-    case TokenType::kUndefined:
-      return std::string();
+  if (type == TokenType::kNormal) return unescape_spaces(vocab.text(id));
+  if (type == TokenType::kByte) {
+    const int b = vocab.byte_value(id);
+    return b < 0 ? std::string() : std::string(1, static_cast<char>(b));
   }
-  return std::string();
+  return vocab.verbatim_piece(id, special);
 }
 
 std::string StreamingDetokenizer::push(int32_t id) {

@@ -250,6 +250,18 @@ int Vocab::byte_value(int32_t id) const {
   return contains(id) ? byte_values_[id] : -1;
 }
 
+std::string Vocab::verbatim_piece(int32_t id, bool special) const {
+  switch (type(id)) {  // range-checked
+    case TokenType::kUserDefined:
+      return text(id);
+    case TokenType::kControl:
+    case TokenType::kUnknown:
+      return special ? text(id) : std::string();
+    default:
+      return std::string();
+  }
+}
+
 bool Vocab::is_eog(int32_t id) const {
   return id != kNoToken && std::binary_search(eog_ids_.begin(), eog_ids_.end(), id);
 }

@@ -113,6 +113,10 @@ class Vocab {
   int32_t byte_token(uint8_t byte) const;
   // The byte a BYTE token stands for ("<0xXX>" -> 0xXX); -1 when `id` is not one.
   int byte_value(int32_t id) const;
+  // The piece of a token that is neither NORMAL nor BYTE (those depend on the
+  // algorithm): USER_DEFINED as written, CONTROL and UNKNOWN as written when
+  // `special`, else nothing.
+  std::string verbatim_piece(int32_t id, bool special) const;
 
   int32_t bos() const { return bos_; }
   int32_t eos() const { return eos_; }
