@@ -104,6 +104,15 @@ float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* q, ui
   return scale;
 }
 
+// The element of largest magnitude, sign kept; 0 when that is below
+// kTinyGroupMax, with q zeroed (such a group quantizes to scale 0).
+float signed_absmax_or_zero(int n, const float* x, uint8_t* q) {
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) >= kTinyGroupMax) return max;
+  std::memset(q, 0, static_cast<size_t>(n));
+  return 0.0f;
+}
+
 // Fits x[i] ~ scale * l[i] with integer l[i] in [-nmax, nmax - 1], weighting
 // element i by x[i]^2 (large values matter most). The element of largest
 // magnitude starts at level -nmax; stretches nmax + 0.1 k for k = -9..9 are
@@ -111,11 +120,8 @@ float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* q, ui
 // most weighted energy (sum w x l)^2 / sum w l^2. Writes l + nmax to q and
 // returns the scale (its sign is opposite to the largest element's).
 float fit_symmetric(int n, int nmax, const float* x, uint8_t* q) {
-  const float max = signed_absmax(x, n);
-  if (std::fabs(max) < kTinyGroupMax) {
-    std::memset(q, 0, static_cast<size_t>(n));
-    return 0.0f;
-  }
+  const float max = signed_absmax_or_zero(n, x, q);
+  if (max == 0.0f) return 0.0f;
   uint8_t cand[32];
   // best holds the explained energy sum_xl^2 / sum_l2 of the kept candidate as
   // scale * sum_xl, compared by cross-multiplying (GGML's arithmetic, so that
@@ -153,11 +159,8 @@ float fit_symmetric(int n, int nmax, const float* x, uint8_t* q) {
 // others, when that raises the explained energy (weights x^2). Up to five
 // sweeps. Writes l + nmax to q and returns the scale.
 float fit_symmetric_refine(int n, int nmax, const float* x, uint8_t* q) {
-  const float max = signed_absmax(x, n);
-  if (std::fabs(max) < kTinyGroupMax) {
-    std::memset(q, 0, static_cast<size_t>(n));
-    return 0.0f;
-  }
+  const float max = signed_absmax_or_zero(n, x, q);
+  if (max == 0.0f) return 0.0f;
   const float inv = -static_cast<float>(nmax) / max;
   int l[32];
   float sum_xl = 0.0f, sum_l2 = 0.0f;

@@ -136,14 +136,26 @@ void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
   }
 }
 
+namespace {
+
+// Q4_1/Q5_1's block header from its range: d = (max - min) / top, m = min.
+// Returns 1 / d (0 for a constant block) and the min.
+template <class Block>
+float affine_header(const float* x, int n, float top, Block& b, float* mn) {
+  float mx;
+  min_max(x, n, mn, &mx);
+  const float d = (mx - *mn) / top;
+  b.d = fp32_to_fp16(d);
+  b.m = fp32_to_fp16(*mn);
+  return d != 0.0f ? 1.0f / d : 0.0f;
+}
+
+}  // namespace
+
 void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += QK4_1) {
-    float mn, mx;
-    min_max(x, QK4_1, &mn, &mx);
-    const float d = (mx - mn) / 15.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
-    y[i].m = fp32_to_fp16(mn);
+    float mn;
+    const float id = affine_header(x, QK4_1, 15.0f, y[i], &mn);
     for (int j = 0; j < QK4_1 / 2; ++j) {
       const int lo = trunc_clamped((x[j] - mn) * id + 0.5f, 15);
       const int hi = trunc_clamped((x[j + QK4_1 / 2] - mn) * id + 0.5f, 15);
@@ -171,12 +183,8 @@ void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
 
 void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += QK5_1) {
-    float mn, mx;
-    min_max(x, QK5_1, &mn, &mx);
-    const float d = (mx - mn) / 31.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
-    y[i].m = fp32_to_fp16(mn);
+    float mn;
+    const float id = affine_header(x, QK5_1, 31.0f, y[i], &mn);
     uint32_t qh = 0;
     for (int j = 0; j < QK5_1 / 2; ++j) {
       const int lo = trunc_clamped((x[j] - mn) * id + 0.5f, 31);
