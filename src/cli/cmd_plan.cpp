@@ -78,8 +78,10 @@ int run_plan(const PlanArgs& a) {
       j["model"] = model;
       std::puts(j.dump(2).c_str());
     } else {
-      fmt::print("model: {} ({}, {} layers, trained context {}, weights {})\n", path, hp.arch,
-                 hp.n_layer, format_count(hp.n_ctx_train), format_size(fp.total_weight_bytes()));
+      fmt::print("model: {} ({}, {} layers{}, trained context {}, weights {})\n", path, hp.arch,
+                 hp.n_layer,
+                 hp.has_recurrent() ? fmt::format(" ({} recurrent)", hp.n_recurrent()) : "",
+                 format_count(hp.n_ctx_train), format_size(fp.total_weight_bytes()));
       fmt::print("{}", format_plan_table(plan));
     }
     return 0;

@@ -130,7 +130,12 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
   const int64_t seq_blocks = (max_seq_len + bs - 1) / bs;
   NodeSplitInput in;
   in.layer_weight_bytes = fp.layer_weight_bytes;
-  in.layer_kv_bytes_per_token.assign(static_cast<size_t>(L), fp.kv_bytes_per_token_layer);
+  // Recurrent layers keep no K/V but their state for every sequence slot, on their rank.
+  for (int32_t l = 0; l < L; ++l) {
+    in.layer_kv_bytes_per_token.push_back(fp.recurrent(l) ? 0 : fp.kv_bytes_per_token_layer);
+    in.layer_state_bytes.push_back(
+        fp.recurrent(l) ? fp.state_bytes_per_seq_layer * static_cast<uint64_t>(req.max_num_seqs) : 0);
+  }
   in.block_size = bs;
   for (int r = 0; r < ranks; ++r) {
     const auto& n = all[static_cast<size_t>(r)];
@@ -161,7 +166,13 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
     if (L < ranks)
       throw PlanError(fmt::format("{} ranks for a {}-layer model: each rank needs a layer", ranks, L), -1);
     if (largest < 0)
-      throw PlanError(fmt::format("the model's weights do not fit the {} nodes' memory (budgets {})",
+      throw PlanError(fmt::format("the model's weights{} do not fit the {} nodes' memory (budgets {})",
+                                  fp.n_recurrent() == 0
+                                      ? std::string()
+                                      : fmt::format(" and recurrent state ({} per sequence x "
+                                                    "--max-num-seqs {})",
+                                                    format_size(fp.state_bytes_per_seq()),
+                                                    req.max_num_seqs),
                                   ranks, [&] {
                                     std::string b;
                                     for (size_t r = 0; r < in.node_budget.size(); ++r)
@@ -188,7 +199,9 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
   p.kv_type = fp.kv_type;
   p.n_kv_heads = hp.n_head_kv;
   p.head_dim = hp.head_dim;
-  p.kv_bytes_per_token = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(L);
+  p.kv_bytes_per_token = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(L - fp.n_recurrent());
+  p.recurrent_layers = fp.n_recurrent();
+  p.state_bytes_per_seq = fp.state_bytes_per_seq();
   p.kv_groups = plan_kv_groups(fp, bs, req.max_num_seqs, split->blocks);
   if (split->binding_node >= 0) {
     p.binding_limit = BindingLimit::kHostMemory;
@@ -201,8 +214,10 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
                                                       : "max_seq_len x the host default of sequences";
   }
   const uint64_t tokens = static_cast<uint64_t>(p.kv_tokens);
+  const auto layer_kv = [&](int32_t l) { return tokens * in.layer_kv_bytes_per_token[static_cast<size_t>(l)]; };
+  const auto layer_state = [&](int32_t l) { return in.layer_state_bytes[static_cast<size_t>(l)]; };
   const auto layer_bytes = [&](int32_t l) {
-    return fp.layer_weight_bytes[static_cast<size_t>(l)] + tokens * fp.kv_bytes_per_token_layer;
+    return fp.layer_weight_bytes[static_cast<size_t>(l)] + layer_kv(l) + layer_state(l);
   };
   for (int r = 0; r < ranks; ++r) {
     const auto [b, e] = split->stages[static_cast<size_t>(r)];
@@ -225,9 +240,12 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
       d.first_layer = next;
       d.last_layer = take - 1;
       d.holds_output = take == L;
-      for (int32_t l = next; l < take; ++l) d.weight_bytes += fp.layer_weight_bytes[static_cast<size_t>(l)];
+      for (int32_t l = next; l < take; ++l) {
+        d.weight_bytes += fp.layer_weight_bytes[static_cast<size_t>(l)];
+        d.kv_bytes += layer_kv(l);
+        d.state_bytes += layer_state(l);
+      }
       if (d.holds_output) d.weight_bytes += fp.output_weight_bytes;
-      d.kv_bytes = tokens * fp.kv_bytes_per_token_layer * static_cast<uint64_t>(take - next);
       d.workspace_bytes = fp.layer_workspace_bytes + (d.holds_output ? fp.output_workspace_bytes : 0);
       d.free_bytes = f;
       d.headroom_bytes = h;
@@ -246,9 +264,12 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
       d.first_layer = next;
       d.last_layer = e - 1;
       d.holds_output = r == ranks - 1;
-      for (int32_t l = next; l < e; ++l) d.weight_bytes += fp.layer_weight_bytes[static_cast<size_t>(l)];
+      for (int32_t l = next; l < e; ++l) {
+        d.weight_bytes += fp.layer_weight_bytes[static_cast<size_t>(l)];
+        d.kv_bytes += layer_kv(l);
+        d.state_bytes += layer_state(l);
+      }
       if (d.holds_output) d.weight_bytes += fp.output_weight_bytes;
-      d.kv_bytes = tokens * fp.kv_bytes_per_token_layer * static_cast<uint64_t>(e - next);
       d.workspace_bytes = fp.layer_workspace_bytes + (d.holds_output ? fp.output_workspace_bytes : 0);
     }
     if (r == 0) d.weight_bytes += fp.host_weight_bytes;

@@ -29,13 +29,17 @@ std::vector<Plan::KvGroupPlan> plan_kv_groups(const ModelFootprint& fp, int32_t 
   std::vector<int32_t> windows(static_cast<size_t>(fp.n_layer));
   for (int l = 0; l < fp.n_layer; ++l) windows[static_cast<size_t>(l)] = layer_window(fp, l);
   const KvGroups groups = KvGroups::from_layer_windows(windows);
+  // A group's layers that keep K/V: recurrent layers (group 0's window) keep none.
+  std::vector<int32_t> kv_layers(static_cast<size_t>(groups.n_groups()), 0);
+  for (int l = 0; l < fp.n_layer; ++l)
+    if (!fp.recurrent(l)) ++kv_layers[static_cast<size_t>(groups.group_of_layer[static_cast<size_t>(l)])];
   const auto full = static_cast<int32_t>(std::clamp<int64_t>(blocks, 0, planner_detail::kMaxBlocks));
   const std::vector<int32_t> counts =
       kv_group_blocks(groups, block_size, max_num_seqs, fp.max_batched_tokens, full);
   std::vector<Plan::KvGroupPlan> out;
   for (int32_t g = 0; g < groups.n_groups(); ++g) {
     const int32_t n = counts[static_cast<size_t>(g)];
-    out.push_back({groups.windows[static_cast<size_t>(g)], groups.n_layers_of(g),
+    out.push_back({groups.windows[static_cast<size_t>(g)], kv_layers[static_cast<size_t>(g)],
                    static_cast<int64_t>(n) * block_size, n});
   }
   return out;
@@ -67,9 +71,14 @@ CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
   }
   kvb_ = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(req.block_size);
   full_prefix_.assign(static_cast<size_t>(n_) + 1, 0);
-  for (int l = 0; l < n_; ++l)
+  recurrent_prefix_.assign(static_cast<size_t>(n_) + 1, 0);
+  for (int l = 0; l < n_; ++l) {
     full_prefix_[static_cast<size_t>(l) + 1] =
-        full_prefix_[static_cast<size_t>(l)] + (layer_window(fp, l) <= 0);
+        full_prefix_[static_cast<size_t>(l)] + (layer_window(fp, l) <= 0 && !fp.recurrent(l));
+    recurrent_prefix_[static_cast<size_t>(l) + 1] =
+        recurrent_prefix_[static_cast<size_t>(l)] + (fp.recurrent(l) ? 1 : 0);
+  }
+  state_slot_layer_bytes_ = fp.state_bytes_per_seq_layer * static_cast<uint64_t>(req.max_num_seqs);
   // A window layer holds at most its group's need, whatever the block count.
   for (const Plan::KvGroupPlan& g : plan_kv_groups(fp, req.block_size, req.max_num_seqs, kMaxBlocks)) {
     if (g.window <= 0) continue;
@@ -79,7 +88,8 @@ CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
     need.prefix.assign(static_cast<size_t>(n_) + 1, 0);
     for (int l = 0; l < n_; ++l)
       need.prefix[static_cast<size_t>(l) + 1] =
-          need.prefix[static_cast<size_t>(l)] + (layer_window(fp, l) == g.window);
+          need.prefix[static_cast<size_t>(l)] +
+          (layer_window(fp, l) == g.window && !fp.recurrent(l));
     windows_.push_back(std::move(need));
   }
   for (const auto& d : dev_)

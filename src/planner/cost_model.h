@@ -61,12 +61,22 @@ class CostModel {
 
   uint64_t weights(int i, int s, int e) const;
   uint64_t workspace(int i, int s, int e) const;
-  uint64_t fixed(int i, int s, int e) const { return weights(i, s, e) + workspace(i, s, e); }
+  // The recurrent state of layers [s, e): each recurrent layer keeps one slot
+  // per max_num_seqs where it runs, whatever the block count (so it is fixed
+  // here, like weights and workspace, and not under --kv-mem/--kv-fraction).
+  uint64_t state(int s, int e) const {
+    return state_slot_layer_bytes_ *
+           static_cast<uint64_t>(recurrent_prefix_[static_cast<size_t>(e)] -
+                                 recurrent_prefix_[static_cast<size_t>(s)]);
+  }
+  uint64_t fixed(int i, int s, int e) const {
+    return weights(i, s, e) + workspace(i, s, e) + state(s, e);
+  }
   // KV bytes of layers [s, e) at `blocks`: a full-attention layer holds
   // every block, a sliding-window layer at most its window group's need
-  // (kvcache/kv_group.h: window_group_blocks).
+  // (kvcache/kv_group.h: window_group_blocks), a recurrent layer none.
   i128 kv(int s, int e, int64_t blocks) const;
-  // Full-attention layers in [s, e).
+  // Full-attention layers in [s, e) (recurrent layers are not).
   int full_layers(int s, int e) const {
     return full_prefix_[static_cast<size_t>(e)] - full_prefix_[static_cast<size_t>(s)];
   }
@@ -146,6 +156,8 @@ class CostModel {
   std::vector<char> runs_output_;
   uint64_t kvb_ = 0;
   std::vector<int32_t> full_prefix_;
+  std::vector<int32_t> recurrent_prefix_;
+  uint64_t state_slot_layer_bytes_ = 0;  // one recurrent layer's state, max_num_seqs slots
   std::vector<WindowNeed> windows_;
   // Largest block count whose KV over `ranges` fits num/den of `room`
   // (kNoBound when it always does).

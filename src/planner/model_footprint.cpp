@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backend/backend_sizes.h"
+#include "model/blocks.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -23,6 +24,10 @@ uint64_t ModelFootprint::total_expert_bytes() const {
 
 uint64_t ModelFootprint::total_weight_bytes() const {
   return total_layer_weight_bytes() + host_weight_bytes + output_weight_bytes_on_host;
+}
+
+int32_t ModelFootprint::n_recurrent() const {
+  return static_cast<int32_t>(std::count(layer_recurrent.begin(), layer_recurrent.end(), true));
 }
 
 uint64_t kv_bytes_per_token_layer(DType kv_type, int32_t n_kv_heads, int32_t head_dim) {
@@ -145,13 +150,19 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
   fp.max_batched_tokens = opts.max_batched_tokens;
   fp.max_num_seqs = opts.max_num_seqs;
   for (const LayerSpec& l : hp.layers) fp.layer_windows.push_back(l.window);
+  if (hp.has_recurrent()) {
+    for (const LayerSpec& l : hp.layers) fp.layer_recurrent.push_back(l.recurrent);
+    fp.state_bytes_per_seq_layer = static_cast<uint64_t>(hp.delta_net.state_floats()) * sizeof(float);
+  }
   const uint64_t X = static_cast<uint64_t>(hp.n_expert), K = static_cast<uint64_t>(hp.n_expert_used),
                  FX = static_cast<uint64_t>(hp.n_ff_exp);
   const uint64_t FF = std::max(F, K * FX);  // gate/up: every (token, expert) pair's rows
   fp.layer_workspace_bytes = 4 * T * (3 * E + 2 * Q + 2 * KV + 2 * FF) +
                              4 * T * (X + 2 * K * E) +
                              2 * T * std::max((widest + 255) / 256, K * ((std::max(E, FX) + 255) / 256)) * 320 +
-                             4 * T * static_cast<uint64_t>(hp.n_rot) + (uint64_t{1} << 20);
+                             4 * T * static_cast<uint64_t>(hp.n_rot) +
+                             4 * T * static_cast<uint64_t>(workspace_extra_floats(hp)) +
+                             (uint64_t{1} << 20);
   fp.host_expert_workspace_bytes = hp.moe() ? 4 * T * (E + 2 * K * FX + 2 * K * E) : 0;
   fp.output_workspace_bytes = 4 * R * (V + E);
   fp.host_workspace_bytes = 4 * R * V;

@@ -13,6 +13,9 @@
 //                                          for Rows16 weights)
 //     + 4*T*n_rot                          RoPE cos/sin for the batch's positions
 //     + 1 MiB                              block-table pointers, per-thread scratch
+//     + 4*T*X_extra                        the gated attention's q|gate rows and the
+//                                          delta-net block's projections
+//                                          (model/blocks.h: workspace_extra_floats)
 //     MoE (X experts, K used, FX = expert ff): gate/up hold T*max(F, K*FX)
 //     rows' worth, + 4*T*(X + 2*K*E)       router logits, grouped rows, outputs
 //     + 4*T*(E + 2*K*FX + 2*K*E)           the same on the host for experts
@@ -90,6 +93,23 @@ struct ModelFootprint {
   // their KV in window groups (kvcache/kv_group.h) of a bounded block count.
   std::vector<int32_t> layer_windows;
   int32_t max_num_seqs = 0;
+
+  // Recurrent state (gated delta-net layers): per layer whether it keeps a
+  // fixed-size state per sequence instead of K/V (empty: none does), and the
+  // bytes of one sequence's state in one such layer (conv inputs + delta
+  // state, f32: DeltaNetShape::state_floats() * 4). The engine keeps one
+  // slot per max_num_seqs on the device that runs the layer.
+  std::vector<bool> layer_recurrent;
+  uint64_t state_bytes_per_seq_layer = 0;
+  bool recurrent(int32_t layer) const {
+    return static_cast<size_t>(layer) < layer_recurrent.size() &&
+           layer_recurrent[static_cast<size_t>(layer)];
+  }
+  int32_t n_recurrent() const;
+  // One sequence's state over every recurrent layer.
+  uint64_t state_bytes_per_seq() const {
+    return state_bytes_per_seq_layer * static_cast<uint64_t>(n_recurrent());
+  }
 
   // Activation workspace (see the formula above).
   int32_t max_batched_tokens = 0;

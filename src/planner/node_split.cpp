@@ -11,18 +11,23 @@ namespace {
 
 constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
 
+// Per-layer prefix sums: weights, KV per token, recurrent state.
+struct Prefixes {
+  std::vector<uint64_t> w, kv, state;
+};
+
 // Node r holding layers [b, e) with `blocks` of cache: its bytes.
-uint64_t node_bytes(const NodeSplitInput& in, const std::vector<uint64_t>& w_prefix,
-                    const std::vector<uint64_t>& kv_prefix, size_t r, int32_t b, int32_t e,
+uint64_t node_bytes(const NodeSplitInput& in, const Prefixes& x, size_t r, int32_t b, int32_t e,
                     int64_t blocks) {
   const uint64_t tokens = static_cast<uint64_t>(blocks) * static_cast<uint64_t>(in.block_size);
-  return in.node_fixed[r] + (w_prefix[e] - w_prefix[b]) + tokens * (kv_prefix[e] - kv_prefix[b]);
+  return in.node_fixed[r] + (x.w[e] - x.w[b]) + (x.state[e] - x.state[b]) +
+         tokens * (x.kv[e] - x.kv[b]);
 }
 
 // The split with `blocks` of cache whose largest stage is smallest, if any
 // (a DP over nodes x layer boundaries).
-std::optional<NodeSplit> best_split(const NodeSplitInput& in, const std::vector<uint64_t>& w_prefix,
-                                    const std::vector<uint64_t>& kv_prefix, int64_t blocks) {
+std::optional<NodeSplit> best_split(const NodeSplitInput& in, const Prefixes& x, int64_t blocks) {
+  const std::vector<uint64_t>& w_prefix = x.w;
   const int32_t L = static_cast<int32_t>(in.layer_weight_bytes.size());
   const size_t R = in.node_budget.size();
   // cost[r][e]: the smallest largest-stage weight over splits of [0, e) onto nodes 0..r.
@@ -35,7 +40,7 @@ std::optional<NodeSplit> best_split(const NodeSplitInput& in, const std::vector<
       for (int32_t b = static_cast<int32_t>(r); b < e; ++b) {
         const uint64_t before = r == 0 ? (b == 0 ? 0 : kNone) : cost[r - 1][static_cast<size_t>(b)];
         if (before == kNone) continue;
-        if (node_bytes(in, w_prefix, kv_prefix, r, b, e, blocks) > in.node_budget[r]) continue;
+        if (node_bytes(in, x, r, b, e, blocks) > in.node_budget[r]) continue;
         const uint64_t c = std::max(before, w_prefix[static_cast<size_t>(e)] - w_prefix[static_cast<size_t>(b)]);
         if (c < cost[r][static_cast<size_t>(e)]) {
           cost[r][static_cast<size_t>(e)] = c;
@@ -62,37 +67,40 @@ std::optional<NodeSplit> best_split(const NodeSplitInput& in, const std::vector<
 std::optional<NodeSplit> split_layers(const NodeSplitInput& in, int64_t* largest_blocks) {
   const size_t L = in.layer_weight_bytes.size(), R = in.node_budget.size();
   if (R == 0 || in.node_fixed.size() != R || in.layer_kv_bytes_per_token.size() != L ||
-      in.block_size <= 0 || in.max_blocks < 0)
+      (!in.layer_state_bytes.empty() && in.layer_state_bytes.size() != L) || in.block_size <= 0 ||
+      in.max_blocks < 0)
     throw ConfigError("node split: inconsistent input");
   if (L < R) {
     if (largest_blocks) *largest_blocks = -1;
     return std::nullopt;
   }
-  std::vector<uint64_t> w_prefix(L + 1, 0), kv_prefix(L + 1, 0);
+  Prefixes x{std::vector<uint64_t>(L + 1, 0), std::vector<uint64_t>(L + 1, 0),
+             std::vector<uint64_t>(L + 1, 0)};
   for (size_t l = 0; l < L; ++l) {
-    w_prefix[l + 1] = w_prefix[l] + in.layer_weight_bytes[l];
-    kv_prefix[l + 1] = kv_prefix[l] + in.layer_kv_bytes_per_token[l];
+    x.w[l + 1] = x.w[l] + in.layer_weight_bytes[l];
+    x.kv[l + 1] = x.kv[l] + in.layer_kv_bytes_per_token[l];
+    x.state[l + 1] = x.state[l] + (in.layer_state_bytes.empty() ? 0 : in.layer_state_bytes[l]);
   }
   // Feasibility only falls as blocks grow: binary search for the most.
-  if (!best_split(in, w_prefix, kv_prefix, 0)) {
+  if (!best_split(in, x, 0)) {
     if (largest_blocks) *largest_blocks = -1;
     return std::nullopt;
   }
   int64_t lo = 0, hi = in.max_blocks;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
-    if (best_split(in, w_prefix, kv_prefix, mid))
+    if (best_split(in, x, mid))
       lo = mid;
     else
       hi = mid - 1;
   }
   if (largest_blocks) *largest_blocks = lo;
   if (lo < in.min_blocks) return std::nullopt;
-  NodeSplit s = *best_split(in, w_prefix, kv_prefix, lo);
+  NodeSplit s = *best_split(in, x, lo);
   if (lo < in.max_blocks) {
     // A node that runs out of room for one more block in this split.
     for (size_t r = 0; r < R; ++r)
-      if (node_bytes(in, w_prefix, kv_prefix, r, s.stages[r].first, s.stages[r].second, lo + 1) >
+      if (node_bytes(in, x, r, s.stages[r].first, s.stages[r].second, lo + 1) >
           in.node_budget[r]) {
         s.binding_node = static_cast<int32_t>(r);
         break;

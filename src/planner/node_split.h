@@ -1,7 +1,8 @@
 // Layers over the nodes of a pipeline (MPI ranks, each with its own memory):
 // contiguous stages in rank order, every node at least one layer, each node
-// holding its layers' weights and their KV cache for every token of the
-// cache, and its workspace, within its own budget. The cache is as large as
+// holding its layers' weights, their KV cache for every token of the cache,
+// their recurrent state (fixed, whatever the cache), and its workspace,
+// within its own budget. The cache is as large as
 // any split allows (up to a cap); among the splits that reach it, the one
 // whose largest stage (in weight bytes) is smallest, so that the pipeline's
 // slowest stage is as fast as it can be. Pure: property-tested against brute
@@ -19,6 +20,9 @@ namespace pagellm {
 struct NodeSplitInput {
   std::vector<uint64_t> layer_weight_bytes;      // per layer
   std::vector<uint64_t> layer_kv_bytes_per_token;  // per layer: K + V of one token
+  // Per layer: its recurrent state for every sequence slot (0: an attention
+  // layer); empty: no layer has any.
+  std::vector<uint64_t> layer_state_bytes;
   std::vector<uint64_t> node_budget;             // per node: free memory minus headroom
   std::vector<uint64_t> node_fixed;              // per node: workspace, embeddings, output head
   int32_t block_size = 16;

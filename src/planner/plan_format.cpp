@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 #include "util/sizes.h"
 
 namespace pagellm {
@@ -32,17 +34,27 @@ std::string layers_cell(const DevicePlan& d) {
 
 std::string format_plan_table(const Plan& p) {
   std::string out;
-  const char* row = "{:<8} {:<5} {:>7} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n";
-  out += fmt::format(fmt::runtime(row), "device", "kind", "layers", "weights", "KV cache",
-                     "workspace", "headroom", "free", "free after");
+  // Models with recurrent layers get a column for their state.
+  const bool state = p.recurrent_layers > 0;
+  auto line = [&out](const std::string& name, const std::string& kind, const std::string& layers,
+                     const std::vector<std::string>& cells) {
+    out += fmt::format("{:<8} {:<5} {:>7}", name, kind, layers);
+    for (const std::string& c : cells) out += fmt::format(" {:>11}", c);
+    out += "\n";
+  };
+  std::vector<std::string> head = {"weights", "KV cache", "workspace", "headroom", "free",
+                                   "free after"};
+  if (state) head.insert(head.begin() + 2, "state");
+  line("device", "kind", "layers", head);
   bool shared_note = false;
   for (const auto& d : p.devices) {
-    out += fmt::format(fmt::runtime(row),
-                       p.nodes > 1 ? fmt::format("node{}:{}", d.node, d.name()) : d.name(),
-                       device_kind_name(d.device.kind), layers_cell(d),
-                       format_size(d.weight_bytes), format_size(d.kv_bytes),
-                       format_size(d.workspace_bytes), format_size(d.headroom_bytes),
-                       format_size(d.free_bytes), format_size(d.free_after_bytes));
+    std::vector<std::string> cells;
+    for (uint64_t b : {d.weight_bytes, d.kv_bytes, d.workspace_bytes, d.headroom_bytes,
+                       d.free_bytes, d.free_after_bytes})
+      cells.push_back(format_size(b));
+    if (state) cells.insert(cells.begin() + 2, format_size(d.state_bytes));
+    line(p.nodes > 1 ? fmt::format("node{}:{}", d.node, d.name()) : d.name(),
+         device_kind_name(d.device.kind), layers_cell(d), cells);
     shared_note |= d.device.is_virtual();
   }
   if (shared_note)
@@ -62,6 +74,12 @@ std::string format_plan_table(const Plan& p) {
                             format_count(g.tokens));
     out += fmt::format("KV groups: {} (window layers keep only their window)\n", groups);
   }
+  if (state)
+    out += fmt::format(
+        "recurrent state: {} of {} layers recurrent (no KV), {} per sequence x {} slots "
+        "(max_num_seqs) = {}\n",
+        p.recurrent_layers, p.n_layer, format_size(p.state_bytes_per_seq), p.max_num_seqs,
+        format_size(p.state_bytes()));
   out += fmt::format("max_seq_len {}: {} concurrent full-length sequence{} (max_num_seqs {})\n",
                      format_count(p.max_seq_len), format_count(p.max_concurrent_full_sequences),
                      p.max_concurrent_full_sequences == 1 ? "" : "s", p.max_num_seqs);
@@ -96,10 +114,14 @@ std::string format_plan_table(const Plan& p) {
 }
 
 std::string format_plan_summary(const Plan& p) {
-  return fmt::format("plan: layers {}, KV cache {} tokens ({}, {}), max_seq_len {} (binding "
+  const std::string state =
+      p.recurrent_layers > 0
+          ? fmt::format(", recurrent state {} ({} slots)", format_size(p.state_bytes()), p.max_num_seqs)
+          : "";
+  return fmt::format("plan: layers {}, KV cache {} tokens ({}, {}){}, max_seq_len {} (binding "
                      "limit: {}; `pagellm plan` shows the whole plan)\n",
                      p.device_map(), format_count(p.kv_tokens), dtype_name(p.kv_type),
-                     format_size(p.kv_bytes()), format_count(p.max_seq_len),
+                     format_size(p.kv_bytes()), state, format_count(p.max_seq_len),
                      binding_limit_name(p.binding_limit));
 }
 
@@ -114,6 +136,7 @@ nlohmann::json plan_to_json(const Plan& p) {
                        {"holds_output", d.holds_output},
                        {"weight_bytes", d.weight_bytes},
                        {"kv_bytes", d.kv_bytes},
+                       {"state_bytes", d.state_bytes},
                        {"workspace_bytes", d.workspace_bytes},
                        {"headroom_bytes", d.headroom_bytes},
                        {"free_bytes", d.free_bytes},
@@ -129,6 +152,10 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["kv_tokens"] = p.kv_tokens;
   j["kv_type"] = dtype_name(p.kv_type);
   j["kv_bytes_per_token"] = p.kv_bytes_per_token;
+  j["recurrent_layers"] = p.recurrent_layers;
+  j["state_bytes_per_sequence"] = p.state_bytes_per_seq;
+  j["state_slots"] = p.recurrent_layers > 0 ? p.max_num_seqs : 0;
+  j["state_bytes"] = p.state_bytes();
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& g : p.kv_groups)
     groups.push_back({{"window", g.window}, {"layers", g.layers}, {"tokens", g.tokens}});

@@ -49,6 +49,12 @@ uint64_t Plan::kv_bytes() const {
   return b;
 }
 
+uint64_t Plan::state_bytes() const {
+  uint64_t b = 0;
+  for (const auto& d : devices) b += d.state_bytes;
+  return b;
+}
+
 std::vector<KvPoolPlacement> Plan::kv_placements() const {
   std::vector<KvPoolPlacement> out;
   for (int32_t l = 0; l < n_layer;) {
@@ -238,6 +244,8 @@ class Planner {
     p.kv_bytes_per_token =
         fp_.kv_bytes_per_token_layer * static_cast<uint64_t>(m_.full_layers(0, m_.n()));
     p.kv_groups = plan_kv_groups(fp_, bs_, req_.max_num_seqs, blocks);
+    p.recurrent_layers = fp_.n_recurrent();
+    p.state_bytes_per_seq = fp_.state_bytes_per_seq();
     uint64_t pool_used = 0;
     for (int i = 0; i <= m_.k(); ++i) {
       const LayerRange& x = r[static_cast<size_t>(i)];
@@ -252,6 +260,7 @@ class Planner {
       dp.weight_bytes = m_.weights(i, x.begin, x.end);
       dp.workspace_bytes = m_.workspace(i, x.begin, x.end);
       dp.kv_bytes = static_cast<uint64_t>(m_.kv(x.begin, x.end, blocks));
+      dp.state_bytes = m_.state(x.begin, x.end);
       dp.headroom_bytes = d.headroom_bytes;
       dp.free_bytes = d.free_bytes;
       if (m_.shared(i)) pool_used += dp.used_bytes();
@@ -401,6 +410,17 @@ class Planner {
                         : fmt::format(" (weight types: {}: layers with them stay off it)", note);
   }
 
+  // Models with recurrent layers: what their state takes wherever the layers
+  // go (it scales with --max-num-seqs, not with the cache asked for).
+  std::string state_hint() const {
+    if (m_.state(0, m_.n()) == 0) return "";
+    return fmt::format(
+        "; the recurrent state of {} layer{} takes {} ({} per sequence x --max-num-seqs {}), "
+        "on the devices that run them: fewer --max-num-seqs leave more room",
+        fp_.n_recurrent(), fp_.n_recurrent() == 1 ? "" : "s", format_size(m_.state(0, m_.n())),
+        format_size(fp_.state_bytes_per_seq()), req_.max_num_seqs);
+  }
+
   // With --no-cpu-offload: how much would fit if layers could go to the host.
   std::string offload_hint() const {
     if (!req_.no_cpu_offload) return "";
@@ -429,7 +449,7 @@ class Planner {
       std::vector<LayerRange> r(1, LayerRange{0, m_.n()});
       msg += "; " + remedy(m_.deficits(r, 0));
     }
-    throw PlanError(msg + offload_hint() + kernel_hint(), -1);
+    throw PlanError(msg + offload_hint() + state_hint() + kernel_hint(), -1);
   }
 
   // --kv-tokens N that does not fit.
@@ -443,7 +463,7 @@ class Planner {
                                 "(with {}){}",
                                 what, offload_suffix(), format_count(most * bs_),
                                 remedy(m_.deficits(r, target)), placement_text(r), offload_hint()) +
-                        kernel_hint(),
+                        state_hint() + kernel_hint(),
                     most * bs_);
   }
 
@@ -456,7 +476,7 @@ class Planner {
                     "--min-kv-tokens, or {} (with {}){}",
                     offload_suffix(), format_count(most * bs_), floor_text(floor),
                     remedy(m_.deficits(r, floor)), placement_text(r), offload_hint()) +
-            kernel_hint(),
+            state_hint() + kernel_hint(),
         most * bs_);
   }
 
@@ -464,13 +484,13 @@ class Planner {
                                   const std::string& what) const {
     if (most < 0)
       throw PlanError(fmt::format("the --device-map placement ({}) does not fit even without a KV "
-                                  "cache; {}",
-                                  placement_text(r), remedy(m_.deficits(r, 0))),
+                                  "cache; {}{}",
+                                  placement_text(r), remedy(m_.deficits(r, 0)), state_hint()),
                       -1);
     throw PlanError(fmt::format("the --device-map placement ({}) does not fit {}; largest cache "
-                                "that fits with this map: {} tokens; or {}",
+                                "that fits with this map: {} tokens; or {}{}",
                                 placement_text(r), what, format_count(std::min(most, cap_) * bs_),
-                                remedy(m_.deficits(r, target))),
+                                remedy(m_.deficits(r, target)), state_hint()),
                     std::min(most, cap_) * bs_);
   }
 

@@ -7,7 +7,10 @@
 //   weights of its layers + layer workspace (when e > s)
 //   + output norm/projection and logits workspace (when it holds the last layer)
 //   + token embedding and host workspace (the host only)
-//   + KV: (e - s) * kv_bytes_per_token_layer * block_size * num_blocks.
+//   + KV: (e - s) * kv_bytes_per_token_layer * block_size * num_blocks
+//     (a sliding-window layer at most its window's blocks, a recurrent layer none)
+//   + recurrent state: recurrent layers in [s, e) * state bytes per sequence
+//     * max_num_seqs (the engine's slots; fixed, not under --kv-mem/--kv-fraction).
 // One block count for all devices (a block id is a slot range in every
 // layer's pool), so the count is what the tightest device allows.
 // Constraints:
@@ -16,7 +19,7 @@
 //     sum of their uses <= the host's free (MemAvailable or cgroup room)
 //     - headroom. Weights are mmap'd but counted as resident. Swap never counts;
 //   * --kv-mem S: the KV of each device <= S;
-//   * --kv-fraction F: on each device KV <= F * (budget - weights - workspace),
+//   * --kv-fraction F: on each device KV <= F * (budget - weights - workspace - state),
 //     and over host RAM, total shared KV <= F * (host budget - shared fixed use).
 //
 // Mixture of experts (a footprint with expert bytes): per layer, attention
@@ -114,6 +117,8 @@ struct DevicePlan {
   bool holds_output = false;  // output norm + projection (with the last layer)
   uint64_t weight_bytes = 0;
   uint64_t kv_bytes = 0;
+  // The recurrent state of its recurrent layers: max_num_seqs slots each.
+  uint64_t state_bytes = 0;
   uint64_t workspace_bytes = 0;
   uint64_t headroom_bytes = 0;
   uint64_t free_bytes = 0;
@@ -132,7 +137,7 @@ struct DevicePlan {
   std::string name() const { return device.name(); }
   bool has_layers() const { return first_layer >= 0; }
   int32_t n_layers() const { return has_layers() ? last_layer - first_layer + 1 : 0; }
-  uint64_t used_bytes() const { return weight_bytes + kv_bytes + workspace_bytes; }
+  uint64_t used_bytes() const { return weight_bytes + kv_bytes + state_bytes + workspace_bytes; }
 };
 
 struct Plan {
@@ -158,6 +163,12 @@ struct Plan {
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
   uint64_t kv_bytes_per_token = 0;  // all full-attention layers: what a token of context adds
+  // Recurrent layers (gated delta-net): they keep no K/V but a fixed state per
+  // sequence, state_bytes_per_seq over all of them; the engine keeps
+  // max_num_seqs slots (KvRuntimeConfig::state_slots), each device its own
+  // layers' (DevicePlan::state_bytes).
+  int32_t recurrent_layers = 0;
+  uint64_t state_bytes_per_seq = 0;
   // KV groups (kvcache/kv_group.h): group 0 the full-attention layers, then
   // one per sliding window; a window group's blocks are the most its layers
   // hold (min(its need, num_blocks)), and every pool of the group is built
@@ -178,6 +189,8 @@ struct Plan {
   int32_t host_layers() const;
   // KV cache bytes over every device.
   uint64_t kv_bytes() const;
+  // Recurrent state bytes over every device.
+  uint64_t state_bytes() const;
   // The device that runs `layer`.
   const DevicePlan& device_of_layer(int32_t layer) const;
   // For KvCacheStorage: the devices' layer ranges in layer order (a manual

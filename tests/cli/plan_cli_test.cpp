@@ -128,6 +128,46 @@ TEST(PlanCli, RefusalExitsWithCode2) {
   EXPECT_TRUE(has(r.err, "error: ")) << r.err;
 }
 
+// A hybrid model (../shared/golden/arch2026's qwen35: layers 0-2 gated
+// delta-net, layer 3 attention): the state column, each device's state with
+// its layers, and the largest --max-num-seqs whose state fits the device
+// exactly (one more is refused, naming the state).
+TEST(PlanCli, HybridStateGoesWithItsLayers) {
+  const std::string file = test::shared_path("golden/arch2026/rand-qwen35-tok512-F32.gguf");
+  if (file.empty()) GTEST_SKIP() << "../shared/golden/arch2026 is absent";
+  // README: conv (4 - 1) x (2 x 2 x 32 + 128) floats, delta 4 x 32 x 32, f32.
+  const uint64_t per_seq_layer = (3 * (2 * 2 * 32 + 128) + 4 * 32 * 32) * 4;
+  const std::string base =
+      "-m " + file +
+      " --device cpu:0=8MiB --device-map 0-2:cpu:0,3:host --headroom 0 -c 512 --max-batched-tokens 64 ";
+  CmdResult r = run_plan(base + "--max-num-seqs 1 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["recurrent_layers"], 3);
+  EXPECT_EQ(j["state_bytes_per_sequence"], 3 * per_seq_layer);
+  EXPECT_EQ(j["kv_bytes_per_token"], 2 * 2 * 64 * 2);  // layer 3's f16 K and V
+  const json& d = j["devices"][0];
+  EXPECT_EQ(d["kv_bytes"], 0);  // recurrent layers only
+  EXPECT_EQ(d["state_bytes"], 3 * per_seq_layer);
+  EXPECT_EQ(j["devices"][1]["state_bytes"], 0);
+  EXPECT_EQ(j["devices"][1]["kv_bytes"], 512 * 2 * 2 * 64 * 2);
+  const uint64_t room = d["free_after_bytes"].get<uint64_t>() + 3 * per_seq_layer;
+  EXPECT_EQ(d["free_after_bytes"].get<uint64_t>() + d["weight_bytes"].get<uint64_t>() +
+                d["workspace_bytes"].get<uint64_t>() + d["state_bytes"].get<uint64_t>(),
+            uint64_t{8} << 20);
+  const uint64_t most = room / (3 * per_seq_layer);  // sequences whose state fits cpu:0
+  ASSERT_GT(most, 1u);
+  r = run_plan(base + "--max-num-seqs " + std::to_string(most));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "(qwen35, 4 layers (3 recurrent),")) << r.out;
+  EXPECT_TRUE(has(r.out.substr(0, r.out.find("KV cache:")), "  state ")) << r.out;
+  EXPECT_TRUE(has(r.out, "recurrent state: 3 of 4 layers recurrent")) << r.out;
+  r = run_plan(base + "--max-num-seqs " + std::to_string(most + 1));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r.err, "recurrent state of 3 layers")) << r.err;
+  EXPECT_TRUE(has(r.err, "--max-num-seqs " + std::to_string(most + 1))) << r.err;
+}
+
 TEST(PlanCli, SwapGuardRefusesWhatExceedsHostRam) {
   // The virtual device's cap would hold 640 GB of cache, but it is carved out
   // of host RAM: the plan is refused (and nothing was allocated to find out).

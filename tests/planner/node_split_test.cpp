@@ -18,7 +18,8 @@ bool fits(const NodeSplitInput& in, const std::vector<int32_t>& cuts, int64_t bl
     uint64_t bytes = in.node_fixed[r];
     for (int32_t l = cuts[r]; l < cuts[r + 1]; ++l)
       bytes += in.layer_weight_bytes[static_cast<size_t>(l)] +
-               static_cast<uint64_t>(blocks * in.block_size) * in.layer_kv_bytes_per_token[static_cast<size_t>(l)];
+               static_cast<uint64_t>(blocks * in.block_size) * in.layer_kv_bytes_per_token[static_cast<size_t>(l)] +
+               (in.layer_state_bytes.empty() ? 0 : in.layer_state_bytes[static_cast<size_t>(l)]);
     if (bytes > in.node_budget[r]) return false;
   }
   return true;
@@ -52,14 +53,22 @@ void each_split(int32_t L, int32_t R, std::vector<int32_t>& cuts,
 
 TEST(NodeSplit, MatchesBruteForce) {
   std::mt19937 rng(5);
-  int planned = 0, refused = 0;
+  int planned = 0, refused = 0, state_bound = 0;
   for (int iter = 0; iter < 1500; ++iter) {
     NodeSplitInput in;
     const int32_t L = std::uniform_int_distribution<int32_t>(1, 9)(rng);
     const int32_t R = std::uniform_int_distribution<int32_t>(1, 4)(rng);
+    // Hybrid models in half the cases: recurrent layers keep no KV but a
+    // fixed state (every sequence slot's) on their node.
+    const bool hybrid = iter % 2 == 1;
     for (int32_t l = 0; l < L; ++l) {
       in.layer_weight_bytes.push_back(std::uniform_int_distribution<uint64_t>(50, 400)(rng));
-      in.layer_kv_bytes_per_token.push_back(std::uniform_int_distribution<uint64_t>(1, 4)(rng));
+      const bool recurrent = hybrid && std::uniform_int_distribution<int>(0, 2)(rng) != 0;
+      in.layer_kv_bytes_per_token.push_back(
+          recurrent ? 0 : std::uniform_int_distribution<uint64_t>(1, 4)(rng));
+      if (hybrid)
+        in.layer_state_bytes.push_back(
+            recurrent ? std::uniform_int_distribution<uint64_t>(1, 300)(rng) : 0);
     }
     for (int32_t r = 0; r < R; ++r) {
       in.node_budget.push_back(std::uniform_int_distribution<uint64_t>(100, 2500)(rng));
@@ -86,6 +95,13 @@ TEST(NodeSplit, MatchesBruteForce) {
     int64_t largest = -2;
     const auto s = split_layers(in, &largest);
     ASSERT_EQ(largest, best) << "iter " << iter;
+    if (hybrid) {  // the state is counted: without it, some cases hold more
+      NodeSplitInput stateless = in;
+      stateless.layer_state_bytes.clear();
+      int64_t more = -2;
+      split_layers(stateless, &more);
+      state_bound += more > largest;
+    }
     if (best < in.min_blocks) {
       ASSERT_FALSE(s) << "iter " << iter;
       ++refused;
@@ -111,6 +127,7 @@ TEST(NodeSplit, MatchesBruteForce) {
   }
   EXPECT_GT(planned, 300);
   EXPECT_GT(refused, 50);
+  EXPECT_GT(state_bound, 20);
 }
 
 }  // namespace

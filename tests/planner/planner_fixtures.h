@@ -157,6 +157,13 @@ inline Expected brute_force(const PlanRequest& req, const ModelFootprint& fp,
   return e;
 }
 
+// A recurrent layer's state where it runs: one slot per max_num_seqs.
+inline uint64_t naive_layer_state(const PlanRequest& req, const ModelFootprint& fp, int32_t layer) {
+  const bool recurrent =
+      static_cast<size_t>(layer) < fp.layer_recurrent.size() && fp.layer_recurrent[layer];
+  return recurrent ? fp.state_bytes_per_seq_layer * static_cast<uint64_t>(req.max_num_seqs) : 0;
+}
+
 // Checks a plan against every budget; returns what is exceeded ("" when none).
 // A layer's KV blocks at `blocks`, naively: a window layer holds at most what
 // max_num_seqs sequences reading W-1 earlier positions plus one step of
@@ -164,6 +171,8 @@ inline Expected brute_force(const PlanRequest& req, const ModelFootprint& fp,
 // the step's tokens), a full-attention layer every block.
 inline int64_t naive_layer_blocks(const PlanRequest& req, const ModelFootprint& fp, int32_t layer,
                                   int64_t blocks) {
+  if (static_cast<size_t>(layer) < fp.layer_recurrent.size() && fp.layer_recurrent[layer])
+    return 0;  // a recurrent layer keeps a state, no K/V
   const int32_t w =
       static_cast<size_t>(layer) < fp.layer_windows.size() ? fp.layer_windows[layer] : 0;
   if (w <= 0) return blocks;
@@ -191,16 +200,23 @@ inline std::string budget_violations(const Plan& p, const PlanRequest& req,
   std::vector<LayerRange> ranges;
   for (const auto& d : p.devices) {
     const PlanDevice& in = find(d.device);
-    const uint64_t fixed = d.weight_bytes + d.workspace_bytes;
+    // Weights, workspace and the recurrent state do not grow with the cache.
+    const uint64_t fixed = d.weight_bytes + d.workspace_bytes + d.state_bytes;
     uint64_t want_kv = static_cast<uint64_t>(d.n_layers()) * p.kv_bytes_per_token / p.n_layer *
                        p.block_size * p.num_blocks;
+    uint64_t want_state = 0;
     if (fp) {
       want_kv = 0;
-      for (int32_t l = d.first_layer; d.has_layers() && l <= d.last_layer; ++l)
+      for (int32_t l = d.first_layer; d.has_layers() && l <= d.last_layer; ++l) {
         want_kv += fp->kv_bytes_per_token_layer * static_cast<uint64_t>(p.block_size) *
                    static_cast<uint64_t>(naive_layer_blocks(req, *fp, l, p.num_blocks));
+        want_state += naive_layer_state(req, *fp, l);
+      }
     }
     if (d.kv_bytes != want_kv) bad += d.name() + ": KV bytes do not match the layer count; ";
+    if (d.state_bytes != want_state)
+      bad += d.name() + ": recurrent state bytes do not match its recurrent layers; ";
+    if (d.used_bytes() != fixed + d.kv_bytes) bad += d.name() + ": used bytes leave a part out; ";
     if (req.kv_mode == KvMode::kMemory && d.kv_bytes > req.kv_mem_bytes)
       bad += d.name() + ": over --kv-mem; ";
     if (d.device.shares_host_memory()) {

@@ -85,15 +85,36 @@ Case random_case(std::mt19937_64& rng, bool experts = false) {
   c.text = "n=" + std::to_string(n) + " k=" + std::to_string(k) +
            " mode=" + std::to_string(static_cast<int>(c.req.kv_mode)) +
            " no_offload=" + std::to_string(c.req.no_cpu_offload);
+  // Hybrid models (recurrent layers: a fixed state per sequence slot, no K/V)
+  // in a third of the cases; at least one layer keeps K/V.
+  if (u(0, 2) == 0) {
+    c.fp.layer_recurrent.assign(static_cast<size_t>(n), false);
+    c.fp.layer_windows.resize(static_cast<size_t>(n), 0);
+    for (int32_t l = 0; l + 1 < n; ++l)
+      if (u(0, 1)) {
+        c.fp.layer_recurrent[static_cast<size_t>(l)] = true;
+        c.fp.layer_windows[static_cast<size_t>(l)] = 0;
+      }
+    c.fp.state_bytes_per_seq_layer = static_cast<uint64_t>(u(1, 60));
+    c.text += " recurrent=" + std::to_string(c.fp.n_recurrent());
+  }
   return c;
 }
 
 TEST(PlannerProperty, MatchesBruteForceAndStaysWithinBudgets) {
   std::mt19937_64 rng(20240611);
-  int fits = 0, refused = 0, offloaded = 0, balanced_multi = 0;
+  int fits = 0, refused = 0, offloaded = 0, balanced_multi = 0, hybrids = 0, state_matters = 0;
   for (int iter = 0; iter < 4000; ++iter) {
     const Case c = random_case(rng);
     const Expected e = brute_force(c.req, c.fp, c.devs);
+    if (c.fp.n_recurrent() > 0) {
+      // The state changes the optimum in some cases (so it is charged).
+      ModelFootprint stateless = c.fp;
+      stateless.state_bytes_per_seq_layer = 0;
+      const Expected e0 = brute_force(c.req, stateless, c.devs);
+      ++hybrids;
+      state_matters += e0.fits != e.fits || e0.blocks != e.blocks || e0.host_layers != e.host_layers;
+    }
     try {
       const Plan p = make_plan(c.req, c.fp, c.devs);
       ASSERT_TRUE(e.fits) << c.text << " (planner fits, brute force does not)";
@@ -127,6 +148,9 @@ TEST(PlannerProperty, MatchesBruteForceAndStaysWithinBudgets) {
   EXPECT_GT(refused, 300);
   EXPECT_GT(offloaded, 100);
   EXPECT_GT(balanced_multi, 300);
+  EXPECT_GT(hybrids, 700);
+  EXPECT_GT(state_matters, 100);
+  std::printf("%d hybrid cases, %d where the state changes the plan\n", hybrids, state_matters);
 }
 
 // Models with experts: attention and KV are placed as well as with every
