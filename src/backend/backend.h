@@ -97,6 +97,14 @@ struct KvLayerView {
   int32_t group = 0;
 };
 
+// A memory bandwidth probe's figures in bytes/s (0: not measured): every
+// thread summing its share of one buffer (read), and a[i] = b[i] + s * c[i]
+// counted as 3 x 8 bytes per element as STREAM does (triad).
+struct MemoryBandwidth {
+  double read_bytes_per_s = 0;
+  double triad_bytes_per_s = 0;
+};
+
 // Ops beyond the Llama block's that a backend may lack (its layers then stay
 // elsewhere: the model refuses to load them there).
 enum class BackendOp {
@@ -143,8 +151,13 @@ class Backend {
   // Waits for everything queued.
   virtual void synchronize() {}
   // Read bandwidth of this backend's own memory in bytes/s, measured now, for
-  // the decode roofline; 0 when it is host RAM (measured by the CPU probe).
+  // the decode roofline; 0 when it is host RAM (measure_host_bandwidth).
   virtual double measure_read_bandwidth() { return 0; }
+  // Host RAM's bandwidth as this backend's kernels read it, measured now on
+  // its thread pool (the CPU backend: a STREAM-like probe, backend/cpu/
+  // bandwidth.h): read, and triad unless `read_only`. Zeros from a backend
+  // whose kernels do not run on the host.
+  virtual MemoryBandwidth measure_host_bandwidth(bool /*read_only*/) { return {}; }
 
   // Takes the step's batch (copies what the kernels need to the device) and
   // prepares the RoPE tables for its positions (rope() and rope_kv_write()

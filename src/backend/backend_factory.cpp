@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_isa.h"
 #include "device/device.h"
 #include "util/error.h"
 #ifndef PAGELLM_HAVE_CUDA_BACKEND
@@ -16,6 +17,14 @@ namespace pagellm {
 
 bool cuda_backend_built() {
   return PAGELLM_HAVE_CUDA_BACKEND != 0;
+}
+
+const char* cpu_kernel_isa() {
+  return cpu::isa_name(cpu::best_isa());
+}
+
+bool cpu_kernels_use_amx() {
+  return cpu::best_isa() == cpu::CpuIsa::Avx512 && cpu::amx_int8_available();
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {

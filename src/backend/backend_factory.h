@@ -21,4 +21,10 @@ std::unique_ptr<Backend> make_backend(const std::string& device);
 // Built with the CUDA backend.
 bool cuda_backend_built();
 
+// The CPU backend's kernel variant, for reports (--version, bench): its
+// instruction set ("scalar", "avx2", "avx512"; backend/cpu/cpu_isa.h), and
+// whether its quantized Rows16 products run on AMX int8 tiles.
+const char* cpu_kernel_isa();
+bool cpu_kernels_use_amx();
+
 }  // namespace pagellm

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "backend/backend_factory.h"
 #include "cli/cli_checks.h"
-#include "backend/cpu/cpu_isa.h"
 #include "cli/commands.h"
 #include "cli/sampling_options.h"
 #include "cli/engine_setup.h"
@@ -53,12 +53,15 @@ int run_roofline_cmd(BenchArgs a) {
   Engine engine(*setup.model, *setup.tokenizer, *setup.pool, setup.config);
   a.speculation.attach(engine, setup, /*log=*/!a.json);
   const bool tty = ::isatty(STDERR_FILENO) && !a.json;
-  RooflineResult r = run_roofline(engine, *setup.pool, setup.model->hparams().n_vocab,
+  // The host's bandwidth probe runs on the engine's threads.
+  const std::unique_ptr<Backend> host = make_backend("host");
+  host->set_thread_pool(setup.pool.get());
+  RooflineResult r = run_roofline(engine, *host, setup.model->hparams().n_vocab,
                                   setup.model->weight_shares(), spec, [&](const std::string& what) {
                                     if (tty)
                                       std::fprintf(stderr, "measuring %s...\n", what.c_str());
                                   });
-  const bool amx = cpu::best_isa() == cpu::CpuIsa::Avx512 && cpu::amx_int8_available();
+  const bool amx = cpu_kernels_use_amx();
   if (a.json) {
     nlohmann::json pre = nlohmann::json::array(), bat = nlohmann::json::array(),
                    devs = nlohmann::json::array();
@@ -74,7 +77,7 @@ int run_roofline_cmd(BenchArgs a) {
                      {"generated_tokens_per_s", b.generated_tokens_per_s},
                      {"decode_tokens_per_s", b.decode_tokens_per_s}});
     nlohmann::json j = {{"threads", setup.pool->size()},
-                        {"cpu_isa", cpu::isa_name(cpu::best_isa())},
+                        {"cpu_isa", cpu_kernel_isa()},
                         {"cpu_amx_int8", amx},
                         {"read_bandwidth_bytes_per_s", r.bandwidth.read_bytes_per_s},
                         {"read_bandwidth_after_decode_bytes_per_s", r.read_bytes_per_s_after},
@@ -93,7 +96,7 @@ int run_roofline_cmd(BenchArgs a) {
     std::puts(j.dump().c_str());
     return 0;
   }
-  fmt::print("CPU kernels: {}{}\n", cpu::isa_name(cpu::best_isa()), amx ? " + AMX int8 tiles" : "");
+  fmt::print("CPU kernels: {}{}\n", cpu_kernel_isa(), amx ? " + AMX int8 tiles" : "");
   fmt::print("memory bandwidth ({} threads): read {:.1f} GB/s, triad {:.1f} GB/s\n",
              setup.pool->size(), r.bandwidth.read_bytes_per_s / 1e9,
              r.bandwidth.triad_bytes_per_s / 1e9);

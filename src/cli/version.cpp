@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "backend/backend_factory.h"
-#include "backend/cpu/cpu_isa.h"
 #include "mpi/mpi_pipeline.h"
 
 #ifndef PAGELLM_GIT_COMMIT
@@ -16,7 +15,7 @@ std::string version_line() {
   return fmt::format("pagellm {} (commit {}, CUDA {}, MPI {}, CPU kernels {})", PAGELLM_VERSION,
                      PAGELLM_GIT_COMMIT, cuda_backend_built() ? "on" : "off",
                      mpi_built() ? "on" : "off",
-                     cpu::isa_name(cpu::best_isa()));
+                     cpu_kernel_isa());
 }
 
 }  // namespace pagellm::cli

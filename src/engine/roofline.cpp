@@ -9,7 +9,7 @@
 
 namespace pagellm {
 
-RooflineResult run_roofline(Engine& engine, ThreadPool& pool, int32_t n_vocab,
+RooflineResult run_roofline(Engine& engine, Backend& host, int32_t n_vocab,
                             const std::vector<DeviceWeightShare>& shares, const RooflineSpec& spec,
                             const std::function<void(const std::string&)>& progress) {
   auto say = [&](const std::string& s) {
@@ -17,7 +17,7 @@ RooflineResult run_roofline(Engine& engine, ThreadPool& pool, int32_t n_vocab,
   };
   RooflineResult r;
   say("memory bandwidth");
-  r.bandwidth = cpu::measure_bandwidth(pool);
+  r.bandwidth = host.measure_host_bandwidth(/*read_only=*/false);
   std::vector<double> own_bw(shares.size(), 0.0);
   for (size_t i = 0; i < shares.size(); ++i)
     if (shares[i].backend && !shares[i].backend->uses_host_memory())
@@ -41,7 +41,7 @@ RooflineResult run_roofline(Engine& engine, ThreadPool& pool, int32_t n_vocab,
     if (d.itl_p50_s > 0) r.decode_tokens_per_s = std::max(r.decode_tokens_per_s, 1.0 / d.itl_p50_s);
   }
   say("memory bandwidth again");
-  r.read_bytes_per_s_after = cpu::measure_read_bandwidth(pool);
+  r.read_bytes_per_s_after = host.measure_host_bandwidth(/*read_only=*/true).read_bytes_per_s;
   r.host_read_bytes_per_s = std::max(r.bandwidth.read_bytes_per_s, r.read_bytes_per_s_after);
   double stream_s = 0;  // time to read every weight once, device after device
   for (size_t i = 0; i < shares.size(); ++i) {

@@ -3,8 +3,9 @@
 // per token, so its ceiling is bandwidth / weight bytes per token; prefill and
 // batched decode reuse each weight over many tokens and are compute-bound.
 //
-// Measured: read and triad bandwidth (backend/cpu/bandwidth.h), and the read
-// bandwidth of each device whose memory is not host RAM (a GPU's own probe);
+// Measured: read and triad bandwidth of host RAM (the host backend's probe,
+// Backend::measure_host_bandwidth), and the read bandwidth of each device whose
+// memory is not host RAM (a GPU's own probe);
 // the decode ceiling is 1 / sum over devices of (weight bytes there / that
 // bandwidth), the pipeline's time to stream every weight once. Decode tokens/s
 // at batch 1 (1 / median inter-token latency, the best of decode_rounds runs,
@@ -27,9 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/bandwidth.h"
+#include "backend/backend.h"
 #include "engine/engine.h"
-#include "util/thread_pool.h"
 
 namespace pagellm {
 
@@ -44,7 +44,7 @@ struct RooflineSpec {
 };
 
 struct RooflineResult {
-  cpu::Bandwidth bandwidth;           // before the batch-1 decode
+  MemoryBandwidth bandwidth;          // before the batch-1 decode
   double read_bytes_per_s_after = 0;  // the read probe right after it
   double host_read_bytes_per_s = 0;   // the higher of the two: the ceiling's
   uint64_t weight_bytes_per_token = 0;
@@ -78,10 +78,11 @@ struct RooflineResult {
   double bandwidth_change() const;
 };
 
-// `shares`: the weights one decode step streams on each device
-// (ModelRunner::weight_shares). `progress(what)` names each stage as it starts
-// (may be empty).
-RooflineResult run_roofline(Engine& engine, ThreadPool& pool, int32_t n_vocab,
+// `host`: a backend on host memory (uses_host_memory()) with the engine's
+// thread pool, whose probe measures the host's bandwidth. `shares`: the
+// weights one decode step streams on each device (ModelRunner::weight_shares).
+// `progress(what)` names each stage as it starts (may be empty).
+RooflineResult run_roofline(Engine& engine, Backend& host, int32_t n_vocab,
                             const std::vector<DeviceWeightShare>& shares, const RooflineSpec& spec,
                             const std::function<void(const std::string&)>& progress = {});
 

@@ -9,6 +9,7 @@
 #include "backend/cpu/bandwidth.h"
 #include "backend/cpu/cpu_backend.h"
 #include "support/test_support.h"
+#include "util/error.h"
 
 namespace pagellm {
 namespace {
@@ -19,6 +20,22 @@ TEST(Bandwidth, MeasuresPositiveRates) {
   EXPECT_GT(bw.read_bytes_per_s, 1e8);
   EXPECT_GT(bw.triad_bytes_per_s, 1e8);
   EXPECT_EQ(bw.buffer_bytes % 8192, 0u);
+}
+
+// The probe through the Backend interface: host RAM from the CPU backend on
+// its pool, read and triad or read alone; no thread pool, no probe.
+TEST(Bandwidth, TheCpuBackendProbesHostMemory) {
+  ThreadPool pool(2);
+  cpu::CpuBackend host(&pool);
+  const MemoryBandwidth full = host.measure_host_bandwidth(/*read_only=*/false);
+  EXPECT_GT(full.read_bytes_per_s, 1e8);
+  EXPECT_GT(full.triad_bytes_per_s, 1e8);
+  const MemoryBandwidth read = host.measure_host_bandwidth(/*read_only=*/true);
+  EXPECT_GT(read.read_bytes_per_s, 1e8);
+  EXPECT_EQ(read.triad_bytes_per_s, 0);
+  EXPECT_EQ(host.measure_read_bandwidth(), 0);  // no memory of its own
+  cpu::CpuBackend no_pool;
+  EXPECT_THROW(no_pool.measure_host_bandwidth(true), Error);
 }
 
 TEST(Roofline, EveryStageReportsConsistentFigures) {
@@ -39,7 +56,8 @@ TEST(Roofline, EveryStageReportsConsistentFigures) {
   std::vector<std::string> stages;
   const uint64_t wbytes = model->weights().streamed_bytes_per_token();
   EXPECT_GT(wbytes, 0u);
-  RooflineResult r = run_roofline(engine, pool, model->hparams().n_vocab, model->weight_shares(),
+  cpu::CpuBackend host(&pool);
+  RooflineResult r = run_roofline(engine, host, model->hparams().n_vocab, model->weight_shares(),
                                   spec, [&](const std::string& s) { stages.push_back(s); });
   // Probe, decode, probe again, prefills, the sweep, batch 1 again.
   EXPECT_EQ(stages.size(), 4u + spec.prefill_lens.size() + spec.concurrencies.size());
@@ -100,7 +118,8 @@ TEST(Roofline, CeilingAddsTheDevicesStreamingTimes) {
   spec.concurrencies = {1};
   spec.batch_prompt = 4;
   spec.batch_gen = 4;
-  const RooflineResult r = run_roofline(engine, pool, model->hparams().n_vocab, shares, spec);
+  cpu::CpuBackend host(&pool);
+  const RooflineResult r = run_roofline(engine, host, model->hparams().n_vocab, shares, spec);
   ASSERT_EQ(r.devices.size(), 2u);
   EXPECT_TRUE(r.devices[0].own_memory);  // staged: its own memory, but host RAM underneath
   EXPECT_FALSE(r.devices[1].own_memory);

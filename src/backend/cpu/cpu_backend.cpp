@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cpu/activation_quant.h"
+#include "backend/cpu/bandwidth.h"
 #include "backend/cpu/delta_rule.h"
 #include "backend/cpu/kv_store.h"
 #include "backend/cpu/paged_attention.h"
@@ -43,6 +44,12 @@ void CpuBackend::download(void* host_dst, const void* src, size_t bytes) {
 }
 void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memmove(dst, src, bytes);
+}
+
+MemoryBandwidth CpuBackend::measure_host_bandwidth(bool read_only) {
+  if (read_only) return {cpu::measure_read_bandwidth(pool()), 0};
+  const Bandwidth b = cpu::measure_bandwidth(pool());
+  return {b.read_bytes_per_s, b.triad_bytes_per_s};
 }
 
 void CpuBackend::begin_step(const StepInputs& in, std::span<const RopeParams> ropes) {

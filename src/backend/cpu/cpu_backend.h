@@ -33,6 +33,7 @@ class CpuBackend final : public Backend {
   void upload(void* dst, const void* host_src, size_t bytes) override;
   void download(void* host_dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  MemoryBandwidth measure_host_bandwidth(bool read_only) override;
 
   using Backend::begin_step;
   void begin_step(const StepInputs& in, std::span<const RopeParams> ropes) override;
