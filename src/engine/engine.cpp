@@ -103,13 +103,17 @@ Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
           "--max-batched-tokens must be at least {} for models with recurrent layers (got {})",
           kGatedDeltaChunk, config_.scheduler.max_batched_tokens));
     config_.scheduler.prefill_align = kGatedDeltaChunk;
-    config_.prefix_caching = false;
   }
   // Everything a step needs is allocated now: the plan counted it, and a step
   // must never be the one that runs the machine out of memory. The KV pools
   // follow the layers: each device's pool is in the memory of the backend
   // that runs its layers.
   kv_ = std::make_unique<KvRuntime>(model, config_.kv_runtime(model));
+  // Hybrid models: prefix caching only with state checkpoints, whose
+  // positions must be chunk ends for the state to exist there.
+  config_.prefix_caching = kv_->manager().prefix_caching();
+  if (const StateCheckpoints* c = kv_->checkpoints())
+    config_.scheduler.checkpoint_every = c->interval();
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, kv_->manager());
   const int64_t max_rows = Scheduler::max_logit_rows(config_.scheduler);
   draws_.reserve(static_cast<size_t>(max_rows) * 2);
@@ -151,6 +155,8 @@ KvRuntimeConfig EngineConfig::kv_runtime(const ModelRunner& model) const {
   k.workspace_tokens = scheduler.max_batched_tokens;
   k.workspace_rows = Scheduler::max_logit_rows(sc);
   k.state_slots = scheduler.max_num_seqs;
+  k.checkpoint_tokens = state_checkpoint_tokens;
+  k.checkpoints = state_checkpoints;
   return k;
 }
 
@@ -317,7 +323,7 @@ void Engine::fork_samples(SeqState& parent) {
       // The sample goes on from the prompt's state: copied before the next step.
       st->seq->state_slot = kv_->acquire_state_slot();
       if (st->seq->state_slot >= 0)
-        state_copies_.emplace_back(parent.seq->state_slot, st->seq->state_slot);
+        state_saves_.emplace_back(parent.seq->state_slot, st->seq->state_slot);
     }
     auto& slot = by_seq_[st->seq.get()];
     rs.seqs.push_back(std::move(st));  // capacity reserved at submit: no throw
@@ -476,8 +482,8 @@ bool Engine::step() {
   batch_.copies = out.copies;
   const bool recurrent = model_.hparams().has_recurrent();
   if (recurrent) {
-    batch_.state_copies = std::move(state_copies_);
-    state_copies_.clear();
+    batch_.state_saves = std::move(state_saves_);
+    state_saves_.clear();
   }
   // A sequence that samples this step: its first logit row, and how many
   // drafted tokens follow its last token (each with its own row).
@@ -498,10 +504,13 @@ bool Engine::step() {
     Sequence* s = sc.seq;
     const int32_t idx = batch_.add_sequence(s->blocks);
     if (recurrent) {
-      if (s->state_slot < 0) {  // starts (or starts again) from zeros
+      if (s->state_slot < 0) {  // starts (or starts again) from zeros or a checkpoint
         s->state_slot = kv_->acquire_state_slot();
         if (s->state_slot < 0) throw Error("no recurrent state slot is free");  // max_num_seqs bounds the running
-        batch_.state_resets.push_back(s->state_slot);
+        if (s->n_computed > 0)
+          batch_.state_copies.emplace_back(restore_point(*s), s->state_slot);
+        else
+          batch_.state_resets.push_back(s->state_slot);
       }
       batch_.state_slots.push_back(s->state_slot);
       batch_.step_from.push_back(static_cast<int32_t>(s->n_prompt));
@@ -535,13 +544,18 @@ bool Engine::step() {
     for (const auto& c : out.copies) kv_->storage().copy_block(c.src, c.dst, c.group);
     logits = model_.forward(batch_, kv_->storage(), pool_);
   } catch (const std::exception& e) {
-    // Nothing of this step is committed; the batch's requests end with the error.
+    // Nothing of this step is committed; the batch's requests end with the
+    // error, and checkpoints it was to save are forgotten.
+    if (StateCheckpoints* c = kv_->checkpoints())
+      for (const auto& [src, dst] : batch_.state_saves)
+        if (dst >= c->first_slot()) c->drop(dst);
     const std::string error = describe_failure(e, "the forward pass");
     for (const auto& sc : out.scheduled) fail_request(*by_seq_.at(sc.seq)->req, error);
     drop_finished_requests();
     return true;
   }
   scheduler_->update_after_step(out);
+  save_checkpoints(out);
   ++stats_.steps;
   // Embeddings: their rows pooled; one whose every position is in ends with its vector.
   const std::span<const float> hidden = model_.hidden_rows();
@@ -600,6 +614,38 @@ bool Engine::step() {
     if (sd.n_draft > 0) verify_drafts(*sd.st, logits.data() + sd.row * V, sd.n_draft);
   drop_finished_requests();
   return true;
+}
+
+int32_t Engine::restore_point(const Sequence& s) {
+  // match_prefix kept blocks up to a checkpoint: its state continues there.
+  StateCheckpoints* c = kv_->checkpoints();
+  const auto block = static_cast<size_t>(s.n_computed / s.blocks.block_size());
+  std::optional<int32_t> slot;
+  if (c && block > 0 && block <= s.blocks.hashes().size())
+    slot = c->find(s.blocks.hashes()[block - 1],
+                   std::span(s.tokens).first(static_cast<size_t>(s.n_computed)));
+  if (!slot)
+    throw Error(fmt::format("no recurrent state checkpoint at position {}", s.n_computed));
+  c->count_restore();
+  return *slot;
+}
+
+void Engine::save_checkpoints(const SchedulerOutput& out) {
+  // A prompt that just reached a checkpoint position: its state there is
+  // copied into a checkpoint before the next step moves it on (or frees it).
+  StateCheckpoints* c = kv_->checkpoints();
+  if (!c) return;
+  for (const ScheduledSeq& sc : out.scheduled) {
+    const Sequence& s = *sc.seq;
+    const int64_t p = s.n_computed;
+    const auto block = static_cast<size_t>(p / s.blocks.block_size());
+    if (s.state_slot < 0 || p == 0 || p > s.n_prompt || p % c->interval() != 0 ||
+        block > s.blocks.hashes().size())
+      continue;
+    const uint64_t hash = s.blocks.hashes()[block - 1];
+    const auto prefix = std::span(s.tokens).first(static_cast<size_t>(p));
+    if (!c->contains(hash, prefix)) state_saves_.emplace_back(s.state_slot, c->store(hash, prefix));
+  }
 }
 
 namespace {

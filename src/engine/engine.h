@@ -64,6 +64,11 @@ struct EngineConfig {
   // Speculative decoding (engine/speculation.h); off unless ngram > 0 or
   // draft_model (then set_draft_proposer gives the proposer).
   SpeculationConfig speculation;
+  // Models with recurrent layers: the prefix cache's state checkpoints, one
+  // every this many tokens (0: the planner's rule) and this many (-1: the
+  // rule; 0: no prefix caching). KvRuntimeConfig::checkpoint_tokens.
+  int32_t state_checkpoint_tokens = 0;
+  int32_t state_checkpoints = -1;
 
   // The KV runtime of this engine on `model` (num_blocks must be set): its
   // groups, and a workspace for the largest step the scheduler makes. The
@@ -137,8 +142,13 @@ class Engine {
   KvCacheManager& kv_manager() { return kv_->manager(); }
 
  private:
-  // Recurrent state copies (parent slot, forked sample's slot) for the next step.
-  std::vector<std::pair<int32_t, int32_t>> state_copies_;
+  // Recurrent state copies for the next step's Batch::state_saves: (parent
+  // slot, forked sample's slot) and (sequence's slot, checkpoint slot).
+  std::vector<std::pair<int32_t, int32_t>> state_saves_;
+  // Hybrid prefix cache: the checkpoint slot a sequence admitted with
+  // n_computed cached tokens restores; the checkpoints the step's prompts reached.
+  int32_t restore_point(const Sequence& s);
+  void save_checkpoints(const SchedulerOutput& out);
   struct SeqState;
   struct RequestState;
 

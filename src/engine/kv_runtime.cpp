@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "backend/recurrent_args.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -43,17 +46,26 @@ KvRuntime::KvRuntime(ModelRunner& model, KvRuntimeConfig config) : config_(std::
     throw ConfigError(fmt::format("the model has {} KV groups, the cache {}", groups.n_groups(),
                                   specs.size()));
   // A recurrent layer's state after a prefix cannot be rebuilt from cached
-  // blocks (no checkpoints yet): no prefix caching for such models.
+  // blocks: such models' prefix cache keeps state checkpoints, in state slots
+  // after the sequences' (none: no prefix caching).
   const ModelHParams& hp = model.hparams();
   RecurrentStateSpec states;
+  StateCheckpointPlan checkpoints;
   if (hp.has_recurrent()) {
-    config_.prefix_caching = false;
     state_slots_ = std::max(config_.state_slots, 1);
-    states = model.recurrent_state(state_slots_);
+    if (config_.prefix_caching && windows.empty())
+      checkpoints = checkpoint_plan(model, blocks[0]);
+    if (checkpoints.entries == 0) config_.prefix_caching = false;
+    states = model.recurrent_state(state_slots_ + checkpoints.entries);
     for (int32_t s = state_slots_; s-- > 0;) free_slots_.push_back(s);
   }
   manager_ = std::make_unique<KvCacheManager>(blocks[0], config_.block_size,
                                               config_.prefix_caching, windows);
+  if (checkpoints.entries > 0) {
+    checkpoints_ = std::make_unique<StateCheckpoints>(state_slots_, checkpoints.entries,
+                                                      checkpoints.interval);
+    manager_->set_state_checkpoints(checkpoints_.get());
+  }
   const ModelRunner& m = model;
   storage_ = std::make_unique<KvCacheStorage>(
       model.kv_shape(blocks[0], config_.block_size, config_.kv_type), model.placements(),
@@ -61,6 +73,29 @@ KvRuntime::KvRuntime(ModelRunner& model, KvRuntimeConfig config) : config_(std::
       by_window ? &groups : nullptr, blocks, states);
   if (config_.workspace_tokens > 0)
     model.reserve_workspace(config_.workspace_tokens, config_.workspace_rows);
+}
+
+StateCheckpointPlan KvRuntime::checkpoint_plan(const ModelRunner& model, int32_t num_blocks) const {
+  const RecurrentStateSpec one = model.recurrent_state(1);
+  const auto n_recurrent = std::count(one.recurrent.begin(), one.recurrent.end(), true);
+  const uint64_t state_bytes = static_cast<uint64_t>(n_recurrent) *
+                               static_cast<uint64_t>(one.conv_floats + one.delta_floats) * sizeof(float);
+  const uint64_t kv_per_token =
+      static_cast<uint64_t>(static_cast<int64_t>(one.recurrent.size()) - n_recurrent) *
+      model.kv_shape(1, 1, config_.kv_type).layer_bytes();
+  StateCheckpointPlan p =
+      plan_state_checkpoints(state_bytes, kv_per_token, config_.block_size, num_blocks);
+  if (config_.checkpoint_tokens != 0) {
+    const int32_t every = config_.checkpoint_tokens;
+    if (every < 0 || every % kGatedDeltaChunk != 0 || every % config_.block_size != 0)
+      throw ConfigError(fmt::format(
+          "state checkpoints every {} tokens: must be a positive multiple of {} and of the "
+          "block size {}",
+          every, kGatedDeltaChunk, config_.block_size));
+    p.interval = every;
+  }
+  if (config_.checkpoints >= 0) p.entries = config_.checkpoints;
+  return p;
 }
 
 int32_t KvRuntime::acquire_state_slot() {

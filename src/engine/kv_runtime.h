@@ -19,6 +19,7 @@
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/kv_cache_storage.h"
 #include "model/runner.h"
+#include "planner/state_checkpoint_plan.h"
 
 namespace pagellm {
 
@@ -40,6 +41,12 @@ struct KvRuntimeConfig {
   int64_t workspace_rows = 0;
   // Models with recurrent layers: sequences whose state is kept at once.
   int32_t state_slots = 0;
+  // Their prefix cache keeps recurrent-state checkpoints (kvcache/
+  // state_checkpoints.h): one every `checkpoint_tokens` tokens (0: the
+  // planner's rule, plan_state_checkpoints; else a multiple of 64 and of the
+  // block size), `checkpoints` of them (-1: the rule; 0: no prefix caching).
+  int32_t checkpoint_tokens = 0;
+  int32_t checkpoints = -1;
 };
 
 // One group per group of `groups` (the model's, ModelRunner::kv_groups()),
@@ -69,13 +76,20 @@ class KvRuntime {
   int32_t acquire_state_slot();
   void release_state_slot(int32_t slot);
   int32_t free_state_slots() const { return static_cast<int32_t>(free_slots_.size()); }
+  // The prefix cache's state checkpoints (null: none; slots past the sequences').
+  StateCheckpoints* checkpoints() { return checkpoints_.get(); }
+  const StateCheckpoints* checkpoints() const { return checkpoints_.get(); }
 
  private:
+  // The checkpoints' interval and count for a cache of `num_blocks` blocks.
+  StateCheckpointPlan checkpoint_plan(const ModelRunner& model, int32_t num_blocks) const;
+
   KvRuntimeConfig config_;
   std::unique_ptr<KvCacheManager> manager_;
   std::unique_ptr<KvCacheStorage> storage_;
   int32_t state_slots_ = 0;
   std::vector<int32_t> free_slots_;  // a stack: the lowest slot on top
+  std::unique_ptr<StateCheckpoints> checkpoints_;
 };
 
 }  // namespace pagellm

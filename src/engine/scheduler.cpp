@@ -88,6 +88,10 @@ bool Scheduler::awaits_shared_prefix(const Sequence* seq) const {
 }
 
 int64_t Scheduler::aligned_chunk(const Sequence* s, int64_t n) const {
+  if (const int64_t every = config_.checkpoint_every; every > 0) {
+    const int64_t next = (s->n_computed / every + 1) * every;
+    if (next <= s->n_prompt && s->n_computed + n > next) n = next - s->n_computed;
+  }
   const int64_t align = config_.prefill_align;
   const int64_t end = s->n_computed + n;
   if (align <= 0 || n == 0 || end >= s->n_prompt) return n;
@@ -138,8 +142,9 @@ SchedulerOutput Scheduler::schedule() {
          std::min(budget, prefill_budget) > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Sequence* s = waiting_.front();
+    PrefixLookups lookups;  // counted if it is admitted now (else matched again later)
     if (s->blocks.blocks().empty() && !s->embedding) {  // an embedding needs every position's rows
-      s->n_computed = kv_.match_prefix(s->tokens, s->blocks);
+      s->n_computed = kv_.match_prefix(s->tokens, s->blocks, &lookups);
       s->n_cached_prompt = std::min(s->n_computed, s->n_prompt);
     }
     if (awaits_shared_prefix(s)) {
@@ -166,6 +171,7 @@ SchedulerOutput Scheduler::schedule() {
       break;
     }
     waiting_.pop_front();
+    kv_.allocator().count_lookups(lookups.queries, lookups.hits);
     s->status = SeqStatus::kRunning;
     s->admitted_order = ++admit_counter_;
     running_.push_back(s);

@@ -54,6 +54,10 @@ struct SchedulerConfig {
   // this many tokens (recurrent layers' chunked kernels give the same bits
   // whatever the batch only for such cuts: backend/recurrent_args.h).
   int32_t prefill_align = 0;
+  // > 0 (hybrid models with prefix caching): a prompt chunk also ends at
+  // the multiples of this many tokens inside the prompt, where the engine
+  // saves recurrent-state checkpoints (kvcache/state_checkpoints.h).
+  int32_t checkpoint_every = 0;
 };
 
 struct ScheduledSeq {
@@ -117,7 +121,8 @@ class Scheduler {
   uint64_t total_preemptions() const { return preemptions_; }
 
  private:
-  // n tokens of s's pending ones, cut to config_.prefill_align (0: none fit).
+  // n tokens of s's pending ones, cut to config_.prefill_align and at the
+  // next checkpoint position (0: none fit).
   int64_t aligned_chunk(const Sequence* s, int64_t n) const;
   enum class Reserve { kOk, kNoRoom, kFailed };
   // Room for `seq`'s next `n` tokens; a throw is caught and recorded in out.failed.

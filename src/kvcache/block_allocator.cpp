@@ -75,14 +75,18 @@ void BlockAllocator::drop_hash(int32_t id) {
   block_tokens_[static_cast<size_t>(id)].clear();
 }
 
-std::optional<int32_t> BlockAllocator::lookup(uint64_t hash, std::span<const int32_t> tokens) {
-  ++queries_;
+std::optional<int32_t> BlockAllocator::find(uint64_t hash, std::span<const int32_t> tokens) const {
   auto it = by_hash_.find(hash);
   if (it == by_hash_.end()) return std::nullopt;
   const auto& stored = block_tokens_[static_cast<size_t>(it->second)];
   if (!std::equal(stored.begin(), stored.end(), tokens.begin(), tokens.end())) return std::nullopt;
-  ++hits_;
   return it->second;
+}
+
+std::optional<int32_t> BlockAllocator::lookup(uint64_t hash, std::span<const int32_t> tokens) {
+  auto id = find(hash, tokens);
+  count_lookups(1, id ? 1 : 0);
+  return id;
 }
 
 void BlockAllocator::set_hash(int32_t id, uint64_t hash, std::span<const int32_t> tokens) {

@@ -57,6 +57,13 @@ class BlockAllocator {
   // Prefix cache: the block holding the full block with this chained hash and
   // these tokens, if any (in use or cached). Counts a query and maybe a hit.
   std::optional<int32_t> lookup(uint64_t hash, std::span<const int32_t> tokens);
+  // The same without counting (a caller that may not reuse every block it
+  // finds counts with count_lookups what it looked up and reused).
+  std::optional<int32_t> find(uint64_t hash, std::span<const int32_t> tokens) const;
+  void count_lookups(uint64_t queries, uint64_t hits) {
+    queries_ += queries;
+    hits_ += hits;
+  }
   // Marks block `id` (in use, full, computed) as holding `tokens` with `hash`.
   // If another block already holds that content, the map keeps the older one.
   void set_hash(int32_t id, uint64_t hash, std::span<const int32_t> tokens);

@@ -52,24 +52,59 @@ void KvCacheManager::drop_out_of_window(BlockTable& table, int64_t next) {
   }
 }
 
-int64_t KvCacheManager::match_prefix(std::span<const int32_t> tokens, BlockTable& table) {
+int64_t KvCacheManager::match_prefix(std::span<const int32_t> tokens, BlockTable& table,
+                                     PrefixLookups* lookups) {
   if (!prefix_caching_ || !table.blocks().empty()) return 0;
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  uint64_t parent = 0;
-  int64_t covered = 0;
-  // Leave at least the last token to compute: its logits are needed.
-  while (covered + block_size_ <= n - 1) {
-    auto blk = tokens.subspan(static_cast<size_t>(covered), static_cast<size_t>(block_size_));
-    const uint64_t h = BlockAllocator::chain_hash(parent, blk);
-    auto id = alloc_.lookup(h, blk);
-    if (!id) break;
-    alloc_.retain(*id);
-    table.append_block(*id);
-    table.hashes().push_back(h);
-    parent = h;
-    covered += block_size_;
+  PrefixLookups l;
+  if (checkpoints_) {
+    l = match_to_checkpoint(tokens, table);
+  } else {
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    uint64_t parent = 0;
+    // Leave at least the last token to compute: its logits are needed.
+    for (int64_t covered = 0; covered + block_size_ <= n - 1; covered += block_size_) {
+      auto blk = tokens.subspan(static_cast<size_t>(covered), static_cast<size_t>(block_size_));
+      const uint64_t h = BlockAllocator::chain_hash(parent, blk);
+      ++l.queries;
+      auto id = alloc_.find(h, blk);
+      if (!id) break;
+      ++l.hits;
+      alloc_.retain(*id);
+      table.append_block(*id);
+      table.hashes().push_back(h);
+      parent = h;
+    }
   }
-  return covered;
+  if (lookups)
+    *lookups = l;
+  else
+    alloc_.count_lookups(l.queries, l.hits);
+  return static_cast<int64_t>(l.hits) * block_size_;
+}
+
+PrefixLookups KvCacheManager::match_to_checkpoint(std::span<const int32_t> tokens,
+                                                  BlockTable& table) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  std::vector<std::pair<int32_t, uint64_t>> found;  // (block, chained hash)
+  PrefixLookups l;
+  size_t keep = 0;
+  for (int64_t covered = 0; covered + block_size_ <= n - 1; covered += block_size_) {
+    auto blk = tokens.subspan(static_cast<size_t>(covered), static_cast<size_t>(block_size_));
+    const uint64_t h = BlockAllocator::chain_hash(found.empty() ? 0 : found.back().second, blk);
+    ++l.queries;
+    auto id = alloc_.find(h, blk);
+    if (!id) break;
+    found.emplace_back(*id, h);
+    if (checkpoints_->contains(h, tokens.first(static_cast<size_t>(covered + block_size_))))
+      keep = found.size();
+  }
+  for (size_t i = 0; i < keep; ++i) {
+    alloc_.retain(found[i].first);
+    table.append_block(found[i].first);
+    table.hashes().push_back(found[i].second);
+  }
+  l.hits = keep;
+  return l;
 }
 
 bool KvCacheManager::reserve(BlockTable& table, int64_t write_from, int64_t n_tokens,

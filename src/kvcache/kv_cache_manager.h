@@ -13,6 +13,7 @@
 
 #include "kvcache/block_allocator.h"
 #include "kvcache/block_table.h"
+#include "kvcache/state_checkpoints.h"
 
 namespace pagellm {
 
@@ -28,6 +29,12 @@ struct BlockCopy {
 struct KvWindowGroup {
   int32_t window = 0;
   int32_t num_blocks = 0;
+};
+
+// Blocks looked up and reused by one match_prefix.
+struct PrefixLookups {
+  uint64_t queries = 0;
+  uint64_t hits = 0;
 };
 
 class KvCacheManager {
@@ -55,7 +62,17 @@ class KvCacheManager {
   // For a sequence with no blocks yet: takes the cached full blocks that
   // match the start of `tokens`, leaving at least one token to compute.
   // Returns the number of tokens they cover (a multiple of the block size).
-  int64_t match_prefix(std::span<const int32_t> tokens, BlockTable& table);
+  // With state checkpoints (hybrid models), only up to the last block that
+  // ends where a checkpoint holds the recurrent state: the sequence restores
+  // it and computes the rest (only the blocks kept count as hits).
+  // The lookups are counted in the allocator's stats, or with `lookups`
+  // given, only there: a caller that may give the blocks back unused (and
+  // match again later) counts them once it keeps them.
+  int64_t match_prefix(std::span<const int32_t> tokens, BlockTable& table,
+                       PrefixLookups* lookups = nullptr);
+  // Hybrid models' recurrent-state checkpoints (not owned; null: none).
+  void set_state_checkpoints(StateCheckpoints* checkpoints) { checkpoints_ = checkpoints; }
+  StateCheckpoints* state_checkpoints() const { return checkpoints_; }
 
   // Makes room to write positions [write_from, n_tokens): new blocks as
   // needed, and private copies of shared blocks in that range (copy-on-write,
@@ -84,12 +101,15 @@ class KvCacheManager {
   // Frees window-group blocks wholly before position `next - W + 1` (the
   // first a query at `next` or later reads).
   void drop_out_of_window(BlockTable& table, int64_t next);
+  // match_prefix with state checkpoints.
+  PrefixLookups match_to_checkpoint(std::span<const int32_t> tokens, BlockTable& table);
 
   int32_t block_size_;
   bool prefix_caching_;
   BlockAllocator alloc_;
   std::vector<KvWindowGroup> windows_;
   std::vector<std::unique_ptr<BlockAllocator>> window_allocs_;
+  StateCheckpoints* checkpoints_ = nullptr;
 };
 
 }  // namespace pagellm

@@ -50,6 +50,7 @@ void Batch::clear() {
   step_from.clear();
   state_resets.clear();
   state_copies.clear();
+  state_saves.clear();
 }
 
 }  // namespace pagellm

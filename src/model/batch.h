@@ -29,11 +29,18 @@ struct Batch {
   // its state slot and the position from which its tokens are decoded one by
   // one (the end of its prompt: those positions always take the one-token
   // step, so a recomputed sequence gets the same bits as when it decoded);
-  // and the slots to zero (a new sequence) or copy (a forked sample) first.
+  // and the slots to zero (a new sequence) or copy (a sequence restored from
+  // a prefix-cache checkpoint) first.
   std::vector<int32_t> state_slots;  // [n_seqs]
   std::vector<int32_t> step_from;    // [n_seqs]
   std::vector<int32_t> state_resets;
   std::vector<std::pair<int32_t, int32_t>> state_copies;  // (src, dst)
+  // Copies of states the previous steps left (src, dst): prefix-cache
+  // checkpoints (kvcache/state_checkpoints.h) and forked samples' copies of
+  // their parent's. Applied before anything else: a source slot freed since
+  // may be zeroed or restored in this step. Restoring a checkpoint into a
+  // sequence's slot is a state_copies entry.
+  std::vector<std::pair<int32_t, int32_t>> state_saves;
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t n_seqs() const { return static_cast<int32_t>(block_tables.size()); }

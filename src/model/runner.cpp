@@ -392,7 +392,10 @@ void ModelRunner::prepare_recurrent(const Batch& batch, KvCacheStorage& kv) {
   if (static_cast<int32_t>(batch.state_slots.size()) != S ||
       static_cast<int32_t>(batch.step_from.size()) != S)
     throw Error("a step of a model with recurrent layers needs every sequence's state slot");
-  // New sequences start from zeros, forked ones from their parent's state.
+  // Checkpoints first (their source slots may be reused below); new
+  // sequences start from zeros, forked ones from their parent's state,
+  // restored ones from a checkpoint.
+  for (const auto& [src, dst] : batch.state_saves) kv.copy_state_slot(src, dst);
   for (int32_t slot : batch.state_resets) kv.clear_state_slot(slot);
   for (const auto& [src, dst] : batch.state_copies) kv.copy_state_slot(src, dst);
   rb_begin_.assign(static_cast<size_t>(S) + 1, 0);
