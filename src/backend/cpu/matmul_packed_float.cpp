@@ -7,6 +7,8 @@
 
 #include <vector>
 
+#include "backend/cpu/lanes.h"
+
 namespace pagellm::cpu::detail {
 
 namespace {
@@ -34,6 +36,11 @@ struct BF16Lanes16 {
   }
 };
 
+namespace avx512 {
+using Lanes = lanes::avx512::Lanes;
+#include "backend/cpu/float_rows16_quad.inc"
+}  // namespace avx512
+
 template <class L>
 struct FloatRows16Avx512 {
   static constexpr int kCols = 4;
@@ -43,35 +50,6 @@ struct FloatRows16Avx512 {
   // quad by quad +12% (4 at once -12%), n_in 5632 4 at once +10% (quad by
   // quad +0%).
   static constexpr int64_t kQuadByQuadMaxN = 4096;
-
-  // Quad q of the group times CB columns: one forward stream.
-  template <int CB>
-  static void quad(int64_t n, const uint8_t* grp, int q, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    constexpr int RB = kFloatQuadRows;
-    const int r0 = RB * q;
-    __m512 acc[RB][CB];
-    for (int r = 0; r < RB; ++r)
-      for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_setzero_ps();
-    const int64_t nb = n / 32;
-    const bool hint = tile_hints<CB>();
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* chunk = grp + float_rows16_at(r0, b, nb);
-      if (hint)
-        for (int r = 0; r < RB; ++r) simd::prefetch(chunk + kPrefetchBytes + 64 * r);
-      for (int h = 0; h < 2; ++h) {
-        __m512 xv[CB];
-        for (int c = 0; c < CB; ++c)
-          xv[c] = _mm512_loadu_ps(reinterpret_cast<const float*>(x + c * xs) + 32 * b + 16 * h);
-        for (int r = 0; r < RB; ++r) {
-          const __m512 wv = L::load(chunk + 64 * r + 32 * h);
-          for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_fmadd_ps(wv, xv[c], acc[r][c]);
-        }
-      }
-    }
-    for (int r = 0; r < RB && r0 + r < valid; ++r)
-      for (int c = 0; c < CB; ++c) out[c * os + r0 + r] = simd::hsum(acc[r][c]);
-  }
 
   // One column, QB quads at once (QB streams, x read once for them).
   template <int QB>
@@ -103,7 +81,8 @@ struct FloatRows16Avx512 {
     if constexpr (CB == 1) {
       if (n > kQuadByQuadMaxN) return quads1<kPackRows / kFloatQuadRows>(n, grp, 0, x, out, valid);
     }
-    for (int q = 0; kFloatQuadRows * q < valid; ++q) quad<CB>(n, grp, q, x, xs, out, os, valid);
+    for (int q = 0; kFloatQuadRows * q < valid; ++q)
+      avx512::float_quad<L, CB>(n, grp, q, x, xs, out, os, valid);
   }
 };
 PAGELLM_TARGET_END
@@ -120,42 +99,20 @@ struct BF16Lanes8 {
   }
 };
 
+namespace avx2 {
+using Lanes = lanes::avx2::Lanes;
+#include "backend/cpu/float_rows16_quad.inc"
+}  // namespace avx2
+
 template <class L>
 struct FloatRows16Avx2 {
   static constexpr int kCols = 2;  // 16 ymm registers
 
   template <int CB>
-  static void quad(int64_t n, const uint8_t* grp, int q, const uint8_t* x, size_t xs, float* out,
-                   int64_t os, int valid) {
-    constexpr int RB = kFloatQuadRows;
-    const int r0 = RB * q;
-    __m256 acc[RB][CB];
-    for (int r = 0; r < RB; ++r)
-      for (int c = 0; c < CB; ++c) acc[r][c] = _mm256_setzero_ps();
-    const int64_t nb = n / 32;
-    const bool hint = tile_hints<CB>();
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* chunk = grp + float_rows16_at(r0, b, nb);
-      if (hint)
-        for (int r = 0; r < RB; ++r) simd::prefetch(chunk + kPrefetchBytes + 64 * r);
-      for (int e = 0; e < 4; ++e) {
-        __m256 xv[CB];
-        for (int c = 0; c < CB; ++c)
-          xv[c] = _mm256_loadu_ps(reinterpret_cast<const float*>(x + c * xs) + 32 * b + 8 * e);
-        for (int r = 0; r < RB; ++r) {
-          const __m256 wv = L::load(chunk + 64 * r + 16 * e);
-          for (int c = 0; c < CB; ++c) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
-        }
-      }
-    }
-    for (int r = 0; r < RB && r0 + r < valid; ++r)
-      for (int c = 0; c < CB; ++c) out[c * os + r0 + r] = simd::hsum(acc[r][c]);
-  }
-
-  template <int CB>
   static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
                     int64_t os, int valid) {
-    for (int q = 0; kFloatQuadRows * q < valid; ++q) quad<CB>(n, grp, q, x, xs, out, os, valid);
+    for (int q = 0; kFloatQuadRows * q < valid; ++q)
+      avx2::float_quad<L, CB>(n, grp, q, x, xs, out, os, valid);
   }
 };
 PAGELLM_TARGET_END
