@@ -302,14 +302,8 @@ void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
   uint8_t q[QK_K];
   float scale[16];
   for (int64_t b = 0; b < nb; ++b, x += QK_K) {
-    float max_scale = 0.0f, amax = 0.0f;
-    for (int j = 0; j < 16; ++j) {
-      scale[j] = fit_symmetric_refine(16, 4, x + 16 * j, q + 16 * j);
-      if (std::fabs(scale[j]) > amax) {
-        amax = std::fabs(scale[j]);
-        max_scale = scale[j];
-      }
-    }
+    for (int j = 0; j < 16; ++j) scale[j] = fit_symmetric_refine(16, 4, x + 16 * j, q + 16 * j);
+    const float max_scale = signed_absmax(scale, 16);
     std::memset(y[b].scales, 0, sizeof(y[b].scales));
     int ls[16] = {};  // signed 6-bit codes, -32..31
     if (max_scale != 0.0f) {
@@ -379,15 +373,9 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
   uint8_t q[QK_K];
   float scale[16];
   for (int64_t b = 0; b < nb; ++b, x += QK_K) {
-    float max_scale = 0.0f, amax = 0.0f;
-    for (int j = 0; j < 16; ++j) {
-      scale[j] = fit_symmetric(16, 32, x + 16 * j, q + 16 * j);
-      if (std::fabs(scale[j]) > amax) {
-        amax = std::fabs(scale[j]);
-        max_scale = scale[j];
-      }
-    }
-    if (amax < kTinyGroupMax) {
+    for (int j = 0; j < 16; ++j) scale[j] = fit_symmetric(16, 32, x + 16 * j, q + 16 * j);
+    const float max_scale = signed_absmax(scale, 16);
+    if (std::fabs(max_scale) < kTinyGroupMax) {
       std::memset(&y[b], 0, sizeof(BlockQ6_K));
       continue;
     }
