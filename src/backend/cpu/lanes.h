@@ -19,7 +19,7 @@ namespace pagellm::cpu::lanes {
 
 // exp(x) for x <= 88: x = n ln2 + r, e^r by a degree-6 polynomial (relative
 // error ~2e-7), times 2^n built in the exponent bits; x < -87.3 (and NaN)
-// gives 0. The vector renditions below and the CUDA kernels'
+// gives 0. simd::exp8 (AVX2), the AVX-512 rendition below and the CUDA kernels'
 // (backend/cuda/delta_net.cu) make the same operations. Always inlined, so
 // that in a variant's kernels its fused multiply-adds are instructions, not
 // calls (a function of its own is compiled for the baseline CPU).
@@ -74,24 +74,8 @@ struct Lanes {
   static T add(T a, T b) { return _mm256_add_ps(a, b); }
   static T sub(T a, T b) { return _mm256_sub_ps(a, b); }
   static T div(T a, T b) { return _mm256_div_ps(a, b); }
-  static T exp(T x) {
-    const T normal = _mm256_cmp_ps(x, set1(-87.3f), _CMP_GE_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, set1(-87.3f)), set1(88.0f));
-    const T n = _mm256_round_ps(_mm256_mul_ps(x, set1(1.44269504088896341f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    T r = _mm256_fnmadd_ps(n, set1(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, set1(-2.12194440e-4f), r);
-    T p = set1(1.0f / 720);
-    p = fma(p, r, set1(1.0f / 120));
-    p = fma(p, r, set1(1.0f / 24));
-    p = fma(p, r, set1(1.0f / 6));
-    p = fma(p, r, set1(0.5f));
-    p = fma(p, r, set1(1.0f));
-    p = fma(p, r, set1(1.0f));
-    const __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), normal);
-  }
+  // exp_scalar's operations, 8 lanes at once (softmax uses it too).
+  static T exp(T x) { return simd::exp8(x); }
 };
 }  // namespace pagellm::cpu::lanes::avx2
 PAGELLM_TARGET_END
