@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -27,7 +28,8 @@
 namespace pagellm {
 
 // Weight matrices (MatrixView, backend/matrix_view.h) are in a backend's
-// memory; the Rows16 layout only on the CPU backend.
+// memory, in the file's layout or one that the backend chose for them at load
+// (prepare_weights: the CPU backend's Rows16).
 
 // One product y = x W^T, then, on its rows, in this order (the epilogue):
 //   y row += bias                                        (as add_bias)
@@ -150,6 +152,19 @@ class Backend {
   virtual void copy_to(Backend& to, void* dst, const void* src, size_t bytes);
   // Waits for everything queued.
   virtual void synchronize() {}
+  // At load, for a matrix this backend reads in host memory
+  // (uses_host_memory()): `m` in the file's Rows layout, its n_out rows
+  // stacks of `stack_rows` (the experts of a stack; n_out for one matrix)
+  // that no unit of a new layout may straddle. When the kernels read it
+  // faster in a layout of their own, writes it so into alloc(bytes) (host
+  // memory the caller owns) on `pool`'s threads and returns the matrix there;
+  // otherwise returns `m` itself, read in place (zero-copy). The CPU backend
+  // repacks its packable types into Rows16 (backend/cpu/packed_weights.h).
+  virtual MatrixView prepare_weights(const MatrixView& m, int64_t /*stack_rows*/,
+                                     const std::function<void*(size_t)>& /*alloc*/,
+                                     ThreadPool& /*pool*/) const {
+    return m;
+  }
   // Read bandwidth of this backend's own memory in bytes/s, measured now, for
   // the decode roofline; 0 when it is host RAM (measure_host_bandwidth).
   virtual double measure_read_bandwidth() { return 0; }

@@ -12,6 +12,11 @@ namespace pagellm {
 
 enum class WeightLayout { Rows, Rows16 };
 
+// Rows in one unit of row_stride bytes (Rows: a row; Rows16: a 16-row group).
+constexpr int64_t layout_rows(WeightLayout l) {
+  return l == WeightLayout::Rows16 ? 16 : 1;
+}
+
 struct MatrixView {
   DType type = DType::F32;
   int64_t n_in = 0;   // elements per row (the reduction dimension)
@@ -21,6 +26,11 @@ struct MatrixView {
   // Rows16: the bytes of one 16-row group.
   size_t row_stride = 0;
   WeightLayout layout = WeightLayout::Rows;
+  // Bytes of the whole matrix (a last partial group counts whole).
+  size_t bytes() const {
+    const int64_t g = layout_rows(layout);
+    return static_cast<size_t>((n_out + g - 1) / g) * row_stride;
+  }
 };
 
 }  // namespace pagellm

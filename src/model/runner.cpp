@@ -114,22 +114,24 @@ std::unique_ptr<ModelRunner> ModelRunner::load(const std::string& path, ModelLoa
     m->experts_on_host_ = opts.experts_on_host;
   }
 
-  // Layers on the CPU may be repacked; layers on a device keep the file's
-  // layout and are copied there.
-  std::vector<bool> on_host(static_cast<size_t>(n_layer));
-  for (const auto& p : placements) {
-    const bool host = m->backend_of(p.device).uses_host_memory();
-    for (int32_t l = p.layer_begin; l < p.layer_end; ++l) on_host[static_cast<size_t>(l)] = host;
-  }
-  // Layers of other stages count as "not here": they stay as mapped.
-  const bool output_on_host = m->stage_end_ == n_layer && on_host.back();
-  std::vector<bool> experts_host = on_host;
-  for (int32_t l = m->stage_begin_; l < m->stage_end_; ++l)
-    if (m->experts_on_host(l)) experts_host[static_cast<size_t>(l)] = true;
-  if (opts.f32_weights)
+  // Layers that run from host memory get their backend's layout (the CPU
+  // repacks); layers on a device keep the file's layout and are copied there.
+  if (opts.f32_weights) {
     m->w_.dequantize_to_f32(*m->file_);
-  else if (opts.repack)
-    m->w_.repack(*m->file_, opts.mlock, on_host, output_on_host, experts_host);
+  } else if (opts.repack) {
+    // Layers of other stages count as "not here": they stay as mapped.
+    std::vector<const Backend*> dense(static_cast<size_t>(n_layer), nullptr);
+    for (const auto& p : placements) {
+      const Backend& b = m->backend_of(p.device);
+      if (!b.uses_host_memory()) continue;
+      for (int32_t l = p.layer_begin; l < p.layer_end; ++l) dense[static_cast<size_t>(l)] = &b;
+    }
+    std::vector<const Backend*> experts = dense;
+    for (int32_t l = m->stage_begin_; l < m->stage_end_; ++l)
+      if (m->experts_on_host(l)) experts[static_cast<size_t>(l)] = &m->backend_of("host");
+    m->w_.repack(*m->file_, opts.mlock, dense, experts,
+                 m->stage_end_ == n_layer ? dense.back() : nullptr);
+  }
   for (const auto& p : placements) {
     Backend& b = m->backend_of(p.device);
     if (b.uses_host_memory()) continue;

@@ -37,8 +37,9 @@ namespace pagellm {
 struct ModelLoadOptions {
   bool use_mmap = true;
   bool mlock = false;
-  // Copy the matrices of layers that run on the CPU into the CPU kernels'
-  // Rows16 layout at load (ModelWeights::repack); off keeps every matrix in
+  // Copy the matrices of layers that run from host memory into their
+  // backend's layout at load where it has a faster one (ModelWeights::repack,
+  // Backend::prepare_weights: the CPU's Rows16); off keeps every matrix in
   // the file (zero-copy).
   bool repack = true;
   // Dequantize every matrix to F32 at load (replaces repack): the forward

@@ -9,7 +9,6 @@
 #include <new>
 #include <utility>
 
-#include "backend/cpu/packed_weights.h"
 #include "model/arch/architecture.h"
 
 #include "tensor/convert.h"
@@ -19,65 +18,55 @@
 namespace pagellm {
 
 uint64_t WeightMatrix::bytes() const {
-  if (layout == WeightLayout::Rows16)
-    return static_cast<uint64_t>(cpu::packed_bytes(type, n_in, total_rows()));
-  return static_cast<uint64_t>(total_rows()) * row_bytes;
+  return static_cast<uint64_t>(stack_view().bytes());
 }
 
 WeightMatrix WeightMatrix::expert(int32_t e) const {
   WeightMatrix m = *this;
   m.n_expert = 1;
-  // Rows16: n_out / 16 groups of row_bytes per expert (packed only when n_out % 16 == 0).
-  const size_t stride = layout == WeightLayout::Rows16
-                            ? static_cast<size_t>(n_out / cpu::kPackRows) * row_bytes
-                            : static_cast<size_t>(n_out) * row_bytes;
+  // n_out / layout_rows(layout) units of row_bytes per expert (whole groups: repack()).
+  const size_t stride = static_cast<size_t>(n_out / layout_rows(layout)) * row_bytes;
   m.data = data + static_cast<size_t>(e) * stride;
   return m;
 }
 
-uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<bool>& cpu_layers,
-                              bool cpu_output, const std::vector<bool>& cpu_experts) {
+uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<const Backend*>& dense,
+                              const std::vector<const Backend*>& experts,
+                              const Backend* output_backend) {
   uint64_t total = 0;
   ThreadPool pool(ThreadPool::physical_cores());
-  auto pack = [&](WeightMatrix& m) {
-    if (m.layout != WeightLayout::Rows || !cpu::packable(m.type) || m.n_in % 32 != 0) return;
-    // An expert stack packs as one matrix when no 16-row group straddles two experts.
-    if (m.n_expert > 1 && m.n_out % cpu::kPackRows != 0) return;
-    const int64_t n_rows = m.total_rows();
-    const size_t bytes = cpu::packed_bytes(m.type, m.n_in, n_rows);
-    // Huge pages where possible: a decode step streams all of these.
-    std::unique_ptr<uint8_t, HostPagesFree> owned(static_cast<uint8_t*>(allocate_host_pages(bytes)),
-                                                  HostPagesFree{bytes});
-    uint8_t* dst = owned.get();
-    packed_.push_back(std::move(owned));
-    // Packing runs at memory speed on several threads (0.85B Q8_0: 0.56 s on one).
-    const int64_t groups = (n_rows + cpu::kPackRows - 1) / cpu::kPackRows;
-    const size_t gbytes = cpu::packed_group_bytes(m.type, m.n_in);
-    pool.parallel_for(groups, [&](int64_t g0, int64_t g1, int) {
-      const int64_t r0 = g0 * cpu::kPackRows;
-      const int64_t rows = std::min(n_rows, g1 * cpu::kPackRows) - r0;
-      cpu::pack_rows16(m.type, m.n_in, rows, m.data + static_cast<size_t>(r0) * m.row_bytes,
-                       m.row_bytes, dst + static_cast<size_t>(g0) * gbytes);
-    });
-    if (lock && ::mlock(dst, bytes) != 0)
+  auto prepare = [&](WeightMatrix& m, const Backend* b) {
+    if (!b || m.layout != WeightLayout::Rows) return;
+    size_t bytes = 0;
+    const MatrixView got = b->prepare_weights(
+        m.stack_view(), m.n_out,
+        [&](size_t n) {
+          // Huge pages where possible: a decode step streams all of these.
+          std::unique_ptr<uint8_t, HostPagesFree> owned(
+              static_cast<uint8_t*>(allocate_host_pages(n)), HostPagesFree{n});
+          packed_.push_back(std::move(owned));
+          bytes = n;
+          return static_cast<void*>(packed_.back().get());
+        },
+        pool);
+    if (got.data == m.data) return;  // read in place
+    if (lock && ::mlock(got.data, bytes) != 0)
       throw SystemError(
           fmt::format("cannot mlock {} bytes of repacked weights (raise `ulimit -l` "
                       "or drop --mlock)",
                       bytes));
-    f.release(m.data, static_cast<size_t>(n_rows) * m.row_bytes);
-    m.data = dst;
-    m.row_bytes = cpu::packed_group_bytes(m.type, m.n_in);
-    m.layout = WeightLayout::Rows16;
+    f.release(m.data, static_cast<size_t>(m.total_rows()) * m.row_bytes);
+    m.data = static_cast<const uint8_t*>(got.data);
+    m.row_bytes = got.row_stride;
+    m.layout = got.layout;
     total += bytes;
   };
   for (size_t l = 0; l < layers.size(); ++l) {
-    const bool dense = cpu_layers.empty() || cpu_layers.at(l);
-    const bool experts = cpu_experts.empty() ? dense : cpu_experts.at(l);
-    layers[l].for_each_matrix([&](WeightMatrix& m) {
-      if (m.n_expert > 1 ? experts : dense) pack(m);
-    });
+    const Backend* d = l < dense.size() ? dense[l] : nullptr;
+    const Backend* x = l < experts.size() ? experts[l] : nullptr;
+    layers[l].for_each_matrix([&](WeightMatrix& m) { prepare(m, m.n_expert > 1 ? x : d); });
   }
-  if (!tied_output && cpu_output) pack(output);
+  if (!tied_output) prepare(output, output_backend);
   return total;
 }
 

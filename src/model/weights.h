@@ -1,11 +1,10 @@
 // The model's tensors, located in the GGUF file (mmap'd or read into memory)
 // as the architecture's tensor table (model/tensor_spec.h) describes them.
 // Matrices stay in the file's buffer in their stored type, except that
-// repack() may copy the layer and output matrices the CPU kernels have a
-// faster layout for (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the K-quants, F16, BF16 ->
-// Rows16, backend/cpu/packed_weights.h) into owned memory and give the file's
-// pages back. Small 1-D tensors that are not F32 are converted into owned
-// memory.
+// repack() may copy the layer and output matrices that the backend running
+// them from host memory has a faster layout for (Backend::prepare_weights)
+// into owned memory and give the file's pages back. Small 1-D tensors that
+// are not F32 are converted into owned memory.
 #pragma once
 
 #include <array>
@@ -13,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/matrix_view.h"
 #include "gguf/gguf_reader.h"
 #include "model/hparams.h"
@@ -25,12 +25,12 @@ namespace pagellm {
 class Architecture;
 
 // A 2-D weight stored as GGUF ne = [n_in, n_out]: n_out rows of n_in elements.
-// Rows16 (packed): row_bytes is the bytes per 16-row group and row() is not
-// available. n_out == 0: absent.
+// In a backend's own layout (not Rows): row_bytes is the bytes per group of
+// layout_rows(layout) rows and row() is not available. n_out == 0: absent.
 // A stack of experts (GGUF ne = [n_in, n_out, n_expert]) is n_expert such
 // matrices one after another: expert e is rows [e * n_out, (e + 1) * n_out)
-// of one matrix of n_out * n_expert rows (Rows16 packing keeps that when
-// n_out is a multiple of 16). expert(e) is one of them as a matrix.
+// of one matrix of n_out * n_expert rows (a backend's layout keeps that: no
+// group straddles two experts). expert(e) is one of them as a matrix.
 struct WeightMatrix {
   DType type = DType::F32;
   int64_t n_in = 0;
@@ -48,6 +48,8 @@ struct WeightMatrix {
   // Expert e (0 <= e < n_expert) as a matrix of its own (itself when n_expert == 1).
   WeightMatrix expert(int32_t e) const;
   MatrixView view() const { return {type, n_in, n_out, data, row_bytes, layout}; }
+  // All experts as one matrix of total_rows() rows.
+  MatrixView stack_view() const { return {type, n_in, total_rows(), data, row_bytes, layout}; }
 };
 
 // A 1-D f32 tensor (null: absent).
@@ -108,16 +110,17 @@ struct ModelWeights {
   uint64_t streamed_bytes_per_token() const;
   int32_t experts_used = 0;  // per token, in MoE layers (hp.n_expert_used)
 
-  // Repacks every layer matrix (and an untied output) of a packable type into
-  // owned Rows16 memory and releases the file's pages of the originals; with
-  // `lock` the new memory is mlock'ed. Only the layers marked in `cpu_layers`
-  // (all when empty) and the output when `cpu_output`: the others run on a
-  // device that reads the file's layout. Returns the bytes repacked. The
-  // token embedding stays in the file (it is read by rows).
-  // `cpu_experts` (empty: as cpu_layers) marks the layers whose expert
-  // stacks run on the CPU.
-  uint64_t repack(GgufFile& f, bool lock, const std::vector<bool>& cpu_layers = {},
-                  bool cpu_output = true, const std::vector<bool>& cpu_experts = {});
+  // Lays out every layer matrix (and an untied output) for the backend that
+  // runs it from host memory (Backend::prepare_weights: the CPU backend
+  // repacks the types it has a faster layout for); those copied go into owned
+  // memory (huge pages where possible; with `lock` mlock'ed) and the file's
+  // pages of the originals are released. `dense[l]` runs layer l's matrices
+  // but its expert stacks, `experts[l]` those, `output_backend` the output;
+  // null: run elsewhere (a device that reads the file's layout, another
+  // stage), left as mapped. Returns the bytes copied. The token embedding
+  // stays in the file (it is read by rows).
+  uint64_t repack(GgufFile& f, bool lock, const std::vector<const Backend*>& dense,
+                  const std::vector<const Backend*>& experts, const Backend* output_backend);
 
   // Converts every layer matrix and the output projection to owned F32 rows
   // (ModelLoadOptions::f32_weights); the token embedding stays in the file.

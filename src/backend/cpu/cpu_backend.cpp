@@ -8,6 +8,7 @@
 #include "backend/cpu/bandwidth.h"
 #include "backend/cpu/delta_rule.h"
 #include "backend/cpu/kv_store.h"
+#include "backend/cpu/packed_weights.h"
 #include "backend/cpu/paged_attention.h"
 #include "backend/cpu/ssm_conv.h"
 #include <fmt/format.h>
@@ -44,6 +45,26 @@ void CpuBackend::download(void* host_dst, const void* src, size_t bytes) {
 }
 void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memmove(dst, src, bytes);
+}
+
+MatrixView CpuBackend::prepare_weights(const MatrixView& m, int64_t stack_rows,
+                                       const std::function<void*(size_t)>& alloc,
+                                       ThreadPool& pool) const {
+  if (m.layout != WeightLayout::Rows || !packable(m.type) || m.n_in % 32 != 0) return m;
+  // A stack packs as one matrix when no 16-row group straddles two parts.
+  if (stack_rows != m.n_out && stack_rows % kPackRows != 0) return m;
+  auto* dst = static_cast<uint8_t*>(alloc(packed_bytes(m.type, m.n_in, m.n_out)));
+  // Packing runs at memory speed on several threads (0.85B Q8_0: 0.56 s on one).
+  const int64_t groups = (m.n_out + kPackRows - 1) / kPackRows;
+  const size_t gbytes = packed_group_bytes(m.type, m.n_in);
+  const auto* src = static_cast<const uint8_t*>(m.data);
+  pool.parallel_for(groups, [&](int64_t g0, int64_t g1, int) {
+    const int64_t r0 = g0 * kPackRows;
+    const int64_t rows = std::min(m.n_out, g1 * kPackRows) - r0;
+    pack_rows16(m.type, m.n_in, rows, src + static_cast<size_t>(r0) * m.row_stride, m.row_stride,
+                dst + static_cast<size_t>(g0) * gbytes);
+  });
+  return {m.type, m.n_in, m.n_out, dst, gbytes, WeightLayout::Rows16};
 }
 
 MemoryBandwidth CpuBackend::measure_host_bandwidth(bool read_only) {

@@ -34,6 +34,11 @@ class CpuBackend final : public Backend {
   void download(void* host_dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   MemoryBandwidth measure_host_bandwidth(bool read_only) override;
+  // Rows16 for the packable types (n_in a multiple of 32; a stack whose
+  // parts are whole groups), packed in parallel; other matrices stay as they are.
+  MatrixView prepare_weights(const MatrixView& m, int64_t stack_rows,
+                             const std::function<void*(size_t)>& alloc,
+                             ThreadPool& pool) const override;
 
   using Backend::begin_step;
   void begin_step(const StepInputs& in, std::span<const RopeParams> ropes) override;

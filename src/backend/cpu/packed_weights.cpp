@@ -5,6 +5,7 @@
 #include <string>
 #include <type_traits>
 
+#include "backend/matrix_view.h"
 #include "tensor/blocks.h"
 #include "tensor/quant_internal.h"
 #include "util/error.h"
@@ -362,6 +363,8 @@ int64_t blocks_of(int64_t n_in) {
 }
 
 }  // namespace
+
+static_assert(kPackRows == layout_rows(WeightLayout::Rows16));
 
 bool packable(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
