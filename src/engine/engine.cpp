@@ -639,8 +639,8 @@ void Engine::save_checkpoints(const SchedulerOutput& out) {
     const Sequence& s = *sc.seq;
     const int64_t p = s.n_computed;
     const auto block = static_cast<size_t>(p / s.blocks.block_size());
-    if (s.state_slot < 0 || p == 0 || p > s.n_prompt || p % c->interval() != 0 ||
-        block > s.blocks.hashes().size())
+    if (s.state_slot < 0 || p == 0 || p > s.n_prompt ||
+        (p % c->interval() != 0 && p != s.checkpoint_at) || block > s.blocks.hashes().size())
       continue;
     const uint64_t hash = s.blocks.hashes()[block - 1];
     const auto prefix = std::span(s.tokens).first(static_cast<size_t>(p));

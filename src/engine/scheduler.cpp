@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <new>
+#include <numeric>
 
 #include "util/error.h"
 #include "util/fault_injector.h"
@@ -71,25 +72,36 @@ bool is_decoding(const Sequence* s) {
 }
 }  // namespace
 
-bool Scheduler::awaits_shared_prefix(const Sequence* seq) const {
+int64_t Scheduler::checkpoint_unit() const {
+  return std::lcm<int64_t>(std::max(config_.prefill_align, 1), kv_.block_size());
+}
+
+bool Scheduler::awaits_shared_prefix(const Sequence* seq) {
   if (!kv_.prefix_caching() || seq->embedding) return false;
   const int64_t bs = kv_.block_size();
   // match_prefix leaves at least one token to compute.
   const int64_t reusable_end = static_cast<int64_t>(seq->tokens.size()) - 1;
   if (reusable_end < bs) return false;
-  for (const Sequence* r : running_) {
+  for (Sequence* r : running_) {
     if (r->n_computed >= reusable_end) continue;
     const auto [a, b] = std::mismatch(seq->tokens.begin(), seq->tokens.begin() + reusable_end,
                                       r->tokens.begin(), r->tokens.end());
     const int64_t shared = (static_cast<int64_t>(a - seq->tokens.begin()) / bs) * bs;
-    if (shared > seq->n_computed && r->n_computed < shared) return true;
+    if (shared > seq->n_computed && r->n_computed < shared) {
+      // Hybrids: r saves its state where the shared prefix ends (aligned).
+      const int64_t at = shared / checkpoint_unit() * checkpoint_unit();
+      if (config_.checkpoint_every > 0 && at > r->n_computed && r->checkpoint_at <= r->n_computed)
+        r->checkpoint_at = at;
+      return true;
+    }
   }
   return false;
 }
 
 int64_t Scheduler::aligned_chunk(const Sequence* s, int64_t n) const {
   if (const int64_t every = config_.checkpoint_every; every > 0) {
-    const int64_t next = (s->n_computed / every + 1) * every;
+    int64_t next = (s->n_computed / every + 1) * every;
+    if (s->checkpoint_at > s->n_computed) next = std::min(next, s->checkpoint_at);
     if (next <= s->n_prompt && s->n_computed + n > next) n = next - s->n_computed;
   }
   const int64_t align = config_.prefill_align;
@@ -146,6 +158,13 @@ SchedulerOutput Scheduler::schedule() {
     if (s->blocks.blocks().empty() && !s->embedding) {  // an embedding needs every position's rows
       s->n_computed = kv_.match_prefix(s->tokens, s->blocks, &lookups);
       s->n_cached_prompt = std::min(s->n_computed, s->n_prompt);
+      // Hybrids: cached blocks past the last checkpoint are computed again;
+      // a checkpoint where they end serves the next prompt that shares them.
+      if (config_.checkpoint_every > 0) {
+        const int64_t at = static_cast<int64_t>(lookups.found) * kv_.block_size() /
+                           checkpoint_unit() * checkpoint_unit();
+        s->checkpoint_at = at > s->n_computed ? at : 0;
+      }
     }
     if (awaits_shared_prefix(s)) {
       kv_.free(s->blocks);  // matched again when it is admitted

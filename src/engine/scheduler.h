@@ -55,8 +55,11 @@ struct SchedulerConfig {
   // whatever the batch only for such cuts: backend/recurrent_args.h).
   int32_t prefill_align = 0;
   // > 0 (hybrid models with prefix caching): a prompt chunk also ends at
-  // the multiples of this many tokens inside the prompt, where the engine
-  // saves recurrent-state checkpoints (kvcache/state_checkpoints.h).
+  // the multiples of this many tokens inside the prompt and at the
+  // sequence's checkpoint_at, where the engine saves recurrent-state
+  // checkpoints (kvcache/state_checkpoints.h). checkpoint_at is where a
+  // prefix shared with another prompt ends (aligned down): found cached
+  // past the last checkpoint at admission, or awaited by a waiting prompt.
   int32_t checkpoint_every = 0;
 };
 
@@ -131,8 +134,11 @@ class Scheduler {
   // Pass 3 of schedule(): drafted tokens within what is left of `budget`.
   void grant_drafts(SchedulerOutput& out, int64_t budget);
   // True if a running sequence is computing full blocks that `seq`'s tokens
-  // share beyond what the prefix cache already gave it.
-  bool awaits_shared_prefix(const Sequence* seq) const;
+  // share beyond what the prefix cache already gave it (that sequence then
+  // saves a state checkpoint where they end, on hybrids).
+  bool awaits_shared_prefix(const Sequence* seq);
+  // Checkpoint positions are multiples of this (the kernel's chunk and the block size).
+  int64_t checkpoint_unit() const;
 
   SchedulerConfig config_;
   KvCacheManager& kv_;

@@ -35,6 +35,10 @@ struct Sequence {
   // Models with recurrent layers: the sequence's slot in the state pools
   // while it runs (-1: none; a preempted sequence starts again from zeros).
   int32_t state_slot = -1;
+  // Their prefix cache: one more position (besides the multiples of the
+  // checkpoint interval) where the prompt's state is saved, the aligned end
+  // of a prefix that other prompts share (0: none; set by the Scheduler).
+  int64_t checkpoint_at = 0;
   // Speculative decoding: tokens proposed to follow `tokens`, set by the
   // engine before a step; the scheduler grants some (ScheduledSeq::n_draft).
   std::vector<int32_t> draft;

@@ -69,6 +69,7 @@ int64_t KvCacheManager::match_prefix(std::span<const int32_t> tokens, BlockTable
       auto id = alloc_.find(h, blk);
       if (!id) break;
       ++l.hits;
+      ++l.found;
       alloc_.retain(*id);
       table.append_block(*id);
       table.hashes().push_back(h);
@@ -104,6 +105,7 @@ PrefixLookups KvCacheManager::match_to_checkpoint(std::span<const int32_t> token
     table.hashes().push_back(found[i].second);
   }
   l.hits = keep;
+  l.found = found.size();
   return l;
 }
 

@@ -35,6 +35,9 @@ struct KvWindowGroup {
 struct PrefixLookups {
   uint64_t queries = 0;
   uint64_t hits = 0;
+  // Blocks found: with state checkpoints, those past the last checkpoint
+  // were found but not kept.
+  uint64_t found = 0;
 };
 
 class KvCacheManager {

@@ -10,15 +10,40 @@
 
 #include "backend/recurrent_args.h"
 #include "engine_runner.h"
+#include "model/make_model.h"
 
 namespace pagellm::test {
 namespace {
 
-// The reference model (context 512: the shared prefix is scaled down from
-// the 1,000 tokens to 410, as far as 16 requests' prompts and replies fit).
-std::string qwen35_path() {
-  const std::string p = shared_path("golden/arch2026/rand-qwen35-tok512-F32.gguf");
-  return !p.empty() && std::filesystem::exists(p) ? p : "";
+// The models: make-model's qwen35 (context 2048: a 1,000-token system
+// prompt) and the arch2026 reference file (context 512: the shared prompt is
+// scaled down to 410 tokens, so that 16 prompts and replies fit).
+struct Source {
+  const char* name;
+  int shared;  // tokens of the shared system prompt
+};
+
+std::string model_path(const Source& src) {
+  if (std::string(src.name) == "golden") {
+    const std::string p = shared_path("golden/arch2026/rand-qwen35-tok512-F32.gguf");
+    return !p.empty() && std::filesystem::exists(p) ? p : "";
+  }
+  static std::unique_ptr<TempPath> made;
+  if (!made) {
+    made = std::make_unique<TempPath>(".gguf");
+    MakeModelSpec spec;
+    spec.arch = "qwen35";
+    spec.n_embd = 128;
+    spec.n_layer = 4;  // 0-2 gated delta-net, 3 full attention
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 128;
+    spec.type = DType::Q8_0;
+    spec.vocab_from = data_path("stories260K.gguf");
+    ThreadPool pool(2);
+    make_model(spec, made->path, pool);
+  }
+  return made->path;
 }
 
 struct Reply {
@@ -46,8 +71,10 @@ Request make_request(const std::vector<int32_t>& prompt, int gen, bool sampled, 
 }
 
 // Request i samples with seed first_seed + i.
+// `one_by_one`: each request is submitted when the one before has finished.
 RunResult run_prompts(Loaded& m, const std::vector<std::vector<int32_t>>& prompts,
-                      EngineConfig cfg, int gen, bool sampled, uint64_t first_seed = 1000) {
+                      EngineConfig cfg, int gen, bool sampled, uint64_t first_seed = 1000,
+                      bool one_by_one = false) {
   ThreadPool pool(2);
   Engine engine(*m.model, *m.tok, pool, cfg);
   RunResult out;
@@ -61,6 +88,8 @@ RunResult run_prompts(Loaded& m, const std::vector<std::vector<int32_t>>& prompt
       if (!ev.prompt_logits.empty()) r->prompt_logits = ev.prompt_logits;
       r->cached = ev.cached_prompt_tokens;
     });
+    if (one_by_one)
+      while (engine.has_work()) engine.step();
   }
   while (engine.has_work()) engine.step();
   EXPECT_EQ(engine.kv_manager().allocator().num_used(), 0) << "leaked blocks";
@@ -85,7 +114,7 @@ std::vector<std::vector<int32_t>> shared_prompts(const Tokenizer& tok, int share
 
 EngineConfig cached_config() {
   EngineConfig c;
-  c.num_blocks = 512;
+  c.num_blocks = 1200;
   c.scheduler.max_num_seqs = 16;
   c.prefix_caching = true;
   return c;
@@ -94,7 +123,10 @@ EngineConfig cached_config() {
 void expect_equal_to_solo(Loaded& m, const std::vector<std::vector<int32_t>>& prompts,
                           const RunResult& cached, int gen, bool sampled) {
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const RunResult solo = run_prompts(m, {prompts[i]}, solo_config(), gen, sampled, 1000 + i);
+    EngineConfig alone = solo_config();  // no prefix cache
+    alone.num_blocks = 128;
+    const RunResult solo = run_prompts(m, {prompts[i]}, alone, gen, sampled, 1000 + i);
+    ASSERT_EQ(solo.replies[0].tokens.size(), static_cast<size_t>(gen));
     const Reply& a = cached.replies[i];
     const Reply& b = solo.replies[0];
     EXPECT_EQ(b.cached, 0);
@@ -105,19 +137,20 @@ void expect_equal_to_solo(Loaded& m, const std::vector<std::vector<int32_t>>& pr
   }
 }
 
-class HybridPrefixCache : public ::testing::Test {
+class HybridPrefixCache : public ::testing::TestWithParam<Source> {
  protected:
   void SetUp() override {
-    path_ = qwen35_path();
+    path_ = model_path(GetParam());
     if (path_.empty()) GTEST_SKIP() << "../shared/golden/arch2026 (qwen35) is absent";
     m_ = load(path_);
+    ASSERT_TRUE(m_.model->hparams().has_recurrent());
   }
   std::string path_;
   Loaded m_;
 };
 
-TEST_F(HybridPrefixCache, SharedSystemPromptIsComputedOnceAndRepliesEqualSoloRuns) {
-  constexpr int kShared = 410, kGen = 12;
+TEST_P(HybridPrefixCache, SharedSystemPromptIsComputedOnceAndRepliesEqualSoloRuns) {
+  const int kShared = GetParam().shared, kGen = 12;
   const auto prompts = shared_prompts(*m_.tok, kShared);
   for (bool sampled : {false, true}) {
     SCOPED_TRACE(sampled ? "sampled" : "greedy");
@@ -149,7 +182,23 @@ TEST_F(HybridPrefixCache, SharedSystemPromptIsComputedOnceAndRepliesEqualSoloRun
   }
 }
 
-TEST_F(HybridPrefixCache, RestoredSequencesUnderPreemptionEqualSoloRuns) {
+TEST_P(HybridPrefixCache, OneByOneTheSecondRequestSavesWhereTheSharedPromptEnds) {
+  // The first request leaves the shared prompt's blocks in the cache; the
+  // second finds them but no checkpoint near their end, computes them again
+  // from the last checkpoint before and saves one there; the rest restore it.
+  const int kShared = GetParam().shared, kGen = 6;
+  auto prompts = shared_prompts(*m_.tok, kShared);
+  prompts.resize(5);
+  const RunResult cached =
+      run_prompts(m_, prompts, cached_config(), kGen, /*sampled=*/false, 1000, /*one_by_one=*/true);
+  const int64_t shared_blocks = kShared / 16;
+  EXPECT_EQ(cached.replies[0].cached, 0);
+  for (size_t i = 2; i < prompts.size(); ++i)
+    EXPECT_GE(cached.replies[i].cached, shared_blocks * 16 * 9 / 10) << "request " << i;
+  expect_equal_to_solo(m_, prompts, cached, kGen, /*sampled=*/false);
+}
+
+TEST_P(HybridPrefixCache, RestoredSequencesUnderPreemptionEqualSoloRuns) {
   // 40 blocks (640 tokens): one ~430-token sequence and a part of another,
   // so running sequences are preempted and resume from their checkpoints.
   constexpr int kShared = 300, kGen = 40;
@@ -164,7 +213,7 @@ TEST_F(HybridPrefixCache, RestoredSequencesUnderPreemptionEqualSoloRuns) {
   expect_equal_to_solo(m_, prompts, cached, kGen, /*sampled=*/true);
 }
 
-TEST_F(HybridPrefixCache, CheckpointsEveryChunkAndOneEntryStillGiveTheSameBits) {
+TEST_P(HybridPrefixCache, CheckpointsEveryChunkAndOneEntryStillGiveTheSameBits) {
   // The smallest interval (one 64-token chunk) and a pool of one entry: most
   // checkpoints are evicted before they are used, the rest are restored.
   constexpr int kShared = 200, kGen = 8;
@@ -178,7 +227,7 @@ TEST_F(HybridPrefixCache, CheckpointsEveryChunkAndOneEntryStillGiveTheSameBits) 
   expect_equal_to_solo(m_, prompts, cached, kGen, /*sampled=*/false);
 }
 
-TEST_F(HybridPrefixCache, NoCheckpointsMeansNoPrefixCaching) {
+TEST_P(HybridPrefixCache, NoCheckpointsMeansNoPrefixCaching) {
   EngineConfig c = cached_config();
   c.state_checkpoints = 0;
   const auto prompts = shared_prompts(*m_.tok, 200);
@@ -187,7 +236,7 @@ TEST_F(HybridPrefixCache, NoCheckpointsMeansNoPrefixCaching) {
   EXPECT_EQ(r.stats.blocks.prefix_queries, 0u);
 }
 
-TEST_F(HybridPrefixCache, BadCheckpointIntervalIsRefused) {
+TEST_P(HybridPrefixCache, BadCheckpointIntervalIsRefused) {
   ThreadPool pool(1);
   for (int32_t every : {-64, 32, 96, 100}) {
     EngineConfig c = cached_config();
@@ -195,6 +244,10 @@ TEST_F(HybridPrefixCache, BadCheckpointIntervalIsRefused) {
     EXPECT_THROW(Engine(*m_.model, *m_.tok, pool, c), ConfigError) << every;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Qwen35, HybridPrefixCache,
+                         ::testing::Values(Source{"generated", 1000}, Source{"golden", 410}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace pagellm::test
