@@ -9,7 +9,7 @@ std::optional<SeqEvent> RequestStream::next(std::chrono::milliseconds timeout) {
   if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return std::nullopt;
   SeqEvent ev = std::move(events_.front());
   events_.pop_front();
-  if (ev.finished) ++finished_read_;
+  if (ev.request_finished) request_read_ = true;
   return ev;
 }
 
@@ -41,6 +41,7 @@ bool RequestStream::end_with_error(const std::string& why) {
       events_.push_back(std::move(ev));
       any = true;
     }
+    if (any) events_.back().request_finished = true;
   }
   cv_.notify_all();
   return any;
@@ -48,7 +49,7 @@ bool RequestStream::end_with_error(const std::string& why) {
 
 bool RequestStream::finished() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return finished_read_ >= n_samples_;
+  return request_read_;
 }
 
 void RequestStream::cancel() {
@@ -162,12 +163,10 @@ void AsyncEngine::loop() {
   // Engine-thread state: which engine request each ticket became.
   std::map<uint64_t, uint64_t> ticket_to_request;
   std::map<uint64_t, std::shared_ptr<RequestStream>> streams;  // by ticket
-  std::map<uint64_t, int32_t> open_samples;                    // by ticket
   std::string failure;  // set while aborting everything after a failed step
   auto finish_ticket = [&](uint64_t ticket) {
     ticket_to_request.erase(ticket);
     streams.erase(ticket);
-    open_samples.erase(ticket);
     std::lock_guard<std::mutex> lock(mu_);
     --in_flight_;
   };
@@ -186,9 +185,7 @@ void AsyncEngine::loop() {
         auto stream = c.stream;
         const uint64_t ticket = c.ticket;
         try {
-          const int32_t n = std::max(1, c.req.n);
           streams[ticket] = stream;
-          open_samples[ticket] = n;
           const uint64_t id = engine_.submit(std::move(c.req), [&, ticket](const SeqEvent& ev) {
             auto it = streams.find(ticket);
             if (it == streams.end()) return;
@@ -199,7 +196,7 @@ void AsyncEngine::loop() {
               out.error = failure;
             }
             // Count the request out before its last event is visible to the client.
-            if (ev.finished && --open_samples[ticket] == 0) finish_ticket(ticket);
+            if (ev.request_finished) finish_ticket(ticket);
             target->push(out);
           });
           if (streams.count(ticket)) ticket_to_request[ticket] = id;
@@ -211,6 +208,7 @@ void AsyncEngine::loop() {
           if (streams.count(ticket)) finish_ticket(ticket);
           for (int32_t i = 0; i < stream->n_samples_; ++i) {
             ev.index = i;
+            ev.request_finished = i + 1 == stream->n_samples_;
             stream->push(ev);
           }
         }
@@ -252,6 +250,7 @@ void AsyncEngine::loop() {
               ev.error = error;
               for (int32_t i = 0; i < stream->n_samples_; ++i) {
                 ev.index = i;
+                ev.request_finished = i + 1 == stream->n_samples_;
                 stream->push(ev);
               }
             }

@@ -29,7 +29,7 @@ class RequestStream {
   std::optional<SeqEvent> next(std::chrono::milliseconds timeout);
   // Asks the engine to abort the request (e.g. the client went away).
   void cancel();
-  bool finished() const;  // all samples finished and their events read
+  bool finished() const;  // the request's last event (SeqEvent::request_finished) was read
   // Ends every sample that has not finished with an error event, from any
   // thread; whatever the engine sends for this request afterwards is dropped.
   // False if every sample had already finished.
@@ -45,7 +45,7 @@ class RequestStream {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<SeqEvent> events_;
-  int32_t finished_read_ = 0;
+  bool request_read_ = false;
   std::vector<bool> finished_pushed_;  // by sample index
   bool ended_ = false;                 // by end_with_error
 };

@@ -6,7 +6,7 @@
 #include <new>
 
 #include "backend/recurrent_args.h"
-#include "tokenizer/detokenizer.h"
+#include "engine/sample_output.h"
 #include "util/error.h"
 #include "util/fault_injector.h"
 
@@ -21,26 +21,14 @@ struct Engine::RequestState {
 
 struct Engine::SeqState {
   SeqState(RequestState* r, int32_t index, std::unique_ptr<Sequence> s, const SamplingParams& sp,
-           const Tokenizer& tok)
-      : req(r), index(index), seq(std::move(s)), sampler(sp), detok(tok, r->req.special_text) {}
+           SampleOutput o)
+      : req(r), index(index), seq(std::move(s)), sampler(sp), out(std::move(o)) {}
   RequestState* req;
   int32_t index;
   std::unique_ptr<Sequence> seq;
   Sampler sampler;
-  StreamingDetokenizer detok;
-  std::string text;    // decoded output so far
-  size_t emitted = 0;  // bytes of `text` already sent
+  SampleOutput out;  // text, stop strings, logprobs, prompt logits, grammar
   bool done = false;
-  // Log-probabilities of the last sampled token (when the request asks for them).
-  bool has_logprob = false;
-  float logprob = 0.0f;
-  std::vector<TokenLogprob> top_logprobs;
-  std::vector<float> prompt_logits;  // until the first token's event carries them
-  // Constrained decoding (Request::grammar): this sample's place in the
-  // grammar, its mask cache, and its masked copy of the logits row.
-  std::unique_ptr<GrammarMatcher> grammar;
-  std::unique_ptr<TokenMasker> masker;
-  std::vector<float> masked;
   SpecControl spec;  // how many tokens to draft (speculative decoding)
   // Request::embedding: the prompt's rows pooled so far, then the vector.
   std::unique_ptr<EmbeddingPooler> pooler;
@@ -53,18 +41,6 @@ SamplingParams sample_params(const SamplingParams& base, int32_t index) {
   SamplingParams p = base;
   p.seed = base.seed + static_cast<uint64_t>(index) * 0x9e3779b97f4a7c15ull;
   return p;
-}
-
-// Length of the longest suffix of `text` that is a proper prefix of a stop string.
-size_t held_back(const std::string& text, const std::vector<std::string>& stops) {
-  size_t hold = 0;
-  for (const auto& s : stops)
-    for (size_t len = std::min(s.size() - 1, text.size()); len > hold; --len)
-      if (text.compare(text.size() - len, len, s, 0, len) == 0) {
-        hold = len;
-        break;
-      }
-  return hold;
 }
 
 // The error text for a failure during `what` of a step.
@@ -207,23 +183,14 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
   const int64_t max_total = std::min<int64_t>(n_prompt + req.max_tokens, max_seq_len_);
   auto seq = std::make_unique<Sequence>(next_seq_id_++, req.prompt, max_total, config_.block_size);
   seq->embedding = req.embedding;
+  // The vocabulary as grammars see it: built with the first constrained request.
+  if (req.grammar && !grammar_vocab_) grammar_vocab_ = make_grammar_vocab(tokenizer_);
   auto st = std::make_unique<SeqState>(rs.get(), 0, std::move(seq), sample_params(req.sampling, 0),
-                                       tokenizer_);
+                                       SampleOutput(tokenizer_, req, 0, grammar_vocab_));
   st->spec = SpecControl(config_.speculation.draft_max);
   if (req.embedding)
     st->pooler = std::make_unique<EmbeddingPooler>(req.pooling, model_.hparams().n_embd, n_prompt);
   rs->seqs.reserve(static_cast<size_t>(req.n));
-  if (req.grammar) {
-    if (!grammar_vocab_) {
-      std::vector<std::string> pieces(static_cast<size_t>(tokenizer_.n_vocab()));
-      for (int32_t id = 0; id < tokenizer_.n_vocab(); ++id)
-        pieces[static_cast<size_t>(id)] = tokenizer_.token_to_piece(id, /*special=*/false);
-      grammar_vocab_ = std::make_shared<GrammarVocab>(std::move(pieces), tokenizer_.vocab().eog_ids());
-    }
-    st->grammar = std::make_unique<GrammarMatcher>(req.grammar);
-    if (st->grammar->dead()) throw ConfigError("the grammar matches no text");
-    st->masker = std::make_unique<TokenMasker>(grammar_vocab_);
-  }
   scheduler_->add(st->seq.get());  // may throw: nothing registered yet
   by_seq_[st->seq.get()] = st.get();
   rs->req = std::move(req);
@@ -280,29 +247,38 @@ void Engine::finish_seq(SeqState& st, FinishReason reason, int32_t token,
   kv_->release_state_slot(st.seq->state_slot);
   st.seq->state_slot = -1;
   if (proposer_) proposer_->release(st.seq->id);
-  // A stop string already cut the text; otherwise release what the detokenizer holds.
-  if (reason != FinishReason::kStop || st.req->req.stop.empty()) st.text += st.detok.flush();
   SeqEvent ev;
   ev.request_id = st.req->id;
   ev.index = st.index;
   ev.token = token;
-  if (reason != FinishReason::kAbort && reason != FinishReason::kError && st.emitted < st.text.size())
-    ev.text = st.text.substr(st.emitted);
-  st.emitted = st.text.size();
   ev.finished = true;
   ev.finish_reason = reason;
-  if (token >= 0 && st.has_logprob) {
-    ev.has_logprob = true;
-    ev.logprob = st.logprob;
-    ev.top_logprobs = st.top_logprobs;
-  }
-  if (token >= 0) ev.prompt_logits = std::move(st.prompt_logits);
+  st.out.fill_final_event(ev, reason);
   ev.embedding = std::move(st.embedding);
   ev.error = error;
   ev.prompt_tokens = st.seq->n_prompt;
   ev.cached_prompt_tokens = st.seq->n_cached_prompt;
   ev.generated_tokens = st.seq->n_generated();
-  if (st.req->on_event) st.req->on_event(ev);
+  // A request that ends before its prompt forks ends its other samples too,
+  // so every sample has a final event; the request's last one says so.
+  RequestState& rs = *st.req;
+  const bool last = std::all_of(rs.seqs.begin(), rs.seqs.end(), [](auto& s) { return s->done; });
+  const auto n_seqs = static_cast<int32_t>(rs.seqs.size());
+  ev.request_finished = last && n_seqs >= rs.req.n;
+  if (rs.on_event) rs.on_event(ev);
+  if (!last) return;
+  for (int32_t i = n_seqs; i < rs.req.n; ++i) {
+    SeqEvent other;
+    other.request_id = rs.id;
+    other.index = i;
+    other.finished = true;
+    other.finish_reason = reason;
+    other.error = error;
+    other.prompt_tokens = ev.prompt_tokens;
+    other.cached_prompt_tokens = ev.cached_prompt_tokens;
+    other.request_finished = i + 1 == rs.req.n;
+    if (rs.on_event) rs.on_event(other);
+  }
 }
 
 void Engine::fork_samples(SeqState& parent) {
@@ -313,12 +289,8 @@ void Engine::fork_samples(SeqState& parent) {
     seq->n_prompt = parent.seq->n_prompt;
     seq->n_cached_prompt = parent.seq->n_cached_prompt;
     auto st = std::make_unique<SeqState>(&rs, i, std::move(seq), sample_params(rs.req.sampling, i),
-                                         tokenizer_);
+                                         parent.out.fork(i));
     st->spec = SpecControl(config_.speculation.draft_max);
-    if (parent.grammar) {
-      st->grammar = std::make_unique<GrammarMatcher>(*parent.grammar);
-      st->masker = std::make_unique<TokenMasker>(grammar_vocab_);
-    }
     if (parent.seq->state_slot >= 0) {
       // The sample goes on from the prompt's state: copied before the next step.
       st->seq->state_slot = kv_->acquire_state_slot();
@@ -345,33 +317,17 @@ void Engine::add_draw(SeqState& st, const float* logits) {
 }
 
 void Engine::draw(Draw& d) const {
-  // Runs on any thread: touches only this sequence's sampler and log-probs
+  // Runs on any thread: touches only this sequence's sampler and output
   // and reads its tokens; errors are kept for the engine thread.
   if (d.failed) return;
   SeqState& st = *d.st;
   try {
     const Sequence& seq = *st.seq;
-    if (st.req->req.prompt_logits && st.index == 0 && seq.n_generated() == 0)
-      st.prompt_logits.assign(d.logits, d.logits + model_.hparams().n_vocab);
     const int64_t V = model_.hparams().n_vocab;
-    const float* logits = d.logits;
-    if (st.grammar) {  // the row may be a sibling's too: mask a copy
-      st.masked.assign(d.logits, d.logits + V);
-      if (TokenMasker::apply(st.masker->mask(*st.grammar), st.masked.data(), V) == 0)
-        throw Error(fmt::format("the grammar allows no token after {} generated tokens",
-                                seq.n_generated()));
-      logits = st.masked.data();
-    }
+    const float* logits = st.out.draw_from(d.logits, V, seq.n_generated());
     d.token = st.sampler.sample(logits, static_cast<int>(V), seq.tokens,
                                 static_cast<size_t>(seq.n_prompt));
-    if (st.grammar && !grammar_vocab_->is_eog(d.token) &&
-        !st.grammar->advance(grammar_vocab_->bytes(d.token)))
-      throw Error(fmt::format("token {} is outside the grammar", d.token));
-    const int32_t top_n = st.req->req.logprobs;
-    if (top_n >= 0) {
-      st.has_logprob = true;
-      st.logprob = st.sampler.logprobs(d.token, top_n, &st.top_logprobs).logprob;
-    }
+    st.out.drawn(d.token, st.sampler);
   } catch (const std::exception& e) {
     d.failed = true;
     try {
@@ -397,51 +353,15 @@ void Engine::emit(SeqState& st, int32_t id) {
   Sequence& seq = *st.seq;
   seq.tokens.push_back(id);
   ++stats_.generated_tokens;
-  const Request& req = st.req->req;
-
-  FinishReason reason = FinishReason::kNone;
-  if (tokenizer_.is_eog(id) && !req.ignore_eos) {
-    reason = FinishReason::kStop;
-  } else {
-    st.text += st.detok.push(id);
-    if (!req.stop.empty()) {
-      size_t cut = std::string::npos;
-      const size_t longest =
-          std::max_element(req.stop.begin(), req.stop.end(), [](auto& a, auto& b) {
-            return a.size() < b.size();
-          })->size();
-      const size_t from = st.emitted > longest ? st.emitted - longest : 0;
-      for (const auto& s : req.stop) {
-        size_t p = st.text.find(s, from);
-        if (p != std::string::npos && p < cut) cut = p;
-      }
-      if (cut != std::string::npos) {
-        st.text.resize(cut);
-        reason = FinishReason::kStop;
-      }
-    }
-    if (reason == FinishReason::kNone && static_cast<int64_t>(seq.tokens.size()) >= seq.max_total)
-      reason = FinishReason::kLength;
-  }
-  if (reason != FinishReason::kNone) {
-    finish_seq(st, reason, id);  // the token's text goes out with the final event
-    return;
-  }
+  // The token's text goes out with the final event when it ends the sample.
+  if (st.out.push(id)) return finish_seq(st, FinishReason::kStop, id);
+  if (static_cast<int64_t>(seq.tokens.size()) >= seq.max_total)
+    return finish_seq(st, FinishReason::kLength, id);
   SeqEvent ev;
   ev.request_id = st.req->id;
   ev.index = st.index;
   ev.token = id;
-  if (st.has_logprob) {
-    ev.has_logprob = true;
-    ev.logprob = st.logprob;
-    ev.top_logprobs = st.top_logprobs;
-  }
-  ev.prompt_logits = std::move(st.prompt_logits);
-  const size_t safe = st.text.size() - (req.stop.empty() ? 0 : held_back(st.text, req.stop));
-  if (safe > st.emitted) {
-    ev.text = st.text.substr(st.emitted, safe - st.emitted);
-    st.emitted = safe;
-  }
+  st.out.fill_event(ev);
   ev.prompt_tokens = seq.n_prompt;
   ev.cached_prompt_tokens = seq.n_cached_prompt;
   ev.generated_tokens = seq.n_generated();

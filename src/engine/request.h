@@ -40,13 +40,17 @@ struct Request {
   Pooling pooling = Pooling::kMean;
 };
 
-// Why a sample ended; finish_reason_name() gives the API's names.
+// Why a sample ended. finish_reason_name() gives the names of the logs and
+// metrics (and OpenAI's); each API's writer maps it to its own word.
 enum class FinishReason : uint8_t {
   kNone,    // not finished
   kStop,    // end of sequence, or a stop string
   kLength,  // max_tokens or the context
   kAbort,   // the client went away / the request was cancelled
   kError,   // refused or failed: SeqEvent::error says why
+  // The reply is tool calls: set by the server when it finds them in a
+  // sample that stopped, never by the engine.
+  kToolCalls,
 };
 
 inline const char* finish_reason_name(FinishReason r) {
@@ -59,6 +63,8 @@ inline const char* finish_reason_name(FinishReason r) {
       return "abort";
     case FinishReason::kError:
       return "error";
+    case FinishReason::kToolCalls:
+      return "tool_calls";
     case FinishReason::kNone:
       break;
   }
@@ -73,7 +79,13 @@ struct SeqEvent {
   std::string text;    // new text (complete UTF-8), may be empty
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;  // when finished
+  // On the final event: which Request::stop string ended the sample (-1:
+  // none; it ended otherwise, an end-of-generation token included).
+  int32_t stop_index = -1;
   std::string error;          // set with finish_reason "error": why the request was refused
+  // The request's last event: every one of its samples has had its final
+  // event (the one owner of that count; consumers read this flag).
+  bool request_finished = false;
   int64_t prompt_tokens = 0;
   int64_t cached_prompt_tokens = 0;
   int64_t generated_tokens = 0;

@@ -281,8 +281,8 @@ ojson anthropic_error_json(const ApiError& e) {
 }
 
 std::string anthropic_stop_reason(const ChoiceResult& choice) {
-  if (choice.finish_reason == "length") return "max_tokens";
-  if (choice.finish_reason == "tool_calls") return "tool_use";
+  if (choice.finish_reason == FinishReason::kLength) return "max_tokens";
+  if (choice.finish_reason == FinishReason::kToolCalls) return "tool_use";
   if (!choice.stop_sequence.empty()) return "stop_sequence";
   return "end_turn";
 }

@@ -35,7 +35,7 @@ CompletionSession::CompletionSession(AsyncEngine& engine, const Tokenizer& token
       received_(received),
       choices_(prepared_.requests.size() * static_cast<size_t>(request.n)),
       cached_(prepared_.requests.size(), 0),
-      open_choices_(choices_.size()) {
+      open_requests_(prepared_.requests.size()) {
   for (auto& c : choices_) {
     if (prepared_.harmony)
       c.splitter = std::make_unique<HarmonySplitter>();
@@ -134,7 +134,6 @@ void CompletionSession::apply(const Event& e, bool streaming, std::string& sse) 
     if (c.has_token) metrics_.inter_token.observe(seconds(now - c.last_token));
     c.has_token = true;
     c.last_token = now;
-    if (!stop_.empty()) c.raw += tokenizer_.token_to_piece(ev.token);
     // The end-of-generation token that stopped the choice is not part of its output.
     const bool final_eog =
         ev.finished && ev.finish_reason == FinishReason::kStop && !ignore_eos_ && tokenizer_.is_eog(ev.token);
@@ -173,12 +172,11 @@ void CompletionSession::apply(const Event& e, bool streaming, std::string& sse) 
   }
   if (!ev.finished) return;
   c.finished = true;
-  c.finish_reason = finish_reason_name(ev.finish_reason);
+  c.finish_reason = ev.finish_reason;
   c.generated = ev.generated_tokens;
   if (ev.index == 0) cached_[e.request] = ev.cached_prompt_tokens;
-  if (ev.finish_reason == FinishReason::kStop && !stop_.empty() &&
-      !(ev.token >= 0 && tokenizer_.is_eog(ev.token)))
-    find_stop_sequence(c);
+  if (ev.stop_index >= 0 && static_cast<size_t>(ev.stop_index) < stop_.size())
+    c.stop_sequence = stop_[static_cast<size_t>(ev.stop_index)];
   if (hold) {
     find_tool_calls(c);
     if (streaming) {
@@ -190,9 +188,9 @@ void CompletionSession::apply(const Event& e, bool streaming, std::string& sse) 
       }
     }
   }
-  metrics_.count_finish(c.finish_reason);
+  metrics_.count_finish(finish_reason_name(c.finish_reason));
   if (streaming) sse += out_->stream_finish(index, result_of(c));
-  if (--open_choices_ == 0) {
+  if (ev.request_finished && --open_requests_ == 0) {
     finished_ = true;
     metrics_.e2e.observe(seconds(now - received_));
   }
@@ -252,20 +250,7 @@ void CompletionSession::find_tool_calls(Choice& c) {
     // Clients match tool results to calls by id across requests: 96 random bits.
     c.tool_calls.push_back({new_random_id("call_"), call.name, call.arguments});
   c.text = content;
-  c.finish_reason = "tool_calls";
-}
-
-void CompletionSession::find_stop_sequence(Choice& c) {
-  // The engine keeps the stop string out of the text; the tokens' pieces
-  // still hold it. The earliest match is the one that stopped generation.
-  size_t best = std::string::npos;
-  for (const auto& s : stop_) {
-    const size_t at = c.raw.find(s);
-    if (at != std::string::npos && (best == std::string::npos || at < best)) {
-      best = at;
-      c.stop_sequence = s;
-    }
-  }
+  c.finish_reason = FinishReason::kToolCalls;
 }
 
 ChoiceResult CompletionSession::result_of(const Choice& c) const {
@@ -290,7 +275,7 @@ double CompletionSession::ttft_seconds() const {
 
 std::string CompletionSession::finish_reason() const {
   if (failed_) return fail_reason_;
-  return choices_.empty() ? "" : choices_.front().finish_reason;
+  return choices_.empty() ? "" : finish_reason_name(choices_.front().finish_reason);
 }
 
 }  // namespace pagellm

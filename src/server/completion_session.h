@@ -63,7 +63,7 @@ class CompletionSession {
   // For the access log.
   Usage usage() const;
   double ttft_seconds() const;        // < 0 before the first token
-  std::string finish_reason() const;  // of the choices, "stop"/"length" (first one), or the failure
+  std::string finish_reason() const;  // the first choice's ("stop", "length", "tool_calls") or the failure's
   const std::string& error() const { return error_; }
 
  private:
@@ -72,12 +72,11 @@ class CompletionSession {
     std::string text;
     std::string reasoning;
     std::unique_ptr<ReplySplitter> splitter;  // reasoning replies
-    std::string raw;  // the tokens' pieces, held-back stop text included (stop strings given)
-    std::string stop_sequence;
+    std::string stop_sequence;  // the stop string that ended it (SeqEvent::stop_index)
     std::vector<LogprobItem> logprobs;  // all of them (non-streamed)
     std::vector<LogprobItem> unsent;    // not yet in a chunk (streamed)
     bool finished = false;
-    std::string finish_reason;
+    FinishReason finish_reason = FinishReason::kNone;
     int64_t generated = 0;
     bool has_token = false;
     Clock::time_point last_token;
@@ -98,8 +97,6 @@ class CompletionSession {
   ServerMetrics& metrics_;
   // Moves the calls in c's reply into c.tool_calls (finish reason tool_calls).
   void find_tool_calls(Choice& c);
-  // Which stop string ended c (its finish reason is "stop", not by an end-of-generation token).
-  void find_stop_sequence(Choice& c);
   ChoiceResult result_of(const Choice& c) const;  // without logprobs
   PreparedCompletion prepared_;
   std::unique_ptr<SessionOutput> out_;
@@ -110,7 +107,7 @@ class CompletionSession {
   std::vector<std::shared_ptr<RequestStream>> streams_;
   std::vector<Choice> choices_;
   std::vector<int64_t> cached_;  // per request
-  size_t open_choices_ = 0;
+  size_t open_requests_ = 0;  // engine requests without their last event (SeqEvent::request_finished)
   bool submitted_ = false;
   bool cancelled_ = false;
   bool started_stream_ = false;

@@ -338,9 +338,9 @@ LlamaCompletionOutput::LlamaCompletionOutput(std::string model, std::string prom
       n_ctx_(n_ctx) {}
 
 ojson LlamaCompletionOutput::body(const ChoiceResult& c, const Usage& u) const {
-  const char* stop_type = c.finish_reason == "length"     ? "limit"
-                          : !c.stop_sequence.empty()      ? "word"
-                                                          : "eos";
+  const char* stop_type = c.finish_reason == FinishReason::kLength ? "limit"
+                          : !c.stop_sequence.empty()               ? "word"
+                                                                   : "eos";
   return {{"index", 0},
           {"content", c.text},
           {"tokens", ojson::array()},

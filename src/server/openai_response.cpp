@@ -22,6 +22,12 @@ json bytes_of(const std::string& s) {
   return b;
 }
 
+// OpenAI's words ("stop", "length", "tool_calls") are the engine's names;
+// null while the choice goes on.
+json finish_reason_json(FinishReason r) {
+  return r == FinishReason::kNone ? json(nullptr) : json(finish_reason_name(r));
+}
+
 }  // namespace
 
 ResponseShape::ResponseShape(Endpoint endpoint, std::string id, int64_t created, std::string model,
@@ -79,12 +85,12 @@ json ResponseShape::full(const std::vector<ChoiceResult>& choices, const Usage& 
       cs.push_back({{"index", i},
                     {"message", message},
                     {"logprobs", logprobs_json(c.logprobs)},
-                    {"finish_reason", c.finish_reason}});
+                    {"finish_reason", finish_reason_json(c.finish_reason)}});
     } else {
       cs.push_back({{"index", i},
                     {"text", c.text},
                     {"logprobs", logprobs_json(c.logprobs)},
-                    {"finish_reason", c.finish_reason}});
+                    {"finish_reason", finish_reason_json(c.finish_reason)}});
     }
   }
   return {{"id", id_},
@@ -115,17 +121,17 @@ json ResponseShape::role_chunk(int32_t index) const {
 
 json ResponseShape::delta_chunk(int32_t index, const std::string& text,
                                 const std::vector<LogprobItem>& logprobs,
-                                const std::string& finish_reason) const {
+                                FinishReason finish_reason) const {
   json j = chunk_base();
   json choice = {{"index", index}};
   if (endpoint_ == Endpoint::kChat) {
     choice["delta"] =
-        text.empty() && !finish_reason.empty() ? json::object() : json{{"content", text}};
+        text.empty() && finish_reason != FinishReason::kNone ? json::object() : json{{"content", text}};
   } else {
     choice["text"] = text;
   }
   choice["logprobs"] = logprobs.empty() ? json(nullptr) : logprobs_json(logprobs);
-  choice["finish_reason"] = finish_reason.empty() ? json(nullptr) : json(finish_reason);
+  choice["finish_reason"] = finish_reason_json(finish_reason);
   j["choices"] = json::array({choice});
   return j;
 }

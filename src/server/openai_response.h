@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/request.h"
 #include "server/openai_request.h"
 
 namespace pagellm {
@@ -31,7 +32,7 @@ struct ToolCallResult {
 
 struct ChoiceResult {
   std::string text;
-  std::string finish_reason;  // "stop", "length" or "tool_calls"
+  FinishReason finish_reason = FinishReason::kNone;  // kStop, kLength or kToolCalls
   std::vector<LogprobItem> logprobs;
   // Calls found in the reply: the message's tool_calls (its content the text
   // outside them, null when empty).
@@ -59,12 +60,12 @@ class ResponseShape {
   nlohmann::ordered_json full(const std::vector<ChoiceResult>& choices, const Usage& usage) const;
 
   // Stream chunks. The chat stream opens each choice with a role chunk;
-  // `finish_reason` empty means null. A chunk ending a choice carries no text
+  // `finish_reason` kNone means null. A chunk ending a choice carries no text
   // in chat ("delta": {}).
   nlohmann::ordered_json role_chunk(int32_t index) const;
   nlohmann::ordered_json delta_chunk(int32_t index, const std::string& text,
                                      const std::vector<LogprobItem>& logprobs,
-                                     const std::string& finish_reason) const;
+                                     FinishReason finish_reason) const;
   // A piece of the thought: {"delta": {"reasoning_content": ...}} (chat only).
   nlohmann::ordered_json reasoning_chunk(int32_t index, const std::string& text) const;
   // A choice's tool calls as stream chunks: per call, one chunk with its id,

@@ -446,7 +446,7 @@ std::string ResponsesOutput::stream_finish(int32_t, const ChoiceResult& choice) 
   // A reply is a message even when it is empty.
   std::string sse = open_message();
   const size_t index = output_.size();
-  const char* status = choice.finish_reason == "length" ? "incomplete" : "completed";
+  const char* status = choice.finish_reason == FinishReason::kLength ? "incomplete" : "completed";
   sse += event("response.output_text.done", {{"item_id", message_id_},
                                              {"output_index", index},
                                              {"content_index", 0},
@@ -464,7 +464,7 @@ std::string ResponsesOutput::stream_finish(int32_t, const ChoiceResult& choice) 
 }
 
 std::string ResponsesOutput::stream_end(const Usage& usage) {
-  const bool incomplete = result_.finish_reason == "length";
+  const bool incomplete = result_.finish_reason == FinishReason::kLength;
   ojson r = response(incomplete ? "incomplete" : "completed", output_, &usage);
   save(r, result_);
   return event(incomplete ? "response.incomplete" : "response.completed", {{"response", r}});
@@ -478,7 +478,7 @@ std::string ResponsesOutput::stream_error(const ApiError& e) {
 
 ojson ResponsesOutput::full(const std::vector<ChoiceResult>& choices, const Usage& usage) {
   const ChoiceResult& c = choices.at(0);
-  const bool incomplete = c.finish_reason == "length";
+  const bool incomplete = c.finish_reason == FinishReason::kLength;
   ojson output = ojson::array();
   if (!c.reasoning.empty()) output.push_back(reasoning_item(c.reasoning, "completed"));
   if (c.tool_calls.empty()) output.push_back(message_item(c.text, incomplete ? "incomplete" : "completed"));

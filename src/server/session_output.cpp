@@ -15,7 +15,7 @@ std::string OpenAiOutput::stream_begin(size_t n_choices, const Usage&) {
 
 std::string OpenAiOutput::stream_text(int32_t index, const std::string& text,
                                       const std::vector<LogprobItem>& logprobs) {
-  return sse_data(shape_.delta_chunk(index, text, logprobs, ""));
+  return sse_data(shape_.delta_chunk(index, text, logprobs, FinishReason::kNone));
 }
 
 std::string OpenAiOutput::stream_tool_calls(int32_t index,

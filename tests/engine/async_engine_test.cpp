@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -102,6 +103,52 @@ TEST(AsyncEngine, CancelFreesBlocksAndErrorsComeBackAsEvents) {
   drain(*ae.submit(bad), &reason, &error);
   EXPECT_EQ(reason, "error");
   EXPECT_NE(error.find("outside the vocabulary"), std::string::npos) << error;
+  EXPECT_EQ(ae.in_flight(), 0);
+}
+
+// Every sample of a request has exactly one final event, and the request's
+// last event says it is the last (SeqEvent::request_finished), also when the
+// request ends before its prompt forks into its samples.
+TEST(AsyncEngine, TheLastSamplesFinalEventEndsTheRequest) {
+  Fixture f;
+  for (bool before_fork : {true, false}) {
+    SCOPED_TRACE(before_fork ? "aborted before the fork" : "run to the end");
+    ThreadPool pool(1);
+    Engine engine(*f.model, *f.tok, pool, Served::config(64));
+    Request r = greedy(*f.tok, "Once upon a time", 5);
+    r.n = 3;
+    std::vector<SeqEvent> events;
+    const uint64_t id = engine.submit(r, [&](const SeqEvent& ev) { events.push_back(ev); });
+    if (before_fork) engine.abort(id);
+    while (engine.has_work()) engine.step();
+    std::map<int32_t, int> finals;  // by sample index
+    for (const SeqEvent& ev : events)
+      if (ev.finished) ++finals[ev.index];
+    EXPECT_EQ(finals, (std::map<int32_t, int>{{0, 1}, {1, 1}, {2, 1}}));
+    ASSERT_FALSE(events.empty());
+    EXPECT_TRUE(events.back().request_finished);
+    EXPECT_EQ(std::count_if(events.begin(), events.end(),
+                            [](const SeqEvent& ev) { return ev.request_finished; }),
+              1);
+    if (before_fork)
+      for (const SeqEvent& ev : events) EXPECT_EQ(ev.finish_reason, FinishReason::kAbort);
+  }
+  // Through the threaded front: a long prompt prefilled in small chunks,
+  // cancelled at once (before its samples fork, as a rule), leaves nothing in flight.
+  EngineConfig cfg = Served::config(64);
+  cfg.scheduler.max_batched_tokens = 16;
+  ThreadPool pool(1);
+  Engine engine(*f.model, *f.tok, pool, cfg);
+  AsyncEngine ae(engine, 4);
+  std::string text;
+  for (int i = 0; i < 30; ++i) text += "Once upon a time ";
+  Request r = greedy(*f.tok, text, 50);
+  r.n = 3;
+  auto s = ae.submit(r);
+  s->cancel();
+  drain(*s);
+  EXPECT_TRUE(s->finished());
+  for (int i = 0; i < 400 && ae.in_flight() != 0; ++i) std::this_thread::sleep_for(5ms);
   EXPECT_EQ(ae.in_flight(), 0);
 }
 

@@ -160,7 +160,7 @@ TEST(OpenAiResponse, ChatShapes) {
   ResponseShape shape(Endpoint::kChat, "chatcmpl-1", 123, "m", /*logprobs=*/true,
                       /*include_usage=*/true);
   LogprobItem item{"a", -std::numeric_limits<float>::infinity(), {{"a", -0.5f}}, 0};
-  const json full = json::parse(dump_json(shape.full({{"hi", "stop", {item}}}, Usage{3, 1, 0})));
+  const json full = json::parse(dump_json(shape.full({{"hi", FinishReason::kStop, {item}}}, Usage{3, 1, 0})));
   EXPECT_EQ(full["object"], "chat.completion");
   EXPECT_EQ(full["choices"][0]["message"]["content"], "hi");
   EXPECT_EQ(full["choices"][0]["logprobs"]["content"][0]["logprob"], -9999.0);
@@ -172,7 +172,7 @@ TEST(OpenAiResponse, ChatShapes) {
                       "\"model\":\"m\",\"usage\":null,\"choices\""),
             0u)
       << text;
-  const json end = json::parse(dump_json(shape.delta_chunk(0, "", {}, "length")));
+  const json end = json::parse(dump_json(shape.delta_chunk(0, "", {}, FinishReason::kLength)));
   EXPECT_EQ(end["choices"][0]["delta"], json::object());
   EXPECT_EQ(end["choices"][0]["finish_reason"], "length");
   const json usage = json::parse(dump_json(shape.usage_chunk(Usage{3, 1, 2})));
@@ -183,7 +183,7 @@ TEST(OpenAiResponse, ChatShapes) {
 TEST(OpenAiResponse, CompletionLogprobsAndErrors) {
   ResponseShape shape(Endpoint::kCompletion, "cmpl-1", 1, "m", true, false);
   const json chunk = json::parse(
-      dump_json(shape.delta_chunk(0, "ab", {{"a", -1.0f, {{"a", -1.0f}, {"b", -2.0f}}, 0}}, "")));
+      dump_json(shape.delta_chunk(0, "ab", {{"a", -1.0f, {{"a", -1.0f}, {"b", -2.0f}}, 0}}, FinishReason::kNone)));
   EXPECT_FALSE(chunk.contains("usage"));
   EXPECT_EQ(chunk["choices"][0]["text"], "ab");
   EXPECT_EQ(chunk["choices"][0]["logprobs"]["top_logprobs"][0]["b"], -2.0);

@@ -206,7 +206,7 @@ TEST(ResponsesOutput, FullResponseAndStoredConversation) {
   EXPECT_EQ(out.id().rfind("resp_", 0), 0u);
   ChoiceResult c;
   c.text = "Hello";
-  c.finish_reason = "stop";
+  c.finish_reason = FinishReason::kStop;
   Usage u{5, 2, 0};
   ojson body = out.full({c}, u);
   EXPECT_EQ(body["object"], "response");
@@ -225,7 +225,7 @@ TEST(ResponsesOutput, FullResponseAndStoredConversation) {
   EXPECT_EQ(saved.messages[1]["role"], "assistant");
   EXPECT_EQ(saved.messages[1]["content"], "Hello");
 
-  c.finish_reason = "length";
+  c.finish_reason = FinishReason::kLength;
   ResponsesOutput out2(r, "m", 1, nullptr);
   ojson inc = out2.full({c}, u);
   EXPECT_EQ(inc["status"], "incomplete");
@@ -241,7 +241,7 @@ TEST(ResponsesOutput, StreamEventsInOrderWithSequenceNumbers) {
   sse += out.stream_text(0, "llo", {});
   ChoiceResult c;
   c.text = "Hello";
-  c.finish_reason = "stop";
+  c.finish_reason = FinishReason::kStop;
   sse += out.stream_finish(0, c);
   sse += out.stream_end(Usage{3, 2, 0});
   auto events = events_of(sse);
@@ -269,7 +269,7 @@ TEST(ResponsesOutput, StreamedToolCallsAndFailure) {
   std::string sse = out.stream_begin(1, Usage{});
   sse += out.stream_tool_calls(0, {{"call_abc", "f", "{\"a\":1}"}});
   ChoiceResult c;
-  c.finish_reason = "tool_calls";
+  c.finish_reason = FinishReason::kToolCalls;
   c.tool_calls = {{"call_abc", "f", "{\"a\":1}"}};
   sse += out.stream_finish(0, c);
   sse += out.stream_end(Usage{});
@@ -378,7 +378,7 @@ TEST(AnthropicOutput, MessageAndStream) {
   EXPECT_EQ(out.id().rfind("msg_", 0), 0u);
   ChoiceResult c;
   c.text = "Hi";
-  c.finish_reason = "stop";
+  c.finish_reason = FinishReason::kStop;
   c.stop_sequence = "END";
   ojson m = out.full({c}, Usage{4, 3, 0});
   EXPECT_EQ(m["type"], "message");
@@ -391,14 +391,14 @@ TEST(AnthropicOutput, MessageAndStream) {
 
   c.stop_sequence.clear();
   EXPECT_EQ(anthropic_stop_reason(c), "end_turn");
-  c.finish_reason = "length";
+  c.finish_reason = FinishReason::kLength;
   EXPECT_EQ(anthropic_stop_reason(c), "max_tokens");
 
   AnthropicOutput s("m");
   std::string sse = s.stream_begin(1, Usage{4, 0, 0});
   sse += s.stream_text(0, "H", {});
   sse += s.stream_text(0, "i", {});
-  c.finish_reason = "stop";
+  c.finish_reason = FinishReason::kStop;
   c.text = "Hi";
   sse += s.stream_finish(0, c);
   sse += s.stream_end(Usage{4, 2, 0});
@@ -534,7 +534,7 @@ TEST(AnthropicOutput, ThinkingTextAndToolUseBlocksInOrder) {
   ChoiceResult c;
   c.reasoning = "think";
   c.text = "calling";
-  c.finish_reason = "tool_calls";
+  c.finish_reason = FinishReason::kToolCalls;
   c.tool_calls = {{"call_abc", "add", R"({"a":1})"}, {"call_def", "add", R"({"a":2})"}};
   AnthropicOutput out("m");
   ojson m = out.full({c}, Usage{1, 2, 0});

@@ -38,7 +38,7 @@ int anthropic_request(const uint8_t* data, size_t size) {
   AnthropicOutput out("m");
   ChoiceResult c;
   c.text = "a reply";
-  c.finish_reason = "stop";
+  c.finish_reason = FinishReason::kStop;
   c.stop_sequence = req.chat.stop.empty() ? "" : req.chat.stop.front();
   const auto message = out.full({c}, Usage{3, 1, 0});
   if (message["stop_reason"] != (c.stop_sequence.empty() ? "end_turn" : "stop_sequence"))
@@ -46,7 +46,7 @@ int anthropic_request(const uint8_t* data, size_t size) {
   if (!req.chat.tools.empty()) {
     // A call to the first tool, as the session would hand it over.
     c.tool_calls = {{"call_0123456789abcdef01234567", req.chat.tools.front().name, "{}"}};
-    c.finish_reason = "tool_calls";
+    c.finish_reason = FinishReason::kToolCalls;
     c.reasoning = "a thought";
     AnthropicOutput calls("m");
     const auto m = calls.full({c}, Usage{3, 1, 0});

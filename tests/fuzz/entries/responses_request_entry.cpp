@@ -45,7 +45,7 @@ int responses_request(const uint8_t* data, size_t size) {
   ResponsesOutput out(req, "m", 0, [&](const std::string&, StoredResponse) { ++saved; });
   ChoiceResult c;
   c.text = "a \xff reply";  // invalid UTF-8 must not break the output
-  c.finish_reason = "stop";
+  c.finish_reason = FinishReason::kStop;
   std::string sse = out.stream_begin(1, Usage{3, 0, 0});
   sse += out.stream_text(0, c.text, {});
   sse += out.stream_finish(0, c);
