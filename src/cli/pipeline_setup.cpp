@@ -50,8 +50,9 @@ int32_t link_micro_batches() {
 
 // What a stage accepts from the rank before it: the steps of an engine
 // whose KV runtime is `kv`.
-StepLimits stage_limits(const ModelHParams& hp, const KvRuntimeConfig& kv) {
+StepLimits stage_limits(const ModelHParams& hp, const KvRuntimeConfig& kv, int32_t state_slots = 0) {
   StepLimits lim;
+  lim.state_slots = state_slots;
   lim.n_vocab = hp.n_vocab;
   lim.n_embd = hp.n_embd;
   lim.block_size = kv.block_size;
@@ -219,6 +220,20 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
   const auto layer_bytes = [&](int32_t l) {
     return fp.layer_weight_bytes[static_cast<size_t>(l)] + layer_kv(l) + layer_state(l);
   };
+  // d holds layers [first, end) (and the output layer when `output`): their
+  // weights, cache, state and workspace.
+  const auto hold_layers = [&](DevicePlan& d, int32_t first, int32_t end, bool output) {
+    d.first_layer = first;
+    d.last_layer = end - 1;
+    d.holds_output = output;
+    for (int32_t l = first; l < end; ++l) {
+      d.weight_bytes += fp.layer_weight_bytes[static_cast<size_t>(l)];
+      d.kv_bytes += layer_kv(l);
+      d.state_bytes += layer_state(l);
+    }
+    if (output) d.weight_bytes += fp.output_weight_bytes;
+    d.workspace_bytes = fp.layer_workspace_bytes + (output ? fp.output_workspace_bytes : 0);
+  };
   for (int r = 0; r < ranks; ++r) {
     const auto [b, e] = split->stages[static_cast<size_t>(r)];
     const auto& node = all[static_cast<size_t>(r)]["devices"];
@@ -237,16 +252,7 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
       DevicePlan d;
       d.device = devs[i].device;
       d.node = r;
-      d.first_layer = next;
-      d.last_layer = take - 1;
-      d.holds_output = take == L;
-      for (int32_t l = next; l < take; ++l) {
-        d.weight_bytes += fp.layer_weight_bytes[static_cast<size_t>(l)];
-        d.kv_bytes += layer_kv(l);
-        d.state_bytes += layer_state(l);
-      }
-      if (d.holds_output) d.weight_bytes += fp.output_weight_bytes;
-      d.workspace_bytes = fp.layer_workspace_bytes + (d.holds_output ? fp.output_workspace_bytes : 0);
+      hold_layers(d, next, take, take == L);
       d.free_bytes = f;
       d.headroom_bytes = h;
       d.free_after_bytes = f > d.used_bytes() ? f - d.used_bytes() : 0;
@@ -260,18 +266,7 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
     d.node = r;
     d.free_bytes = all[static_cast<size_t>(r)]["free"];
     d.headroom_bytes = all[static_cast<size_t>(r)]["headroom"];
-    if (next < e) {
-      d.first_layer = next;
-      d.last_layer = e - 1;
-      d.holds_output = r == ranks - 1;
-      for (int32_t l = next; l < e; ++l) {
-        d.weight_bytes += fp.layer_weight_bytes[static_cast<size_t>(l)];
-        d.kv_bytes += layer_kv(l);
-        d.state_bytes += layer_state(l);
-      }
-      if (d.holds_output) d.weight_bytes += fp.output_weight_bytes;
-      d.workspace_bytes = fp.layer_workspace_bytes + (d.holds_output ? fp.output_workspace_bytes : 0);
-    }
+    if (next < e) hold_layers(d, next, e, r == ranks - 1);
     if (r == 0) d.weight_bytes += fp.host_weight_bytes;
     if (r == ranks - 1) d.workspace_bytes += fp.host_workspace_bytes;
     const uint64_t host_use = d.used_bytes() + shared_host_use;
@@ -334,7 +329,8 @@ EngineSetup load_pipeline_engine(const ModelOptions& mo, const PlanOptions& po, 
     ThreadPool pool(mo.threads > 0 ? mo.threads : ThreadPool::physical_cores());
     // The same KV groups and workspace as rank 0's engine, on this stage's layers.
     KvRuntime kv(*model, cfg.kv_runtime(*model));
-    mpi_exit(run_pipeline_worker(*model, kv.storage(), pool, stage_limits(ep.hparams, kv.config())));
+    mpi_exit(run_pipeline_worker(*model, kv.storage(), pool,
+                                 stage_limits(ep.hparams, kv.config(), kv.state_slot_count())));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: rank %d: %s\n", rank, e.what());
     mpi_exit(1);

@@ -56,7 +56,8 @@ KvRuntime::KvRuntime(ModelRunner& model, KvRuntimeConfig config) : config_(std::
     if (config_.prefix_caching && windows.empty())
       checkpoints = checkpoint_plan(model, blocks[0]);
     if (checkpoints.entries == 0) config_.prefix_caching = false;
-    states = model.recurrent_state(state_slots_ + checkpoints.entries);
+    state_slot_count_ = state_slots_ + checkpoints.entries;
+    states = model.recurrent_state(state_slot_count_);
     for (int32_t s = state_slots_; s-- > 0;) free_slots_.push_back(s);
   }
   manager_ = std::make_unique<KvCacheManager>(blocks[0], config_.block_size,

@@ -76,6 +76,8 @@ class KvRuntime {
   int32_t acquire_state_slot();
   void release_state_slot(int32_t slot);
   int32_t free_state_slots() const { return static_cast<int32_t>(free_slots_.size()); }
+  // Every slot of the state pools: the sequences' and the checkpoints' (0: no recurrent layers).
+  int32_t state_slot_count() const { return state_slot_count_; }
   // The prefix cache's state checkpoints (null: none; slots past the sequences').
   StateCheckpoints* checkpoints() { return checkpoints_.get(); }
   const StateCheckpoints* checkpoints() const { return checkpoints_.get(); }
@@ -88,6 +90,7 @@ class KvRuntime {
   std::unique_ptr<KvCacheManager> manager_;
   std::unique_ptr<KvCacheStorage> storage_;
   int32_t state_slots_ = 0;
+  int32_t state_slot_count_ = 0;
   std::vector<int32_t> free_slots_;  // a stack: the lowest slot on top
   std::unique_ptr<StateCheckpoints> checkpoints_;
 };

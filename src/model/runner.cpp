@@ -9,7 +9,7 @@
 #include <cmath>
 #include <new>
 
-#include "model/arch/registry.h"
+#include "model/registry.h"
 #include "model/blocks.h"
 #include "tensor/convert.h"
 #include "util/error.h"
@@ -491,6 +491,15 @@ std::span<const float> ModelRunner::forward_pipelined(const Batch& batch, KvCach
     const int32_t s0 = cuts[static_cast<size_t>(p)], s1 = cuts[static_cast<size_t>(p) + 1];
     const int32_t t0 = seq_first[static_cast<size_t>(s0)], t1 = seq_first[static_cast<size_t>(s1)];
     for (int32_t s = s0; s < s1; ++s) mb.block_tables.push_back(batch.block_tables[static_cast<size_t>(s)]);
+    if (!batch.state_slots.empty()) {  // recurrent layers: the part's sequences' slots
+      mb.state_slots.assign(batch.state_slots.begin() + s0, batch.state_slots.begin() + s1);
+      mb.step_from.assign(batch.step_from.begin() + s0, batch.step_from.begin() + s1);
+      if (p == 0) {  // before any part reads a slot
+        mb.state_saves = batch.state_saves;
+        mb.state_resets = batch.state_resets;
+        mb.state_copies = batch.state_copies;
+      }
+    }
     const auto range = [&](const auto& v) { return std::vector(v.begin() + t0, v.begin() + t1); };
     mb.tokens = range(batch.tokens);
     mb.positions = range(batch.positions);

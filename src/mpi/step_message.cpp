@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <array>
 #include <cstring>
 
@@ -12,7 +14,7 @@ namespace pagellm {
 namespace {
 
 constexpr uint32_t kMagic = 0x54534c50;  // "PLST"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: recurrent state slots
 
 class Writer {
  public:
@@ -61,6 +63,42 @@ void header(Writer& w, StepKind kind) {
   w.u32(static_cast<uint32_t>(kind));
 }
 
+// The recurrent-state part of a step (after the copies): slots in range,
+// one per sequence and distinct, decode starts not negative.
+void read_state(Reader& r, const StepLimits& lim, uint32_t S, Batch& batch) {
+  const uint32_t flag = r.u32("the state flag");
+  if (flag > 1) throw FormatError(fmt::format("step message: state flag {}", flag));
+  if (flag == 0) return;
+  if (lim.state_slots <= 0)
+    throw FormatError("step message: recurrent state for a model without recurrent layers");
+  auto slot = [&](const char* what) {
+    const int32_t s = r.i32(what);
+    if (s < 0 || s >= lim.state_slots)
+      throw FormatError(fmt::format("step message: state slot {} outside [0, {})", s, lim.state_slots));
+    return s;
+  };
+  for (uint32_t s = 0; s < S; ++s) batch.state_slots.push_back(slot("a state slot"));
+  std::vector<int32_t> sorted = batch.state_slots;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    throw FormatError("step message: two sequences share a state slot");
+  for (uint32_t s = 0; s < S; ++s) {
+    const int32_t from = r.i32("a decode start");
+    if (from < 0) throw FormatError(fmt::format("step message: decode start {}", from));
+    batch.step_from.push_back(from);
+  }
+  const uint32_t n_resets = r.count("the state resets", 4, S);
+  for (uint32_t i = 0; i < n_resets; ++i) batch.state_resets.push_back(slot("a state reset"));
+  for (auto* pairs : {&batch.state_saves, &batch.state_copies}) {
+    const uint32_t n = r.count("the state copies", 8, static_cast<uint64_t>(lim.state_slots));
+    for (uint32_t i = 0; i < n; ++i) {
+      const int32_t src = slot("a state copy"), dst = slot("a state copy");
+      if (src == dst) throw FormatError(fmt::format("step message: state copy {} -> itself", src));
+      pairs->emplace_back(src, dst);
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<uint8_t> encode_step(const Batch& batch, std::span<const float> hidden,
@@ -85,6 +123,20 @@ std::vector<uint8_t> encode_step(const Batch& batch, std::span<const float> hidd
       w.i32s(blocks);
     }
   for (const BlockCopy& c : batch.copies) w.i32s(std::array<int32_t, 3>{c.src, c.dst, c.group});
+  // Recurrent layers: each sequence's state slot and decode start, the slots
+  // to zero and to copy first.
+  const bool recurrent = !batch.state_slots.empty();
+  w.u32(recurrent ? 1 : 0);
+  if (recurrent) {
+    w.i32s(batch.state_slots);
+    w.i32s(batch.step_from);
+    w.u32(static_cast<uint32_t>(batch.state_resets.size()));
+    w.i32s(batch.state_resets);
+    for (const auto* pairs : {&batch.state_saves, &batch.state_copies}) {
+      w.u32(static_cast<uint32_t>(pairs->size()));
+      for (const auto& [src, dst] : *pairs) w.i32s(std::array<int32_t, 2>{src, dst});
+    }
+  }
   w.u32(static_cast<uint32_t>(hidden.size()));
   w.raw(hidden.data(), hidden.size_bytes());
   return std::move(w.out);
@@ -216,6 +268,7 @@ void decode_step(std::span<const uint8_t> bytes, const StepLimits& lim, DecodedS
         if (logits[i] < 0 || logits[i] >= static_cast<int32_t>(T) || (i > 0 && logits[i] <= logits[i - 1]))
           throw FormatError(fmt::format("step message: logit token {} out of order or range", logits[i]));
       out.batch.logit_tokens = std::move(logits);
+      read_state(r, lim, S, out.batch);
       floats("hidden values", static_cast<uint64_t>(T) * static_cast<uint64_t>(lim.n_embd));
       if (out.payload.size() != static_cast<size_t>(T) * static_cast<size_t>(lim.n_embd))
         throw FormatError(fmt::format("step message: {} hidden values for {} tokens of {}",

@@ -28,6 +28,8 @@ struct StepLimits {
   std::vector<int32_t> group_blocks;  // blocks per KV group (group 0 first)
   int64_t max_tokens = 0;             // tokens per step
   int64_t max_logit_rows = 0;
+  // Recurrent layers' state slots of the model (0: it has none).
+  int32_t state_slots = 0;
 };
 
 struct DecodedStep {

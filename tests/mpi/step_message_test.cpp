@@ -115,5 +115,50 @@ TEST(StepMessage, EveryTruncationAndCorruptionIsSafe) {
   EXPECT_GT(refused, 100);
 }
 
+// Recurrent layers' part: each sequence's state slot and decode start, the
+// resets, checkpoint saves and copies survive the trip; slots outside the
+// receiver's pools, shared slots and state for a model without recurrent
+// layers are refused; corruptions never yield a slot outside the pools.
+TEST(StepMessage, RecurrentStateRoundTripAndLimits) {
+  Step s = make_step();
+  s.batch.state_slots = {2, 0};
+  s.batch.step_from = {21, 3};
+  s.batch.state_resets = {0};
+  s.batch.state_saves = {{2, 5}};
+  s.batch.state_copies = {{4, 2}};
+  StepLimits lim = limits();
+  lim.state_slots = 6;
+  const auto bytes = encode_step(s.batch, s.hidden);
+  DecodedStep d;
+  decode_step(bytes, lim, d);
+  EXPECT_EQ(d.batch.state_slots, s.batch.state_slots);
+  EXPECT_EQ(d.batch.step_from, s.batch.step_from);
+  EXPECT_EQ(d.batch.state_resets, s.batch.state_resets);
+  EXPECT_EQ(d.batch.state_saves, s.batch.state_saves);
+  EXPECT_EQ(d.batch.state_copies, s.batch.state_copies);
+  // Without state fields the message decodes with none.
+  decode_step(encode_step(make_step().batch, s.hidden), lim, d);
+  EXPECT_TRUE(d.batch.state_slots.empty());
+
+  EXPECT_THROW(decode_step(bytes, limits(), d), FormatError);  // no recurrent layers here
+  lim.state_slots = 5;  // slot 5 (a save's target) is outside
+  EXPECT_THROW(decode_step(bytes, lim, d), FormatError);
+  lim.state_slots = 6;
+  Step shared = make_step();
+  shared.batch.state_slots = {1, 1};
+  shared.batch.step_from = {0, 0};
+  EXPECT_THROW(decode_step(encode_step(shared.batch, s.hidden), lim, d), FormatError);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    auto bad = bytes;
+    bad[i] ^= 0x80;
+    try {
+      decode_step(bad, lim, d);
+      for (int32_t slot : d.batch.state_slots) ASSERT_TRUE(slot >= 0 && slot < 6);
+      for (const auto& [a, b] : d.batch.state_copies) ASSERT_TRUE(a >= 0 && a < 6 && b >= 0 && b < 6);
+    } catch (const FormatError&) {
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pagellm

@@ -76,6 +76,22 @@ def test_generate_on_two_and_three_ranks_equals_one_process(mpi, model):
         assert generate(mpirun(n, mpi), model) == want, f"{n} ranks"
 
 
+def test_a_hybrid_model_on_two_and_three_ranks_equals_one_process(mpi, tmp_path):
+    """qwen35: each rank keeps its recurrent layers' state; the step carries the
+    sequences' slots, and two requests decode together (a long prompt cut in
+    64-token chunks, and n = 2 forked samples)."""
+    model = tmp_path / "qwen35.gguf"
+    subprocess.run([mpi, "make-model", "--arch", "qwen35", "--n-embd", "64", "--n-layer", "6",
+                    "--n-head", "4", "--n-head-kv", "2", "--n-ff", "128", "--n-ctx", "1024",
+                    "--full-attention-interval", "3", "--ssm-state-size", "16",
+                    "--ssm-group-count", "2", "--ssm-v-heads", "4", "--type", "f32",
+                    "--vocab-from", str(STORIES), "--seed", "4", "-o", str(model)],
+                   check=True, capture_output=True, timeout=120)
+    want = generate([mpi], model)
+    for n in (2, 3):
+        assert generate(mpirun(n, mpi), model) == want, f"{n} ranks"
+
+
 def replies(server, client_for):
     """Greedy replies to every prompt, 8 streams at once."""
     out = [None] * len(PROMPTS)
