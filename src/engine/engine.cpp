@@ -564,7 +564,8 @@ void Engine::save_checkpoints(const SchedulerOutput& out) {
       continue;
     const uint64_t hash = s.blocks.hashes()[block - 1];
     const auto prefix = std::span(s.tokens).first(static_cast<size_t>(p));
-    if (!c->contains(hash, prefix)) state_saves_.emplace_back(s.state_slot, c->store(hash, prefix));
+    if (!c->contains(hash, prefix))
+      state_saves_.emplace_back(s.state_slot, c->store(hash, prefix, p == s.checkpoint_at));
   }
 }
 

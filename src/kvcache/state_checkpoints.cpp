@@ -35,7 +35,10 @@ std::optional<int32_t> StateCheckpoints::find(uint64_t hash, std::span<const int
   const Entry* e = lookup(hash, prefix);
   if (!e) return std::nullopt;
   const int32_t i = by_hash_.at(hash);
-  lru_.splice(lru_.end(), lru_, entries_[static_cast<size_t>(i)].lru);
+  Entry& used = entries_[static_cast<size_t>(i)];
+  // Restored: shared from now on, and the most recently used.
+  shared_.splice(shared_.end(), list_of(used), used.lru);
+  used.shared = true;
   return first_slot_ + i;
 }
 
@@ -43,12 +46,12 @@ void StateCheckpoints::unlink(int32_t index) {
   Entry& e = entries_[static_cast<size_t>(index)];
   auto it = by_hash_.find(e.hash);
   if (it != by_hash_.end() && it->second == index) by_hash_.erase(it);
-  lru_.erase(e.lru);
+  list_of(e).erase(e.lru);
   e.used = false;
   e.prefix.clear();
 }
 
-int32_t StateCheckpoints::store(uint64_t hash, std::span<const int32_t> prefix) {
+int32_t StateCheckpoints::store(uint64_t hash, std::span<const int32_t> prefix, bool shared) {
   if (entries_.empty()) throw Error("no state checkpoint entries");
   if (auto it = by_hash_.find(hash); it != by_hash_.end()) {
     // The same key again (a collision, or a prefix saved twice): replace it.
@@ -61,15 +64,16 @@ int32_t StateCheckpoints::store(uint64_t hash, std::span<const int32_t> prefix) 
     i = free_.back();
     free_.pop_back();
   } else {
-    i = lru_.front();
+    i = !speculative_.empty() ? speculative_.front() : shared_.front();
     unlink(i);
     ++evictions_;
   }
   Entry& e = entries_[static_cast<size_t>(i)];
   e.used = true;
+  e.shared = shared;
   e.hash = hash;
   e.prefix.assign(prefix.begin(), prefix.end());
-  e.lru = lru_.insert(lru_.end(), i);
+  e.lru = list_of(e).insert(list_of(e).end(), i);
   by_hash_[hash] = i;
   ++saves_;
   return first_slot_ + i;
@@ -86,7 +90,7 @@ void StateCheckpoints::drop(int32_t slot) {
 StateCheckpointStats StateCheckpoints::stats() const {
   StateCheckpointStats s;
   s.capacity = capacity();
-  s.stored = static_cast<int32_t>(lru_.size());
+  s.stored = static_cast<int32_t>(shared_.size() + speculative_.size());
   s.saves = saves_;
   s.restores = restores_;
   s.evictions = evictions_;

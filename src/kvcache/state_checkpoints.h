@@ -10,7 +10,10 @@
 // (slots first_slot .. first_slot + C - 1, after the running sequences'), keyed
 // by the chained hash of the block that ends at the checkpoint's position
 // (the BlockAllocator's hash) and checked against the prefix's tokens (as the
-// blocks are), evicted least recently used first. The copies themselves go
+// blocks are). Eviction is a segmented LRU: entries known to be shared (saved
+// where prompts were seen to share a prefix, or restored since) go before the
+// speculative ones (every interval of a new prompt) only when no speculative
+// one is left, least recently used first in each. The copies themselves go
 // through the Batch (state_saves, state_copies).
 #pragma once
 
@@ -46,10 +49,11 @@ class StateCheckpoints {
   // chained hash `hash`), if any; marks it recently used.
   std::optional<int32_t> find(uint64_t hash, std::span<const int32_t> prefix);
   bool contains(uint64_t hash, std::span<const int32_t> prefix) const;
-  // Takes an entry for the state after `prefix` (the least recently used
-  // one when all are taken) and returns its slot: the caller copies the
-  // sequence's state there before that slot is read or the sequence moves on.
-  int32_t store(uint64_t hash, std::span<const int32_t> prefix);
+  // Takes an entry for the state after `prefix` (evicting one when all are
+  // taken) and returns its slot: the caller copies the sequence's state there
+  // before that slot is read or the sequence moves on. `shared`: other
+  // prompts are known to share the prefix (kept longer).
+  int32_t store(uint64_t hash, std::span<const int32_t> prefix, bool shared = false);
   // Forgets the entry in `slot` (its copy did not happen).
   void drop(int32_t slot);
   // Counts a restore (the engine copies an entry into a sequence's slot).
@@ -62,15 +66,18 @@ class StateCheckpoints {
     bool used = false;
     uint64_t hash = 0;
     std::vector<int32_t> prefix;
-    std::list<int32_t>::iterator lru;
+    bool shared = false;
+    std::list<int32_t>::iterator lru;  // in shared_ or speculative_
   };
+  std::list<int32_t>& list_of(const Entry& e) { return e.shared ? shared_ : speculative_; }
   const Entry* lookup(uint64_t hash, std::span<const int32_t> prefix) const;
   void unlink(int32_t index);
 
   int32_t first_slot_;
   int32_t interval_;
   std::vector<Entry> entries_;
-  std::list<int32_t> lru_;  // used entries' indices, least recently used first
+  // Used entries' indices, least recently used first.
+  std::list<int32_t> shared_, speculative_;
   std::vector<int32_t> free_;
   std::unordered_map<uint64_t, int32_t> by_hash_;
   uint64_t saves_ = 0, restores_ = 0, evictions_ = 0;
