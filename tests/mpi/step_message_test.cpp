@@ -6,7 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include "support/test_support.h"
 #include "util/error.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 namespace pagellm {
 namespace {
@@ -158,6 +163,32 @@ TEST(StepMessage, RecurrentStateRoundTripAndLimits) {
     } catch (const FormatError&) {
     }
   }
+}
+
+// The committed fuzz seeds speak this build's version: every step among them
+// decodes against the fuzz entry's limits (a stale seed would only test the
+// version check).
+TEST(StepMessage, TheFuzzSeedsAreCurrentSteps) {
+  const auto dir = std::filesystem::path(test::data_path("")) / ".." / "fuzz" / "corpus" / "step_message";
+  StepLimits lim;
+  lim.n_vocab = 512;
+  lim.n_embd = 32;
+  lim.block_size = 16;
+  lim.group_blocks = {64, 16};
+  lim.max_tokens = 128;
+  lim.max_logit_rows = 32;
+  lim.state_slots = 8;
+  int steps = 0, with_state = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    DecodedStep d;
+    ASSERT_NO_THROW(decode_step(bytes, lim, d)) << e.path();
+    if (d.kind == StepKind::kStep) ++steps;
+    if (!d.batch.state_slots.empty()) ++with_state;
+  }
+  EXPECT_GE(steps, 5);
+  EXPECT_GE(with_state, 1);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // A pipeline step message as another MPI rank might send it (mpi/
 // step_message.h), decoded against a stage's limits: 2 KV groups of 64 and 16
-// blocks of 16, 512-token vocabulary, 32-wide hidden state. What is accepted
+// blocks of 16, 512-token vocabulary, 32-wide hidden state, 8 recurrent-state
+// slots. What is accepted
 // must address only its pools (every slot inside them), and must encode back
 // to a message that decodes to the same step.
 #include "mpi/step_message.h"
@@ -18,6 +19,7 @@ int step_message(const uint8_t* data, size_t size) {
   lim.group_blocks = {64, 16};
   lim.max_tokens = 128;
   lim.max_logit_rows = 32;
+  lim.state_slots = 8;  // recurrent layers' slots (hybrid models)
   DecodedStep step;
   try {
     decode_step({data, size}, lim, step);
@@ -28,6 +30,11 @@ int step_message(const uint8_t* data, size_t size) {
   const Batch& b = step.batch;
   for (int64_t s : b.slots)
     if (s < 0 || s >= 64 * 16) violated("a slot outside group 0's pool");
+  for (int32_t s : b.state_slots)
+    if (s < 0 || s >= 8) violated("a state slot outside the pools");
+  for (const auto* pairs : {&b.state_saves, &b.state_copies})
+    for (const auto& [src, dst] : *pairs)
+      if (src < 0 || src >= 8 || dst < 0 || dst >= 8) violated("a state copy outside the pools");
   for (const auto& g : b.more_slots)
     for (int64_t s : g)
       if (s < 0 || s >= 16 * 16) violated("a slot outside group 1's pool");
