@@ -3,7 +3,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.h"
-#include "model/arch/registry.h"
+#include "model/registry.h"
 #include "model/make_model.h"
 #include "util/sizes.h"
 

@@ -10,7 +10,7 @@
 #include "backend/backend.h"
 #include "backend/recurrent_args.h"
 #include "gguf/gguf_reader.h"
-#include "model/arch/architecture.h"
+#include "model/architecture.h"
 #include "model/hparams.h"
 #include "model/moe_routing.h"
 #include "model/tensor_spec.h"

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "model/arch/registry.h"
+#include "model/registry.h"
 #include "util/error.h"
 
 namespace pagellm {

@@ -1,6 +1,6 @@
 // Model hyper-parameters read from GGUF metadata ("{arch}.*" keys): the ones
 // every decoder has, read here, and the family's own (norms, windows, soft
-// caps, RoPE tables), set by its architecture (model/arch/architecture.h).
+// caps, RoPE tables), set by its architecture (model/architecture.h).
 #pragma once
 
 #include <cstdint>
@@ -101,7 +101,7 @@ struct ModelHParams {
   }
 
   // Reads and validates the common keys, then the architecture's (found in
-  // model/arch/registry.h by general.architecture); throws FormatError
+  // model/registry.h by general.architecture); throws FormatError
   // naming the file and key, or listing the supported architectures.
   static ModelHParams from_gguf(const GgufFile& f);
 };

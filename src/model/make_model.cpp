@@ -13,8 +13,8 @@
 #include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
 #include "tensor/convert.h"
-#include "model/arch/architecture.h"
-#include "model/arch/registry.h"
+#include "model/architecture.h"
+#include "model/registry.h"
 #include "model/hparams.h"
 #include "util/error.h"
 

@@ -1,7 +1,7 @@
 // Writes a random-weight model in GGUF for tests and benchmarks: seeded
 // normal weights (std 0.02; norm weights 1 + 0.02 N, biases 0.02 N), the
 // vocabulary (every tokenizer.* key) copied from another GGUF file. Any
-// registered architecture (model/arch/registry.h): its tensors are those of
+// registered architecture (model/registry.h): its tensors are those of
 // the family's own tensor table, so the file loads as the family reads it.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "model/arch/registry.h"
+#include "model/registry.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "model/arch/architecture.h"
+#include "model/architecture.h"
 
 namespace pagellm {
 

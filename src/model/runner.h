@@ -1,4 +1,4 @@
-// The model runner: any registered decoder family (model/arch/registry.h):
+// The model runner: any registered decoder family (model/registry.h):
 // the token embedding, n_layer layers as the family runs them (its
 // run_layer, from the shared blocks of model/blocks.h, each layer writing
 // its K/V into the paged cache), then the output norm, the vocabulary
@@ -26,7 +26,7 @@
 #include "kvcache/kv_pool.h"
 #include "model/batch.h"
 #include "model/device_weights.h"
-#include "model/arch/architecture.h"
+#include "model/architecture.h"
 #include "model/hparams.h"
 #include "model/pipeline_link.h"
 #include "model/weights.h"

@@ -9,7 +9,7 @@
 #include <new>
 #include <utility>
 
-#include "model/arch/architecture.h"
+#include "model/architecture.h"
 
 #include "tensor/convert.h"
 #include "util/error.h"

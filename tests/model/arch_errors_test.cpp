@@ -4,7 +4,7 @@
 
 #include "gguf/gguf_writer.h"
 #include "model/hparams.h"
-#include "model/arch/registry.h"
+#include "model/registry.h"
 #include "model/make_model.h"
 #include "model/weights.h"
 #include "support/test_support.h"

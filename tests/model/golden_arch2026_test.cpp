@@ -9,7 +9,7 @@
 #include <cctype>
 #include <filesystem>
 
-#include "model/arch/registry.h"
+#include "model/registry.h"
 #include "model/golden_util.h"
 
 namespace pagellm {
