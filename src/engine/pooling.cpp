@@ -3,22 +3,19 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
+#include "util/enum_names.h"
 #include "util/error.h"
 
 namespace pagellm {
 
 const char* pooling_name(Pooling p) {
-  switch (p) {
-    case Pooling::kMean:
-      return "mean";
-    case Pooling::kCls:
-      return "cls";
-    case Pooling::kLast:
-      return "last";
-  }
-  return "";
+  // Numbered as the GGUF key (1, 2, 3): 0 has no name.
+  static constexpr std::array<const char*, 4> kNames = {"", "mean", "cls", "last"};
+  static_assert(names_cover(Pooling::kLast, kNames));
+  return enum_name(p, kNames, "");
 }
 
 std::optional<Pooling> parse_pooling(std::string_view name) {

@@ -2,24 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <vector>
 
+#include "util/enum_names.h"
 #include "util/sizes.h"
 
 namespace pagellm {
 
 const char* kv_mode_name(KvMode m) {
-  switch (m) {
-    case KvMode::kAuto:
-      return "auto";
-    case KvMode::kTokens:
-      return "kv_tokens";
-    case KvMode::kMemory:
-      return "kv_mem";
-    case KvMode::kFraction:
-      return "kv_fraction";
-  }
-  return "?";
+  static constexpr std::array<const char*, 4> kNames = {"auto", "kv_tokens", "kv_mem",
+                                                        "kv_fraction"};
+  static_assert(names_cover(KvMode::kFraction, kNames));
+  return enum_name(m, kNames);
 }
 
 namespace {
@@ -154,7 +149,9 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["kv_bytes_per_token"] = p.kv_bytes_per_token;
   j["recurrent_layers"] = p.recurrent_layers;
   j["state_bytes_per_sequence"] = p.state_bytes_per_seq;
-  j["state_slots"] = p.recurrent_layers > 0 ? p.max_num_seqs : 0;
+  j["state_slots"] = p.recurrent_layers > 0 ? p.max_num_seqs + p.state_checkpoints : 0;
+  j["state_checkpoints"] = p.state_checkpoints;
+  j["checkpoint_interval_tokens"] = p.checkpoint_interval;
   j["state_bytes"] = p.state_bytes();
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& g : p.kv_groups)

@@ -3,32 +3,24 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
 
 #include "planner/cost_model.h"
 #include "planner/expert_plan.h"
+#include "util/enum_names.h"
 #include "util/sizes.h"
 
 namespace pagellm {
 
 const char* binding_limit_name(BindingLimit b) {
-  switch (b) {
-    case BindingLimit::kSeqCap:
-      return "max_seq_len_x_max_num_seqs";
-    case BindingLimit::kKvTokens:
-      return "kv_tokens";
-    case BindingLimit::kDeviceMemory:
-      return "device_memory";
-    case BindingLimit::kHostMemory:
-      return "host_memory";
-    case BindingLimit::kKvMem:
-      return "kv_mem";
-    case BindingLimit::kKvFraction:
-      return "kv_fraction";
-  }
-  return "?";
+  static constexpr std::array<const char*, 6> kNames = {
+      "max_seq_len_x_max_num_seqs", "kv_tokens", "device_memory", "host_memory", "kv_mem",
+      "kv_fraction"};
+  static_assert(names_cover(BindingLimit::kKvFraction, kNames));
+  return enum_name(b, kNames);
 }
 
 int32_t Plan::host_layers() const {
@@ -246,6 +238,9 @@ class Planner {
     p.kv_groups = plan_kv_groups(fp_, bs_, req_.max_num_seqs, blocks);
     p.recurrent_layers = fp_.n_recurrent();
     p.state_bytes_per_seq = fp_.state_bytes_per_seq();
+    const StateCheckpointPlan cp = checkpoint_plan(fp_, req_);
+    p.state_checkpoints = cp.entries;
+    p.checkpoint_interval = cp.interval;
     uint64_t pool_used = 0;
     for (int i = 0; i <= m_.k(); ++i) {
       const LayerRange& x = r[static_cast<size_t>(i)];
