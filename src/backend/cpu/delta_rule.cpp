@@ -33,27 +33,9 @@ struct ChunkScratch {
   }
 };
 
-namespace scalar {
-using cpu::lanes::scalar::Lanes;
-#include "backend/cpu/delta_rule_body.inc"
-}  // namespace scalar
-
-#if PAGELLM_HAVE_AVX2
-PAGELLM_TARGET_AVX2
-namespace avx2 {
-using cpu::lanes::avx2::Lanes;
-#include "backend/cpu/delta_rule_body.inc"
-}  // namespace avx2
-PAGELLM_TARGET_END
-#endif
-#if PAGELLM_HAVE_AVX512
-PAGELLM_TARGET_AVX512
-namespace avx512 {
-using cpu::lanes::avx512::Lanes;
-#include "backend/cpu/delta_rule_body.inc"
-}  // namespace avx512
-PAGELLM_TARGET_END
-#endif
+#define PAGELLM_LANES_BODY "backend/cpu/delta_rule_body.inc"
+#define PAGELLM_LANES_ENTRY run_items
+#include "backend/cpu/lanes_variants.inc"
 
 }  // namespace
 
@@ -78,18 +60,9 @@ void gated_delta_rule(const GatedDeltaArgs& args, const RecurrentBatch& batch, T
 
 void gated_delta_rule(const GatedDeltaArgs& args, const RecurrentBatch& batch, ThreadPool& pool,
                       cpu::CpuIsa isa) {
-  if (!cpu::isa_available(isa))
-    throw Error(std::string("gated_delta_rule: the ") + cpu::isa_name(isa) +
-                " kernels do not run on this CPU");
+  const auto run = lanes_entry(isa, "gated_delta_rule");
   check_gated_delta_args(args, batch);
   if (batch.n_seqs == 0 || batch.n_tokens() == 0) return;
-  auto run = &scalar::run_items;
-#if PAGELLM_HAVE_AVX2
-  if (isa == cpu::CpuIsa::Avx2) run = &avx2::run_items;
-#endif
-#if PAGELLM_HAVE_AVX512
-  if (isa == cpu::CpuIsa::Avx512) run = &avx512::run_items;
-#endif
   const int64_t items = static_cast<int64_t>(batch.n_seqs) * args.n_v_heads;
   pool.parallel_for(items, [&](int64_t begin, int64_t end, int) { run(args, batch, begin, end); });
 }

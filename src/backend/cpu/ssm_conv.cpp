@@ -17,27 +17,9 @@ using cpu::lanes::exp_scalar;
 // one-sequence prefill over the threads.
 constexpr int kChannelBlock = 256;
 
-namespace scalar {
-using cpu::lanes::scalar::Lanes;
-#include "backend/cpu/ssm_conv_body.inc"
-}  // namespace scalar
-
-#if PAGELLM_HAVE_AVX2
-PAGELLM_TARGET_AVX2
-namespace avx2 {
-using cpu::lanes::avx2::Lanes;
-#include "backend/cpu/ssm_conv_body.inc"
-}  // namespace avx2
-PAGELLM_TARGET_END
-#endif
-#if PAGELLM_HAVE_AVX512
-PAGELLM_TARGET_AVX512
-namespace avx512 {
-using cpu::lanes::avx512::Lanes;
-#include "backend/cpu/ssm_conv_body.inc"
-}  // namespace avx512
-PAGELLM_TARGET_END
-#endif
+#define PAGELLM_LANES_BODY "backend/cpu/ssm_conv_body.inc"
+#define PAGELLM_LANES_ENTRY run_block
+#include "backend/cpu/lanes_variants.inc"
 
 }  // namespace
 
@@ -59,18 +41,9 @@ void ssm_conv(const SsmConvArgs& args, const RecurrentBatch& batch, ThreadPool& 
 
 void ssm_conv(const SsmConvArgs& args, const RecurrentBatch& batch, ThreadPool& pool,
               cpu::CpuIsa isa) {
-  if (!cpu::isa_available(isa))
-    throw Error(std::string("ssm_conv: the ") + cpu::isa_name(isa) +
-                " kernels do not run on this CPU");
+  const auto run = lanes_entry(isa, "ssm_conv");
   check_ssm_conv_args(args, batch);
   if (batch.n_seqs == 0 || batch.n_tokens() == 0) return;
-  auto run = &scalar::run_block;
-#if PAGELLM_HAVE_AVX2
-  if (isa == cpu::CpuIsa::Avx2) run = &avx2::run_block;
-#endif
-#if PAGELLM_HAVE_AVX512
-  if (isa == cpu::CpuIsa::Avx512) run = &avx512::run_block;
-#endif
   const int C = args.channels, K = args.kernel;
   // The taps as rows [kernel][channels], so a vector reads adjacent channels.
   thread_local std::vector<float> wT;
