@@ -166,13 +166,7 @@ struct AmxIq4Xs : Avx512Iq4Xs {
       }
       const uint8_t* q = x + 256 * s + 32 * j;
       pair_products<Tiles, true>(q, q + 32, xs, codes[0], codes[1], dots);
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        const __m512i sc = _mm512_cvtepi8_epi32(simd::load128(sb + kIq4XsScales + 16 * (j + h)));
-#pragma GCC unroll 16
-        for (int c = 0; c < CB; ++c)
-          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(dots[h][c]), sc));
-      }
+      add_pair_scaled_s8<CB>(sb + kIq4XsScales + 16 * j, dots, S);
     }
   }
 };

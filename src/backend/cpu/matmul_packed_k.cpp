@@ -372,25 +372,28 @@ struct Avx512Q6K {
   static constexpr int kCols = 8;
   static constexpr size_t kSuper = kQ6KSuper;
 
+  // Code group G (0..63) of the 16 rows: 4 codes (0..63) a row, from its
+  // nibble plane (G % 32, high nibbles from 32 on) and 2-bit plane (G % 16,
+  // field G / 16).
+  static __attribute__((always_inline)) __m512i codes(const uint8_t* sb, int G) {
+    __m512i lo = _mm512_loadu_si512(sb + 64 * (G % 32));
+    if (G >= 32) lo = _mm512_srli_epi16(lo, 4);
+    __m512i hi = _mm512_loadu_si512(sb + kQ6KQh + 64 * (G % 16));
+    hi = _mm512_and_si512(_mm512_srli_epi16(hi, 2 * (G / 16)), _mm512_set1_epi8(3));
+    return _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi8(15)), _mm512_slli_epi16(hi, 4));
+  }
+
   template <int CB>
   static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&xr)[CB],
                                                   int64_t s, const uint8_t*, size_t, bool hint,
                                                   __m512i (&S)[CB]) {
-    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
     if constexpr (CB >= kPrefetchMinCols)
       for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
     for (int j = 0; j < 16; ++j) {
       if (CB < kPrefetchMinCols && hint && j % 4 == 0) prefetch_quarter<kQ6KSuper>(sb, j / 4);
       __m512i A[4];
 #pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t) {
-        const int G = 4 * j + t;
-        __m512i lo = _mm512_loadu_si512(sb + 64 * (G % 32));
-        if (G >= 32) lo = _mm512_srli_epi16(lo, 4);
-        __m512i hi = _mm512_loadu_si512(sb + kQ6KQh + 64 * (G % 16));
-        hi = _mm512_and_si512(_mm512_srli_epi16(hi, 2 * (G / 16)), m3);
-        A[t] = _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(hi, 4));
-      }
+      for (int t = 0; t < 4; ++t) A[t] = codes(sb, 4 * j + t);
       const __m512i sc = _mm512_cvtepi8_epi32(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ6KScales + 16 * j)));
 #pragma GCC unroll 8
@@ -430,33 +433,18 @@ struct AmxQ6K : Avx512Q6K {
   static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&)[CB],
                                                   int64_t s, const uint8_t* x, size_t xs, bool,
                                                   __m512i (&S)[CB]) {
-    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3), m32 = _mm512_set1_epi8(32);
+    const __m512i m32 = _mm512_set1_epi8(32);
     alignas(64) uint8_t codes[2][256];
     alignas(64) int32_t dots[2][16][16];
     for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
     for (int j = 0; j < 16; j += 2) {
 #pragma GCC unroll 8
-      for (int t = 0; t < 8; ++t) {
-        const int G = 4 * j + t;
-        __m512i lo = _mm512_loadu_si512(sb + 64 * (G % 32));
-        if (G >= 32) lo = _mm512_srli_epi16(lo, 4);
-        __m512i hi = _mm512_loadu_si512(sb + kQ6KQh + 64 * (G % 16));
-        hi = _mm512_and_si512(_mm512_srli_epi16(hi, 2 * (G / 16)), m3);
-        // The value code - 32 as a signed byte (TDPBSSD): no offset term.
-        _mm512_store_si512(
-            codes[t / 4] + 64 * (t % 4),
-            _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(hi, 4)),
-                            m32));
-      }
+      for (int t = 0; t < 8; ++t)  // code - 32 as a signed byte (TDPBSSD): no offset term
+        _mm512_store_si512(codes[t / 4] + 64 * (t % 4),
+                           _mm512_sub_epi8(Avx512Q6K::codes(sb, 4 * j + t), m32));
       const uint8_t* q = x + 256 * s + 16 * j;
       pair_products<Tiles, true>(q, q + 16, xs, codes[0], codes[1], dots);
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        const __m512i sc = _mm512_cvtepi8_epi32(simd::load128(sb + kQ6KScales + 16 * (j + h)));
-#pragma GCC unroll 16
-        for (int c = 0; c < CB; ++c)
-          S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(dots[h][c]), sc));
-      }
+      add_pair_scaled_s8<CB>(sb + kQ6KScales + 16 * j, dots, S);
     }
   }
 };

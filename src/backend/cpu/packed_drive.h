@@ -578,6 +578,21 @@ inline __attribute__((always_inline)) void first_product(const uint8_t* a0, size
   Tiles::template store<4>(sums[0], 64);
 }
 
+// S[c] += scale_h * sums[h][c] for a pair's two sub-blocks (h = 0, 1), the 16
+// rows' signed 8-bit scales of sub-block h at scales + 16 * h.
+template <int CB>
+inline __attribute__((always_inline)) void add_pair_scaled_s8(const uint8_t* scales,
+                                                              const int32_t (&sums)[2][16][16],
+                                                              __m512i (&S)[CB]) {
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m512i sc = _mm512_cvtepi8_epi32(simd::load128(scales + 16 * h));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c)
+      S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(_mm512_load_si512(sums[h][c]), sc));
+  }
+}
+
 // drive()'s order for an AMX kernel K (K::group<CB> for CB <= 16 on tiles
 // configured for CB: K::Tiles, pair_tiles of K::kKBytes) with the VNNI kernel
 // K::Vnni for column tiles narrower than kAmxMinCols, and for everything when
