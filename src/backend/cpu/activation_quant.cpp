@@ -113,13 +113,6 @@ void q8_k_scalar(const float* x, BlockQ8_K* y, int64_t nb) {
 #if PAGELLM_HAVE_AVX2
 PAGELLM_TARGET_AVX2
 
-inline float hmax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
 inline __m256 abs8(__m256 v) {
   return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
 }
@@ -129,7 +122,7 @@ inline float amax32_avx2(const float* x) {
   __m256 m =
       _mm256_max_ps(_mm256_max_ps(abs8(_mm256_loadu_ps(x)), abs8(_mm256_loadu_ps(x + 8))),
                     _mm256_max_ps(abs8(_mm256_loadu_ps(x + 16)), abs8(_mm256_loadu_ps(x + 24))));
-  return hmax(m);
+  return simd::hmax(m);
 }
 
 // Rounds 32 floats * id to int8 (saturating at +-127 is never needed: |x*id|

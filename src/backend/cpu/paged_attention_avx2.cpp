@@ -159,13 +159,6 @@ inline void scale_row(float* x, int d, float c) {
   for (int i = 0; i < d; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), cv));
 }
 
-inline float hmax(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 // Scores of positions [j0, j0 + 8) scaled, -inf at positions >= ci.
 inline __m256 masked_scores8(const __m256* u, float scale, int j0, int ci) {
   const __m256 s = _mm256_mul_ps(lane_sums8(u), _mm256_set1_ps(scale));
@@ -191,7 +184,7 @@ void chunk_rows(const RowState* rs, const char* const* krow, const char* const* 
     const __m256 s_lo = masked_scores8(u[r], scale, 0, st.ci);
     const __m256 s_hi =
         st.ci > 8 ? masked_scores8(u[r] + 8, scale, 8, st.ci) : _mm256_set1_ps(-INFINITY);
-    const float cmax = hmax(_mm256_max_ps(s_lo, s_hi));
+    const float cmax = simd::hmax(_mm256_max_ps(s_lo, s_hi));
     if (cmax > *st.m) {
       const float corr = std::exp(*st.m - cmax);  // 0 on the first chunk
       *st.l *= corr;

@@ -88,6 +88,13 @@ inline float hsum(__m256 v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+// Max of the 8 lanes, in hsum's order.
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
 
 // exp(x) for 8 floats, as exp16 below (the same reduction and polynomial)
 // with 2^n built in the exponent bits: inputs below -87.3 give 0, above 88
