@@ -260,16 +260,21 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
     eb.matmul(c.moe_x + row0 * E, n, {{&g, gate}, {&u, up}});
     eb.glu_matmul(hp.ffn_act, gate, up, n, {{&d, c.moe_y + row0 * E}});
   }
+  if (!shared && !c.expert_b && !o.post_norm) {  // x += the routed sum, in one pass
+    b.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.x, /*add=*/true);
+    return;
+  }
+  // h = the routed sum on b (+ sigmoid(gate logit) * the shared expert's
+  // output), then x += h as combine_rows adds it (x + s), or the post-norm's
+  // sum: one order of additions wherever the experts ran.
+  if (c.expert_b) {
+    eb.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.expert_rows,
+                    /*add=*/false);
+    eb.copy_to(b, c.h, c.expert_rows, rows_bytes);
+  } else {
+    b.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.h, /*add=*/false);
+  }
   if (shared) {
-    // h = the routed sum + sigmoid(gate logit) * the shared expert's output,
-    // then x += h: one order of additions wherever the experts ran.
-    if (c.expert_b) {
-      eb.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.expert_rows,
-                      /*add=*/false);
-      eb.copy_to(b, c.h, c.expert_rows, rows_bytes);
-    } else {
-      b.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.h, /*add=*/false);
-    }
     std::vector<int32_t> rows(static_cast<size_t>(c.T));
     std::vector<float> weights(static_cast<size_t>(c.T));
     for (int64_t t = 0; t < c.T; ++t) {
@@ -277,29 +282,11 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
       weights[static_cast<size_t>(t)] = 1.0f / (1.0f + std::exp(-logits[c.T * X + t]));
     }
     b.combine_rows(shared_y, E, rows.data(), weights.data(), c.T, 1, c.h, /*add=*/true);
-    if (o.post_norm)
-      post_norm_add(c, c.h, w.vector(VectorRole::kFfnPostNorm));
-    else
-      b.add_inplace(c.x, c.h, c.T * E);
-    return;
   }
-  if (c.expert_b) {
-    eb.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.expert_rows,
-                    /*add=*/false);
-    eb.copy_to(b, c.h, c.expert_rows, rows_bytes);
-    // The same sum, added as combine_rows adds it (x + s).
-    if (o.post_norm)
-      post_norm_add(c, c.h, w.vector(VectorRole::kFfnPostNorm));
-    else
-      b.add_inplace(c.x, c.h, c.T * E);
-    return;
-  }
-  if (o.post_norm) {
-    b.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.h, /*add=*/false);
+  if (o.post_norm)
     post_norm_add(c, c.h, w.vector(VectorRole::kFfnPostNorm));
-  } else {
-    b.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.x, /*add=*/true);
-  }
+  else
+    b.add_inplace(c.x, c.h, c.T * E);
 }
 
 }  // namespace
