@@ -61,6 +61,10 @@ struct StepInputs {
     const int32_t* block_counts = nullptr;
   };
   std::span<const Group> more_groups;
+  // Models with recurrent layers: the step's batch of their ops (the same
+  // object ssm_conv / gated_delta_rule get), so a device backend can upload
+  // its arrays with the step's, outside any recorded layer run; else null.
+  const RecurrentBatch* recurrent = nullptr;
   Group group(int32_t g) const {
     return g == 0 ? Group{slots, block_tables, block_counts}
                   : more_groups[static_cast<size_t>(g - 1)];

@@ -588,6 +588,7 @@ std::span<const float> ModelRunner::run_stage(const Batch& batch, KvCacheStorage
   in.block_tables = tables_.data();
   in.block_counts = block_counts_.data();
   in.more_groups = step_groups_;
+  if (hp_.has_recurrent()) in.recurrent = &recurrent_;
   for (Segment& s : segments_) {
     s.backend->set_thread_pool(&pool);
     s.backend->begin_step(in, ropes_);

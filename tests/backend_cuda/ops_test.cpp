@@ -170,6 +170,22 @@ TEST(CudaOps, GeluTanhMulMatchesCpu) {
   EXPECT_LE(rel_error(download<float>(dev, dg, gate.size()), want), 1e-6);
 }
 
+TEST(CudaOps, SigmoidMulMatchesCpu) {
+  const int64_t n = 4099;
+  auto gate = test::random_floats(n, 23), up = test::random_floats(n, 24);
+  for (int64_t i = 0; i < n; ++i) gate[static_cast<size_t>(i)] *= 30.0f;  // saturated tails too
+  gate[0] = -120.0f, gate[1] = 95.0f, gate[2] = 0.0f;
+  std::vector<float> want = gate, host = gate;
+  pagellm::glu(Activation::kSigmoid, want.data(), up.data(), n);
+  sigmoid_mul_host(host.data(), up.data(), n);
+  EXPECT_EQ(host, want) << "host rendition";
+  if (cuda_device_count() == 0) return;  // the device half needs a GPU
+  CudaDevice dev(0);
+  DeviceBuffer dg = upload(dev, gate), du = upload(dev, up);
+  sigmoid_mul(dev, dg.as<float>(), du.as<const float>(), n);
+  EXPECT_LE(rel_error(download<float>(dev, dg, gate.size()), want), 1e-6);
+}
+
 TEST(CudaOps, SiluMulAddBiasAndResidualMatchCpu) {
   PAGELLM_REQUIRE_CUDA_DEVICE();
   CudaDevice dev(0);

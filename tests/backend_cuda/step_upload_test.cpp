@@ -7,6 +7,8 @@
 
 #include <cstring>
 
+#include "util/error.h"
+
 namespace pagellm::cuda {
 namespace {
 
@@ -111,6 +113,50 @@ TEST(CudaStepUpload, PacksEveryKvGroup) {
   EXPECT_EQ(at<int32_t>(buf, l.group_tables[0], 3), 0);  // padding
   EXPECT_EQ(at<int32_t>(buf, l.group_tables[0], 4), 1);  // sequence 1's row
   EXPECT_EQ(at<int32_t>(buf, l.off_tables, 7), 6);
+}
+
+// A step with recurrent layers: its sequences' row ranges and state slots
+// after everything else (the device kernels read them there); a recurrent
+// batch of another sequence count is refused.
+TEST(CudaStepUpload, PacksTheRecurrentBatch) {
+  const std::vector<int32_t> pos = {4, 5, 9}, seq = {0, 0, 1};
+  const std::vector<int64_t> slots = {4, 5, 25};
+  const std::vector<int32_t> t0 = {0}, t1 = {1};
+  const int32_t* tables[] = {t0.data(), t1.data()};
+  const int32_t counts[] = {1, 1};
+  const std::vector<int32_t> begin = {0, 2, 3}, state = {6, 1}, first = {4, 9};
+  RecurrentBatch rb;
+  rb.n_seqs = 2;
+  rb.token_begin = begin.data();
+  rb.state_slot = state.data();
+  rb.first_pos = first.data();
+  StepInputs in;
+  in.n_tokens = 3;
+  in.n_seqs = 2;
+  in.positions = pos.data();
+  in.token_seq = seq.data();
+  in.slots = slots.data();
+  in.block_tables = tables;
+  in.block_counts = counts;
+  std::vector<uint8_t> plain;
+  const StepUploadLayout p = pack_step_inputs(in, plain);
+  EXPECT_EQ(p.off_token_begin, 0u);
+  in.recurrent = &rb;
+  std::vector<uint8_t> buf;
+  const StepUploadLayout l = pack_step_inputs(in, buf);
+  ASSERT_EQ(buf.size(), l.total);
+  EXPECT_EQ(l.off_token_begin % 16, 0u);
+  EXPECT_EQ(l.off_state_slot % 16, 0u);
+  EXPECT_GE(l.off_token_begin, p.total);  // after the other arrays, which keep their places
+  EXPECT_EQ(l.off_tables, p.off_tables);
+  EXPECT_GE(l.off_state_slot, l.off_token_begin + 3 * 4);
+  EXPECT_GE(l.total, l.off_state_slot + 2 * 4);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(at<int32_t>(buf, l.off_token_begin, i), begin[i]);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(at<int32_t>(buf, l.off_state_slot, i), state[i]);
+  EXPECT_EQ(0, std::memcmp(buf.data(), plain.data(), p.total));
+
+  rb.n_seqs = 1;
+  EXPECT_THROW(pack_step_inputs(in, buf), Error);
 }
 
 }  // namespace

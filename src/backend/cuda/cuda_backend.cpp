@@ -9,6 +9,7 @@
 
 #include "backend/cuda/bandwidth.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/delta_net.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/gemv_q8.h"
 #include "backend/cuda/kv_write.h"
@@ -271,6 +272,9 @@ void CudaBackend::begin_step(const StepInputs& in, std::span<const RopeParams> r
     d_slots_.push_back(reinterpret_cast<const int64_t*>(base + l.group_slots[g]));
     d_tables_.push_back(reinterpret_cast<const int32_t*>(base + l.group_tables[g]));
   }
+  step_recurrent_ = in.recurrent ? *in.recurrent : RecurrentBatch{};
+  d_token_begin_ = in.recurrent ? reinterpret_cast<const int32_t*>(base + l.off_token_begin) : nullptr;
+  d_state_slot_ = in.recurrent ? reinterpret_cast<const int32_t*>(base + l.off_state_slot) : nullptr;
 
   if (ropes.size() != ropes_.size()) {
     graphs_.invalidate();
@@ -484,6 +488,10 @@ void CudaBackend::add_bias(float* x, const float* bias, int64_t rows, int64_t n,
 
 void CudaBackend::glu(Activation act, float* gate, const float* up, int64_t count) {
   if (act == Activation::kSilu) return silu_mul(gate, up, count);
+  if (act == Activation::kSigmoid) {
+    ProfileScope scope(profile_.get(), "sigmoid_mul");
+    return cuda::sigmoid_mul(dev_, gate, up, count);
+  }
   ProfileScope scope(profile_.get(), "gelu_tanh_mul");
   cuda::gelu_tanh_mul(dev_, gate, up, count);
 }
@@ -571,6 +579,49 @@ void CudaBackend::attention_matmul(const KvLayerView& kv, const float* q, float*
   // projection's input without a quantize launch of its own.
   attention(attention_args(kv, q, out, n_heads, scale), int8_buffer(rows, cols));
   products(nullptr, rows, outs, n_outs);
+}
+
+RecurrentBatch CudaBackend::device_batch(const RecurrentBatch& batch) {
+  RecurrentBatch d;
+  d.n_seqs = batch.n_seqs;
+  // The step's batch (the runner's): its arrays came with begin_step's upload.
+  if (d_token_begin_ && batch.n_seqs == step_recurrent_.n_seqs &&
+      batch.token_begin == step_recurrent_.token_begin &&
+      batch.state_slot == step_recurrent_.state_slot) {
+    d.token_begin = d_token_begin_;
+    d.state_slot = d_state_slot_;
+    return d;
+  }
+  // Another one: uploaded now, which a recorded run could not replay.
+  if (graphs_.recording())
+    throw Error(fmt::format("{}: a recurrent batch other than the step's during a recorded step",
+                            name_));
+  const size_t S = static_cast<size_t>(std::max(batch.n_seqs, 0));
+  rec_staging_.assign(batch.token_begin, batch.token_begin + S + 1);
+  rec_staging_.insert(rec_staging_.end(), batch.state_slot, batch.state_slot + S);
+  const size_t bytes = rec_staging_.size() * sizeof(int32_t);
+  grow_pow2(rec_buf_, bytes, 4096);
+  dev_.to_device(rec_buf_.data(), rec_staging_.data(), bytes);
+  d.token_begin = rec_buf_.as<int32_t>();
+  d.state_slot = d.token_begin + S + 1;
+  return d;
+}
+
+void CudaBackend::ssm_conv(const SsmConvArgs& args, const RecurrentBatch& batch) {
+  ProfileScope scope(profile_.get(), "ssm_conv", n_tokens_);
+  if (batch.n_seqs == 0) return;
+  cuda::ssm_conv(dev_, args, device_batch(batch));
+}
+
+void CudaBackend::gated_delta_rule(const GatedDeltaArgs& args, const RecurrentBatch& batch) {
+  ProfileScope scope(profile_.get(), "gated_delta_rule", n_tokens_);
+  if (batch.n_seqs == 0) return;
+  // One block per (head, sequence), one thread per state column.
+  if (args.d_v <= 0 || args.d_v > 1024 || args.d_k <= 0)
+    throw Error(fmt::format("{}: gated_delta_rule takes head sizes d_k > 0, 0 < d_v <= 1024 (got "
+                            "{}, {})",
+                            name_, args.d_k, args.d_v));
+  cuda::gated_delta_rule(dev_, args, device_batch(batch));
 }
 
 }  // namespace pagellm::cuda

@@ -53,10 +53,6 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return name_; }
   bool uses_host_memory() const override { return false; }
-  // Gated delta-net layers stay on the CPU until these kernels are wired in.
-  bool supports(BackendOp op) const override {
-    return op != BackendOp::kRecurrentState && op != BackendOp::kSigmoidGate;
-  }
   const CudaDevice& device() const { return dev_; }
 
   void* allocate(size_t bytes) override;
@@ -119,6 +115,15 @@ class CudaBackend final : public Backend {
   void attention_matmul(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                         float scale, int64_t rows, const MatmulOutput* outs,
                         size_t n_outs) override;
+  // Gated delta-net layers (delta_net.h): the step's RecurrentBatch arrays
+  // come with its upload (begin_step), so recorded steps replay them; a
+  // batch that is not the step's is uploaded per call (not while recording).
+  // Every token takes the one-token recurrent step, which is what
+  // RecurrentBatch::step_from asks for positions past it, and gives the
+  // prompt's other tokens the chunked form's values to float rounding;
+  // first_pos (the chunk alignment) is unused here.
+  void ssm_conv(const SsmConvArgs& args, const RecurrentBatch& batch) override;
+  void gated_delta_rule(const GatedDeltaArgs& args, const RecurrentBatch& batch) override;
 
  private:
   // Throws Error for outputs the kernels cannot take.
@@ -149,6 +154,8 @@ class CudaBackend final : public Backend {
   // Paged attention of the step (split over partitions where it is small;
   // its workspace in attn_ws_).
   void attention(const PagedAttentionArgs& a, void* q8_dst);
+  // `batch` with its arrays in device memory (the step's copy, or uploaded now).
+  RecurrentBatch device_batch(const RecurrentBatch& batch);
   // Lets GPU `peer` read this GPU's memory directly, once per pair.
   void enable_peer_access(int peer);
 
@@ -186,6 +193,13 @@ class CudaBackend final : public Backend {
   // Per KV group (StepInputs::group): slots and block tables.
   std::vector<const int64_t*> d_slots_;
   std::vector<const int32_t*> d_tables_;
+  // The step's recurrent batch (StepInputs::recurrent) as given, and its
+  // token_begin / state_slot arrays in step_buf_ (null: none this step).
+  RecurrentBatch step_recurrent_;
+  const int32_t* d_token_begin_ = nullptr;
+  const int32_t* d_state_slot_ = nullptr;
+  std::vector<int32_t> rec_staging_;  // device_batch()'s per-call upload
+  DeviceBuffer rec_buf_;
 };
 
 }  // namespace pagellm::cuda

@@ -11,8 +11,8 @@
 //     form agree to float rounding (~1e-6 relative), not bit for bit. The
 //     device's log1pf (in the decay) may differ from the host's by an ulp;
 //     the host renditions below use the host's, as the CPU does.
-// Not yet wired into CudaBackend: a prompt runs token by token (a chunked
-// device form is the follow-up).
+// CudaBackend::ssm_conv / gated_delta_rule call these; a prompt runs token
+// by token (a chunked device form is the follow-up).
 #pragma once
 
 #include "backend/cuda/cuda_device.h"

@@ -93,6 +93,24 @@ __global__ void gelu_tanh_mul_kernel(float* gate, const float* up, int64_t count
   if (i < count) gate[i] = gelu_tanh_mul_value(gate[i], up[i]);
 }
 
+// up / (1 + exp(-gate)) (backend/cpu/ops.cpp's glu(kSigmoid)). The device's
+// exp in double, rounded once: the correctly rounded float, which the host's
+// expf (used on the host, as the CPU does) differs from by an ulp at times.
+__host__ __device__ __forceinline__ float sigmoid_mul_value(float gate, float up) {
+#ifdef __CUDA_ARCH__
+  const float e = static_cast<float>(exp(-static_cast<double>(gate)));
+#else
+  const float e = std::exp(-gate);
+#endif
+  return up / PAGELLM_ADD_RN(1.0f, e);  // IEEE division (no fast math)
+}
+
+__global__ void sigmoid_mul_kernel(float* gate, const float* up, int64_t count) {
+  pdl_start();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) gate[i] = sigmoid_mul_value(gate[i], up[i]);
+}
+
 // Thread k rotates pair k % half of head (k / half) % n_heads of token
 // (k / half) / n_heads.
 __global__ void rope_apply_kernel(float* x, int64_t stride, int32_t n_heads, int64_t n_tokens,
@@ -167,6 +185,17 @@ void gelu_tanh_mul(const CudaDevice& dev, float* gate, const float* up, int64_t 
 
 void gelu_tanh_mul_host(float* gate, const float* up, int64_t count) {
   for (int64_t i = 0; i < count; ++i) gate[i] = gelu_tanh_mul_value(gate[i], up[i]);
+}
+
+void sigmoid_mul(const CudaDevice& dev, float* gate, const float* up, int64_t count) {
+  if (count == 0) return;
+  dev.make_current();
+  launch_pdl(dev, "sigmoid_mul", sigmoid_mul_kernel, dim3(grid_for(count, kThreads)),
+             dim3(kThreads), 0, gate, up, count);
+}
+
+void sigmoid_mul_host(float* gate, const float* up, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) gate[i] = sigmoid_mul_value(gate[i], up[i]);
 }
 
 void add_bias(const CudaDevice& dev, float* x, const float* bias, int64_t rows, int64_t n,

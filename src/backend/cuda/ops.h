@@ -44,6 +44,12 @@ void silu_mul(const CudaDevice& dev, float* gate, const float* up, int64_t count
 // gate[i] = gelu_tanh(gate[i]) * up[i], in double as the CPU's gelu_tanh_mul.
 void gelu_tanh_mul(const CudaDevice& dev, float* gate, const float* up, int64_t count);
 void gelu_tanh_mul_host(float* gate, const float* up, int64_t count);
+// gate[i] = up[i] / (1 + exp(-gate[i])): glu(Activation::kSigmoid), the gated
+// attention output. The device's exp is the correctly rounded float (in
+// double); the host's expf, which the CPU and the host rendition use, is an
+// ulp off for ~0.06% of inputs; then float add and divide as the CPU.
+void sigmoid_mul(const CudaDevice& dev, float* gate, const float* up, int64_t count);
+void sigmoid_mul_host(float* gate, const float* up, int64_t count);
 
 // x[r * stride + i] += bias[i] for each of `rows` rows of n floats
 void add_bias(const CudaDevice& dev, float* x, const float* bias, int64_t rows, int64_t n,

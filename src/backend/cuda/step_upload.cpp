@@ -1,7 +1,11 @@
 #include "backend/cuda/step_upload.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
+
+#include "util/error.h"
 
 namespace pagellm::cuda {
 
@@ -34,7 +38,21 @@ StepUploadLayout pack_step_inputs(const StepInputs& in, std::vector<uint8_t>& bu
     l.group_tables.push_back(l.total + align16(T * 8));
     l.total += align16(T * 8) + table_bytes;
   }
+  const RecurrentBatch* rb = in.recurrent;
+  const size_t S = static_cast<size_t>(std::max(in.n_seqs, 0));
+  if (rb) {
+    if (rb->n_seqs != in.n_seqs)
+      throw Error(fmt::format("the step's recurrent batch has {} sequences, the step {}",
+                              rb->n_seqs, in.n_seqs));
+    l.off_token_begin = align16(l.total);
+    l.off_state_slot = l.off_token_begin + align16((S + 1) * 4);
+    l.total = l.off_state_slot + S * 4;
+  }
   buf.assign(l.total, 0);
+  if (rb) {
+    std::memcpy(buf.data() + l.off_token_begin, rb->token_begin, (S + 1) * 4);
+    if (S > 0) std::memcpy(buf.data() + l.off_state_slot, rb->state_slot, S * 4);
+  }
   if (T > 0) {
     std::memcpy(buf.data(), in.positions, T * 4);
     std::memcpy(buf.data() + l.off_seq, in.token_seq, T * 4);

@@ -8,6 +8,9 @@
 //              any KV group) rounded up to a multiple of stride_multiple
 //   then, for each further KV group g (StepInputs::more_groups), its slots
 //   and tables at group_slots[g - 1] and group_tables[g - 1]
+//   then, when the step has recurrent layers (StepInputs::recurrent), its
+//   token_begin [n_seqs + 1] and state_slot [n_seqs] (int32) at
+//   off_token_begin and off_state_slot (both 0 without)
 // Every offset is a multiple of 16 bytes. Host code only: testable without a GPU.
 #pragma once
 
@@ -27,6 +30,8 @@ struct StepUploadLayout {
   int32_t table_stride = 1;
   std::vector<size_t> group_slots;   // KV groups 1..
   std::vector<size_t> group_tables;
+  size_t off_token_begin = 0;
+  size_t off_state_slot = 0;
 };
 
 // Fills `buf` (resized to layout.total) and returns the layout.
