@@ -104,6 +104,8 @@ EngineConfig EngineConfig::from_plan(const Plan& plan, const RunOptions& run) {
   c.kv_type = plan.kv_type;
   c.prefix_caching = run.prefix_caching;
   c.max_seq_len = static_cast<int32_t>(plan.max_seq_len);
+  // The checkpoints the plan charged (hybrid models with prefix caching).
+  if (plan.recurrent_layers > 0 && run.prefix_caching) c.state_checkpoints = plan.state_checkpoints;
   c.scheduler.max_num_seqs = plan.max_num_seqs;
   c.scheduler.max_batched_tokens = run.max_batched_tokens;
   c.scheduler.max_prefill_tokens_while_decoding = run.max_prefill_tokens_while_decoding;
@@ -133,6 +135,7 @@ KvRuntimeConfig EngineConfig::kv_runtime(const ModelRunner& model) const {
   k.state_slots = scheduler.max_num_seqs;
   k.checkpoint_tokens = state_checkpoint_tokens;
   k.checkpoints = state_checkpoints;
+  k.max_seq_len = max_seq_len > 0 ? max_seq_len : model.hparams().n_ctx_train;
   return k;
 }
 

@@ -54,7 +54,9 @@ KvRuntime::KvRuntime(ModelRunner& model, KvRuntimeConfig config) : config_(std::
   if (hp.has_recurrent()) {
     state_slots_ = std::max(config_.state_slots, 1);
     if (config_.prefix_caching && windows.empty())
-      checkpoints = checkpoint_plan(model, blocks[0]);
+      checkpoints = checkpoint_plan(model, config_.max_seq_len > 0
+                                               ? config_.max_seq_len
+                                               : static_cast<int64_t>(blocks[0]) * config_.block_size);
     if (checkpoints.entries == 0) config_.prefix_caching = false;
     state_slot_count_ = state_slots_ + checkpoints.entries;
     states = model.recurrent_state(state_slot_count_);
@@ -76,7 +78,7 @@ KvRuntime::KvRuntime(ModelRunner& model, KvRuntimeConfig config) : config_(std::
     model.reserve_workspace(config_.workspace_tokens, config_.workspace_rows);
 }
 
-StateCheckpointPlan KvRuntime::checkpoint_plan(const ModelRunner& model, int32_t num_blocks) const {
+StateCheckpointPlan KvRuntime::checkpoint_plan(const ModelRunner& model, int64_t max_seq_len) const {
   const RecurrentStateSpec one = model.recurrent_state(1);
   const auto n_recurrent = std::count(one.recurrent.begin(), one.recurrent.end(), true);
   const uint64_t state_bytes = static_cast<uint64_t>(n_recurrent) *
@@ -85,7 +87,7 @@ StateCheckpointPlan KvRuntime::checkpoint_plan(const ModelRunner& model, int32_t
       static_cast<uint64_t>(static_cast<int64_t>(one.recurrent.size()) - n_recurrent) *
       model.kv_shape(1, 1, config_.kv_type).layer_bytes();
   StateCheckpointPlan p =
-      plan_state_checkpoints(state_bytes, kv_per_token, config_.block_size, num_blocks);
+      plan_state_checkpoints(state_bytes, kv_per_token, config_.block_size, max_seq_len);
   if (config_.checkpoint_tokens != 0) {
     const int32_t every = config_.checkpoint_tokens;
     if (every < 0 || every % kGatedDeltaChunk != 0 || every % config_.block_size != 0)

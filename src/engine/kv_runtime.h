@@ -47,6 +47,8 @@ struct KvRuntimeConfig {
   // block size), `checkpoints` of them (-1: the rule; 0: no prefix caching).
   int32_t checkpoint_tokens = 0;
   int32_t checkpoints = -1;
+  // The longest sequence (the rule's checkpoint count; 0: the cache's tokens).
+  int64_t max_seq_len = 0;
 };
 
 // One group per group of `groups` (the model's, ModelRunner::kv_groups()),
@@ -84,7 +86,7 @@ class KvRuntime {
 
  private:
   // The checkpoints' interval and count for a cache of `num_blocks` blocks.
-  StateCheckpointPlan checkpoint_plan(const ModelRunner& model, int32_t num_blocks) const;
+  StateCheckpointPlan checkpoint_plan(const ModelRunner& model, int64_t max_seq_len) const;
 
   KvRuntimeConfig config_;
   std::unique_ptr<KvCacheManager> manager_;

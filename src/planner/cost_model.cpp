@@ -49,6 +49,14 @@ std::vector<Plan::KvGroupPlan> plan_kv_groups(const ModelFootprint& fp, int32_t 
 
 namespace pagellm::planner_detail {
 
+StateCheckpointPlan checkpoint_plan(const ModelFootprint& fp, const PlanRequest& req) {
+  if (fp.n_recurrent() == 0 || !req.prefix_caching) return {};
+  const uint64_t kv_per_token =
+      fp.kv_bytes_per_token_layer * static_cast<uint64_t>(fp.n_layer - fp.n_recurrent());
+  const int64_t max_seq_len = req.max_seq_len > 0 ? req.max_seq_len : fp.n_ctx_train;
+  return plan_state_checkpoints(fp.state_bytes_per_seq(), kv_per_token, req.block_size, max_seq_len);
+}
+
 CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
                      std::vector<PlanDevice> devices)
     : req_(req), fp_(fp), dev_(std::move(devices)) {
@@ -78,7 +86,11 @@ CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
     recurrent_prefix_[static_cast<size_t>(l) + 1] =
         recurrent_prefix_[static_cast<size_t>(l)] + (fp.recurrent(l) ? 1 : 0);
   }
-  state_slot_layer_bytes_ = fp.state_bytes_per_seq_layer * static_cast<uint64_t>(req.max_num_seqs);
+  // The sequences' slots and the prefix cache's checkpoints, on every device
+  // that holds a recurrent layer.
+  state_slot_layer_bytes_ =
+      fp.state_bytes_per_seq_layer *
+      static_cast<uint64_t>(req.max_num_seqs + checkpoint_plan(fp, req).entries);
   // A window layer holds at most its group's need, whatever the block count.
   for (const Plan::KvGroupPlan& g : plan_kv_groups(fp, req.block_size, req.max_num_seqs, kMaxBlocks)) {
     if (g.window <= 0) continue;

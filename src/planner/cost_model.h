@@ -21,8 +21,13 @@
 
 #include "planner/device_map.h"
 #include "planner/planner.h"
+#include "planner/state_checkpoint_plan.h"
 
 namespace pagellm::planner_detail {
+
+// A hybrid model's prefix-cache checkpoints under `req` (none: no recurrent
+// layer, or prefix caching off): what KvRuntime::checkpoint_plan() allocates.
+StateCheckpointPlan checkpoint_plan(const ModelFootprint& fp, const PlanRequest& req);
 
 using i128 = __int128;
 constexpr int64_t kNoBound = std::numeric_limits<int64_t>::max();

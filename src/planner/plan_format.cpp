@@ -69,12 +69,19 @@ std::string format_plan_table(const Plan& p) {
                             format_count(g.tokens));
     out += fmt::format("KV groups: {} (window layers keep only their window)\n", groups);
   }
-  if (state)
+  if (state && p.state_checkpoints == 0)
     out += fmt::format(
         "recurrent state: {} of {} layers recurrent (no KV), {} per sequence x {} slots "
         "(max_num_seqs) = {}\n",
         p.recurrent_layers, p.n_layer, format_size(p.state_bytes_per_seq), p.max_num_seqs,
         format_size(p.state_bytes()));
+  else if (state)
+    out += fmt::format(
+        "recurrent state: {} of {} layers recurrent (no KV), {} per sequence x {} slots "
+        "(max_num_seqs {} + {} prefix-cache checkpoints, one every {} tokens) = {}\n",
+        p.recurrent_layers, p.n_layer, format_size(p.state_bytes_per_seq),
+        p.max_num_seqs + p.state_checkpoints, p.max_num_seqs, p.state_checkpoints,
+        p.checkpoint_interval, format_size(p.state_bytes()));
   out += fmt::format("max_seq_len {}: {} concurrent full-length sequence{} (max_num_seqs {})\n",
                      format_count(p.max_seq_len), format_count(p.max_concurrent_full_sequences),
                      p.max_concurrent_full_sequences == 1 ? "" : "s", p.max_num_seqs);

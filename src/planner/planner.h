@@ -92,6 +92,11 @@ struct PlanRequest {
   int32_t block_size = 16;
   int64_t max_seq_len = 0;  // 0: the model's trained context
   int32_t max_num_seqs = 64;
+  // Hybrid models: the prefix cache's state checkpoints are charged too
+  // (planner/state_checkpoint_plan.h). The commands set it (serving and
+  // benchmarks cache prefixes unless --no-prefix-cache; the charge is then an
+  // upper bound); off here so that a bare request plans the sequences' state only.
+  bool prefix_caching = false;
   int64_t min_kv_tokens = 0;  // 0: max_seq_len
   bool no_cpu_offload = false;
   std::optional<DeviceMap> device_map;  // overrides the placement
@@ -169,6 +174,9 @@ struct Plan {
   // layers' (DevicePlan::state_bytes).
   int32_t recurrent_layers = 0;
   uint64_t state_bytes_per_seq = 0;
+  // State slots beside the sequences' for prefix-cache checkpoints, and their interval.
+  int32_t state_checkpoints = 0;
+  int32_t checkpoint_interval = 0;
   // KV groups (kvcache/kv_group.h): group 0 the full-attention layers, then
   // one per sliding window; a window group's blocks are the most its layers
   // hold (min(its need, num_blocks)), and every pool of the group is built

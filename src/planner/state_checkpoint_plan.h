@@ -7,8 +7,9 @@
 // per as many 64-token chunks (the delta-rule kernel's chunk: a state is only
 // reproducible at multiples of it) as the state's bytes are worth in KV, so
 // the checkpoints cost at most about what the KV they cover does; at least
-// one chunk. Entries: enough for a quarter of the cache's tokens at that
-// interval (at least one), so the pool stays well under the KV cache.
+// one chunk. Entries: one longest sequence's worth (max_seq_len / interval,
+// at least one), a count the planner knows before it sizes the cache, so the
+// plan charges them exactly.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,6 @@ struct StateCheckpointPlan {
 // state_bytes: one sequence's recurrent state on every device;
 // kv_bytes_per_token: one token's K and V over every attention layer.
 StateCheckpointPlan plan_state_checkpoints(uint64_t state_bytes, uint64_t kv_bytes_per_token,
-                                           int32_t block_size, int32_t num_blocks);
+                                           int32_t block_size, int64_t max_seq_len);
 
 }  // namespace pagellm

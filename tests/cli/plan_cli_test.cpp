@@ -148,14 +148,18 @@ TEST(PlanCli, HybridStateGoesWithItsLayers) {
   EXPECT_EQ(j["kv_bytes_per_token"], 2 * 2 * 64 * 2);  // layer 3's f16 K and V
   const json& d = j["devices"][0];
   EXPECT_EQ(d["kv_bytes"], 0);  // recurrent layers only
-  EXPECT_EQ(d["state_bytes"], 3 * per_seq_layer);
+  // The sequence's slot and the prefix cache's checkpoints (pagellm plan charges them).
+  const uint64_t checkpoints = j["state_checkpoints"].get<uint64_t>();
+  EXPECT_GE(checkpoints, 1u);
+  EXPECT_EQ(j["state_slots"], 1 + checkpoints);
+  EXPECT_EQ(d["state_bytes"], (1 + checkpoints) * 3 * per_seq_layer);
   EXPECT_EQ(j["devices"][1]["state_bytes"], 0);
   EXPECT_EQ(j["devices"][1]["kv_bytes"], 512 * 2 * 2 * 64 * 2);
-  const uint64_t room = d["free_after_bytes"].get<uint64_t>() + 3 * per_seq_layer;
+  const uint64_t room = d["free_after_bytes"].get<uint64_t>() + (1 + checkpoints) * 3 * per_seq_layer;
   EXPECT_EQ(d["free_after_bytes"].get<uint64_t>() + d["weight_bytes"].get<uint64_t>() +
                 d["workspace_bytes"].get<uint64_t>() + d["state_bytes"].get<uint64_t>(),
             uint64_t{8} << 20);
-  const uint64_t most = room / (3 * per_seq_layer);  // sequences whose state fits cpu:0
+  const uint64_t most = room / (3 * per_seq_layer) - checkpoints;  // sequences whose state fits cpu:0
   ASSERT_GT(most, 1u);
   r = run_plan(base + "--max-num-seqs " + std::to_string(most));
   ASSERT_EQ(r.code, 0) << r.err;

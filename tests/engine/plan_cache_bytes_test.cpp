@@ -4,6 +4,7 @@
 // recurrent-state bytes equal the bytes of the pools KvRuntime builds there
 // from the plan (EngineConfig::from_plan), whether the planner places the
 // layers or a device map does.
+#include "planner/cost_model.h"
 #include <gtest/gtest.h>
 
 #include <map>
@@ -69,8 +70,9 @@ std::map<std::string, Bytes> runtime_bytes(const KvCacheStorage& s) {
 // Plans `file` for `seqs` sequences over cpu:0, cpu:1 and the host (with
 // `map`, or placed by the planner), builds the runtime from the plan, and
 // compares the bytes per device.
-void check(const std::string& file, const std::string& map, int32_t seqs) {
-  SCOPED_TRACE(file + " map '" + map + "' seqs " + std::to_string(seqs));
+void check(const std::string& file, const std::string& map, int32_t seqs, bool prefix_caching) {
+  SCOPED_TRACE(file + " map '" + map + "' seqs " + std::to_string(seqs) +
+               (prefix_caching ? " with" : " without") + " prefix caching");
   auto meta = GgufFile::open(file);
   const ModelHParams hp = ModelHParams::from_gguf(*meta);
   FootprintOptions fo;
@@ -81,6 +83,7 @@ void check(const std::string& file, const std::string& map, int32_t seqs) {
   req.kv_tokens = 400;
   req.max_seq_len = 256;
   req.max_num_seqs = seqs;
+  req.prefix_caching = prefix_caching;
   if (!map.empty()) req.device_map = parse_device_map(map);
   const uint64_t GiB = uint64_t{1} << 30;
   // A device holds about half the layers: the planner splits the model.
@@ -88,7 +91,9 @@ void check(const std::string& file, const std::string& map, int32_t seqs) {
   const uint64_t dev = fp.total_layer_weight_bytes() / 2 + fp.layer_workspace_bytes +
                        fp.output_weight_bytes + fp.output_workspace_bytes +
                        fp.kv_bytes_per_token_layer * 416 * static_cast<uint64_t>(hp.n_layer - fp.n_recurrent()) +
-                       fp.state_bytes_per_seq() * static_cast<uint64_t>(seqs) + (uint64_t{64} << 10);
+                       fp.state_bytes_per_seq() *
+                           static_cast<uint64_t>(seqs + planner_detail::checkpoint_plan(fp, req).entries) +
+                       (uint64_t{64} << 10);
   const Plan plan = make_plan(req, fp,
                               {PlanDevice{Device{DeviceKind::kCpu, 0, dev}, dev, 0},
                                PlanDevice{Device{DeviceKind::kCpu, 1, dev}, dev, 0},
@@ -96,7 +101,7 @@ void check(const std::string& file, const std::string& map, int32_t seqs) {
   Loaded m = load(file, {.placements = plan.kv_placements()});
   RunOptions run;
   run.max_batched_tokens = 64;
-  run.prefix_caching = false;  // no prefix cache: the state slots are the sequences'
+  run.prefix_caching = prefix_caching;  // with it, hybrids keep state checkpoints the plan charges
   const EngineConfig cfg = EngineConfig::from_plan(plan, run);
   KvRuntime kv(*m.model, cfg.kv_runtime(*m.model));
   const std::map<std::string, Bytes> got = runtime_bytes(kv.storage());
@@ -122,15 +127,15 @@ TEST(PlanCacheBytes, EqualTheRuntimesPerDevice) {
   for (const std::string& file : files) {
     const int32_t L = ModelHParams::from_gguf(*GgufFile::open(file)).n_layer;
     for (const int32_t seqs : {1, 6}) {
-      check(file, "", seqs);
+      for (const bool pc : {false, true}) check(file, "", seqs, pc);
       auto range = [](int32_t a, int32_t b) {
         return a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b);
       };
       check(file,
             range(0, L / 2 - 1) + ":cpu:0," + range(L / 2, L - 2) + ":cpu:1," +
                 std::to_string(L - 1) + ":host",
-            seqs);
-      check(file, "0-" + std::to_string(L - 1) + ":host", seqs);
+            seqs, true);
+      check(file, "0-" + std::to_string(L - 1) + ":host", seqs, true);
     }
   }
   if (golden.empty()) GTEST_SKIP() << "../shared/golden/arch2026 is absent (the make-model files ran)";
