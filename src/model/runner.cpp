@@ -431,9 +431,10 @@ void ModelRunner::prepare_recurrent(const Batch& batch, KvCacheStorage& kv) {
 void ModelRunner::run_layers(Segment& s, KvCacheStorage& kv, int64_t T) {
   Backend& b = *s.backend;
   // MoE layers route on the host between their products (the experts' shapes
-  // depend on the routing), which a recorded run cannot replay: they run
-  // call by call.
-  if (hp_.moe()) {
+  // depend on the routing), and a gated attention output splits q from its
+  // gate with gather_rows over host row indices: a recorded run can replay
+  // neither, so they run call by call.
+  if (hp_.moe() || hp_.attn_output_gate) {
     for (int32_t l = s.layer_begin; l < s.layer_end; ++l) run_layer(s, l, kv, T);
     return;
   }

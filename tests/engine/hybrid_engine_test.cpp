@@ -15,6 +15,7 @@
 #include <string>
 
 #include "engine/engine_runner.h"
+#include "engine/hybrid_models.h"
 #include "engine/kv_runtime.h"
 #include "model/make_model.h"
 #include "support/test_support.h"
@@ -24,30 +25,6 @@ namespace pagellm {
 namespace {
 
 using namespace test;  // engine_runner.h
-
-std::string hybrid_model(const std::string& arch) {
-  static std::map<std::string, std::unique_ptr<TempPath>> made;
-  auto& path = made[arch];
-  if (!path) {
-    path = std::make_unique<TempPath>(".gguf");
-    MakeModelSpec spec;
-    spec.arch = arch;
-    spec.n_embd = 128;
-    spec.n_layer = 4;  // 0-2 gated delta-net, 3 full attention
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_ff = 128;
-    if (arch == "qwen35moe") {
-      spec.n_expert = 4;
-      spec.n_expert_used = 2;
-    }
-    spec.type = DType::Q8_0;
-    spec.vocab_from = data_path("stories260K.gguf");
-    ThreadPool pool(2);
-    make_model(spec, path->path, pool);
-  }
-  return path->path;
-}
 
 // Prompts of 1 to 300 tokens: multiples of 64, one to three past them (the
 // last chunk under the conv kernel), several 64-token chunks long.
