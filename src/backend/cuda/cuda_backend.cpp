@@ -273,8 +273,11 @@ void CudaBackend::begin_step(const StepInputs& in, std::span<const RopeParams> r
     d_tables_.push_back(reinterpret_cast<const int32_t*>(base + l.group_tables[g]));
   }
   step_recurrent_ = in.recurrent ? *in.recurrent : RecurrentBatch{};
-  d_token_begin_ = in.recurrent ? reinterpret_cast<const int32_t*>(base + l.off_token_begin) : nullptr;
-  d_state_slot_ = in.recurrent ? reinterpret_cast<const int32_t*>(base + l.off_state_slot) : nullptr;
+  d_token_begin_ = d_state_slot_ = nullptr;
+  if (in.recurrent) {
+    d_token_begin_ = reinterpret_cast<const int32_t*>(base + l.off_token_begin);
+    d_state_slot_ = reinterpret_cast<const int32_t*>(base + l.off_state_slot);
+  }
 
   if (ropes.size() != ropes_.size()) {
     graphs_.invalidate();
