@@ -18,10 +18,7 @@ namespace pagellm {
 namespace {
 
 std::string template_source(const std::string& name) {
-  std::ifstream in(test::data_path("chat-templates/" + name));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return test::read_file(test::data_path("chat-templates/" + name));
 }
 
 std::string trim_ws(const std::string& s) {

@@ -163,31 +163,38 @@ TOOL = {"type": "function", "function": {
                    "required": ["a", "b"]}}}
 
 
+def thought_and_calls(url, body, stream):
+    """A tool-calling reply's thought, its calls as (name, arguments) and its finish reason."""
+    if not stream:
+        r = requests.post(url, json=body, timeout=120)
+        assert r.status_code == 200, r.text
+        choice = r.json()["choices"][0]
+        calls = [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+                 for c in choice["message"].get("tool_calls") or []]
+        return choice["message"].get("reasoning_content"), calls, choice["finish_reason"]
+    r = requests.post(url, json={**body, "stream": True}, stream=True, timeout=120)
+    assert r.status_code == 200, r.text
+    thought, parts, finish = "", {}, None
+    for line in r.iter_lines():
+        if line.startswith(b"data: {"):
+            ch = json.loads(line[6:])["choices"][0]
+            thought += ch["delta"].get("reasoning_content") or ""
+            for tc in ch["delta"].get("tool_calls", []):
+                name, args = parts.get(tc["index"], ("", ""))
+                parts[tc["index"]] = (name + (tc["function"].get("name") or ""),
+                                      args + (tc["function"].get("arguments") or ""))
+            finish = ch["finish_reason"] or finish
+    return thought, [(n, json.loads(a)) for _, (n, a) in sorted(parts.items())], finish
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_think_then_call(qwen3, stream):
     call = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 2}}\n</tool_call>'
     body = {"messages": ASK, "tools": [TOOL], "grammar": gbnf(f"<think>\nI should add.\n</think>\n\n{call}"),
             "max_tokens": 200}
-    url = qwen3.url + "/v1/chat/completions"
-    if not stream:
-        r = requests.post(url, json=body, timeout=120)
-        assert r.status_code == 200, r.text
-        choice = r.json()["choices"][0]
-        msg = choice["message"]
-        assert choice["finish_reason"] == "tool_calls"
-        assert msg["reasoning_content"] == "I should add."
-        assert [json.loads(c["function"]["arguments"]) for c in msg["tool_calls"]] == [{"a": 2, "b": 2}]
-        return
-    r = requests.post(url, json={**body, "stream": True}, stream=True, timeout=120)
-    thought, calls, finish = "", [], None
-    for line in r.iter_lines():
-        if line.startswith(b"data: {"):
-            ch = json.loads(line[6:])["choices"][0]
-            thought += ch["delta"].get("reasoning_content") or ""
-            calls += ch["delta"].get("tool_calls", [])
-            finish = ch["finish_reason"] or finish
+    thought, calls, finish = thought_and_calls(qwen3.url + "/v1/chat/completions", body, stream)
     assert thought == "I should add." and finish == "tool_calls"
-    assert calls[0]["function"]["name"] == "add"
+    assert calls == [("add", {"a": 2, "b": 2})]
 
 
 def sse_events(r):
@@ -352,27 +359,9 @@ def test_harmony_tool_call(harmony, stream):
     reply = ("<|channel|>analysis<|message|>Add them.<|end|><|start|>assistant<|channel|>commentary "
              'to=functions.add <|constrain|>json<|message|>{"a": 2, "b": 2}')
     body = {"messages": ASK, "tools": [TOOL], "grammar": gbnf(reply), "max_tokens": 200}
-    url = harmony.url + "/v1/chat/completions"
-    if not stream:
-        r = requests.post(url, json=body, timeout=120)
-        assert r.status_code == 200, r.text
-        choice = r.json()["choices"][0]
-        assert choice["finish_reason"] == "tool_calls"
-        assert choice["message"]["reasoning_content"] == "Add them."
-        calls = choice["message"]["tool_calls"]
-        assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == \
-            [("add", {"a": 2, "b": 2})]
-        return
-    r = requests.post(url, json={**body, "stream": True}, stream=True, timeout=120)
-    thought, calls, finish = "", [], None
-    for line in r.iter_lines():
-        if line.startswith(b"data: {"):
-            ch = json.loads(line[6:])["choices"][0]
-            thought += ch["delta"].get("reasoning_content") or ""
-            calls += ch["delta"].get("tool_calls", [])
-            finish = ch["finish_reason"] or finish
+    thought, calls, finish = thought_and_calls(harmony.url + "/v1/chat/completions", body, stream)
     assert thought == "Add them." and finish == "tool_calls"
-    assert calls[0]["function"]["name"] == "add"
+    assert calls == [("add", {"a": 2, "b": 2})]
 
 
 def test_harmony_template_renders_as_jinja2_with_past_thoughts(harmony, pagellm_bin):
