@@ -131,7 +131,8 @@ TEST(LlamaFlags, AliasesLandWhereOursDo) {
 TEST(LlamaFlags, NglZeroKeepsLayersOffTheGpus) {
   CmdResult r = run("plan -ngl 0 --json");
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const auto& d : json::parse(r.out)["devices"]) EXPECT_NE(d["kind"], "cuda") << d;
+  const json plan = json::parse(r.out);  // (a range-for over a temporary's member would dangle)
+  for (const auto& d : plan["devices"]) EXPECT_NE(d["kind"], "cuda") << d;
   const auto notes = note_lines(r.err);
   ASSERT_EQ(notes.size(), 1u) << r.err;
   EXPECT_NE(notes[0].find("no layers on a GPU"), std::string::npos) << notes[0];
