@@ -1,6 +1,7 @@
 // Shared by the hybrid engine tests: make-model's small qwen35 / qwen35moe
-// files (4 layers: 0-2 gated delta-net, 3 full attention with a gated
-// output), written once per run.
+// files (n_layer layers, every 4th full attention with a gated output, the
+// others gated delta-net; default 4: 0-2 delta-net, 3 attention), written
+// once per run and layer count.
 #pragma once
 
 #include <map>
@@ -13,15 +14,15 @@
 
 namespace pagellm::test {
 
-inline std::string hybrid_model(const std::string& arch) {
-  static std::map<std::string, std::unique_ptr<TempPath>> made;
-  auto& path = made[arch];
+inline std::string hybrid_model(const std::string& arch, int32_t n_layer = 4) {
+  static std::map<std::pair<std::string, int32_t>, std::unique_ptr<TempPath>> made;
+  auto& path = made[{arch, n_layer}];
   if (!path) {
     path = std::make_unique<TempPath>(".gguf");
     MakeModelSpec spec;
     spec.arch = arch;
     spec.n_embd = 128;
-    spec.n_layer = 4;  // 0-2 gated delta-net, 3 full attention
+    spec.n_layer = n_layer;
     spec.n_head = 4;
     spec.n_head_kv = 2;
     spec.n_ff = 128;

@@ -4,16 +4,16 @@
 // recurrent-state bytes equal the bytes of the pools KvRuntime builds there
 // from the plan (EngineConfig::from_plan), whether the planner places the
 // layers or a device map does.
-#include "planner/cost_model.h"
 #include <gtest/gtest.h>
 
 #include <map>
 #include <memory>
 
 #include "engine/engine_runner.h"
+#include "engine/hybrid_models.h"
 #include "engine/kv_runtime.h"
 #include "gguf/gguf_reader.h"
-#include "model/make_model.h"
+#include "planner/cost_model.h"
 #include "planner/planner.h"
 #include "support/test_support.h"
 
@@ -21,30 +21,6 @@ namespace pagellm {
 namespace {
 
 using namespace test;  // engine_runner.h
-
-std::string made_model(const std::string& arch) {
-  static std::map<std::string, std::unique_ptr<TempPath>> made;
-  auto& path = made[arch];
-  if (!path) {
-    path = std::make_unique<TempPath>(".gguf");
-    MakeModelSpec spec;
-    spec.arch = arch;
-    spec.n_embd = 128;
-    spec.n_layer = 8;  // qwen35: layers 3 and 7 full attention, the others gated delta-net
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_ff = 128;
-    if (arch == "qwen35moe") {
-      spec.n_expert = 4;
-      spec.n_expert_used = 2;
-    }
-    spec.type = DType::Q8_0;
-    spec.vocab_from = data_path("stories260K.gguf");
-    ThreadPool pool(2);
-    make_model(spec, path->path, pool);
-  }
-  return path->path;
-}
 
 struct Bytes {
   uint64_t kv = 0, state = 0;
@@ -120,7 +96,7 @@ void check(const std::string& file, const std::string& map, int32_t seqs, bool p
 }
 
 TEST(PlanCacheBytes, EqualTheRuntimesPerDevice) {
-  std::vector<std::string> files = {made_model("qwen35"), made_model("qwen35moe"),
+  std::vector<std::string> files = {hybrid_model("qwen35", 8), hybrid_model("qwen35moe", 8),
                                     data_path("stories260K.gguf")};
   const std::string golden = shared_path("golden/arch2026/rand-qwen35-tok512-F32.gguf");
   if (!golden.empty()) files.push_back(golden);
