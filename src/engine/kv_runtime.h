@@ -74,10 +74,8 @@ class KvRuntime {
 
   // Recurrent layers' state slots: one per running sequence. acquire() takes
   // a free one (to be zeroed before its first step), -1 when none is free.
-  bool has_state() const { return !free_slots_.empty() || state_slots_ > 0; }
   int32_t acquire_state_slot();
   void release_state_slot(int32_t slot);
-  int32_t free_state_slots() const { return static_cast<int32_t>(free_slots_.size()); }
   // Every slot of the state pools: the sequences' and the checkpoints' (0: no recurrent layers).
   int32_t state_slot_count() const { return state_slot_count_; }
   // The prefix cache's state checkpoints (null: none; slots past the sequences').
