@@ -544,6 +544,10 @@ def tool_call_seeds():
         b"\x01{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
         b"\x02[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": \"{}\"}]",
         b"\x02[{\"name\": \"get_time\", \"arguments\": {\"a\": [1, {\"b\": \"]}\"}]}}]",
+        # Reply splitters: a thought before a call, and harmony channels (byte 0 also picks the cut).
+        b"\x00<think>\nweigh it\n</think>\n\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>",
+        b"\x07<|channel|>analysis<|message|>need time<|end|><|start|>assistant<|channel|>commentary "
+        b"to=functions.get_time <|constrain|>json<|message|>{}<|call|>",
     ]
     for i, r in enumerate(replies):
         yield f"reply_{i}.txt", r
