@@ -80,18 +80,20 @@ void HarmonySplitter::run(Delta& out, bool at_end) {
   for (;;) {
     const std::string_view p = pending_;
     if (state_ == State::kHeader) {
-      const size_t at = p.find(kMessage);
-      if (at != std::string_view::npos) {
-        end_header(std::string(p.substr(0, at)));
-        pending_.erase(0, at + kMessage.size());
-        state_ = State::kBody;
-        continue;
-      }
       if (p.empty()) return;
+      // Decided on the first bytes alone (a later <|message|> must not turn
+      // text already read as plain into a header: the pieces' cuts would show).
       if (!may_open_header(p)) {
         // Plain text: the model answered without a header.
         channel_ = "final";
         recipient_.clear();
+        state_ = State::kBody;
+        continue;
+      }
+      const size_t at = p.find(kMessage);
+      if (at != std::string_view::npos) {
+        end_header(std::string(p.substr(0, at)));
+        pending_.erase(0, at + kMessage.size());
         state_ = State::kBody;
         continue;
       }

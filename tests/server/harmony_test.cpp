@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
+#include <tuple>
 
 namespace pagellm {
 namespace {
@@ -98,6 +100,45 @@ TEST(HarmonySplitter, KnownCallsKeepToolsWithObjectArguments) {
 TEST(HarmonySplitter, TemplatesThatWriteHarmony) {
   EXPECT_TRUE(template_writes_harmony("<|start|>assistant<|channel|>final<|message|>"));
   EXPECT_FALSE(template_writes_harmony("<|im_start|>assistant\n<think>"));
+}
+
+}  // namespace
+}  // namespace pagellm
+
+namespace pagellm {
+namespace {
+
+// Random texts over the formats' own pieces: every two-piece cut of a reply
+// reads as the whole reply, for both splitters.
+TEST(ReplySplitters, RandomRepliesReadTheSameAtEveryCut) {
+  const std::vector<std::string> pieces = {
+      "<think>", "</think>", "<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|call|>",
+      "<|return|>", " to=functions.f", "analysis", "final", "commentary", " json", "<", "|", ">",
+      " ", "\n", "a", "{}", "</", "<|", "to="};
+  std::mt19937 rng(11);
+  auto read = [](ReplySplitter& s, const std::string& text, size_t cut) {
+    ReplySplitter::Delta all = s.push(std::string_view(text).substr(0, cut));
+    const auto rest = s.push(std::string_view(text).substr(cut));
+    const auto last = s.finish();
+    return std::make_tuple(all.reasoning + rest.reasoning + last.reasoning,
+                           all.content + rest.content + last.content, s.tool_calls().size());
+  };
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string text;
+    for (int k = static_cast<int>(rng() % 8); k >= 0; --k) text += pieces[rng() % pieces.size()];
+    for (int kind = 0; kind < 3; ++kind) {
+      auto make = [kind]() -> std::unique_ptr<ReplySplitter> {
+        if (kind == 2) return std::make_unique<HarmonySplitter>();
+        return std::make_unique<ReasoningSplitter>(ThinkSyntax{}, kind == 1);
+      };
+      auto whole_s = make();
+      const auto whole = read(*whole_s, text, text.size());
+      for (size_t cut = 0; cut <= text.size(); ++cut) {
+        auto s = make();
+        ASSERT_EQ(read(*s, text, cut), whole) << "kind " << kind << " cut " << cut << ": " << text;
+      }
+    }
+  }
 }
 
 }  // namespace
