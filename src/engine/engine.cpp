@@ -79,6 +79,7 @@ Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
           "--max-batched-tokens must be at least {} for models with recurrent layers (got {})",
           kGatedDeltaChunk, config_.scheduler.max_batched_tokens));
     config_.scheduler.prefill_align = kGatedDeltaChunk;
+    config_.scheduler.reserve_forks = true;  // every sample has its own state slot
   }
   // Everything a step needs is allocated now: the plan counted it, and a step
   // must never be the one that runs the machine out of memory. The KV pools
@@ -175,6 +176,12 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
   if (req.max_tokens < 0) throw ConfigError("max_tokens must be >= 0");
   if (req.n < 1 || req.n > 128)
     throw ConfigError(fmt::format("n must be in [1, 128], got {}", req.n));
+  // Each sample of a model with recurrent layers keeps its own state: n of
+  // them run at once, which --max-num-seqs bounds.
+  if (config_.scheduler.reserve_forks && req.n > config_.scheduler.max_num_seqs)
+    throw ConfigError(fmt::format(
+        "n = {} samples need {} recurrent state slots; this model keeps at most --max-num-seqs {}",
+        req.n, req.n, config_.scheduler.max_num_seqs));
   for (const auto& s : req.stop)
     if (s.empty()) throw ConfigError("stop strings must not be empty");
   if (req.logprobs < -1 || req.logprobs > 20)
@@ -186,6 +193,7 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
   const int64_t max_total = std::min<int64_t>(n_prompt + req.max_tokens, max_seq_len_);
   auto seq = std::make_unique<Sequence>(next_seq_id_++, req.prompt, max_total, config_.block_size);
   seq->embedding = req.embedding;
+  seq->forks = req.embedding ? 0 : req.n - 1;
   // The vocabulary as grammars see it: built with the first constrained request.
   if (req.grammar && !grammar_vocab_) grammar_vocab_ = make_grammar_vocab(tokenizer_);
   auto st = std::make_unique<SeqState>(rs.get(), 0, std::move(seq), sample_params(req.sampling, 0),
@@ -286,6 +294,7 @@ void Engine::finish_seq(SeqState& st, FinishReason reason, int32_t token,
 
 void Engine::fork_samples(SeqState& parent) {
   RequestState& rs = *parent.req;
+  parent.seq->forks = 0;  // they run now, counted as running sequences
   for (int32_t i = 1; i < rs.req.n; ++i) {
     auto seq = std::make_unique<Sequence>(next_seq_id_++, parent.seq->tokens, parent.seq->max_total,
                                           config_.block_size);

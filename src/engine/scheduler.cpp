@@ -152,7 +152,9 @@ SchedulerOutput Scheduler::schedule() {
   // Admitting while preempting would thrash: wait for the next step.
   while (!admission_paused_ && out.preempted.empty() && !waiting_.empty() &&
          std::min(budget, prefill_budget) > 0 &&
-         static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+         static_cast<int32_t>(running_.size()) +
+                 (config_.reserve_forks ? waiting_.front()->forks : 0) <
+             config_.max_num_seqs) {
     Sequence* s = waiting_.front();
     PrefixLookups lookups;  // counted if it is admitted now (else matched again later)
     if (s->blocks.blocks().empty() && !s->embedding) {  // an embedding needs every position's rows

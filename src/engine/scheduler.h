@@ -61,6 +61,9 @@ struct SchedulerConfig {
   // prefix shared with another prompt ends (aligned down): found cached
   // past the last checkpoint at admission, or awaited by a waiting prompt.
   int32_t checkpoint_every = 0;
+  // Admission counts a sequence's forks (Sequence::forks) against
+  // max_num_seqs: for models whose samples each need a state slot.
+  bool reserve_forks = false;
 };
 
 struct ScheduledSeq {

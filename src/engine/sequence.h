@@ -35,6 +35,9 @@ struct Sequence {
   // Models with recurrent layers: the sequence's slot in the state pools
   // while it runs (-1: none; a preempted sequence starts again from zeros).
   int32_t state_slot = -1;
+  // Samples still to fork from this sequence when its prompt ends (n - 1;
+  // then 0). Counted at admission where each sample needs a state slot.
+  int32_t forks = 0;
   // Their prefix cache: one more position (besides the multiples of the
   // checkpoint interval) where the prompt's state is saved, the aligned end
   // of a prefix that other prompts share (0: none; set by the Scheduler).
