@@ -110,6 +110,14 @@ int64_t Scheduler::aligned_chunk(const Sequence* s, int64_t n) const {
   return std::max<int64_t>(0, end / align * align - s->n_computed);
 }
 
+int32_t Scheduler::seats_taken() const {
+  auto n = static_cast<int32_t>(running_.size());
+  // A running prompt's samples fork when it ends: their seats are taken now.
+  if (config_.reserve_forks)
+    for (const Sequence* s : running_) n += s->forks;
+  return n;
+}
+
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int64_t budget = config_.max_batched_tokens;
@@ -152,8 +160,7 @@ SchedulerOutput Scheduler::schedule() {
   // Admitting while preempting would thrash: wait for the next step.
   while (!admission_paused_ && out.preempted.empty() && !waiting_.empty() &&
          std::min(budget, prefill_budget) > 0 &&
-         static_cast<int32_t>(running_.size()) +
-                 (config_.reserve_forks ? waiting_.front()->forks : 0) <
+         seats_taken() + (config_.reserve_forks ? waiting_.front()->forks : 0) <
              config_.max_num_seqs) {
     Sequence* s = waiting_.front();
     PrefixLookups lookups;  // counted if it is admitted now (else matched again later)

@@ -130,6 +130,8 @@ class Scheduler {
   // n tokens of s's pending ones, cut to config_.prefill_align and at the
   // next checkpoint position (0: none fit).
   int64_t aligned_chunk(const Sequence* s, int64_t n) const;
+  // Running sequences plus the samples their prompts will fork (reserve_forks).
+  int32_t seats_taken() const;
   enum class Reserve { kOk, kNoRoom, kFailed };
   // Room for `seq`'s next `n` tokens; a throw is caught and recorded in out.failed.
   Reserve reserve(Sequence* seq, int64_t n, SchedulerOutput& out);

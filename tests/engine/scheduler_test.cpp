@@ -70,6 +70,33 @@ TEST(Scheduler, DecodesFirstThenFcfsAdmissionUnderBudgets) {
   EXPECT_EQ(s.waiting().front(), d.get());
 }
 
+TEST(Scheduler, RunningPromptsHoldSeatsForTheirForks) {
+  // A prompt with n = 3 samples takes three seats from admission on, while it
+  // still runs alone: each sample will need its own recurrent-state slot.
+  KvCacheManager kv(64, 16, false);
+  Scheduler s({.max_num_seqs = 4, .max_batched_tokens = 200, .reserve_forks = true}, kv);
+  auto a = make_seq(1, 40), b = make_seq(2, 10), c = make_seq(3, 10);
+  a->forks = 2;
+  s.add(a.get());
+  s.add(b.get());
+  s.add(c.get());
+  auto out = s.schedule();
+  // a (3 seats) and b (1): c waits although only two sequences run.
+  ASSERT_EQ(out.scheduled.size(), 2u);
+  EXPECT_EQ(s.running().size(), 2u);
+  EXPECT_EQ(s.waiting().front(), c.get());
+  complete_step(s, out);
+  s.schedule();
+  EXPECT_EQ(s.waiting().front(), c.get());
+  // Without the reservation the same queue admits c at once.
+  KvCacheManager kv2(64, 16, false);
+  Scheduler plain({.max_num_seqs = 4, .max_batched_tokens = 200}, kv2);
+  auto a2 = make_seq(1, 40), b2 = make_seq(2, 10), c2 = make_seq(3, 10);
+  a2->forks = 2;
+  for (auto* q : {a2.get(), b2.get(), c2.get()}) plain.add(q);
+  EXPECT_EQ(plain.schedule().scheduled.size(), 3u);
+}
+
 TEST(Scheduler, CapsPrefillTokensWhileSequencesDecode) {
   KvCacheManager kv(64, 16, false);
   Scheduler s(
