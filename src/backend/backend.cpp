@@ -16,11 +16,11 @@
 namespace pagellm {
 
 const char* backend_op_name(BackendOp op) {
-  static constexpr std::array<const char*, 7> kNames = {
+  static constexpr std::array<const char*, 8> kNames = {
       "the GELU activation",       "sliding-window attention", "attention soft-capping",
       "RoPE frequency factors",    "mixture-of-experts layers", "gated delta-net layers",
-      "the sigmoid output gate"};
-  static_assert(names_cover(BackendOp::kSigmoidGate, kNames));
+      "the sigmoid output gate",   "Gemma 4's per-layer inputs and shared KV"};
+  static_assert(names_cover(BackendOp::kPerLayerInputs, kNames));
   return enum_name(op, kNames);
 }
 

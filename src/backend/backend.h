@@ -121,6 +121,7 @@ enum class BackendOp {
   kMixtureOfExperts,  // routed expert FFNs (gather_rows, combine_rows, per-expert matmuls)
   kRecurrentState,    // gated delta-net layers (ssm_conv, gated_delta_rule)
   kSigmoidGate,       // glu() with Activation::kSigmoid (gated attention output)
+  kPerLayerInputs,    // Gemma 4's layers: per-layer inputs, shared KV, unweighted v norm
 };
 const char* backend_op_name(BackendOp op);
 
@@ -250,7 +251,8 @@ class Backend {
   // not allocate.
   virtual void reserve_matmul(const MatrixView& /*w*/, int64_t /*rows*/) {}
 
-  // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight   (out may alias x)
+  // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight   (out may alias x;
+  // weight null: no weight, where supports(kPerLayerInputs))
   virtual void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t n,
                         float eps) = 0;
   virtual void add_inplace(float* x, const float* y, int64_t count) = 0;

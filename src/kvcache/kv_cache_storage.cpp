@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace pagellm {
@@ -32,24 +34,44 @@ KvCacheStorage::KvCacheStorage(const KvPoolShape& base,
     throw ConfigError(
         fmt::format("KV placements cover layers up to {}, the model has {}", next, base.layer_end));
   pool_of_layer_.assign(static_cast<size_t>(base.layer_end), -1);
+  const bool shaped = !base.per_layer.empty();
+  if (shaped && static_cast<int32_t>(base.per_layer.size()) < base.layer_end)
+    throw ConfigError("KV pool: one shape per layer needed");
+  auto shape_of = [&](int32_t l) {
+    return shaped ? base.per_layer[static_cast<size_t>(l)] : KvLayerShape{base.n_kv_heads, base.head_dim};
+  };
   for (const auto& p : placements) {
     if (p.layer_end == p.layer_begin) continue;
     for (int32_t g = 0; g < n_groups; ++g) {
-      KvPoolShape s = base;
-      s.layer_begin = p.layer_begin;
-      s.layer_end = p.layer_end;
-      if ((groups && n_groups > 1) || states.any()) {
-        s.group = g;
-        if (groups && n_groups > 1) s.num_blocks = group_blocks[static_cast<size_t>(g)];
+      // The group's layers here, one pool per distinct KV shape (in order of
+      // first appearance); layers that keep no KV get none.
+      std::vector<KvLayerShape> shapes = {shape_of(p.layer_begin)};
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        KvPoolShape s = base;
+        s.per_layer.clear();
+        s.layer_begin = p.layer_begin;
+        s.layer_end = p.layer_end;
+        s.n_kv_heads = shapes[i].n_kv_heads;
+        s.head_dim = shapes[i].head_dim;
+        if ((groups && n_groups > 1) || states.any() || shaped) {
+          s.group = g;
+          if (groups && n_groups > 1) s.num_blocks = group_blocks[static_cast<size_t>(g)];
+          for (int32_t l = p.layer_begin; l < p.layer_end; ++l) {
+            if ((groups && groups->group_of_layer[static_cast<size_t>(l)] != g) || recurrent(l) ||
+                shape_of(l).n_kv_heads == 0)
+              continue;
+            if (shape_of(l) == shapes[i])
+              s.layers.push_back(l);
+            else if (std::find(shapes.begin(), shapes.end(), shape_of(l)) == shapes.end())
+              shapes.push_back(shape_of(l));
+          }
+          if (s.layers.empty()) continue;
+        }
+        pools_.push_back(std::make_unique<KvPool>(s, backend_of ? backend_of(p.device) : nullptr));
         for (int32_t l = p.layer_begin; l < p.layer_end; ++l)
-          if ((!groups || groups->group_of_layer[static_cast<size_t>(l)] == g) && !recurrent(l))
-            s.layers.push_back(l);
-        if (s.layers.empty()) continue;
+          if (pools_.back()->has_layer(l))
+            pool_of_layer_[static_cast<size_t>(l)] = static_cast<int32_t>(pools_.size() - 1);
       }
-      pools_.push_back(std::make_unique<KvPool>(s, backend_of ? backend_of(p.device) : nullptr));
-      for (int32_t l = p.layer_begin; l < p.layer_end; ++l)
-        if (pools_.back()->has_layer(l))
-          pool_of_layer_[static_cast<size_t>(l)] = static_cast<int32_t>(pools_.size() - 1);
     }
   }
   state_pool_of_layer_.assign(static_cast<size_t>(base.layer_end), -1);

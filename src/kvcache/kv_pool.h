@@ -17,6 +17,13 @@
 
 namespace pagellm {
 
+// One layer's K/V row shape (KvPoolShape::per_layer).
+struct KvLayerShape {
+  int32_t n_kv_heads = 0;  // 0: the layer keeps no KV (it shares another's)
+  int32_t head_dim = 0;
+  bool operator==(const KvLayerShape&) const = default;
+};
+
 struct KvPoolShape {
   int32_t layer_begin = 0;  // layers [layer_begin, layer_end) live in this pool
   int32_t layer_end = 0;
@@ -29,6 +36,10 @@ struct KvPoolShape {
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
   DType dtype = DType::F16;  // F16, F32 or Q8_0
+  // KvCacheStorage's base shape only: per layer of the model, its KV heads
+  // and head size where layers differ (Gemma 4) or share KV; empty:
+  // n_kv_heads and head_dim for every layer. Each pool has one shape.
+  std::vector<KvLayerShape> per_layer;
 
   size_t slot_bytes() const;   // one token, one layer, K or V
   size_t layer_bytes() const;  // K + V of one layer

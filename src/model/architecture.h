@@ -27,6 +27,9 @@ class Architecture {
   virtual void layer_tensors(const ModelHParams& hp, int32_t layer, TensorList& out) const = 0;
   // Runs one layer of a step on the residual stream c.x.
   virtual void run_layer(LayerContext& c) const = 0;
+  // The family's tensors outside the layers besides the embedding, output
+  // norm and projection (ModelWeights::extra); the default: none.
+  virtual void model_tensors(const ModelHParams& /*hp*/, TensorList& /*out*/) const {}
 };
 
 }  // namespace pagellm

@@ -70,7 +70,8 @@ float positive_f32_key(const GgufFile& f, const std::string& key, float fallback
 
 void attention_tensors(const ModelHParams& hp, int32_t l, const AttentionOptions& o,
                        TensorList& out) {
-  const int64_t E = hp.n_embd, Q = hp.n_embd_q(), KV = hp.n_embd_kv(), D = hp.head_dim;
+  const int64_t E = hp.n_embd, Q = hp.n_embd_q(l), KV = hp.n_embd_kv(l), D = hp.layer(l).head_dim;
+  const bool own_kv = hp.layer(l).kv_source < 0;
   if (o.pre_norm) out.push_back(TensorSpec::vec(VectorRole::kAttnNorm, layer_name(l, "attn_norm"), E));
   if (o.fused_qkv) {
     const std::string n = layer_name(l, "attn_qkv");
@@ -86,15 +87,18 @@ void attention_tensors(const ModelHParams& hp, int32_t l, const AttentionOptions
     out.push_back(TensorSpec::mat(MatrixRole::kQ, layer_name(l, "attn_q"), E,
                                   hp.attn_output_gate ? 2 * Q : Q));
     bias(VectorRole::kQBias, "attn_q", Q);
-    out.push_back(TensorSpec::mat(MatrixRole::kK, layer_name(l, "attn_k"), E, KV));
-    bias(VectorRole::kKBias, "attn_k", KV);
-    out.push_back(TensorSpec::mat(MatrixRole::kV, layer_name(l, "attn_v"), E, KV));
-    bias(VectorRole::kVBias, "attn_v", KV);
+    if (own_kv) {
+      out.push_back(TensorSpec::mat(MatrixRole::kK, layer_name(l, "attn_k"), E, KV));
+      bias(VectorRole::kKBias, "attn_k", KV);
+      out.push_back(TensorSpec::mat(MatrixRole::kV, layer_name(l, "attn_v"), E, KV));
+      bias(VectorRole::kVBias, "attn_v", KV);
+    }
   }
   if (o.qk_norm != QkNorm::kNone) {
     const bool whole = o.qk_norm == QkNorm::kWhole;
     out.push_back(TensorSpec::vec(VectorRole::kQNorm, layer_name(l, "attn_q_norm"), whole ? Q : D));
-    out.push_back(TensorSpec::vec(VectorRole::kKNorm, layer_name(l, "attn_k_norm"), whole ? KV : D));
+    if (own_kv)
+      out.push_back(TensorSpec::vec(VectorRole::kKNorm, layer_name(l, "attn_k_norm"), whole ? KV : D));
   }
   out.push_back(TensorSpec::mat(MatrixRole::kOut, layer_name(l, "attn_output"), Q, E));
   if (o.post_norm)
@@ -127,7 +131,7 @@ void ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOptions& o, TensorL
 }
 
 static void dense_ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOptions& o, TensorList& out) {
-  const int64_t E = hp.n_embd, F = hp.n_ff;
+  const int64_t E = hp.n_embd, F = hp.layer(l).n_ff;
   if (o.fused_gate_up) {
     const std::string n = layer_name(l, "ffn_up");
     out.push_back(TensorSpec::part(MatrixRole::kGate, n, E, 0, F, 2 * F));
@@ -142,42 +146,54 @@ static void dense_ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOption
 void attention_block(LayerContext& c, const AttentionOptions& o) {
   const ModelHParams& hp = c.hp;
   const LayerWeights& w = c.w;
+  const LayerSpec& spec = hp.layer(c.layer);
+  const bool own_kv = spec.kv_source < 0;
   const MatrixView wq = w.matrix(MatrixRole::kQ).view(), wk = w.matrix(MatrixRole::kK).view(),
                    wv = w.matrix(MatrixRole::kV).view(), wo = w.matrix(MatrixRole::kOut).view();
   // A gated output: the q projection's rows [q, gate] per head go to extra,
   // then q and gate apart (rows of head_dim: even ones q, odd ones gate).
   const bool gated = hp.attn_output_gate;
-  const int64_t QT = c.T * hp.n_embd_q();
+  const int64_t D = spec.head_dim, QT = c.T * hp.n_embd_q(c.layer);
   float* gate = gated ? c.extra + 2 * QT : nullptr;
   // Biases run as the products' epilogues.
-  maybe_norm_matmul(c, w.vector(VectorRole::kAttnNorm),
-                    {{&wq, gated ? c.extra : c.q, w.vector(VectorRole::kQBias)},
-                     {&wk, c.k, w.vector(VectorRole::kKBias)},
-                     {&wv, c.v, w.vector(VectorRole::kVBias)}});
+  if (own_kv)
+    maybe_norm_matmul(c, w.vector(VectorRole::kAttnNorm),
+                      {{&wq, gated ? c.extra : c.q, w.vector(VectorRole::kQBias)},
+                       {&wk, c.k, w.vector(VectorRole::kKBias)},
+                       {&wv, c.v, w.vector(VectorRole::kVBias)}});
+  else
+    maybe_norm_matmul(c, w.vector(VectorRole::kAttnNorm),
+                      {{&wq, gated ? c.extra : c.q, w.vector(VectorRole::kQBias)}});
   if (gated) {
     const int64_t heads = c.T * hp.n_head;
     std::vector<int32_t> rows(static_cast<size_t>(heads));
     for (int64_t i = 0; i < heads; ++i) rows[static_cast<size_t>(i)] = static_cast<int32_t>(2 * i);
-    c.b.gather_rows(c.extra, hp.head_dim, rows.data(), heads, c.q);
+    c.b.gather_rows(c.extra, D, rows.data(), heads, c.q);
     for (int32_t& r : rows) ++r;
-    c.b.gather_rows(c.extra, hp.head_dim, rows.data(), heads, gate);
+    c.b.gather_rows(c.extra, D, rows.data(), heads, gate);
   }
   if (o.qk_norm != QkNorm::kNone) {
     // Per head: the rows are the heads; whole: the rows are the tokens.
     const bool head = o.qk_norm == QkNorm::kPerHead;
-    const int64_t D = hp.head_dim;
     c.b.rms_norm(c.q, w.vector(VectorRole::kQNorm), c.q, head ? c.T * hp.n_head : c.T,
-                 head ? D : hp.n_embd_q(), hp.rms_eps);
-    c.b.rms_norm(c.k, w.vector(VectorRole::kKNorm), c.k, head ? c.T * hp.n_head_kv : c.T,
-                 head ? D : hp.n_embd_kv(), hp.rms_eps);
+                 head ? D : hp.n_embd_q(c.layer), hp.rms_eps);
+    if (own_kv)
+      c.b.rms_norm(c.k, w.vector(VectorRole::kKNorm), c.k, head ? c.T * spec.n_head_kv : c.T,
+                   head ? D : hp.n_embd_kv(c.layer), hp.rms_eps);
   }
+  if (o.v_norm && own_kv) c.b.rms_norm(c.v, nullptr, c.v, c.T * spec.n_head_kv, D, hp.rms_eps);
   // Attention reads every K/V back from the cache, after rounding to its
   // dtype, including this step's tokens: results do not depend on chunking.
-  const LayerSpec& spec = hp.layers[static_cast<size_t>(c.layer)];
-  if (spec.rope)
+  // A layer that shares KV only rotates q (its source wrote this step's K/V).
+  if (!own_kv) {
+    if (spec.rope)
+      c.b.rope(c.q, hp.n_embd_q(c.layer), hp.n_head, static_cast<int32_t>(D), hp.rope_style,
+               spec.rope_table);
+  } else if (spec.rope) {
     c.b.rope_kv_write(c.cache, c.q, hp.n_head, c.k, c.v, hp.rope_style, spec.rope_table);
-  else
+  } else {
     c.b.kv_write(c.cache, c.k, c.v);
+  }
   if (gated) {
     // out = W_o (sigmoid(gate) * attention), added to the residual stream.
     c.b.paged_attention(c.cache, c.q, c.attn, hp.n_head, hp.attn_scale);
@@ -290,6 +306,33 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
 }
 
 }  // namespace
+
+void per_layer_input_tensors(const ModelHParams& hp, int32_t l, TensorList& out) {
+  const int64_t E = hp.n_embd, P = hp.n_embd_per_layer;
+  out.push_back(TensorSpec::mat(MatrixRole::kPleGate, layer_name(l, "inp_gate"), E, P));
+  out.push_back(TensorSpec::mat(MatrixRole::kPleProj, layer_name(l, "proj"), P, E));
+  out.push_back(TensorSpec::vec(VectorRole::kPleNorm, layer_name(l, "post_norm"), E));
+  out.push_back(TensorSpec::vec(VectorRole::kLayerOutScale, layer_name(l, "layer_output_scale"), 1));
+}
+
+void per_layer_input_block(LayerContext& c) {
+  const LayerWeights& w = c.w;
+  const int64_t P = c.hp.n_embd_per_layer, E = c.hp.n_embd;
+  const MatrixView wg = w.matrix(MatrixRole::kPleGate).view(), wp = w.matrix(MatrixRole::kPleProj).view();
+  c.b.matmul(c.x, c.T, {{&wg, c.gate}});
+  c.b.glu(Activation::kGeluTanh, c.gate, c.layer_input, c.T * P);
+  c.b.matmul(c.gate, c.T, {{&wp, c.h}});
+  post_norm_add(c, c.h, w.vector(VectorRole::kPleNorm));
+  // x *= the layer's scale (read at load: LayerSpec::output_scale), as a
+  // one-row weighted sum into h, copied back.
+  const float scale = c.hp.layer(c.layer).output_scale;
+  if (scale == 1.0f) return;
+  std::vector<int32_t> rows(static_cast<size_t>(c.T));
+  for (int64_t t = 0; t < c.T; ++t) rows[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+  const std::vector<float> weights(static_cast<size_t>(c.T), scale);
+  c.b.combine_rows(c.x, E, rows.data(), weights.data(), c.T, 1, c.h, /*add=*/false);
+  c.b.copy(c.x, c.h, static_cast<size_t>(c.T * E) * sizeof(float));
+}
 
 void ffn_block(LayerContext& c, const FfnOptions& o) {
   if (c.hp.moe()) return moe_ffn(c, o);

@@ -61,6 +61,9 @@ struct LayerContext {
   int64_t conv_stride = 0;
   float* delta_states = nullptr;
   int64_t delta_stride = 0;
+  // Per-layer inputs (hp.n_embd_per_layer > 0): this layer's [T][P] rows, in
+  // the layer's memory (model/per_layer_inputs.h).
+  const float* layer_input = nullptr;
 };
 
 // Floats per token of LayerContext::extra the model's layers need.
@@ -78,6 +81,7 @@ struct AttentionOptions {
   // Names of the post-norm ("post_attention_norm").
   const char* post_norm_name = "post_attention_norm";
   bool fused_qkv = false;  // one attn_qkv.weight: rows q, then k, then v (phi3)
+  bool v_norm = false;     // an RMSNorm without weight of each v head (Gemma 4)
 };
 
 struct FfnOptions {
@@ -116,7 +120,14 @@ void ffn_tensors(const ModelHParams& hp, int32_t layer, const FfnOptions& o, Ten
 // x += attention(x): norm, q/k/v (+bias), q/k norms, RoPE (the layer's table;
 // none on a NoPE layer), K/V into the cache, paged attention (the layer's
 // window, the model's scale and soft cap), output projection, post-norm.
+// Shapes are the layer's (LayerSpec); a layer that shares KV (kv_source)
+// has no k/v of its own: q only, attending to c.cache (its source's).
 void attention_block(LayerContext& c, const AttentionOptions& o);
+
+// Per-layer inputs (Gemma 4), after the FFN: x += post_norm(proj(gelu(
+// inp_gate(x)) * c.layer_input)); then x *= the layer's output_scale.
+void per_layer_input_tensors(const ModelHParams& hp, int32_t layer, TensorList& out);
+void per_layer_input_block(LayerContext& c);
 // x += down(act(gate(x')) * up(x')), x' the normed x; post-norm. With
 // experts (hp.moe()): x += sum over the token's routed experts e of
 // weight_e * down_e(act(gate_e(x')) * up_e(x')), the step's tokens grouped by

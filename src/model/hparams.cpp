@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/registry.h"
@@ -17,6 +18,46 @@ int32_t require_positive_key(const GgufFile& f, const std::string& key, int64_t 
   return static_cast<int32_t>(v);
 }
 
+std::vector<int32_t> per_layer_key(const GgufFile& f, const std::string& key, int32_t n,
+                                   int64_t max) {
+  const GgufValue* v = f.find(key);
+  if (!v || v->type() != GgufType::ARRAY)
+    return std::vector<int32_t>(static_cast<size_t>(n), require_positive_key(f, key, max));
+  const auto& a = v->as_array(key);
+  if (a.size() != static_cast<size_t>(n))
+    throw FormatError(
+        fmt::format("{}: key '{}' has {} values for {} layers", f.path(), key, a.size(), n));
+  std::vector<int32_t> out;
+  for (const GgufValue& e : a) {
+    const int64_t x = e.as_i64(key);
+    if (x <= 0 || x > max)
+      throw FormatError(
+          fmt::format("{}: key '{}': value {} out of range [1, {}]", f.path(), key, x, max));
+    out.push_back(static_cast<int32_t>(x));
+  }
+  return out;
+}
+
+namespace {
+
+// Fills each layer's head size from the model's where the family left it,
+// and checks the per-layer shapes and KV sharing against the model's.
+void check_layer_shapes(const GgufFile& f, ModelHParams& hp) {
+  for (int32_t i = 0; i < hp.n_layer; ++i) {
+    LayerSpec& l = hp.layers[static_cast<size_t>(i)];
+    if (l.head_dim == 0) l.head_dim = hp.head_dim;
+    const int32_t src = l.kv_source;
+    if (l.head_dim > hp.head_dim || l.n_ff > hp.n_ff || l.n_head_kv > hp.n_head_kv || src >= i ||
+        (src >= 0 && (!hp.owns_kv(src) || hp.layer(src).window != l.window ||
+                      hp.layer(src).head_dim != l.head_dim ||
+                      hp.layer(src).n_head_kv != l.n_head_kv)))
+      throw FormatError(fmt::format("{}: bad shape or KV sharing of layer {} from architecture '{}'",
+                                    f.path(), i, hp.arch));
+  }
+}
+
+}  // namespace
+
 ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
   ModelHParams hp;
   hp.arch = f.require_str("general.architecture");
@@ -25,14 +66,20 @@ ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
   hp.n_embd = require_positive_key(f, a + "embedding_length");
   hp.n_layer = require_positive_key(f, a + "block_count", 4096);
   hp.n_head = require_positive_key(f, a + "attention.head_count", 4096);
-  hp.n_ff = require_positive_key(f, a + "feed_forward_length");
+  // feed_forward_length and head_count_kv may be per-layer arrays (Gemma 4):
+  // the model's values are the largest, each layer's go to its LayerSpec.
+  const std::vector<int32_t> n_ff = per_layer_key(f, a + "feed_forward_length", hp.n_layer);
+  hp.n_ff = *std::max_element(n_ff.begin(), n_ff.end());
   hp.n_ctx_train = require_positive_key(f, a + "context_length");
-  hp.n_head_kv = f.find(a + "attention.head_count_kv")
-                     ? require_positive_key(f, a + "attention.head_count_kv", 4096)
-                     : hp.n_head;
-  if (hp.n_head % hp.n_head_kv != 0)
-    throw FormatError(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}",
-                                  f.path(), hp.n_head, hp.n_head_kv));
+  const std::vector<int32_t> n_head_kv =
+      f.find(a + "attention.head_count_kv")
+          ? per_layer_key(f, a + "attention.head_count_kv", hp.n_layer, 4096)
+          : std::vector<int32_t>(static_cast<size_t>(hp.n_layer), hp.n_head);
+  hp.n_head_kv = *std::max_element(n_head_kv.begin(), n_head_kv.end());
+  for (int32_t kv : n_head_kv)
+    if (hp.n_head % kv != 0)
+      throw FormatError(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}",
+                                    f.path(), hp.n_head, kv));
   if (f.find(a + "attention.key_length")) {
     hp.head_dim = require_positive_key(f, a + "attention.key_length", 1 << 16);
   } else {
@@ -95,7 +142,12 @@ ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
   hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
   hp.rope_tables = {{hp.rope_freq_base, hp.rope_freq_scale, "", 1.0f}};
   hp.layers.assign(static_cast<size_t>(hp.n_layer), LayerSpec{});
+  for (int32_t l = 0; l < hp.n_layer; ++l) {
+    hp.layers[static_cast<size_t>(l)].n_ff = n_ff[static_cast<size_t>(l)];
+    hp.layers[static_cast<size_t>(l)].n_head_kv = n_head_kv[static_cast<size_t>(l)];
+  }
   arch.configure(f, hp);
+  check_layer_shapes(f, hp);
   for (const LayerSpec& l : hp.layers)
     if (l.rope_table < 0 || static_cast<size_t>(l.rope_table) >= hp.rope_tables.size() ||
         l.window < 0)

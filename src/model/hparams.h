@@ -20,6 +20,7 @@ struct RopeTableSpec {
   float freq_scale = 1.0f;
   std::string factors;
   float attn_factor = 1.0f;
+  int32_t n_rot = 0;  // rotated dims of this table; 0: the model's n_rot
 };
 
 // What differs between the layers of one model.
@@ -30,6 +31,16 @@ struct LayerSpec {
   // A gated delta-net layer (linear attention with a recurrent state per
   // sequence, no KV cache): Qwen3.5's recurrent layers.
   bool recurrent = false;
+  // Shapes that differ between layers (Gemma 4's sliding and full layers);
+  // from_gguf sets the model's where the family leaves 0.
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;
+  int32_t n_ff = 0;
+  // KV sharing: attends to the cache of this earlier layer (same window and
+  // KV shape) and keeps none of its own; -1: its own cache.
+  int32_t kv_source = -1;
+  // The hidden state is multiplied by this after the layer (Gemma 4).
+  float output_scale = 1.0f;
 };
 
 // Gated delta-net layers' shapes (the "{arch}.ssm.*" keys).
@@ -86,8 +97,19 @@ struct ModelHParams {
   // whose attention output is multiplied by sigmoid(gate) (Qwen3.5).
   bool attn_output_gate = false;
 
+  // Per-layer inputs (Gemma 4): floats per token and layer; 0: none.
+  int32_t n_embd_per_layer = 0;
+
+  // n_head_kv, head_dim and n_ff are the largest over the layers (buffers
+  // are sized by them); a layer's own are in its LayerSpec.
   int32_t n_embd_q() const { return n_head * head_dim; }
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }
+  const LayerSpec& layer(int32_t l) const { return layers[static_cast<size_t>(l)]; }
+  int32_t n_embd_q(int32_t l) const { return n_head * layer(l).head_dim; }
+  int32_t n_embd_kv(int32_t l) const { return layer(l).n_head_kv * layer(l).head_dim; }
+  // The layer whose KV cache layer l attends to (itself unless shared).
+  int32_t kv_layer(int32_t l) const { return layer(l).kv_source >= 0 ? layer(l).kv_source : l; }
+  bool owns_kv(int32_t l) const { return !layer(l).recurrent && layer(l).kv_source < 0; }
   bool moe() const { return n_expert > 0; }
   bool has_recurrent() const {
     for (const LayerSpec& l : layers)
@@ -108,5 +130,9 @@ struct ModelHParams {
 
 // A positive integer key of the file, at most `max`; FormatError otherwise.
 int32_t require_positive_key(const GgufFile& f, const std::string& key, int64_t max = 1 << 30);
+// The same for a key that is one value or an array of one per layer: n
+// values (a single value repeated).
+std::vector<int32_t> per_layer_key(const GgufFile& f, const std::string& key, int32_t n,
+                                   int64_t max = 1 << 30);
 
 }  // namespace pagellm

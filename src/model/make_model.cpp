@@ -56,6 +56,38 @@ uint64_t stream_seed(uint64_t seed, uint64_t tensor, uint64_t row) {
 
 namespace {
 
+// Gemma 4 as the E2B-like reference (golden/arch2026): even layers sliding
+// (window sliding_window or 32) with half-size heads and n_head_kv KV heads,
+// odd layers full with half as many KV heads; the second half of the layers
+// share KV (double-wide FFN there); per-layer inputs of 32 (or one block).
+void set_gemma4_keys(const MakeModelSpec& s, GgufWriter& w) {
+  const std::string a = "gemma4.";
+  const int32_t head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  const int32_t shared = s.n_layer / 2 / 2 * 2;  // even: the sources stay one of each kind
+  std::vector<int32_t> ff, kv;
+  std::vector<GgufValue> sliding;
+  for (int32_t l = 0; l < s.n_layer; ++l) {
+    ff.push_back(l >= s.n_layer - shared ? 2 * s.n_ff : s.n_ff);
+    kv.push_back(l % 2 == 0 ? s.n_head_kv : std::max(1, s.n_head_kv / 2));
+    sliding.push_back(GgufValue::boolean(l % 2 == 0));
+  }
+  w.set(a + "feed_forward_length", GgufValue::i32_array(ff));
+  w.set(a + "attention.head_count_kv", GgufValue::i32_array(kv));
+  w.set(a + "attention.sliding_window_pattern", GgufValue::array(GgufType::BOOL, std::move(sliding)));
+  w.set(a + "attention.sliding_window",
+        GgufValue::u32(static_cast<uint32_t>(s.sliding_window > 0 ? s.sliding_window : 32)));
+  w.set(a + "attention.key_length", GgufValue::u32(static_cast<uint32_t>(head_dim)));
+  w.set(a + "attention.value_length", GgufValue::u32(static_cast<uint32_t>(head_dim)));
+  w.set(a + "attention.key_length_swa", GgufValue::u32(static_cast<uint32_t>(head_dim / 2)));
+  w.set(a + "attention.value_length_swa", GgufValue::u32(static_cast<uint32_t>(head_dim / 2)));
+  w.set(a + "rope.dimension_count_swa", GgufValue::u32(static_cast<uint32_t>(head_dim / 2)));
+  w.set(a + "rope.freq_base_swa", GgufValue::f32(10000.0f));
+  w.set(a + "attention.shared_kv_layers", GgufValue::u32(static_cast<uint32_t>(shared)));
+  w.set(a + "embedding_length_per_layer_input",
+        GgufValue::u32(static_cast<uint32_t>(std::max<int64_t>(32, dtype_traits(s.type).block_size))));
+  w.set(a + "final_logit_softcapping", GgufValue::f32(30.0f));
+}
+
 // The family's keys beyond the common ones, as make-model sets them.
 void set_family_keys(const MakeModelSpec& s, GgufWriter& w) {
   const std::string a = s.arch + ".";
@@ -97,6 +129,7 @@ void set_family_keys(const MakeModelSpec& s, GgufWriter& w) {
     w.set(a + "attn_logit_softcapping", GgufValue::f32(50.0f));
     w.set(a + "final_logit_softcapping", GgufValue::f32(30.0f));
   }
+  if (s.arch == "gemma4") set_gemma4_keys(s, w);
 }
 
 // The tensor table of every layer, read back through the architecture from
@@ -113,6 +146,7 @@ std::vector<TensorSpec> layer_tables(GgufWriter meta, const std::string& path, D
     auto f = GgufFile::open(tmp);
     hp = ModelHParams::from_gguf(*f);
     const Architecture& arch = find_architecture(hp.arch, f->path());
+    arch.model_tensors(hp, out);
     for (int32_t l = 0; l < hp.n_layer; ++l) arch.layer_tensors(hp, l, out);
   } catch (...) {
     std::remove(tmp.c_str());
@@ -263,6 +297,18 @@ void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& 
       vec(t.name, t.n_in, 0.0f);  // a 1-D row, F32 as converters write it
     } else if (!t.matrix && t.role == static_cast<uint8_t>(VectorRole::kSsmA)) {
       vec(t.name, t.n_in, 0.0f, 0, 0.5f, /*decay=*/true);
+    } else if (!t.matrix && t.role == static_cast<uint8_t>(VectorRole::kRopeFreqs)) {
+      // Proportional RoPE (Gemma 4): a quarter of the pairs rotate, the rest not.
+      const int64_t n = t.n_in;
+      w.add_tensor(t.name, DType::F32, {n}, [n](uint8_t* dst, size_t) {
+        float* x = reinterpret_cast<float*>(dst);
+        for (int64_t i = 0; i < n; ++i) x[i] = i < n / 4 ? 1.0f : 1e30f;
+      });
+      ++tensor_index;
+    } else if (!t.matrix && t.role == static_cast<uint8_t>(VectorRole::kLayerOutScale)) {
+      vec(t.name, t.n_in, 1.0f);  // 1 + 0.02 N, as the norms
+    } else if (t.matrix && t.role == static_cast<uint8_t>(MatrixRole::kPerLayerModelProj)) {
+      matrix(t.name, t.n_in, t.n_out, 0, DType::F32);  // F32, as converters write it
     } else if (!t.matrix && t.role == static_cast<uint8_t>(VectorRole::kSsmConv)) {
       vec(t.name, t.n_in, 0.0f, t.n_out, 0.2f);  // [kernel, channels]
     } else if (!t.matrix) {

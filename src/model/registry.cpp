@@ -15,6 +15,7 @@
   X(qwen3moe)                    \
   X(gemma2)                      \
   X(gemma3)                      \
+  X(gemma4)                      \
   X(phi3)                        \
   X(olmo2)                       \
   X(smollm3)                     \

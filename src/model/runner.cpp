@@ -30,6 +30,7 @@ struct ModelRunner::Segment {
   BackendBuffer router, moe_x, moe_y;  // mixture-of-experts layers
   BackendBuffer shexp;                 // a shared expert's rows (LayerContext::shexp)
   BackendBuffer extra;                 // LayerContext::extra
+  BackendBuffer layer_inputs;          // per-layer inputs of its layers ([layer][T][n_embd_per_layer])
   MoeRouting routing;
   // For layers whose experts run on the host (remote experts): the experts'
   // input/output rows and their buffers, in the host backend's memory.
@@ -91,10 +92,11 @@ std::unique_ptr<ModelRunner> ModelRunner::load(const std::string& path, ModelLoa
   m->w_ = ModelWeights::load(*m->file_, m->hp_, *m->arch_);
   for (size_t i = 0; i < m->hp_.rope_tables.size(); ++i) {
     const RopeTableSpec& r = m->hp_.rope_tables[i];
-    m->ropes_.push_back(
-        {m->hp_.n_rot, r.freq_base, r.freq_scale, m->w_.rope_factors[i], r.attn_factor});
+    m->ropes_.push_back({r.n_rot > 0 ? r.n_rot : m->hp_.n_rot, r.freq_base, r.freq_scale,
+                         m->w_.rope_factors[i], r.attn_factor});
   }
   m->factory_ = opts.backend_factory ? opts.backend_factory : BackendFactory(make_backend);
+  if (m->hp_.n_embd_per_layer > 0) m->per_layer_inputs_.init(m->hp_, m->w_);
   const int32_t n_layer = m->hp_.n_layer;
   m->stage_begin_ = opts.stage_begin;
   m->stage_end_ = opts.stage_end > 0 ? opts.stage_end : n_layer;
@@ -234,6 +236,9 @@ void ModelRunner::check_supported(const Backend& b, const KvPoolPlacement& p) co
   need(BackendOp::kGeluTanh, hp_.ffn_act == Activation::kGeluTanh);
   need(BackendOp::kMixtureOfExperts, hp_.moe());
   need(BackendOp::kAttentionSoftcap, hp_.attn_softcap > 0);
+  bool shares_kv = false;
+  for (const LayerSpec& spec : hp_.layers) shares_kv = shares_kv || spec.kv_source >= 0;
+  need(BackendOp::kPerLayerInputs, hp_.n_embd_per_layer > 0 || shares_kv);
   bool window = false, factors = false;
   for (int32_t l = p.layer_begin; l < p.layer_end; ++l) {
     const LayerSpec& spec = hp_.layers[static_cast<size_t>(l)];
@@ -267,6 +272,16 @@ KvPoolShape ModelRunner::kv_shape(int32_t num_blocks, int32_t block_size, DType 
   s.n_kv_heads = hp_.n_head_kv;
   s.head_dim = hp_.head_dim;
   s.dtype = kv_type;
+  // Layers of other shapes or without KV of their own: one shape per layer.
+  bool uniform = true;
+  for (int32_t l = 0; l < hp_.n_layer; ++l)
+    uniform = uniform && hp_.layer(l).kv_source < 0 && hp_.layer(l).n_head_kv == hp_.n_head_kv &&
+              hp_.layer(l).head_dim == hp_.head_dim;
+  if (!uniform)
+    for (int32_t l = 0; l < hp_.n_layer; ++l)
+      s.per_layer.push_back(hp_.owns_kv(l) || hp_.layer(l).recurrent
+                                ? KvLayerShape{hp_.layer(l).n_head_kv, hp_.layer(l).head_dim}
+                                : KvLayerShape{});
   return s;
 }
 
@@ -293,7 +308,8 @@ void ModelRunner::ensure_workspace(Segment& s, int64_t tokens, int64_t logit_row
     for (BackendBuffer* buf : {&s.k, &s.v}) buf->ensure(b, T * KV * f);
     // MoE: gate/up hold every (token, expert) pair's rows.
     const size_t K = static_cast<size_t>(hp_.n_expert_used);
-    const size_t FF = std::max(F, K * static_cast<size_t>(hp_.n_ff_exp));
+    const size_t FF = std::max({F, K * static_cast<size_t>(hp_.n_ff_exp),
+                                static_cast<size_t>(hp_.n_embd_per_layer)});
     for (BackendBuffer* buf : {&s.gate, &s.up}) buf->ensure(b, T * FF * f);
     if (hp_.moe()) {
       const size_t FS = static_cast<size_t>(hp_.n_ff_shexp);
@@ -303,6 +319,9 @@ void ModelRunner::ensure_workspace(Segment& s, int64_t tokens, int64_t logit_row
     }
     if (const int64_t X = workspace_extra_floats(hp_); X > 0)
       s.extra.ensure(b, T * static_cast<size_t>(X) * f);
+    if (hp_.n_embd_per_layer > 0)
+      s.layer_inputs.ensure(b, static_cast<size_t>(s.layer_end - s.layer_begin) * T *
+                                   static_cast<size_t>(hp_.n_embd_per_layer) * f);
     if (Backend* eb = s.expert_backend) {
       const size_t FX = static_cast<size_t>(hp_.n_ff_exp);
       s.ex_rows.ensure(*eb, T * E * f);
@@ -370,13 +389,16 @@ void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T
     arch_->run_layer(c);
     return;
   }
-  KvPool& pool = kv.pool_for_layer(l);
+  // A layer that shares KV reads its source layer's pool (which may be on
+  // another device of host memory; elsewhere the check below refuses).
+  const int32_t kv_l = hp_.kv_layer(l);
+  KvPool& pool = kv.pool_for_layer(kv_l);
   // The pool must be in memory this backend's kernels can address.
   if (pool.backend() != &b &&
       !(b.uses_host_memory() && (!pool.backend() || pool.backend()->uses_host_memory())))
     throw Error(fmt::format("layer {} runs on {} ({}) but its KV pool is in {} memory", l, s.device,
                             b.name(), pool.backend() ? pool.backend()->name() : "host"));
-  KvLayerView cache = pool.view(l);
+  KvLayerView cache = pool.view(kv_l);
   cache.window = hp_.layers[static_cast<size_t>(l)].window;
   cache.softcap = hp_.attn_softcap;
   LayerContext c{b,         hp_,       w_.layers[static_cast<size_t>(l)],
@@ -385,6 +407,8 @@ void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T
                  s.k.f32(), s.v.f32(), s.attn.f32(),
                  s.gate.f32(), s.up.f32()};
   c.extra = s.extra.f32();
+  if (hp_.n_embd_per_layer > 0)
+    c.layer_input = s.layer_inputs.f32() + (l - s.layer_begin) * T * hp_.n_embd_per_layer;
   set_moe(c);
   arch_->run_layer(c);
 }
@@ -614,6 +638,19 @@ std::span<const float> ModelRunner::run_stage(const Batch& batch, KvCacheStorage
       for (int64_t i = 0; i < T * E; ++i) x0[i] *= hp_.embd_scale;
   }
   if (!direct) first.backend->upload(first.x.data(), x0, x_bytes);
+  if (hp_.n_embd_per_layer > 0) {
+    // Every stage computes them from the tokens, on the host.
+    per_layer_inputs_.compute(batch.tokens.data(), T, stage_begin_, stage_end_, pool, layer_inputs_);
+    const int64_t P = hp_.n_embd_per_layer;
+    for (Segment& s : segments_) {
+      const float* src = layer_inputs_.data() + (s.layer_begin - stage_begin_) * T * P;
+      const size_t bytes = static_cast<size_t>((s.layer_end - s.layer_begin) * T * P) * sizeof(float);
+      if (s.backend->uses_host_memory())
+        std::memcpy(s.layer_inputs.data(), src, bytes);
+      else
+        s.backend->upload(s.layer_inputs.data(), src, bytes);
+    }
+  }
 
   for (size_t i = 0; i < segments_.size(); ++i) {
     Segment& s = segments_[i];

@@ -28,6 +28,7 @@
 #include "model/device_weights.h"
 #include "model/architecture.h"
 #include "model/hparams.h"
+#include "model/per_layer_inputs.h"
 #include "model/pipeline_link.h"
 #include "model/weights.h"
 #include "util/thread_pool.h"
@@ -197,6 +198,10 @@ class ModelRunner {
   std::vector<float> hidden_out_;  // the last step's normed rows of batch.hidden_tokens
   std::vector<Batch> micro_;      // a pipelined step's parts
   std::vector<float> pipelined_logits_;
+  // Per-layer inputs (Gemma 4): the tables, and the step's [layer][T][P] rows
+  // of this stage's layers.
+  PerLayerInputs per_layer_inputs_;
+  std::vector<float> layer_inputs_;
 };
 
 }  // namespace pagellm

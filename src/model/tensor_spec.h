@@ -35,6 +35,13 @@ enum class MatrixRole : uint8_t {
   kUpShexp,
   kDownShexp,
   kShexpGate,  // ffn_gate_inp_shexp: a 1-D tensor, read as a one-row matrix
+  // Per-layer inputs (Gemma 4): a layer's gate (inp_gate) and projection back
+  // (proj); the model's per-token table and projection of the embeddings
+  // (Architecture::model_tensors).
+  kPleGate,
+  kPleProj,
+  kPerLayerTokenEmbd,
+  kPerLayerModelProj,
   kCount
 };
 // Its 1-D tensors (LayerWeights::vector).
@@ -52,6 +59,12 @@ enum class VectorRole : uint8_t {
   kSsmDtBias,  // ssm_dt.bias
   kSsmA,       // ssm_a (-exp(A_log))
   kSsmNorm,    // ssm_norm [d_v]
+  // Per-layer inputs (Gemma 4): the layer's post_norm and its output scale
+  // ([1]); the model's per_layer_proj_norm and rope_freqs.
+  kPleNorm,
+  kLayerOutScale,
+  kPerLayerProjNorm,
+  kRopeFreqs,
   kCount
 };
 constexpr size_t kMatrixRoles = static_cast<size_t>(MatrixRole::kCount);

@@ -222,10 +222,13 @@ ModelWeights ModelWeights::load(const GgufFile& f, const ModelHParams& hp,
     w.rope_factors.push_back(r.factors.empty() ? nullptr : ld.vector(r.factors, hp.n_rot / 2));
   w.layers.resize(static_cast<size_t>(hp.n_layer));
   TensorList specs;
-  for (int32_t l = 0; l < hp.n_layer; ++l) {
-    LayerWeights& L = w.layers[static_cast<size_t>(l)];
+  for (int32_t l = -1; l < hp.n_layer; ++l) {  // -1: the family's tensors outside the layers
+    LayerWeights& L = l < 0 ? w.extra : w.layers[static_cast<size_t>(l)];
     specs.clear();
-    arch.layer_tensors(hp, l, specs);
+    if (l < 0)
+      arch.model_tensors(hp, specs);
+    else
+      arch.layer_tensors(hp, l, specs);
     for (const TensorSpec& t : specs) {
       if (!t.matrix) {
         L.vectors[t.role] = {ld.vector(t.name, t.n_in, t.optional, t.n_out),

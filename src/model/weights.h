@@ -99,6 +99,9 @@ struct ModelWeights {
   // Frequency factors of each RoPE table (ModelHParams::rope_tables), or null.
   std::vector<const float*> rope_factors;
   std::vector<LayerWeights> layers;
+  // The family's tensors outside the layers (Architecture::model_tensors),
+  // in host memory: Gemma 4's per-layer input tables.
+  LayerWeights extra;
 
   // Finds and checks every tensor of the architecture's table; throws
   // FormatError naming the tensor.

@@ -15,7 +15,10 @@ void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int
     double ss = 0;
     for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
     const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
-    for (int64_t i = 0; i < n; ++i) o[i] = xr[i] * scale * weight[i];
+    if (weight)
+      for (int64_t i = 0; i < n; ++i) o[i] = xr[i] * scale * weight[i];
+    else  // an unweighted norm (Gemma 4's v)
+      for (int64_t i = 0; i < n; ++i) o[i] = xr[i] * scale;
   }
 }
 

@@ -53,6 +53,9 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return name_; }
   bool uses_host_memory() const override { return false; }
+  // Gemma 4's layers (per-layer inputs, shared KV, an unweighted norm) are
+  // not written for CUDA: the model refuses to place them here.
+  bool supports(BackendOp op) const override { return op != BackendOp::kPerLayerInputs; }
   const CudaDevice& device() const { return dev_; }
 
   void* allocate(size_t bytes) override;
