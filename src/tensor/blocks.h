@@ -19,6 +19,11 @@
 //           6-bit scale ls of sub-block s = nibble s%2 of scales_l[s/2] | bits 2s..2s+1 of
 //           scales_h << 4; x = d * (ls - 32) * kIq4NlValues[q]; sub-block s's codes are
 //           qs[16s..16s+16) (low nibble = element j, high = element j+16)
+// Microscaling FP4 (OCP MX), as GGML stores it:
+//   MXFP4   {u8 e; u8 qs[16]}  32 elements, x = 2^(e-127) * fp4(q), fp4 = E2M1 (sign, 2-bit
+//           exponent, 1-bit mantissa: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and negatives); nibble order
+//           of Q4_0. Stored doubled as int8 (kMxfp4Values) times a halved scale
+//           (mxfp4_half_scale), so the codes multiply as integers. No alignment (17 bytes).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +35,7 @@ using bf16_t = uint16_t;  // bfloat16, stored bits
 
 constexpr int QK4_0 = 32, QK4_1 = 32, QK5_0 = 32, QK5_1 = 32, QK8_0 = 32, QK8_1 = 32;
 constexpr int QK4_NL = 32;
+constexpr int QK_MXFP4 = 32;
 constexpr int QK_K = 256;
 constexpr int K_SCALE_SIZE = 12;
 
@@ -100,6 +106,20 @@ struct BlockIQ4_XS {
 // The sixteen values of IQ4_NL / IQ4_XS codes, ascending.
 inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+struct BlockMXFP4 {
+  uint8_t e;  // E8M0 shared exponent: 2^(e - 127)
+  uint8_t qs[QK_MXFP4 / 2];
+};
+// Twice the E2M1 value of each code (code 8 is -0).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// Half the block scale, 2^(e - 128), as a float (exact: e = 0 and 1 are the
+// subnormals 2^-128 and 2^-127; e = 255 is 2^127, not NaN, as GGML reads it).
+inline float mxfp4_half_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
 // IQ4_XS sub-block s's scale, ls - 32 (-32..31).
 inline int iq4_xs_scale(const BlockIQ4_XS& b, int s) {
   const int lo = (b.scales_l[s / 2] >> (4 * (s % 2))) & 15;
@@ -126,5 +146,6 @@ static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockMXFP4) == 17);
 
 }  // namespace pagellm

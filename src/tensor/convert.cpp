@@ -129,6 +129,9 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::IQ4_XS:
       dequantize_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, nb);
       return;
+    case DType::MXFP4:
+      dequantize_mxfp4(static_cast<const BlockMXFP4*>(src), dst, nb);
+      return;
   }
   throw Error("dequantize_row: unsupported type " + std::string(dtype_name(type)));
 }
@@ -189,6 +192,9 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       return;
     case DType::IQ4_XS:
       quantize_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), nb);
+      return;
+    case DType::MXFP4:
+      quantize_mxfp4(src, static_cast<BlockMXFP4*>(dst), nb);
       return;
   }
   throw Error("quantize_row: unsupported type " + std::string(dtype_name(type)));

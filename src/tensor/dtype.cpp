@@ -27,6 +27,7 @@ const DTypeTraits kTraits[] = {
     {DType::Q8_K, "q8_k", QK_K, sizeof(BlockQ8_K), true, true},
     {DType::IQ4_NL, "iq4_nl", QK4_NL, sizeof(BlockIQ4_NL), true, true},
     {DType::IQ4_XS, "iq4_xs", QK_K, sizeof(BlockIQ4_XS), true, true},
+    {DType::MXFP4, "mxfp4", QK_MXFP4, sizeof(BlockMXFP4), true, true},
 };
 }  // namespace
 
@@ -53,6 +54,7 @@ const DTypeTraits& dtype_traits(DType t) {
 }
 
 size_t dtype_alignment(DType t) {
+  if (t == DType::MXFP4) return 1;  // 17-byte blocks of bytes
   return t == DType::F32 || t == DType::Q8_K ? 4 : 2;
 }
 

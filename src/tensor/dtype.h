@@ -30,6 +30,7 @@ enum class DType : uint32_t {
   IQ4_NL = 20,
   IQ4_XS = 23,
   BF16 = 30,
+  MXFP4 = 39,
 };
 
 struct DTypeTraits {
@@ -59,7 +60,7 @@ inline size_t dtype_type_size(DType t) {
 }
 
 // Alignment in bytes that rows of this type need in memory (the widest
-// field of a block: 4 for F32 and Q8_K, 2 for the others).
+// field of a block: 4 for F32 and Q8_K, 1 for MXFP4, 2 for the others).
 size_t dtype_alignment(DType t);
 
 // Bytes for `n` elements (n must be a multiple of the block size).

@@ -72,6 +72,10 @@ void dequantize_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t nb);
 void quantize_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t nb);
 void quantize_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t nb);
 
+// Microscaling FP4 (quant_mxfp4.cpp).
+void dequantize_mxfp4(const BlockMXFP4* x, float* y, int64_t nb);
+void quantize_mxfp4(const float* x, BlockMXFP4* y, int64_t nb);
+
 // Q4_K/Q5_K pack eight 6-bit scales and eight 6-bit mins into 12 bytes:
 // sub-blocks 0..3 keep theirs in the low 6 bits of bytes 0..3 (scale) and 4..7
 // (min); sub-blocks 4..7 keep their low 4 bits in the nibbles of bytes 8..11

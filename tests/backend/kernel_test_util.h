@@ -24,7 +24,8 @@ inline const std::vector<DType>& dot_weight_types() {
   static const std::vector<DType> types = {DType::F32,  DType::F16,    DType::BF16,  DType::Q4_0,
                                            DType::Q4_1, DType::Q5_0,   DType::Q5_1,  DType::Q8_0,
                                            DType::Q2_K, DType::Q3_K,   DType::Q4_K,  DType::Q5_K,
-                                           DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+                                           DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS,
+                                           DType::MXFP4};
   return types;
 }
 
@@ -98,6 +99,9 @@ inline void fix_scales(DType t, uint8_t* blk, std::mt19937_64& rng) {
       break;
     case DType::IQ4_XS:
       put_f16(blk + offsetof(BlockIQ4_XS, d), d(rng));
+      break;
+    case DType::MXFP4:  // scales 2^-12 .. 2^-6: values up to 6 * 2^-6 ~ 0.09
+      blk[offsetof(BlockMXFP4, e)] = static_cast<uint8_t>(115 + rng() % 7);
       break;
     default:
       break;

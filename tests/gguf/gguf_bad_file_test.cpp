@@ -154,6 +154,33 @@ TEST(GgufBadFile, TensorType) {
                "not a multiple of the q4_0 block size 32");
 }
 
+// MXFP4 (type 39): 17-byte blocks of 32; a row that is not whole blocks, or
+// data the file does not hold, is refused; byte alignment is enough.
+TEST(GgufBadFile, Mxfp4Sizes) {
+  const uint32_t mx = static_cast<uint32_t>(DType::MXFP4);
+  EXPECT_EQ(mx, 39u);
+  EXPECT_ERROR(one_tensor({48, 2}, mx, 0), "tensor 'w' ne[0]",
+               "not a multiple of the mxfp4 block size 32");
+  // 32 x 8 elements = 8 blocks = 136 bytes, one past the 128 written.
+  EXPECT_ERROR(one_tensor({32, 8}, mx, 0), "tensor 'w' offset", "[", "beyond", "truncated");
+  for (uint64_t ne1 : {1ull, 7ull}) {  // 17 and 119 bytes: fit
+    TempPath tmp(".gguf");
+    test::write_file(tmp.path, one_tensor({32, ne1}, mx, 0));
+    auto f = GgufFile::open(tmp.path);
+    ASSERT_EQ(f->tensors().size(), 1u);
+    EXPECT_EQ(f->tensors()[0].n_bytes, 17 * ne1);
+  }
+  // Two MXFP4 tensors back to back at an odd offset (general.alignment 1).
+  auto odd = Raw().header(3, 2, 1).kv_u32("general.alignment", 1);
+  odd.tensor("a", {32}, mx, 0).tensor("b", {64}, mx, 17).zeros(51);
+  TempPath tmp(".gguf");
+  test::write_file(tmp.path, odd.bytes);
+  EXPECT_NO_THROW(GgufFile::open(tmp.path));
+  auto overlap = Raw().header(3, 2, 1).kv_u32("general.alignment", 1);
+  overlap.tensor("a", {32}, mx, 0).tensor("b", {64}, mx, 16).zeros(51);
+  EXPECT_ERROR(overlap.bytes, "tensor 'b' offset", "overlaps tensor 'a'");
+}
+
 TEST(GgufBadFile, TensorOffsets) {
   EXPECT_ERROR(one_tensor({32}, 0, 4), "tensor 'w' offset", "not a multiple of the alignment 32");
   EXPECT_ERROR(one_tensor({32}, 0, 64), "tensor 'w' offset", "beyond", "truncated");

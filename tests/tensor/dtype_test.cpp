@@ -28,7 +28,7 @@ const Expected kExpected[] = {
     {DType::Q4_K, 12, "q4_k", 256, 144},   {DType::Q5_K, 13, "q5_k", 256, 176},
     {DType::Q6_K, 14, "q6_k", 256, 210},   {DType::Q8_K, 15, "q8_k", 256, 292},
     {DType::IQ4_NL, 20, "iq4_nl", 32, 18}, {DType::IQ4_XS, 23, "iq4_xs", 256, 136},
-    {DType::BF16, 30, "bf16", 1, 2},
+    {DType::BF16, 30, "bf16", 1, 2},       {DType::MXFP4, 39, "mxfp4", 32, 17},
 };
 
 TEST(DType, TraitsMatchTheFileFormat) {

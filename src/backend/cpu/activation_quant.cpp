@@ -22,6 +22,7 @@ DType dot_type(DType weight) {
     case DType::Q5_0:
     case DType::Q8_0:
     case DType::IQ4_NL:
+    case DType::MXFP4:
       return DType::Q8_0;
     case DType::Q4_1:
     case DType::Q5_1:

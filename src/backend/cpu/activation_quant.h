@@ -2,7 +2,8 @@
 //
 // Each weight type is multiplied against activations in a "dot type":
 //   F32, F16, BF16 weights      -> F32 activations (plain floats, no change)
-//   Q4_0, Q5_0, Q8_0, IQ4_NL    -> Q8_0 activations
+//   Q4_0, Q5_0, Q8_0, IQ4_NL,
+//   MXFP4                       -> Q8_0 activations
 //   Q4_1, Q5_1 weights          -> Q8_1 activations
 //   Q2_K .. Q6_K, IQ4_XS        -> Q8_K activations
 // Block layouts are those of tensor/blocks.h:

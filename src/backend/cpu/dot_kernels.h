@@ -29,7 +29,7 @@ DotTileFn dot_tile_fn(DType wtype, int64_t n, CpuIsa isa);
 // nullptr when the variant does not handle the type (or is not compiled in).
 DotTileFn scalar_dot_tile(DType wtype);
 DotTileFn float_dot_tile(DType wtype, CpuIsa isa);   // F32, F16, BF16; Avx2/Avx512
-DotTileFn legacy_dot_tile(DType wtype, CpuIsa isa);  // Q4_0..Q8_0, IQ4_NL; Avx2/Avx512
+DotTileFn legacy_dot_tile(DType wtype, CpuIsa isa);  // Q4_0..Q8_0, IQ4_NL, MXFP4; Avx2/Avx512
 DotTileFn kquant_dot_tile(DType wtype, CpuIsa isa);  // Q2_K..Q6_K, IQ4_XS; Avx2/Avx512
 
 // Rows16 weights (packed_weights.h) times split Q8_0 activation rows

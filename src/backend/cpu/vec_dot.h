@@ -1,6 +1,6 @@
 // Dot products of weight rows with one or more activation rows, for every
 // weight type the CPU backend supports: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS.
+// Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4.
 //
 // Weight rows are in the weight type's block layout (tensor/blocks.h), n
 // elements each, consecutive rows `w_row_stride` bytes apart. Activation rows

@@ -1,4 +1,4 @@
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL weights times Q8_0 / Q8_1 activations, AVX2 and
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4 weights times Q8_0 / Q8_1 activations, AVX2 and
 // AVX-512 VNNI. One 32-element block fills one 256-bit register. Per block and
 // (weight row, activation row) pair:
 //   lanes = exact int32 partial sums of q_w * q_x (lane i: elements 4i..4i+3)

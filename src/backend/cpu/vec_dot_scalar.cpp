@@ -133,12 +133,11 @@ float dot_q8_0(int64_t n, const uint8_t* wp, const uint8_t* xp) {
 
 // ---- non-linear 4-bit codes -----------------------------------------------------
 
-// sum of kIq4NlValues[code] * y over the 32 elements of 16 nibble bytes
-// (low nibble = element j, high = element j + 16).
-inline int iq4_group(const uint8_t* qs, const int8_t* y) {
+// sum of table[code] * y over the 32 elements of 16 nibble bytes (low nibble =
+// element j, high = element j + 16); table is kIq4NlValues or kMxfp4Values.
+inline int iq4_group(const uint8_t* qs, const int8_t* y, const int8_t* table = kIq4NlValues) {
   int isum = 0;
-  for (int j = 0; j < 16; ++j)
-    isum += kIq4NlValues[qs[j] & 15] * y[j] + kIq4NlValues[qs[j] >> 4] * y[j + 16];
+  for (int j = 0; j < 16; ++j) isum += table[qs[j] & 15] * y[j] + table[qs[j] >> 4] * y[j + 16];
   return isum;
 }
 
@@ -148,6 +147,16 @@ float dot_iq4_nl(int64_t n, const uint8_t* wp, const uint8_t* xp) {
   float acc = 0.0f;
   for (int64_t b = 0; b < n / QK4_NL; ++b)
     acc += (f16(w[b].d) * f16(x[b].d)) * static_cast<float>(iq4_group(w[b].qs, x[b].qs));
+  return acc;
+}
+
+float dot_mxfp4(int64_t n, const uint8_t* wp, const uint8_t* xp) {
+  const auto* w = reinterpret_cast<const BlockMXFP4*>(wp);
+  const auto* x = reinterpret_cast<const BlockQ8_0*>(xp);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n / QK_MXFP4; ++b)
+    acc += (mxfp4_half_scale(w[b].e) * f16(x[b].d)) *
+           static_cast<float>(iq4_group(w[b].qs, x[b].qs, kMxfp4Values));
   return acc;
 }
 
@@ -339,6 +348,8 @@ DotTileFn scalar_dot_tile(DType wtype) {
       return tile<dot_iq4_nl>;
     case DType::IQ4_XS:
       return tile<dot_iq4_xs>;
+    case DType::MXFP4:
+      return tile<dot_mxfp4>;
     default:
       return nullptr;
   }
