@@ -112,10 +112,27 @@ ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
     factor = *fac;
   else if (auto lin = f.get_f64(a + "rope.scale_linear"))
     factor = *lin;
-  if (type && *type != "linear" && *type != "none" && *type != "longrope" && *type != "llama3")
+  if (type && *type != "linear" && *type != "none" && *type != "longrope" && *type != "llama3" &&
+      *type != "yarn")
     throw FormatError(fmt::format(
-        "{}: rope scaling type '{}' is not supported (supported: linear, llama3, longrope)",
+        "{}: rope scaling type '{}' is not supported (supported: linear, llama3, longrope, yarn)",
         f.path(), *type));
+  // YaRN: the factor goes into per-pair divisors (model/rope_yarn.h), not the
+  // linear scale; the original context defaults to context_length as in llama.cpp.
+  YarnSpec yarn;
+  if (type && *type == "yarn") {
+    yarn.factor = static_cast<float>(f.get_f64(a + "rope.scaling.factor").value_or(1.0));
+    if (!(yarn.factor >= 1))
+      throw FormatError(fmt::format("{}: YaRN scaling factor must be at least 1", f.path()));
+    yarn.orig_ctx = f.find(a + "rope.scaling.original_context_length")
+                        ? require_positive_key(f, a + "rope.scaling.original_context_length")
+                        : require_positive_key(f, a + "context_length");
+    yarn.beta_fast = static_cast<float>(f.get_f64(a + "rope.scaling.yarn_beta_fast").value_or(32.0));
+    yarn.beta_slow = static_cast<float>(f.get_f64(a + "rope.scaling.yarn_beta_slow").value_or(1.0));
+    if (!(yarn.beta_fast > 0) || !(yarn.beta_slow > 0))
+      throw FormatError(fmt::format("{}: YaRN betas must be positive", f.path()));
+    factor = 1.0;
+  }
   if (!(factor > 0))
     throw FormatError(fmt::format("{}: rope scaling factor must be positive", f.path()));
   hp.rope_freq_scale = static_cast<float>(1.0 / factor);
@@ -140,7 +157,10 @@ ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
   hp.n_vocab = static_cast<int32_t>(emb->ne[1]);
 
   hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
-  hp.rope_tables = {{hp.rope_freq_base, hp.rope_freq_scale, "", 1.0f}};
+  hp.rope_tables = {{.freq_base = hp.rope_freq_base,
+                     .freq_scale = hp.rope_freq_scale,
+                     .attn_factor = yarn_magnitude(yarn.factor),
+                     .yarn = yarn}};
   hp.layers.assign(static_cast<size_t>(hp.n_layer), LayerSpec{});
   for (int32_t l = 0; l < hp.n_layer; ++l) {
     hp.layers[static_cast<size_t>(l)].n_ff = n_ff[static_cast<size_t>(l)];

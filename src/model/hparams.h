@@ -10,17 +10,20 @@
 #include "backend/activation.h"
 #include "backend/rope_style.h"
 #include "gguf/gguf_reader.h"
+#include "model/rope_yarn.h"
 
 namespace pagellm {
 
 // One RoPE table of the model (RopeParams once the weights are loaded): base,
-// linear scale, and the name of a tensor of frequency factors (empty: none).
+// linear scale, the name of a tensor of frequency factors (empty: none), and
+// YaRN's blend (model/rope_yarn.h: computed divisors, times the tensor's).
 struct RopeTableSpec {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
   std::string factors;
   float attn_factor = 1.0f;
   int32_t n_rot = 0;  // rotated dims of this table; 0: the model's n_rot
+  YarnSpec yarn;
 };
 
 // What differs between the layers of one model.

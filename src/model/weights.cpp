@@ -218,8 +218,16 @@ ModelWeights ModelWeights::load(const GgufFile& f, const ModelHParams& hp,
     w.output = w.token_embd;
     w.tied_output = true;
   }
-  for (const RopeTableSpec& r : hp.rope_tables)
-    w.rope_factors.push_back(r.factors.empty() ? nullptr : ld.vector(r.factors, hp.n_rot / 2));
+  for (const RopeTableSpec& r : hp.rope_tables) {
+    const float* file = r.factors.empty() ? nullptr : ld.vector(r.factors, hp.n_rot / 2);
+    if (r.yarn.enabled()) {  // YaRN's divisors, times the file's when it has some
+      const std::vector<float> y = yarn_freq_factors(r.yarn, r.n_rot > 0 ? r.n_rot : hp.n_rot, r.freq_base);
+      float* own = w.owned_.emplace_back(new float[y.size()]).get();
+      for (size_t i = 0; i < y.size(); ++i) own[i] = y[i] * (file ? file[i] : 1.0f);
+      file = own;
+    }
+    w.rope_factors.push_back(file);
+  }
   w.layers.resize(static_cast<size_t>(hp.n_layer));
   TensorList specs;
   for (int32_t l = -1; l < hp.n_layer; ++l) {  // -1: the family's tensors outside the layers
