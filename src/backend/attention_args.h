@@ -13,6 +13,9 @@
 //                 sequence (which must already be in the cache, this step's too),
 //                 or with window > 0 to the last `window` of them only
 //   softcap > 0   scores become softcap * tanh(score / softcap) (after scale)
+//   sinks         null, or [n_heads] f32 raw logits (not scaled), one per query
+//                 head, that join the softmax's max and denominator but have no
+//                 value (gpt-oss's attention sinks)
 //   the block ids of sequence s, in position order, either as
 //     block_tables[s]                                   (row pointers: the CPU) or
 //     block_table_flat + s * block_table_stride          (one array: CUDA)
@@ -47,6 +50,7 @@ struct PagedAttentionArgs {
   float scale = 1.0f;  // usually 1 / sqrt(head_dim)
   int32_t window = 0;  // 0: every earlier position
   float softcap = 0.0f;
+  const float* sinks = nullptr;  // [n_heads] or null
 };
 
 // The first position token t attends to.

@@ -143,6 +143,7 @@ PagedAttentionArgs paged_attention_args(const KvLayerView& kv, const float* q, f
   a.scale = scale;
   a.window = kv.window;
   a.softcap = kv.softcap;
+  a.sinks = kv.sinks;
   return a;
 }
 

@@ -101,6 +101,9 @@ struct KvLayerView {
   float softcap = 0.0f;
   // The KV group whose slots and block tables address it (StepInputs).
   int32_t group = 0;
+  // Per query head sink logits ([n_heads] f32 in this backend's memory, null:
+  // none): attention_args.h's `sinks` (gpt-oss).
+  const float* sinks = nullptr;
 };
 
 // A memory bandwidth probe's figures in bytes/s (0: not measured): every

@@ -27,6 +27,8 @@ struct CacheFixture {
   std::vector<uint8_t> kq, vq;   // q8_0 copy
   std::vector<std::vector<int32_t>> tables;
   std::vector<int> lens;
+  int window = 0;             // > 0: each token sees its last `window` positions
+  std::vector<float> sinks;   // non-empty: one sink logit per query head
 
   void build(std::mt19937& rng, std::vector<int> seq_lens, DType t) {
     kv_type = t;
@@ -78,23 +80,28 @@ struct CacheFixture {
   }
 };
 
-// Naive: gather positions 0..pos of the sequence and do softmax in double.
+// Naive: gather positions 0..pos of the sequence (the last `window` of them
+// with a window) and do softmax in double; a sink logit joins the max and the
+// sum with no value.
 void naive(const CacheFixture& s, int seq, int pos, const float* q, float* out) {
   const int group = s.n_heads / s.n_kv;
+  const int first = s.window > 0 ? std::max(0, pos - s.window + 1) : 0;
   for (int h = 0; h < s.n_heads; ++h) {
     const int kvh = h / group;
-    std::vector<double> scores(pos + 1);
-    for (int p = 0; p <= pos; ++p) {
+    std::vector<double> scores(pos + 1, -INFINITY);
+    for (int p = first; p <= pos; ++p) {
       const size_t slot = static_cast<size_t>(s.tables[seq][p / s.bs]) * s.bs + p % s.bs;
       double dot = 0;
       for (int i = 0; i < s.d; ++i) dot += q[h * s.d + i] * s.k[(slot * s.n_kv + kvh) * s.d + i];
       scores[p] = dot / std::sqrt(static_cast<double>(s.d));
     }
     double mx = *std::max_element(scores.begin(), scores.end()), sum = 0;
+    if (!s.sinks.empty()) mx = std::max(mx, double{s.sinks[h]});
     for (auto& x : scores) sum += (x = std::exp(x - mx));
+    if (!s.sinks.empty()) sum += std::exp(s.sinks[h] - mx);
     for (int i = 0; i < s.d; ++i) {
       double acc = 0;
-      for (int p = 0; p <= pos; ++p) {
+      for (int p = first; p <= pos; ++p) {
         const size_t slot = static_cast<size_t>(s.tables[seq][p / s.bs]) * s.bs + p % s.bs;
         acc += scores[p] * s.v[(slot * s.n_kv + kvh) * s.d + i];
       }
@@ -139,6 +146,8 @@ std::vector<float> run(const CacheFixture& s, const Tokens& t, const std::vector
   a.token_pos = t.pos.data();
   a.block_tables = tabs.data();
   a.scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+  a.window = s.window;
+  a.sinks = s.sinks.empty() ? nullptr : s.sinks.data();
   ThreadPool pool(threads);
   paged_attention(a, pool, g_isa);
   return out;
@@ -269,6 +278,34 @@ TEST_P(PagedAttention, MatchesNaiveForCommonHeadDims) {
     auto one = run(s, alone, q1, 1);
     for (int j = 0; j < row; ++j) ASSERT_EQ(one[j], b.out[pick * row + j]) << "head_dim " << d;
   }
+}
+
+// Attention sinks (gpt-oss: a raw logit per query head in the softmax's max
+// and sum, no value), with full and windowed attention, every cache type, head
+// sizes of each kernel (32: gpt-oss's test file, AVX2; 64 and 128: AVX-512 for
+// f16 / q8_0; 36: scalar), against naive, and each token alone with one
+// thread gives its bits in the batch.
+TEST_P(PagedAttention, SinksMatchNaiveWithAndWithoutWindow) {
+  for (int d : {32, 36, 64, 128})
+    for (DType t : {DType::F32, DType::F16, DType::Q8_0})
+      for (int window : {0, 8}) {
+        if (t == DType::Q8_0 && d % 32 != 0) continue;
+        std::mt19937 rng(d * 7 + static_cast<int>(t) + window);
+        CacheFixture s;
+        s.d = d;
+        s.window = window;
+        s.build(rng, {35, 18}, t);
+        // Logits of the scores' order (|score| ~ 1), some above every score.
+        std::normal_distribution<float> nd(1.0f, 2.0f);
+        for (int h = 0; h < s.n_heads; ++h) s.sinks.push_back(nd(rng));
+        Batch b;
+        for (int sq = 0; sq < 2; ++sq)
+          for (int p = 0; p < s.lens[sq]; ++p) b.tok.seq.push_back(sq), b.tok.pos.push_back(p);
+        random_queries(s, b, rng);
+        expect_naive_and_alone(s, b, {2},
+                               std::string(dtype_name(t)) + " d " + std::to_string(d) +
+                                   " window " + std::to_string(window));
+      }
 }
 
 TEST_P(PagedAttention, TokenResultIndependentOfBatchAndThreads) {

@@ -103,6 +103,7 @@ struct AttnCase {
   std::vector<int32_t> step;      // this step's tokens per sequence (1 = decode)
   int32_t window = 0;             // sliding window (0: none); blocks before it are holes
   float softcap = 0.0f;
+  bool sinks = false;  // per-head sink logits (gpt-oss)
 };
 
 // Int8 rows (q8_activations.h) in host memory: do they hold `rows`, as
@@ -202,6 +203,10 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
   pa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   pa.window = c.window;
   pa.softcap = c.softcap;
+  // Sinks of the scores' order (|score| ~ 1 here), some above every score.
+  std::vector<float> sinks = test::random_floats(c.n_heads, seed + 4);
+  for (float& s : sinks) s = 4.0f * s + 1.0f;
+  if (c.sinks) pa.sinks = sinks.data();
   ThreadPool pool(2);
   paged_attention(pa, pool);
 
@@ -228,7 +233,7 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
   DeviceBuffer dq = upload(*dev, q), dk = upload(*dev, kc), dv = upload(*dev, vc);
   DeviceBuffer dseq = upload(*dev, token_seq), dpos = upload(*dev, token_pos),
                dtab = upload(*dev, flat);
-  DeviceBuffer dout(*dev, want.size() * sizeof(float));
+  DeviceBuffer dout(*dev, want.size() * sizeof(float)), dsinks = upload(*dev, sinks);
   PagedAttentionArgs ga = pa;  // the same call, device pointers and a flat table
   ga.q = dq.as<float>();
   ga.out = dout.as<float>();
@@ -239,6 +244,7 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
   ga.block_tables = nullptr;
   ga.block_table_flat = dtab.as<int32_t>();
   ga.block_table_stride = max_blocks;
+  if (c.sinks) ga.sinks = dsinks.as<float>();
   const bool with_q8 = c.head_dim % 32 == 0;
   DeviceBuffer dq8(*dev, q8_act_bytes(T, q_stride));
   cuda::paged_attention(*dev, ga, with_q8 ? dq8.data() : nullptr);
@@ -300,6 +306,24 @@ void window_softcap_cases(const CudaDevice* dev) {
   run_attention_case(dev, {DType::F16, 8, 2, 64, {75, 700, 33}, {75, 64, 1}, 32, 0.0f}, 600);
   run_attention_case(dev, {DType::F16, 4, 1, 128, {1300, 40}, {1, 40}, 512, 50.0f}, 601);
   run_attention_case(dev, {DType::Q8_0, 8, 4, 64, {200, 1030}, {1, 1}, 0, 30.0f}, 602);
+}
+
+// Attention sinks (gpt-oss: head dim 64 in the real models, 32 in the test
+// file), windowed and not, decodes and prefill chunks, split launches.
+void sink_cases(const CudaDevice* dev) {
+  run_attention_case(dev, {DType::F16, 8, 2, 64, {75, 700, 33}, {75, 64, 1}, 32, 0.0f, true}, 700);
+  run_attention_case(dev, {DType::F32, 4, 2, 32, {1300, 40}, {1, 40}, 0, 0.0f, true}, 701);
+  run_attention_case(dev, {DType::Q8_0, 8, 4, 64, {200, 1030}, {1, 1}, 128, 0.0f, true}, 702);
+}
+
+TEST(CudaPagedAttention, SinksMatchCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  sink_cases(&dev);
+}
+
+TEST(CudaPagedAttention, SinksHostRenditionMatchesCpu) {
+  sink_cases(nullptr);
 }
 
 TEST(CudaPagedAttention, DecodeMatchesCpu) {

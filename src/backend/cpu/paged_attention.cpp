@@ -240,7 +240,8 @@ inline __attribute__((always_inline)) void one_head(const PagedAttentionArgs& a,
     }
     for (int g = 0; g < ng; ++g) {
       float* o = a.out + t * a.out_stride + (static_cast<int64_t>(kvh) * group + g0 + g) * d;
-      const __m512 inv = _mm512_set1_ps(l[g] > 0 ? 1.0f / l[g] : 0.0f);
+      const __m512 inv = _mm512_set1_ps(cpu::detail::softmax_inverse(
+          a, static_cast<int64_t>(kvh) * group + g0 + g, m[g], l[g]));
       for (int v = 0; v < DV; ++v) _mm512_storeu_ps(o + 16 * v, _mm512_mul_ps(acc[g][v], inv));
     }
   }
@@ -365,7 +366,8 @@ void attention_rows(const PagedAttentionArgs& a, ThreadPool& pool) {
       }
       for (size_t qh = 0; qh < n_q; ++qh) {
         float* o = a.out + t * a.out_stride + (static_cast<int64_t>(h0) * group + qh) * d;
-        const __m512 inv = _mm512_set1_ps(st_l[qh] > 0 ? 1.0f / st_l[qh] : 0.0f);
+        const __m512 inv = _mm512_set1_ps(cpu::detail::softmax_inverse(
+            a, static_cast<int64_t>(h0) * group + static_cast<int64_t>(qh), st_m[qh], st_l[qh]));
         for (int v = 0; v < DV; ++v)
           _mm512_storeu_ps(o + 16 * v,
                            _mm512_mul_ps(_mm512_loadu_ps(&st_acc[(qh * DV + v) * 16]), inv));
@@ -440,7 +442,8 @@ void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool, cpu::CpuIsa 
       }
       for (int g = 0; g < group; ++g) {
         float* o = a.out + t * a.out_stride + (static_cast<int64_t>(kvh) * group + g) * d;
-        const float inv = l[g] > 0 ? 1.0f / l[g] : 0.0f;
+        const float inv =
+            cpu::detail::softmax_inverse(a, static_cast<int64_t>(kvh) * group + g, m[g], l[g]);
         for (int i = 0; i < d; ++i) o[i] = acc[static_cast<size_t>(g * d + i)] * inv;
       }
     }

@@ -267,8 +267,10 @@ struct SegStates {
   float& l(int64_t qh) const { return base[n_heads * (d + 1) + qh]; }
 };
 
-inline void write_out(float* o, const float* acc, float l, int d) {
-  const __m256 inv = _mm256_set1_ps(l > 0 ? 1.0f / l : 0.0f);
+// Query head qh's output row from its state (acc, m, l).
+inline void write_out(const PagedAttentionArgs& a, float* o, int64_t qh, const float* acc, float m,
+                      float l, int d) {
+  const __m256 inv = _mm256_set1_ps(softmax_inverse(a, qh, m, l));
   for (int k = 0; k < d; k += 8)
     _mm256_storeu_ps(o + k, _mm256_mul_ps(_mm256_loadu_ps(acc + k), inv));
 }
@@ -438,7 +440,8 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
       for (int i = 0; i < nt; ++i) {
         if (part_base[t0 + i] >= 0) continue;
         for_rows(i, [&](size_t si, int64_t qh) {
-          write_out(a.out + (t0 + i) * a.out_stride + qh * d, f_acc + si * d, f_l[si], d);
+          write_out(a, a.out + (t0 + i) * a.out_stride + qh * d, qh, f_acc + si * d, f_m[si],
+                    f_l[si], d);
         });
       }
       w0 += nh;
@@ -456,7 +459,7 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
         const SegStates ps{part_data + (part_base[t] + s) * seg_floats, a.n_heads, d};
         fold_state(f.data(), fm, fl, ps.acc(qh), ps.m(qh), ps.l(qh), d);
       }
-      write_out(a.out + t * a.out_stride + static_cast<int64_t>(qh) * d, f.data(), fl, d);
+      write_out(a, a.out + t * a.out_stride + static_cast<int64_t>(qh) * d, qh, f.data(), fm, fl, d);
     }
   }
 }

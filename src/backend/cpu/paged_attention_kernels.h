@@ -4,6 +4,8 @@
 // backend/attention_args.h.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -27,6 +29,19 @@ inline void slot_offsets(const PagedAttentionArgs& a, const int32_t* table, int3
     off[j] = (static_cast<int64_t>(table[blk]) * a.block_size + in) * slot_elems;
     if (++in == a.block_size) in = 0, ++blk;
   }
+}
+
+// What query head `head`'s weighted V sum is multiplied by, from its
+// online-softmax state (max m, sum l): 1 / l, or with a sink logit s
+// (a.sinks) joining the max and the sum with no value: c / (l c + exp(s - m')),
+// m' = max(m, s), c = exp(m - m'). Every kernel applies it once after all
+// positions, so the sink adds nothing that depends on the batch.
+inline float softmax_inverse(const PagedAttentionArgs& a, int64_t head, float m, float l) {
+  if (!a.sinks) return l > 0 ? 1.0f / l : 0.0f;
+  const float s = a.sinks[head];
+  const float mx = std::max(m, s);
+  const float c = std::exp(m - mx);  // 0 when no position was seen (m = -inf)
+  return c / (l * c + std::exp(s - mx));
 }
 
 // Work item w of the kernels that take one item per (token, KV head),

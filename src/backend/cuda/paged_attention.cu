@@ -155,6 +155,15 @@ __host__ __device__ __forceinline__ void merge_partition(Running& r, float m_c, 
   r.m = m_new;
 }
 
+// A sink logit (a.sinks) joins the max and the sum with no value: merged as
+// one more partition of max s, sum 1 and output 0, after all the others.
+__host__ __device__ __forceinline__ void merge_sink(const PagedAttentionArgs& a, int h, Running& r,
+                                                    int n) {
+  if (!a.sinks) return;
+  const float zero[kMaxPerThread] = {};
+  merge_partition(r, a.sinks[h], 1.0f, zero, n);
+}
+
 // Where the output rows go as int8 activations (qs == nullptr: nowhere).
 struct Q8Dst {
   int8_t* qs = nullptr;
@@ -303,7 +312,10 @@ __global__ void __launch_bounds__(kThreads)
       part[D + 1] = l_c;
     }
   }
-  if (sp.parts == 1) write_output(a, q8, t, h, r);
+  if (sp.parts == 1) {
+    merge_sink(a, h, r, nd);
+    write_output(a, q8, t, h, r);
+  }
 }
 
 // The split launch's second half: token t, head h's partitions merged in
@@ -323,6 +335,7 @@ __global__ void __launch_bounds__(kThreads)
       if (k < nd) v[k] = part[threadIdx.x + kThreads * k];
     merge_partition(r, part[D], part[D + 1], v, nd);
   }
+  merge_sink(a, h, r, nd);
   write_output(a, q8, t, h, r);
 }
 
@@ -385,6 +398,8 @@ void attention_host(const PagedAttentionArgs& a, Q8Dst q8, int t, int h) {
       merge_partition(run[tid], m_c, l_c, v, nd);
     }
   }
+  for (int tid = 0; tid < kThreads; ++tid)
+    merge_sink(a, h, run[tid], tid < D ? (D - 1 - tid) / kThreads + 1 : 0);
   float* out = a.out + t * a.out_stride + static_cast<int64_t>(h) * D;
   for (int d = 0; d < D; ++d) {
     const Running& r = run[d % kThreads];
