@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "cli/cache_tier_options.h"
 #include "cli/cli_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
@@ -35,6 +36,7 @@ struct GenerateArgs {
   int32_t n_predict = 128;
   SamplingOptions sampling;
   SpeculationOptions spec;
+  CacheTierOptions cache;  // --cache-dir, --cache-disk
   bool parse_special = false;
   bool json = false;
   bool ignore_eos = false;
@@ -48,7 +50,8 @@ int run_generate(GenerateArgs a) {
   // One sequence: -c is its context unless --max-seq-len says otherwise.
   if (a.plan.kv_tokens > 0 && a.plan.max_seq_len == 0) a.plan.max_seq_len = a.plan.kv_tokens;
   a.spec.apply(a.plan);
-  EngineSetup s = setup_engine(a.model, a.plan, /*log_plan=*/true, {.speculation = a.spec.config()});
+  EngineSetup s = setup_engine(a.model, a.plan, /*log_plan=*/true,
+                               {.speculation = a.spec.config(), .disk_tier = a.cache.options()});
   Generator gen(*s.model, *s.tokenizer, *s.pool, s.config);
   a.spec.attach(gen.engine(), s, /*log=*/true);
   GenerateOptions opts;
@@ -130,6 +133,7 @@ Runner add_generate(CLI::App& app) {
       ->check(at_least(0));
   a->sampling.add_to(*sub);
   a->spec.add_to(*sub);
+  a->cache.add_to(*sub);
   add_jinja_flags(*sub, a->no_jinja, /*applies_templates=*/false);
   sub->add_flag("--parse-special", a->parse_special,
                 "Match special-token text (e.g. <|im_start|>) in the prompt");

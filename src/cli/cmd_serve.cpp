@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/cache_tier_options.h"
 #include "cli/cli_checks.h"
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
@@ -79,6 +80,7 @@ struct ServeArgs {
   double shutdown_timeout_s = 10.0;
   int load_delay_ms = 0;  // test hook: hold /health at "loading" this long
   PlanOptions plan;       // devices, KV cache size and type, block size, batch limits
+  CacheTierOptions cache;    // --cache-dir, --cache-disk
   SamplingOptions sampling;  // defaults for requests that leave a field out
   bool no_jinja = false;     // --no-jinja: the built-in template of the model's family
   std::string reasoning_format = "auto";  // none | auto | deepseek | deepseek-legacy
@@ -124,7 +126,9 @@ int run_serve(ServeArgs a) {
   // fails here, before anything listens.
   a.speculation.apply(a.plan);
   const EnginePlan ep = plan_engine(a.model, a.plan);
-  const RunOptions run{.prefix_caching = !a.no_prefix_cache, .speculation = a.speculation.config()};
+  const RunOptions run{.prefix_caching = !a.no_prefix_cache,
+                       .speculation = a.speculation.config(),
+                       .disk_tier = a.cache.options()};
   // Under an MPI launcher, ranks other than 0 hold later layers and serve
   // rank 0's steps: they never listen (load_engine does not return there).
   if (mpi_rank() > 0) load_engine(a.model, a.plan, ep, run);
@@ -342,6 +346,7 @@ Runner add_serve(CLI::App& app) {
                   "Requests in flight (running and waiting) before 503 (default 256)")
       ->check(above(0));
   sub->add_flag("--no-prefix-cache", a->no_prefix_cache, "Disable prefix caching");
+  a->cache.add_to(*sub);
   sub->add_option("--cors-origin", a->cors_origins,
                   "Allow browsers on this origin (scheme://host[:port], or '*') to call the API; "
                   "repeatable (default: no CORS)")

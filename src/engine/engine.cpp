@@ -6,6 +6,7 @@
 #include <new>
 
 #include "backend/recurrent_args.h"
+#include "engine/disk_tier_setup.h"
 #include "engine/sample_output.h"
 #include "util/error.h"
 #include "util/fault_injector.h"
@@ -89,6 +90,7 @@ Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
   // Hybrid models: prefix caching only with state checkpoints, whose
   // positions must be chunk ends for the state to exist there.
   config_.prefix_caching = kv_->manager().prefix_caching();
+  if (!config_.disk_tier.dir.empty()) disk_tier_ = make_disk_tier(config_.disk_tier, model, *kv_);
   if (const StateCheckpoints* c = kv_->checkpoints())
     config_.scheduler.checkpoint_every = c->interval();
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, kv_->manager());
@@ -114,6 +116,7 @@ EngineConfig EngineConfig::from_plan(const Plan& plan, const RunOptions& run) {
   const std::vector<int32_t> blocks = plan.kv_group_blocks();
   c.window_group_blocks.assign(blocks.begin() + 1, blocks.end());
   c.memory_ok = run.memory_ok;
+  c.disk_tier = run.disk_tier;
   c.speculation = run.speculation;
   return c;
 }
@@ -652,6 +655,10 @@ EngineStats Engine::stats() const {
   s.running = static_cast<int32_t>(scheduler_->running().size());
   s.waiting = static_cast<int32_t>(scheduler_->waiting().size());
   s.blocks = kv_->manager().allocator().stats();
+  if (disk_tier_) {
+    s.disk_tier = true;
+    s.disk = disk_tier_->stats();
+  }
   s.preemptions = scheduler_->total_preemptions();
   s.admission_paused = scheduler_->admission_paused();
   for (const Sequence* seq : scheduler_->running()) {

@@ -17,6 +17,7 @@
 #include "engine/scheduler.h"
 #include "engine/speculation.h"
 #include "kvcache/kv_cache_manager.h"
+#include "kvcache/disk_tier.h"
 #include "kvcache/kv_cache_storage.h"
 #include "model/runner.h"
 #include "planner/planner.h"
@@ -32,6 +33,7 @@ struct RunOptions {
   bool prefix_caching = true;
   SpeculationConfig speculation;
   std::function<bool()> memory_ok;  // EngineConfig::memory_ok
+  DiskTierOptions disk_tier;        // EngineConfig::disk_tier
 };
 
 struct EngineConfig {
@@ -69,6 +71,8 @@ struct EngineConfig {
   // rule; 0: no prefix caching). KvRuntimeConfig::checkpoint_tokens.
   int32_t state_checkpoint_tokens = 0;
   int32_t state_checkpoints = -1;
+  // The prefix cache's disk tier (kvcache/disk_tier.h): off when dir is empty.
+  DiskTierOptions disk_tier;
 
   // The KV runtime of this engine on `model` (num_blocks must be set): its
   // groups, and a workspace for the largest step the scheduler makes. The
@@ -102,6 +106,8 @@ struct EngineStats {
   int64_t tokens_stored = 0;      // tokens in those slots
   uint64_t spec_proposed = 0;     // drafted tokens verified (speculative decoding)
   uint64_t spec_accepted = 0;     // of those, the ones that became output
+  bool disk_tier = false;         // the prefix cache has a disk tier
+  DiskTierStats disk;
   bool admission_paused = false;  // the swap guard holds new sequences back
   uint64_t admission_pauses = 0;  // times it started holding them back
   std::vector<SequenceStats> sequences;  // running ones, then waiting ones
@@ -184,6 +190,7 @@ class Engine {
   EngineConfig config_;
   int64_t max_seq_len_;
   std::unique_ptr<KvRuntime> kv_;
+  std::unique_ptr<DiskTier> disk_tier_;  // after kv_: it reads kv_'s storage
   std::unique_ptr<Scheduler> scheduler_;
   std::map<uint64_t, std::unique_ptr<RequestState>> requests_;
   std::map<const Sequence*, SeqState*> by_seq_;

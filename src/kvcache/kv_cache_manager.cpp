@@ -67,10 +67,15 @@ int64_t KvCacheManager::match_prefix(std::span<const int32_t> tokens, BlockTable
       const uint64_t h = BlockAllocator::chain_hash(parent, blk);
       ++l.queries;
       auto id = alloc_.find(h, blk);
-      if (!id) break;
+      if (id) {
+        alloc_.retain(*id);
+      } else {
+        id = from_tier(table, blk);
+        if (!id) break;
+        alloc_.set_hash(*id, h, blk);
+      }
       ++l.hits;
       ++l.found;
-      alloc_.retain(*id);
       table.append_block(*id);
       table.hashes().push_back(h);
       parent = h;
@@ -81,6 +86,17 @@ int64_t KvCacheManager::match_prefix(std::span<const int32_t> tokens, BlockTable
   else
     alloc_.count_lookups(l.queries, l.hits);
   return static_cast<int64_t>(l.hits) * block_size_;
+}
+
+std::optional<int32_t> KvCacheManager::from_tier(const BlockTable& table,
+                                                 std::span<const int32_t> tokens) {
+  if (!tier_ || alloc_.num_free() == 0) return std::nullopt;
+  const int32_t parent = table.blocks().empty() ? -1 : table.blocks().back();
+  if (!tier_->fetch(parent, tokens)) return std::nullopt;
+  std::vector<int32_t> got;
+  if (!alloc_.allocate(1, got)) return std::nullopt;
+  tier_->place(got[0]);
+  return got[0];
 }
 
 PrefixLookups KvCacheManager::match_to_checkpoint(std::span<const int32_t> tokens,
@@ -169,6 +185,7 @@ void KvCacheManager::commit(std::span<const int32_t> tokens, BlockTable& table,
         tokens.subspan(i * static_cast<size_t>(block_size_), static_cast<size_t>(block_size_));
     const uint64_t h = BlockAllocator::chain_hash(i ? hashes[i - 1] : 0, blk);
     alloc_.set_hash(table.blocks()[i], h, blk);
+    if (tier_) tier_->committed(table.blocks()[i], i ? table.blocks()[i - 1] : -1, blk);
     hashes.push_back(h);
   }
 }

@@ -8,11 +8,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "kvcache/block_allocator.h"
 #include "kvcache/block_table.h"
+#include "kvcache/prefix_tier.h"
 #include "kvcache/state_checkpoints.h"
 
 namespace pagellm {
@@ -76,6 +78,10 @@ class KvCacheManager {
   // Hybrid models' recurrent-state checkpoints (not owned; null: none).
   void set_state_checkpoints(StateCheckpoints* checkpoints) { checkpoints_ = checkpoints; }
   StateCheckpoints* state_checkpoints() const { return checkpoints_; }
+  // A tier beyond the pool (not owned; null: none): committed blocks are
+  // offered to it, and match_prefix continues there where the pool's match
+  // ends (not with state checkpoints).
+  void set_prefix_tier(PrefixTier* tier) { tier_ = tier; }
 
   // Makes room to write positions [write_from, n_tokens): new blocks as
   // needed, and private copies of shared blocks in that range (copy-on-write,
@@ -104,6 +110,9 @@ class KvCacheManager {
   // Frees window-group blocks wholly before position `next - W + 1` (the
   // first a query at `next` or later reads).
   void drop_out_of_window(BlockTable& table, int64_t next);
+  // A block filled by the tier with `tokens`, which follow the table's last
+  // block (taken from the free or cached blocks; ref count 1, no hash yet).
+  std::optional<int32_t> from_tier(const BlockTable& table, std::span<const int32_t> tokens);
   // match_prefix with state checkpoints.
   PrefixLookups match_to_checkpoint(std::span<const int32_t> tokens, BlockTable& table);
 
@@ -113,6 +122,7 @@ class KvCacheManager {
   std::vector<KvWindowGroup> windows_;
   std::vector<std::unique_ptr<BlockAllocator>> window_allocs_;
   StateCheckpoints* checkpoints_ = nullptr;
+  PrefixTier* tier_ = nullptr;
 };
 
 }  // namespace pagellm

@@ -100,6 +100,27 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
          static_cast<double>(e.spec_accepted));
   metric(out, "pagellm_engine_steps_total", "counter", "Engine steps (batched forward passes)",
          static_cast<double>(e.steps));
+  if (e.disk_tier) {
+    metric(out, "pagellm_disk_tier_hits_total", "counter",
+           "Prefix-cache blocks read back from --cache-dir", static_cast<double>(e.disk.hits));
+    metric(out, "pagellm_disk_tier_misses_total", "counter",
+           "Disk-tier lookups that found no usable block file", static_cast<double>(e.disk.misses));
+    metric(out, "pagellm_disk_tier_skipped_total", "counter",
+           "Block files refused by a check (damaged, truncated, another model or layout)",
+           static_cast<double>(e.disk.skipped));
+    metric(out, "pagellm_disk_tier_written_bytes_total", "counter",
+           "Bytes of block files written", static_cast<double>(e.disk.bytes_written));
+    metric(out, "pagellm_disk_tier_read_bytes_total", "counter", "Bytes of block files read",
+           static_cast<double>(e.disk.bytes_read));
+    metric(out, "pagellm_disk_tier_files_written_total", "counter", "Block files written",
+           static_cast<double>(e.disk.files_written));
+    metric(out, "pagellm_disk_tier_files_evicted_total", "counter",
+           "Block files deleted to keep --cache-dir under --cache-disk",
+           static_cast<double>(e.disk.files_evicted));
+    metric(out, "pagellm_disk_tier_writes_dropped_total", "counter",
+           "Blocks not written (the write queue was full, or the write failed)",
+           static_cast<double>(e.disk.writes_dropped));
+  }
   metric(out, "pagellm_admission_paused", "gauge",
          "1 while the swap guard holds back admission of new sequences",
          e.admission_paused ? 1 : 0);

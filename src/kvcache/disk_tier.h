@@ -1,0 +1,126 @@
+// The prefix cache's disk tier (issue 54): full blocks that commit() hashes
+// are written to a directory, one file per block named by its chained key
+// (kvcache/block_file.h), so that prefixes survive a restart. The engine
+// thread copies a block's bytes (every layer's K and V) into a bounded queue
+// and a writer thread writes them (a full queue drops the write rather than
+// stall a step); each file goes to a unique temporary name, then rename(), so
+// servers sharing a directory never see half a file. The directory is kept
+// under a size by deleting the files least recently used (by mtime; a hit
+// touches its file). A lookup reads and checks the file synchronously: on a
+// CPU reading a block costs about a thousandth of computing it. A file that
+// fails a check is skipped (and removed) with one warning per cause, and the
+// block is computed instead.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "kvcache/block_file.h"
+#include "kvcache/kv_cache_storage.h"
+#include "kvcache/prefix_tier.h"
+
+namespace pagellm {
+
+struct DiskTierStats {
+  uint64_t hits = 0;            // blocks read back
+  uint64_t misses = 0;          // lookups with no usable file
+  uint64_t skipped = 0;         // of those, files refused by a check
+  uint64_t bytes_written = 0;
+  uint64_t bytes_read = 0;
+  uint64_t files_written = 0;
+  uint64_t files_evicted = 0;
+  uint64_t writes_dropped = 0;  // the queue was full
+};
+
+struct DiskTierOptions {
+  std::string dir;
+  uint64_t max_bytes = uint64_t{4} << 30;
+  // Queued writes at most (bytes); a block that does not fit is not written.
+  uint64_t queue_bytes = uint64_t{64} << 20;
+};
+
+// The model file's content digest, cached in `dir` under a name from the
+// file's path, size and modification time (hashing a large file takes
+// seconds; later starts read the cached digest). Throws SystemError when the
+// file cannot be read.
+Hash128 model_file_digest(const std::string& model_path, const std::string& dir);
+
+// The digest of the storage's layout (group 0's pools: layers, heads, head
+// size, type, device), and the bytes of one block over all of them.
+Hash128 storage_layout_digest(const KvCacheStorage& storage);
+size_t storage_block_bytes(const KvCacheStorage& storage);
+
+class DiskTier final : public PrefixTier {
+ public:
+  // `storage`'s group 0 pools (num_blocks of them) are read and written.
+  // Creates the directory; throws ConfigError when it cannot.
+  DiskTier(DiskTierOptions options, BlockFileIdentity identity, KvCacheStorage& storage,
+           int32_t num_blocks);
+  // Finishes the queued writes.
+  ~DiskTier() override;
+
+  void committed(int32_t block, int32_t parent, std::span<const int32_t> tokens) override;
+  bool fetch(int32_t parent, std::span<const int32_t> tokens) override;
+  void place(int32_t block) override;
+
+  // Waits until every queued write is done (tests, shutdown).
+  void flush();
+  DiskTierStats stats() const;
+  const DiskTierOptions& options() const { return options_; }
+  std::filesystem::path file_for(const Hash128& key) const;
+
+ private:
+  struct Job {
+    BlockFileHeader header;
+    std::vector<uint8_t> payload;
+  };
+  Hash128 parent_key(int32_t parent) const;
+  void copy_block_out(int32_t block, std::vector<uint8_t>& out) const;
+  void copy_block_in(int32_t block, const uint8_t* bytes);
+  void writer_loop();
+  void write_file(const Job& job);
+  // Deletes the least recently used files until the directory is under
+  // 90% of max_bytes (so that it is not rescanned on every write).
+  void evict();
+  void warn_once(BlockFileStatus cause, const std::filesystem::path& file);
+
+  DiskTierOptions options_;
+  BlockFileIdentity identity_;
+  Hash128 root_key_;
+  KvCacheStorage& storage_;
+  size_t block_bytes_;
+  // Engine thread: each block's chained key (valid while the block is hashed).
+  std::vector<Hash128> key_of_block_;
+  std::vector<bool> key_valid_;
+  BlockFileHeader staged_;  // fetch()'s find, for place()
+  std::vector<uint8_t> staged_payload_;
+  std::set<BlockFileStatus> warned_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  uint64_t queued_bytes_ = 0;
+  bool busy_ = false;
+  bool stop_ = false;
+  // Keys known to be on disk (written, read or found at start): not written again.
+  struct KeyHash {
+    size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.lo); }
+  };
+  std::unordered_set<Hash128, KeyHash> on_disk_;
+  uint64_t dir_bytes_ = 0;  // this tier's estimate; evict() rescans
+  DiskTierStats stats_;
+  uint64_t temp_counter_ = 0;  // the writer thread's
+  bool write_warned_ = false;
+  std::thread writer_;
+};
+
+}  // namespace pagellm
