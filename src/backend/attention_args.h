@@ -20,6 +20,9 @@
 //     block_tables[s]                                   (row pointers: the CPU) or
 //     block_table_flat + s * block_table_stride          (one array: CUDA)
 // Query head h reads KV head h / (n_heads / n_kv_heads).
+// v_dim > 0: a latent cache (MLA, kvcache/kv_pool.h): there is no V of its
+// own, a position's value is the first v_dim elements of its K row (v_cache
+// == k_cache), and out rows are n_heads * v_dim (out_stride floats apart).
 // (No other includes: CUDA kernels take the struct by value.)
 #pragma once
 
@@ -50,6 +53,7 @@ struct PagedAttentionArgs {
   float scale = 1.0f;  // usually 1 / sqrt(head_dim)
   int32_t window = 0;  // 0: every earlier position
   float softcap = 0.0f;
+  int32_t v_dim = 0;  // > 0: latent cache, values from the K rows
   const float* sinks = nullptr;  // [n_heads] or null
 };
 

@@ -16,10 +16,11 @@
 namespace pagellm {
 
 const char* backend_op_name(BackendOp op) {
-  static constexpr std::array<const char*, 8> kNames = {
+  static constexpr std::array<const char*, 9> kNames = {
       "the GELU activation",       "sliding-window attention", "attention soft-capping",
       "RoPE frequency factors",    "mixture-of-experts layers", "gated delta-net layers",
-      "the sigmoid output gate",   "Gemma 4's per-layer inputs and shared KV"};
+      "the sigmoid output gate",   "latent (MLA) attention",
+      "Gemma 4's per-layer inputs and shared KV"};
   static_assert(names_cover(BackendOp::kPerLayerInputs, kNames));
   return enum_name(op, kNames);
 }
@@ -129,7 +130,8 @@ PagedAttentionArgs paged_attention_args(const KvLayerView& kv, const float* q, f
   a.q = q;
   a.q_stride = static_cast<int64_t>(n_heads) * kv.head_dim;
   a.out = out;
-  a.out_stride = a.q_stride;
+  a.v_dim = kv.v_dim;
+  a.out_stride = kv.v_dim > 0 ? static_cast<int64_t>(n_heads) * kv.v_dim : a.q_stride;
   a.n_tokens = n_tokens;
   a.n_heads = n_heads;
   a.n_kv_heads = kv.n_kv_heads;

@@ -101,6 +101,10 @@ struct KvLayerView {
   float softcap = 0.0f;
   // The KV group whose slots and block tables address it (StepInputs).
   int32_t group = 0;
+  // > 0: a latent cache (MLA): only K rows are stored (v == k) and a
+  // position's value is the first v_dim elements of its K row; kv_write
+  // ignores v, attention's out rows are n_heads * v_dim.
+  int32_t v_dim = 0;
   // Per query head sink logits ([n_heads] f32 in this backend's memory, null:
   // none): attention_args.h's `sinks` (gpt-oss).
   const float* sinks = nullptr;
@@ -124,6 +128,7 @@ enum class BackendOp {
   kMixtureOfExperts,  // routed expert FFNs (gather_rows, combine_rows, per-expert matmuls)
   kRecurrentState,    // gated delta-net layers (ssm_conv, gated_delta_rule)
   kSigmoidGate,       // glu() with Activation::kSigmoid (gated attention output)
+  kLatentAttention,   // KvLayerView::v_dim (MLA's latent cache)
   kPerLayerInputs,    // Gemma 4's layers: per-layer inputs, shared KV, unweighted v norm
 };
 const char* backend_op_name(BackendOp op);

@@ -53,6 +53,11 @@ Runner add_make_model(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--ssm-conv-kernel", s->ssm_conv_kernel, "qwen35, qwen35moe: conv kernel")
       ->capture_default_str();
+  sub->add_option("--kv-lora-rank", s->kv_lora_rank,
+                  "deepseek2: MLA latent size (default 2 x head size)");
+  sub->add_option("--expert-gating", s->expert_gating,
+                  "deepseek2: 1 softmax routing, 2 sigmoid with a selection bias")
+      ->capture_default_str();
   sub->add_option("--vocab-from", s->vocab_from, "GGUF file whose tokenizer is copied")->required();
   sub->add_option("--type", *type,
                   "Type of the 2-D weights (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "

@@ -201,6 +201,8 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
   p.n_kv_heads = hp.n_head_kv;
   p.head_dim = hp.head_dim;
   p.kv_bytes_per_token = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(L - fp.n_recurrent());
+  p.latent_kv = fp.latent_kv;
+  p.gqa_kv_bytes_per_token = fp.gqa_kv_bytes_per_token_layer * static_cast<uint64_t>(L - fp.n_recurrent());
   p.recurrent_layers = fp.n_recurrent();
   p.state_bytes_per_seq = fp.state_bytes_per_seq();
   p.kv_groups = plan_kv_groups(fp, bs, req.max_num_seqs, split->blocks);

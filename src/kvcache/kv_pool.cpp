@@ -15,7 +15,7 @@ size_t KvPoolShape::slot_bytes() const {
   return static_cast<size_t>(n_kv_heads) * dtype_row_bytes(dtype, head_dim);
 }
 size_t KvPoolShape::layer_bytes() const {
-  return 2 * static_cast<size_t>(num_blocks) * block_size * slot_bytes();
+  return (v_dim > 0 ? 1 : 2) * static_cast<size_t>(num_blocks) * block_size * slot_bytes();
 }
 size_t KvPoolShape::total_bytes() const {
   return static_cast<size_t>(n_layers()) * layer_bytes();
@@ -39,6 +39,11 @@ KvPool::KvPool(const KvPoolShape& shape, Backend* backend) : shape_(shape), back
         fmt::format("a q8_0 KV cache needs a head size that is a multiple of 32 "
                     "(this model's is {})",
                     shape.head_dim));
+  if (shape.v_dim < 0 || shape.v_dim > shape.head_dim ||
+      (shape.v_dim > 0 && (shape.n_kv_heads != 1 || shape.v_dim % dtype_block_size(shape.dtype) != 0)))
+    throw ConfigError(fmt::format("invalid latent KV pool: values of {} from rows of {} ({} heads, {})",
+                                  shape.v_dim, shape.head_dim, shape.n_kv_heads,
+                                  dtype_name(shape.dtype)));
   if (shape.block_size <= 0 || shape.num_blocks < 0 || shape.n_kv_heads <= 0 ||
       shape.head_dim <= 0 || shape.layer_end < shape.layer_begin)
     throw ConfigError(fmt::format("invalid KV pool shape: {} blocks of {} tokens, {} heads of {}",
@@ -76,19 +81,20 @@ void* KvPool::k(int32_t layer) {
   return layer_base(layer);
 }
 void* KvPool::v(int32_t layer) {
-  return layer_base(layer) + shape_.layer_bytes() / 2;
+  return shape_.v_dim > 0 ? layer_base(layer) : layer_base(layer) + shape_.layer_bytes() / 2;
 }
 const void* KvPool::k(int32_t layer) const {
   return layer_base(layer);
 }
 const void* KvPool::v(int32_t layer) const {
-  return layer_base(layer) + shape_.layer_bytes() / 2;
+  return shape_.v_dim > 0 ? layer_base(layer) : layer_base(layer) + shape_.layer_bytes() / 2;
 }
 
 KvLayerView KvPool::view(int32_t layer) {
   KvLayerView view{k(layer), v(layer), shape_.dtype, shape_.block_size, shape_.n_kv_heads,
                    shape_.head_dim};
   view.group = shape_.group;
+  view.v_dim = shape_.v_dim;
   return view;
 }
 
@@ -101,11 +107,14 @@ void KvPool::copy(void* dst, const void* src, size_t bytes) const {
 
 void KvPool::copy_block(int32_t src, int32_t dst) {
   const size_t block_bytes = static_cast<size_t>(shape_.block_size) * shape_.slot_bytes();
+  const int parts = shape_.v_dim > 0 ? 1 : 2;  // a latent cache has K rows only
   for (int32_t l = shape_.layer_begin; l < shape_.layer_end; ++l)
     if (has_layer(l))
-      for (uint8_t* base : {static_cast<uint8_t*>(k(l)), static_cast<uint8_t*>(v(l))})
+      for (int i = 0; i < parts; ++i) {
+        auto* base = static_cast<uint8_t*>(i == 0 ? k(l) : v(l));
         copy(base + static_cast<size_t>(dst) * block_bytes,
              base + static_cast<size_t>(src) * block_bytes, block_bytes);
+      }
 }
 
 }  // namespace pagellm

@@ -40,9 +40,12 @@ struct KvPoolShape {
   // and head size where layers differ (Gemma 4) or share KV; empty:
   // n_kv_heads and head_dim for every layer. Each pool has one shape.
   std::vector<KvLayerShape> per_layer;
+  // > 0: a latent cache (MLA): K rows only (one latent + RoPE row per token
+  // and layer, n_kv_heads 1), values read from their first v_dim elements.
+  int32_t v_dim = 0;
 
   size_t slot_bytes() const;   // one token, one layer, K or V
-  size_t layer_bytes() const;  // K + V of one layer
+  size_t layer_bytes() const;  // K + V of one layer (a latent cache: K only)
   size_t total_bytes() const;
   int32_t n_layers() const;
   // Index of `layer` among the pool's layers; -1 when it is not one.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "model/mla_block.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -39,7 +40,7 @@ int64_t workspace_extra_floats(const ModelHParams& hp) {
     const DeltaNetShape& d = hp.delta_net;
     n = std::max<int64_t>(n, 2 * d.channels() + 2 * d.inner() + 2 * d.n_v_heads);
   }
-  return n;
+  return std::max(n, mla_workspace_floats(hp));
 }
 
 void set_window_pattern(ModelHParams& hp, int32_t window, int32_t pattern) {
@@ -110,15 +111,19 @@ static void dense_ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOption
 void ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOptions& o, TensorList& out) {
   const int64_t E = hp.n_embd;
   if (o.pre_norm) out.push_back(TensorSpec::vec(VectorRole::kFfnNorm, layer_name(l, o.pre_norm_name), E));
-  if (hp.moe()) {
+  if (hp.moe_layer(l)) {
     const int64_t X = hp.n_expert, FX = hp.n_ff_exp;
     out.push_back(TensorSpec::mat(MatrixRole::kRouter, layer_name(l, "ffn_gate_inp"), E, X));
+    // The router's selection bias (DeepSeek V3's sigmoid routing), when the file has one.
+    out.push_back(TensorSpec::vec(VectorRole::kExpProbsB, fmt::format("blk.{}.exp_probs_b.bias", l), X,
+                                  /*optional=*/true));
     out.push_back(TensorSpec::experts(MatrixRole::kGateExps, layer_name(l, "ffn_gate_exps"), E, FX, X));
     out.push_back(TensorSpec::experts(MatrixRole::kUpExps, layer_name(l, "ffn_up_exps"), E, FX, X));
     out.push_back(TensorSpec::experts(MatrixRole::kDownExps, layer_name(l, "ffn_down_exps"), FX, E, X));
     if (o.shared_expert) {
       const int64_t FS = hp.n_ff_shexp;
-      out.push_back(TensorSpec::mat(MatrixRole::kShexpGate, layer_name(l, "ffn_gate_inp_shexp"), E, 1));
+      if (o.shared_expert_gate)
+        out.push_back(TensorSpec::mat(MatrixRole::kShexpGate, layer_name(l, "ffn_gate_inp_shexp"), E, 1));
       out.push_back(TensorSpec::mat(MatrixRole::kGateShexp, layer_name(l, "ffn_gate_shexp"), E, FS));
       out.push_back(TensorSpec::mat(MatrixRole::kUpShexp, layer_name(l, "ffn_up_shexp"), E, FS));
       out.push_back(TensorSpec::mat(MatrixRole::kDownShexp, layer_name(l, "ffn_down_shexp"), FS, E));
@@ -231,7 +236,7 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
   const bool shared = o.shared_expert;
   float* shared_y = nullptr;
   if (shared) {
-    const MatrixView sg = w.matrix(MatrixRole::kShexpGate).view(),
+    const MatrixView sg = o.shared_expert_gate ? w.matrix(MatrixRole::kShexpGate).view() : MatrixView{},
                      g = w.matrix(MatrixRole::kGateShexp).view(),
                      u = w.matrix(MatrixRole::kUpShexp).view(),
                      d = w.matrix(MatrixRole::kDownShexp).view();
@@ -239,7 +244,10 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
     float* gate = c.shexp;
     float* up = gate + c.T * FS;
     shared_y = up + c.T * FS;
-    b.matmul(xn, c.T, {{&router, c.router}, {&sg, c.router + c.T * X}, {&g, gate}, {&u, up}});
+    if (o.shared_expert_gate)
+      b.matmul(xn, c.T, {{&router, c.router}, {&sg, c.router + c.T * X}, {&g, gate}, {&u, up}});
+    else
+      b.matmul(xn, c.T, {{&router, c.router}, {&g, gate}, {&u, up}});
     b.glu_matmul(hp.ffn_act, gate, up, c.T, {{&d, shared_y}});
   } else {
     b.matmul(xn, c.T, {{&router, c.router}});
@@ -254,7 +262,8 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
     logits = host_logits.data();
   }
   MoeRouting& r = *c.routing;
-  route_tokens(logits, c.T, static_cast<int32_t>(X), k, o.router, nullptr, r);
+  route_tokens(logits, c.T, static_cast<int32_t>(X), k, hp.router ? *hp.router : o.router,
+               w.vector(VectorRole::kExpProbsB), r);
   // Experts on another backend: the normed rows go there, the sum comes back.
   Backend& eb = c.expert_b ? *c.expert_b : b;
   const size_t rows_bytes = static_cast<size_t>(c.T * E) * sizeof(float);
@@ -295,7 +304,8 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
     std::vector<float> weights(static_cast<size_t>(c.T));
     for (int64_t t = 0; t < c.T; ++t) {
       rows[static_cast<size_t>(t)] = static_cast<int32_t>(t);
-      weights[static_cast<size_t>(t)] = 1.0f / (1.0f + std::exp(-logits[c.T * X + t]));
+      weights[static_cast<size_t>(t)] =
+          o.shared_expert_gate ? 1.0f / (1.0f + std::exp(-logits[c.T * X + t])) : 1.0f;
     }
     b.combine_rows(shared_y, E, rows.data(), weights.data(), c.T, 1, c.h, /*add=*/true);
   }
@@ -335,7 +345,7 @@ void per_layer_input_block(LayerContext& c) {
 }
 
 void ffn_block(LayerContext& c, const FfnOptions& o) {
-  if (c.hp.moe()) return moe_ffn(c, o);
+  if (c.hp.moe_layer(c.layer)) return moe_ffn(c, o);
   const LayerWeights& w = c.w;
   const MatrixView wg = w.matrix(MatrixRole::kGate).view(), wu = w.matrix(MatrixRole::kUp).view(),
                    wd = w.matrix(MatrixRole::kDown).view();

@@ -96,6 +96,9 @@ struct FfnOptions {
   // a gated FFN of hp.n_ff_shexp on every token whose output is weighed by
   // sigmoid(x' . ffn_gate_inp_shexp) and added to the routed experts' sum.
   bool shared_expert = false;
+  // The shared expert's output weighed by sigmoid(x' . ffn_gate_inp_shexp);
+  // false: added as it is (deepseek2, whose shared experts have no gate).
+  bool shared_expert_gate = true;
 };
 
 // A sliding-window key: 0 when absent or 0 (no window); FormatError naming

@@ -88,11 +88,6 @@ ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
                                     f.path(), hp.n_embd, hp.n_head));
     hp.head_dim = hp.n_embd / hp.n_head;
   }
-  if (auto vl = f.get_u64(a + "attention.value_length");
-      vl && static_cast<int32_t>(*vl) != hp.head_dim)
-    throw FormatError(
-        fmt::format("{}: attention.value_length {} != key_length {} (not supported)", f.path(),
-                    *vl, hp.head_dim));
   hp.n_rot = f.find(a + "rope.dimension_count") ? require_positive_key(f, a + "rope.dimension_count")
                                                 : hp.head_dim;
   if (hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0)
@@ -168,6 +163,12 @@ ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
   }
   arch.configure(f, hp);
   check_layer_shapes(f, hp);
+  // MLA's value_length is its latent size (the family checks it).
+  if (auto vl = f.get_u64(a + "attention.value_length");
+      vl && static_cast<int32_t>(*vl) != hp.head_dim && !hp.mla.enabled())
+    throw FormatError(
+        fmt::format("{}: attention.value_length {} != key_length {} (not supported)", f.path(),
+                    *vl, hp.head_dim));
   for (const LayerSpec& l : hp.layers)
     if (l.rope_table < 0 || static_cast<size_t>(l.rope_table) >= hp.rope_tables.size() ||
         l.window < 0)

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/activation.h"
 #include "backend/rope_style.h"
 #include "gguf/gguf_reader.h"
+#include "model/moe_routing.h"
 #include "model/rope_yarn.h"
 
 namespace pagellm {
@@ -34,6 +36,8 @@ struct LayerSpec {
   // A gated delta-net layer (linear attention with a recurrent state per
   // sequence, no KV cache): Qwen3.5's recurrent layers.
   bool recurrent = false;
+  // A dense FFN in a model with experts (deepseek2's leading_dense_block_count).
+  bool dense_ffn = false;
   // Shapes that differ between layers (Gemma 4's sliding and full layers);
   // from_gguf sets the model's where the family leaves 0.
   int32_t n_head_kv = 0;
@@ -44,6 +48,17 @@ struct LayerSpec {
   int32_t kv_source = -1;
   // The hidden state is multiplied by this after the layer (Gemma 4).
   float output_scale = 1.0f;
+};
+
+// Multi-head latent attention (DeepSeek V2/V3, model/mla_block.h): K and V
+// come from one latent of kv_lora_rank per token (plus n_rot shared RoPE
+// dims), which is what the cache keeps; head_dim is kv_lora_rank + n_rot.
+struct MlaShape {
+  int32_t kv_lora_rank = 0;  // attention.kv_lora_rank; 0: not MLA
+  int32_t q_lora_rank = 0;   // attention.q_lora_rank; 0: attn_q straight from x'
+  int32_t qk_nope = 0;       // per head q/k dims without RoPE (key_length_mla - n_rot)
+  int32_t v_head = 0;        // per head value dims (value_length_mla)
+  bool enabled() const { return kv_lora_rank > 0; }
 };
 
 // Gated delta-net layers' shapes (the "{arch}.ssm.*" keys).
@@ -99,6 +114,10 @@ struct ModelHParams {
   // Full-attention layers whose q projection holds per head [q, gate] and
   // whose attention output is multiplied by sigmoid(gate) (Qwen3.5).
   bool attn_output_gate = false;
+  MlaShape mla;  // MLA layers (deepseek2)
+  // Routed experts weighed as the file says (deepseek2: gating func, scale,
+  // renormalisation) instead of the family's FfnOptions::router.
+  std::optional<RouterOptions> router;
 
   // Per-layer inputs (Gemma 4): floats per token and layer; 0: none.
   int32_t n_embd_per_layer = 0;
@@ -114,6 +133,8 @@ struct ModelHParams {
   int32_t kv_layer(int32_t l) const { return layer(l).kv_source >= 0 ? layer(l).kv_source : l; }
   bool owns_kv(int32_t l) const { return !layer(l).recurrent && layer(l).kv_source < 0; }
   bool moe() const { return n_expert > 0; }
+  // Layer l's FFN has experts.
+  bool moe_layer(int32_t l) const { return moe() && !layers[static_cast<size_t>(l)].dense_ffn; }
   bool has_recurrent() const {
     for (const LayerSpec& l : layers)
       if (l.recurrent) return true;

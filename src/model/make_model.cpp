@@ -88,6 +88,27 @@ void set_gemma4_keys(const MakeModelSpec& s, GgufWriter& w) {
   w.set(a + "final_logit_softcapping", GgufValue::f32(30.0f));
 }
 
+// deepseek2 as the current converter writes it (golden/arch2026's keys).
+void set_deepseek2_keys(const MakeModelSpec& s, GgufWriter& w) {
+  const std::string a = "deepseek2.";
+  const int32_t qk = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  const auto u32 = [](int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
+  w.set(a + "attention.kv_lora_rank", u32(s.kv_lora_rank));
+  w.set(a + "attention.q_lora_rank", u32(0));
+  w.set(a + "attention.key_length", u32(s.kv_lora_rank + s.rope_dims));
+  w.set(a + "attention.value_length", u32(s.kv_lora_rank));
+  w.set(a + "attention.key_length_mla", u32(qk));
+  w.set(a + "attention.value_length_mla", u32(qk));
+  w.set(a + "rope.scaling.type", GgufValue::str("yarn"));
+  w.set(a + "rope.scaling.factor", GgufValue::f32(4.0f));
+  w.set(a + "rope.scaling.original_context_length", u32(std::max(1, s.n_ctx / 4)));
+  w.set(a + "rope.scaling.yarn_log_multiplier", GgufValue::f32(0.1f));
+  w.set(a + "leading_dense_block_count", u32(1));
+  w.set(a + "expert_shared_count", u32(1));
+  w.set(a + "expert_weights_scale", GgufValue::f32(2.5f));
+  w.set(a + "expert_gating_func", u32(s.expert_gating));
+}
+
 // The family's keys beyond the common ones, as make-model sets them.
 void set_family_keys(const MakeModelSpec& s, GgufWriter& w) {
   const std::string a = s.arch + ".";
@@ -97,7 +118,7 @@ void set_family_keys(const MakeModelSpec& s, GgufWriter& w) {
     if (s.n_ff_exp > 0)
       w.set(a + "expert_feed_forward_length", GgufValue::u32(static_cast<uint32_t>(s.n_ff_exp)));
   }
-  if (s.head_dim > 0) {
+  if (s.head_dim > 0 && s.arch != "deepseek2") {
     w.set(a + "attention.key_length", GgufValue::u32(static_cast<uint32_t>(s.head_dim)));
     w.set(a + "attention.value_length", GgufValue::u32(static_cast<uint32_t>(s.head_dim)));
   }
@@ -130,6 +151,7 @@ void set_family_keys(const MakeModelSpec& s, GgufWriter& w) {
     w.set(a + "final_logit_softcapping", GgufValue::f32(30.0f));
   }
   if (s.arch == "gemma4") set_gemma4_keys(s, w);
+  if (s.arch == "deepseek2") set_deepseek2_keys(s, w);
 }
 
 // The tensor table of every layer, read back through the architecture from
@@ -167,7 +189,27 @@ std::vector<std::string> make_model_architectures() {
 void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& pool) {
   MakeModelSpec s = spec;
   const bool hybrid = s.arch == "qwen35" || s.arch == "qwen35moe";
-  if (s.arch == "mixtral" || s.arch == "qwen3moe" || s.arch == "qwen35moe") {
+  if (s.arch == "deepseek2") {
+    if (s.n_expert == 0) s.n_expert = 4;
+    // Heads of at least two weight blocks, so the non-rotated half (attn_k_b's
+    // rows) is whole blocks.
+    const int64_t block = dtype_traits(s.type).block_size;
+    if (s.head_dim == 0 && s.n_head > 0)
+      s.head_dim = static_cast<int32_t>(std::max<int64_t>(s.n_embd / s.n_head, 2 * block));
+    const int32_t qk = s.head_dim;
+    if (s.rope_dims == 0) s.rope_dims = qk / 2 / 2 * 2;
+    if (s.kv_lora_rank == 0) s.kv_lora_rank = 2 * qk;
+    s.n_head_kv = 1;  // one latent per token
+    if (s.kv_lora_rank < 0 || s.rope_dims >= qk || (s.expert_gating != 1 && s.expert_gating != 2) ||
+        (qk - s.rope_dims) % block != 0 || s.kv_lora_rank % block != 0)
+      throw ConfigError(fmt::format(
+          "deepseek2: --kv-lora-rank {} must be a positive multiple of the weight block {}, as the "
+          "head size {} less --rope-dims {}; --expert-gating 1 or 2",
+          s.kv_lora_rank, block, qk, s.rope_dims));
+  } else if (s.kv_lora_rank != 0 || s.expert_gating != 1) {
+    throw ConfigError("--kv-lora-rank and --expert-gating are for deepseek2");
+  }
+  if (s.arch == "mixtral" || s.arch == "qwen3moe" || s.arch == "qwen35moe" || s.arch == "deepseek2") {
     if (s.n_expert == 0) s.n_expert = 8;
     if (s.n_expert_used == 0) s.n_expert_used = std::min(2, s.n_expert);
     if (s.arch == "mixtral") s.arch = "llama";
@@ -293,6 +335,9 @@ void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& 
   if (!s.tied) matrix("output.weight", E, n_vocab);
   std::string last_fused;
   for (const TensorSpec& t : table) {
+    // The router's selection bias goes with sigmoid routing only.
+    if (!t.matrix && t.role == static_cast<uint8_t>(VectorRole::kExpProbsB) && s.expert_gating != 2)
+      continue;
     if (t.role == static_cast<uint8_t>(MatrixRole::kShexpGate) && t.matrix) {
       vec(t.name, t.n_in, 0.0f);  // a 1-D row, F32 as converters write it
     } else if (!t.matrix && t.role == static_cast<uint8_t>(VectorRole::kSsmA)) {
@@ -315,6 +360,8 @@ void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& 
       vec(t.name, t.n_in, t.name.find("norm") != std::string::npos ? 1.0f : 0.0f);
     } else if (t.n_expert > 0) {
       matrix(t.name, t.n_in, t.n_out, t.n_expert);
+    } else if (t.n_heads > 0) {  // a stack of per-head matrices (MLA's attn_k_b / attn_v_b)
+      matrix(t.name, t.n_in, t.n_out, t.n_heads);
     } else if (t.role == static_cast<uint8_t>(MatrixRole::kRouter)) {
       matrix(t.name, t.n_in, t.n_out, 0, DType::F32);  // routers stay F32, as converters write them
     } else if (t.fused_rows > 0) {  // one tensor for its parts (listed together)

@@ -49,6 +49,13 @@ struct MakeModelSpec {
   int32_t ssm_state_size = 32;
   int32_t ssm_group_count = 2;
   int32_t ssm_v_heads = 4;
+  // deepseek2 (MLA): head_dim is the q/k head (rope_dims of it rotated,
+  // default half), values heads as wide, a latent of kv_lora_rank (0: 2 x
+  // head size), one KV head; YaRN (factor 4); layer 0 dense, then 4 experts
+  // top 2 (unless set) and one shared expert. expert_gating 2: sigmoid routing
+  // with a selection bias (exp_probs_b), else softmax.
+  int32_t kv_lora_rank = 0;
+  int32_t expert_gating = 1;
 };
 
 // Architectures make-model writes: the registry's and "mixtral".

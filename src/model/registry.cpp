@@ -20,7 +20,8 @@
   X(olmo2)                       \
   X(smollm3)                     \
   X(qwen35)                       \
-  X(qwen35moe)
+  X(qwen35moe)                    \
+  X(deepseek2)
 
 namespace pagellm {
 

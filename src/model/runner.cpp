@@ -254,6 +254,7 @@ void ModelRunner::check_supported(const Backend& b, const KvPoolPlacement& p) co
     gated = gated || (hp_.attn_output_gate && !hp_.layers[static_cast<size_t>(l)].recurrent);
   }
   need(BackendOp::kRecurrentState, recurrent);
+  need(BackendOp::kLatentAttention, hp_.mla.enabled());
   need(BackendOp::kSigmoidGate, gated);
 }
 
@@ -272,6 +273,7 @@ KvPoolShape ModelRunner::kv_shape(int32_t num_blocks, int32_t block_size, DType 
   s.n_kv_heads = hp_.n_head_kv;
   s.head_dim = hp_.head_dim;
   s.dtype = kv_type;
+  s.v_dim = hp_.mla.kv_lora_rank;  // MLA: one latent row per token, no V
   // Layers of other shapes or without KV of their own: one shape per layer.
   bool uniform = true;
   for (int32_t l = 0; l < hp_.n_layer; ++l)

@@ -35,6 +35,12 @@ enum class MatrixRole : uint8_t {
   kUpShexp,
   kDownShexp,
   kShexpGate,  // ffn_gate_inp_shexp: a 1-D tensor, read as a one-row matrix
+  // Multi-head latent attention (model/mla_block.h).
+  kQA,   // attn_q_a: x' to the q latent (q LoRA)
+  kQB,   // attn_q_b: the normed q latent to the heads' q
+  kKvA,  // attn_kv_a_mqa: x' to [kv latent | shared k_pe]
+  kKB,   // attn_k_b: per head, q_nope to the latent (a stack of heads)
+  kVB,   // attn_v_b: per head, the latent to the head's values (a stack of heads)
   // Per-layer inputs (Gemma 4): a layer's gate (inp_gate) and projection back
   // (proj); the model's per-token table and projection of the embeddings
   // (Architecture::model_tensors).
@@ -59,6 +65,9 @@ enum class VectorRole : uint8_t {
   kSsmDtBias,  // ssm_dt.bias
   kSsmA,       // ssm_a (-exp(A_log))
   kSsmNorm,    // ssm_norm [d_v]
+  kQANorm,     // attn_q_a_norm (MLA)
+  kKvANorm,    // attn_kv_a_norm (MLA)
+  kExpProbsB,  // exp_probs_b.bias: the router's selection bias (deepseek2 V3)
   // Per-layer inputs (Gemma 4): the layer's post_norm and its output scale
   // ([1]); the model's per_layer_proj_norm and rope_freqs.
   kPleNorm,
@@ -83,6 +92,10 @@ struct TensorSpec {
   int64_t fused_rows = 0;
   // A stack of experts: ne = [n_in, n_out, n_expert] (0: a 2-D matrix).
   int64_t n_expert = 0;
+  // A stack of per-head matrices, ne = [n_in, n_out, n_heads], loaded as one
+  // matrix of n_out * n_heads rows (every token reads all of them, unlike
+  // experts); 0: not one. WeightMatrix::rows() takes a head's part.
+  int64_t n_heads = 0;
 
   static TensorSpec mat(MatrixRole r, std::string name, int64_t n_in, int64_t n_out) {
     return {true, static_cast<uint8_t>(r), std::move(name), n_in, n_out, false, 0, 0, 0};
@@ -90,6 +103,10 @@ struct TensorSpec {
   static TensorSpec experts(MatrixRole r, std::string name, int64_t n_in, int64_t n_out,
                             int64_t n_expert) {
     return {true, static_cast<uint8_t>(r), std::move(name), n_in, n_out, false, 0, 0, n_expert};
+  }
+  static TensorSpec heads(MatrixRole r, std::string name, int64_t n_in, int64_t n_out,
+                          int64_t n_heads) {
+    return {true, static_cast<uint8_t>(r), std::move(name), n_in, n_out, false, 0, 0, 0, n_heads};
   }
   static TensorSpec vec(VectorRole r, std::string name, int64_t n, bool optional = false) {
     return {false, static_cast<uint8_t>(r), std::move(name), n, 0, optional, 0, 0, 0};

@@ -30,6 +30,17 @@ WeightMatrix WeightMatrix::expert(int32_t e) const {
   return m;
 }
 
+WeightMatrix WeightMatrix::rows(int64_t row0, int64_t n) const {
+  const int64_t g = layout_rows(layout);
+  if (n_expert != 1 || row0 < 0 || n <= 0 || row0 + n > n_out || row0 % g != 0 || n % g != 0)
+    throw Error(fmt::format("rows [{}, {}) of a matrix of {} rows in units of {}", row0, row0 + n,
+                            n_out, g));
+  WeightMatrix m = *this;
+  m.n_out = n;
+  m.data = data + static_cast<size_t>(row0 / g) * row_bytes;
+  return m;
+}
+
 uint64_t ModelWeights::repack(GgufFile& f, bool lock, const std::vector<const Backend*>& dense,
                               const std::vector<const Backend*>& experts,
                               const Backend* output_backend) {
@@ -145,6 +156,15 @@ class Loader {
     return m;
   }
 
+  // A stack of per-head matrices, ne = [n_in, n_out, n_heads], as one matrix
+  // of n_out * n_heads rows.
+  WeightMatrix heads(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_heads) const {
+    WeightMatrix m = experts(name, n_in, n_out, n_heads);
+    m.n_out = n_out * n_heads;
+    m.n_expert = 1;
+    return m;
+  }
+
   WeightMatrix matrix_of(const GgufTensorInfo& t, int64_t n_in, int64_t n_out) const {
     // A 1-D [n_in] tensor is a one-row matrix (llama.cpp multiplies
     // ffn_gate_inp_shexp as one).
@@ -245,7 +265,8 @@ ModelWeights ModelWeights::load(const GgufFile& f, const ModelHParams& hp,
       } else if (t.optional && !f.find_tensor(t.name)) {
         continue;
       } else {
-        L.matrices[t.role] = t.n_expert > 0  ? ld.experts(t.name, t.n_in, t.n_out, t.n_expert)
+        L.matrices[t.role] = t.n_heads > 0   ? ld.heads(t.name, t.n_in, t.n_out, t.n_heads)
+                             : t.n_expert > 0  ? ld.experts(t.name, t.n_in, t.n_out, t.n_expert)
                              : t.fused_rows > 0 ? ld.part(t.name, t.n_in, t.row0, t.n_out, t.fused_rows)
                                                 : ld.matrix(t.name, t.n_in, t.n_out);
       }

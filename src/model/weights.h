@@ -47,6 +47,10 @@ struct WeightMatrix {
   int64_t total_rows() const { return n_out * n_expert; }
   // Expert e (0 <= e < n_expert) as a matrix of its own (itself when n_expert == 1).
   WeightMatrix expert(int32_t e) const;
+  // Rows [row0, row0 + n) of a one-expert matrix as a matrix of its own (a
+  // head of a TensorSpec::heads stack); Error unless both are whole units of
+  // the layout.
+  WeightMatrix rows(int64_t row0, int64_t n) const;
   MatrixView view() const { return {type, n_in, n_out, data, row_bytes, layout}; }
   // All experts as one matrix of total_rows() rows.
   MatrixView stack_view() const { return {type, n_in, total_rows(), data, row_bytes, layout}; }

@@ -30,7 +30,7 @@ int32_t ModelFootprint::n_recurrent() const {
   return static_cast<int32_t>(std::count(layer_recurrent.begin(), layer_recurrent.end(), true));
 }
 
-uint64_t kv_bytes_per_token_layer(DType kv_type, int32_t n_kv_heads, int32_t head_dim) {
+uint64_t kv_bytes_per_token_layer(DType kv_type, int32_t n_kv_heads, int32_t head_dim, bool latent) {
   if (kv_type != DType::F16 && kv_type != DType::F32 && kv_type != DType::Q8_0)
     throw ConfigError(
         fmt::format("KV cache type '{}' is not supported (f16, f32, q8_0)", dtype_name(kv_type)));
@@ -41,7 +41,7 @@ uint64_t kv_bytes_per_token_layer(DType kv_type, int32_t n_kv_heads, int32_t hea
         fmt::format("KV cache type '{}' needs a head size that is a multiple of {} "
                     "(the model's is {})",
                     dtype_name(kv_type), dtype_block_size(kv_type), head_dim));
-  return 2 * static_cast<uint64_t>(n_kv_heads) * dtype_row_bytes(kv_type, head_dim);
+  return (latent ? 1 : 2) * static_cast<uint64_t>(n_kv_heads) * dtype_row_bytes(kv_type, head_dim);
 }
 
 namespace {
@@ -138,7 +138,15 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
   fp.output_weight_bytes_on_host = output_norm_bytes + (has_output ? output_bytes : 0);
 
   fp.kv_type = opts.kv_type;
-  fp.kv_bytes_per_token_layer = kv_bytes_per_token_layer(opts.kv_type, hp.n_head_kv, hp.head_dim);
+  fp.kv_bytes_per_token_layer =
+      kv_bytes_per_token_layer(opts.kv_type, hp.n_head_kv, hp.head_dim, hp.mla.enabled());
+  if (hp.mla.enabled()) {
+    fp.latent_kv = true;
+    const uint64_t values = static_cast<uint64_t>(hp.n_head) *
+                            static_cast<uint64_t>(hp.mla.qk_nope + hp.n_rot + hp.mla.v_head);
+    const uint64_t bs = static_cast<uint64_t>(dtype_block_size(opts.kv_type));
+    fp.gqa_kv_bytes_per_token_layer = (values * dtype_row_bytes(opts.kv_type, static_cast<int64_t>(bs)) + bs - 1) / bs;
+  }
 
   const uint64_t T = static_cast<uint64_t>(opts.max_batched_tokens);
   const uint64_t R = std::min<uint64_t>(

@@ -89,6 +89,12 @@ struct ModelFootprint {
   // KV cache.
   DType kv_type = DType::F16;
   uint64_t kv_bytes_per_token_layer = 0;  // K + V of one token in one layer
+  // MLA (deepseek2): the cache keeps one latent row per token and layer
+  // (kv_lora_rank + rope values, KvPoolShape::v_dim), which is
+  // kv_bytes_per_token_layer; for comparison, what a GQA cache of the same
+  // heads would take: n_head * (q/k head + value head) values.
+  bool latent_kv = false;
+  uint64_t gqa_kv_bytes_per_token_layer = 0;
   // Per layer: its sliding window (0: full attention). Windowed layers keep
   // their KV in window groups (kvcache/kv_group.h) of a bounded block count.
   std::vector<int32_t> layer_windows;
@@ -131,10 +137,11 @@ struct ModelFootprint {
 };
 
 // Bytes of K + V for one token of one layer: 2 * n_kv_heads * row bytes of
-// head_dim values in `kv_type`. Throws ConfigError for a type the cache cannot
-// hold (f16, f32 and q8_0 are allowed) or a head size that is not a multiple of
-// its block.
-uint64_t kv_bytes_per_token_layer(DType kv_type, int32_t n_kv_heads, int32_t head_dim);
+// head_dim values in `kv_type` (latent: K rows only, KvPoolShape::v_dim).
+// Throws ConfigError for a type the cache cannot hold (f16, f32 and q8_0 are
+// allowed) or a head size that is not a multiple of its block.
+uint64_t kv_bytes_per_token_layer(DType kv_type, int32_t n_kv_heads, int32_t head_dim,
+                                  bool latent = false);
 
 // The footprint from tensor names and sizes (the GGUF tensor table).
 struct TensorSize {

@@ -57,6 +57,14 @@ std::string format_plan_table(const Plan& p) {
   out += fmt::format("KV cache: {} blocks x {} tokens = {} tokens ({}, {} per token)\n",
                      format_count(p.num_blocks), p.block_size, format_count(p.kv_tokens),
                      dtype_name(p.kv_type), format_size(p.kv_bytes_per_token));
+  if (p.latent_kv)
+    out += fmt::format("KV cache kind: latent (MLA), {} x {} values per token and layer = {} per token; "
+                       "a GQA cache of the same heads would need {} per token ({:.1f}x)\n",
+                       p.n_kv_heads, p.head_dim, format_size(p.kv_bytes_per_token),
+                       format_size(p.gqa_kv_bytes_per_token),
+                       p.kv_bytes_per_token > 0
+                           ? static_cast<double>(p.gqa_kv_bytes_per_token) / p.kv_bytes_per_token
+                           : 0.0);
   if (p.kv_groups.size() > 1) {
     std::string groups;
     for (const auto& g : p.kv_groups)
@@ -154,6 +162,8 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["kv_tokens"] = p.kv_tokens;
   j["kv_type"] = dtype_name(p.kv_type);
   j["kv_bytes_per_token"] = p.kv_bytes_per_token;
+  j["kv_cache_kind"] = p.latent_kv ? "latent" : "kv";
+  if (p.latent_kv) j["gqa_kv_bytes_per_token"] = p.gqa_kv_bytes_per_token;
   j["recurrent_layers"] = p.recurrent_layers;
   j["state_bytes_per_sequence"] = p.state_bytes_per_seq;
   j["state_slots"] = p.recurrent_layers > 0 ? p.max_num_seqs + p.state_checkpoints : 0;

@@ -235,6 +235,9 @@ class Planner {
     p.head_dim = fp_.head_dim;
     p.kv_bytes_per_token =
         fp_.kv_bytes_per_token_layer * static_cast<uint64_t>(m_.full_layers(0, m_.n()));
+    p.latent_kv = fp_.latent_kv;
+    p.gqa_kv_bytes_per_token =
+        fp_.gqa_kv_bytes_per_token_layer * static_cast<uint64_t>(m_.full_layers(0, m_.n()));
     p.kv_groups = plan_kv_groups(fp_, bs_, req_.max_num_seqs, blocks);
     p.recurrent_layers = fp_.n_recurrent();
     p.state_bytes_per_seq = fp_.state_bytes_per_seq();

@@ -168,6 +168,10 @@ struct Plan {
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
   uint64_t kv_bytes_per_token = 0;  // all full-attention layers: what a token of context adds
+  // MLA models: the cache holds one latent row per token and layer (that is
+  // kv_bytes_per_token); what a GQA cache of the same heads would add per token.
+  bool latent_kv = false;
+  uint64_t gqa_kv_bytes_per_token = 0;
   // Recurrent layers (gated delta-net): they keep no K/V but a fixed state per
   // sequence, state_bytes_per_seq over all of them; the engine keeps
   // max_num_seqs slots (KvRuntimeConfig::state_slots), each device its own

@@ -69,7 +69,8 @@ const char* const kFamilyModels[] = {
     "golden/arch/rand-gemma2-tok512-Q8_0.gguf",  "golden/arch/rand-phi3-tok512-Q8_0.gguf",
     "golden/arch/rand-olmo2-tok512-Q8_0.gguf",   "golden/arch/rand-llama31-tok512-Q8_0.gguf",
     "golden/arch/rand-mixtral-tok512-Q8_0.gguf", "golden/arch/rand-qwen3moe-tok512-Q8_0.gguf",
-    "make-model:smollm3",                        "make-model:gemma4"};
+    "make-model:smollm3",                        "make-model:gemma4",
+    "make-model:deepseek2"};
 
 constexpr std::string_view kMakeModel = "make-model:";
 

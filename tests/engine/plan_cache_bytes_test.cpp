@@ -100,6 +100,9 @@ TEST(PlanCacheBytes, EqualTheRuntimesPerDevice) {
                                     data_path("stories260K.gguf")};
   const std::string golden = shared_path("golden/arch2026/rand-qwen35-tok512-F32.gguf");
   if (!golden.empty()) files.push_back(golden);
+  // MLA: a latent cache (one row per token and layer, no V).
+  const std::string mla = shared_path("golden/arch2026/rand-deepseek2-tok512-F32.gguf");
+  if (!mla.empty()) files.push_back(mla);
   for (const std::string& file : files) {
     const int32_t L = ModelHParams::from_gguf(*GgufFile::open(file)).n_layer;
     for (const int32_t seqs : {1, 6}) {

@@ -6,7 +6,9 @@
 
 #include <random>
 
+#include "kvcache/kv_pool.h"
 #include "planner/expert_plan.h"
+#include "planner/model_footprint.h"
 #include "planner/planner.h"
 #include "planner_fixtures.h"
 #include "util/error.h"
@@ -151,6 +153,92 @@ TEST(PlannerProperty, MatchesBruteForceAndStaysWithinBudgets) {
   EXPECT_GT(hybrids, 700);
   EXPECT_GT(state_matters, 100);
   std::printf("%d hybrid cases, %d where the state changes the plan\n", hybrids, state_matters);
+}
+
+// MLA (deepseek2): a latent cache keeps one row of kv_lora_rank + rope values
+// per token and layer. Over random MLA shapes and cache types the footprint
+// charges what the runtime's pool holds per token (KvPoolShape with v_dim),
+// both equal to the values counted here in the type's blocks; the GQA figure
+// is n_head * (q/k head + value head) values; and a plan of random devices
+// over that latent cost still equals the brute-force optimum.
+TEST(PlannerProperty, LatentCacheIsSizedExactly) {
+  std::mt19937_64 rng(20260321);
+  auto u = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  int fits = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    ModelHParams hp;
+    hp.arch = "deepseek2";
+    hp.n_layer = static_cast<int32_t>(u(1, 6));
+    hp.n_head = static_cast<int32_t>(u(1, 128));
+    hp.n_embd = 64;
+    hp.n_ff = 64;
+    hp.n_vocab = 32;
+    hp.n_rot = static_cast<int32_t>(32 * u(1, 2));
+    hp.mla.kv_lora_rank = static_cast<int32_t>(32 * u(1, 16));
+    hp.mla.qk_nope = static_cast<int32_t>(2 * u(1, 64));
+    hp.mla.v_head = static_cast<int32_t>(2 * u(1, 64));
+    hp.n_head_kv = 1;
+    hp.head_dim = hp.mla.kv_lora_rank + hp.n_rot;
+    hp.layers.assign(static_cast<size_t>(hp.n_layer), LayerSpec{});
+    static const DType types[] = {DType::F16, DType::F32, DType::Q8_0};
+    const DType type = types[u(0, 2)];
+    // Bytes of n values of the type, counted by hand: 2 and 4 bytes, or 34
+    // bytes per 32 (q8_0).
+    const auto bytes_of = [type](uint64_t n) {
+      return type == DType::F16 ? 2 * n : type == DType::F32 ? 4 * n : n / 32 * 34;
+    };
+    FootprintOptions fo;
+    fo.kv_type = type;
+    const ModelFootprint fp = model_footprint(hp, std::vector<TensorSize>{}, fo);
+    const uint64_t latent = bytes_of(static_cast<uint64_t>(hp.head_dim));
+    ASSERT_TRUE(fp.latent_kv);
+    ASSERT_EQ(fp.kv_bytes_per_token_layer, latent);
+    const uint64_t gqa_values = static_cast<uint64_t>(hp.n_head) *
+                                (hp.mla.qk_nope + hp.n_rot + hp.mla.v_head);
+    ASSERT_EQ(fp.gqa_kv_bytes_per_token_layer, type == DType::Q8_0 ? (gqa_values * 34 + 31) / 32
+                                                                   : bytes_of(gqa_values));
+    KvPoolShape pool;
+    pool.layer_end = hp.n_layer;
+    pool.num_blocks = static_cast<int32_t>(u(1, 50));
+    pool.block_size = static_cast<int32_t>(u(1, 32));
+    pool.n_kv_heads = 1;
+    pool.head_dim = hp.head_dim;
+    pool.dtype = type;
+    pool.v_dim = hp.mla.kv_lora_rank;
+    ASSERT_EQ(pool.total_bytes(), static_cast<uint64_t>(pool.num_blocks) * pool.block_size *
+                                      static_cast<uint64_t>(hp.n_layer) * latent);
+
+    // Plans over that cost: the random case's budgets scaled to it.
+    Case c = random_case(rng);
+    const uint64_t scale = std::max<uint64_t>(1, latent / 4);
+    c.fp.kv_bytes_per_token_layer = latent;
+    c.fp.latent_kv = true;
+    c.fp.gqa_kv_bytes_per_token_layer = fp.gqa_kv_bytes_per_token_layer;
+    for (PlanDevice& d : c.devs) {
+      d.free_bytes *= scale;
+      d.headroom_bytes *= scale;
+    }
+    if (c.req.kv_mode == KvMode::kMemory) c.req.kv_mem_bytes *= scale;
+    const Expected e = brute_force(c.req, c.fp, c.devs);
+    try {
+      const Plan p = make_plan(c.req, c.fp, c.devs);
+      ASSERT_TRUE(e.fits) << c.text;
+      ASSERT_EQ(p.num_blocks, e.blocks) << c.text;
+      ASSERT_EQ(p.host_layers(), e.host_layers) << c.text;
+      ASSERT_EQ(budget_violations(p, c.req, c.devs, &c.fp), "") << c.text;
+      ASSERT_TRUE(p.latent_kv);
+      int32_t full = 0;  // layers neither recurrent nor windowed
+      for (int32_t l = 0; l < c.fp.n_layer; ++l)
+        full += !c.fp.recurrent(l) &&
+                (static_cast<size_t>(l) >= c.fp.layer_windows.size() ||
+                 c.fp.layer_windows[static_cast<size_t>(l)] == 0);
+      ASSERT_EQ(p.kv_bytes_per_token, latent * static_cast<uint64_t>(full)) << c.text;
+      ++fits;
+    } catch (const PlanError& err) {
+      ASSERT_FALSE(e.fits) << c.text << ": " << err.what();
+    }
+  }
+  EXPECT_GT(fits, 300);
 }
 
 // Models with experts: attention and KV are placed as well as with every

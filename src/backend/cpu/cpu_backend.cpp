@@ -245,6 +245,7 @@ void CpuBackend::kv_write(const KvLayerView& kv, const float* k, const float* v)
     if (slot < 0) continue;
     store_kv_row(kv.type, kv.n_kv_heads, kv.head_dim, k + t * n,
                  static_cast<uint8_t*>(kv.k) + static_cast<size_t>(slot) * slot_bytes);
+    if (kv.v_dim > 0) continue;  // a latent cache: no V rows
     store_kv_row(kv.type, kv.n_kv_heads, kv.head_dim, v + t * n,
                  static_cast<uint8_t*>(kv.v) + static_cast<size_t>(slot) * slot_bytes);
   }

@@ -391,7 +391,7 @@ void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool, cpu::CpuIsa 
                 " variant is not available on this CPU");
   // Sliding windows and soft caps take the scalar loop for now (the vector
   // kernels' tiles and segments assume every token starts at position 0).
-  const bool plain = a.window <= 0 && a.softcap <= 0;
+  const bool plain = a.window <= 0 && a.softcap <= 0 && a.v_dim <= 0;
 #if PAGELLM_HAVE_AVX512
   if (isa == cpu::CpuIsa::Avx512 && plain) {
     if (a.kv_type == DType::F16 && a.head_dim == 64)
@@ -411,40 +411,49 @@ void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool, cpu::CpuIsa 
 #endif
   const int group = a.n_heads / a.n_kv_heads;
   const int d = a.head_dim;
-  const int64_t work = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads;
+  // A latent cache (MLA): values are the K rows' first v_dim elements, and its
+  // one KV head serves every query head, so items take runs of `per` query
+  // heads (a decode token still spreads over the threads).
+  const bool latent = a.v_dim > 0;
+  const int dv = latent ? a.v_dim : d;
+  const int per = latent ? std::min(group, 4) : group;
+  const int splits = (group + per - 1) / per;
+  const int64_t work = static_cast<int64_t>(a.n_tokens) * a.n_kv_heads * splits;
 
   pool.parallel_for(work, [&](int64_t begin, int64_t end, int) {
     std::vector<float> kbuf(static_cast<size_t>(d)), vbuf(static_cast<size_t>(d));
-    std::vector<float> acc(static_cast<size_t>(group) * d), m(group), l(group);
+    std::vector<float> acc(static_cast<size_t>(per) * dv), m(per), l(per);
     for (int64_t w = begin; w < end; ++w) {
-      const auto [t, kvh, table, n_ctx, q0] = cpu::detail::head_item(a, w);
+      const auto [t, kvh, table, n_ctx, q0] = cpu::detail::head_item(a, w / splits);
+      const int g0 = static_cast<int>(w % splits) * per, ng = std::min(per, group - g0);
       std::fill(acc.begin(), acc.end(), 0.0f);
       std::fill(m.begin(), m.end(), -INFINITY);
       std::fill(l.begin(), l.end(), 0.0f);
+      const float* vrow = latent ? kbuf.data() : vbuf.data();
       for (int32_t p = attention_first_pos(a, t); p < n_ctx; ++p) {
         const int64_t row = kv_row(a, table, p, kvh);
         load_row(a.k_cache, a.kv_type, row, d, kbuf.data());
-        load_row(a.v_cache, a.kv_type, row, d, vbuf.data());
-        for (int g = 0; g < group; ++g) {
-          float s = dot(q0 + g * d, kbuf.data(), d) * a.scale;
+        if (!latent) load_row(a.v_cache, a.kv_type, row, d, vbuf.data());
+        for (int j = 0; j < ng; ++j) {
+          float s = dot(q0 + (g0 + j) * d, kbuf.data(), d) * a.scale;
           if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
-          float* accg = acc.data() + g * d;
-          if (s > m[g]) {
-            const float corr = std::exp(m[g] - s);  // exp(-inf) = 0 on the first position
-            l[g] *= corr;
-            for (int i = 0; i < d; ++i) accg[i] *= corr;
-            m[g] = s;
+          float* accg = acc.data() + j * dv;
+          if (s > m[j]) {
+            const float corr = std::exp(m[j] - s);  // exp(-inf) = 0 on the first position
+            l[j] *= corr;
+            for (int i = 0; i < dv; ++i) accg[i] *= corr;
+            m[j] = s;
           }
-          const float pexp = std::exp(s - m[g]);
-          l[g] += pexp;
-          for (int i = 0; i < d; ++i) accg[i] += pexp * vbuf[i];
+          const float pexp = std::exp(s - m[j]);
+          l[j] += pexp;
+          for (int i = 0; i < dv; ++i) accg[i] += pexp * vrow[i];
         }
       }
-      for (int g = 0; g < group; ++g) {
-        float* o = a.out + t * a.out_stride + (static_cast<int64_t>(kvh) * group + g) * d;
-        const float inv =
-            cpu::detail::softmax_inverse(a, static_cast<int64_t>(kvh) * group + g, m[g], l[g]);
-        for (int i = 0; i < d; ++i) o[i] = acc[static_cast<size_t>(g * d + i)] * inv;
+      for (int j = 0; j < ng; ++j) {
+        float* o = a.out + t * a.out_stride + (static_cast<int64_t>(kvh) * group + g0 + j) * dv;
+        const float inv = cpu::detail::softmax_inverse(
+            a, static_cast<int64_t>(kvh) * group + g0 + j, m[j], l[j]);
+        for (int i = 0; i < dv; ++i) o[i] = acc[static_cast<size_t>(j * dv + i)] * inv;
       }
     }
   });

@@ -55,7 +55,10 @@ class CudaBackend final : public Backend {
   bool uses_host_memory() const override { return false; }
   // Gemma 4's layers (per-layer inputs, shared KV, an unweighted norm) are
   // not written for CUDA: the model refuses to place them here.
-  bool supports(BackendOp op) const override { return op != BackendOp::kPerLayerInputs; }
+  // MLA's latent cache (KvLayerView::v_dim) neither: deepseek2 layers stay off CUDA.
+  bool supports(BackendOp op) const override {
+    return op != BackendOp::kPerLayerInputs && op != BackendOp::kLatentAttention;
+  }
   const CudaDevice& device() const { return dev_; }
 
   void* allocate(size_t bytes) override;

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# MLA (deepseek2) decode at 4,096 tokens of context against a GQA twin of the
+# same shape, on generated models: n_embd 1024, 12 layers, 16 heads, the 32k
+# SentencePiece vocabulary. deepseek2: q/k heads of 128 (64 rotated), value
+# heads of 128, a latent of 256 (the cache keeps 256 + 64 = 320 values per
+# token and layer), layer 0 dense, then 4 experts top-2 of n_ff / 3 plus one
+# shared (as many FFN rows per token as the twin). Twin: qwen3 with 16 heads of
+# 128 and 4 KV heads (2 x 4 x 128 = 1,024 values per token and layer).
+#
+#   bench/mla_bench.sh [TYPE]     env: THREADS (2), BENCH_DIR (/tmp/pagellm-bench),
+#                                 CONTEXT (4096), DECODE (32)
+#
+# Prints each model's planned KV bytes per token (`pagellm plan`), then the
+# decode tokens/s of DECODE tokens after a CONTEXT-token prompt (best of 2)
+# and the ratio MLA / GQA.
+source "$(dirname "$0")/common.sh"
+TYPE=${1:-q8_0}
+CONTEXT=${CONTEXT:-4096}
+DECODE=${DECODE:-32}
+mla="$DIR/deepseek2-mla-$TYPE.gguf"
+gqa="$DIR/qwen3-gqa-twin-$TYPE.gguf"
+common=(--n-embd 1024 --n-layer 12 --n-head 16 --head-dim 128 --n-ff 3072 --n-ctx 8192
+        --vocab-from "$VOCAB" --type "$TYPE" --seed 1)
+[ -f "$mla" ] || "$BIN" make-model --arch deepseek2 "${common[@]}" --n-head-kv 1 --rope-dims 64 \
+  --kv-lora-rank 256 --n-expert 4 --n-expert-used 2 --n-ff-exp 1024 -o "$mla" >/dev/null
+[ -f "$gqa" ] || "$BIN" make-model --arch qwen3 "${common[@]}" --n-head-kv 4 -o "$gqa" >/dev/null
+
+for m in "$mla" "$gqa"; do
+  echo "$(basename "$m"): $("$BIN" plan -m "$m" -c 8192 | grep -E '^KV cache' | tr '\n' ' ')"
+done
+
+prompt="$DIR/prompt-mla-$CONTEXT.txt"
+if [ ! -f "$prompt" ]; then
+  words=(once upon a time there was a little girl who lived in a village near the forest and
+         every day she walked to the river to see the fish swim and the birds sing)
+  : > "$prompt"
+  for ((i = 0; i < CONTEXT * 97 / 100; i++)); do printf '%s ' "${words[i % ${#words[@]}]}" >> "$prompt"; done
+fi
+decode() {  # decode tokens/s after the prompt on model $1 (best of 2)
+  local best=0
+  for _ in 1 2; do
+    local v
+    v=$("$BIN" generate -m "$1" -f "$prompt" -n "$DECODE" --ignore-eos -c 8192 \
+          --max-batched-tokens 4096 -t "$THREADS" --json |
+        python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["prompt_tokens"], j["decode_tokens_per_s"])')
+    echo "  $(basename "$1"): ${v% *} prompt tokens, decode ${v#* } tok/s" >&2
+    best=$(python3 -c "print(max($best, ${v#* }))")
+  done
+  echo "$best"
+}
+a=$(decode "$mla")
+b=$(decode "$gqa")
+python3 -c "print(f'decode at $CONTEXT tokens of context: MLA {$a:.2f} tok/s, GQA twin {$b:.2f} tok/s, ratio {$a/$b:.2f}')"
