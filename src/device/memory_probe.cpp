@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -175,6 +176,11 @@ void scan_cgroup_dirs(const std::filesystem::path& base, const std::string& path
 }
 
 }  // namespace
+
+std::string meminfo_path() {
+  const char* env = std::getenv("PAGELLM_MEMINFO");
+  return env && *env ? env : "/proc/meminfo";
+}
 
 HostMemoryInfo read_host_memory(const ProcPaths& paths) {
   auto meminfo = slurp(paths.meminfo);

@@ -57,8 +57,13 @@ std::optional<uint64_t> parse_cgroup_limit(std::string_view text);
 std::string cgroup_v2_path(std::string_view proc_self_cgroup);
 std::string cgroup_v1_memory_path(std::string_view proc_self_cgroup);
 
+// Where host memory is read: $PAGELLM_MEMINFO when set (a file in
+// /proc/meminfo's format, read at every check: a test and diagnosis hook that
+// simulates memory pressure), else /proc/meminfo.
+std::string meminfo_path();
+
 struct ProcPaths {
-  std::string meminfo = "/proc/meminfo";
+  std::string meminfo = meminfo_path();
   std::string self_cgroup = "/proc/self/cgroup";
   std::string cgroup_root = "/sys/fs/cgroup";
 };

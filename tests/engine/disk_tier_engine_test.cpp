@@ -1,0 +1,100 @@
+// The prefix cache's disk tier under the engine: a second engine on the same
+// --cache-dir (a restart) serves a repeated prompt's full blocks from disk and
+// gives the tokens of a cold run; damaged files or another KV type give the
+// cold run's tokens with nothing served from disk.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine_runner.h"
+
+namespace pagellm::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  TempDir() : path(fs::temp_directory_path() / ("pagellm-disk-engine-" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  fs::path path;
+};
+
+std::vector<int32_t> long_prompt(const Tokenizer& tok) {
+  return tok.encode(
+      "Once upon a time, in a small town near the sea, there lived a little girl named Mia. Mia "
+      "had a red kite that she loved more than anything. Every morning she ran to the beach with "
+      "her dog Max, and they played in the sand until the sun was high. One day a big wind came "
+      "and took the kite far away over the water.");
+}
+
+EngineConfig config(const fs::path& dir, DType kv = DType::F16) {
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  cfg.kv_type = kv;
+  cfg.disk_tier.dir = dir.string();
+  return cfg;
+}
+
+void flip_a_byte_in_every_block_file(const fs::path& dir) {
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".kvb") continue;
+    std::fstream io(e.path(), std::ios::binary | std::ios::in | std::ios::out);
+    io.seekg(-5, std::ios::end);
+    char c;
+    io.read(&c, 1);
+    c = static_cast<char>(c ^ 0x01);
+    io.seekp(-5, std::ios::end);
+    io.write(&c, 1);
+  }
+}
+
+TEST(EngineDiskTier, RestartServesTheRepeatedPromptFromDisk) {
+  Loaded m = load("stories260K.gguf");
+  const auto p = long_prompt(*m.tok);
+  ASSERT_GT(p.size(), 64u);
+  const uint64_t full = (p.size() - 1) / 16 * 16;  // at least one token is computed
+  TempDir dir;
+  EngineConfig cold = config(dir.path);
+  cold.disk_tier.dir.clear();
+  const auto want = run_all(m, {p}, cold, 12);
+
+  EngineStats first, second;
+  EXPECT_EQ(run_all(m, {p}, config(dir.path), 12, &first), want);
+  EXPECT_TRUE(first.disk_tier);
+  EXPECT_EQ(first.cached_prompt_tokens, 0u);
+  EXPECT_EQ(run_all(m, {p}, config(dir.path), 12, &second), want);  // a restart
+  EXPECT_EQ(second.cached_prompt_tokens, full);
+  EXPECT_EQ(second.disk.hits, full / 16);
+  EXPECT_EQ(second.prompt_tokens_computed, p.size() - full);
+
+  // Every file damaged: one warning, nothing from disk, the same tokens.
+  flip_a_byte_in_every_block_file(dir.path);
+  EngineStats damaged;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(run_all(m, {p}, config(dir.path), 12, &damaged), want);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(damaged.cached_prompt_tokens, 0u);
+  EXPECT_EQ(damaged.disk.skipped, 1u);  // the first block: the match ends there
+  EXPECT_NE(err.find("checksum"), std::string::npos) << err;
+}
+
+TEST(EngineDiskTier, AnotherKvTypeComputesEverything) {
+  Loaded m = load("stories260K.gguf");
+  const auto p = long_prompt(*m.tok);
+  TempDir dir;
+  run_all(m, {p}, config(dir.path), 4);
+  EngineConfig cold = config(dir.path, DType::F32);
+  cold.disk_tier.dir.clear();
+  const auto want = run_all(m, {p}, cold, 12);
+  EngineStats st;
+  EXPECT_EQ(run_all(m, {p}, config(dir.path, DType::F32), 12, &st), want);
+  EXPECT_EQ(st.cached_prompt_tokens, 0u);
+  EXPECT_EQ(st.disk.hits, 0u);
+  EXPECT_GE(st.disk.misses, 1u);
+}
+
+}  // namespace
+}  // namespace pagellm::test
