@@ -1,6 +1,7 @@
 #include "grammar/token_mask.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <numeric>
 
@@ -55,6 +56,7 @@ TokenMasker::TokenMasker(std::shared_ptr<const GrammarVocab> vocab, size_t max_c
 const TokenMask& TokenMasker::mask(GrammarMatcher& m) {
   if (m.generation() != generation_) {  // the matcher renumbered its states
     cache_.clear();
+    forget_states();
     generation_ = m.generation();
   }
   const auto it = cache_.find(m.stacks());
@@ -69,21 +71,48 @@ const TokenMask& TokenMasker::mask(GrammarMatcher& m) {
   return out;
 }
 
+void TokenMasker::forget_states() {
+  state_ids_.clear();
+  states_.clear();
+  steps_.clear();
+}
+
+int32_t TokenMasker::intern_state(const std::vector<int32_t>& stacks) {
+  const auto [it, added] = state_ids_.try_emplace(stacks, static_cast<int32_t>(states_.size()));
+  if (added) {
+    states_.push_back(&it->first);  // node keys keep their address in an unordered_map
+    steps_.resize(steps_.size() + 256, kUnknown);
+  }
+  return it->second;
+}
+
+int32_t TokenMasker::next_state(GrammarMatcher& m, int32_t from, uint8_t byte) {
+  const size_t at = static_cast<size_t>(from) * 256 + byte;
+  if (steps_[at] != kUnknown) return steps_[at];
+  m.step(*states_[static_cast<size_t>(from)], byte, scratch_);
+  // Interning may grow steps_: write through the index afterwards.
+  const int32_t next = scratch_.empty() ? kDead : intern_state(scratch_);
+  steps_[at] = next;
+  return next;
+}
+
 void TokenMasker::compute(GrammarMatcher& m, TokenMask& out) {
   const GrammarVocab& v = *vocab_;
   out.assign((static_cast<size_t>(v.n_tokens()) + 63) / 64, 0);
   auto allow = [&](int32_t id) { out[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); };
   if (m.accepting())
     for (int32_t id : v.eog_ids()) allow(id);
+  // Bounded memory: a grammar whose states never repeat starts the table again.
+  constexpr size_t kMaxStates = 1 << 14;
+  if (states_.size() >= kMaxStates) forget_states();
   const auto& trie = v.trie();
-  // Depth-first over the trie with the grammar's stacks after each prefix.
+  // Depth-first over the trie with the grammar's state after each prefix.
   struct Frame {
     int32_t node;
+    int32_t state;
     size_t child;
   };
-  std::vector<Frame> path = {{0, 0}};
-  if (depth_.empty()) depth_.emplace_back();
-  depth_[0] = m.stacks();
+  std::vector<Frame> path = {{0, intern_state(m.stacks()), 0}};
   while (!path.empty()) {
     Frame& f = path.back();
     const auto& children = trie[static_cast<size_t>(f.node)].children;
@@ -92,23 +121,31 @@ void TokenMasker::compute(GrammarMatcher& m, TokenMask& out) {
       continue;
     }
     const auto [byte, child] = children[f.child++];
-    const size_t d = path.size();
-    if (depth_.size() <= d) depth_.emplace_back();
-    m.step(depth_[d - 1], byte, depth_[d]);
-    if (depth_[d].empty()) continue;  // no token below this prefix is allowed
+    const int32_t next = next_state(m, f.state, byte);
+    if (next == kDead) continue;  // no token below this prefix is allowed
     for (int32_t id : trie[static_cast<size_t>(child)].tokens) allow(id);
-    path.push_back({child, 0});
+    path.push_back({child, next, 0});
   }
 }
 
 int64_t TokenMasker::apply(const TokenMask& mask, float* logits, int64_t n) {
+  // A word at a time: masks are mostly all-allowed (free text inside a
+  // string) or all-refused (structure) runs of 64 tokens.
   int64_t allowed = 0;
   const float ninf = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) {
-    if ((mask[static_cast<size_t>(i) >> 6] >> (i & 63)) & 1)
-      ++allowed;
-    else
-      logits[i] = ninf;
+  for (int64_t base = 0; base < n; base += 64) {
+    const int64_t len = std::min<int64_t>(64, n - base);
+    const uint64_t word = mask[static_cast<size_t>(base >> 6)] &
+                          (len == 64 ? ~uint64_t{0} : (uint64_t{1} << len) - 1);
+    allowed += std::popcount(word);
+    if (word == (len == 64 ? ~uint64_t{0} : (uint64_t{1} << len) - 1)) continue;
+    float* row = logits + base;
+    if (word == 0) {
+      std::fill(row, row + len, ninf);
+      continue;
+    }
+    for (int64_t i = 0; i < len; ++i)
+      if (!((word >> i) & 1)) row[i] = ninf;
   }
   return allowed;
 }

@@ -2,7 +2,11 @@
 // trie, walked once per grammar state (a subtree is cut where the state dies,
 // so shared prefixes are matched once), and the result cached per state:
 // states recur (every character inside a JSON string returns to the same
-// one), so most steps cost a cache lookup and the masking pass.
+// one), so most steps cost a cache lookup and the masking pass. The walk
+// itself memoises the matcher's byte steps as a table over interned states:
+// tens of thousands of trie prefixes lead to a few dozen states (a string's
+// next character, a number's next digit), so a walk is mostly table lookups
+// instead of one parser step per trie node.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +66,10 @@ class TokenMasker {
 
  private:
   void compute(GrammarMatcher& m, TokenMask& out);
+  // The interned state after `byte` from interned state `from` (kDead: refused).
+  int32_t next_state(GrammarMatcher& m, int32_t from, uint8_t byte);
+  int32_t intern_state(const std::vector<int32_t>& stacks);
+  void forget_states();
 
   std::shared_ptr<const GrammarVocab> vocab_;
   size_t max_cached_;
@@ -69,7 +77,13 @@ class TokenMasker {
     size_t operator()(const std::vector<int32_t>& v) const;
   };
   std::unordered_map<std::vector<int32_t>, TokenMask, VecHash> cache_;
-  std::vector<std::vector<int32_t>> depth_;  // the walk's stacks per trie depth
+  // Interned matcher states (sorted stack tops) and their byte steps:
+  // steps_[state * 256 + byte] = the next state, kUnknown or kDead.
+  static constexpr int32_t kUnknown = -2, kDead = -1;
+  std::unordered_map<std::vector<int32_t>, int32_t, VecHash> state_ids_;
+  std::vector<const std::vector<int32_t>*> states_;
+  std::vector<int32_t> steps_;
+  std::vector<int32_t> scratch_;
   uint64_t hits_ = 0, misses_ = 0;
   uint64_t generation_ = 0;  // of the matcher whose states the cache holds
 };

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <random>
 #include <regex>
 
@@ -309,6 +310,36 @@ TEST(TokenMask, EqualsBruteForceOnRandomStates) {
   EXPECT_EQ(logits[1], 1.0f);               // "{" starts the object
   EXPECT_LT(logits[2], -1e30f);             // "}" cannot
   EXPECT_LT(logits[static_cast<size_t>(eos)], -1e30f);  // nothing matched yet
+}
+
+TEST(TokenMask, ApplyBlanksExactlyTheRefusedLogitsAtEveryLength) {
+  // Word-at-a-time masking against a per-token reference: full, empty and
+  // mixed words, and a vocabulary that ends inside a word.
+  std::mt19937 rng(7);
+  for (int64_t n : {1, 63, 64, 65, 130, 1000}) {
+    for (int kind = 0; kind < 4; ++kind) {
+      TokenMask mask((static_cast<size_t>(n) + 63) / 64, 0);
+      for (int64_t i = 0; i < n; ++i) {
+        const bool on = kind == 0 ? true : kind == 1 ? false : kind == 2 ? (i / 64) % 2 == 0
+                                                                         : rng() % 3 == 0;
+        if (on) mask[static_cast<size_t>(i >> 6)] |= uint64_t{1} << (i & 63);
+      }
+      // Bits past n must not count.
+      if (n % 64) mask.back() |= ~uint64_t{0} << (n % 64);
+      std::vector<float> logits(static_cast<size_t>(n));
+      for (auto& x : logits) x = static_cast<float>(rng() % 100);
+      std::vector<float> want = logits;
+      int64_t want_allowed = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (mask_allows(mask, static_cast<int32_t>(i)))
+          ++want_allowed;
+        else
+          want[static_cast<size_t>(i)] = -std::numeric_limits<float>::infinity();
+      }
+      EXPECT_EQ(TokenMasker::apply(mask, logits.data(), n), want_allowed) << n << " " << kind;
+      EXPECT_EQ(logits, want) << n << " " << kind;
+    }
+  }
 }
 
 }  // namespace
