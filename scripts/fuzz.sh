@@ -43,9 +43,10 @@ fi
 declare -A MAX_LEN=([gguf]=8192 [tokenizer]=1024 [chat_template]=16384 [server_request]=12288
                     [responses_request]=4096 [anthropic_request]=4096 [embeddings_request]=4096
                     [device_map]=256
-                    [grammar]=1024 [json_schema]=2048 [tool_calls]=1024 [step_message]=4096)
+                    [grammar]=1024 [json_schema]=2048 [tool_calls]=1024 [step_message]=4096
+                    [block_file]=8192)
 [ $# -eq 0 ] && set -- gguf tokenizer chat_template server_request responses_request \
-  anthropic_request embeddings_request device_map grammar json_schema tool_calls step_message
+  anthropic_request embeddings_request device_map grammar json_schema tool_calls step_message block_file
 for t in "$@"; do
   [ -n "${MAX_LEN[$t]:-}" ] || { echo "fuzz: no target '$t'" >&2; exit 2; }
 done

@@ -68,7 +68,7 @@ TEST_P(FuzzReplay, SeedMutations) {
   if (t.name != "grammar" && t.name != "json_schema" && t.name != "device_map" &&
       t.name != "tool_calls" && t.name != "responses_request" && t.name != "anthropic_request" &&
       t.name != "embeddings_request" &&
-      t.name != "llama_request" && t.name != "step_message")
+      t.name != "llama_request" && t.name != "step_message" && t.name != "block_file")
     GTEST_SKIP() << t.name << ": its inputs are large; scripts/fuzz.sh covers it";
   std::vector<std::string> seeds;
   for (const auto& f : inputs("corpus", t.name)) seeds.push_back(test::read_file(f.string()));

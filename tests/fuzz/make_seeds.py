@@ -14,6 +14,8 @@ responses_request/  request bodies of /v1/responses
 anthropic_request/  [count_tokens byte] + request bodies of /v1/messages (and count_tokens)
 embeddings_request/ request bodies of /v1/embeddings
 llama_request/  [endpoint byte] + bodies of /tokenize, /detokenize, /apply-template, /infill
+block_file/     block files of the disk tier that `pagellm generate --cache-dir` writes
+                for the shipped model (8-token blocks), and cut or damaged ones
 
 Usage: tests/fuzz/make_seeds.py --pagellm build/pagellm [TARGET...]
 (only the named targets' seeds are rewritten when some are named; --pagellm
@@ -553,20 +555,37 @@ def tool_call_seeds():
         yield f"reply_{i}.txt", r
 
 
+def block_file_seeds(pagellm):
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([pagellm, "generate", "-m", str(DATA / "stories260K.gguf"), "--block-size", "8",
+                        "-p", "Once upon a time, there was a girl", "-n", "2", "--temp", "0",
+                        "--cache-dir", d], check=True, capture_output=True, timeout=120)
+        files = sorted(pathlib.Path(d).glob("*.kvb"))[:2]
+        for i, f in enumerate(files):
+            b = f.read_bytes()
+            yield f"block_{i}.kvb", b
+            yield f"block_{i}_cut.kvb", b[:len(b) // 3]
+            flipped = bytearray(b)
+            flipped[len(b) // 2] ^= 1
+            yield f"block_{i}_flipped.kvb", bytes(flipped)
+    yield "magic_only.kvb", b"PGLKVBLK\x01\x00\x00\x00"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pagellm")
     ap.add_argument("targets", nargs="*", help="only these targets (default: all)")
     args = ap.parse_args()
-    if (not args.targets or "gguf" in args.targets) and not args.pagellm:
-        ap.error("--pagellm is needed for the gguf seeds")
+    if (not args.targets or {"gguf", "block_file"} & set(args.targets)) and not args.pagellm:
+        ap.error("--pagellm is needed for the gguf and block_file seeds")
     gens = {"gguf": [meta_seeds(), struct_seeds(), vocab_seeds(), model_seeds(args.pagellm),
                      qwen35_seed()],
             "tokenizer": [tokenizer_seeds()], "chat_template": [chat_seeds()],
             "server_request": [server_seeds()], "device_map": [device_map_seeds()],
             "grammar": [grammar_seeds()], "json_schema": [json_schema_seeds()],
             "tool_calls": [tool_call_seeds()], "responses_request": [responses_seeds()],
-            "anthropic_request": [anthropic_seeds()], "embeddings_request": [embeddings_seeds()], "llama_request": [llama_seeds()]}
+            "anthropic_request": [anthropic_seeds()], "embeddings_request": [embeddings_seeds()], "llama_request": [llama_seeds()],
+            "block_file": [block_file_seeds(args.pagellm)]}
     for target, sources in gens.items():
         if args.targets and target not in args.targets:
             continue

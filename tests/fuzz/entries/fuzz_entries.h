@@ -65,6 +65,11 @@ int embeddings_request(const uint8_t* data, size_t size);
 // FIM tokens; refusals must be 400s, infill prompts well formed.
 int llama_request(const uint8_t* data, size_t size);
 
+// A block file of the prefix cache's disk tier (--cache-dir), parsed and
+// checked; what is accepted must encode back to the same bytes and match
+// only its own header.
+int block_file(const uint8_t* data, size_t size);
+
 struct Target {
   std::string name;  // folder name under tests/fuzz/corpus and tests/fuzz/regressions
   EntryFn fn;

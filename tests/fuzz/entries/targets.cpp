@@ -20,6 +20,7 @@ const std::vector<Target>& targets() {
       {"embeddings_request", embeddings_request},
       {"llama_request", llama_request},
       {"step_message", step_message},
+      {"block_file", block_file},
   };
   return t;
 }
