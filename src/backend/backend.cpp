@@ -16,12 +16,12 @@
 namespace pagellm {
 
 const char* backend_op_name(BackendOp op) {
-  static constexpr std::array<const char*, 9> kNames = {
+  static constexpr std::array<const char*, 10> kNames = {
       "the GELU activation",       "sliding-window attention", "attention soft-capping",
       "RoPE frequency factors",    "mixture-of-experts layers", "gated delta-net layers",
       "the sigmoid output gate",   "latent (MLA) attention",
-      "Gemma 4's per-layer inputs and shared KV"};
-  static_assert(names_cover(BackendOp::kPerLayerInputs, kNames));
+      "Gemma 4's per-layer inputs and shared KV", "the clamped SwiGLU activation"};
+  static_assert(names_cover(BackendOp::kClampedSwiglu, kNames));
   return enum_name(op, kNames);
 }
 

@@ -130,6 +130,7 @@ enum class BackendOp {
   kSigmoidGate,       // glu() with Activation::kSigmoid (gated attention output)
   kLatentAttention,   // KvLayerView::v_dim (MLA's latent cache)
   kPerLayerInputs,    // Gemma 4's layers: per-layer inputs, shared KV, unweighted v norm
+  kClampedSwiglu,     // glu() with Activation::kSwigluClamped (gpt-oss)
 };
 const char* backend_op_name(BackendOp op);
 

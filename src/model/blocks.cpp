@@ -102,6 +102,9 @@ void attention_tensors(const ModelHParams& hp, int32_t l, const AttentionOptions
       out.push_back(TensorSpec::vec(VectorRole::kKNorm, layer_name(l, "attn_k_norm"), whole ? KV : D));
   }
   out.push_back(TensorSpec::mat(MatrixRole::kOut, layer_name(l, "attn_output"), Q, E));
+  if (o.out_bias)
+    out.push_back(TensorSpec::vec(VectorRole::kOutBias, fmt::format("blk.{}.attn_output.bias", l), E));
+  if (o.sinks) out.push_back(TensorSpec::vec(VectorRole::kAttnSinks, layer_name(l, "attn_sinks"), hp.n_head));
   if (o.post_norm)
     out.push_back(TensorSpec::vec(VectorRole::kAttnPostNorm, layer_name(l, o.post_norm_name), E));
 }
@@ -120,6 +123,15 @@ void ffn_tensors(const ModelHParams& hp, int32_t l, const FfnOptions& o, TensorL
     out.push_back(TensorSpec::experts(MatrixRole::kGateExps, layer_name(l, "ffn_gate_exps"), E, FX, X));
     out.push_back(TensorSpec::experts(MatrixRole::kUpExps, layer_name(l, "ffn_up_exps"), E, FX, X));
     out.push_back(TensorSpec::experts(MatrixRole::kDownExps, layer_name(l, "ffn_down_exps"), FX, E, X));
+    if (o.expert_bias) {
+      const auto bias = [&](VectorRole r, const char* what, int64_t n, int64_t n1) {
+        out.push_back(TensorSpec::vec2(r, fmt::format("blk.{}.{}.bias", l, what), n, n1));
+      };
+      out.push_back(TensorSpec::vec(VectorRole::kRouterBias, fmt::format("blk.{}.ffn_gate_inp.bias", l), X));
+      bias(VectorRole::kGateExpsBias, "ffn_gate_exps", FX, X);
+      bias(VectorRole::kUpExpsBias, "ffn_up_exps", FX, X);
+      bias(VectorRole::kDownExpsBias, "ffn_down_exps", E, X);
+    }
     if (o.shared_expert) {
       const int64_t FS = hp.n_ff_shexp;
       if (o.shared_expert_gate)
@@ -199,19 +211,23 @@ void attention_block(LayerContext& c, const AttentionOptions& o) {
   } else {
     c.b.kv_write(c.cache, c.k, c.v);
   }
+  c.cache.sinks = w.vector(VectorRole::kAttnSinks);
+  const float* out_bias = w.vector(VectorRole::kOutBias);
   if (gated) {
     // out = W_o (sigmoid(gate) * attention), added to the residual stream.
     c.b.paged_attention(c.cache, c.q, c.attn, hp.n_head, hp.attn_scale);
     c.b.glu(Activation::kSigmoid, gate, c.attn, QT);
-    c.b.matmul(gate, c.T, {{.w = &wo, .y = c.h, .add_to = o.post_norm ? nullptr : c.x}});
+    c.b.matmul(gate, c.T,
+               {{.w = &wo, .y = c.h, .bias = out_bias, .add_to = o.post_norm ? nullptr : c.x}});
     if (o.post_norm) post_norm_add(c, c.h, w.vector(VectorRole::kAttnPostNorm));
   } else if (o.post_norm) {
-    c.b.attention_matmul(c.cache, c.q, c.attn, hp.n_head, hp.attn_scale, c.T, {{&wo, c.h}});
+    c.b.attention_matmul(c.cache, c.q, c.attn, hp.n_head, hp.attn_scale, c.T,
+                         {{&wo, c.h, out_bias}});
     post_norm_add(c, c.h, w.vector(VectorRole::kAttnPostNorm));
   } else {
     // The residual add (x += h) runs as the product's epilogue.
     c.b.attention_matmul(c.cache, c.q, c.attn, hp.n_head, hp.attn_scale, c.T,
-                         {{.w = &wo, .y = c.h, .add_to = c.x}});
+                         {{.w = &wo, .y = c.h, .bias = out_bias, .add_to = c.x}});
   }
 }
 
@@ -230,6 +246,7 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
     xn = c.h;
   }
   const MatrixView router = w.matrix(MatrixRole::kRouter).view();
+  const float* router_bias = w.vector(VectorRole::kRouterBias);
   // A shared expert: its gate logits follow the router's (one per token), and
   // it runs now on the layer's backend, before the routed experts (whose sum
   // may come back into h, where x' is).
@@ -245,12 +262,13 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
     float* up = gate + c.T * FS;
     shared_y = up + c.T * FS;
     if (o.shared_expert_gate)
-      b.matmul(xn, c.T, {{&router, c.router}, {&sg, c.router + c.T * X}, {&g, gate}, {&u, up}});
+      b.matmul(xn, c.T,
+               {{&router, c.router, router_bias}, {&sg, c.router + c.T * X}, {&g, gate}, {&u, up}});
     else
-      b.matmul(xn, c.T, {{&router, c.router}, {&g, gate}, {&u, up}});
+      b.matmul(xn, c.T, {{&router, c.router, router_bias}, {&g, gate}, {&u, up}});
     b.glu_matmul(hp.ffn_act, gate, up, c.T, {{&d, shared_y}});
   } else {
-    b.matmul(xn, c.T, {{&router, c.router}});
+    b.matmul(xn, c.T, {{&router, c.router, router_bias}});
   }
   // Routing runs on the host: which expert reads which rows decides the
   // products' shapes.
@@ -274,6 +292,11 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
   eb.gather_rows(xn, E, r.row_token.data(), c.T * k, c.moe_x);
   const WeightMatrix &gates = w.matrix(MatrixRole::kGateExps), &ups = w.matrix(MatrixRole::kUpExps),
                      &downs = w.matrix(MatrixRole::kDownExps);
+  // Expert e's biases (when the family has them): rows e of [n_expert][n_out].
+  const auto expert_bias = [&](VectorRole role, int32_t e, int64_t n) -> const float* {
+    const float* v = w.vector(role);
+    return v ? v + e * n : nullptr;
+  };
   for (int32_t e = 0; e < static_cast<int32_t>(X); ++e) {
     const int64_t row0 = r.offsets[static_cast<size_t>(e)];
     const int64_t n = r.offsets[static_cast<size_t>(e) + 1] - row0;
@@ -282,8 +305,11 @@ void moe_ffn(LayerContext& c, const FfnOptions& o) {
                      d = downs.expert(e).view();
     float* gate = c.gate + row0 * FX;
     float* up = c.up + row0 * FX;
-    eb.matmul(c.moe_x + row0 * E, n, {{&g, gate}, {&u, up}});
-    eb.glu_matmul(hp.ffn_act, gate, up, n, {{&d, c.moe_y + row0 * E}});
+    eb.matmul(c.moe_x + row0 * E, n,
+              {{&g, gate, expert_bias(VectorRole::kGateExpsBias, e, FX)},
+               {&u, up, expert_bias(VectorRole::kUpExpsBias, e, FX)}});
+    eb.glu_matmul(hp.ffn_act, gate, up, n,
+                  {{&d, c.moe_y + row0 * E, expert_bias(VectorRole::kDownExpsBias, e, E)}});
   }
   if (!shared && !c.expert_b && !o.post_norm) {  // x += the routed sum, in one pass
     b.combine_rows(c.moe_y, E, r.slot_row.data(), r.weight.data(), c.T, k, c.x, /*add=*/true);

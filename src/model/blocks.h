@@ -82,6 +82,10 @@ struct AttentionOptions {
   const char* post_norm_name = "post_attention_norm";
   bool fused_qkv = false;  // one attn_qkv.weight: rows q, then k, then v (phi3)
   bool v_norm = false;     // an RMSNorm without weight of each v head (Gemma 4)
+  bool out_bias = false;   // attn_output.bias (gpt-oss)
+  // attn_sinks.weight: a logit per q head in the softmax's max and sum, no
+  // value (gpt-oss; backend/attention_args.h).
+  bool sinks = false;
 };
 
 struct FfnOptions {
@@ -99,6 +103,9 @@ struct FfnOptions {
   // The shared expert's output weighed by sigmoid(x' . ffn_gate_inp_shexp);
   // false: added as it is (deepseek2, whose shared experts have no gate).
   bool shared_expert_gate = true;
+  // Biases of the router's logits (ffn_gate_inp.bias) and of each expert's
+  // gate, up and down products (ffn_*_exps.bias, 2-D) (gpt-oss).
+  bool expert_bias = false;
 };
 
 // A sliding-window key: 0 when absent or 0 (no window); FormatError naming

@@ -32,7 +32,10 @@ void DeviceWeights::upload_layer(Backend& b, GgufFile& f, LayerWeights& L, bool 
   L.for_each_matrix([&](WeightMatrix& m) {
     if (experts || m.n_expert == 1) upload_matrix(b, f, m, true);
   });
-  L.for_each_vector([&](WeightVector& v) { v.data = upload_vector(b, v.data, v.n); });
+  // Expert biases stay with the expert stacks (on the host without `experts`).
+  for (size_t r = 0; r < kVectorRoles; ++r)
+    if (experts || !is_expert_vector(static_cast<VectorRole>(r)))
+      L.vectors[r].data = upload_vector(b, L.vectors[r].data, L.vectors[r].n);
 }
 
 void DeviceWeights::upload_output(Backend& b, GgufFile& f, ModelWeights& w,

@@ -88,6 +88,18 @@ void set_gemma4_keys(const MakeModelSpec& s, GgufWriter& w) {
   w.set(a + "final_logit_softcapping", GgufValue::f32(30.0f));
 }
 
+// gpt-oss's YaRN as the real models have it (factor 32), over a quarter of
+// the context as the original one.
+void set_gpt_oss_keys(const MakeModelSpec& s, GgufWriter& w) {
+  const std::string a = "gpt-oss.";
+  w.set(a + "rope.scaling.type", GgufValue::str("yarn"));
+  w.set(a + "rope.scaling.factor", GgufValue::f32(32.0f));
+  w.set(a + "rope.scaling.original_context_length",
+        GgufValue::u32(static_cast<uint32_t>(std::max(1, s.n_ctx / 4))));
+  w.set(a + "rope.scaling.yarn_beta_fast", GgufValue::f32(32.0f));
+  w.set(a + "rope.scaling.yarn_beta_slow", GgufValue::f32(1.0f));
+}
+
 // deepseek2 as the current converter writes it (golden/arch2026's keys).
 void set_deepseek2_keys(const MakeModelSpec& s, GgufWriter& w) {
   const std::string a = "deepseek2.";
@@ -146,12 +158,13 @@ void set_family_keys(const MakeModelSpec& s, GgufWriter& w) {
       w.set(a + "expert_shared_feed_forward_length",
             GgufValue::u32(static_cast<uint32_t>(s.n_ff_shexp)));
   }
+  if (s.arch == "deepseek2") set_deepseek2_keys(s, w);
+  if (s.arch == "gpt-oss") set_gpt_oss_keys(s, w);
   if (s.arch == "gemma2") {
     w.set(a + "attn_logit_softcapping", GgufValue::f32(50.0f));
     w.set(a + "final_logit_softcapping", GgufValue::f32(30.0f));
   }
   if (s.arch == "gemma4") set_gemma4_keys(s, w);
-  if (s.arch == "deepseek2") set_deepseek2_keys(s, w);
 }
 
 // The tensor table of every layer, read back through the architecture from
@@ -209,7 +222,9 @@ void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& 
   } else if (s.kv_lora_rank != 0 || s.expert_gating != 1) {
     throw ConfigError("--kv-lora-rank and --expert-gating are for deepseek2");
   }
-  if (s.arch == "mixtral" || s.arch == "qwen3moe" || s.arch == "qwen35moe" || s.arch == "deepseek2") {
+  if (s.arch == "gpt-oss" && s.sliding_window == 0) s.sliding_window = 32;
+  if (s.arch == "mixtral" || s.arch == "qwen3moe" || s.arch == "qwen35moe" || s.arch == "deepseek2" ||
+      s.arch == "gpt-oss") {
     if (s.n_expert == 0) s.n_expert = 8;
     if (s.n_expert_used == 0) s.n_expert_used = std::min(2, s.n_expert);
     if (s.arch == "mixtral") s.arch = "llama";
@@ -356,8 +371,10 @@ void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& 
       matrix(t.name, t.n_in, t.n_out, 0, DType::F32);  // F32, as converters write it
     } else if (!t.matrix && t.role == static_cast<uint8_t>(VectorRole::kSsmConv)) {
       vec(t.name, t.n_in, 0.0f, t.n_out, 0.2f);  // [kernel, channels]
-    } else if (!t.matrix) {
-      vec(t.name, t.n_in, t.name.find("norm") != std::string::npos ? 1.0f : 0.0f);
+    } else if (!t.matrix && t.role == static_cast<uint8_t>(VectorRole::kAttnSinks)) {
+      vec(t.name, t.n_in, 0.0f, 0, 1.0f);  // logits of the scores' order, so they matter
+    } else if (!t.matrix) {  // norms, biases (2-D: the experts')
+      vec(t.name, t.n_in, t.name.find("norm") != std::string::npos ? 1.0f : 0.0f, t.n_out);
     } else if (t.n_expert > 0) {
       matrix(t.name, t.n_in, t.n_out, t.n_expert);
     } else if (t.n_heads > 0) {  // a stack of per-head matrices (MLA's attn_k_b / attn_v_b)

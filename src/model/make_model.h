@@ -30,10 +30,12 @@ struct MakeModelSpec {
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   int32_t head_dim = 0;  // 0: n_embd / n_head; else written as attention.key_length
-  // Sliding window of the families that have one (gemma2, gemma3); 0: none.
+  // Sliding window of the families that have one (gemma2, gemma3; gpt-oss:
+  // 32 when 0, on every other layer); 0: none.
   int32_t sliding_window = 0;
   // Mixture of experts: n_expert experts of n_ff_exp (0: n_ff), n_expert_used
-  // per token; 0 experts: a dense FFN (mixtral and qwen3moe default to 8, top 2).
+  // per token; 0 experts: a dense FFN (mixtral, qwen3moe and gpt-oss default
+  // to 8, top 2; gpt-oss also writes YaRN, factor 32, and expert biases).
   int32_t n_expert = 0;
   int32_t n_expert_used = 0;
   int32_t n_ff_exp = 0;

@@ -21,9 +21,11 @@ void route_tokens(const float* logits, int64_t n_tokens, int32_t n_expert, int32
       float sum = 0;
       for (int32_t e = 0; e < n_expert; ++e) sum += score[static_cast<size_t>(e)] = std::exp(l[e] - mx);
       for (float& s : score) s /= sum;
-    } else {
+    } else if (opts.gating == ExpertGating::kSigmoid) {
       for (int32_t e = 0; e < n_expert; ++e)
         score[static_cast<size_t>(e)] = 1.0f / (1.0f + std::exp(-l[e]));
+    } else {  // chosen by raw logit; weights below
+      for (int32_t e = 0; e < n_expert; ++e) score[static_cast<size_t>(e)] = l[e];
     }
     for (int32_t e = 0; e < n_expert; ++e)
       key[static_cast<size_t>(e)] = score[static_cast<size_t>(e)] + (bias ? bias[e] : 0.0f);
@@ -32,12 +34,20 @@ void route_tokens(const float* logits, int64_t n_tokens, int32_t n_expert, int32
       const float ka = key[static_cast<size_t>(a)], kb = key[static_cast<size_t>(b)];
       return ka != kb ? ka > kb : a < b;
     });
+    if (opts.gating == ExpertGating::kSoftmaxOfChosen) {
+      // Softmax over the chosen logits (order[0] holds the largest).
+      const float mx = score[static_cast<size_t>(order[0])];
+      for (int32_t j = 0; j < k; ++j) {
+        float& s = score[static_cast<size_t>(order[static_cast<size_t>(j)])];
+        s = std::exp(s - mx);
+      }
+    }
     float sum = 0;
     for (int32_t j = 0; j < k; ++j) sum += score[static_cast<size_t>(order[static_cast<size_t>(j)])];
     for (int32_t j = 0; j < k; ++j) {
       const int32_t e = order[static_cast<size_t>(j)];
       float w = score[static_cast<size_t>(e)];
-      if (opts.renormalize) w /= sum;
+      if (opts.renormalize || opts.gating == ExpertGating::kSoftmaxOfChosen) w /= sum;
       const size_t s = static_cast<size_t>(t) * static_cast<size_t>(k) + static_cast<size_t>(j);
       out.expert[s] = e;
       out.weight[s] = w * opts.scale;

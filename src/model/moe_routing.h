@@ -7,7 +7,9 @@
 // highest score (+ bias, when given: selection only), ties to the lower id;
 // weights = their scores, divided by their sum when renormalising, times
 // `scale`. Slots are in selection order (highest first), which is also the
-// order their outputs are summed in.
+// order their outputs are summed in. kSoftmaxOfChosen (gpt-oss): the k
+// highest raw logits, weights = softmax over those k only (renormalize and
+// bias do not apply).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +17,7 @@
 
 namespace pagellm {
 
-enum class ExpertGating { kSoftmax, kSigmoid };
+enum class ExpertGating { kSoftmax, kSigmoid, kSoftmaxOfChosen };
 
 struct RouterOptions {
   ExpertGating gating = ExpertGating::kSoftmax;

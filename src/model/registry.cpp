@@ -21,7 +21,8 @@
   X(smollm3)                     \
   X(qwen35)                       \
   X(qwen35moe)                    \
-  X(deepseek2)
+  X(deepseek2)                    \
+  X(gpt_oss)
 
 namespace pagellm {
 

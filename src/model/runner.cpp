@@ -234,6 +234,7 @@ void ModelRunner::check_supported(const Backend& b, const KvPoolPlacement& p) co
                                     backend_op_name(op)));
   };
   need(BackendOp::kGeluTanh, hp_.ffn_act == Activation::kGeluTanh);
+  need(BackendOp::kClampedSwiglu, hp_.ffn_act == Activation::kSwigluClamped);
   need(BackendOp::kMixtureOfExperts, hp_.moe());
   need(BackendOp::kAttentionSoftcap, hp_.attn_softcap > 0);
   bool shares_kv = false;

@@ -68,6 +68,15 @@ enum class VectorRole : uint8_t {
   kQANorm,     // attn_q_a_norm (MLA)
   kKvANorm,    // attn_kv_a_norm (MLA)
   kExpProbsB,  // exp_probs_b.bias: the router's selection bias (deepseek2 V3)
+  // gpt-oss: attn_output.bias, attn_sinks (one logit per q head), the
+  // router's bias (ffn_gate_inp.bias, added to its logits) and the experts'
+  // biases ([n_out][n_expert]: expert e's at e * n_out).
+  kOutBias,
+  kAttnSinks,
+  kRouterBias,
+  kGateExpsBias,
+  kUpExpsBias,
+  kDownExpsBias,
   // Per-layer inputs (Gemma 4): the layer's post_norm and its output scale
   // ([1]); the model's per_layer_proj_norm and rope_freqs.
   kPleNorm,
@@ -76,6 +85,11 @@ enum class VectorRole : uint8_t {
   kRopeFreqs,
   kCount
 };
+// The vectors that go with the expert stacks (kept where the experts run).
+constexpr bool is_expert_vector(VectorRole r) {
+  return r == VectorRole::kGateExpsBias || r == VectorRole::kUpExpsBias ||
+         r == VectorRole::kDownExpsBias;
+}
 constexpr size_t kMatrixRoles = static_cast<size_t>(MatrixRole::kCount);
 constexpr size_t kVectorRoles = static_cast<size_t>(VectorRole::kCount);
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -25,6 +26,18 @@ TEST(Ops, SiluMul) {
   EXPECT_NEAR(g[0], -3 / (1 + std::exp(3.0)) * 2, 1e-6);
   EXPECT_EQ(g[1], 0);
   EXPECT_NEAR(g[2], 2 / (1 + std::exp(-2.0)) * -1, 1e-6);
+}
+
+// gpt-oss's clamped SwiGLU against its formula in double, on both sides of
+// the clamps (gate above 7, up outside [-7, 7]).
+TEST(Ops, ClampedSwiglu) {
+  std::vector<float> g = {-9, -1, 0.5f, 6.9f, 7.5f, 30}, u = {-8, -7, 0.25f, 3, 9, -2};
+  const std::vector<float> g0 = g, u0 = u;
+  glu(Activation::kSwigluClamped, g.data(), u.data(), static_cast<int64_t>(g.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x = std::min(double{g0[i]}, 7.0), y = std::clamp(double{u0[i]}, -7.0, 7.0);
+    EXPECT_NEAR(g[i], x / (1 + std::exp(-1.702 * x)) * (y + 1), 1e-5 * (1 + std::abs(g[i]))) << i;
+  }
 }
 
 // Many values against the double formula, and each element the same bits

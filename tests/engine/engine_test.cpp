@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <random>
@@ -69,14 +70,17 @@ const char* const kFamilyModels[] = {
     "golden/arch/rand-gemma2-tok512-Q8_0.gguf",  "golden/arch/rand-phi3-tok512-Q8_0.gguf",
     "golden/arch/rand-olmo2-tok512-Q8_0.gguf",   "golden/arch/rand-llama31-tok512-Q8_0.gguf",
     "golden/arch/rand-mixtral-tok512-Q8_0.gguf", "golden/arch/rand-qwen3moe-tok512-Q8_0.gguf",
-    "make-model:smollm3",                        "make-model:gemma4",
-    "make-model:deepseek2"};
+    "make-model:smollm3", "make-model:deepseek2", "make-model:gemma4", "make-model:gpt-oss"};
 
 constexpr std::string_view kMakeModel = "make-model:";
 
 std::string family_name(const ::testing::TestParamInfo<const char*>& info) {
   std::string s = info.param;
-  if (s.starts_with(kMakeModel)) return s.substr(kMakeModel.size());
+  if (s.starts_with(kMakeModel)) {
+    s = s.substr(kMakeModel.size());
+    std::replace(s.begin(), s.end(), '-', '_');  // gpt-oss: test names take no '-'
+    return s;
+  }
   s = s.substr(s.find("rand-") + 5);
   s = s.substr(0, s.find("-tok"));
   return s;

@@ -111,5 +111,29 @@ TEST(MoeRouting, EachTokenIsRoutedAlone) {
   }
 }
 
+// gpt-oss: the k highest raw logits, weights the softmax over those k only
+// (in double here), highest first.
+TEST(MoeRouting, SoftmaxOfTheChosenLogits) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  const int32_t X = 6, k = 2;
+  const int64_t T = 50;
+  std::vector<float> logits(static_cast<size_t>(T * X));
+  for (float& v : logits) v = nd(rng);
+  MoeRouting r;
+  route_tokens(logits.data(), T, X, k, {.gating = ExpertGating::kSoftmaxOfChosen}, nullptr, r);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* l = logits.data() + t * X;
+    std::vector<int32_t> idx(X);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+    const double e1 = std::exp(static_cast<double>(l[idx[1]]) - l[idx[0]]);
+    EXPECT_EQ(r.expert[static_cast<size_t>(t * k)], idx[0]);
+    EXPECT_EQ(r.expert[static_cast<size_t>(t * k + 1)], idx[1]);
+    EXPECT_NEAR(r.weight[static_cast<size_t>(t * k)], 1.0 / (1.0 + e1), 1e-6);
+    EXPECT_NEAR(r.weight[static_cast<size_t>(t * k + 1)], e1 / (1.0 + e1), 1e-6);
+  }
+}
+
 }  // namespace
 }  // namespace pagellm

@@ -4,6 +4,7 @@
 
 #include "backend/cpu/cpu_isa.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace pagellm {
@@ -95,6 +96,14 @@ void glu(Activation act, float* gate, const float* up, int64_t count) {
   if (act == Activation::kSilu) return silu_mul(gate, up, count);
   if (act == Activation::kSigmoid) {
     for (int64_t i = 0; i < count; ++i) gate[i] = up[i] / (1.0f + std::exp(-gate[i]));
+    return;
+  }
+  if (act == Activation::kSwigluClamped) {
+    constexpr float kLimit = 7.0f, kAlpha = 1.702f;
+    for (int64_t i = 0; i < count; ++i) {
+      const float g = std::min(gate[i], kLimit), u = std::clamp(up[i], -kLimit, kLimit);
+      gate[i] = g / (1.0f + std::exp(-kAlpha * g)) * (u + 1.0f);
+    }
     return;
   }
   gelu_tanh_mul(gate, up, count);

@@ -56,8 +56,10 @@ class CudaBackend final : public Backend {
   // Gemma 4's layers (per-layer inputs, shared KV, an unweighted norm) are
   // not written for CUDA: the model refuses to place them here.
   // MLA's latent cache (KvLayerView::v_dim) neither: deepseek2 layers stay off CUDA.
+  // gpt-oss's clamped SwiGLU has no kernel here yet: its layers stay on the host.
   bool supports(BackendOp op) const override {
-    return op != BackendOp::kPerLayerInputs && op != BackendOp::kLatentAttention;
+    return op != BackendOp::kPerLayerInputs && op != BackendOp::kLatentAttention &&
+           op != BackendOp::kClampedSwiglu;
   }
   const CudaDevice& device() const { return dev_; }
 
