@@ -11,6 +11,8 @@
 //   "model.workspace" the forward pass growing its activation buffers
 //   "engine.sample"   sampling one token of a request (key: request id)
 //   "engine.verify"   verifying one drafted token of a request (key: request id)
+//   "disk.write"      the disk tier writing a block file (a full disk: ENOSPC)
+//   "disk.read"       the disk tier reading a block file (a short read)
 #pragma once
 
 #include <atomic>
