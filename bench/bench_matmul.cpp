@@ -174,7 +174,8 @@ void shapes(benchmark::internal::Benchmark* b) {
   // Q2_K, Q3_K: the bulk of Q2_K / Q3_K_S / Q3_K_M files.
   for (DType t :
        {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::Q2_K,
-        DType::Q3_K, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS}) {
+        DType::Q3_K, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS,
+        DType::MXFP4}) {
     for (int64_t packed : {0, 1}) {
       if (packed && !packable(t)) continue;
       b->Args({static_cast<int64_t>(t), 2048, 5632, packed});  // FFN up
@@ -201,7 +202,8 @@ BENCHMARK(BM_Gemm64)->Apply(shapes);
 BENCHMARK(BM_Gemm16)->Apply(shapes);
 void cached_shapes(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16,
-                  DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS}) {
+                  DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS,
+                  DType::MXFP4}) {
     b->Args({static_cast<int64_t>(t), 2048, 256, 0});
     if (packable(t)) b->Args({static_cast<int64_t>(t), 2048, 256, 1});
   }

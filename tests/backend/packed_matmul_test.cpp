@@ -1,6 +1,7 @@
 // Rows16 weights (packed_weights.h) and their matmul kernels.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
@@ -35,10 +36,12 @@ using test::WeightFill;
 
 const DType kTypes[] = {DType::Q4_0, DType::Q4_1,   DType::Q5_0, DType::Q5_1,
                         DType::Q8_0, DType::IQ4_NL, DType::Q2_K, DType::Q3_K,
-                        DType::Q4_K, DType::Q5_K,   DType::Q6_K, DType::IQ4_XS};
+                        DType::Q4_K, DType::Q5_K,   DType::Q6_K, DType::IQ4_XS,
+                        DType::MXFP4};
 // The types with AMX kernels.
-const DType kAmxTypes[] = {DType::Q4_0,   DType::Q4_1,   DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                           DType::IQ4_NL, DType::IQ4_XS, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kAmxTypes[] = {DType::Q4_0,   DType::Q4_1,   DType::Q5_0, DType::Q5_1,
+                           DType::Q8_0,   DType::IQ4_NL, DType::IQ4_XS, DType::Q4_K,
+                           DType::Q5_K,   DType::Q6_K,   DType::MXFP4};
 
 // A row length for type t: `n` for the 32-blocks, a multiple of 256 for Q4_K.
 int64_t len_for(DType t, int64_t n) {
@@ -48,7 +51,7 @@ int64_t len_for(DType t, int64_t n) {
 TEST(PackedWeights, RoundTripsEveryRow) {
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL,
                   DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS,
-                  DType::F16, DType::BF16}) {
+                  DType::F16, DType::BF16, DType::MXFP4}) {
     for (int64_t n_out : {1, 16, 37}) {
       for (int64_t blocks : {3, 4}) {  // 32-element blocks go in pairs: an odd last one, or none
         const int64_t n = blocks * (dtype_block_size(t) == 256 ? 256 : 32);
@@ -75,6 +78,10 @@ TEST(PackedWeights, RejectsOtherTypesAndLengths) {
   EXPECT_TRUE(packable(DType::Q5_0));
   EXPECT_TRUE(packable(DType::IQ4_NL));
   EXPECT_TRUE(packable(DType::IQ4_XS));
+  EXPECT_TRUE(packable(DType::MXFP4));
+  // MXFP4: 16 codes bytes and one exponent byte per row and block, as the file.
+  EXPECT_EQ(packed_bytes(DType::MXFP4, 64, 16), size_t{16 * 2 * 17});
+  EXPECT_EQ(packed_bytes(DType::MXFP4, 96, 17), size_t{2 * (16 * 3 * 17 + 16)});
   EXPECT_THROW(packed_bytes(DType::IQ4_XS, 96, 16), Error);
   EXPECT_THROW(packed_bytes(DType::Q5_0, 48, 16), Error);
   EXPECT_TRUE(packable(DType::Q2_K));
@@ -110,6 +117,17 @@ int q4_code(const B& blk, int e) {
 constexpr int kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                              1,    13,   25,  38,  53,  69,  89,  113};
 
+// MXFP4 (OCP MX): twice the E2M1 value of a code (sign, 2-bit exponent, 1-bit
+// mantissa), and half the E8M0 scale 2^(e - 127), computed in double.
+int mxfp4_doubled(int code) {
+  const int exp = (code >> 1) & 3, man = code & 1;
+  const int twice = exp == 0 ? man : (2 + man) << (exp - 1);
+  return code & 8 ? -twice : twice;
+}
+float mxfp4_half(uint8_t e) {
+  return static_cast<float>(std::ldexp(1.0, e - 128));
+}
+
 // The contract, written out independently of the kernels from the row-major
 // weights and the activation blocks of the type (XB: Q8_0, or Q8_1 whose
 // codes and d are Q8_0's): acc = fma(float(exact block dot), d_w * d_x, acc)
@@ -140,6 +158,10 @@ float expected_dot(DType t, const uint8_t* wrow, const XB* xb, int64_t n) {
       const auto& blk = reinterpret_cast<const BlockIQ4_NL*>(wrow)[b];
       for (int e = 0; e < 32; ++e) I += kValues[q4_code(blk, e)] * xb[b].qs[e];
       dw = fp16_to_fp32(blk.d);
+    } else if (t == DType::MXFP4) {
+      const auto& blk = reinterpret_cast<const BlockMXFP4*>(wrow)[b];
+      for (int e = 0; e < 32; ++e) I += mxfp4_doubled(q4_code(blk, e)) * xb[b].qs[e];
+      dw = mxfp4_half(blk.e);
     } else {
       const auto* blk = reinterpret_cast<const BlockQ8_0*>(wrow) + b;
       for (int j = 0; j < 32; ++j) I += blk->qs[j] * xb[b].qs[j];
@@ -363,6 +385,8 @@ std::vector<std::pair<size_t, size_t>> code_fields(DType t) {
       return {{offsetof(BlockQ8_0, qs), sizeof(BlockQ8_0::qs)}};
     case DType::IQ4_NL:
       return {{offsetof(BlockIQ4_NL, qs), sizeof(BlockIQ4_NL::qs)}};
+    case DType::MXFP4:
+      return {{offsetof(BlockMXFP4, qs), sizeof(BlockMXFP4::qs)}};
     case DType::IQ4_XS:
       return {{offsetof(BlockIQ4_XS, qs), sizeof(BlockIQ4_XS::qs)}};
     case DType::Q4_K:
@@ -402,6 +426,9 @@ TEST(PackedMatmul, ExtremeCodesAndActivationsMatchTheContract) {
           // smallest, and Q8_0's odd rows 127.
           const uint8_t v = r % 3 == 2 ? 0x00 : t == DType::Q8_0 && r % 2 ? 0x7F : 0xFF;
           std::memset(codes, t == DType::Q8_0 && v == 0xFF ? 0x80 : v, len);
+          // MXFP4: exponents through the subnormal half scales (e = 0, 1) too.
+          if (t == DType::MXFP4)
+            codes[-1] = std::array<uint8_t, 5>{0, 1, 2, 127, 130}[(r + b) % 5];
         }
     const Packed p = pack(w);
     std::vector<float> x(static_cast<size_t>(T * n));

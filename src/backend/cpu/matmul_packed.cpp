@@ -1,8 +1,8 @@
-// Rows16 (packed_weights.h) Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL weights
-// times split Q8_0 activations (activation_quant.h). For weight row r,
+// Rows16 (packed_weights.h) Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL / MXFP4
+// weights times split Q8_0 activations (activation_quant.h). For weight row r,
 // activation row c and block b:
 //   I      = sum over the block of q_w * q_x, exact in int32 (IQ4_NL: q_w =
-//            kIq4NlValues[code])
+//            kIq4NlValues[code]; MXFP4: kMxfp4Values[code], d_w = 2^(e-128))
 //            (VNNI: codes (u8) times q_x, plus -offset * sum(q_x) from the row)
 //   acc_rc = fma(float(I), d_w * d_x, acc_rc)         blocks in order, from 0
 //   acc_rc = fma(float(sum(q_x)), m_w * d_x, acc_rc)  Q4_1 / Q5_1 (q_w = code)
@@ -26,14 +26,16 @@ namespace {
 
 // kCodeBytes, kScaleBytes: C and S of packed_weights.h; kOffset: code - q_w;
 // kFifthBit: Q5 codes; kMin: value = d * code + m; kTable: q_w =
-// kIq4NlValues[code].
+// kValues[code]; kE8m0: the scales are MXFP4's exponent bytes.
 template <DType T>
 struct Traits {
   static constexpr bool kFifthBit = T == DType::Q5_0 || T == DType::Q5_1;
   static constexpr bool kMin = T == DType::Q4_1 || T == DType::Q5_1;
-  static constexpr bool kTable = T == DType::IQ4_NL;
+  static constexpr bool kE8m0 = T == DType::MXFP4;
+  static constexpr bool kTable = T == DType::IQ4_NL || kE8m0;
+  static constexpr const int8_t (&kValues)[16] = kE8m0 ? kMxfp4Values : kIq4NlValues;
   static constexpr size_t kCodeBytes = T == DType::Q8_0 ? 512 : kFifthBit ? 320 : 256;
-  static constexpr size_t kScaleBytes = kMin ? 64 : 32;
+  static constexpr size_t kScaleBytes = kMin ? 64 : kE8m0 ? 16 : 32;
   static constexpr int kOffset = T == DType::Q8_0 ? 128 : kMin || kTable ? 0 : kFifthBit ? 16 : 8;
 };
 
@@ -64,7 +66,7 @@ int code_of(const uint8_t* block_codes, int k, int lane, int j) {
   } else {
     const uint8_t v = block_codes[64 * (k % 4) + 4 * lane + j];
     const int code = k < 4 ? (v & 15) : (v >> 4);
-    return Traits<T>::kTable ? kIq4NlValues[code] : code;
+    return Traits<T>::kTable ? Traits<T>::kValues[code] : code;
   }
 }
 
@@ -88,7 +90,8 @@ void packed_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const u
             for (int j = 0; j < 4; ++j) I += code_of<T>(bc, k, lane, j) * q[4 * k + j];
           f16_t h;
           std::memcpy(&h, sc + 2 * lane, 2);
-          const float s = fp16_to_fp32(h) * xr.d[b];
+          const float dw = Traits<T>::kE8m0 ? mxfp4_half_scale(sc[lane]) : fp16_to_fp32(h);
+          const float s = dw * xr.d[b];
           acc[lane] = std::fma(static_cast<float>(I), s, acc[lane]);
           if constexpr (Traits<T>::kMin) {
             std::memcpy(&h, sc + 32 + 2 * lane, 2);
@@ -113,6 +116,23 @@ PAGELLM_TARGET_AVX512
 template <DType T>
 constexpr int kVnniOffset = Traits<T>::kTable ? 128 : Traits<T>::kOffset;
 
+// 16 MXFP4 exponent bytes as their half scales 2^(e-128) (mxfp4_half_scale):
+// (e - 1) << 23 as float bits, or for e < 2 the subnormals 0x00200000 << e.
+inline __attribute__((always_inline)) __m512 mxfp4_scales16(const uint8_t* e8) {
+  const __m512i e = _mm512_cvtepu8_epi32(simd::load128(e8));
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+  const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+  const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, sub));
+}
+
+// The 16 rows' d_w of a block whose scales start at sc.
+template <DType T>
+inline __attribute__((always_inline)) __m512 scales16(const uint8_t* sc) {
+  if constexpr (Traits<T>::kE8m0) return mxfp4_scales16(sc);
+  return _mm512_cvtph_ps(simd::load256(sc));
+}
+
 template <DType T>
 struct Avx512 {
   static constexpr int kCols = 16;
@@ -132,6 +152,8 @@ struct Avx512 {
           A[k] = _mm512_mask_add_epi8(
               A[k], _mm512_test_epi8_mask(hb, _mm512_set1_epi8(static_cast<char>(1 << k))), A[k],
               _mm512_set1_epi8(16));
+      } else if constexpr (Traits<T>::kE8m0) {
+        iq4_shifted_values(A, kMxfp4Shifted);
       } else if constexpr (Traits<T>::kTable) {
         iq4_shifted_values(A);
       }
@@ -145,7 +167,7 @@ struct Avx512 {
                                                           __m512 (&acc)[CB]) {
     __m512i A[8];
     codes(bc, A);
-    const __m512 dw = _mm512_cvtph_ps(simd::load256(sc));
+    const __m512 dw = scales16<T>(sc);
     [[maybe_unused]] __m512 mw;  // the mins (Q4_1, Q5_1)
     if constexpr (Traits<T>::kMin) mw = _mm512_cvtph_ps(simd::load256(sc + 32));
 #pragma GCC unroll 16
@@ -251,7 +273,7 @@ struct Amx {
   static inline __attribute__((always_inline)) void scale(const int32_t (&sums)[16][16],
                                                           const uint8_t* sc, const XRow (&xr)[CB],
                                                           int64_t b, __m512 (&acc)[CB]) {
-    const __m512 dw = _mm512_cvtph_ps(simd::load256(sc));
+    const __m512 dw = scales16<T>(sc);
     [[maybe_unused]] __m512 mw;
     if constexpr (Traits<T>::kMin) mw = _mm512_cvtph_ps(simd::load256(sc + 32));
 #pragma GCC unroll 16
@@ -305,6 +327,20 @@ PAGELLM_TARGET_AVX2
 
 template <DType T>
 struct Avx2 {
+  // Rows 8h..8h+7's d_w of a block whose scales start at sc (f16, or MXFP4's
+  // exponent bytes as in mxfp4_scales16).
+  static inline __attribute__((always_inline)) __m256 scales8(const uint8_t* sc, int h) {
+    if constexpr (Traits<T>::kE8m0) {
+      const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+          reinterpret_cast<const __m128i*>(sc + 8 * h)));
+      const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+      const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+      const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+      return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, small));
+    }
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * h)));
+  }
+
   // Signed weight values (Q8_0, IQ4_NL): |w| times x with w's sign, one
   // widening per product, so fewer columns keep their sums in registers.
   static constexpr bool kSigned = T == DType::Q8_0 || Traits<T>::kTable;
@@ -399,15 +435,14 @@ struct Avx2 {
           __m256i W[2];
 #pragma GCC unroll 2
           for (int h = 0; h < 2; ++h)
-            W[h] = Traits<T>::kTable ? iq4_values(simd::load256(bc + 64 * (k % 4) + 32 * h), k)
+            W[h] = Traits<T>::kTable ? iq4_values(simd::load256(bc + 64 * (k % 4) + 32 * h), k,
+                                                  Traits<T>::kValues)
                                      : _mm256_xor_si256(simd::load256(bc + 64 * k + 32 * h),
                                                         _mm256_set1_epi8(-128));
           add_signed_products<CB>(W, xr, static_cast<size_t>(32 * b + 4 * k), ones2, I);
         }
       }
-      const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-      const __m256 dw1 =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)));
+      const __m256 dw0 = scales8(sc, 0), dw1 = scales8(sc, 1);
       [[maybe_unused]] __m256 mw0, mw1;  // the mins (Q4_1, Q5_1)
       if constexpr (Traits<T>::kMin) {
         mw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 32)));
@@ -468,6 +503,8 @@ PackedTileFn for_block_format(DType wtype, F&& f) {
       return f.template operator()<DType::Q8_0>();
     case DType::IQ4_NL:
       return f.template operator()<DType::IQ4_NL>();
+    case DType::MXFP4:
+      return f.template operator()<DType::MXFP4>();
     default:
       return nullptr;
   }

@@ -171,24 +171,27 @@ void drive(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* 
       });
 }
 
-// VNNI products take unsigned codes: IQ4_NL / IQ4_XS table values go in
-// shifted by 128 (all within 1..241), and -128 * sum(q_x) takes the shift
-// back out of the integer sum. (The AMX kernels take the values signed.)
+// VNNI products take unsigned codes: IQ4_NL / IQ4_XS (and MXFP4) table values
+// go in shifted by 128 (all within 1..241), and -128 * sum(q_x) takes the
+// shift back out of the integer sum. (The AMX kernels take the values signed.)
 struct ShiftedIq4 {
   alignas(16) uint8_t v[16];
 };
-constexpr ShiftedIq4 shifted_iq4() {
+constexpr ShiftedIq4 shifted_iq4(const int8_t (&values)[16] = kIq4NlValues) {
   ShiftedIq4 t{};
-  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(kIq4NlValues[i] + 128);
+  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(values[i] + 128);
   return t;
 }
 inline constexpr ShiftedIq4 kIq4Shifted = shifted_iq4();
+inline constexpr ShiftedIq4 kMxfp4Shifted = shifted_iq4(kMxfp4Values);
 
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
-// The shifted IQ4 values of the nibbles in A[k] (0..15 each), in place.
-inline __attribute__((always_inline)) void iq4_shifted_values(__m512i (&A)[8]) {
-  const __m512i table = _mm512_broadcast_i32x4(simd::load128(kIq4Shifted.v));
+// The shifted IQ4 (or other `shifted` table) values of the nibbles in A[k]
+// (0..15 each), in place.
+inline __attribute__((always_inline)) void iq4_shifted_values(
+    __m512i (&A)[8], const ShiftedIq4& shifted = kIq4Shifted) {
+  const __m512i table = _mm512_broadcast_i32x4(simd::load128(shifted.v));
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) A[k] = _mm512_shuffle_epi8(table, A[k]);
 }
@@ -312,10 +315,11 @@ inline __attribute__((always_inline)) void add_signed_products(const __m256i (&W
   }
 }
 
-// The IQ4 table values (kIq4NlValues) of dword group t of a Q4_0-layout
-// nibble register v: low nibbles for t < 4, high ones after.
-inline __attribute__((always_inline)) __m256i iq4_values(__m256i v, int t) {
-  const __m256i table = _mm256_broadcastsi128_si256(simd::load128(kIq4NlValues));
+// The IQ4 table values (kIq4NlValues, or another 16-value table) of dword
+// group t of a Q4_0-layout nibble register v: low nibbles for t < 4, high ones after.
+inline __attribute__((always_inline)) __m256i iq4_values(
+    __m256i v, int t, const int8_t (&values)[16] = kIq4NlValues) {
+  const __m256i table = _mm256_broadcastsi128_si256(simd::load128(values));
   return _mm256_shuffle_epi8(
       table, _mm256_and_si256(t >= 4 ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(15)));
 }

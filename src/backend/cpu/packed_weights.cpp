@@ -20,6 +20,7 @@ size_t code_bytes(DType t) {
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::IQ4_NL:
+    case DType::MXFP4:
       return 256;
     case DType::Q5_0:
     case DType::Q5_1:
@@ -32,8 +33,9 @@ size_t code_bytes(DType t) {
 }
 
 // Scale bytes per block per group (S in the header): d, and m where the type
-// has one.
+// has one; MXFP4's exponent bytes.
 size_t scale_bytes(DType t) {
+  if (t == DType::MXFP4) return 16;
   return t == DType::Q4_1 || t == DType::Q5_1 ? 64 : 32;
 }
 
@@ -52,7 +54,10 @@ void put_nibbles(uint8_t* cb, uint8_t* sc, int lane, const B& blk) {
     cb += 64;
   }
   for (int k = 0; k < 4; ++k) std::memcpy(cb + 64 * k + 4 * lane, blk.qs + 4 * k, 4);
-  std::memcpy(sc + 2 * lane, &blk.d, 2);
+  if constexpr (requires { blk.e; })
+    sc[lane] = blk.e;
+  else
+    std::memcpy(sc + 2 * lane, &blk.d, 2);
   if constexpr (requires { blk.m; }) std::memcpy(sc + 32 + 2 * lane, &blk.m, 2);
 }
 
@@ -67,7 +72,10 @@ void get_nibbles(const uint8_t* cb, const uint8_t* sc, int lane, B& blk) {
     cb += 64;
   }
   for (int k = 0; k < 4; ++k) std::memcpy(blk.qs + 4 * k, cb + 64 * k + 4 * lane, 4);
-  std::memcpy(&blk.d, sc + 2 * lane, 2);
+  if constexpr (requires { blk.e; })
+    blk.e = sc[lane];
+  else
+    std::memcpy(&blk.d, sc + 2 * lane, 2);
   if constexpr (requires { blk.m; }) std::memcpy(&blk.m, sc + 32 + 2 * lane, 2);
 }
 
@@ -83,6 +91,8 @@ void with_nibble_block(DType t, Fn&& fn) {
       return fn(BlockQ5_0{});
     case DType::IQ4_NL:
       return fn(BlockIQ4_NL{});
+    case DType::MXFP4:
+      return fn(BlockMXFP4{});
     default:
       return fn(BlockQ5_1{});
   }
@@ -370,7 +380,7 @@ bool packable(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
          t == DType::Q8_0 || t == DType::IQ4_NL || t == DType::Q2_K || t == DType::Q3_K ||
          t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS ||
-         t == DType::F16 || t == DType::BF16;
+         t == DType::F16 || t == DType::BF16 || t == DType::MXFP4;
 }
 
 size_t packed_group_bytes(DType t, int64_t n_in) {

@@ -1,4 +1,4 @@
-// The Rows16 weight layout: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K .. Q6_K,
+// The Rows16 weight layout: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K .. Q6_K,
 // IQ4_XS, F16 and BF16 matrices repacked once at load. For the quantized types one 512-bit register
 // holds the same four codes of 16 consecutive rows. An integer dot product instruction (VNNI
 // vpdpbusd) then yields the exact block sums of 16 rows at once, one row per 32-bit lane, and the
@@ -20,7 +20,8 @@
 //           Q4_1 and Q5_1 (S = 64): then the 16 f16 mins (m of each row)
 //
 // so group_bytes = nb * (C + S), plus S when nb is odd; every block's
-// codes start on a 64-byte boundary.
+// codes start on a 64-byte boundary (but MXFP4's, S = 16: a pair is 544 bytes,
+// exactly the file's 16 rows x 2 blocks x 17 bytes).
 //
 //   Q4_0 (C = 256): chunk k (0..3) byte 4*lane+j = the row's qs[4k + j], i.e.
 //        element 4k+j in the low nibble and element 16+4k+j in the high one;
@@ -36,6 +37,8 @@
 //        code + m.
 //   IQ4_NL (C = 256): Q4_0's nibble layout (the row's qs), value = d *
 //        kIq4NlValues[code].
+//   MXFP4 (C = 256, S = 16): Q4_0's nibble layout; scales = the 16 rows'
+//        exponent bytes e, lane order; value = 2^(e-128) * kMxfp4Values[code].
 //
 //   Q4_K: per 256-element super-block s, kQ4KSuper = 2368 bytes at s * 2368
 //        (group_bytes = n_in / 256 * 2368, 2.8% more than the file's rows):
