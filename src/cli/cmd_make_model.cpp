@@ -61,8 +61,12 @@ Runner add_make_model(CLI::App& app) {
   sub->add_option("--vocab-from", s->vocab_from, "GGUF file whose tokenizer is copied")->required();
   sub->add_option("--type", *type,
                   "Type of the 2-D weights (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-                  "q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs)")
+                  "q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, mxfp4)")
       ->capture_default_str();
+  auto expert_type = std::make_shared<std::string>();
+  sub->add_option("--expert-type", *expert_type,
+                  "Type of the routed experts' stacks (default --type; e.g. mxfp4 with --type "
+                  "q8_0, as gpt-oss files)");
   sub->add_option("--n-ctx", s->n_ctx, "Trained context length")->capture_default_str();
   sub->add_option("--seed", s->seed, "Random seed")->capture_default_str();
   sub->add_flag("--tied", s->tied, "Omit output.weight (tie it to token_embd)");
@@ -70,6 +74,7 @@ Runner add_make_model(CLI::App& app) {
   sub->add_option("-o,--output", *out, "Output file")->required();
   return [=] {
     s->type = parse_dtype(*type);
+    if (!expert_type->empty()) s->expert_type = parse_dtype(*expert_type);
     ThreadPool pool(*threads > 0 ? *threads : ThreadPool::physical_cores());
     make_model(*s, *out, pool);
     fmt::print("wrote {} ({})\n", *out, format_size(std::filesystem::file_size(*out)));

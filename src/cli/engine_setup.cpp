@@ -19,8 +19,8 @@ void ModelOptions::add_to(CLI::App& sub) {
   sub.add_flag(
       "--no-repack", no_repack,
       "Keep the weight matrices in the file's layout (zero-copy mmap) instead of "
-      "repacking the Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, K-quant, F16 and BF16 ones for the faster CPU "
-      "kernels");
+      "repacking the Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, K-quant, IQ4, MXFP4, F16 and BF16 ones for "
+      "the faster CPU kernels");
 }
 
 std::string ModelOptions::path() const {

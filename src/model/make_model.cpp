@@ -270,6 +270,16 @@ void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& 
   const auto& tr = dtype_traits(s.type);
   if (!tr.can_quantize || s.type == DType::Q8_K || s.type == DType::Q8_1)
     throw ConfigError(fmt::format("cannot write weights of type '{}'", tr.name));
+  if (s.expert_type) {
+    const auto& et = dtype_traits(*s.expert_type);
+    if (s.n_expert == 0) throw ConfigError("--expert-type needs a model with experts");
+    if (!et.can_quantize || et.type == DType::Q8_K || et.type == DType::Q8_1)
+      throw ConfigError(fmt::format("cannot write experts of type '{}'", et.name));
+    for (int64_t n : {int64_t{s.n_embd}, int64_t{s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff}})
+      if (n % et.block_size != 0)
+        throw ConfigError(fmt::format("expert row length {} is not a multiple of the {} block size {}",
+                                      n, et.name, et.block_size));
+  }
   for (int64_t n : {int64_t{s.n_embd}, int64_t{s.n_ff}, int64_t{head_dim} * s.n_head,
                     int64_t{s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff},
                     int64_t{s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff},
@@ -376,7 +386,7 @@ void make_model(const MakeModelSpec& spec, const std::string& path, ThreadPool& 
     } else if (!t.matrix) {  // norms, biases (2-D: the experts')
       vec(t.name, t.n_in, t.name.find("norm") != std::string::npos ? 1.0f : 0.0f, t.n_out);
     } else if (t.n_expert > 0) {
-      matrix(t.name, t.n_in, t.n_out, t.n_expert);
+      matrix(t.name, t.n_in, t.n_out, t.n_expert, s.expert_type);
     } else if (t.n_heads > 0) {  // a stack of per-head matrices (MLA's attn_k_b / attn_v_b)
       matrix(t.name, t.n_in, t.n_out, t.n_heads);
     } else if (t.role == static_cast<uint8_t>(MatrixRole::kRouter)) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct MakeModelSpec {
   int32_t n_ctx = 2048;
   std::string vocab_from;    // GGUF whose tokenizer.* keys are copied
   DType type = DType::Q4_0;  // of the 2-D weights
+  // Of the routed experts' stacks (ffn_*_exps) when set, e.g. MXFP4 with Q8_0
+  // elsewhere as real gpt-oss files; else `type`.
+  std::optional<DType> expert_type;
   uint64_t seed = 1;
   bool tied = false;  // omit output.weight (reuse token_embd)
   float rope_freq_base = 10000.0f;

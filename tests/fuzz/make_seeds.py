@@ -112,10 +112,11 @@ def struct_seeds():
     yield "arr_empty.gguf", gguf([("tokenizer.ggml.merges", ARR, (STR, []))])
     yield "arr_nested.gguf", gguf([("a", ARR, (ARR, [(ARR, [(I32, [1])]), (STR, ["x"])]))])
     # Tensor infos: name, dims, ggml type, data (block sizes: q8_0 34/32, q4_0 18/32,
-    # q4_k 144/256, bf16 2/1, i32 4/1).
+    # q4_k 144/256, bf16 2/1, i32 4/1, mxfp4 17/32).
     ts = [("t.f32", [4], 0, bytes(16)), ("t.f16", [2, 2], 1, bytes(8)), ("t.q4_0", [32], 2, bytes(18)),
           ("t.q8_0", [32, 1], 8, bytes(34)), ("t.q4_k", [256], 12, bytes(144)),
-          ("t.bf16", [1, 1, 2], 30, bytes(4)), ("t.i32", [1, 1, 1, 1], 26, bytes(4))]
+          ("t.bf16", [1, 1, 2], 30, bytes(4)), ("t.i32", [1, 1, 1, 1], 26, bytes(4)),
+          ("t.mxfp4", [32, 2], 39, bytes([121]) + bytes(range(16)) + bytes([130]) + bytes(range(16, 32)))]
     for name, dims, dtype, data in ts:
         yield f"tensor_{name[2:]}.gguf", gguf([], [(name, dims, dtype, data)])
     yield "tensors_all.gguf", gguf([("general.alignment", U32, 16)], ts, alignment=16)
@@ -190,6 +191,8 @@ MODELS = [  # name, make-model arguments
     # Mixtures of experts: 3-D expert stacks, an F32 router.
     ("model_mixtral_f16.gguf", "--arch mixtral --n-embd 8 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 8 --n-expert 3 --n-expert-used 2 --type f16"),
     ("model_qwen3moe_f16.gguf", "--arch qwen3moe --n-embd 8 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 8 --n-ff-exp 8 --head-dim 8 --n-expert 3 --type f16"),
+    # MXFP4 experts (and every other matrix): 17-byte blocks, rows at odd offsets.
+    ("model_mixtral_mxfp4.gguf", "--arch mixtral --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 32 --n-expert 2 --n-expert-used 1 --type mxfp4 --tied"),
     # A NoPE layer: smollm3's fourth.
     ("model_smollm3_f16.gguf", "--arch smollm3 --n-embd 8 --n-layer 4 --n-head 2 --n-head-kv 1 --n-ff 8 --type f16"),
 ]

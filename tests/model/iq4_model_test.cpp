@@ -1,5 +1,5 @@
-// Models with IQ4_NL / IQ4_XS matrices against the same model with every
-// matrix expanded to F32 (by dequantize_row, checked on hand-built blocks in
+// Models with IQ4_NL / IQ4_XS matrices (and gpt-oss-shaped ones with MXFP4
+// experts, Q8_0 elsewhere) against the same model with every matrix expanded to F32 (by dequantize_row, checked on hand-built blocks in
 // tests/tensor): the quantized kernels see Q8 activations, the F32 ones the
 // floats, so the logits agree to activation rounding, not bit for bit.
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include "model/model_test_util.h"
 #include "support/test_support.h"
 #include "tensor/convert.h"
+#include "util/error.h"
 
 namespace pagellm {
 namespace {
@@ -53,6 +54,65 @@ TEST(Iq4Model, LogitsMatchTheExpandedModel) {
       test::expect_logits_close(test::prompt_logits(*q, pool), test::prompt_logits(*f, pool), 0.03);
     }
   }
+}
+
+// As real gpt-oss files: MXFP4 expert stacks (make-model --expert-type), Q8_0
+// matrices elsewhere; the routed expert matmuls run the MXFP4 kernels, packed
+// or in the file's layout.
+TEST(Iq4Model, Mxfp4ExpertsMatchTheExpandedModel) {
+  ThreadPool pool(2);
+  for (bool repack : {true, false}) {
+    SCOPED_TRACE(repack ? "repack" : "file layout");
+    test::TempPath quant(".gguf"), expanded(".gguf");
+    MakeModelSpec spec;
+    spec.arch = "gpt-oss";
+    spec.n_layer = 2;
+    spec.n_embd = 128;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 64;
+    spec.n_expert = 4;
+    spec.type = DType::Q8_0;
+    spec.expert_type = DType::MXFP4;
+    spec.vocab_from = test::data_path("golden/random/rand-llama-tok512-F32.gguf");
+    make_model(spec, quant.path, pool);
+    {
+      auto f = GgufFile::open(quant.path);
+      int experts = 0;
+      for (const auto& t : f->tensors()) {
+        const bool exps = t.name.find("_exps.weight") != std::string::npos;
+        experts += exps;
+        if (exps) EXPECT_EQ(t.type, DType::MXFP4) << t.name;
+        if (!exps && t.ne.size() == 2 && t.name.find("weight") != std::string::npos &&
+            t.name.find("gate_inp") == std::string::npos)
+          EXPECT_EQ(t.type, DType::Q8_0) << t.name;
+      }
+      EXPECT_EQ(experts, 3 * spec.n_layer);
+    }
+    write_expanded(quant.path, expanded.path);
+    auto q = ModelRunner::load(quant.path, {.repack = repack});
+    auto f = ModelRunner::load(expanded.path, {.repack = repack});
+    test::expect_logits_close(test::prompt_logits(*q, pool), test::prompt_logits(*f, pool), 0.03);
+  }
+}
+
+TEST(Iq4Model, ExpertTypeNeedsExpertsAndWholeBlocks) {
+  ThreadPool pool(1);
+  test::TempPath out(".gguf");
+  MakeModelSpec spec;
+  spec.n_layer = 1;
+  spec.n_embd = 64;
+  spec.n_ff = 64;
+  spec.type = DType::F16;
+  spec.expert_type = DType::MXFP4;
+  spec.vocab_from = test::data_path("golden/random/rand-llama-tok512-F32.gguf");
+  EXPECT_THROW(make_model(spec, out.path, pool), ConfigError);  // llama: no experts
+  spec.arch = "mixtral";
+  spec.n_ff_exp = 48;  // not whole 32-element blocks
+  EXPECT_THROW(make_model(spec, out.path, pool), ConfigError);
+  spec.expert_type = DType::Q8_K;  // an activation format
+  spec.n_ff_exp = 64;
+  EXPECT_THROW(make_model(spec, out.path, pool), ConfigError);
 }
 
 }  // namespace

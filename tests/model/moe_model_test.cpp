@@ -40,7 +40,8 @@ void write_dense_twin(const std::string& moe_path, const std::string& out) {
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,
                         DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,
-                        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,   DType::IQ4_XS};
+                        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,   DType::IQ4_XS,
+                        DType::MXFP4};
 
 MakeModelSpec small_moe(DType t, int32_t experts) {
   MakeModelSpec spec;
