@@ -27,6 +27,55 @@ std::string layers_cell(const DevicePlan& d) {
 
 }  // namespace
 
+// Sliding-window models: each KV group's tokens and bytes (their sum is the
+// table's KV cache), how a window group is sized and what its window saves.
+// False (nothing written) when the layers' KV rows differ in size, where the
+// split per group cannot be told from the plan's totals.
+static bool kv_group_lines(const Plan& p, std::string& out) {
+  const auto& g0 = p.kv_groups[0];
+  if (g0.layers <= 0 || p.kv_bytes_per_token % static_cast<uint64_t>(g0.layers) != 0) return false;
+  const uint64_t per_layer = p.kv_bytes_per_token / static_cast<uint64_t>(g0.layers);
+  uint64_t sum = 0;
+  for (const auto& g : p.kv_groups)
+    sum += per_layer * static_cast<uint64_t>(g.layers) * static_cast<uint64_t>(g.tokens);
+  if (sum != p.kv_bytes()) return false;
+  out += fmt::format(
+      "KV groups: the full-attention layers keep every token, window layers their window "
+      "(the KV cache column is their sum, {}):\n",
+      format_size(sum));
+  for (const auto& g : p.kv_groups) {
+    const uint64_t per_token = per_layer * static_cast<uint64_t>(g.layers);
+    const uint64_t bytes = per_token * static_cast<uint64_t>(g.tokens);
+    if (g.window == 0) {
+      out += fmt::format("  {} full-attention layer{}: {} tokens x {} = {}\n", g.layers,
+                         g.layers == 1 ? "" : "s", format_count(g.tokens), format_size(per_token),
+                         format_size(bytes));
+      continue;
+    }
+    const int64_t per_seq = (g.window - 1 + p.block_size - 1) / p.block_size + 2;
+    const int64_t seqs_blocks = per_seq * p.max_num_seqs;
+    const std::string sizing =
+        g.blocks >= g0.blocks
+            ? fmt::format("as many blocks as the full-attention layers: {} sequences' windows "
+                          "would need more",
+                          p.max_num_seqs)
+            : fmt::format("per sequence ceil(({} - 1) / {}) + 2 = {} blocks x max_num_seqs {}{}",
+                          g.window, p.block_size, per_seq, p.max_num_seqs,
+                          g.blocks > seqs_blocks
+                              ? fmt::format(", + {} blocks for one step's tokens",
+                                            g.blocks - seqs_blocks)
+                              : std::string());
+    const uint64_t unwindowed = per_token * static_cast<uint64_t>(g0.tokens);
+    out += fmt::format(
+        "  {} layer{} with window {}: {} tokens x {} = {} ({}); keeping every token would take "
+        "{}, the window saves {}\n",
+        g.layers, g.layers == 1 ? "" : "s", format_count(g.window), format_count(g.tokens),
+        format_size(per_token), format_size(bytes), sizing, format_size(unwindowed),
+        format_size(unwindowed > bytes ? unwindowed - bytes : 0));
+  }
+  return true;
+}
+
 std::string format_plan_table(const Plan& p) {
   std::string out;
   // Models with recurrent layers get a column for their state.
@@ -54,9 +103,11 @@ std::string format_plan_table(const Plan& p) {
   }
   if (shared_note)
     out += "(virtual cpu:N devices share host RAM: host's free after counts their use too)\n";
-  out += fmt::format("KV cache: {} blocks x {} tokens = {} tokens ({}, {} per token)\n",
+  const bool windows = p.kv_groups.size() > 1;
+  out += fmt::format("KV cache: {} blocks x {} tokens = {} tokens ({}, {} per token{})\n",
                      format_count(p.num_blocks), p.block_size, format_count(p.kv_tokens),
-                     dtype_name(p.kv_type), format_size(p.kv_bytes_per_token));
+                     dtype_name(p.kv_type), format_size(p.kv_bytes_per_token),
+                     windows ? " in the full-attention layers; the window layers' below" : "");
   if (p.latent_kv)
     out += fmt::format("KV cache kind: latent (MLA), {} x {} values per token and layer = {} per token; "
                        "a GQA cache of the same heads would need {} per token ({:.1f}x)\n",
@@ -65,7 +116,13 @@ std::string format_plan_table(const Plan& p) {
                        p.kv_bytes_per_token > 0
                            ? static_cast<double>(p.gqa_kv_bytes_per_token) / p.kv_bytes_per_token
                            : 0.0);
-  if (p.kv_groups.size() > 1) {
+  if (p.shared_kv_layers > 0)
+    out += fmt::format("KV sharing: {} of {} layers read an earlier layer's cache and keep none: "
+                       "{} per token over all layers instead of {}\n",
+                       p.shared_kv_layers, p.n_layer, format_size(p.all_layers_kv_bytes_per_token),
+                       format_size(p.unshared_kv_bytes_per_token));
+  if (p.kv_groups.size() > 1 && kv_group_lines(p, out)) {
+  } else if (p.kv_groups.size() > 1) {
     std::string groups;
     for (const auto& g : p.kv_groups)
       groups += fmt::format("{}{} {} x {} tokens", groups.empty() ? "" : "; ", g.layers,
@@ -164,6 +221,9 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["kv_bytes_per_token"] = p.kv_bytes_per_token;
   j["kv_cache_kind"] = p.latent_kv ? "latent" : "kv";
   if (p.latent_kv) j["gqa_kv_bytes_per_token"] = p.gqa_kv_bytes_per_token;
+  j["shared_kv_layers"] = p.shared_kv_layers;
+  j["all_layers_kv_bytes_per_token"] = p.all_layers_kv_bytes_per_token;
+  j["unshared_kv_bytes_per_token"] = p.unshared_kv_bytes_per_token;
   j["recurrent_layers"] = p.recurrent_layers;
   j["state_bytes_per_sequence"] = p.state_bytes_per_seq;
   j["state_slots"] = p.recurrent_layers > 0 ? p.max_num_seqs + p.state_checkpoints : 0;
@@ -172,7 +232,11 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["state_bytes"] = p.state_bytes();
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& g : p.kv_groups)
-    groups.push_back({{"window", g.window}, {"layers", g.layers}, {"tokens", g.tokens}});
+    groups.push_back({{"window", g.window},
+                      {"layers", g.layers},
+                      {"shared_layers", g.shared_layers},
+                      {"bytes_per_token", g.token_bytes},
+                      {"tokens", g.tokens}});
   j["kv_groups"] = groups;
   j["kv_mode"] = kv_mode_name(p.kv_mode);
   j["max_seq_len"] = p.max_seq_len;

@@ -15,7 +15,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct TempDir {
-  TempDir() : path(fs::temp_directory_path() / ("pagellm-disk-engine-" + std::to_string(::getpid()))) {
+  TempDir()
+      : path(fs::temp_directory_path() / ("pagellm-disk-engine-" + std::to_string(::getpid()))) {
     fs::remove_all(path);
   }
   ~TempDir() { fs::remove_all(path); }

@@ -48,8 +48,8 @@ KvPoolShape shape(DType dtype = DType::F16) {
 
 // A storage, manager and tier over `dir`.
 struct Cache {
-  explicit Cache(const fs::path& dir, BlockFileIdentity id = identity(), uint64_t max_bytes = 1 << 30,
-                 DType dtype = DType::F16)
+  explicit Cache(const fs::path& dir, BlockFileIdentity id = identity(),
+                 uint64_t max_bytes = 1 << 30, DType dtype = DType::F16)
       : storage(shape(dtype), {{"host", 0, 1}, {"host", 1, 3}}),
         manager(kBlocks, kBlock, true),
         tier(DiskTierOptions{dir.string(), max_bytes}, with_layout(id, storage), storage, kBlocks) {
@@ -95,7 +95,8 @@ struct Cache {
     const int64_t from = manager.match_prefix(tokens, t);
     EXPECT_TRUE(manager.reserve(t, from, static_cast<int64_t>(tokens.size()), copies));
     for (size_t i = static_cast<size_t>(from / kBlock); i < t.blocks().size(); ++i)
-      randomize(t.blocks()[i], static_cast<uint32_t>(i * 1000 + static_cast<size_t>(tokens[i * kBlock])));
+      randomize(t.blocks()[i],
+                static_cast<uint32_t>(i * 1000 + static_cast<size_t>(tokens[i * kBlock])));
     manager.commit(tokens, t, static_cast<int64_t>(tokens.size()));
     std::vector<std::vector<uint8_t>> out;
     for (int32_t b : t.blocks()) out.push_back(block_bytes(b));
@@ -164,7 +165,8 @@ TEST(DiskTier, DamagedOrForeignFilesAreSkipped) {
     std::function<void(const fs::path&, Cache&)> damage;
   };
   const auto tokens = prompt(3 * kBlock + 1);
-  auto rewrite_with = [&tokens](const fs::path& file, const std::function<void(BlockFileHeader&)>& change) {
+  auto rewrite_with = [&tokens](const fs::path& file,
+                                const std::function<void(BlockFileHeader&)>& change) {
     // A well-formed file with another header under this block's name.
     std::ifstream in(file, std::ios::binary);
     std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
@@ -190,11 +192,17 @@ TEST(DiskTier, DamagedOrForeignFilesAreSkipped) {
          io.write(&c, 1);
        }},
       {"another model",
-       [&](const fs::path& f, Cache&) { rewrite_with(f, [](BlockFileHeader& h) { h.identity.model.lo ^= 5; }); }},
+       [&](const fs::path& f, Cache&) {
+         rewrite_with(f, [](BlockFileHeader& h) { h.identity.model.lo ^= 5; });
+       }},
       {"another kv type",
-       [&](const fs::path& f, Cache&) { rewrite_with(f, [](BlockFileHeader& h) { h.identity.kv_type = DType::Q8_0; }); }},
+       [&](const fs::path& f, Cache&) {
+         rewrite_with(f, [](BlockFileHeader& h) { h.identity.kv_type = DType::Q8_0; });
+       }},
       {"another block size",
-       [&](const fs::path& f, Cache&) { rewrite_with(f, [](BlockFileHeader& h) { h.identity.block_size = 8; }); }},
+       [&](const fs::path& f, Cache&) {
+         rewrite_with(f, [](BlockFileHeader& h) { h.identity.block_size = 8; });
+       }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -206,9 +214,10 @@ TEST(DiskTier, DamagedOrForeignFilesAreSkipped) {
       a.compute(tokens, t);
       a.tier.flush();
       // The second block's key, as the tier names it.
-      second_key = block_key(block_key(identity_key(Cache::with_layout(Cache::identity(), a.storage)),
-                                       std::span(tokens).first(kBlock)),
-                             std::span(tokens).subspan(kBlock, kBlock));
+      second_key =
+          block_key(block_key(identity_key(Cache::with_layout(Cache::identity(), a.storage)),
+                              std::span(tokens).first(kBlock)),
+                    std::span(tokens).subspan(kBlock, kBlock));
       a.manager.free(t);
     }
     Cache b(dir.path);
