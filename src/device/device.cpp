@@ -32,6 +32,7 @@ bool device_runs_weight_type(DeviceKind kind, DType t) {
     case DType::Q6_K:
     case DType::IQ4_NL:
     case DType::IQ4_XS:
+    case DType::MXFP4:
       return true;
     default:
       return false;

@@ -95,7 +95,8 @@ inline const std::vector<DType>& cuda_weight_types() {
   static const std::vector<DType> t = {DType::F32,  DType::F16,    DType::BF16,  DType::Q8_0,
                                        DType::Q4_0, DType::Q4_1,   DType::Q5_0,  DType::Q5_1,
                                        DType::Q2_K, DType::Q3_K,   DType::Q4_K,  DType::Q5_K,
-                                       DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+                                       DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS,
+                                       DType::MXFP4};
   return t;
 }
 

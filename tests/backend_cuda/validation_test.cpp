@@ -145,6 +145,25 @@ TEST(CudaValidation, GemvLaneCodeIsBatchInvariantOnHost) {
   }
 }
 
+// MXFP4 rows of an odd number of 17-byte blocks start at odd addresses (the
+// type needs no alignment): the kernels' byte loads read them as the CPU does.
+TEST(CudaValidation, Mxfp4RowsAtOddAddressesOnHost) {
+  const int64_t rows = 5, cols = 96;  // 3 blocks: 51-byte rows
+  const test::HostWeights w = test::make_weights(DType::MXFP4, rows, cols, 93);
+  std::vector<uint8_t> shifted(w.bytes.size() + 1);
+  std::copy(w.bytes.begin(), w.bytes.end(), shifted.begin() + 1);  // row 0 odd, too
+  std::vector<float> got(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    dequantize_row_host(DType::MXFP4, shifted.data() + 1 + r * 51, cols, got.data() + r * cols);
+  EXPECT_EQ(got, w.values);
+  const std::vector<float> x = test::random_floats(static_cast<size_t>(cols), 94);
+  const std::vector<float> want = test::reference_product(w.values, rows, cols, x, cols, 1, rows);
+  std::vector<float> y(static_cast<size_t>(rows));
+  EXPECT_NO_THROW(validate_weight_pointer(DType::MXFP4, shifted.data() + 1));
+  gemv_rows_host(DType::MXFP4, shifted.data() + 1, rows, cols, x.data(), cols, y.data(), rows, 1);
+  EXPECT_LE(test::rel_error(y, want), 1e-5);
+}
+
 TEST(CudaValidation, GemvRefusesMisalignedOperands) {
   const test::HostWeights w = test::make_weights(DType::Q4_0, 4, 64, 81);
   std::vector<uint8_t> shifted(w.bytes.size() + 1);

@@ -82,6 +82,31 @@ __host__ __device__ __forceinline__ uint32_t byte_of(uint32_t word, int i) {
   return (word >> (8 * i)) & 0xffu;
 }
 
+// The 4 bytes at p (any alignment: MXFP4's 17-byte blocks) as a word.
+__host__ __device__ __forceinline__ uint32_t load4_bytes(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+
+// kMxfp4Values[q] (twice the E2M1 value) from registers, as iq4_value does.
+__host__ __device__ __forceinline__ int mxfp4_value(uint32_t q) {
+  const uint32_t b = q < 8 ? select_byte(0x03020100u, 0x0c080604u, q & 7)
+                           : select_byte(0xfdfeff00u, 0xf4f8fafcu, q & 7);
+  return static_cast<int>(static_cast<int8_t>(static_cast<uint8_t>(b)));
+}
+
+// mxfp4_half_scale (tensor/blocks.h): 2^(e - 128) from the float's bits.
+__host__ __device__ __forceinline__ float mxfp4_half_scale_bits(uint32_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : (e - 1) << 23;
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+#endif
+}
+
 // w[0..4) = elements [4k, 4k + 4) of the row at `row` (GGUF layout).
 template <DType T>
 __host__ __device__ __forceinline__ void dequant_quad(const uint8_t* row, int64_t k,
@@ -128,6 +153,15 @@ __host__ __device__ __forceinline__ void dequant_quad(const uint8_t* row, int64_
 #pragma unroll
     for (int i = 0; i < 4; ++i)
       w[i] = d * static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(byte_of(q, i))));
+  } else if constexpr (T == DType::MXFP4) {
+    // Q4_0's nibble order in a 17-byte block {e, qs[16]}: byte loads.
+    const uint8_t* b = row + static_cast<size_t>(k / 8) * sizeof(BlockMXFP4);
+    const int c = static_cast<int>(k % 8);
+    const float d = mxfp4_half_scale_bits(b[0]);
+    const uint32_t q = (load4_bytes(b + 1 + 4 * (c % 4)) >> (c < 4 ? 0 : 4)) & 0x0f0f0f0fu;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      w[i] = PAGELLM_MUL_RN(d, static_cast<float>(mxfp4_value(byte_of(q, i))));
   } else if constexpr (T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q5_0 ||
                        T == DType::Q5_1 || T == DType::IQ4_NL) {
     // Quad c of a 32-element block: c < 4 the low nibbles of qs[4c ..],
@@ -241,7 +275,7 @@ using TypeTag = std::integral_constant<DType, T>;
 // Calls f(TypeTag<T>{}) for the runtime type t (f reads the type back as
 // decltype(tag)::value); false if t is not one of the types the CUDA kernels
 // dequantize: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K,
-// IQ4_NL, IQ4_XS.
+// IQ4_NL, IQ4_XS, MXFP4.
 template <typename F>
 bool dispatch_weight_type(DType t, F&& f) {
   switch (t) {
@@ -289,6 +323,9 @@ bool dispatch_weight_type(DType t, F&& f) {
       return true;
     case DType::IQ4_XS:
       f(TypeTag<DType::IQ4_XS>{});
+      return true;
+    case DType::MXFP4:
+      f(TypeTag<DType::MXFP4>{});
       return true;
     default:
       return false;

@@ -8,7 +8,7 @@
 //      x_stride a multiple of 4)
 //   y  [n_vecs][rows] f32, vector stride y_stride floats
 // Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K,
-// IQ4_NL, IQ4_XS; cols a multiple of 32 (256 for the K types and IQ4_XS; F32
+// IQ4_NL, IQ4_XS, MXFP4 (no int8 path: gemv_q8 leaves it to this kernel); cols a multiple of 32 (256 for the K types and IQ4_XS; F32
 // any length, with a plain kernel). A warp takes one row (1-2 vectors) or 4
 // (3 or more); lane L expands quads (4 elements) L, L + 32, ... of its rows
 // (dequant.cuh) and dots each with the matching float4 of every vector (up to
@@ -34,8 +34,8 @@ void validate_weight_shape(DType type, int64_t rows, int64_t cols);
 // code, run on the host: lets tests check the device layouts without a GPU.
 void dequantize_row_host(DType type, const void* row, int64_t cols, float* dst);
 
-// Throws ConfigError when w is not aligned for the type (2 bytes; F32 4): the
-// kernels read blocks in 16-bit halves.
+// Throws ConfigError when w is not aligned for the type (2 bytes; F32 4;
+// MXFP4 1): the kernels read blocks in 16-bit halves (MXFP4 in bytes).
 void validate_weight_pointer(DType type, const void* w);
 
 // gemv() computed on the host by the kernel's own per-lane code, lanes and
