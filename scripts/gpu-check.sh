@@ -7,7 +7,9 @@
 #    or a double-precision reference (tests/backend_cuda), and the engine on
 #    the GPU (tests/engine/cuda_engine_test.cpp): whole forward passes against
 #    the CPU's logits, greedy tokens equal to the CPU run on one GPU, on the
-#    GPU split into two virtual devices, and shared with the host;
+#    GPU split into two virtual devices, and shared with the host; the
+#    issue-56 families (gpt-oss, deepseek2, gemma4: CudaEngine.*GivesTheCpuTokens,
+#    read from ../shared/golden/arch2026, skipped when it is absent);
 # 3. a benchmark on a generated 8B-shape Q4_0 model (n_embd 4096, 32 layers,
 #    32 heads / 8 KV heads, n_ff 14336, vocab 32000): the plan, then
 #    `pagellm bench --roofline`: the GPU's measured read bandwidth, decode

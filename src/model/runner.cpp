@@ -240,6 +240,15 @@ void ModelRunner::check_supported(const Backend& b, const KvPoolPlacement& p) co
   bool shares_kv = false;
   for (const LayerSpec& spec : hp_.layers) shares_kv = shares_kv || spec.kv_source >= 0;
   need(BackendOp::kPerLayerInputs, hp_.n_embd_per_layer > 0 || shares_kv);
+  // A layer reading another layer's KV on a device of its own memory needs
+  // that cache there (a pool is in one backend's memory).
+  for (int32_t l = p.layer_begin; l < p.layer_end && !b.uses_host_memory(); ++l) {
+    const int32_t src = hp_.layers[static_cast<size_t>(l)].kv_source;
+    if (src >= 0 && (src < p.layer_begin || src >= p.layer_end))
+      throw ConfigError(fmt::format("{} ({}) cannot run layer {} of this {} model without layer {}, "
+                                    "whose KV cache it reads",
+                                    p.device, b.name(), l, hp_.arch, src));
+  }
   bool window = false, factors = false;
   for (int32_t l = p.layer_begin; l < p.layer_end; ++l) {
     const LayerSpec& spec = hp_.layers[static_cast<size_t>(l)];
@@ -459,9 +468,10 @@ void ModelRunner::run_layers(Segment& s, KvCacheStorage& kv, int64_t T) {
   Backend& b = *s.backend;
   // MoE layers route on the host between their products (the experts' shapes
   // depend on the routing), and a gated attention output splits q from its
-  // gate with gather_rows over host row indices: a recorded run can replay
-  // neither, so they run call by call.
-  if (hp_.moe() || hp_.attn_output_gate) {
+  // gate with gather_rows over host row indices (as MLA's block assembles its
+  // rows, and Gemma 4's per-layer input block scales with combine_rows): a
+  // recorded run can replay neither, so they run call by call.
+  if (hp_.moe() || hp_.attn_output_gate || hp_.mla.enabled() || hp_.n_embd_per_layer > 0) {
     for (int32_t l = s.layer_begin; l < s.layer_end; ++l) run_layer(s, l, kv, T);
     return;
   }

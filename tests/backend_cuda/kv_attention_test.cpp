@@ -104,6 +104,7 @@ struct AttnCase {
   int32_t window = 0;             // sliding window (0: none); blocks before it are holes
   float softcap = 0.0f;
   bool sinks = false;  // per-head sink logits (gpt-oss)
+  int v_dim = 0;       // > 0: a latent cache (MLA), n_kv_heads 1, V = K rows' first v_dim
 };
 
 // Int8 rows (q8_activations.h) in host memory: do they hold `rows`, as
@@ -166,9 +167,13 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
   const auto k = test::random_floats(n_rows * KV, seed + 1);
   const auto v = test::random_floats(n_rows * KV, seed + 2);
   const auto kc = cpu_cache(c.kv_type, k, n_rows, slots, n_slots, c.n_kv_heads, c.head_dim);
-  const auto vc = cpu_cache(c.kv_type, v, n_rows, slots, n_slots, c.n_kv_heads, c.head_dim);
+  const auto vc = c.v_dim > 0 ? kc  // a latent cache: the K rows are the values
+                               : cpu_cache(c.kv_type, v, n_rows, slots, n_slots, c.n_kv_heads,
+                                           c.head_dim);
   const int32_t T = static_cast<int32_t>(token_seq.size());
   const int64_t q_stride = static_cast<int64_t>(c.n_heads) * c.head_dim;
+  const int vdim = c.v_dim > 0 ? c.v_dim : c.head_dim;
+  const int64_t out_stride = static_cast<int64_t>(c.n_heads) * vdim;
   const auto q = test::random_floats(T * q_stride, seed + 3);
   // A window group drops the blocks no query of the step can see: holes
   // (-1) that neither kernel may read.
@@ -183,12 +188,13 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
 
   std::vector<const int32_t*> table_ptrs;
   for (auto& t : tables) table_ptrs.push_back(t.data());
-  std::vector<float> want(static_cast<size_t>(T * q_stride));
+  std::vector<float> want(static_cast<size_t>(T * out_stride));
   PagedAttentionArgs pa;
   pa.q = q.data();
   pa.q_stride = q_stride;
   pa.out = want.data();
-  pa.out_stride = q_stride;
+  pa.out_stride = out_stride;
+  pa.v_dim = c.v_dim;
   pa.n_tokens = T;
   pa.n_heads = c.n_heads;
   pa.n_kv_heads = c.n_kv_heads;
@@ -217,10 +223,10 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
     ha.block_tables = nullptr;
     ha.block_table_flat = flat.data();
     ha.block_table_stride = max_blocks;
-    Q8Rows q8(T, q_stride);
-    if (c.head_dim % 32 == 0) {
+    Q8Rows q8(T, out_stride);
+    if (vdim % 32 == 0) {
       paged_attention_host(ha, q8.data());
-      EXPECT_TRUE(q8.holds(got)) << "int8 rows, dim " << c.head_dim << " (host rendition)";
+      EXPECT_TRUE(q8.holds(got)) << "int8 rows, dim " << vdim << " (host rendition)";
     } else {
       EXPECT_THROW(paged_attention_host(ha, q8.data()), ConfigError);
       paged_attention_host(ha);
@@ -245,12 +251,12 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
   ga.block_table_flat = dtab.as<int32_t>();
   ga.block_table_stride = max_blocks;
   if (c.sinks) ga.sinks = dsinks.as<float>();
-  const bool with_q8 = c.head_dim % 32 == 0;
-  DeviceBuffer dq8(*dev, q8_act_bytes(T, q_stride));
+  const bool with_q8 = vdim % 32 == 0;
+  DeviceBuffer dq8(*dev, q8_act_bytes(T, out_stride));
   cuda::paged_attention(*dev, ga, with_q8 ? dq8.data() : nullptr);
   const auto got = download<float>(*dev, dout, want.size());
   if (with_q8) {
-    Q8Rows q8(T, q_stride);
+    Q8Rows q8(T, out_stride);
     dev->to_host(q8.data(), dq8.data(), q8.bytes);
     EXPECT_TRUE(q8.holds(got)) << "int8 rows, dim " << c.head_dim;
   }
@@ -264,15 +270,16 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
       (max_blocks * block_size + kCudaAttentionPartition - 1) / kCudaAttentionPartition;
   if (parts > 1) {
     DeviceBuffer ws(*dev, attention_workspace_bytes(ga, parts));
-    DeviceBuffer dsplit(*dev, want.size() * sizeof(float)), dq8s(*dev, q8_act_bytes(T, q_stride));
+    DeviceBuffer dsplit(*dev, want.size() * sizeof(float)),
+        dq8s(*dev, q8_act_bytes(T, out_stride));
     PagedAttentionArgs sa = ga;
     sa.out = dsplit.as<float>();
     cuda::paged_attention(*dev, sa, with_q8 ? dq8s.data() : nullptr,
                           AttentionSplit{parts, ws.as<float>()});
     EXPECT_EQ(download<float>(*dev, dsplit, want.size()), got) << "split into " << parts;
     if (with_q8) {
-      EXPECT_EQ(download<uint8_t>(*dev, dq8s, q8_act_bytes(T, q_stride)),
-                download<uint8_t>(*dev, dq8, q8_act_bytes(T, q_stride)))
+      EXPECT_EQ(download<uint8_t>(*dev, dq8s, q8_act_bytes(T, out_stride)),
+                download<uint8_t>(*dev, dq8, q8_act_bytes(T, out_stride)))
           << "int8 rows, split into " << parts;
     }
   }
@@ -314,6 +321,47 @@ void sink_cases(const CudaDevice* dev) {
   run_attention_case(dev, {DType::F16, 8, 2, 64, {75, 700, 33}, {75, 64, 1}, 32, 0.0f, true}, 700);
   run_attention_case(dev, {DType::F32, 4, 2, 32, {1300, 40}, {1, 40}, 0, 0.0f, true}, 701);
   run_attention_case(dev, {DType::Q8_0, 8, 4, 64, {200, 1030}, {1, 1}, 128, 0.0f, true}, 702);
+}
+
+// MLA's latent cache: one KV head of [latent | rope] rows, values the latent
+// (v_dim), every query head on it; decodes, prefill chunks, split launches,
+// caches of every type, and v_dim not a multiple of 32 (no int8 rows).
+void latent_cases(const CudaDevice* dev) {
+  for (DType t : {DType::F16, DType::Q8_0, DType::F32}) {
+    AttnCase c{t, 16, 1, 96, {75, 700, 33}, {75, 64, 1}};
+    c.v_dim = 64;
+    run_attention_case(dev, c, 800);
+  }
+  AttnCase decode{DType::F16, 8, 1, 160, {1300, 2}, {1, 2}};
+  decode.v_dim = 128;
+  run_attention_case(dev, decode, 801);
+  AttnCase odd{DType::F32, 4, 1, 56, {40}, {40}};
+  odd.v_dim = 40;
+  run_attention_case(dev, odd, 802);
+}
+
+TEST(CudaPagedAttention, LatentCacheMatchesCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  latent_cases(&dev);
+}
+
+TEST(CudaPagedAttention, LatentCacheHostRenditionMatchesCpu) {
+  latent_cases(nullptr);
+}
+
+TEST(CudaPagedAttention, LatentCacheShapesAreChecked) {
+  PagedAttentionArgs a;
+  a.n_tokens = 1;
+  a.n_heads = 4;
+  a.n_kv_heads = 2;
+  a.head_dim = 64;
+  a.v_dim = 32;
+  EXPECT_THROW(validate(a), ConfigError);  // a latent cache has one KV head
+  a.n_kv_heads = 1;
+  EXPECT_NO_THROW(validate(a));
+  a.v_dim = 65;
+  EXPECT_THROW(validate(a), ConfigError);  // values past the row
 }
 
 TEST(CudaPagedAttention, SinksMatchCpu) {

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <utility>
+#include <vector>
+
 #include "backend/cpu/ops.h"
 #include "cuda_test_util.h"
 #include "tensor/dtype.h"
@@ -53,6 +57,22 @@ TEST(CudaOps, RmsNormMatchesCpu) {
   EXPECT_LE(rel_error(download<float>(dev, dx, x.size()), want), 1e-6);
 }
 
+// Unweighted (Gemma 4's v norm, a null weight): the host rendition's bits.
+TEST(CudaOps, UnweightedRmsNormMatchesCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  const int64_t rows = 9, n = 256;
+  const auto x = test::random_floats(rows * n, 4, 3.0f);
+  std::vector<float> want(x.size()), host(x.size());
+  pagellm::rms_norm(x.data(), nullptr, want.data(), rows, n, 1e-6f);
+  rms_norm_host(x.data(), nullptr, host.data(), rows, n, 1e-6f);
+  DeviceBuffer dx = upload(dev, x);
+  rms_norm(dev, dx.as<float>(), nullptr, dx.as<float>(), rows, n, 1e-6f);
+  const auto got = download<float>(dev, dx, x.size());
+  EXPECT_LE(rel_error(got, want), 1e-6);
+  EXPECT_EQ(got, host) << "the host rendition's bits";
+}
+
 // The kernel's block reduction (strided double sums, shuffles, warps in
 // order) on the host against the CPU's RMSNorm; rows shorter than the block
 // leave threads without elements.
@@ -64,6 +84,15 @@ TEST(CudaOps, RmsNormHostRenditionMatchesCpu) {
     pagellm::rms_norm(x.data(), w.data(), want.data(), rows, n, 1e-5f);
     rms_norm_host(x.data(), w.data(), got.data(), rows, n, 1e-5f);
     EXPECT_LE(rel_error(got, want), 1e-6) << n;
+  }
+  // Unweighted (Gemma 4's v norm): the CPU's bits.
+  for (int64_t n : {32, 64, 256}) {
+    const int64_t rows = 5;
+    const auto x = test::random_floats(rows * n, 3 + n, 3.0f);
+    std::vector<float> want(x.size()), got(x.size());
+    pagellm::rms_norm(x.data(), nullptr, want.data(), rows, n, 1e-6f);
+    rms_norm_host(x.data(), nullptr, got.data(), rows, n, 1e-6f);
+    EXPECT_EQ(got, want) << "unweighted, " << n;
   }
   // A row of zeros: the scale is 1 / sqrt(eps).
   std::vector<float> zero(256, 0.0f);
@@ -184,6 +213,47 @@ TEST(CudaOps, SigmoidMulMatchesCpu) {
   DeviceBuffer dg = upload(dev, gate), du = upload(dev, up);
   sigmoid_mul(dev, dg.as<float>(), du.as<const float>(), n);
   EXPECT_LE(rel_error(download<float>(dev, dg, gate.size()), want), 1e-6);
+}
+
+// gpt-oss's clamped SwiGLU: gates and ups spread over both clamps (|x| up
+// to 30 against the limit 7), the exact limits and a NaN gate.
+std::pair<std::vector<float>, std::vector<float>> clamped_swiglu_inputs(int64_t n) {
+  auto gate = test::random_floats(n, 25), up = test::random_floats(n, 26);
+  for (int64_t i = 0; i < n; ++i) {
+    gate[static_cast<size_t>(i)] *= 30.0f;
+    up[static_cast<size_t>(i)] *= 30.0f;
+  }
+  gate[0] = 7.0f, up[0] = -7.0f;
+  gate[1] = -120.0f, up[1] = 7.0f;
+  gate[2] = 0.0f, up[2] = -1.0f;
+  gate[3] = std::nanf("");
+  return {gate, up};
+}
+
+TEST(CudaOps, ClampedSwigluHostRenditionMatchesCpu) {
+  const int64_t n = 4099;
+  const auto [gate, up] = clamped_swiglu_inputs(n);
+  std::vector<float> want = gate, host = gate;
+  pagellm::glu(Activation::kSwigluClamped, want.data(), up.data(), n);
+  swiglu_clamped_mul_host(host.data(), up.data(), n);
+  ASSERT_TRUE(std::isnan(want[3]) && std::isnan(host[3]));
+  want[3] = host[3] = 0.0f;  // NaN != NaN
+  EXPECT_EQ(host, want);
+}
+
+TEST(CudaOps, ClampedSwigluMatchesCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  const int64_t n = 4099;
+  const auto [gate, up] = clamped_swiglu_inputs(n);
+  std::vector<float> want = gate;
+  pagellm::glu(Activation::kSwigluClamped, want.data(), up.data(), n);
+  CudaDevice dev(0);
+  DeviceBuffer dg = upload(dev, gate), du = upload(dev, up);
+  swiglu_clamped_mul(dev, dg.as<float>(), du.as<const float>(), n);
+  auto got = download<float>(dev, dg, gate.size());
+  EXPECT_TRUE(std::isnan(got[3]));
+  got[3] = want[3] = 0.0f;
+  EXPECT_LE(rel_error(got, want), 1e-6);
 }
 
 TEST(CudaOps, SiluMulAddBiasAndResidualMatchCpu) {

@@ -192,6 +192,49 @@ TEST(CudaEngine, Arch2026FamiliesGiveTheCpuTokens) {
   check_tokens(file, {{"cuda:0", 0, L / 2}, {"host", L / 2, L}}, 8, 7);
 }
 
+// The issue-56 families on the GPU (../shared/golden/arch2026): gpt-oss
+// (clamped SwiGLU, sinks, YaRN, expert biases, softmax of the chosen
+// experts), deepseek2 (MLA's latent cache: one KV head, values = the first
+// kv_lora_rank of each row) and gemma4 (per-layer inputs, layer output
+// scales, an unweighted v norm, KV shared between layers); whole, split with
+// the host, and with the experts on the host.
+TEST(CudaEngine, GptOssGivesTheCpuTokens) {
+  REQUIRE_GPU();
+  const std::string file = shared_path("golden/arch2026/rand-openai-moe-tok512-F32.gguf");
+  if (file.empty()) GTEST_SKIP() << "../shared/golden/arch2026 is absent";
+  const int32_t L = load(file).model->hparams().n_layer;
+  check_tokens(file, {{"cuda:0", 0, L}}, 8, 7);
+  check_tokens(file, {{"cuda:0", 0, L / 2}, {"host", L / 2, L}}, 8, 7);
+  check_tokens(file, {{"cuda:0", 0, L}}, 8, 7, std::vector<bool>(static_cast<size_t>(L), true));
+}
+
+TEST(CudaEngine, DeepSeek2GivesTheCpuTokens) {
+  REQUIRE_GPU();
+  const std::string file = shared_path("golden/arch2026/rand-deepseek2-tok512-F32.gguf");
+  if (file.empty()) GTEST_SKIP() << "../shared/golden/arch2026 is absent";
+  const int32_t L = load(file).model->hparams().n_layer;
+  check_tokens(file, {{"cuda:0", 0, L}}, 8, 7);
+  check_tokens(file, {{"cuda:0", 0, L / 2}, {"host", L / 2, L}}, 8, 7);
+}
+
+TEST(CudaEngine, Gemma4GivesTheCpuTokens) {
+  REQUIRE_GPU();
+  const std::string file = shared_path("golden/arch2026/rand-gemma4-tok512-Q8_0.gguf");
+  if (file.empty()) GTEST_SKIP() << "../shared/golden/arch2026 is absent";
+  const ModelHParams hp = load(file).model->hparams();
+  const int32_t L = hp.n_layer;
+  check_tokens(file, {{"cuda:0", 0, L}}, 8, 7);
+  // The host's layers read the GPU's layers' caches nowhere: only a split
+  // that keeps each KV-sharing layer with its source runs; the others are
+  // refused when placed.
+  int32_t first_sharing = L;
+  while (first_sharing > 0 && hp.layers[static_cast<size_t>(first_sharing) - 1].kv_source >= 0)
+    --first_sharing;
+  ASSERT_LT(first_sharing, L) << "the test file has KV-sharing layers";
+  EXPECT_THROW(load(file, {.placements = {{"host", 0, first_sharing}, {"cuda:0", first_sharing, L}}}),
+               ConfigError);
+}
+
 // Mixture of experts with the experts on the host and attention on the GPU
 // (the planner's expert offload): the CPU's tokens, as above.
 TEST(CudaEngine, MoeExpertsOnTheHostGiveTheCpuTokens) {

@@ -495,6 +495,10 @@ void CudaBackend::glu(Activation act, float* gate, const float* up, int64_t coun
     ProfileScope scope(profile_.get(), "sigmoid_mul");
     return cuda::sigmoid_mul(dev_, gate, up, count);
   }
+  if (act == Activation::kSwigluClamped) {
+    ProfileScope scope(profile_.get(), "swiglu_clamped_mul");
+    return cuda::swiglu_clamped_mul(dev_, gate, up, count);
+  }
   ProfileScope scope(profile_.get(), "gelu_tanh_mul");
   cuda::gelu_tanh_mul(dev_, gate, up, count);
 }
@@ -574,7 +578,8 @@ void CudaBackend::attention_matmul(const KvLayerView& kv, const float* q, float*
   ProfileScope scope(profile_.get(), "attention_matmul", rows, outs, n_outs);
   check_attention(kv);
   const int64_t cols = static_cast<int64_t>(n_heads) * kv.head_dim;
-  if (rows != n_tokens_ || kv.head_dim % 32 != 0 || !int8_inputs(rows, outs, n_outs) ||
+  if (rows != n_tokens_ || kv.head_dim % 32 != 0 || kv.v_dim > 0 ||
+      !int8_inputs(rows, outs, n_outs) ||
       outs[0].w->n_in != cols)
     return Backend::attention_matmul(kv, q, out, n_heads, scale, rows, outs, n_outs);
   check_outputs(rows, outs, n_outs);

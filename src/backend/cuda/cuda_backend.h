@@ -53,14 +53,6 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return name_; }
   bool uses_host_memory() const override { return false; }
-  // Gemma 4's layers (per-layer inputs, shared KV, an unweighted norm) are
-  // not written for CUDA: the model refuses to place them here.
-  // MLA's latent cache (KvLayerView::v_dim) neither: deepseek2 layers stay off CUDA.
-  // gpt-oss's clamped SwiGLU has no kernel here yet: its layers stay on the host.
-  bool supports(BackendOp op) const override {
-    return op != BackendOp::kPerLayerInputs && op != BackendOp::kLatentAttention &&
-           op != BackendOp::kClampedSwiglu;
-  }
   const CudaDevice& device() const { return dev_; }
 
   void* allocate(size_t bytes) override;

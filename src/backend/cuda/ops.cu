@@ -34,15 +34,18 @@ __global__ void embedding_kernel(const uint8_t* table, size_t row_bytes, int64_t
   }
 }
 
-// One block of kRmsThreads threads per row.
+// One block of kRmsThreads threads per row; a null weight: unweighted
+// (Gemma 4's v norm).
 __global__ void __launch_bounds__(kRmsThreads)
     rms_norm_kernel(const float* x, const float* weight, float* out, int64_t n, float eps) {
   pdl_start();
   const float* xr = x + blockIdx.x * n;
   float* o = out + blockIdx.x * n;
   const float scale = block_rms_scale(xr, n, eps);
-  for (int64_t i = threadIdx.x; i < n; i += kRmsThreads)
-    o[i] = __fmul_rn(__fmul_rn(xr[i], scale), weight[i]);
+  for (int64_t i = threadIdx.x; i < n; i += kRmsThreads) {
+    const float v = __fmul_rn(xr[i], scale);
+    o[i] = weight ? __fmul_rn(v, weight[i]) : v;
+  }
 }
 
 __global__ void add_kernel(float* x, const float* y, int64_t count) {
@@ -109,6 +112,29 @@ __global__ void sigmoid_mul_kernel(float* gate, const float* up, int64_t count) 
   pdl_start();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < count) gate[i] = sigmoid_mul_value(gate[i], up[i]);
+}
+
+// gpt-oss's clamped SwiGLU (backend/cpu/ops.cpp's glu(kSwigluClamped)):
+// g = min(gate, 7), u = clamp(up, -7, 7), g * sigmoid(1.702 g) * (u + 1).
+// The comparisons are std::min / std::clamp's (a NaN gate stays NaN); exp as
+// sigmoid_mul_value's (the device's in double, the host's expf).
+__host__ __device__ __forceinline__ float swiglu_clamped_mul_value(float gate, float up) {
+  constexpr float kLimit = 7.0f, kAlpha = 1.702f;
+  const float g = kLimit < gate ? kLimit : gate;
+  const float u = up < -kLimit ? -kLimit : (kLimit < up ? kLimit : up);
+  const float a = -PAGELLM_MUL_RN(kAlpha, g);
+#ifdef __CUDA_ARCH__
+  const float e = static_cast<float>(exp(static_cast<double>(a)));
+#else
+  const float e = std::exp(a);
+#endif
+  return PAGELLM_MUL_RN(g / PAGELLM_ADD_RN(1.0f, e), PAGELLM_ADD_RN(u, 1.0f));
+}
+
+__global__ void swiglu_clamped_mul_kernel(float* gate, const float* up, int64_t count) {
+  pdl_start();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) gate[i] = swiglu_clamped_mul_value(gate[i], up[i]);
 }
 
 // Thread k rotates pair k % half of head (k / half) % n_heads of token
@@ -198,6 +224,17 @@ void sigmoid_mul_host(float* gate, const float* up, int64_t count) {
   for (int64_t i = 0; i < count; ++i) gate[i] = sigmoid_mul_value(gate[i], up[i]);
 }
 
+void swiglu_clamped_mul(const CudaDevice& dev, float* gate, const float* up, int64_t count) {
+  if (count == 0) return;
+  dev.make_current();
+  launch_pdl(dev, "swiglu_clamped_mul", swiglu_clamped_mul_kernel, dim3(grid_for(count, kThreads)),
+             dim3(kThreads), 0, gate, up, count);
+}
+
+void swiglu_clamped_mul_host(float* gate, const float* up, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) gate[i] = swiglu_clamped_mul_value(gate[i], up[i]);
+}
+
 void add_bias(const CudaDevice& dev, float* x, const float* bias, int64_t rows, int64_t n,
               int64_t stride) {
   if (rows * n == 0) return;
@@ -227,7 +264,8 @@ void rms_norm_host(const float* x, const float* weight, float* out, int64_t rows
                    float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const float scale = rms_scale_host(x + r * n, n, eps);
-    for (int64_t i = 0; i < n; ++i) out[r * n + i] = x[r * n + i] * scale * weight[i];
+    for (int64_t i = 0; i < n; ++i)
+      out[r * n + i] = weight ? x[r * n + i] * scale * weight[i] : x[r * n + i] * scale;
   }
 }
 

@@ -25,7 +25,7 @@ void embedding_gather(const CudaDevice& dev, DType type, const void* table, int6
                       int64_t n_embd, const int32_t* tokens, int64_t n_tokens, float* out);
 
 // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight (sum of squares in double,
-// as the CPU); out may alias x.
+// as the CPU); out may alias x; a null weight: no weight (Gemma 4's v norm).
 void rms_norm(const CudaDevice& dev, const float* x, const float* weight, float* out, int64_t rows,
               int64_t n, float eps);
 
@@ -50,6 +50,10 @@ void gelu_tanh_mul_host(float* gate, const float* up, int64_t count);
 // ulp off for ~0.06% of inputs; then float add and divide as the CPU.
 void sigmoid_mul(const CudaDevice& dev, float* gate, const float* up, int64_t count);
 void sigmoid_mul_host(float* gate, const float* up, int64_t count);
+// glu(Activation::kSwigluClamped), gpt-oss: g = min(gate, 7), u = clamp(up,
+// -7, 7), gate[i] = g * sigmoid(1.702 g) * (u + 1); exp as sigmoid_mul's.
+void swiglu_clamped_mul(const CudaDevice& dev, float* gate, const float* up, int64_t count);
+void swiglu_clamped_mul_host(float* gate, const float* up, int64_t count);
 
 // x[r * stride + i] += bias[i] for each of `rows` rows of n floats
 void add_bias(const CudaDevice& dev, float* x, const float* bias, int64_t rows, int64_t n,

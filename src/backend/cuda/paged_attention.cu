@@ -78,6 +78,12 @@ __host__ __device__ __forceinline__ float load_elem(const void* cache, int64_t r
 // The pieces of the kernel below that one lane computes, shared with its host
 // rendition (paged_attention_host).
 
+// Values per head: a latent cache's (a.v_dim > 0: the first v_dim elements of
+// each K row, which is also its V row) or head_dim.
+__host__ __device__ __forceinline__ int value_dim(const PagedAttentionArgs& a) {
+  return a.v_dim > 0 ? a.v_dim : a.head_dim;
+}
+
 // Lane work 1: the scaled score of position p of token t's sequence for query
 // head h (KV head kvh), and the cache row it read; -inf past the context.
 template <DType T>
@@ -109,7 +115,7 @@ __host__ __device__ __forceinline__ void lane_add_v(const PagedAttentionArgs& a,
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
     const int d = lane + 32 * i;
-    if (d < a.head_dim) acc[i] += w * load_elem<T>(a.v_cache, row, a.head_dim, d);
+    if (d < value_dim(a)) acc[i] += w * load_elem<T>(a.v_cache, row, a.head_dim, d);
   }
 }
 
@@ -173,7 +179,7 @@ struct Q8Dst {
 
 Q8Dst q8_dst_of(void* dst, const PagedAttentionArgs& a) {
   if (!dst) return {};
-  const Q8ActView v = q8_act_view(dst, a.n_tokens, static_cast<int64_t>(a.n_heads) * a.head_dim);
+  const Q8ActView v = q8_act_view(dst, a.n_tokens, static_cast<int64_t>(a.n_heads) * value_dim(a));
   return {const_cast<int8_t*>(v.qs), const_cast<float*>(v.d), const_cast<int32_t*>(v.sum)};
 }
 
@@ -227,7 +233,7 @@ __device__ __forceinline__ void partition_device(const PagedAttentionArgs& a, co
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
     const int d = lane + 32 * i;
-    if (d < a.head_dim) sh.acc[warp][d] = acc[i];
+    if (d < value_dim(a)) sh.acc[warp][d] = acc[i];
   }
   __syncthreads();
   float f[kWarps];
@@ -235,7 +241,7 @@ __device__ __forceinline__ void partition_device(const PagedAttentionArgs& a, co
 #pragma unroll
   for (int k = 0; k < kMaxPerThread; ++k) {
     const int d = threadIdx.x + kThreads * k;
-    if (d >= a.head_dim) break;
+    if (d >= value_dim(a)) break;
     float acc_d[kWarps];
     for (int w = 0; w < kWarps; ++w) acc_d[w] = sh.acc[w][d];
     v[k] = partition_output(acc_d, f);
@@ -248,7 +254,7 @@ __device__ __forceinline__ void partition_device(const PagedAttentionArgs& a, co
 // row, whose lanes quantize them together.
 __device__ __forceinline__ void write_output(const PagedAttentionArgs& a, Q8Dst q8, int t, int h,
                                              const Running& r) {
-  const int D = a.head_dim, lane = threadIdx.x % 32;
+  const int D = value_dim(a), lane = threadIdx.x % 32;
   float* out = a.out + t * a.out_stride + static_cast<int64_t>(h) * D;
   const int64_t cols = static_cast<int64_t>(a.n_heads) * D;
 #pragma unroll
@@ -289,7 +295,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const int32_t* table =
       a.block_table_flat + static_cast<int64_t>(a.token_seq[t]) * a.block_table_stride;
-  const int nd = n_dims(D);
+  const int nd = n_dims(value_dim(a));
   // One call site of partition_device for both launches: the same code, so
   // the same bits.
   const int32_t z_begin = sp.parts > 1 ? z : 0;
@@ -325,7 +331,7 @@ __global__ void __launch_bounds__(kThreads)
   pdl_start();
   const int t = blockIdx.x, h = blockIdx.y, D = a.head_dim;
   const int32_t n_ctx = a.token_pos[t] + 1, first = first_pos(a, t);
-  const int nd = n_dims(D);
+  const int nd = n_dims(value_dim(a));
   Running r;
   for (int32_t z = 0; z < sp.parts && first + z * kPartition < n_ctx; ++z) {
     const float* part = partial_at(a, sp, t, h, z);
@@ -344,7 +350,7 @@ __global__ void __launch_bounds__(kThreads)
 // merge.
 template <DType T>
 void attention_host(const PagedAttentionArgs& a, Q8Dst q8, int t, int h) {
-  const int D = a.head_dim;
+  const int D = a.head_dim, DV = value_dim(a);
   const int kvh = h / (a.n_heads / a.n_kv_heads);
   float q_s[kCudaAttentionMaxHeadDim];
   const float* q = a.q + t * a.q_stride + static_cast<int64_t>(h) * D;
@@ -390,7 +396,7 @@ void attention_host(const PagedAttentionArgs& a, Q8Dst q8, int t, int h) {
     for (int tid = 0; tid < kThreads; ++tid) {
       float v[kMaxPerThread];
       int nd = 0;
-      for (int d = tid; d < D; d += kThreads, ++nd) {
+      for (int d = tid; d < DV; d += kThreads, ++nd) {
         float acc_d[kWarps];
         for (int w = 0; w < kWarps; ++w) acc_d[w] = acc_s[w][d % 32][d / 32];
         v[nd] = partition_output(acc_d, f);
@@ -399,16 +405,16 @@ void attention_host(const PagedAttentionArgs& a, Q8Dst q8, int t, int h) {
     }
   }
   for (int tid = 0; tid < kThreads; ++tid)
-    merge_sink(a, h, run[tid], tid < D ? (D - 1 - tid) / kThreads + 1 : 0);
-  float* out = a.out + t * a.out_stride + static_cast<int64_t>(h) * D;
-  for (int d = 0; d < D; ++d) {
+    merge_sink(a, h, run[tid], tid < DV ? (DV - 1 - tid) / kThreads + 1 : 0);
+  float* out = a.out + t * a.out_stride + static_cast<int64_t>(h) * DV;
+  for (int d = 0; d < DV; ++d) {
     const Running& r = run[d % kThreads];
     out[d] = r.a[d / kThreads] / r.l;
   }
   if (q8.qs) {
-    const int64_t cols = static_cast<int64_t>(a.n_heads) * D;
-    for (int d0 = 0; d0 < D; d0 += 32) {
-      const int64_t c0 = static_cast<int64_t>(h) * D + d0, b = (t * cols + c0) / 32;
+    const int64_t cols = static_cast<int64_t>(a.n_heads) * DV;
+    for (int d0 = 0; d0 < DV; d0 += 32) {
+      const int64_t c0 = static_cast<int64_t>(h) * DV + d0, b = (t * cols + c0) / 32;
       quantize_block_host(out + d0, q8.qs + t * cols + c0, q8.d + b, q8.sum + b);
     }
   }
@@ -430,6 +436,11 @@ void validate(const PagedAttentionArgs& a) {
   if (a.n_kv_heads <= 0 || a.n_heads <= 0 || a.n_heads % a.n_kv_heads != 0)
     throw ConfigError(
         fmt::format("CUDA attention: {} query heads for {} KV heads", a.n_heads, a.n_kv_heads));
+  if (a.v_dim < 0 || a.v_dim > a.head_dim || (a.v_dim > 0 && a.n_kv_heads != 1))
+    throw ConfigError(fmt::format(
+        "CUDA attention: a latent cache of {} values in rows of {} for {} KV heads (one KV head, "
+        "values at most the row)",
+        a.v_dim, a.head_dim, a.n_kv_heads));
   if (a.block_size <= 0 || a.n_tokens < 0 || a.n_heads > 65535)
     throw ConfigError(fmt::format("CUDA attention: bad shape (block size {}, {} tokens)",
                                   a.block_size, a.n_tokens));
@@ -438,11 +449,11 @@ void validate(const PagedAttentionArgs& a) {
 namespace {
 
 void validate_q8(const PagedAttentionArgs& a, const void* q8_dst) {
-  if (q8_dst && (a.head_dim % 32 != 0 || reinterpret_cast<uintptr_t>(q8_dst) % 16 != 0))
+  if (q8_dst && (value_dim(a) % 32 != 0 || reinterpret_cast<uintptr_t>(q8_dst) % 16 != 0))
     throw ConfigError(fmt::format(
         "CUDA attention: int8 output rows need a head size that is a multiple of 32 (got {}) "
         "and a 16-byte aligned buffer",
-        a.head_dim));
+        value_dim(a)));
 }
 
 }  // namespace

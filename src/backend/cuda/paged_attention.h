@@ -18,7 +18,9 @@
 // launch, so a token's result does not depend on the batch. The result
 // matches the CPU kernel to f32 rounding (sums are in a different order).
 // Limits: head_dim <= 256 (a multiple of 32 for Q8_0), n_heads a multiple of
-// n_kv_heads.
+// n_kv_heads. A latent cache (v_dim > 0, MLA): one KV head, V = the first
+// v_dim elements of each K row, out rows of n_heads * v_dim (every query head
+// reads the rows again: no sharing between a token's heads yet).
 #pragma once
 
 #include <cstddef>
