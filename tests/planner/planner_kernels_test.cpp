@@ -132,7 +132,8 @@ TEST(PlannerKernels, MeasuredDevicesListWhatTheirKernelsLack) {
   // The Q8 activation formats are no weight type of the GPU's; every GGUF
   // weight type the CPU runs is.
   EXPECT_FALSE(gpus[0].runs_weight_type(DType::Q8_K));
-  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q5_0, DType::IQ4_NL, DType::IQ4_XS})
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q5_0, DType::IQ4_NL, DType::IQ4_XS,
+                  DType::MXFP4})
     EXPECT_TRUE(gpus[0].runs_weight_type(t)) << dtype_name(t);
   // So a model of those types plans entirely onto an unlimited GPU.
   EXPECT_EQ(make_plan(request(1024, 4), mixed_model(), gpus).device_map(), "0-7:cuda:0");
