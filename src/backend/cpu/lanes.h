@@ -53,6 +53,7 @@ struct Lanes {
   static T add(T a, T b) { return a + b; }
   static T sub(T a, T b) { return a - b; }
   static T div(T a, T b) { return a / b; }
+  static T max(T a, T b) { return a > b ? a : b; }  // as maxps: b when equal or unordered
   static T exp(T x) { return exp_scalar(x); }
 };
 }  // namespace scalar
@@ -74,6 +75,7 @@ struct Lanes {
   static T add(T a, T b) { return _mm256_add_ps(a, b); }
   static T sub(T a, T b) { return _mm256_sub_ps(a, b); }
   static T div(T a, T b) { return _mm256_div_ps(a, b); }
+  static T max(T a, T b) { return _mm256_max_ps(a, b); }
   // exp_scalar's operations, 8 lanes at once (softmax uses it too).
   static T exp(T x) { return simd::exp8(x); }
 };
@@ -96,6 +98,7 @@ struct Lanes {
   static T add(T a, T b) { return _mm512_add_ps(a, b); }
   static T sub(T a, T b) { return _mm512_sub_ps(a, b); }
   static T div(T a, T b) { return _mm512_div_ps(a, b); }
+  static T max(T a, T b) { return _mm512_max_ps(a, b); }
   static T exp(T x) {
     const __mmask16 normal = _mm512_cmp_ps_mask(x, set1(-87.3f), _CMP_GE_OQ);
     x = _mm512_min_ps(_mm512_max_ps(x, set1(-87.3f)), set1(88.0f));

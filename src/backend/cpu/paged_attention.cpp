@@ -4,6 +4,7 @@
 
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/paged_attention_kernels.h"
+#include "backend/cpu/paged_attention_latent.h"
 
 #include <algorithm>
 #include <cmath>
@@ -392,6 +393,9 @@ void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool, cpu::CpuIsa 
   // Sliding windows and soft caps take the scalar loop for now (the vector
   // kernels' tiles and segments assume every token starts at position 0).
   const bool plain = a.window <= 0 && a.softcap <= 0 && a.v_dim <= 0;
+  // MLA's latent cache: its own vector kernel (paged_attention_latent.cpp).
+  if (a.v_dim > 0 && a.window <= 0 && a.softcap <= 0 && isa != cpu::CpuIsa::Scalar)
+    return cpu::detail::latent_attention(a, pool, isa);
 #if PAGELLM_HAVE_AVX512
   if (isa == cpu::CpuIsa::Avx512 && plain) {
     if (a.kv_type == DType::F16 && a.head_dim == 64)

@@ -22,7 +22,9 @@ void paged_attention(const PagedAttentionArgs& args, ThreadPool& pool);
 // With the given variant (tests compare them); Error if this CPU lacks it.
 // Avx512 has its own kernels for f16 and q8_0 caches of head_dim 64 and 128 and runs
 // the AVX2 one otherwise; Avx2 serves head sizes that are multiples of 8;
-// the rest runs the scalar loop.
+// the rest runs the scalar loop. A latent cache (v_dim > 0) with no window or
+// soft cap takes the latent kernel with Avx2 and Avx512 (the same bits in
+// both: paged_attention_latent.h).
 void paged_attention(const PagedAttentionArgs& args, ThreadPool& pool, cpu::CpuIsa isa);
 
 }  // namespace pagellm
