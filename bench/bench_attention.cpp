@@ -80,8 +80,10 @@ struct Setup {
 
 // decode: `seqs` sequences, one token each at position ctx - 1. Otherwise a
 // prompt of ctx tokens, plus (mixed) one decode token of a second sequence,
-// as in a serving step where a prompt joins running sequences.
-void run(benchmark::State& state, bool decode, bool mixed = false, DType kv = DType::F16) {
+// as in a serving step where a prompt joins running sequences. window /
+// softcap: Gemma 2/3's sliding window and score soft cap.
+void run(benchmark::State& state, bool decode, bool mixed = false, DType kv = DType::F16,
+         int window = 0, float softcap = 0.0f) {
   const int d = static_cast<int>(state.range(0));
   const int ctx = static_cast<int>(state.range(1));
   const int seqs = decode ? static_cast<int>(state.range(2)) : mixed ? 2 : 1;
@@ -114,6 +116,8 @@ void run(benchmark::State& state, bool decode, bool mixed = false, DType kv = DT
   a.token_pos = tok_pos.data();
   a.block_tables = s.rows.data();
   a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  a.window = window;
+  a.softcap = softcap;
   size_t copy = 0;
   for (auto _ : state) {
     a.k_cache = s.k[copy].get();
@@ -122,8 +126,9 @@ void run(benchmark::State& state, bool decode, bool mixed = false, DType kv = DT
     paged_attention(a, pool());
     benchmark::DoNotOptimize(out.data());
   }
-  double positions = 0;  // (query token, position) pairs
-  for (int i = 0; i < n; ++i) positions += tok_pos[i] + 1;
+  double positions = 0;  // (query token, position) pairs attended
+  for (int i = 0; i < n; ++i)
+    positions += window > 0 ? std::min(tok_pos[i] + 1, window) : tok_pos[i] + 1;
   const double kv_bytes = positions * kKvHeads * 2.0 * static_cast<double>(s.row_bytes);  // K, V
   const double flops = positions * kHeads * d * 4.0;
   const double it = static_cast<double>(state.iterations());
@@ -144,6 +149,15 @@ void BM_AttentionPrefill(benchmark::State& state) {
 void BM_AttentionMixed(benchmark::State& state) {
   run(state, false, true);
 }
+// Gemma-like: the window and the soft cap (50: Gemma 2's) from the arguments.
+void BM_AttentionPrefillWindowed(benchmark::State& state) {
+  run(state, false, false, DType::F16, static_cast<int>(state.range(2)),
+      static_cast<float>(state.range(3)));
+}
+void BM_AttentionDecodeWindowed(benchmark::State& state) {
+  run(state, true, false, DType::F16, static_cast<int>(state.range(3)),
+      static_cast<float>(state.range(4)));
+}
 
 BENCHMARK(BM_AttentionDecode)
     ->ArgNames({"head_dim", "ctx", "seqs"})
@@ -163,6 +177,16 @@ BENCHMARK(BM_AttentionPrefill)
     ->Args({64, 512})
     ->Args({64, 2048})
     ->Args({128, 512})
+    ->UseRealTime();
+BENCHMARK(BM_AttentionPrefillWindowed)
+    ->ArgNames({"head_dim", "ctx", "window", "softcap"})
+    ->Args({64, 512, 32, 50})
+    ->Args({256, 512, 512, 0})
+    ->Args({256, 2048, 512, 50})
+    ->UseRealTime();
+BENCHMARK(BM_AttentionDecodeWindowed)
+    ->ArgNames({"head_dim", "ctx", "seqs", "window", "softcap"})
+    ->Args({256, 2048, 16, 512, 50})
     ->UseRealTime();
 
 }  // namespace

@@ -27,8 +27,9 @@ struct CacheFixture {
   std::vector<uint8_t> kq, vq;   // q8_0 copy
   std::vector<std::vector<int32_t>> tables;
   std::vector<int> lens;
-  int window = 0;             // > 0: each token sees its last `window` positions
-  std::vector<float> sinks;   // non-empty: one sink logit per query head
+  int window = 0;            // > 0: each token sees its last `window` positions
+  float softcap = 0.0f;      // > 0: scores become softcap * tanh(score / softcap)
+  std::vector<float> sinks;  // non-empty: one sink logit per query head
 
   void build(std::mt19937& rng, std::vector<int> seq_lens, DType t) {
     kv_type = t;
@@ -81,8 +82,8 @@ struct CacheFixture {
 };
 
 // Naive: gather positions 0..pos of the sequence (the last `window` of them
-// with a window) and do softmax in double; a sink logit joins the max and the
-// sum with no value.
+// with a window) and do softmax in double (scores soft-capped with a
+// softcap); a sink logit joins the max and the sum with no value.
 void naive(const CacheFixture& s, int seq, int pos, const float* q, float* out) {
   const int group = s.n_heads / s.n_kv;
   const int first = s.window > 0 ? std::max(0, pos - s.window + 1) : 0;
@@ -94,6 +95,7 @@ void naive(const CacheFixture& s, int seq, int pos, const float* q, float* out) 
       double dot = 0;
       for (int i = 0; i < s.d; ++i) dot += q[h * s.d + i] * s.k[(slot * s.n_kv + kvh) * s.d + i];
       scores[p] = dot / std::sqrt(static_cast<double>(s.d));
+      if (s.softcap > 0) scores[p] = s.softcap * std::tanh(scores[p] / s.softcap);
     }
     double mx = *std::max_element(scores.begin(), scores.end()), sum = 0;
     if (!s.sinks.empty()) mx = std::max(mx, double{s.sinks[h]});
@@ -147,6 +149,7 @@ std::vector<float> run(const CacheFixture& s, const Tokens& t, const std::vector
   a.block_tables = tabs.data();
   a.scale = 1.0f / std::sqrt(static_cast<float>(s.d));
   a.window = s.window;
+  a.softcap = s.softcap;
   a.sinks = s.sinks.empty() ? nullptr : s.sinks.data();
   ThreadPool pool(threads);
   paged_attention(a, pool, g_isa);
@@ -303,9 +306,88 @@ TEST_P(PagedAttention, SinksMatchNaiveWithAndWithoutWindow) {
           for (int p = 0; p < s.lens[sq]; ++p) b.tok.seq.push_back(sq), b.tok.pos.push_back(p);
         random_queries(s, b, rng);
         expect_naive_and_alone(s, b, {2},
-                               std::string(dtype_name(t)) + " d " + std::to_string(d) +
-                                   " window " + std::to_string(window));
+                               std::string(dtype_name(t)) + " d " + std::to_string(d) + " window " +
+                                   std::to_string(window));
       }
+}
+
+// As a window group's table: no block (-1) where every token of b has left it
+// behind its window.
+void drop_blocks_out_of_the_window(CacheFixture& s, const Batch& b) {
+  for (size_t sq = 0; sq < s.tables.size(); ++sq) {
+    int first = s.lens[sq];
+    for (size_t i = 0; i < b.tok.seq.size(); ++i)
+      if (b.tok.seq[i] == static_cast<int>(sq))
+        first = std::min(first, std::max(0, b.tok.pos[i] - s.window + 1));
+    for (int blk = 0; (blk + 1) * s.bs <= first; ++blk) s.tables[sq][blk] = -1;
+  }
+}
+
+// Sliding windows (Gemma 2/3, gpt-oss) and score soft caps (Gemma 2) in every
+// kernel (head sizes 32 and 256: AVX2; 64 and 128 with f16 / q8_0: AVX-512;
+// 36: scalar), windows that start inside a chunk, on a chunk's or an AVX2
+// segment's edge or past several segments, caps that bind (scores of a few
+// units against a cap of 1.5) and Gemma 2's 50: a prompt of 150 tokens
+// (tiles past their window), a chunked prefill's continuation and a decode
+// token, with 1 and 2 threads, blocks of 8 (chunks across blocks) and the
+// blocks every token has left behind dropped: each token within 2e-5 of naive
+// and, bit for bit, itself run alone with one thread.
+TEST_P(PagedAttention, WindowAndSoftcapMatchNaiveAndEachAlone) {
+  struct Case {
+    int d, window;
+    float softcap;
+    DType type;
+  };
+  for (Case c : {Case{64, 5, 0.0f, DType::F16}, Case{64, 16, 50.0f, DType::Q8_0},
+                 Case{128, 37, 1.5f, DType::F16}, Case{128, 0, 1.5f, DType::Q8_0},
+                 Case{32, 64, 1.5f, DType::F32}, Case{32, 100, 0.0f, DType::F16},
+                 Case{256, 33, 50.0f, DType::F16}, Case{256, 0, 50.0f, DType::Q8_0},
+                 Case{64, 1, 1.5f, DType::F32}, Case{36, 20, 1.5f, DType::F16}}) {
+    std::mt19937 rng(c.d * 13 + c.window);
+    CacheFixture s;
+    s.d = c.d;
+    s.n_heads = 6, s.n_kv = 2, s.bs = 8, s.n_blocks = 60;
+    s.window = c.window;
+    s.softcap = c.softcap;
+    s.build(rng, {150, 90, 131}, c.type);
+    Batch b;
+    for (int p = 0; p < 150; ++p) b.tok.seq.push_back(0), b.tok.pos.push_back(p);
+    for (int p = 70; p < 90; ++p) b.tok.seq.push_back(1), b.tok.pos.push_back(p);
+    b.tok.seq.push_back(2), b.tok.pos.push_back(130);
+    random_queries(s, b, rng);
+    for (float& x : b.q) x *= 3.0f;  // scores of a few units: a cap of 1.5 binds
+    if (c.window > 0) drop_blocks_out_of_the_window(s, b);
+    expect_naive_and_alone(s, b, {1, 2},
+                           std::string(dtype_name(c.type)) + " d " + std::to_string(c.d) +
+                               " window " + std::to_string(c.window) + " softcap " +
+                               std::to_string(c.softcap));
+  }
+}
+
+// Decode tokens alone in a batch of few (the AVX2 kernel spreads their
+// segments over the threads and folds them after) with windows that leave
+// their first segments out and their blocks dropped (blocks of 8: a chunk
+// starts in a dropped one), soft-capped, and with sinks: each within 2e-5 of
+// naive and, bit for bit, itself alone with one thread.
+TEST_P(PagedAttention, WindowedDecodeTokensAcrossSegments) {
+  for (DType type : {DType::F16, DType::Q8_0, DType::F32})
+    for (bool sinks : {false, true}) {
+      std::mt19937 rng(303 + static_cast<int>(type) + sinks);
+      CacheFixture s;
+      s.n_heads = 8, s.n_kv = 2, s.d = 64, s.bs = 8, s.n_blocks = 150;
+      s.window = 100;
+      s.softcap = 50.0f;
+      s.build(rng, {700, 257, 130, 64}, type);
+      if (sinks) {
+        std::normal_distribution<float> nd(1.0f, 2.0f);
+        for (int h = 0; h < s.n_heads; ++h) s.sinks.push_back(nd(rng));
+      }
+      Batch b;
+      for (int sq = 0; sq < 4; ++sq) b.tok.seq.push_back(sq), b.tok.pos.push_back(s.lens[sq] - 1);
+      random_queries(s, b, rng);
+      drop_blocks_out_of_the_window(s, b);
+      expect_naive_and_alone(s, b, {2, 3}, std::string(dtype_name(type)) + (sinks ? " sinks" : ""));
+    }
 }
 
 TEST_P(PagedAttention, TokenResultIndependentOfBatchAndThreads) {

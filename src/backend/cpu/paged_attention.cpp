@@ -62,14 +62,26 @@ inline float dot(const float* a, const float* b, int n) {
 
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
-// Positions are taken kChunk at a time (chunks start at position 0, so a
-// token's chunks never depend on the batch): the chunk's scores, then one
+// Positions are taken kChunk at a time (chunks start at multiples of kChunk,
+// from the one that holds the token's first attended position, so a token's
+// chunks never depend on the batch): the chunk's scores, then one
 // online-softmax update per chunk: m' = max(m, chunk max), acc and l rescaled
 // by exp(m - m'), and the chunk's exp(s - m') weights folded in position by
 // position.
 constexpr int kChunk = cpu::detail::kAttnChunk;
 constexpr int kPrefetchChunks = 2;  // how far ahead decode items hint K and V rows
 using cpu::detail::slot_offsets;
+using cpu::detail::window_slot_offsets;
+
+// cap tanh(s / cap) per lane: tanh8 on each half, so a capped score has the
+// AVX2 kernel's bits.
+inline __m512 softcap16(__m512 s, float softcap) {
+  const __m512 cap = _mm512_set1_ps(softcap);
+  const __m512 x = _mm512_div_ps(s, cap);
+  const __m256 lo = cpu::simd::tanh8(_mm512_castps512_ps256(x));
+  const __m256 hi = cpu::simd::tanh8(_mm512_extractf32x8_ps(x, 1));
+  return _mm512_mul_ps(cap, _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1));
+}
 
 // Sums of four vectors, per 128-bit lane: lane L of the result holds
 // [sum of a's lane L, b's, c's, d's] (a fixed tree of adds).
@@ -106,13 +118,17 @@ struct Q8Rows {
 };
 
 // One chunk of cn positions (cn <= kChunk; slot_off: each position's slot
-// offset in bytes) for ng <= SG query heads sharing the KV head whose rows
-// start at kh / vh within a slot: scores, the online-softmax update of (acc,
-// m, l), and the weighted V rows.
+// offset in bytes; those before lo fall before the sliding window: computed,
+// then masked) for ng <= SG query heads sharing the KV head whose rows start
+// at kh / vh within a slot: scores (soft-capped with a.softcap > 0), the
+// online-softmax update of (acc, m, l), and the weighted V rows.
 template <class R, int DV, int SG>
-inline __attribute__((always_inline)) void chunk_step(
-    const PagedAttentionArgs& a, const uint8_t* kh, const uint8_t* vh, const int64_t* slot_off,
-    int cn, const float* q0, int ng, __m512 (&acc)[SG][DV], float (&m)[SG], float (&l)[SG]) {
+inline __attribute__((always_inline)) void chunk_step(const PagedAttentionArgs& a,
+                                                      const uint8_t* kh, const uint8_t* vh,
+                                                      const int64_t* slot_off, int lo, int cn,
+                                                      const float* q0, int ng,
+                                                      __m512 (&acc)[SG][DV], float (&m)[SG],
+                                                      float (&l)[SG]) {
   static_assert(SG <= 4, "the score tree takes four heads at a time");
   constexpr int d = 16 * DV;
   // Scores, position-major (four heads per position), from one tree of adds
@@ -149,9 +165,10 @@ inline __attribute__((always_inline)) void chunk_step(
     const __m512 r = _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, _MM_SHUFFLE(2, 0, 2, 0)),
                                    _mm512_shuffle_f32x4(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
     z[i] = _mm512_mul_ps(r, scale);
+    if (a.softcap > 0) z[i] = softcap16(z[i], a.softcap);
   }
   const __m512 z0 = z[0], z1 = z[1], z2 = z[2], z3 = z[3];
-  const __mmask16 valid = static_cast<__mmask16>((1u << cn) - 1);
+  const __mmask16 valid = static_cast<__mmask16>(((1u << cn) - 1) & ~((1u << lo) - 1));
   for (int g = 0; g < ng; ++g) {
     // Head g's column: elements g, g + 4, ... of (z0, z1) and of (z2, z3).
     const __m512i idx = _mm512_add_epi32(
@@ -173,7 +190,7 @@ inline __attribute__((always_inline)) void chunk_step(
     _mm512_store_ps(pw[g], p);
     l[g] += _mm512_reduce_add_ps(p);  // 0 past cn: exp(-inf) = 0
   }
-  for (int j = 0; j < cn; ++j) {
+  for (int j = lo; j < cn; ++j) {
     const uint8_t* vr = vh + slot_off[j];
     for (int v = 0; v < DV; ++v) {
       const __m512 vv = R::load16(vr, v);
@@ -188,7 +205,7 @@ inline __attribute__((always_inline)) void chunk_step(
 template <class R, int DV, int SG>
 inline __attribute__((always_inline)) void resume_chunk(const PagedAttentionArgs& a,
                                                         const uint8_t* kh, const uint8_t* vh,
-                                                        const int64_t* slot_off, int cn,
+                                                        const int64_t* slot_off, int lo, int cn,
                                                         const float* q0, int ng, float* st_acc,
                                                         float* st_m, float* st_l) {
   __m512 acc[SG][DV];
@@ -200,7 +217,7 @@ inline __attribute__((always_inline)) void resume_chunk(const PagedAttentionArgs
     for (int v = 0; v < DV; ++v)
       acc[g][v] = live ? _mm512_loadu_ps(st_acc + (g * DV + v) * 16) : _mm512_setzero_ps();
   }
-  chunk_step<R, DV, SG>(a, kh, vh, slot_off, cn, q0, ng, acc, m, l);
+  chunk_step<R, DV, SG>(a, kh, vh, slot_off, lo, cn, q0, ng, acc, m, l);
   for (int g = 0; g < ng; ++g) {
     st_m[g] = m[g];
     st_l[g] = l[g];
@@ -220,6 +237,7 @@ inline __attribute__((always_inline)) void one_head(const PagedAttentionArgs& a,
   const auto* vh = static_cast<const uint8_t*>(a.v_cache) + row;
   const int32_t* table = a.block_tables[a.token_seq[t]];
   const int32_t n_ctx = a.token_pos[t] + 1;
+  const int32_t first = attention_first_pos(a, t);
   for (int g0 = 0; g0 < group; g0 += SG) {
     const int ng = std::min(SG, group - g0);
     const float* q0 = a.q + t * a.q_stride + (static_cast<int64_t>(kvh) * group + g0) * d;
@@ -230,14 +248,15 @@ inline __attribute__((always_inline)) void one_head(const PagedAttentionArgs& a,
       l[g] = 0.0f;
       for (int v = 0; v < DV; ++v) acc[g][v] = _mm512_setzero_ps();
     }
-    for (int32_t p0 = 0; p0 < n_ctx; p0 += kChunk) {
+    for (int32_t p0 = first / kChunk * kChunk; p0 < n_ctx; p0 += kChunk) {
       const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
+      const int lo = std::max<int32_t>(0, first - p0);
       int64_t slot_off[kChunk];
-      slot_offsets(a, table, p0, cn, R::kRowBytes, slot_off);
+      window_slot_offsets(a, table, p0, lo, cn, R::kRowBytes, slot_off);
       if (ng == SG)  // as a constant: the loops unroll without tests
-        chunk_step<R, DV, SG>(a, kh, vh, slot_off, cn, q0, SG, acc, m, l);
+        chunk_step<R, DV, SG>(a, kh, vh, slot_off, lo, cn, q0, SG, acc, m, l);
       else
-        chunk_step<R, DV, SG>(a, kh, vh, slot_off, cn, q0, ng, acc, m, l);
+        chunk_step<R, DV, SG>(a, kh, vh, slot_off, lo, cn, q0, ng, acc, m, l);
     }
     for (int g = 0; g < ng; ++g) {
       float* o = a.out + t * a.out_stride + (static_cast<int64_t>(kvh) * group + g0 + g) * d;
@@ -317,6 +336,7 @@ void attention_rows(const PagedAttentionArgs& a, ThreadPool& pool) {
       const size_t n_q = static_cast<size_t>(heads) * group;
       const int32_t* table = a.block_tables[a.token_seq[t]];
       const int32_t n_ctx = a.token_pos[t] + 1;
+      const int32_t first = attention_first_pos(a, t);
       if (heads == 1 && !hint) {  // a prompt's token
         one_head_apart<R, DV, SG>(a, t, h0);
         continue;
@@ -324,10 +344,11 @@ void attention_rows(const PagedAttentionArgs& a, ThreadPool& pool) {
       std::fill(st_acc.begin(), st_acc.begin() + static_cast<ptrdiff_t>(n_q * d), 0.0f);
       std::fill(st_m.begin(), st_m.begin() + static_cast<ptrdiff_t>(n_q), -INFINITY);
       std::fill(st_l.begin(), st_l.begin() + static_cast<ptrdiff_t>(n_q), 0.0f);
-      for (int32_t p0 = 0; p0 < n_ctx; p0 += kChunk) {
+      for (int32_t p0 = first / kChunk * kChunk; p0 < n_ctx; p0 += kChunk) {
         const int cn = std::min<int32_t>(kChunk, n_ctx - p0);
+        const int lo = std::max<int32_t>(0, first - p0);
         int64_t slot_off[kChunk];  // byte offset of each position's slot
-        slot_offsets(a, table, p0, cn, rb, slot_off);
+        window_slot_offsets(a, table, p0, lo, cn, rb, slot_off);
         // The rows kPrefetchChunks chunks ahead, hinted head by head between
         // the heads' work (all at once, the hints stall on the misses in flight).
         int64_t pf_off[kChunk];
@@ -357,11 +378,11 @@ void attention_rows(const PagedAttentionArgs& a, ThreadPool& pool) {
             const uint8_t *kh = kc + kvh * rb, *vh = vc + kvh * rb;
             // A full set of heads as a constant: its loops unroll without tests.
             if (ng == SG)
-              resume_chunk<R, DV, SG>(a, kh, vh, slot_off, cn, q0, SG, &st_acc[si * d], &st_m[si],
-                                      &st_l[si]);
+              resume_chunk<R, DV, SG>(a, kh, vh, slot_off, lo, cn, q0, SG, &st_acc[si * d],
+                                      &st_m[si], &st_l[si]);
             else
-              resume_chunk<R, DV, SG>(a, kh, vh, slot_off, cn, q0, ng, &st_acc[si * d], &st_m[si],
-                                      &st_l[si]);
+              resume_chunk<R, DV, SG>(a, kh, vh, slot_off, lo, cn, q0, ng, &st_acc[si * d],
+                                      &st_m[si], &st_l[si]);
           }
         }
       }
@@ -390,9 +411,9 @@ void paged_attention(const PagedAttentionArgs& a, ThreadPool& pool, cpu::CpuIsa 
   if (!cpu::isa_available(isa))
     throw Error(std::string("paged_attention: the ") + cpu::isa_name(isa) +
                 " variant is not available on this CPU");
-  // Sliding windows and soft caps take the scalar loop for now (the vector
-  // kernels' tiles and segments assume every token starts at position 0).
-  const bool plain = a.window <= 0 && a.softcap <= 0 && a.v_dim <= 0;
+  // Sliding windows and soft caps run in every kernel; a latent cache (v_dim)
+  // in its own or the scalar one.
+  const bool plain = a.v_dim <= 0;
   // MLA's latent cache: its own vector kernel (paged_attention_latent.cpp).
   if (a.v_dim > 0 && a.window <= 0 && a.softcap <= 0 && isa != cpu::CpuIsa::Scalar)
     return cpu::detail::latent_attention(a, pool, isa);

@@ -3,14 +3,16 @@
 // kernels do not specialise.
 //
 // A token's context is cut into segments of kSegment positions from position
-// 0; a work item is one (tile, KV head) over the tile's segments, or for a
-// tile of one token (decode) in a batch of few, one (token, segment, KV head) (a tile: up to
-// kTileTokens consecutive prompt tokens of one sequence). Per item and chunk
-// of kAttnChunk positions, for the query rows (tile token, query head of the GQA
-// group) that reach the chunk, four rows at a time, reading K and V straight
-// from the cache (f16 / q8_0 converted in registers):
+// 0 (with a sliding window, those before the window are left out and the
+// positions before it masked, chunk by chunk); a work item is one (tile, KV head) over the tile's
+// segments, or for a tile of one token (decode) in a batch of few, one (token, segment, KV head) (a
+// tile: up to kTileTokens consecutive prompt tokens of one sequence). Per item and chunk of
+// kAttnChunk positions, for the query rows (tile token, query head of the GQA group) that reach the
+// chunk, four rows at a time, reading K and V straight from the cache (f16 / q8_0 converted in
+// registers):
 //   u_j = sum over v of q[8v..8v+7] * k_j[8v..8v+7] (lane vectors, v in order)
 //   s_j = lane sum of u_j by one fixed tree (eight positions per tree) * scale
+//         (soft cap: cap * tanh8(s_j / cap)), -inf outside the token's window
 //   m' = max(m, max_j s_j); acc, l scaled by exp(m - m') when m' > m
 //   p_j = exp8(s_j - m'); l += (p_0..7 + p_8..15) summed by hsum
 //   acc += p_j * v_j, position by position
@@ -100,14 +102,16 @@ struct Q8Rows {  // q * d, per QK8_0 = 32 elements (four vectors) of a block
   }
 };
 
-// One query row's online-softmax state (acc: head_dim floats) and how many of
-// the chunk's positions it attends to (ci >= 1).
+// One query row's online-softmax state (acc: head_dim floats) and which of
+// the chunk's positions it attends to: [cs, ci) (cs > 0: the first ones fall
+// before its sliding window; cs < ci).
 struct RowState {
   const float* q;
   float* acc;
   float* m;
   float* l;
   int ci;
+  int cs;
 };
 
 // u[r][j] for positions j < nj (a multiple of 8): the lane vector
@@ -159,13 +163,19 @@ inline void scale_row(float* x, int d, float c) {
   for (int i = 0; i < d; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), cv));
 }
 
-// Scores of positions [j0, j0 + 8) scaled, -inf at positions >= ci.
-inline __m256 masked_scores8(const __m256* u, float scale, int j0, int ci) {
-  const __m256 s = _mm256_mul_ps(lane_sums8(u), _mm256_set1_ps(scale));
+// Scores of positions [j0, j0 + 8) scaled (and soft-capped: cap tanh(s / cap)
+// with softcap > 0), -inf at positions outside [cs, ci).
+inline __m256 masked_scores8(const __m256* u, float scale, float softcap, int j0, int cs, int ci) {
+  __m256 s = _mm256_mul_ps(lane_sums8(u), _mm256_set1_ps(scale));
+  if (softcap > 0) {
+    const __m256 cap = _mm256_set1_ps(softcap);
+    s = _mm256_mul_ps(cap, simd::tanh8(_mm256_div_ps(s, cap)));
+  }
   const __m256i idx =
       _mm256_add_epi32(_mm256_set1_epi32(j0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), s,
-                          _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(ci), idx)));
+  const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(cs), idx),
+                                         _mm256_cmpgt_epi32(_mm256_set1_epi32(ci), idx));
+  return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), s, _mm256_castsi256_ps(in));
 }
 
 // One chunk for R query rows that read the same KV head: krow / vrow hold
@@ -174,16 +184,17 @@ inline __m256 masked_scores8(const __m256* u, float scale, int j0, int ci) {
 // with ci < cn weighs its positions past ci by exp(-inf) = 0, adding 0.
 template <class Rows, int R>
 void chunk_rows(const RowState* rs, const char* const* krow, const char* const* vrow, int d, int cn,
-                float scale) {
+                float scale, float softcap) {
   const int dv = d / 8;
   __m256 u[R][kChunk];
   lane_scores<Rows, R>(rs, krow, cn > 8 ? kChunk : 8, dv, u);
   alignas(32) float pw[R][kChunk];
   for (int r = 0; r < R; ++r) {
     const RowState& st = rs[r];
-    const __m256 s_lo = masked_scores8(u[r], scale, 0, st.ci);
-    const __m256 s_hi =
-        st.ci > 8 ? masked_scores8(u[r] + 8, scale, 8, st.ci) : _mm256_set1_ps(-INFINITY);
+    const __m256 s_lo = st.cs < 8 ? masked_scores8(u[r], scale, softcap, 0, st.cs, st.ci)
+                                  : _mm256_set1_ps(-INFINITY);
+    const __m256 s_hi = st.ci > 8 ? masked_scores8(u[r] + 8, scale, softcap, 8, st.cs, st.ci)
+                                  : _mm256_set1_ps(-INFINITY);
     const float cmax = simd::hmax(_mm256_max_ps(s_lo, s_hi));
     if (cmax > *st.m) {
       const float corr = std::exp(*st.m - cmax);  // 0 on the first chunk
@@ -207,29 +218,30 @@ void chunk_rows(const RowState* rs, const char* const* krow, const char* const* 
 // Rows in blocks of up to four (the chunk's K and V rows are read once per block).
 template <class Rows>
 void chunk_all(const RowState* rs, int n, const char* const* krow, const char* const* vrow, int d,
-               float scale) {
+               float scale, float softcap) {
   for (int b = 0; b < n; b += 4) {
     const RowState* blk = rs + b;
     int cn = 0;
     for (int r = 0; r < std::min(4, n - b); ++r) cn = std::max(cn, blk[r].ci);
     switch (std::min(4, n - b)) {
       case 1:
-        chunk_rows<Rows, 1>(blk, krow, vrow, d, cn, scale);
+        chunk_rows<Rows, 1>(blk, krow, vrow, d, cn, scale, softcap);
         break;
       case 2:
-        chunk_rows<Rows, 2>(blk, krow, vrow, d, cn, scale);
+        chunk_rows<Rows, 2>(blk, krow, vrow, d, cn, scale, softcap);
         break;
       case 3:
-        chunk_rows<Rows, 3>(blk, krow, vrow, d, cn, scale);
+        chunk_rows<Rows, 3>(blk, krow, vrow, d, cn, scale, softcap);
         break;
       default:
-        chunk_rows<Rows, 4>(blk, krow, vrow, d, cn, scale);
+        chunk_rows<Rows, 4>(blk, krow, vrow, d, cn, scale, softcap);
         break;
     }
   }
 }
 
-using ChunkFn = void (*)(const RowState*, int, const char* const*, const char* const*, int, float);
+using ChunkFn = void (*)(const RowState*, int, const char* const*, const char* const*, int, float,
+                         float);
 
 // Loads one byte of each line of [p, p + n) (n > 0): pulls rows into the
 // cache ahead of the chunk that reads them. Loads, not prefetch hints: on Zen 3
@@ -299,7 +311,9 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
   }
   tiles.push_back(a.n_tokens);
   const auto n_tiles = static_cast<int32_t>(tiles.size() - 1);
-  // Units of work, each times the KV heads: a tile's segments [s0, s1). A
+  // Units of work, each times the KV heads: a tile's segments [s0, s1) (from
+  // the one that holds the tile's first attended position: a sliding window
+  // leaves the earlier ones out). A
   // tile goes through its segments in one unit, folding as it goes, except a
   // tile of one token (decode) in a batch of few tiles, with several threads:
   // each of its segments is a unit of its own (kept in `parts`, folded
@@ -312,20 +326,24 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
   std::vector<Unit> units;
   const auto seg_floats = static_cast<size_t>(SegStates::floats(a.n_heads, d));
   const size_t part_limit = avx2_max_part_floats();
+  // A split token's segment s >= its first s_lo is part part_base + s - s_lo.
   std::vector<int64_t> part_base(static_cast<size_t>(a.n_tokens), -1);
   std::vector<int32_t> split_tokens;
   int64_t n_parts = 0;
   for (int32_t tile = 0; tile < n_tiles; ++tile) {
     const int32_t t0 = tiles[tile];
-    int32_t max_ctx = 0;
-    for (int32_t t = t0; t < tiles[tile + 1]; ++t) max_ctx = std::max(max_ctx, a.token_pos[t] + 1);
-    const int ns = n_segments(max_ctx);
-    if (split && ns > 1 && tiles[tile + 1] == t0 + 1 &&
-        static_cast<size_t>(n_parts + ns) * seg_floats <= part_limit) {
-      for (int32_t s = 0; s < ns; ++s) units.push_back({tile, s, s + 1});
-      part_base[t0] = n_parts, n_parts += ns, split_tokens.push_back(t0);
+    int32_t max_ctx = 0, min_first = a.token_pos[t0];
+    for (int32_t t = t0; t < tiles[tile + 1]; ++t) {
+      max_ctx = std::max(max_ctx, a.token_pos[t] + 1);
+      min_first = std::min(min_first, attention_first_pos(a, t));
+    }
+    const int ns = n_segments(max_ctx), s_lo = min_first / kSegment;
+    if (split && ns - s_lo > 1 && tiles[tile + 1] == t0 + 1 &&
+        static_cast<size_t>(n_parts + ns - s_lo) * seg_floats <= part_limit) {
+      for (int32_t s = s_lo; s < ns; ++s) units.push_back({tile, s, s + 1});
+      part_base[t0] = n_parts, n_parts += ns - s_lo, split_tokens.push_back(t0);
     } else {
-      units.push_back({tile, 0, ns});
+      units.push_back({tile, s_lo, ns});
     }
   }
   thread_local std::vector<float> parts;  // kept: decode calls this per layer
@@ -361,9 +379,15 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
       const int32_t t0 = tiles[unit.tile];
       const int nt = tiles[unit.tile + 1] - t0;
       const int32_t* table = a.block_tables[a.token_seq[t0]];
-      int32_t n_ctx[kTileTokens];
-      int32_t max_ctx = 0;
-      for (int i = 0; i < nt; ++i) max_ctx = std::max(max_ctx, n_ctx[i] = a.token_pos[t0 + i] + 1);
+      int32_t n_ctx[kTileTokens], first_pos[kTileTokens];  // each token attends to [first, n_ctx)
+      int32_t max_ctx = 0, min_first = a.token_pos[t0];
+      for (int i = 0; i < nt; ++i) {
+        max_ctx = std::max(max_ctx, n_ctx[i] = a.token_pos[t0 + i] + 1);
+        min_first = std::min(min_first, first_pos[i] = attention_first_pos(a, t0 + i));
+      }
+      // Chunks stay at multiples of kChunk (a token's chunks never depend on
+      // its tile); those before every token's window are left out.
+      const int32_t chunk_lo = min_first / kChunk * kChunk;
       const size_t used = static_cast<size_t>(nt) * nh * group;
       std::fill(f_acc, f_acc + static_cast<int64_t>(used * d), 0.0f);
       std::fill(f_m, f_m + static_cast<int64_t>(used), -INFINITY);
@@ -376,23 +400,23 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
             fn((static_cast<size_t>(i) * nh + h) * group + g,
                static_cast<int64_t>(kvh0 + h) * group + g);
       };
-      const int32_t first = unit.s0 * kSegment;
+      const int32_t first = std::max(unit.s0 * kSegment, chunk_lo);
       for (int32_t sg = unit.s0; sg < unit.s1; ++sg) {
         const int32_t p_begin = sg * kSegment;
         const int32_t p_end = std::min(p_begin + kSegment, max_ctx);
         std::fill(acc, acc + static_cast<int64_t>(used * d), 0.0f);
         std::fill(m, m + static_cast<int64_t>(used), -INFINITY);
         std::fill(l, l + static_cast<int64_t>(used), 0.0f);
-        for (int32_t p0 = p_begin; p0 < p_end; p0 += kChunk) {
+        for (int32_t p0 = std::max(p_begin, chunk_lo); p0 < p_end; p0 += kChunk) {
           const int cn = std::min<int32_t>(kChunk, p_end - p0);
           int64_t row[kChunk];  // head 0's row of each position's slot
-          slot_offsets(a, table, p0, cn, 1, row);
+          window_slot_offsets(a, table, p0, std::max(0, min_first - p0), cn, 1, row);
           // The next chunk's rows (and at a unit's start this one's), in
           // address order, before this chunk computes.
           for (int32_t pf0 = p0 == first ? p0 : p0 + kChunk; pf0 <= p0 + kChunk; pf0 += kChunk) {
             const int pn = std::max(0, std::min<int32_t>(kChunk, max_ctx - pf0));
             int64_t pf[kChunk];
-            slot_offsets(a, table, pf0, pn, 1, pf);
+            if (pn > 0) window_slot_offsets(a, table, pf0, std::max(0, min_first - pf0), pn, 1, pf);
             for (int j = 0; j < pn; ++j) {
               const size_t o = static_cast<size_t>(pf[j] + kvh0) * row_bytes;
               touch_lines(kb + o, span);
@@ -409,23 +433,25 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
             }
             int n = 0;  // the query rows (tile token, group head) that reach this chunk
             for (int i = 0; i < nt; ++i) {
-              if (p0 >= n_ctx[i]) continue;
+              if (p0 >= n_ctx[i] || p0 + kChunk <= first_pos[i]) continue;
               const int ci = std::min<int32_t>(kChunk, n_ctx[i] - p0);
+              const int cs = std::max<int32_t>(0, first_pos[i] - p0);
               const float* q0 = a.q + (t0 + i) * a.q_stride + static_cast<size_t>(kvh0 + h) * gd;
               const size_t s0 = (static_cast<size_t>(i) * nh + h) * group;
               for (int g = 0; g < group; ++g)
-                rs[n++] = {q0 + g * d, acc + (s0 + g) * d, &m[s0 + g], &l[s0 + g], ci};
+                rs[n++] = {q0 + g * d, acc + (s0 + g) * d, &m[s0 + g], &l[s0 + g], ci, cs};
             }
-            chunk(rs.data(), n, krow, vrow, d, a.scale);
+            chunk(rs.data(), n, krow, vrow, d, a.scale, a.softcap);
           }
         }
         // The segment's state: kept (a unit of one segment of a split token)
         // or folded into the tile's.
         for (int i = 0; i < nt; ++i) {
-          if (n_ctx[i] <= p_begin) continue;
+          if (n_ctx[i] <= p_begin || first_pos[i] >= p_begin + kSegment) continue;
           const int64_t base = part_base[t0 + i];
-          const SegStates part{base < 0 ? nullptr : part_data + (base + sg) * seg_floats, a.n_heads,
-                               d};
+          const SegStates part{
+              base < 0 ? nullptr : part_data + (base + sg - min_first / kSegment) * seg_floats,
+              a.n_heads, d};
           for_rows(i, [&](size_t si, int64_t qh) {
             if (part.base != nullptr) {
               std::memcpy(part.acc(qh), acc + si * d, sizeof(float) * d);
@@ -451,7 +477,7 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
   // thread, one fold (2 * head_dim operations) per segment and query head.
   std::vector<float> f(static_cast<size_t>(d));
   for (const int32_t t : split_tokens) {
-    const int ns = n_segments(a.token_pos[t] + 1);
+    const int ns = n_segments(a.token_pos[t] + 1) - attention_first_pos(a, t) / kSegment;
     for (int32_t qh = 0; qh < a.n_heads; ++qh) {
       std::fill(f.begin(), f.end(), 0.0f);
       float fm = -INFINITY, fl = 0;
@@ -459,7 +485,8 @@ void attention_avx2(const PagedAttentionArgs& a, ThreadPool& pool) {
         const SegStates ps{part_data + (part_base[t] + s) * seg_floats, a.n_heads, d};
         fold_state(f.data(), fm, fl, ps.acc(qh), ps.m(qh), ps.l(qh), d);
       }
-      write_out(a, a.out + t * a.out_stride + static_cast<int64_t>(qh) * d, qh, f.data(), fm, fl, d);
+      write_out(a, a.out + t * a.out_stride + static_cast<int64_t>(qh) * d, qh, f.data(), fm, fl,
+                d);
     }
   }
 }

@@ -15,7 +15,9 @@
 namespace pagellm::cpu::detail {
 
 // The vector kernels take positions kAttnChunk at a time, in chunks that start
-// at position 0, so a token's chunks never depend on the batch it is in.
+// at multiples of kAttnChunk (from the one holding the token's first attended
+// position: a sliding window masks the chunk's positions before it), so a
+// token's chunks never depend on the batch it is in.
 constexpr int kAttnChunk = 16;
 
 // Element offsets of the slots of positions p0 .. p0 + n - 1 (head 0's row;
@@ -29,6 +31,15 @@ inline void slot_offsets(const PagedAttentionArgs& a, const int32_t* table, int3
     off[j] = (static_cast<int64_t>(table[blk]) * a.block_size + in) * slot_elems;
     if (++in == a.block_size) in = 0, ++blk;
   }
+}
+
+// slot_offsets for a chunk whose first lo positions fall before the window:
+// they take position p0 + lo's slot (computed, then masked), since a window
+// group's table has no block (kNoBlock) where blocks left the window.
+inline void window_slot_offsets(const PagedAttentionArgs& a, const int32_t* table, int32_t p0,
+                                int lo, int n, int d, int64_t* off) {
+  slot_offsets(a, table, p0 + lo, n - lo, d, off + lo);
+  for (int j = 0; j < lo; ++j) off[j] = off[lo];
 }
 
 // What query head `head`'s weighted V sum is multiplied by, from its
