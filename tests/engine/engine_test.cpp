@@ -104,6 +104,8 @@ class EngineFamilies : public ::testing::TestWithParam<const char*> {
       spec.n_head_kv = 2;
       spec.n_ff = 256;
       spec.type = DType::Q8_0;
+      // As real gpt-oss files: MXFP4 expert stacks.
+      if (spec.arch == "gpt-oss") spec.expert_type = DType::MXFP4;
       spec.vocab_from = data_path("stories260K.gguf");
       ThreadPool pool(2);
       make_model(spec, path->path, pool);
