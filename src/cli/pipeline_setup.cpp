@@ -133,7 +133,7 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
   in.layer_weight_bytes = fp.layer_weight_bytes;
   // Recurrent layers keep no K/V but their state for every sequence slot, on their rank.
   for (int32_t l = 0; l < L; ++l) {
-    in.layer_kv_bytes_per_token.push_back(fp.recurrent(l) ? 0 : fp.kv_bytes_per_token_layer);
+    in.layer_kv_bytes_per_token.push_back(fp.layer_kv_bytes(l));
     in.layer_state_bytes.push_back(
         fp.recurrent(l) ? fp.state_bytes_per_seq_layer * static_cast<uint64_t>(req.max_num_seqs) : 0);
   }
@@ -187,6 +187,17 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
                                 ranks, format_count(largest * bs), format_count(in.min_blocks * bs)),
                     largest * bs);
   }
+  // A layer that reads an earlier layer's cache (Gemma 4) needs that cache in
+  // its own process: the runner hands it the source's view.
+  for (int r = 0; r < ranks; ++r)
+    for (int32_t l = split->stages[static_cast<size_t>(r)].first,
+                 e = split->stages[static_cast<size_t>(r)].second;
+         l < e; ++l)
+      if (fp.kv_source(l) >= 0 && fp.kv_source(l) < split->stages[static_cast<size_t>(r)].first)
+        throw ConfigError(fmt::format(
+            "the pipeline puts layer {} on rank {} but the KV cache it reads (layer {}'s) on an earlier "
+            "rank: models whose layers share KV run on one node for now",
+            l, r, fp.kv_source(l)));
   Plan& p = ep.plan;
   p.nodes = ranks;
   p.n_layer = L;
@@ -200,7 +211,8 @@ EnginePlan plan_pipeline(const ModelOptions& mo, const PlanOptions& po) {
   p.kv_type = fp.kv_type;
   p.n_kv_heads = hp.n_head_kv;
   p.head_dim = hp.head_dim;
-  p.kv_bytes_per_token = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(L - fp.n_recurrent());
+  set_kv_sharing(p, fp);
+  p.kv_bytes_per_token = p.all_layers_kv_bytes_per_token;  // the split charges every layer every token
   p.latent_kv = fp.latent_kv;
   p.gqa_kv_bytes_per_token = fp.gqa_kv_bytes_per_token_layer * static_cast<uint64_t>(L - fp.n_recurrent());
   p.recurrent_layers = fp.n_recurrent();

@@ -29,10 +29,19 @@ std::vector<Plan::KvGroupPlan> plan_kv_groups(const ModelFootprint& fp, int32_t 
   std::vector<int32_t> windows(static_cast<size_t>(fp.n_layer));
   for (int l = 0; l < fp.n_layer; ++l) windows[static_cast<size_t>(l)] = layer_window(fp, l);
   const KvGroups groups = KvGroups::from_layer_windows(windows);
-  // A group's layers that keep K/V: recurrent layers (group 0's window) keep none.
+  // A group's layers that keep K/V: recurrent layers (group 0's window) keep
+  // none, and a layer that reads another's cache (same window) none of its own.
   std::vector<int32_t> kv_layers(static_cast<size_t>(groups.n_groups()), 0);
-  for (int l = 0; l < fp.n_layer; ++l)
-    if (!fp.recurrent(l)) ++kv_layers[static_cast<size_t>(groups.group_of_layer[static_cast<size_t>(l)])];
+  std::vector<int32_t> shared(static_cast<size_t>(groups.n_groups()), 0);
+  std::vector<uint64_t> token_bytes(static_cast<size_t>(groups.n_groups()), 0);
+  for (int l = 0; l < fp.n_layer; ++l) {
+    const size_t g = static_cast<size_t>(groups.group_of_layer[static_cast<size_t>(l)]);
+    token_bytes[g] += fp.layer_kv_bytes(l);
+    if (fp.kv_source(l) >= 0)
+      ++shared[g];
+    else if (!fp.recurrent(l))
+      ++kv_layers[g];
+  }
   const auto full = static_cast<int32_t>(std::clamp<int64_t>(blocks, 0, planner_detail::kMaxBlocks));
   const std::vector<int32_t> counts =
       kv_group_blocks(groups, block_size, max_num_seqs, fp.max_batched_tokens, full);
@@ -40,9 +49,20 @@ std::vector<Plan::KvGroupPlan> plan_kv_groups(const ModelFootprint& fp, int32_t 
   for (int32_t g = 0; g < groups.n_groups(); ++g) {
     const int32_t n = counts[static_cast<size_t>(g)];
     out.push_back({groups.windows[static_cast<size_t>(g)], kv_layers[static_cast<size_t>(g)],
+                   shared[static_cast<size_t>(g)], token_bytes[static_cast<size_t>(g)],
                    static_cast<int64_t>(n) * block_size, n});
   }
   return out;
+}
+
+void set_kv_sharing(Plan& p, const ModelFootprint& fp) {
+  p.shared_kv_layers = fp.n_shared_kv();
+  p.all_layers_kv_bytes_per_token = 0;
+  p.unshared_kv_bytes_per_token = 0;
+  for (int l = 0; l < fp.n_layer; ++l) {
+    p.all_layers_kv_bytes_per_token += fp.layer_kv_bytes(l);
+    p.unshared_kv_bytes_per_token += fp.unshared_layer_kv_bytes(l);
+  }
 }
 
 }  // namespace pagellm
@@ -51,8 +71,8 @@ namespace pagellm::planner_detail {
 
 StateCheckpointPlan checkpoint_plan(const ModelFootprint& fp, const PlanRequest& req) {
   if (fp.n_recurrent() == 0 || !req.prefix_caching) return {};
-  const uint64_t kv_per_token =
-      fp.kv_bytes_per_token_layer * static_cast<uint64_t>(fp.n_layer - fp.n_recurrent());
+  uint64_t kv_per_token = 0;
+  for (int l = 0; l < fp.n_layer; ++l) kv_per_token += fp.layer_kv_bytes(l);
   const int64_t max_seq_len = req.max_seq_len > 0 ? req.max_seq_len : fp.n_ctx_train;
   return plan_state_checkpoints(fp.state_bytes_per_seq(), kv_per_token, req.block_size, max_seq_len);
 }
@@ -77,14 +97,30 @@ CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
     unrunnable_prefix_.push_back(std::move(bad));
     runs_output_.push_back(d.runs_weight_type(fp.output_type) ? 1 : 0);
   }
-  kvb_ = fp.kv_bytes_per_token_layer * static_cast<uint64_t>(req.block_size);
   full_prefix_.assign(static_cast<size_t>(n_) + 1, 0);
   recurrent_prefix_.assign(static_cast<size_t>(n_) + 1, 0);
   for (int l = 0; l < n_; ++l) {
+    const bool full = layer_window(fp, l) <= 0 && !fp.recurrent(l);
     full_prefix_[static_cast<size_t>(l) + 1] =
-        full_prefix_[static_cast<size_t>(l)] + (layer_window(fp, l) <= 0 && !fp.recurrent(l));
+        full_prefix_[static_cast<size_t>(l)] + (full ? fp.layer_kv_bytes(l) : 0);
+    const uint64_t block = fp.layer_kv_bytes(l) * static_cast<uint64_t>(req.block_size);
+    if (full && block > 0 && (min_full_block_bytes_ == 0 || block < min_full_block_bytes_))
+      min_full_block_bytes_ = block;
     recurrent_prefix_[static_cast<size_t>(l) + 1] =
         recurrent_prefix_[static_cast<size_t>(l)] + (fp.recurrent(l) ? 1 : 0);
+  }
+  if (fp.n_shared_kv() > 0) {
+    const size_t W = static_cast<size_t>(n_) + 1;
+    detached_.assign(W * W, -1);
+    for (int s = 0; s <= n_; ++s)
+      for (int e = s; e <= n_; ++e)
+        for (int l = s; l < n_; ++l) {
+          const int src = fp.kv_source(l);
+          if (src >= 0 && (l < e) != (src >= s && src < e)) {
+            detached_[static_cast<size_t>(s) * W + static_cast<size_t>(e)] = l;
+            break;
+          }
+        }
   }
   // The sequences' slots and the prefix cache's checkpoints, on every device
   // that holds a recurrent layer.
@@ -101,7 +137,7 @@ CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
     for (int l = 0; l < n_; ++l)
       need.prefix[static_cast<size_t>(l) + 1] =
           need.prefix[static_cast<size_t>(l)] +
-          (layer_window(fp, l) == g.window && !fp.recurrent(l));
+          (layer_window(fp, l) == g.window && !fp.recurrent(l) ? fp.layer_kv_bytes(l) : 0);
     windows_.push_back(std::move(need));
   }
   for (const auto& d : dev_)
@@ -114,20 +150,21 @@ CostModel::CostModel(const PlanRequest& req, const ModelFootprint& fp,
 }
 
 i128 CostModel::kv(int s, int e, int64_t blocks) const {
-  i128 v = static_cast<i128>(full_layers(s, e)) * blocks;
+  i128 v = static_cast<i128>(full_token_bytes(s, e)) * blocks;
   for (const auto& wn : windows_) {
-    const int n = wn.prefix[static_cast<size_t>(e)] - wn.prefix[static_cast<size_t>(s)];
-    v += static_cast<i128>(n) * std::min(blocks, wn.blocks);
+    const uint64_t b = wn.prefix[static_cast<size_t>(e)] - wn.prefix[static_cast<size_t>(s)];
+    v += static_cast<i128>(b) * std::min(blocks, wn.blocks);
   }
-  return v * static_cast<i128>(kvb_);
+  return v * req_.block_size;
 }
 
 int64_t CostModel::max_blocks_within(uint64_t room, const std::vector<LayerRange>& ranges,
                                      uint64_t num, uint64_t den) const {
-  int layers = 0, full = 0;
+  int layers = 0;
+  uint64_t full = 0;  // bytes per token of the full-attention layers
   for (const auto& r : ranges) {
     layers += r.size();
-    full += full_layers(r.begin, r.end);
+    full += full_token_bytes(r.begin, r.end);
   }
   if (layers == 0) return kNoBound;
   auto fits = [&](int64_t b) {
@@ -141,8 +178,8 @@ int64_t CostModel::max_blocks_within(uint64_t room, const std::vector<LayerRange
     if (fits(most_need)) return kNoBound;
     return largest_fitting(most_need, fits);
   }
-  // Every full layer holds each block: no more blocks than room / (kvb * full).
-  const i128 hi = static_cast<i128>(num) * room / (static_cast<i128>(den) * kvb_ * full);
+  // Every full layer holds each block: no more blocks than room / (block_size * full).
+  const i128 hi = static_cast<i128>(num) * room / (static_cast<i128>(den) * req_.block_size * full);
   if (hi >= static_cast<i128>(kNoBound / 2)) return kNoBound;
   return largest_fitting(static_cast<int64_t>(hi), fits);
 }
@@ -182,6 +219,12 @@ std::optional<std::pair<int, DType>> CostModel::first_unrunnable(int i, int s, i
   return std::nullopt;
 }
 
+std::optional<int> CostModel::detached_kv_layer(int i, int s, int e) const {
+  if (detached_.empty() || shared(i) || e <= s) return std::nullopt;
+  const int l = detached_[static_cast<size_t>(s) * (static_cast<size_t>(n_) + 1) + static_cast<size_t>(e)];
+  return l >= 0 ? std::optional<int>(l) : std::nullopt;
+}
+
 bool CostModel::own_ok(int i, int s, int e, int64_t blocks) const {
   if (!runs(i, s, e)) return false;
   const i128 v = kv(s, e, blocks);
@@ -218,6 +261,7 @@ CostModel::Dp CostModel::run(int64_t blocks) const {
       for (int q = p; q <= n_; ++q) {
         // Both the device's own use and its pool use grow with q: stop at the first miss.
         if (!own_ok(d, p, q, blocks)) break;
+        if (detached_kv_layer(d, p, q)) continue;
         const i128 c = base + shared_cost(d, p, q, blocks);
         if (c > limit) break;
         i128& best = dp.cost[static_cast<size_t>(j) * W + static_cast<size_t>(q)];
@@ -274,6 +318,7 @@ std::vector<LayerRange> CostModel::packed_placement(int64_t blocks, int h) const
     for (int q = 0; q <= m; ++q)
       for (int e = q; e <= m; ++e) {
         if (!own_ok(j, q, e, blocks)) break;
+        if (detached_kv_layer(j, q, e)) continue;
         const i128 rest = suf[static_cast<size_t>(j + 1) * W + static_cast<size_t>(e)];
         if (rest >= inf) continue;
         i128& best = suf[static_cast<size_t>(j) * W + static_cast<size_t>(q)];
@@ -288,7 +333,7 @@ std::vector<LayerRange> CostModel::packed_placement(int64_t blocks, int h) const
     int take = p;
     for (int q = m; q >= p; --q) {
       const i128 rest = suf[static_cast<size_t>(j + 1) * W + static_cast<size_t>(q)];
-      if (rest >= inf || !own_ok(j, p, q, blocks)) continue;
+      if (rest >= inf || !own_ok(j, p, q, blocks) || detached_kv_layer(j, p, q)) continue;
       if (used + shared_cost(j, p, q, blocks) + rest <= budget) {
         take = q;
         break;
@@ -303,12 +348,13 @@ std::vector<LayerRange> CostModel::packed_placement(int64_t blocks, int h) const
 
 int64_t CostModel::search_limit() const {
   // Window layers alone never bound the blocks (their KV stops growing).
-  if (full_layers(0, n_) == 0) return kMaxBlocks;
+  if (min_full_block_bytes_ == 0) return kMaxBlocks;
+  // Some device holds a full-attention layer, at least the smallest's block each.
   uint64_t most = 0;
   for (const auto& d : dev_) most = std::max(most, d.budget_bytes());
-  int64_t hi = static_cast<int64_t>(std::min<uint64_t>(most / kvb_ + 1, kMaxBlocks));
+  int64_t hi = static_cast<int64_t>(std::min<uint64_t>(most / min_full_block_bytes_ + 1, kMaxBlocks));
   if (req_.kv_mode == KvMode::kMemory)
-    hi = std::min<int64_t>(hi, static_cast<int64_t>(req_.kv_mem_bytes / kvb_ + 1));
+    hi = std::min<int64_t>(hi, static_cast<int64_t>(req_.kv_mem_bytes / min_full_block_bytes_ + 1));
   return hi;
 }
 

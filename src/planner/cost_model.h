@@ -62,7 +62,6 @@ class CostModel {
   const PlanDevice& dev(int i) const { return dev_[static_cast<size_t>(i)]; }
   bool shared(int i) const { return dev(i).device.shares_host_memory(); }
   bool fraction() const { return req_.kv_mode == KvMode::kFraction; }
-  uint64_t kv_block_layer_bytes() const { return kvb_; }
 
   uint64_t weights(int i, int s, int e) const;
   uint64_t workspace(int i, int s, int e) const;
@@ -77,21 +76,24 @@ class CostModel {
   uint64_t fixed(int i, int s, int e) const {
     return weights(i, s, e) + workspace(i, s, e) + state(s, e);
   }
-  // KV bytes of layers [s, e) at `blocks`: a full-attention layer holds
-  // every block, a sliding-window layer at most its window group's need
-  // (kvcache/kv_group.h: window_group_blocks), a recurrent layer none.
+  // KV bytes of layers [s, e) at `blocks`, each layer at its own bytes per
+  // token (ModelFootprint::layer_kv_bytes: 0 for a layer that reads another's
+  // cache, whose source is charged where the source runs): a full-attention
+  // layer holds every block, a sliding-window layer at most its window
+  // group's need (kvcache/kv_group.h: window_group_blocks), a recurrent layer
+  // none.
   i128 kv(int s, int e, int64_t blocks) const;
-  // Full-attention layers in [s, e) (recurrent layers are not).
-  int full_layers(int s, int e) const {
+  // K + V bytes of one token over the full-attention layers in [s, e)
+  // (recurrent layers are not).
+  uint64_t full_token_bytes(int s, int e) const {
     return full_prefix_[static_cast<size_t>(e)] - full_prefix_[static_cast<size_t>(s)];
   }
   // The window groups' block needs (blocks a window layer holds at most).
   struct WindowNeed {
     int32_t window = 0;
     int64_t blocks = 0;
-    std::vector<int32_t> prefix;  // layers of this window among the first l
+    std::vector<uint64_t> prefix;  // bytes per token of this window's layers among the first l
   };
-  const std::vector<WindowNeed>& window_needs() const { return windows_; }
 
   // The device's own limits (not the shared pool): memory (or the fraction of
   // it) and --kv-mem, and whether its kernels run the range's weight types
@@ -107,6 +109,16 @@ class CostModel {
   // The first layer of [s, e) whose types device i does not run (n for the
   // output projection) and such a type; nullopt when runs(i, s, e).
   std::optional<std::pair<int, DType>> first_unrunnable(int i, int s, int e) const;
+  // A layer that reads an earlier layer's KV cache gets the source's view from
+  // the runner, which must be in memory its device addresses: host-memory
+  // devices read each other's, a device of its own memory (a GPU) only its
+  // own. So a GPU's range [s, e) keeps both or neither of each such layer
+  // and its source: the first layer reading across its boundary (in [s, e)
+  // with the source before s, or after e with the source in [s, e)); nullopt
+  // when none or device i uses host memory. Not monotone in e (a range
+  // grown to the reader is fine again), so searches skip such ranges rather
+  // than stop at them; own_ok does not include it.
+  std::optional<int> detached_kv_layer(int i, int s, int e) const;
   // What the range adds to the shared host-RAM pool, scaled: num*fixed + den*KV.
   i128 shared_cost(int i, int s, int e, int64_t blocks) const {
     if (!shared(i)) return 0;
@@ -159,9 +171,12 @@ class CostModel {
   // runs the output projection's type.
   std::vector<std::vector<int32_t>> unrunnable_prefix_;
   std::vector<char> runs_output_;
-  uint64_t kvb_ = 0;
-  std::vector<int32_t> full_prefix_;
+  uint64_t min_full_block_bytes_ = 0;  // the least a full-attention layer's block takes (0: none)
+  std::vector<uint64_t> full_prefix_;
   std::vector<int32_t> recurrent_prefix_;
+  // (n+1) x (n+1): per range [s, e), the first layer reading a cache across
+  // its boundary, -1 if none; empty when no layer shares KV.
+  std::vector<int32_t> detached_;
   uint64_t state_slot_layer_bytes_ = 0;  // one recurrent layer's state, max_num_seqs slots
   std::vector<WindowNeed> windows_;
   // Largest block count whose KV over `ranges` fits num/den of `room`

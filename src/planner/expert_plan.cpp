@@ -118,6 +118,7 @@ std::optional<std::vector<LayerRange>> ranges_for_experts(const PlanRequest& req
       for (int32_t q = p; q <= covered; ++q) {
         const auto spare = m.spare_bytes(j, p, q, blocks);
         if (!spare) break;  // a longer range only needs more
+        if (m.detached_kv_layer(j, p, q)) continue;  // a GPU keeps KV readers with their sources
         const int64_t v = base + static_cast<int64_t>(kept(p, q, *spare));
         int64_t& b = best[static_cast<size_t>(j + 1) * W + static_cast<size_t>(q)];
         if (v > b) {

@@ -30,6 +30,17 @@ int32_t ModelFootprint::n_recurrent() const {
   return static_cast<int32_t>(std::count(layer_recurrent.begin(), layer_recurrent.end(), true));
 }
 
+uint64_t ModelFootprint::layer_kv_bytes(int32_t l) const {
+  if (static_cast<size_t>(l) < layer_kv_bytes_per_token.size())
+    return layer_kv_bytes_per_token[static_cast<size_t>(l)];
+  return recurrent(l) ? 0 : kv_bytes_per_token_layer;
+}
+
+int32_t ModelFootprint::n_shared_kv() const {
+  return static_cast<int32_t>(
+      std::count_if(layer_kv_source.begin(), layer_kv_source.end(), [](int32_t s) { return s >= 0; }));
+}
+
 uint64_t kv_bytes_per_token_layer(DType kv_type, int32_t n_kv_heads, int32_t head_dim, bool latent) {
   if (kv_type != DType::F16 && kv_type != DType::F32 && kv_type != DType::Q8_0)
     throw ConfigError(
@@ -140,6 +151,25 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
   fp.kv_type = opts.kv_type;
   fp.kv_bytes_per_token_layer =
       kv_bytes_per_token_layer(opts.kv_type, hp.n_head_kv, hp.head_dim, hp.mla.enabled());
+  // Layers of their own shapes or sharing KV: each layer's own bytes, as
+  // KvCacheStorage allocates them (a pool per distinct shape, none for a
+  // layer that reads another's cache).
+  bool uniform = true;
+  for (int32_t l = 0; l < static_cast<int32_t>(hp.layers.size()); ++l) {
+    const LayerSpec& s = hp.layer(l);
+    uniform = uniform && s.kv_source < 0 && (s.n_head_kv == 0 || s.n_head_kv == hp.n_head_kv) &&
+              (s.head_dim == 0 || s.head_dim == hp.head_dim);
+  }
+  if (!uniform)
+    for (int32_t l = 0; l < static_cast<int32_t>(hp.layers.size()); ++l) {
+      const LayerSpec& s = hp.layer(l);
+      fp.layer_kv_source.push_back(s.recurrent ? -1 : s.kv_source);
+      fp.layer_kv_bytes_per_token.push_back(
+          !hp.owns_kv(l) ? 0
+                         : kv_bytes_per_token_layer(opts.kv_type, s.n_head_kv > 0 ? s.n_head_kv : hp.n_head_kv,
+                                                    s.head_dim > 0 ? s.head_dim : hp.head_dim,
+                                                    hp.mla.enabled()));
+    }
   if (hp.mla.enabled()) {
     fp.latent_kv = true;
     const uint64_t values = static_cast<uint64_t>(hp.n_head) *

@@ -88,7 +88,27 @@ struct ModelFootprint {
 
   // KV cache.
   DType kv_type = DType::F16;
-  uint64_t kv_bytes_per_token_layer = 0;  // K + V of one token in one layer
+  uint64_t kv_bytes_per_token_layer = 0;  // K + V of one token in one layer (the largest shape)
+  // Per layer where layers differ (Gemma 4): K + V of one token in the
+  // layer's own cache, by its own KV heads and head size
+  // (kv_bytes_per_token_layer of them), 0 for a layer that keeps none (a
+  // recurrent layer, or one that reads an earlier layer's cache); and the
+  // layer whose cache it reads (-1: its own, LayerSpec::kv_source). Empty:
+  // every non-recurrent layer holds kv_bytes_per_token_layer of its own.
+  std::vector<uint64_t> layer_kv_bytes_per_token;
+  std::vector<int32_t> layer_kv_source;
+  // K + V of one token in layer l's own cache (what the planner charges where
+  // l runs).
+  uint64_t layer_kv_bytes(int32_t l) const;
+  int32_t kv_source(int32_t l) const {
+    return static_cast<size_t>(l) < layer_kv_source.size() ? layer_kv_source[static_cast<size_t>(l)] : -1;
+  }
+  // Layers that read an earlier layer's cache and keep none.
+  int32_t n_shared_kv() const;
+  // What layer l would hold if it kept its own cache: its source's shape.
+  uint64_t unshared_layer_kv_bytes(int32_t l) const {
+    return layer_kv_bytes(kv_source(l) >= 0 ? kv_source(l) : l);
+  }
   // MLA (deepseek2): the cache keeps one latent row per token and layer
   // (kv_lora_rank + rope values, KvPoolShape::v_dim), which is
   // kv_bytes_per_token_layer; for comparison, what a GQA cache of the same

@@ -199,6 +199,11 @@ class Planner {
             bad->first == m_.n() ? std::string("the output projection (with the last layer)")
                                  : fmt::format("layer {}", bad->first),
             m_.dev(i).device.name(), dtype_name(bad->second)));
+      if (const auto l = m_.detached_kv_layer(i, range.begin, range.end))
+        throw ConfigError(fmt::format(
+            "--device-map puts layer {} and layer {}, whose KV cache it reads, on different devices, "
+            "but {} has memory of its own: it needs both or neither",
+            *l, fp_.kv_source(*l), m_.dev(i).device.name()));
     }
     const LayerRange& host = r[static_cast<size_t>(m_.host())];
     if (req_.no_cpu_offload && !host.empty())
@@ -233,11 +238,12 @@ class Planner {
     p.kv_type = fp_.kv_type;
     p.n_kv_heads = fp_.n_kv_heads;
     p.head_dim = fp_.head_dim;
-    p.kv_bytes_per_token =
-        fp_.kv_bytes_per_token_layer * static_cast<uint64_t>(m_.full_layers(0, m_.n()));
+    p.kv_bytes_per_token = m_.full_token_bytes(0, m_.n());
     p.latent_kv = fp_.latent_kv;
-    p.gqa_kv_bytes_per_token =
-        fp_.gqa_kv_bytes_per_token_layer * static_cast<uint64_t>(m_.full_layers(0, m_.n()));
+    if (fp_.latent_kv)  // MLA layers are alike: as many GQA layers as latent ones
+      p.gqa_kv_bytes_per_token =
+          fp_.gqa_kv_bytes_per_token_layer * (p.kv_bytes_per_token / fp_.kv_bytes_per_token_layer);
+    set_kv_sharing(p, fp_);
     p.kv_groups = plan_kv_groups(fp_, bs_, req_.max_num_seqs, blocks);
     p.recurrent_layers = fp_.n_recurrent();
     p.state_bytes_per_seq = fp_.state_bytes_per_seq();
@@ -668,6 +674,9 @@ int64_t max_blocks_for_placement(const PlanRequest& req, const ModelFootprint& f
   if (ranges.size() != devices.size())
     throw ConfigError("max_blocks_for_placement: one range per device");
   CostModel m(req, fp, devices);
+  for (int i = 0; i < m.k(); ++i)  // a placement the runner refuses holds nothing
+    if (m.detached_kv_layer(i, ranges[static_cast<size_t>(i)].begin, ranges[static_cast<size_t>(i)].end))
+      return -1;
   const int64_t b = m.max_blocks(ranges);
   return b == kNoBound ? kMaxBlocks : std::min<int64_t>(b, kMaxBlocks);
 }

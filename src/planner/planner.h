@@ -7,8 +7,9 @@
 //   weights of its layers + layer workspace (when e > s)
 //   + output norm/projection and logits workspace (when it holds the last layer)
 //   + token embedding and host workspace (the host only)
-//   + KV: (e - s) * kv_bytes_per_token_layer * block_size * num_blocks
-//     (a sliding-window layer at most its window's blocks, a recurrent layer none)
+//   + KV: each layer's own K + V bytes per token * block_size * num_blocks
+//     (a sliding-window layer at most its window's blocks, a recurrent layer
+//     and a layer that reads an earlier layer's cache none)
 //   + recurrent state: recurrent layers in [s, e) * state bytes per sequence
 //     * max_num_seqs (the engine's slots; fixed, not under --kv-mem/--kv-fraction).
 // One block count for all devices (a block id is a slot range in every
@@ -172,6 +173,13 @@ struct Plan {
   // kv_bytes_per_token); what a GQA cache of the same heads would add per token.
   bool latent_kv = false;
   uint64_t gqa_kv_bytes_per_token = 0;
+  // KV sharing (Gemma 4): layers that read an earlier layer's cache keep none
+  // of their own (their source's is charged where the source runs). One
+  // token's K + V over every layer's own cache (window layers' too), and what
+  // it would take if the sharing layers kept theirs (set_kv_sharing).
+  int32_t shared_kv_layers = 0;
+  uint64_t all_layers_kv_bytes_per_token = 0;
+  uint64_t unshared_kv_bytes_per_token = 0;
   // Recurrent layers (gated delta-net): they keep no K/V but a fixed state per
   // sequence, state_bytes_per_seq over all of them; the engine keeps
   // max_num_seqs slots (KvRuntimeConfig::state_slots), each device its own
@@ -187,7 +195,9 @@ struct Plan {
   // with that count (plan_kv_groups). One entry when the model has no windows.
   struct KvGroupPlan {
     int32_t window = 0;
-    int32_t layers = 0;
+    int32_t layers = 0;         // layers with a cache of their own in the group
+    int32_t shared_layers = 0;  // layers of the window that read one of those caches
+    uint64_t token_bytes = 0;   // K + V of one token over the group's own caches
     int64_t tokens = 0;  // blocks * block_size
     int32_t blocks = 0;
   };
@@ -247,9 +257,14 @@ std::vector<int32_t> kv_group_blocks(const KvGroups& groups, int32_t block_size,
 std::vector<Plan::KvGroupPlan> plan_kv_groups(const ModelFootprint& fp, int32_t block_size,
                                               int32_t max_num_seqs, int64_t blocks);
 
+// Sets the plan's KV-sharing fields (shared_kv_layers, all_layers_ and
+// unshared_kv_bytes_per_token) from the footprint.
+void set_kv_sharing(Plan& p, const ModelFootprint& fp);
+
 // The largest block count a given placement holds under the request's KV mode
 // (not capped at max_seq_len x max_num_seqs), or -1 when its weights and
-// workspace alone do not fit. `ranges[i]` is the layer range of devices[i]
+// workspace alone do not fit or it puts a layer that reads another's KV cache
+// on a GPU without that layer. `ranges[i]` is the layer range of devices[i]
 // (the host last). For tests and for checking a manual map.
 int64_t max_blocks_for_placement(const PlanRequest& req, const ModelFootprint& fp,
                                  const std::vector<PlanDevice>& devices,

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gguf/gguf_reader.h"
 #include "support/test_support.h"
 
 namespace pagellm {
@@ -170,6 +171,65 @@ TEST(PlanCli, HybridStateGoesWithItsLayers) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(has(r.err, "recurrent state of 3 layers")) << r.err;
   EXPECT_TRUE(has(r.err, "--max-num-seqs " + std::to_string(most + 1))) << r.err;
+}
+
+// Gemma 4 (../shared/golden/arch2026: sliding and full layers of different KV
+// shapes, the last shared_kv_layers reading earlier layers' caches): the plan
+// charges each layer its own K + V and the sharing layers nothing, fewer bytes
+// per token than the same layers with caches of their own; counted here from
+// the file's keys. With the sharing layers on the host and their sources on
+// cpu:0, the host holds no KV.
+TEST(PlanCli, Gemma4CountsSharedKvOnce) {
+  const std::string file = test::shared_path("golden/arch2026/rand-gemma4-tok512-Q8_0.gguf");
+  if (file.empty()) GTEST_SKIP() << "../shared/golden/arch2026 is absent";
+  auto f = GgufFile::open(file);
+  const std::string a = "gemma4.attention.";
+  const auto& heads = f->find(a + "head_count_kv")->as_array("head_count_kv");
+  const auto& sliding = f->find(a + "sliding_window_pattern")->as_array("sliding_window_pattern");
+  const uint64_t dim = *f->get_u64(a + "key_length"), swa_dim = *f->get_u64(a + "key_length_swa");
+  const uint64_t L = heads.size(), shared = *f->get_u64(a + "shared_kv_layers");
+  ASSERT_GT(shared, 0u);
+  // f16 K and V per layer; the layers before L - shared keep them.
+  uint64_t with = 0, without = 0, full = 0, windowed = 0;
+  for (uint64_t l = 0; l < L; ++l) {
+    const bool swa = sliding[l].as_bool("sliding_window_pattern");
+    const uint64_t bytes = 2 * static_cast<uint64_t>(heads[l].as_i64("head_count_kv")) * (swa ? swa_dim : dim) * 2;
+    without += bytes;
+    if (l >= L - shared) continue;
+    with += bytes;
+    (swa ? windowed : full) += bytes;
+  }
+  CmdResult r = run_plan("-m " + file + " -c 1024 --headroom 0 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["shared_kv_layers"], shared);
+  EXPECT_EQ(j["all_layers_kv_bytes_per_token"], with);
+  EXPECT_EQ(j["unshared_kv_bytes_per_token"], without);
+  EXPECT_LT(j["all_layers_kv_bytes_per_token"].get<uint64_t>(), j["unshared_kv_bytes_per_token"].get<uint64_t>());
+  EXPECT_EQ(j["kv_bytes_per_token"], full);  // the full-attention layers
+  ASSERT_EQ(j["kv_groups"].size(), 2u);
+  const json& g = j["kv_groups"];
+  EXPECT_EQ(g[0]["bytes_per_token"], full);
+  EXPECT_EQ(g[1]["bytes_per_token"], windowed);
+  EXPECT_EQ(g[0]["shared_layers"].get<uint64_t>() + g[1]["shared_layers"].get<uint64_t>(), shared);
+  EXPECT_EQ(j["devices"].back()["kv_bytes"], full * j["kv_tokens"].get<uint64_t>() +
+                                                 windowed * g[1]["tokens"].get<uint64_t>());
+  r = run_plan("-m " + file + " -c 1024 --headroom 0");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "KV sharing: " + std::to_string(shared) + " of " + std::to_string(L) +
+                             " layers read an earlier layer's cache"))
+      << r.out;
+  // The sharing layers on the host, their sources on cpu:0 (the runner hands
+  // them the sources' views in host memory): the host holds no KV.
+  r = run_plan("-m " + file + " -c 1024 --headroom 0 --json --device cpu:0=64MiB --device-map 0-" +
+               std::to_string(L / 2 - 1) + ":cpu:0," + std::to_string(L / 2) + "-" +
+               std::to_string(L - 1) + ":host");
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = json::parse(r.out);
+  ASSERT_EQ(shared, L / 2);  // the file's: the layers with KV are the first half
+  EXPECT_EQ(j["devices"][0]["kv_bytes"], full * j["kv_tokens"].get<uint64_t>() +
+                                            windowed * j["kv_groups"][1]["tokens"].get<uint64_t>());
+  EXPECT_EQ(j["devices"][1]["kv_bytes"], 0);
 }
 
 TEST(PlanCli, SwapGuardRefusesWhatExceedsHostRam) {

@@ -1,6 +1,7 @@
 // The plan's cache bytes are what the runtime allocates: for hybrid models
 // (qwen35 from ../shared/golden/arch2026, qwen35 and qwen35moe written by
-// make-model) and an attention-only one, each device's planned KV and
+// make-model), MLA (deepseek2), Gemma 4 (per-layer KV shapes, KV sharing)
+// and an attention-only one, each device's planned KV and
 // recurrent-state bytes equal the bytes of the pools KvRuntime builds there
 // from the plan (EngineConfig::from_plan), whether the planner places the
 // layers or a device map does.
@@ -64,9 +65,10 @@ void check(const std::string& file, const std::string& map, int32_t seqs, bool p
   const uint64_t GiB = uint64_t{1} << 30;
   // A device holds about half the layers: the planner splits the model.
   const ModelFootprint fp = model_footprint(*meta, hp, fo);
+  uint64_t kv_token = 0;  // one token over every layer's own cache
+  for (int32_t l = 0; l < hp.n_layer; ++l) kv_token += fp.layer_kv_bytes(l);
   const uint64_t dev = fp.total_layer_weight_bytes() / 2 + fp.layer_workspace_bytes +
-                       fp.output_weight_bytes + fp.output_workspace_bytes +
-                       fp.kv_bytes_per_token_layer * 416 * static_cast<uint64_t>(hp.n_layer - fp.n_recurrent()) +
+                       fp.output_weight_bytes + fp.output_workspace_bytes + kv_token * 416 +
                        fp.state_bytes_per_seq() *
                            static_cast<uint64_t>(seqs + planner_detail::checkpoint_plan(fp, req).entries) +
                        (uint64_t{64} << 10);
@@ -103,6 +105,13 @@ TEST(PlanCacheBytes, EqualTheRuntimesPerDevice) {
   // MLA: a latent cache (one row per token and layer, no V).
   const std::string mla = shared_path("golden/arch2026/rand-deepseek2-tok512-F32.gguf");
   if (!mla.empty()) files.push_back(mla);
+  // Gemma 4: sliding and full layers of different KV shapes, the last layers
+  // reading an earlier layer's cache (none of their own; with the map below
+  // the sharing layers run on other devices than their sources). make-model's
+  // (8 layers: 4-7 share) and the reference file (4 layers: 2-3 share).
+  files.push_back(hybrid_model("gemma4", 8));
+  const std::string gemma4 = shared_path("golden/arch2026/rand-gemma4-tok512-Q8_0.gguf");
+  if (!gemma4.empty()) files.push_back(gemma4);
   for (const std::string& file : files) {
     const int32_t L = ModelHParams::from_gguf(*GgufFile::open(file)).n_layer;
     for (const int32_t seqs : {1, 6}) {

@@ -208,7 +208,12 @@ inline std::string budget_violations(const Plan& p, const PlanRequest& req,
     if (fp) {
       want_kv = 0;
       for (int32_t l = d.first_layer; d.has_layers() && l <= d.last_layer; ++l) {
-        want_kv += fp->kv_bytes_per_token_layer * static_cast<uint64_t>(p.block_size) *
+        // The layer's own bytes per token as the footprint lists them (0: it
+        // reads another layer's cache); a uniform footprint lists none.
+        const uint64_t own = fp->layer_kv_bytes_per_token.empty()
+                                 ? fp->kv_bytes_per_token_layer
+                                 : fp->layer_kv_bytes_per_token[static_cast<size_t>(l)];
+        want_kv += own * static_cast<uint64_t>(p.block_size) *
                    static_cast<uint64_t>(naive_layer_blocks(req, *fp, l, p.num_blocks));
         want_state += naive_layer_state(req, *fp, l);
       }

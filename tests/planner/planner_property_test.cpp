@@ -4,9 +4,12 @@
 // cache that fits.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
+#include "kvcache/kv_cache_storage.h"
 #include "kvcache/kv_pool.h"
+#include "planner/cost_model.h"
 #include "planner/expert_plan.h"
 #include "planner/model_footprint.h"
 #include "planner/planner.h"
@@ -239,6 +242,164 @@ TEST(PlannerProperty, LatentCacheIsSizedExactly) {
     }
   }
   EXPECT_GT(fits, 300);
+}
+
+// Gemma 4: layers with their own KV shapes (heads x head size), some reading
+// an earlier layer's cache (same window and shape: LayerSpec::kv_source) and
+// keeping none. Over random such models (on the random cases' windows and
+// recurrent layers) and cache types:
+// - the footprint charges each layer its own K + V bytes per token, counted
+//   here by hand, and a sharing layer nothing;
+// - the cost model's KV of every layer range at every block count is the naive
+//   per-layer sum (naive_layer_blocks), so brute force over placements is over
+//   the true costs, and the plan equals its optimum within every budget;
+// - the plan's per-token figures are the hand sums (full-attention layers,
+//   all layers, and without sharing: each sharing layer at its source's);
+// - the storage the runtime builds from the plan (KvCacheStorage with one
+//   shape per layer, none for sharing layers) holds the planned bytes on
+//   each device.
+TEST(PlannerProperty, PerLayerShapesAndSharedKvAreSizedExactly) {
+  std::mt19937_64 rng(20261206);
+  auto u = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  int fits = 0, shared_cases = 0, stored = 0;
+  for (int iter = 0; iter < 2500; ++iter) {
+    Case c = random_case(rng);
+    const int32_t n = c.fp.n_layer;
+    c.fp.layer_windows.resize(static_cast<size_t>(n), 0);
+    ModelHParams hp;
+    hp.arch = "gemma4";
+    hp.n_layer = n;
+    hp.n_head = 8;
+    hp.n_embd = 64;
+    hp.n_ff = 64;
+    hp.n_vocab = 32;
+    hp.layers.assign(static_cast<size_t>(n), LayerSpec{});
+    for (int32_t l = 0; l < n; ++l) {
+      LayerSpec& s = hp.layers[static_cast<size_t>(l)];
+      s.recurrent = c.fp.recurrent(l);
+      s.window = c.fp.layer_windows[static_cast<size_t>(l)];
+      s.n_head_kv = static_cast<int32_t>(u(1, 4));
+      s.head_dim = static_cast<int32_t>(32 * u(1, 4));
+      std::vector<int32_t> owners;  // earlier layers with a cache of their own
+      for (int32_t j = 0; j < l; ++j)
+        if (hp.owns_kv(j)) owners.push_back(j);
+      if (!s.recurrent && !owners.empty() && u(0, 1)) {
+        s.kv_source = owners[static_cast<size_t>(u(0, static_cast<int64_t>(owners.size()) - 1))];
+        const LayerSpec& src = hp.layer(s.kv_source);
+        s.window = src.window;
+        s.n_head_kv = src.n_head_kv;
+        s.head_dim = src.head_dim;
+        c.fp.layer_windows[static_cast<size_t>(l)] = s.window;
+      }
+      hp.n_head_kv = std::max(hp.n_head_kv, s.n_head_kv);
+      hp.head_dim = std::max(hp.head_dim, s.head_dim);
+    }
+    static const DType types[] = {DType::F16, DType::F32, DType::Q8_0};
+    const DType type = types[u(0, 2)];
+    // Bytes of n values of the type, counted by hand: 2 and 4 bytes, or 34
+    // bytes per 32 (q8_0).
+    const auto bytes_of = [type](uint64_t v) {
+      return type == DType::F16 ? 2 * v : type == DType::F32 ? 4 * v : v / 32 * 34;
+    };
+    std::vector<uint64_t> own(static_cast<size_t>(n), 0), unshared(static_cast<size_t>(n), 0);
+    int32_t n_shared = 0;
+    uint64_t most = 1;
+    for (int32_t l = 0; l < n; ++l) {
+      const LayerSpec& s = hp.layer(l);
+      const uint64_t shape = s.recurrent ? 0 : 2 * bytes_of(static_cast<uint64_t>(s.n_head_kv) * s.head_dim);
+      own[static_cast<size_t>(l)] = s.kv_source >= 0 ? 0 : shape;
+      unshared[static_cast<size_t>(l)] = shape;  // a sharing layer has its source's shape
+      n_shared += s.kv_source >= 0;
+      most = std::max(most, shape);
+    }
+    shared_cases += n_shared > 0;
+    FootprintOptions fo;
+    fo.kv_type = type;
+    const ModelFootprint fp = model_footprint(hp, std::vector<TensorSize>{}, fo);
+    for (int32_t l = 0; l < n; ++l) ASSERT_EQ(fp.layer_kv_bytes(l), own[static_cast<size_t>(l)]) << l;
+
+    // The random case over these costs, its budgets scaled to them.
+    c.fp.kv_type = type;
+    c.fp.kv_bytes_per_token_layer = fp.kv_bytes_per_token_layer;
+    c.fp.layer_kv_bytes_per_token = fp.layer_kv_bytes_per_token;
+    c.fp.layer_kv_source = fp.layer_kv_source;
+    const uint64_t scale = std::max<uint64_t>(1, most / 4);
+    for (PlanDevice& d : c.devs) {
+      d.free_bytes *= scale;
+      d.headroom_bytes *= scale;
+    }
+    if (c.req.kv_mode == KvMode::kMemory) c.req.kv_mem_bytes *= scale;
+    const planner_detail::CostModel m(c.req, c.fp, c.devs);
+    for (int32_t s = 0; s <= n; ++s)
+      for (int32_t e = s; e <= n; ++e)
+        for (const int64_t b : {int64_t{0}, int64_t{1}, int64_t{3}, u(4, 60), int64_t{100000}}) {
+          uint64_t naive = 0;
+          for (int32_t l = s; l < e; ++l)
+            naive += own[static_cast<size_t>(l)] * static_cast<uint64_t>(c.req.block_size) *
+                     static_cast<uint64_t>(naive_layer_blocks(c.req, c.fp, l, b));
+          ASSERT_TRUE(m.kv(s, e, b) == static_cast<planner_detail::i128>(naive))
+              << c.text << " layers " << s << "-" << e << " blocks " << b;
+        }
+    const Expected want = brute_force(c.req, c.fp, c.devs);
+    try {
+      const Plan p = make_plan(c.req, c.fp, c.devs);
+      ASSERT_TRUE(want.fits) << c.text;
+      ASSERT_EQ(p.num_blocks, want.blocks) << c.text;
+      ASSERT_EQ(p.host_layers(), want.host_layers) << c.text;
+      ASSERT_EQ(budget_violations(p, c.req, c.devs, &c.fp), "") << c.text;
+      uint64_t full = 0, all = 0, without = 0;
+      for (int32_t l = 0; l < n; ++l) {
+        full += hp.layer(l).window == 0 ? own[static_cast<size_t>(l)] : 0;
+        all += own[static_cast<size_t>(l)];
+        without += unshared[static_cast<size_t>(l)];
+      }
+      ASSERT_EQ(p.kv_bytes_per_token, full) << c.text;
+      ASSERT_EQ(p.all_layers_kv_bytes_per_token, all) << c.text;
+      ASSERT_EQ(p.unshared_kv_bytes_per_token, without) << c.text;
+      ASSERT_EQ(p.shared_kv_layers, n_shared) << c.text;
+      // A sharing layer runs where its source's cache is addressable (the
+      // runner refuses otherwise): on the same device, or both on devices
+      // of host memory.
+      for (int32_t l = 0; l < n; ++l) {
+        if (hp.layer(l).kv_source < 0) continue;
+        const DevicePlan& at = p.device_of_layer(l);
+        const DevicePlan& src = p.device_of_layer(hp.layer(l).kv_source);
+        ASSERT_TRUE(at.device == src.device ||
+                    (at.device.shares_host_memory() && src.device.shares_host_memory()))
+            << c.text << " layer " << l << " on " << at.name() << ", its source on " << src.name();
+      }
+      ++fits;
+      if (c.fp.n_recurrent() > 0 || p.kv_bytes() > (uint64_t{8} << 20)) continue;
+      // The runtime's storage from the plan, per device.
+      KvPoolShape base;
+      base.layer_end = n;
+      base.num_blocks = p.num_blocks;
+      base.block_size = p.block_size;
+      base.n_kv_heads = hp.n_head_kv;
+      base.head_dim = hp.head_dim;
+      base.dtype = type;
+      for (int32_t l = 0; l < n; ++l)
+        base.per_layer.push_back(hp.owns_kv(l) ? KvLayerShape{hp.layer(l).n_head_kv, hp.layer(l).head_dim}
+                                               : KvLayerShape{});
+      const KvGroups groups = KvGroups::from_layer_windows(c.fp.layer_windows);
+      const KvCacheStorage storage(base, p.kv_placements(), {}, &groups, p.kv_group_blocks());
+      std::map<std::string, uint64_t> held;
+      for (const auto& pool : storage.pools()) {
+        const KvPoolShape& ps = pool->shape();
+        for (const KvPoolPlacement& pl : storage.placements())
+          if (ps.layers.front() >= pl.layer_begin && ps.layers.front() < pl.layer_end)
+            held[pl.device] += ps.total_bytes();
+      }
+      for (const DevicePlan& d : p.devices) ASSERT_EQ(d.kv_bytes, held[d.name()]) << c.text << " " << d.name();
+      ++stored;
+    } catch (const PlanError& err) {
+      ASSERT_FALSE(want.fits) << c.text << ": " << err.what();
+    }
+  }
+  EXPECT_GT(fits, 500);
+  EXPECT_GT(shared_cases, 1000);
+  EXPECT_GT(stored, 300);
+  std::printf("%d plans, %d models sharing KV, %d storages built\n", fits, shared_cases, stored);
 }
 
 // Models with experts: attention and KV are placed as well as with every
