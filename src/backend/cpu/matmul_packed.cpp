@@ -116,20 +116,19 @@ PAGELLM_TARGET_AVX512
 template <DType T>
 constexpr int kVnniOffset = Traits<T>::kTable ? 128 : Traits<T>::kOffset;
 
-// 16 MXFP4 exponent bytes as their half scales 2^(e-128) (mxfp4_half_scale):
-// (e - 1) << 23 as float bits, or for e < 2 the subnormals 0x00200000 << e.
-inline __attribute__((always_inline)) __m512 mxfp4_scales16(const uint8_t* e8) {
+// 16 MXFP4 exponent bytes as the exponents of their half scales, e - 128 (as
+// floats): the epilogue scales d_x by them (vscalefps), which is d_w * d_x
+// bit for bit (d_w = 2^(e-128) exactly, subnormals included) in fewer
+// instructions than building d_w.
+inline __attribute__((always_inline)) __m512 mxfp4_exponents16(const uint8_t* e8) {
   const __m512i e = _mm512_cvtepu8_epi32(simd::load128(e8));
-  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-  const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-  const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
-  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, sub));
+  return _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128)));
 }
 
-// The 16 rows' d_w of a block whose scales start at sc.
+// The 16 rows' d_w of a block whose scales start at sc (MXFP4: its exponents).
 template <DType T>
 inline __attribute__((always_inline)) __m512 scales16(const uint8_t* sc) {
-  if constexpr (Traits<T>::kE8m0) return mxfp4_scales16(sc);
+  if constexpr (Traits<T>::kE8m0) return mxfp4_exponents16(sc);
   return _mm512_cvtph_ps(simd::load256(sc));
 }
 
@@ -199,7 +198,8 @@ struct Avx512 {
                                                              const XRow& xr, int64_t b,
                                                              __m512& acc) {
     const __m512 dx = _mm512_set1_ps(xr.d[b]);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(dw, dx), acc);
+    const __m512 s = Traits<T>::kE8m0 ? _mm512_scalef_ps(dx, dw) : _mm512_mul_ps(dw, dx);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), s, acc);
     if constexpr (Traits<T>::kMin)
       acc = _mm512_fmadd_ps(_mm512_set1_ps(static_cast<float>(xr.sum[b])), _mm512_mul_ps(mw, dx),
                             acc);
