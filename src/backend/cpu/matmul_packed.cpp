@@ -328,7 +328,7 @@ PAGELLM_TARGET_AVX2
 template <DType T>
 struct Avx2 {
   // Rows 8h..8h+7's d_w of a block whose scales start at sc (f16, or MXFP4's
-  // exponent bytes as in mxfp4_scales16).
+  // exponent bytes widened to 2^(e-128) as mxfp4_half_scale does).
   static inline __attribute__((always_inline)) __m256 scales8(const uint8_t* sc, int h) {
     if constexpr (Traits<T>::kE8m0) {
       const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
