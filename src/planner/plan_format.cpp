@@ -29,27 +29,29 @@ std::string layers_cell(const DevicePlan& d) {
 
 // Sliding-window models: each KV group's tokens and bytes (their sum is the
 // table's KV cache), how a window group is sized and what its window saves.
-// False (nothing written) when the layers' KV rows differ in size, where the
-// split per group cannot be told from the plan's totals.
+// Each group's bytes per token are its layers' own (KvGroupPlan::token_bytes:
+// layers of different KV shapes, none for layers reading another's cache).
+// False (nothing written) when the groups do not add up to the table's KV
+// cache (a pipeline's stages charge every layer every token).
 static bool kv_group_lines(const Plan& p, std::string& out) {
   const auto& g0 = p.kv_groups[0];
-  if (g0.layers <= 0 || p.kv_bytes_per_token % static_cast<uint64_t>(g0.layers) != 0) return false;
-  const uint64_t per_layer = p.kv_bytes_per_token / static_cast<uint64_t>(g0.layers);
   uint64_t sum = 0;
-  for (const auto& g : p.kv_groups)
-    sum += per_layer * static_cast<uint64_t>(g.layers) * static_cast<uint64_t>(g.tokens);
-  if (sum != p.kv_bytes()) return false;
+  for (const auto& g : p.kv_groups) sum += g.token_bytes * static_cast<uint64_t>(g.tokens);
+  if (g0.layers <= 0 || sum != p.kv_bytes()) return false;
   out += fmt::format(
       "KV groups: the full-attention layers keep every token, window layers their window "
       "(the KV cache column is their sum, {}):\n",
       format_size(sum));
   for (const auto& g : p.kv_groups) {
-    const uint64_t per_token = per_layer * static_cast<uint64_t>(g.layers);
+    const uint64_t per_token = g.token_bytes;
     const uint64_t bytes = per_token * static_cast<uint64_t>(g.tokens);
+    // Layers reading the group's caches (KV sharing) add nothing.
+    const std::string readers =
+        g.shared_layers > 0 ? fmt::format(" (+{} reading their caches)", g.shared_layers) : "";
     if (g.window == 0) {
-      out += fmt::format("  {} full-attention layer{}: {} tokens x {} = {}\n", g.layers,
-                         g.layers == 1 ? "" : "s", format_count(g.tokens), format_size(per_token),
-                         format_size(bytes));
+      out += fmt::format("  {} full-attention layer{}{}: {} tokens x {} = {}\n", g.layers,
+                         g.layers == 1 ? "" : "s", readers, format_count(g.tokens),
+                         format_size(per_token), format_size(bytes));
       continue;
     }
     const int64_t per_seq = (g.window - 1 + p.block_size - 1) / p.block_size + 2;
@@ -67,9 +69,9 @@ static bool kv_group_lines(const Plan& p, std::string& out) {
                               : std::string());
     const uint64_t unwindowed = per_token * static_cast<uint64_t>(g0.tokens);
     out += fmt::format(
-        "  {} layer{} with window {}: {} tokens x {} = {} ({}); keeping every token would take "
+        "  {} layer{} with window {}{}: {} tokens x {} = {} ({}); keeping every token would take "
         "{}, the window saves {}\n",
-        g.layers, g.layers == 1 ? "" : "s", format_count(g.window), format_count(g.tokens),
+        g.layers, g.layers == 1 ? "" : "s", format_count(g.window), readers, format_count(g.tokens),
         format_size(per_token), format_size(bytes), sizing, format_size(unwindowed),
         format_size(unwindowed > bytes ? unwindowed - bytes : 0));
   }

@@ -202,7 +202,7 @@ TEST(LlamaFlags, PlanCountsOneLayerInTheSingular) {
   ASSERT_EQ(mk.code, 0) << mk.err;
   CmdResult r = run("plan -m " + q(model.path) + " -c 512");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("1 full-attention layer x"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 full-attention layer:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("1 layer with window 32"), std::string::npos) << r.out;
 }
 
