@@ -1,6 +1,8 @@
 #include "cli/engine_setup.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #include "cli/cli_checks.h"
 #include "cli/commands.h"
@@ -48,6 +50,12 @@ EngineConfig engine_config(const Plan& plan, const PlanOptions& po, RunOptions r
   run.max_prefill_tokens_while_decoding = po.max_prefill_while_decoding;
   const uint64_t headroom = plan.devices.back().headroom_bytes;  // the host is last
   run.memory_ok = [headroom] { return read_host_memory().usable_bytes() >= headroom; };
+  run.memory_room = [headroom] {
+    return static_cast<int64_t>(read_host_memory().usable_bytes()) - static_cast<int64_t>(headroom);
+  };
+  // PAGELLM_ELASTIC_POOL=0: the host KV pool is populated whole at start.
+  if (const char* v = std::getenv("PAGELLM_ELASTIC_POOL"); v && std::string_view(v) == "0")
+    run.elastic_pool = false;
   return EngineConfig::from_plan(plan, run);
 }
 

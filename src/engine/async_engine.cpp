@@ -175,8 +175,14 @@ void AsyncEngine::loop() {
     bool stop;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (!stop_ && commands_.empty() && !engine_.has_work())
-        cv_.wait(lock, [&] { return stop_ || !commands_.empty(); });
+      if (!stop_ && commands_.empty() && !engine_.has_work()) {
+        // Idle with an elastic pool to give back: wake for the memory checks.
+        if (engine_.watches_memory())
+          cv_.wait_for(lock, std::chrono::milliseconds(engine_.config().memory_check_ms),
+                       [&] { return stop_ || !commands_.empty(); });
+        else
+          cv_.wait(lock, [&] { return stop_ || !commands_.empty(); });
+      }
       cmds.swap(commands_);
       stop = stop_;
     }
@@ -223,6 +229,7 @@ void AsyncEngine::loop() {
       stats_ = engine_.stats();
       return;
     }
+    if (!engine_.has_work()) engine_.check_memory();
     if (engine_.has_work()) {
       try {
         if (!engine_.step()) {

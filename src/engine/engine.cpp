@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <new>
 
 #include "backend/recurrent_args.h"
@@ -10,6 +11,7 @@
 #include "engine/sample_output.h"
 #include "util/error.h"
 #include "util/fault_injector.h"
+#include "util/sizes.h"
 
 namespace pagellm {
 
@@ -86,7 +88,16 @@ Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
   // must never be the one that runs the machine out of memory. The KV pools
   // follow the layers: each device's pool is in the memory of the backend
   // that runs its layers.
-  kv_ = std::make_unique<KvRuntime>(model, config_.kv_runtime(model));
+  KvRuntimeConfig kv_config = config_.kv_runtime(model);
+  if (config_.elastic_pool) {
+    kv_config.elastic = true;
+    kv_config.elastic_options.chunk_bytes = config_.pool_chunk_bytes;
+    if (auto room = config_.memory_room)
+      kv_config.elastic_options.may_grow = [room](size_t bytes) {
+        return room() >= static_cast<int64_t>(bytes);
+      };
+  }
+  kv_ = std::make_unique<KvRuntime>(model, std::move(kv_config));
   // Hybrid models: prefix caching only with state checkpoints, whose
   // positions must be chunk ends for the state to exist there.
   config_.prefix_caching = kv_->manager().prefix_caching();
@@ -116,6 +127,8 @@ EngineConfig EngineConfig::from_plan(const Plan& plan, const RunOptions& run) {
   const std::vector<int32_t> blocks = plan.kv_group_blocks();
   c.window_group_blocks.assign(blocks.begin() + 1, blocks.end());
   c.memory_ok = run.memory_ok;
+  c.memory_room = run.memory_room;
+  c.elastic_pool = run.elastic_pool;
   c.disk_tier = run.disk_tier;
   c.speculation = run.speculation;
   return c;
@@ -383,16 +396,80 @@ void Engine::emit(SeqState& st, int32_t id) {
   if (st.req->on_event) st.req->on_event(ev);
 }
 
-bool Engine::step() {
-  if (config_.memory_ok) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_memory_check_ >= std::chrono::milliseconds(config_.memory_check_ms)) {
-      last_memory_check_ = now;
+void Engine::check_memory() {
+  if (!config_.memory_ok && !(config_.memory_room && kv_->elastic_pool())) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_memory_check_ < std::chrono::milliseconds(config_.memory_check_ms)) return;
+  last_memory_check_ = now;
+  try {
+    if (config_.memory_room && kv_->elastic_pool())
+      if (const int64_t room = config_.memory_room(); room < 0)
+        shrink_pool(static_cast<uint64_t>(-room));
+    if (config_.memory_ok) {
       const bool paused = !config_.memory_ok();
       if (paused && !scheduler_->admission_paused()) ++stats_.admission_pauses;
       scheduler_->set_admission_paused(paused);
     }
+  } catch (const std::exception& e) {
+    // An unreadable probe (a bad PAGELLM_MEMINFO file) skips the check; it
+    // fails no request.
+    if (!memory_check_failed_)
+      std::fprintf(stderr, "pagellm: warning: memory check failed: %s (skipped until it reads)\n",
+                   e.what());
+    memory_check_failed_ = true;
+    return;
   }
+  memory_check_failed_ = false;
+}
+
+bool Engine::watches_memory() const {
+  const ElasticPool* ep = kv_->elastic_pool();
+  return ep && config_.memory_room && ep->top_chunk() > 0;
+}
+
+void Engine::shrink_pool(uint64_t bytes) {
+  ElasticPool& ep = *kv_->elastic_pool();
+  uint64_t freed = 0;
+  int32_t chunks = 0;
+  size_t preempted = 0;
+  while (freed < bytes && ep.top_chunk() > 0) {
+    const int32_t c = ep.top_chunk();
+    const int32_t begin = ep.chunk_begin(c), end = ep.chunk_end(c);
+    // The chunk's cached blocks go with it; the sequences holding blocks
+    // there are preempted, newest first (running() is in admission order).
+    const std::vector<Sequence*> running = scheduler_->running();
+    for (auto it = running.rbegin(); it != running.rend(); ++it) {
+      Sequence* s = *it;
+      const auto& blocks = s->blocks.blocks();
+      if (std::none_of(blocks.begin(), blocks.end(),
+                       [&](int32_t b) { return b >= begin && b < end; }))
+        continue;
+      scheduler_->preempt_now(s);
+      kv_->release_state_slot(s->state_slot);  // computed again from zeros
+      s->state_slot = -1;
+      ++preempted;
+    }
+    const size_t chunk = ep.chunk_bytes(c);
+    if (!ep.release_top()) break;  // a block is still held: keep the rest
+    freed += chunk;
+    ++chunks;
+  }
+  if (chunks == 0) return;
+  const auto pool = kv_->storage().pool_bytes_by_device();
+  size_t held = 0, planned = 0;
+  for (const auto& d : pool) {
+    held += d.resident;
+    planned += d.planned;
+  }
+  std::fprintf(stderr,
+               "pagellm: KV pool: host memory is short by %s: gave back %s (%d chunks, %zu "
+               "sequences preempted); the pool holds %s of %s\n",
+               format_size(bytes).c_str(), format_size(freed).c_str(), chunks, preempted,
+               format_size(held).c_str(), format_size(planned).c_str());
+}
+
+bool Engine::step() {
+  check_memory();
   propose_drafts();
   SchedulerOutput out = scheduler_->schedule();
   stats_.preemptions += out.preempted.size();
@@ -661,6 +738,11 @@ EngineStats Engine::stats() const {
   }
   s.preemptions = scheduler_->total_preemptions();
   s.admission_paused = scheduler_->admission_paused();
+  s.kv_pool = kv_->storage().pool_bytes_by_device();
+  if (const ElasticPool* ep = kv_->elastic_pool()) {
+    s.elastic_pool = true;
+    s.pool = ep->stats();
+  }
   for (const Sequence* seq : scheduler_->running()) {
     s.slots_allocated += seq->blocks.capacity_tokens();
     s.tokens_stored += std::min<int64_t>(seq->n_computed, seq->blocks.capacity_tokens());

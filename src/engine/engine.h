@@ -33,6 +33,8 @@ struct RunOptions {
   bool prefix_caching = true;
   SpeculationConfig speculation;
   std::function<bool()> memory_ok;  // EngineConfig::memory_ok
+  std::function<int64_t()> memory_room;  // EngineConfig::memory_room
+  bool elastic_pool = true;              // EngineConfig::elastic_pool
   DiskTierOptions disk_tier;        // EngineConfig::disk_tier
 };
 
@@ -58,6 +60,17 @@ struct EngineConfig {
   // returns false, no new sequence is admitted. Empty: never paused.
   std::function<bool()> memory_ok;
   int32_t memory_check_ms = 100;
+  // The elastic pool (kvcache/elastic_pool.h): group 0's host pools populate
+  // chunks of about pool_chunk_bytes as blocks are needed while memory_room()
+  // (host bytes usable above the swap guard's headroom; empty: unlimited)
+  // stays positive after it; at each memory check with memory_room() < 0
+  // the engine gives back top chunks for the deficit (never chunk 0):
+  // their cached blocks dropped, the newest sequences holding blocks there
+  // preempted (computed again later, the same tokens). False: the pools are
+  // populated whole at start.
+  bool elastic_pool = false;
+  size_t pool_chunk_bytes = size_t{32} << 20;
+  std::function<int64_t()> memory_room;
   // A step's draws run on the thread pool, one sequence per task, when they
   // read at least this many logits together (e.g. 5 sequences of a 32000-token
   // vocabulary); fewer run on the engine thread, where a parallel region
@@ -109,6 +122,9 @@ struct EngineStats {
   bool disk_tier = false;         // the prefix cache has a disk tier
   DiskTierStats disk;
   bool admission_paused = false;  // the swap guard holds new sequences back
+  std::vector<KvDeviceBytes> kv_pool;  // per device: bytes held now and planned
+  bool elastic_pool = false;
+  ElasticPoolStats pool;              // the elastic pool's chunks and events
   uint64_t admission_pauses = 0;  // times it started holding them back
   std::vector<SequenceStats> sequences;  // running ones, then waiting ones
 };
@@ -134,6 +150,12 @@ class Engine {
   // carry on unchanged.
   bool step();
   bool has_work() const { return scheduler_->has_work(); }
+  // The swap guard's periodic check (at most every memory_check_ms; step()
+  // runs it too): pauses admission while memory is short, and shrinks the
+  // elastic pool. watches_memory(): an idle engine should still call it
+  // (its elastic pool holds chunks it could give back).
+  void check_memory();
+  bool watches_memory() const;
   // Drafts come from `proposer` (a draft model) instead of prompt lookup;
   // needs config.speculation.draft_model (the workspace has rows for them).
   void set_draft_proposer(std::unique_ptr<DraftProposer> proposer);
@@ -175,6 +197,8 @@ class Engine {
   void finish_seq(SeqState& st, FinishReason reason, int32_t token = -1,
                   const std::string& error = {});
   void fail_request(RequestState& rs, const std::string& error);
+  // Gives back elastic pool chunks, top first, until `bytes` are freed.
+  void shrink_pool(uint64_t bytes);
   void drop_finished_requests();
   void fork_samples(SeqState& parent);
   // Speculative decoding: sets Sequence::draft of the decoding sequences
@@ -198,6 +222,7 @@ class Engine {
   uint64_t next_seq_id_ = 1;
   EngineStats stats_;
   std::chrono::steady_clock::time_point last_memory_check_{};
+  bool memory_check_failed_ = false;  // warned once until a check reads again
   Batch batch_;
   std::vector<Draw> draws_;
   std::unique_ptr<DraftProposer> proposer_;

@@ -73,7 +73,12 @@ KvRuntime::KvRuntime(ModelRunner& model, KvRuntimeConfig config) : config_(std::
   storage_ = std::make_unique<KvCacheStorage>(
       model.kv_shape(blocks[0], config_.block_size, config_.kv_type), model.placements(),
       [&m](const std::string& device) { return m.backend_for_device(device); },
-      by_window ? &groups : nullptr, blocks, states);
+      by_window ? &groups : nullptr, blocks, states, config_.elastic);
+  if (config_.elastic &&
+      std::any_of(storage_->pools().begin(), storage_->pools().end(),
+                  [](const auto& p) { return p->elastic(); }))
+    elastic_ = std::make_unique<ElasticPool>(*storage_, manager_->allocator(),
+                                             config_.elastic_options);
   if (config_.workspace_tokens > 0)
     model.reserve_workspace(config_.workspace_tokens, config_.workspace_rows);
 }

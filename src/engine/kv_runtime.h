@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "kvcache/elastic_pool.h"
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/kv_cache_storage.h"
 #include "model/runner.h"
@@ -49,6 +50,10 @@ struct KvRuntimeConfig {
   int32_t checkpoints = -1;
   // The longest sequence (the rule's checkpoint count; 0: the cache's tokens).
   int64_t max_seq_len = 0;
+  // Group 0's host pools populate by chunks as blocks are needed, and can
+  // give chunks back (kvcache/elastic_pool.h); false: populated whole at start.
+  bool elastic = false;
+  ElasticPoolOptions elastic_options;
 };
 
 // One group per group of `groups` (the model's, ModelRunner::kv_groups()),
@@ -68,6 +73,9 @@ class KvRuntime {
   KvCacheManager& manager() { return *manager_; }
   const KvCacheManager& manager() const { return *manager_; }
   KvCacheStorage& storage() { return *storage_; }
+  // The elastic pool (null: the pools are populated whole).
+  ElasticPool* elastic_pool() { return elastic_.get(); }
+  const ElasticPool* elastic_pool() const { return elastic_.get(); }
   const KvRuntimeConfig& config() const { return config_; }
   // Blocks of each group, group 0 first (what a pipeline rank's steps may name).
   std::vector<int32_t> group_blocks() const;
@@ -89,6 +97,7 @@ class KvRuntime {
   KvRuntimeConfig config_;
   std::unique_ptr<KvCacheManager> manager_;
   std::unique_ptr<KvCacheStorage> storage_;
+  std::unique_ptr<ElasticPool> elastic_;  // after storage_ and manager_: it uses both
   int32_t state_slots_ = 0;
   int32_t state_slot_count_ = 0;
   std::vector<int32_t> free_slots_;  // a stack: the lowest slot on top

@@ -125,6 +125,9 @@ class Scheduler {
   void set_admission_paused(bool paused) { admission_paused_ = paused; }
   bool admission_paused() const { return admission_paused_; }
   uint64_t total_preemptions() const { return preemptions_; }
+  // Preempts running `seq` now, between steps, as schedule() does when the
+  // cache runs short (its blocks freed, computed again from its first token).
+  void preempt_now(Sequence* seq) { preempt(seq); }
 
  private:
   // n tokens of s's pending ones, cut to config_.prefill_align and at the

@@ -16,17 +16,76 @@ BlockAllocator::BlockAllocator(int32_t num_blocks) {
   lru_pos_.resize(n);
   in_lru_.assign(n, false);
   free_.reserve(n);
-  for (int32_t i = num_blocks - 1; i >= 0; --i) {
+  for (int32_t i = 0; i < num_blocks; ++i) {  // ascending: already a min-heap
     blocks_[static_cast<size_t>(i)].id = i;
     free_.push_back(i);
   }
 }
 
+void BlockAllocator::set_chunks(int32_t chunk_blocks, int32_t populated, GrowFn grow) {
+  if (chunk_blocks <= 0 || populated < 1)
+    throw ConfigError(
+        fmt::format("invalid KV pool chunks: {} of {} blocks", populated, chunk_blocks));
+  if (num_used() != 0 || !lru_.empty()) throw Error("KV pool chunks set while blocks are in use");
+  chunk_blocks_ = chunk_blocks;
+  chunks_ = std::min(populated, num_chunks());
+  grow_ = std::move(grow);
+  free_.clear();
+  for (int32_t i = 0; i < available_blocks(); ++i) free_.push_back(i);
+}
+
+int32_t BlockAllocator::num_chunks() const {
+  return chunk_blocks_ == 0 ? 1 : (num_blocks() + chunk_blocks_ - 1) / chunk_blocks_;
+}
+
+int32_t BlockAllocator::chunk_begin(int32_t c) const {
+  return chunk_blocks_ == 0 ? 0 : std::min(num_blocks(), c * chunk_blocks_);
+}
+
+int32_t BlockAllocator::chunk_end(int32_t c) const {
+  return chunk_blocks_ == 0 ? num_blocks() : std::min(num_blocks(), (c + 1) * chunk_blocks_);
+}
+
+int32_t BlockAllocator::available_blocks() const {
+  return chunk_end(chunks_ - 1);
+}
+
+bool BlockAllocator::ensure_free(int32_t n) {
+  while (static_cast<int32_t>(free_.size()) < n && grow_ && chunks_ < num_chunks() &&
+         grow_(chunks_)) {
+    for (int32_t id = chunk_begin(chunks_); id < chunk_end(chunks_); ++id) {
+      free_.push_back(id);
+      std::push_heap(free_.begin(), free_.end(), std::greater<>());
+    }
+    ++chunks_;
+  }
+  return n <= num_free();
+}
+
+bool BlockAllocator::remove_top_chunk() {
+  if (chunks_ <= 1) return false;
+  const int32_t begin = chunk_begin(chunks_ - 1), end = chunk_end(chunks_ - 1);
+  for (int32_t id = begin; id < end; ++id)
+    if (blocks_[static_cast<size_t>(id)].ref_count > 0) return false;
+  for (int32_t id = begin; id < end; ++id)
+    if (in_lru_[static_cast<size_t>(id)]) {
+      lru_.erase(lru_pos_[static_cast<size_t>(id)]);
+      in_lru_[static_cast<size_t>(id)] = false;
+      drop_hash(id);
+      ++evictions_;
+    }
+  std::erase_if(free_, [&](int32_t id) { return id >= begin; });
+  std::make_heap(free_.begin(), free_.end(), std::greater<>());
+  --chunks_;
+  return true;
+}
+
 bool BlockAllocator::allocate(int32_t n, std::vector<int32_t>& out) {
-  if (n < 0 || n > num_free()) return false;
+  if (n < 0 || !ensure_free(n)) return false;
   for (int32_t i = 0; i < n; ++i) {
     int32_t id;
     if (!free_.empty()) {
+      std::pop_heap(free_.begin(), free_.end(), std::greater<>());
       id = free_.back();
       free_.pop_back();
     } else {
@@ -63,6 +122,7 @@ void BlockAllocator::release(int32_t id) {
     in_lru_[static_cast<size_t>(id)] = true;
   } else {
     free_.push_back(id);
+    std::push_heap(free_.begin(), free_.end(), std::greater<>());
   }
 }
 
@@ -103,6 +163,7 @@ void BlockAllocator::set_hash(int32_t id, uint64_t hash, std::span<const int32_t
 BlockAllocatorStats BlockAllocator::stats() const {
   BlockAllocatorStats s;
   s.total = num_blocks();
+  s.populated = available_blocks();
   s.cached = num_cached();
   s.used = num_used();
   s.prefix_queries = queries_;

@@ -5,10 +5,12 @@
 // their tokens. A block whose last reference is dropped keeps its contents
 // and hash ("cached") and is reused by a later prompt with the same prefix,
 // until allocation evicts it, least recently used first.
-// Allocation is all-or-nothing.
+// Allocation is all-or-nothing, lowest free id first (an elastic pool's high
+// chunks then empty out, to be given back).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <optional>
 #include <span>
@@ -26,6 +28,7 @@ struct KvBlock {
 
 struct BlockAllocatorStats {
   int32_t total = 0;
+  int32_t populated = 0;        // blocks in memory (total unless the pool is elastic)
   int32_t used = 0;             // ref_count > 0
   int32_t cached = 0;           // ref_count == 0, holding a reusable full block
   uint64_t prefix_queries = 0;  // blocks looked up
@@ -38,9 +41,31 @@ class BlockAllocator {
   explicit BlockAllocator(int32_t num_blocks);
 
   int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
-  // Blocks that allocate() can hand out: never used, or cached (evictable).
+  // Blocks that allocate() can hand out now: never used, or cached
+  // (evictable), in populated chunks.
   int32_t num_free() const { return static_cast<int32_t>(free_.size() + lru_.size()); }
-  int32_t num_used() const { return num_blocks() - num_free(); }
+  int32_t num_used() const { return available_blocks() - num_free(); }
+
+  // The elastic pool (kvcache/elastic_pool.h): ids come in chunks of
+  // `chunk_blocks` ([c * chunk_blocks, (c + 1) * chunk_blocks), the last one
+  // maybe shorter), of which the first `populated` have memory; only their
+  // blocks are handed out. When the never-used blocks fall short, grow(c) is
+  // asked to populate chunk c, the next one (before cached blocks are
+  // evicted): true adds its blocks. Called while every block is free.
+  using GrowFn = std::function<bool(int32_t chunk)>;
+  void set_chunks(int32_t chunk_blocks, int32_t populated, GrowFn grow);
+  int32_t chunk_blocks() const { return chunk_blocks_; }  // 0: one chunk of every block
+  int32_t num_chunks() const;
+  int32_t populated_chunks() const { return chunks_; }
+  int32_t available_blocks() const;  // blocks of the populated chunks
+  int32_t chunk_begin(int32_t c) const;
+  int32_t chunk_end(int32_t c) const;
+  // Grows (if it may) until `n` blocks can be allocated; whether they can.
+  bool ensure_free(int32_t n);
+  // Takes the top populated chunk out of use: its cached blocks are evicted,
+  // its free ones leave the free list. False, changing nothing, while one of
+  // its blocks is referenced (or only chunk 0 is left).
+  bool remove_top_chunk();
   int32_t num_cached() const { return static_cast<int32_t>(lru_.size()); }
 
   // Takes `n` blocks (ref count 1, no hash), evicting cached blocks when the
@@ -78,12 +103,15 @@ class BlockAllocator {
 
   std::vector<KvBlock> blocks_;
   std::vector<std::vector<int32_t>> block_tokens_;  // contents of hashed blocks (collision check)
-  std::vector<int32_t> free_;                       // never used or unhashed; LIFO
+  std::vector<int32_t> free_;                       // never used or unhashed; a min-heap
   std::list<int32_t> lru_;                          // cached, least recently used first
   std::vector<std::list<int32_t>::iterator> lru_pos_;
   std::vector<bool> in_lru_;
   std::unordered_map<uint64_t, int32_t> by_hash_;
   uint64_t queries_ = 0, hits_ = 0, evictions_ = 0;
+  int32_t chunk_blocks_ = 0;
+  int32_t chunks_ = 1;
+  GrowFn grow_;
 };
 
 }  // namespace pagellm

@@ -90,7 +90,7 @@ int64_t KvCacheManager::match_prefix(std::span<const int32_t> tokens, BlockTable
 
 std::optional<int32_t> KvCacheManager::from_tier(const BlockTable& table,
                                                  std::span<const int32_t> tokens) {
-  if (!tier_ || alloc_.num_free() == 0) return std::nullopt;
+  if (!tier_ || !alloc_.ensure_free(1)) return std::nullopt;
   const int32_t parent = table.blocks().empty() ? -1 : table.blocks().back();
   if (!tier_->fetch(parent, tokens)) return std::nullopt;
   std::vector<int32_t> got;
@@ -147,7 +147,8 @@ bool KvCacheManager::reserve(BlockTable& table, int64_t write_from, int64_t n_to
         sh.push_back(static_cast<size_t>(i));
     const int64_t grow = std::max<int64_t>(0, want - existing);
     const int64_t take = grow + static_cast<int64_t>(sh.size());
-    if (take > allocator(g).num_free()) return false;
+    // An elastic pool may grow here.
+    if (!allocator(g).ensure_free(static_cast<int32_t>(take))) return false;
     fresh[static_cast<size_t>(g)].reserve(static_cast<size_t>(take));
     blocks.reserve(static_cast<size_t>(std::max(existing, want)));
     copies.reserve(copies.size() + sh.size());

@@ -12,7 +12,7 @@ KvCacheStorage::KvCacheStorage(const KvPoolShape& base,
                                const std::vector<KvPoolPlacement>& placements,
                                const BackendOf& backend_of, const KvGroups* groups,
                                const std::vector<int32_t>& group_blocks,
-                               const RecurrentStateSpec& states)
+                               const RecurrentStateSpec& states, bool elastic)
     : placements_(placements) {
   auto recurrent = [&states](int32_t l) {
     return static_cast<size_t>(l) < states.recurrent.size() && states.recurrent[static_cast<size_t>(l)];
@@ -67,7 +67,8 @@ KvCacheStorage::KvCacheStorage(const KvPoolShape& base,
           }
           if (s.layers.empty()) continue;
         }
-        pools_.push_back(std::make_unique<KvPool>(s, backend_of ? backend_of(p.device) : nullptr));
+        pools_.push_back(std::make_unique<KvPool>(s, backend_of ? backend_of(p.device) : nullptr,
+                                                  elastic && g == 0));
         for (int32_t l = p.layer_begin; l < p.layer_end; ++l)
           if (pools_.back()->has_layer(l))
             pool_of_layer_[static_cast<size_t>(l)] = static_cast<int32_t>(pools_.size() - 1);
@@ -121,6 +122,22 @@ size_t KvCacheStorage::total_bytes() const {
   for (const auto& p : pools_) n += p->shape().total_bytes();
   for (const auto& p : state_pools_) n += p->bytes();
   return n;
+}
+
+std::vector<KvDeviceBytes> KvCacheStorage::pool_bytes_by_device() const {
+  std::vector<KvDeviceBytes> out;
+  for (const auto& pl : placements_) {
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const KvDeviceBytes& d) { return d.device == pl.device; });
+    if (it == out.end()) it = out.insert(out.end(), KvDeviceBytes{pl.device});
+    for (const auto& p : pools_)
+      if (p->shape().layer_begin == pl.layer_begin && p->shape().layer_end == pl.layer_end &&
+          pl.layer_end > pl.layer_begin) {
+        it->resident += p->resident_bytes();
+        it->planned += p->shape().total_bytes();
+      }
+  }
+  return out;
 }
 
 }  // namespace pagellm

@@ -30,6 +30,14 @@ struct RecurrentStateSpec {
   }
 };
 
+// A device's KV pools: what they hold in memory now (an elastic pool's
+// populated chunks) and their planned size.
+struct KvDeviceBytes {
+  std::string device;
+  size_t resident = 0;
+  size_t planned = 0;
+};
+
 struct KvPoolPlacement {
   std::string device;  // for messages and stats ("host", "cpu:0", ...)
   int32_t layer_begin = 0;
@@ -43,11 +51,12 @@ class KvCacheStorage {
   // `base` gives block count, block size, heads and dtype; each placement
   // gets a pool for its layers. Placements must tile [0, n_layer) in order.
   // With `groups` (more than one), group g's pools have group_blocks[g]
-  // blocks (group_blocks[0] == base.num_blocks).
+  // blocks (group_blocks[0] == base.num_blocks). `elastic`: group 0's host
+  // pools are elastic (KvPool), populated by chunks (kvcache/elastic_pool.h).
   KvCacheStorage(const KvPoolShape& base, const std::vector<KvPoolPlacement>& placements,
                  const BackendOf& backend_of = {}, const KvGroups* groups = nullptr,
                  const std::vector<int32_t>& group_blocks = {},
-                 const RecurrentStateSpec& states = {});
+                 const RecurrentStateSpec& states = {}, bool elastic = false);
 
   KvPool& pool_for_layer(int32_t layer);
   // Recurrent layers: their device's state pool (the layer has no KV pool).
@@ -60,6 +69,8 @@ class KvCacheStorage {
   const std::vector<KvPoolPlacement>& placements() const { return placements_; }
   void copy_block(int32_t src, int32_t dst, int32_t group = 0);
   size_t total_bytes() const;
+  // Per placement's device, in placement order (KV pools only).
+  std::vector<KvDeviceBytes> pool_bytes_by_device() const;
 
  private:
   std::vector<KvPoolPlacement> placements_;

@@ -30,7 +30,10 @@ int32_t KvPoolShape::layer_index(int32_t layer) const {
   return it != layers.end() && *it == layer ? static_cast<int32_t>(it - layers.begin()) : -1;
 }
 
-KvPool::KvPool(const KvPoolShape& shape, Backend* backend) : shape_(shape), backend_(backend) {
+KvPool::KvPool(const KvPoolShape& shape, Backend* backend, bool elastic)
+    : shape_(shape),
+      backend_(backend),
+      elastic_(elastic && (!backend || backend->uses_host_memory())) {
   if (shape.dtype != DType::F16 && shape.dtype != DType::F32 && shape.dtype != DType::Q8_0)
     throw ConfigError(fmt::format("unsupported KV cache type '{}' (supported: f16, f32, q8_0)",
                                   dtype_name(shape.dtype)));
@@ -54,8 +57,11 @@ KvPool::KvPool(const KvPoolShape& shape, Backend* backend) : shape_(shape), back
   // Host RAM comes from the CPU backend's allocation: zeroed pages, populated
   // now so that the cache the plan reserved is really resident (a cache that
   // faults in later could meet a machine that has run out of memory).
+  // An elastic pool populates its blocks as the allocator takes them.
   try {
-    data_ = static_cast<uint8_t*>(backend_ ? backend_->allocate(bytes_) : allocate_host_pages(bytes_));
+    data_ = static_cast<uint8_t*>(elastic_   ? reserve_host_pages(bytes_)
+                                  : backend_ ? backend_->allocate(bytes_)
+                                             : allocate_host_pages(bytes_));
   } catch (const SystemError& e) {
     throw SystemError(fmt::format("KV cache: {}", e.what()));
   }
@@ -63,7 +69,7 @@ KvPool::KvPool(const KvPoolShape& shape, Backend* backend) : shape_(shape), back
 
 KvPool::~KvPool() {
   if (!data_) return;
-  if (backend_)
+  if (backend_ && !elastic_)
     backend_->deallocate(data_, bytes_);
   else
     free_host_pages(data_, bytes_);
@@ -115,6 +121,48 @@ void KvPool::copy_block(int32_t src, int32_t dst) {
         copy(base + static_cast<size_t>(dst) * block_bytes,
              base + static_cast<size_t>(src) * block_bytes, block_bytes);
       }
+}
+
+template <typename Fn>
+void KvPool::for_block_ranges(int32_t first, int32_t count, Fn fn) const {
+  const size_t block_bytes = static_cast<size_t>(shape_.block_size) * shape_.slot_bytes();
+  const int parts = shape_.v_dim > 0 ? 1 : 2;
+  for (int32_t l = shape_.layer_begin; l < shape_.layer_end; ++l)
+    if (has_layer(l))
+      for (int i = 0; i < parts; ++i) {
+        uint8_t* base = layer_base(l) + (i == 0 ? 0 : shape_.layer_bytes() / 2);
+        fn(base + static_cast<size_t>(first) * block_bytes,
+           static_cast<size_t>(count) * block_bytes);
+      }
+}
+
+bool KvPool::populate_blocks(int32_t first, int32_t count) {
+  if (!elastic_ || !data_ || count <= 0) return true;
+  bool ok = true;
+  for_block_ranges(first, count, [&ok](uint8_t* p, size_t n) {
+    if (ok) ok = populate_host_range(p, n);
+  });
+  if (!ok) {  // none of it stays: the blocks remain unpopulated
+    for_block_ranges(first, count, [](uint8_t* p, size_t n) { release_host_range(p, n); });
+    return false;
+  }
+  populated_blocks_ += count;
+  return true;
+}
+
+void KvPool::release_blocks(int32_t first, int32_t count) {
+  if (!elastic_ || !data_ || count <= 0) return;
+  for_block_ranges(first, count, [](uint8_t* p, size_t n) { release_host_range(p, n); });
+  populated_blocks_ -= count;
+}
+
+size_t KvPool::block_bytes_all_layers() const {
+  return static_cast<size_t>(shape_.n_layers()) * (shape_.v_dim > 0 ? 1 : 2) *
+         static_cast<size_t>(shape_.block_size) * shape_.slot_bytes();
+}
+
+size_t KvPool::resident_bytes() const {
+  return elastic_ ? static_cast<size_t>(populated_blocks_) * block_bytes_all_layers() : bytes_;
 }
 
 }  // namespace pagellm

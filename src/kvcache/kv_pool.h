@@ -57,7 +57,10 @@ class KvPool {
   // Allocates and zeroes the storage, in `backend`'s memory (host RAM when
   // null). Throws ConfigError for an unsupported dtype or a bad shape,
   // SystemError (or the backend's error) when memory cannot be had.
-  explicit KvPool(const KvPoolShape& shape, Backend* backend = nullptr);
+  // `elastic` (host RAM only: no backend, or one that uses host memory; a
+  // GPU's or a staged device's pool stays whole): the range is reserved but no block is
+  // populated until populate_blocks() (kvcache/elastic_pool.h).
+  explicit KvPool(const KvPoolShape& shape, Backend* backend = nullptr, bool elastic = false);
   ~KvPool();
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
@@ -75,14 +78,30 @@ class KvPool {
   // Copies block `src`'s K and V slots to block `dst` in every layer of the pool.
   void copy_block(int32_t src, int32_t dst);
 
+  // Elastic pools: populate blocks [first, first + count) in every layer (K
+  // and V), or return them to the OS (their contents are lost). No-ops for
+  // other pools. populate_blocks is false when the memory cannot be had.
+  bool elastic() const { return elastic_; }
+  bool populate_blocks(int32_t first, int32_t count);
+  void release_blocks(int32_t first, int32_t count);
+  // Bytes of one block over every layer of the pool (K and V).
+  size_t block_bytes_all_layers() const;
+  // What the pool holds in memory: an elastic pool's populated blocks, else all.
+  size_t resident_bytes() const;
+
  private:
   uint8_t* layer_base(int32_t layer) const;
+  // Calls fn(address, bytes) for blocks [first, first + count) of each layer's K and V.
+  template <typename Fn>
+  void for_block_ranges(int32_t first, int32_t count, Fn fn) const;
   void copy(void* dst, const void* src, size_t bytes) const;  // in the pool's memory
 
   KvPoolShape shape_;
   Backend* backend_ = nullptr;
   uint8_t* data_ = nullptr;
   size_t bytes_ = 0;
+  bool elastic_ = false;
+  int64_t populated_blocks_ = 0;  // elastic pools
 };
 
 }  // namespace pagellm

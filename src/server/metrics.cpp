@@ -121,6 +121,30 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
            "Blocks not written (the write queue was full, or the write failed)",
            static_cast<double>(e.disk.writes_dropped));
   }
+  // The KV pools per device: what they hold now (an elastic pool's
+  // populated chunks) and the plan's size.
+  out +=
+      "# HELP pagellm_kv_pool_bytes KV pool bytes held in memory now, by device\n"
+      "# TYPE pagellm_kv_pool_bytes gauge\n";
+  for (const auto& d : e.kv_pool)
+    out += fmt::format("pagellm_kv_pool_bytes{{device=\"{}\"}} {}\n", d.device, d.resident);
+  out +=
+      "# HELP pagellm_kv_pool_planned_bytes KV pool bytes of the plan (what the pool may grow to), "
+      "by device\n"
+      "# TYPE pagellm_kv_pool_planned_bytes gauge\n";
+  for (const auto& d : e.kv_pool)
+    out += fmt::format("pagellm_kv_pool_planned_bytes{{device=\"{}\"}} {}\n", d.device, d.planned);
+  if (e.elastic_pool) {
+    metric(out, "pagellm_kv_pool_grows_total", "counter",
+           "Chunks of the elastic KV pool populated after the first",
+           static_cast<double>(e.pool.grows));
+    metric(out, "pagellm_kv_pool_shrinks_total", "counter",
+           "Chunks of the elastic KV pool given back to the OS under memory pressure",
+           static_cast<double>(e.pool.shrinks));
+    metric(out, "pagellm_kv_pool_grow_refusals_total", "counter",
+           "Times the elastic KV pool did not grow because host memory was short",
+           static_cast<double>(e.pool.refusals));
+  }
   metric(out, "pagellm_admission_paused", "gauge",
          "1 while the swap guard holds back admission of new sequences",
          e.admission_paused ? 1 : 0);

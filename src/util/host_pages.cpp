@@ -43,8 +43,9 @@ size_t page_size() {
 bool populate(void* p, size_t bytes) {
   if (::madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return true;
   if (errno != EINVAL) return false;
+  // Writes back what is there: a page shared with a neighbour keeps its bytes.
   volatile uint8_t* b = static_cast<uint8_t*>(p);
-  for (size_t off = 0; off < bytes; off += page_size()) b[off] = 0;
+  for (size_t off = 0; off < bytes; off += page_size()) b[off] = b[off];
   return true;
 }
 
@@ -105,6 +106,33 @@ void* allocate_host_pages(size_t bytes) {
     if (chunk < bytes) t_progress(done, bytes);
   }
   return p;
+}
+
+void* reserve_host_pages(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) fail(bytes, errno);
+#ifdef MADV_NOHUGEPAGE
+  (void)::madvise(m, bytes, MADV_NOHUGEPAGE);
+#endif
+  return m;
+}
+
+bool populate_host_range(void* p, size_t bytes) noexcept {
+  if (!p || bytes == 0) return true;
+  const uintptr_t page = page_size();
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) / page * page;
+  return populate(reinterpret_cast<void*>(begin), end - begin);
+}
+
+void release_host_range(void* p, size_t bytes) noexcept {
+  if (!p || bytes == 0) return;
+  const uintptr_t page = page_size();
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 void free_host_pages(void* p, size_t bytes) noexcept {

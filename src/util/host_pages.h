@@ -26,6 +26,20 @@ void* allocate_host_pages(size_t bytes);
 // Frees what allocate_host_pages(bytes) returned.
 void free_host_pages(void* p, size_t bytes) noexcept;
 
+// Elastic buffers (the KV pool that grows and shrinks, kvcache/elastic_pool.h):
+// an address range reserved without populating it, in 4 KiB pages (no
+// MADV_HUGEPAGE, and MADV_NOHUGEPAGE against THP "always": a 2 MiB fault
+// would populate far more than the range asked for). Freed with
+// free_host_pages. Throws SystemError when the range cannot be mapped.
+void* reserve_host_pages(size_t bytes);
+// Populates the pages covering [p, p + bytes) (rounded out to whole pages);
+// false (errno set) when the memory cannot be had.
+bool populate_host_range(void* p, size_t bytes) noexcept;
+// Returns the pages wholly inside [p, p + bytes) to the OS (MADV_DONTNEED:
+// they read as zeros when touched again); pages shared with the neighbours
+// stay, so a range never clears bytes outside itself.
+void release_host_range(void* p, size_t bytes) noexcept;
+
 // Progress of the page population of large buffers (a KV cache of gigabytes
 // takes seconds to touch): while a ScopedHostPagesProgress lives, this
 // thread's allocate_host_pages calls of at least kHostPagesProgressChunk
