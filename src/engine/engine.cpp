@@ -402,9 +402,12 @@ void Engine::check_memory() {
   if (now - last_memory_check_ < std::chrono::milliseconds(config_.memory_check_ms)) return;
   last_memory_check_ = now;
   try {
-    if (config_.memory_room && kv_->elastic_pool())
+    if (config_.memory_room && kv_->elastic_pool()) {
       if (const int64_t room = config_.memory_room(); room < 0)
         shrink_pool(static_cast<uint64_t>(-room));
+      else
+        kv_->elastic_pool()->memory_back();
+    }
     if (config_.memory_ok) {
       const bool paused = !config_.memory_ok();
       if (paused && !scheduler_->admission_paused()) ++stats_.admission_pauses;

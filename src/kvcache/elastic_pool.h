@@ -55,6 +55,9 @@ class ElasticPool {
   // Gives the top chunk's memory back to the OS. False, changing nothing,
   // while one of its blocks is in use or when only chunk 0 is left.
   bool release_top();
+  // Memory was seen back (a check found room): the next shortage of blocks
+  // asks for growth at once instead of after retry_after.
+  void memory_back() { refused_ = false; }
   ElasticPoolStats stats() const;
 
   // A chunk of about `target` bytes for pools whose blocks take
