@@ -85,7 +85,7 @@ def test_idle_serve_holds_a_quarter_of_its_pool_and_load_stays_within_the_plan(s
     assert elastic.metrics()[POOL] <= 0.25 * pool
 
     out = {}
-    for t in run_all(elastic, [prompt(i, 120) for i in range(32)], 8, out):
+    for t in run_all(elastic, [prompt(i, 60) for i in range(32)], 8, out):
         t.join(600)
     assert all(code == 200 for code, _ in out.values()), out
     predicted = host["weight_bytes"] + host["kv_bytes"] + host["workspace_bytes"]
