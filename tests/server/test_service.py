@@ -230,8 +230,11 @@ def test_taken_port_says_why(start_server, pagellm_bin):
 
 
 def test_large_cache_allocation_shows_progress(start_server):
-    # 500,000 tokens x 640 B: a 305 MiB cache, touched in 256 MiB chunks.
-    srv = start_server("-c", "500000", "--max-seq-len", "500000", "--max-num-seqs", "1")
+    # 500,000 tokens x 640 B: a 305 MiB cache, touched in 256 MiB chunks
+    # (populated whole: the elastic pool would populate one 32 MiB chunk).
+    import os
+    srv = start_server("-c", "500000", "--max-seq-len", "500000", "--max-num-seqs", "1",
+                       env={**os.environ, "PAGELLM_ELASTIC_POOL": "0"})
     srv.wait_output("allocating: 256.00 MiB of 305.18 MiB")
     srv.wait_output("allocating: 305.18 MiB of 305.18 MiB")
 
