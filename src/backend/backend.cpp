@@ -131,6 +131,7 @@ PagedAttentionArgs paged_attention_args(const KvLayerView& kv, const float* q, f
   a.q_stride = static_cast<int64_t>(n_heads) * kv.head_dim;
   a.out = out;
   a.v_dim = kv.v_dim;
+  a.sinks = kv.sinks;
   a.out_stride = kv.v_dim > 0 ? static_cast<int64_t>(n_heads) * kv.v_dim : a.q_stride;
   a.n_tokens = n_tokens;
   a.n_heads = n_heads;
@@ -145,7 +146,6 @@ PagedAttentionArgs paged_attention_args(const KvLayerView& kv, const float* q, f
   a.scale = scale;
   a.window = kv.window;
   a.softcap = kv.softcap;
-  a.sinks = kv.sinks;
   return a;
 }
 

@@ -35,12 +35,6 @@ enum class MatrixRole : uint8_t {
   kUpShexp,
   kDownShexp,
   kShexpGate,  // ffn_gate_inp_shexp: a 1-D tensor, read as a one-row matrix
-  // Multi-head latent attention (model/mla_block.h).
-  kQA,   // attn_q_a: x' to the q latent (q LoRA)
-  kQB,   // attn_q_b: the normed q latent to the heads' q
-  kKvA,  // attn_kv_a_mqa: x' to [kv latent | shared k_pe]
-  kKB,   // attn_k_b: per head, q_nope to the latent (a stack of heads)
-  kVB,   // attn_v_b: per head, the latent to the head's values (a stack of heads)
   // Per-layer inputs (Gemma 4): a layer's gate (inp_gate) and projection back
   // (proj); the model's per-token table and projection of the embeddings
   // (Architecture::model_tensors).
@@ -48,6 +42,12 @@ enum class MatrixRole : uint8_t {
   kPleProj,
   kPerLayerTokenEmbd,
   kPerLayerModelProj,
+  // Multi-head latent attention (model/mla_block.h).
+  kQA,   // attn_q_a: x' to the q latent (q LoRA)
+  kQB,   // attn_q_b: the normed q latent to the heads' q
+  kKvA,  // attn_kv_a_mqa: x' to [kv latent | shared k_pe]
+  kKB,   // attn_k_b: per head, q_nope to the latent (a stack of heads)
+  kVB,   // attn_v_b: per head, the latent to the head's values (a stack of heads)
   kCount
 };
 // Its 1-D tensors (LayerWeights::vector).
@@ -65,6 +65,12 @@ enum class VectorRole : uint8_t {
   kSsmDtBias,  // ssm_dt.bias
   kSsmA,       // ssm_a (-exp(A_log))
   kSsmNorm,    // ssm_norm [d_v]
+  // Per-layer inputs (Gemma 4): the layer's post_norm and its output scale
+  // ([1]); the model's per_layer_proj_norm and rope_freqs.
+  kPleNorm,
+  kLayerOutScale,
+  kPerLayerProjNorm,
+  kRopeFreqs,
   kQANorm,     // attn_q_a_norm (MLA)
   kKvANorm,    // attn_kv_a_norm (MLA)
   kExpProbsB,  // exp_probs_b.bias: the router's selection bias (deepseek2 V3)
@@ -77,12 +83,6 @@ enum class VectorRole : uint8_t {
   kGateExpsBias,
   kUpExpsBias,
   kDownExpsBias,
-  // Per-layer inputs (Gemma 4): the layer's post_norm and its output scale
-  // ([1]); the model's per_layer_proj_norm and rope_freqs.
-  kPleNorm,
-  kLayerOutScale,
-  kPerLayerProjNorm,
-  kRopeFreqs,
   kCount
 };
 // The vectors that go with the expert stacks (kept where the experts run).
