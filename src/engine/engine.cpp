@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <new>
 
 #include "backend/recurrent_args.h"
@@ -11,7 +10,6 @@
 #include "engine/sample_output.h"
 #include "util/error.h"
 #include "util/fault_injector.h"
-#include "util/sizes.h"
 
 namespace pagellm {
 
@@ -394,81 +392,6 @@ void Engine::emit(SeqState& st, int32_t id) {
   ev.cached_prompt_tokens = seq.n_cached_prompt;
   ev.generated_tokens = seq.n_generated();
   if (st.req->on_event) st.req->on_event(ev);
-}
-
-void Engine::check_memory() {
-  if (!config_.memory_ok && !(config_.memory_room && kv_->elastic_pool())) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (now - last_memory_check_ < std::chrono::milliseconds(config_.memory_check_ms)) return;
-  last_memory_check_ = now;
-  try {
-    if (config_.memory_room && kv_->elastic_pool()) {
-      if (const int64_t room = config_.memory_room(); room < 0)
-        shrink_pool(static_cast<uint64_t>(-room));
-      else
-        kv_->elastic_pool()->memory_back();
-    }
-    if (config_.memory_ok) {
-      const bool paused = !config_.memory_ok();
-      if (paused && !scheduler_->admission_paused()) ++stats_.admission_pauses;
-      scheduler_->set_admission_paused(paused);
-    }
-  } catch (const std::exception& e) {
-    // An unreadable probe (a bad PAGELLM_MEMINFO file) skips the check; it
-    // fails no request.
-    if (!memory_check_failed_)
-      std::fprintf(stderr, "pagellm: warning: memory check failed: %s (skipped until it reads)\n",
-                   e.what());
-    memory_check_failed_ = true;
-    return;
-  }
-  memory_check_failed_ = false;
-}
-
-bool Engine::watches_memory() const {
-  const ElasticPool* ep = kv_->elastic_pool();
-  return ep && config_.memory_room && ep->top_chunk() > 0;
-}
-
-void Engine::shrink_pool(uint64_t bytes) {
-  ElasticPool& ep = *kv_->elastic_pool();
-  uint64_t freed = 0;
-  int32_t chunks = 0;
-  size_t preempted = 0;
-  while (freed < bytes && ep.top_chunk() > 0) {
-    const int32_t c = ep.top_chunk();
-    const int32_t begin = ep.chunk_begin(c), end = ep.chunk_end(c);
-    // The chunk's cached blocks go with it; the sequences holding blocks
-    // there are preempted, newest first (running() is in admission order).
-    const std::vector<Sequence*> running = scheduler_->running();
-    for (auto it = running.rbegin(); it != running.rend(); ++it) {
-      Sequence* s = *it;
-      const auto& blocks = s->blocks.blocks();
-      if (std::none_of(blocks.begin(), blocks.end(),
-                       [&](int32_t b) { return b >= begin && b < end; }))
-        continue;
-      scheduler_->preempt_now(s);
-      kv_->release_state_slot(s->state_slot);  // computed again from zeros
-      s->state_slot = -1;
-      ++preempted;
-    }
-    const size_t chunk = ep.chunk_bytes(c);
-    if (!ep.release_top()) break;  // a block is still held: keep the rest
-    freed += chunk;
-    ++chunks;
-  }
-  if (chunks == 0) return;
-  const auto pool = kv_->storage().pool_bytes_by_device();
-  size_t held = 0, planned = 0;
-  for (const auto& d : pool) {
-    held += d.resident;
-    planned += d.planned;
-  }
-  std::fprintf(stderr,
-               "pagellm: KV pool: host memory is short by %s: gave back %s (%d chunks, %zu "
-               "sequences preempted); the pool holds %s of %s\n",
-               format_size(bytes).c_str(), format_size(freed).c_str(), chunks, preempted,
-               format_size(held).c_str(), format_size(planned).c_str());
 }
 
 bool Engine::step() {

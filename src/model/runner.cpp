@@ -9,6 +9,7 @@
 #include <cmath>
 #include <new>
 
+#include "model/backend_support.h"
 #include "model/registry.h"
 #include "model/blocks.h"
 #include "tensor/convert.h"
@@ -106,7 +107,8 @@ std::unique_ptr<ModelRunner> ModelRunner::load(const std::string& path, ModelLoa
   std::vector<KvPoolPlacement> placements = non_empty(opts.placements);
   if (placements.empty()) placements = {{"host", m->stage_begin_, m->stage_end_}};
   check_placements(placements, m->stage_begin_, m->stage_end_);
-  for (const auto& p : placements) m->check_supported(m->backend_of(p.device), p);
+  for (const auto& p : placements)
+    check_backend_supports(m->backend_of(p.device), p, m->hp_, m->ropes_);
   if (!opts.experts_on_host.empty()) {
     if (opts.experts_on_host.size() != static_cast<size_t>(n_layer))
       throw ConfigError(fmt::format("expert placement lists {} layers, the model has {}",
@@ -210,7 +212,7 @@ void ModelRunner::place(const std::vector<KvPoolPlacement>& requested) {
     if (!weights_on_devices_ && !backend_of(p.device).uses_host_memory())
       throw ConfigError(fmt::format(
           "device {}: layers for it must be placed when the model is loaded", p.device));
-  for (const auto& p : placements) check_supported(backend_of(p.device), p);
+  for (const auto& p : placements) check_backend_supports(backend_of(p.device), p, hp_, ropes_);
   std::vector<Segment> segments;
   for (const auto& p : placements) {
     Segment s;
@@ -224,48 +226,6 @@ void ModelRunner::place(const std::vector<KvPoolPlacement>& requested) {
   }
   segments_ = std::move(segments);
   placements_ = placements;
-}
-
-void ModelRunner::check_supported(const Backend& b, const KvPoolPlacement& p) const {
-  const auto need = [&](BackendOp op, bool used) {
-    if (used && !b.supports(op))
-      throw ConfigError(fmt::format("{} ({}) cannot run layers {}-{} of this {} model: it lacks {}",
-                                    p.device, b.name(), p.layer_begin, p.layer_end - 1, hp_.arch,
-                                    backend_op_name(op)));
-  };
-  need(BackendOp::kGeluTanh, hp_.ffn_act == Activation::kGeluTanh);
-  need(BackendOp::kClampedSwiglu, hp_.ffn_act == Activation::kSwigluClamped);
-  need(BackendOp::kMixtureOfExperts, hp_.moe());
-  need(BackendOp::kAttentionSoftcap, hp_.attn_softcap > 0);
-  bool shares_kv = false;
-  for (const LayerSpec& spec : hp_.layers) shares_kv = shares_kv || spec.kv_source >= 0;
-  need(BackendOp::kPerLayerInputs, hp_.n_embd_per_layer > 0 || shares_kv);
-  // A layer reading another layer's KV on a device of its own memory needs
-  // that cache there (a pool is in one backend's memory).
-  for (int32_t l = p.layer_begin; l < p.layer_end && !b.uses_host_memory(); ++l) {
-    const int32_t src = hp_.layers[static_cast<size_t>(l)].kv_source;
-    if (src >= 0 && (src < p.layer_begin || src >= p.layer_end))
-      throw ConfigError(fmt::format("{} ({}) cannot run layer {} of this {} model without layer {}, "
-                                    "whose KV cache it reads",
-                                    p.device, b.name(), l, hp_.arch, src));
-  }
-  bool window = false, factors = false;
-  for (int32_t l = p.layer_begin; l < p.layer_end; ++l) {
-    const LayerSpec& spec = hp_.layers[static_cast<size_t>(l)];
-    window = window || spec.window > 0;
-    const RopeParams& r = ropes_[static_cast<size_t>(spec.rope_table)];
-    factors = factors || r.freq_factors || r.attn_factor != 1.0f;
-  }
-  need(BackendOp::kAttentionWindow, window);
-  need(BackendOp::kRopeFactors, factors);
-  bool recurrent = false, gated = false;
-  for (int32_t l = p.layer_begin; l < p.layer_end; ++l) {
-    recurrent = recurrent || hp_.layers[static_cast<size_t>(l)].recurrent;
-    gated = gated || (hp_.attn_output_gate && !hp_.layers[static_cast<size_t>(l)].recurrent);
-  }
-  need(BackendOp::kRecurrentState, recurrent);
-  need(BackendOp::kLatentAttention, hp_.mla.enabled());
-  need(BackendOp::kSigmoidGate, gated);
 }
 
 KvGroups ModelRunner::kv_groups() const {

@@ -160,8 +160,6 @@ class ModelRunner {
   struct Segment;
   Backend& backend_of(const std::string& device);
   void ensure_workspace(Segment& s, int64_t tokens, int64_t logit_rows);
-  // ConfigError when b lacks an op that the placed layers need.
-  void check_supported(const Backend& b, const KvPoolPlacement& p) const;
   void run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T);
   // The segment's layers, through the backend's recording when it has one
   // (Backend::begin_layers).
