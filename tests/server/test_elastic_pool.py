@@ -18,6 +18,11 @@ import requests
 
 SMOLLM2 = pathlib.Path.home() / ".cache" / "pagellm" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 POOL = 'pagellm_kv_pool_bytes{device="host"}'
+# Under scripts/sanitize.sh (ASAN_OPTIONS set) the shadow memory and quarantine
+# inflate RSS past any plan and steps run several times slower: the pool's
+# behaviour is still checked there, its RSS and timing bounds only in a
+# normal build.
+SANITIZED = "ASAN_OPTIONS" in os.environ
 PLANNED = 'pagellm_kv_pool_planned_bytes{device="host"}'
 
 pytestmark = pytest.mark.skipif(not SMOLLM2.exists(),
@@ -94,7 +99,7 @@ def test_idle_serve_holds_a_quarter_of_its_pool_and_load_stays_within_the_plan(s
     print(f"32 streams: peak RSS {peak / 2**20:.0f} MiB, plan {predicted / 2**20:.0f} MiB, "
           f"pool {m[POOL] / 2**20:.0f} MiB after {m['pagellm_kv_pool_grows_total']:.0f} grows")
     assert m["pagellm_kv_pool_grows_total"] > 0
-    assert peak <= 1.05 * predicted
+    assert SANITIZED or peak <= 1.05 * predicted
 
 
 def test_pool_shrinks_under_a_memory_drop_and_grows_back(start_server, tmp_path):
@@ -120,7 +125,7 @@ def test_pool_shrinks_under_a_memory_drop_and_grows_back(start_server, tmp_path)
     rss1 = status_kib(s, "VmRSS")
     print(f"pool {pool0 / 2**20:.0f} MiB -> {m1[POOL] / 2**20:.0f} MiB in {took * 1000:.0f} ms; "
           f"RSS {rss0 / 2**20:.0f} -> {rss1 / 2**20:.0f} MiB")
-    assert took < 1.0
+    assert SANITIZED or took < 1.0
     assert m1["pagellm_kv_pool_shrinks_total"] > 0
     assert rss0 - rss1 >= 0.8 * (pool0 - m1[POOL])
     time.sleep(0.5)
