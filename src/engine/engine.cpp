@@ -270,7 +270,6 @@ void Engine::finish_seq(SeqState& st, FinishReason reason, int32_t token,
   st.done = true;
   scheduler_->finish(st.seq.get());
   kv_->release_state_slot(st.seq->state_slot);
-  st.seq->state_slot = -1;
   if (proposer_) proposer_->release(st.seq->id);
   SeqEvent ev;
   ev.request_id = st.req->id;
@@ -400,10 +399,7 @@ bool Engine::step() {
   SchedulerOutput out = scheduler_->schedule();
   stats_.preemptions += out.preempted.size();
   // A preempted sequence is computed again from its first token: from zeros.
-  for (Sequence* p : out.preempted) {
-    kv_->release_state_slot(p->state_slot);
-    p->state_slot = -1;
-  }
+  for (Sequence* p : out.preempted) kv_->release_state_slot(p->state_slot);
   if (!out.failed.empty()) {
     for (const auto& f : out.failed) fail_request(*by_seq_.at(f.seq)->req, f.error);
     // Samples of a failed request may have been scheduled: they are finished now.

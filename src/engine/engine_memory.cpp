@@ -65,7 +65,6 @@ void Engine::shrink_pool(uint64_t bytes) {
         continue;
       scheduler_->preempt_now(s);
       kv_->release_state_slot(s->state_slot);  // computed again from zeros
-      s->state_slot = -1;
       ++preempted;
     }
     const size_t chunk = ep.chunk_bytes(c);

@@ -113,8 +113,9 @@ int32_t KvRuntime::acquire_state_slot() {
   return s;
 }
 
-void KvRuntime::release_state_slot(int32_t slot) {
+void KvRuntime::release_state_slot(int32_t& slot) {
   if (slot >= 0) free_slots_.push_back(slot);
+  slot = -1;
 }
 
 std::vector<int32_t> KvRuntime::group_blocks() const {

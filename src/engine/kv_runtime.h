@@ -83,7 +83,8 @@ class KvRuntime {
   // Recurrent layers' state slots: one per running sequence. acquire() takes
   // a free one (to be zeroed before its first step), -1 when none is free.
   int32_t acquire_state_slot();
-  void release_state_slot(int32_t slot);
+  // Gives `slot` back (a no-op for -1) and sets it to -1: the holder has none.
+  void release_state_slot(int32_t& slot);
   // Every slot of the state pools: the sequences' and the checkpoints' (0: no recurrent layers).
   int32_t state_slot_count() const { return state_slot_count_; }
   // The prefix cache's state checkpoints (null: none; slots past the sequences').

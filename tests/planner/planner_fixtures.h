@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "planner/planner.h"
+#include "util/error.h"
 
 namespace pagellm::test {
 
@@ -34,6 +35,17 @@ inline ModelFootprint synth_model(int32_t n, uint64_t layer_bytes, uint64_t kvl,
   fp.max_batched_tokens = 2048;
   fp.layer_workspace_bytes = layer_ws;
   return fp;
+}
+
+// make_plan's ConfigError message ("no error" when it plans).
+inline std::string config_error(const PlanRequest& req, const ModelFootprint& fp,
+                                const std::vector<PlanDevice>& devs) {
+  try {
+    make_plan(req, fp, devs);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
 }
 
 inline PlanDevice gpu(int32_t i, uint64_t free, uint64_t headroom = 0) {

@@ -30,16 +30,6 @@ PlanDevice limited_gpu(int32_t i, uint64_t free) {
   return d;
 }
 
-std::string config_error(const PlanRequest& req, const ModelFootprint& fp,
-                         const std::vector<PlanDevice>& devs) {
-  try {
-    make_plan(req, fp, devs);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 TEST(PlannerKernels, LayersTheGpuCannotRunStayOnTheHost) {
   const ModelFootprint fp = mixed_model();
   const std::vector<PlanDevice> devs = {limited_gpu(0, 16 * kGiB), host(64 * kGiB)};

@@ -28,16 +28,6 @@ ModelFootprint sharing_model() {
   return fp;
 }
 
-std::string config_error(const PlanRequest& req, const ModelFootprint& fp,
-                         const std::vector<PlanDevice>& devs) {
-  try {
-    make_plan(req, fp, devs);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 TEST(PlannerKvSharing, ReadersCostNothingWhereTheyRun) {
   const ModelFootprint fp = sharing_model();
   PlanRequest req = request(1024, 4);
