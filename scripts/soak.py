@@ -375,7 +375,14 @@ def main():
                     help="do not fail when a path (503, preemption, ...) was not taken")
     ap.add_argument("--server-arg", action="append", default=[],
                     help="extra argument for pagellm serve (repeatable)")
+    ap.add_argument("--cache-tiers", action="store_true",
+                    help="give the server a disk tier (a temporary --cache-dir, a small "
+                         "--cache-disk so its LRU evicts too) and require its paths: "
+                         "blocks written, restored on a hit, files evicted")
     args = ap.parse_args()
+    cache_dir = tempfile.TemporaryDirectory(prefix="pagellm-soak-tiers-") if args.cache_tiers else None
+    if cache_dir:
+        args.server_arg += ["--cache-dir", cache_dir.name, "--cache-disk", "4M"]
 
     log = tempfile.NamedTemporaryFile(prefix="pagellm-soak-", suffix=".log", delete=False)
     cmd = [args.pagellm, "serve", "-m", args.model, "--host", "127.0.0.1", "--port", "0",
@@ -468,6 +475,13 @@ def main():
         ("speculative tokens proposed", srv("pagellm_spec_proposed_total"), "server"),
         ("bad input refused 4xx", c.get("bad_input_refused", 0), "client"),
     ]
+    if args.cache_tiers:
+        paths += [
+            ("disk tier: block files written", srv("pagellm_disk_tier_files_written_total"), "server"),
+            ("disk tier: blocks restored on a hit", srv("pagellm_disk_tier_hits_total"), "server"),
+            ("disk tier: files evicted by its LRU", srv("pagellm_disk_tier_files_evicted_total"),
+             "server"),
+        ]
     # Every request ends one way: completed, aborted by the client, refused
     # (4xx or 503), or a failure (listed below).
     sent = sum(c.get(k, 0) for k in ("well_formed", "constrained", "abort_mid_stream",
