@@ -52,6 +52,17 @@ void check_batch_invariance(const std::string& model_file) {
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(preempted[i], solo[i]) << "request " << i;
   std::printf("%s: 32 requests; preemptions with a 12-block cache: %llu\n", model_file.c_str(),
               static_cast<unsigned long long>(st.preemptions));
+
+  // Preemption by swap: a preempted sequence's full blocks go to the host
+  // tier when the pool evicts them and are restored from there when it
+  // resumes (engine/host_tier.h's rule: a copy beats recomputing them here).
+  EngineConfig swap = tight;
+  swap.host_tier.max_bytes = 16 << 20;
+  auto swapped = run_all(m, prompts, swap, gen, &st);
+  EXPECT_GT(st.preemptions, 0u);
+  EXPECT_TRUE(st.host_tier);
+  EXPECT_GT(st.host.hits, 0u);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(swapped[i], solo[i]) << "request " << i;
 }
 
 TEST(EngineBatchInvariance, Stories260K) {
@@ -60,6 +71,34 @@ TEST(EngineBatchInvariance, Stories260K) {
 
 TEST(EngineBatchInvariance, RandomQ4_0) {
   check_batch_invariance("golden/random/rand-llama-tok512-Q4_0.gguf");
+}
+
+// The engine's weight types beyond the files above: a small llama written by
+// make-model with every 2-D weight of type `t` (n_embd and n_ff multiples of
+// 256 for the K-quants and IQ4_XS), through the same alone-vs-batched checks:
+// decode batches of 2 to 32 rows through each type's Rows16 kernels.
+void check_batch_invariance_of_type(DType t) {
+  TempPath path(".gguf");
+  MakeModelSpec spec;
+  spec.arch = "llama";
+  spec.n_embd = 256;
+  spec.n_layer = 2;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 512;
+  spec.type = t;
+  spec.vocab_from = data_path("stories260K.gguf");
+  ThreadPool pool(2);
+  make_model(spec, path.path, pool);
+  check_batch_invariance(path.path);
+}
+
+TEST(EngineBatchInvariance, EveryRows16Type) {
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::MXFP4,
+                  DType::Q4_1, DType::Q5_0, DType::Q2_K, DType::Q3_K}) {
+    SCOPED_TRACE(dtype_name(t));
+    check_batch_invariance_of_type(t);
+  }
 }
 
 // Every architecture family (tests/data/golden/arch): prompts of up to ~50
