@@ -17,6 +17,7 @@
 #include "engine/roofline.h"
 #include "util/error.h"
 #include "util/memory_stats.h"
+#include "util/step_profile.h"
 
 namespace pagellm::cli {
 
@@ -30,6 +31,7 @@ struct BenchArgs {
   bool no_prefix_cache = false;
   bool json = false;
   bool roofline = false;
+  bool profile = false;
   bool plan_max_num_seqs_given = false;
   std::string grammar_file, json_schema_file;
 };
@@ -143,6 +145,7 @@ int run_bench_cmd(BenchArgs a) {
   }
   if (!a.plan_max_num_seqs_given) a.plan.max_num_seqs = s.concurrency;
   a.speculation.apply(a.plan);
+  if (a.profile) enable_step_profile();
   EngineSetup setup = setup_engine(
       a.model, a.plan, /*log_plan=*/!a.json,
       {.prefix_caching = !a.no_prefix_cache, .speculation = a.speculation.config()});
@@ -192,6 +195,15 @@ int run_bench_cmd(BenchArgs a) {
                         {"spec_proposed", engine.stats().spec_proposed},
                         {"spec_accepted", engine.stats().spec_accepted},
                         {"peak_rss_bytes", peak_rss_bytes()}};
+    if (const StepProfileTotals& p = engine.step_profile(); p.steps > 0) {
+      nlohmann::json phases;
+      for (size_t i = 0; i < p.ns.size(); ++i)
+        phases[step_phase_name(static_cast<StepPhase>(i))] = static_cast<double>(p.ns[i]) * 1e-9;
+      j["step_profile"] = {{"decode_steps", p.steps},
+                           {"sequences", p.sequences},
+                           {"total_s", static_cast<double>(p.total_ns) * 1e-9},
+                           {"phases_s", phases}};
+    }
     std::puts(j.dump().c_str());
     return 0;
   }
@@ -242,6 +254,10 @@ Runner add_bench(CLI::App& app) {
                   "Constrain every reply to JSON valid under the JSON Schema in FILE");
   a->speculation.add_to(*sub);
   sub->add_flag("--json", a->json, "Print one JSON object");
+  sub->add_flag("--profile", a->profile,
+                "Time the decode steps' phases (scheduling, inputs, forward pass: matmuls and "
+                "attention, grammar masks, sampling, output) and print the split to stderr at the end "
+                "(as PAGELLM_STEP_PROFILE=1 does)");
   sub->add_flag("--roofline", a->roofline,
                 "Measure memory bandwidth, decode against its ceiling, prefill (128, 512) and "
                 "batched decode at concurrency 1/4/16/64 (ignores the load flags)");

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <new>
+#include <string_view>
 
 #include "backend/recurrent_args.h"
 #include "engine/disk_tier_setup.h"
@@ -160,7 +162,13 @@ void Engine::set_draft_proposer(std::unique_ptr<DraftProposer> proposer) {
   proposer_ = std::move(proposer);
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  if (step_profile_.steps == 0) return;
+  try {
+    fmt::print(stderr, "pagellm: {}", step_profile_.table());
+  } catch (...) {  // a report, not worth failing the shutdown for
+  }
+}
 
 uint64_t Engine::submit(Request req, EventFn on_event) {
   const int64_t n_prompt = static_cast<int64_t>(req.prompt.size());
@@ -209,9 +217,14 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
   seq->embedding = req.embedding;
   seq->forks = req.embedding ? 0 : req.n - 1;
   // The vocabulary as grammars see it: built with the first constrained request.
-  if (req.grammar && !grammar_vocab_) grammar_vocab_ = make_grammar_vocab(tokenizer_);
+  if (req.grammar && !grammar_vocab_) {
+    grammar_vocab_ = make_grammar_vocab(tokenizer_);
+    mask_cache_ = std::make_shared<MaskCache>();
+    const char* prefetch = std::getenv("PAGELLM_MASK_PREFETCH");
+    if (!prefetch || std::string_view(prefetch) != "0") mask_prefetch_ = std::make_unique<MaskPrefetcher>();
+  }
   auto st = std::make_unique<SeqState>(rs.get(), 0, std::move(seq), sample_params(req.sampling, 0),
-                                       SampleOutput(tokenizer_, req, 0, grammar_vocab_));
+                                       SampleOutput(tokenizer_, req, 0, grammar_vocab_, mask_cache_));
   st->spec = SpecControl(config_.speculation.draft_max);
   if (req.embedding)
     st->pooler = std::make_unique<EmbeddingPooler>(req.pooling, model_.hparams().n_embd, n_prompt);
@@ -394,6 +407,7 @@ void Engine::emit(SeqState& st, int32_t id) {
 }
 
 bool Engine::step() {
+  timer_.begin();
   check_memory();
   propose_drafts();
   SchedulerOutput out = scheduler_->schedule();
@@ -411,6 +425,10 @@ bool Engine::step() {
   }
   if (out.empty()) return false;
   if (step_observer_) step_observer_();
+  const bool decode_step = std::all_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledSeq& sc) {
+    return !sc.seq->embedding && sc.seq->n_computed >= sc.seq->n_prompt;
+  });
+  timer_.lap(StepPhase::kSchedule);
 
   batch_.clear();
   batch_.copies = out.copies;
@@ -473,11 +491,19 @@ bool Engine::step() {
           static_cast<uint64_t>(std::min(end, s->n_prompt) - s->n_computed);
   }
   std::span<const float> logits;
+  if (mask_prefetch_) {  // the masks of the constrained samples, during the forward pass
+    std::vector<SampleOutput*> constrained;
+    for (const Sampled& sd : sampled)
+      if (sd.st->out.constrained() && !sd.st->done) constrained.push_back(&sd.st->out);
+    mask_prefetch_->start(std::move(constrained));
+  }
+  timer_.lap(StepPhase::kInputs);
   try {
     // Copy-on-write copies first (on a GPU they can fail like the forward pass).
     for (const auto& c : out.copies) kv_->storage().copy_block(c.src, c.dst, c.group);
     logits = model_.forward(batch_, kv_->storage(), pool_);
   } catch (const std::exception& e) {
+    if (mask_prefetch_) mask_prefetch_->wait();  // it owns the samples' grammar states till then
     // Nothing of this step is committed; the batch's requests end with the
     // error, and checkpoints it was to save are forgotten.
     if (StateCheckpoints* c = kv_->checkpoints())
@@ -488,6 +514,9 @@ bool Engine::step() {
     drop_finished_requests();
     return true;
   }
+  timer_.lap(StepPhase::kForward);
+  if (mask_prefetch_) mask_prefetch_->wait();
+  timer_.lap(StepPhase::kMaskWait);
   scheduler_->update_after_step(out);
   save_checkpoints(out);
   ++stats_.steps;
@@ -531,7 +560,9 @@ bool Engine::step() {
       fail_request(*st.req, describe_failure(e, "sampling"));
     }
   }
+  timer_.skip();
   sample_all(draws_);
+  timer_.lap(StepPhase::kSample);
   for (Draw& d : draws_) {
     SeqState& st = *d.st;
     if (st.done) continue;  // a sibling's draw failed the request
@@ -547,6 +578,8 @@ bool Engine::step() {
   for (const Sampled& sd : sampled)
     if (sd.n_draft > 0) verify_drafts(*sd.st, logits.data() + sd.row * V, sd.n_draft);
   drop_finished_requests();
+  timer_.lap(StepPhase::kOutput);
+  timer_.end(decode_step, out.scheduled.size(), step_profile_);
   return true;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/kv_runtime.h"
+#include "engine/mask_prefetch.h"
 #include "engine/request.h"
 #include "grammar/token_mask.h"
 #include "engine/scheduler.h"
@@ -22,6 +23,7 @@
 #include "model/runner.h"
 #include "planner/planner.h"
 #include "tokenizer/tokenizer.h"
+#include "util/step_profile.h"
 #include "util/thread_pool.h"
 
 namespace pagellm {
@@ -165,6 +167,10 @@ class Engine {
   void set_step_observer(std::function<void()> fn) { step_observer_ = std::move(fn); }
 
   EngineStats stats() const;
+  // The decode steps' time split so far (util/step_profile.h; empty unless
+  // PAGELLM_STEP_PROFILE=1 or enable_step_profile()); printed to stderr when
+  // the engine ends.
+  const StepProfileTotals& step_profile() const { return step_profile_; }
   const EngineConfig& config() const { return config_; }
   int64_t max_seq_len() const { return max_seq_len_; }
   KvCacheManager& kv_manager() { return kv_->manager(); }
@@ -208,8 +214,12 @@ class Engine {
 
   ModelRunner& model_;
   const Tokenizer& tokenizer_;
-  // The vocabulary as grammars see it; built with the first constrained request.
+  // The vocabulary as grammars see it, and the masks its sequences share;
+  // built with the first constrained request.
   std::shared_ptr<const GrammarVocab> grammar_vocab_;
+  std::shared_ptr<MaskCache> mask_cache_;
+  // Computes a step's masks while its forward pass runs (off: PAGELLM_MASK_PREFETCH=0).
+  std::unique_ptr<MaskPrefetcher> mask_prefetch_;
   ThreadPool& pool_;
   EngineConfig config_;
   int64_t max_seq_len_;
@@ -228,6 +238,8 @@ class Engine {
   std::unique_ptr<DraftProposer> proposer_;
   std::vector<DraftWant> draft_wants_;
   std::function<void()> step_observer_;
+  StepTimer timer_;
+  StepProfileTotals step_profile_;
 };
 
 }  // namespace pagellm

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "engine/sampler.h"
 #include "util/error.h"
+#include "util/step_profile.h"
 
 namespace pagellm {
 
@@ -33,7 +35,8 @@ std::shared_ptr<const GrammarVocab> make_grammar_vocab(const Tokenizer& tokenize
 }
 
 SampleOutput::SampleOutput(const Tokenizer& tokenizer, const Request& req, int32_t index,
-                           std::shared_ptr<const GrammarVocab> vocab)
+                           std::shared_ptr<const GrammarVocab> vocab,
+                           std::shared_ptr<MaskCache> masks)
     : tokenizer_(tokenizer),
       index_(index),
       ignore_eos_(req.ignore_eos),
@@ -47,7 +50,7 @@ SampleOutput::SampleOutput(const Tokenizer& tokenizer, const Request& req, int32
     vocab_ = std::move(vocab);
     grammar_ = std::make_unique<GrammarMatcher>(req.grammar);
     if (grammar_->dead()) throw ConfigError("the grammar matches no text");
-    masker_ = std::make_unique<TokenMasker>(vocab_);
+    masker_ = std::make_unique<TokenMasker>(vocab_, std::move(masks));
   }
 }
 
@@ -63,7 +66,7 @@ SampleOutput::SampleOutput(const SampleOutput& parent, int32_t index)
       vocab_(parent.vocab_) {
   if (parent.grammar_) {
     grammar_ = std::make_unique<GrammarMatcher>(*parent.grammar_);
-    masker_ = std::make_unique<TokenMasker>(vocab_);
+    masker_ = std::make_unique<TokenMasker>(vocab_, parent.masker_->cache());
   }
 }
 
@@ -74,10 +77,35 @@ SampleOutput SampleOutput::fork(int32_t index) const {
 const float* SampleOutput::draw_from(const float* logits, int64_t n_vocab, int64_t n_generated) {
   if (want_prompt_logits_ && n_generated == 0) prompt_logits_.assign(logits, logits + n_vocab);
   if (!grammar_) return logits;
+  StepProfileScope profile(StepPhase::kGrammarCpu);
+  std::shared_ptr<const TokenMask> mask;
+  if (prepared_ || prepare_error_) {
+    if (grammar_->generation() == prepared_generation_ && grammar_->stacks() == prepared_stacks_) {
+      if (prepare_error_) std::rethrow_exception(std::exchange(prepare_error_, nullptr));
+      mask = std::move(prepared_);
+    }
+    prepared_.reset();
+    prepare_error_ = nullptr;
+  }
+  if (!mask) mask = masker_->shared_mask(*grammar_);
   masked_.assign(logits, logits + n_vocab);
-  if (TokenMasker::apply(masker_->mask(*grammar_), masked_.data(), n_vocab) == 0)
+  if (TokenMasker::apply(*mask, masked_.data(), n_vocab) == 0)
     throw Error(fmt::format("the grammar allows no token after {} generated tokens", n_generated));
   return masked_.data();
+}
+
+void SampleOutput::prepare_mask() noexcept {
+  if (!grammar_) return;
+  StepProfileScope profile(StepPhase::kGrammarCpu);
+  try {
+    prepared_.reset();
+    prepare_error_ = nullptr;
+    prepared_generation_ = grammar_->generation();
+    prepared_stacks_ = grammar_->stacks();
+    prepared_ = masker_->shared_mask(*grammar_);
+  } catch (...) {  // thrown again by draw_from, on the thread that draws
+    prepare_error_ = std::current_exception();
+  }
 }
 
 void SampleOutput::drawn(int32_t token, const Sampler& sampler) {

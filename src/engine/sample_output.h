@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,13 +28,22 @@ std::shared_ptr<const GrammarVocab> make_grammar_vocab(const Tokenizer& tokenize
 class SampleOutput {
  public:
   // Sample `index` of `req` (whose stop strings are copied). `vocab` is
-  // needed when req.grammar is set; throws ConfigError when that grammar
-  // matches no text.
+  // needed when req.grammar is set (its masks are cached in `masks`, shared
+  // by the sequences of `vocab`; null: a cache of its own); throws
+  // ConfigError when that grammar matches no text.
   SampleOutput(const Tokenizer& tokenizer, const Request& req, int32_t index,
-               std::shared_ptr<const GrammarVocab> vocab);
+               std::shared_ptr<const GrammarVocab> vocab,
+               std::shared_ptr<MaskCache> masks = nullptr);
   // Sample `index` going on from where this one is (the end of the shared
   // prompt): the same grammar state, no text.
   SampleOutput fork(int32_t index) const;
+
+  // Whether draws are masked by a grammar.
+  bool constrained() const { return grammar_ != nullptr; }
+  // On any thread (touches only this sample's grammar state), while the
+  // forward pass runs: computes the mask of the current grammar state for
+  // the next draw_from. An error is kept and thrown by that draw_from.
+  void prepare_mask() noexcept;
 
   // Drawing, on any thread (touches only this sample). The logits to draw
   // from, n_generated tokens into the sample: `logits` itself or, with a
@@ -85,6 +95,12 @@ class SampleOutput {
   std::unique_ptr<GrammarMatcher> grammar_;
   std::unique_ptr<TokenMasker> masker_;
   std::vector<float> masked_;
+  // prepare_mask()'s result, for the state it was computed in (generation
+  // and stacks); dropped when the grammar moves on.
+  std::shared_ptr<const TokenMask> prepared_;
+  std::exception_ptr prepare_error_;
+  uint64_t prepared_generation_ = 0;
+  std::vector<int32_t> prepared_stacks_;
 };
 
 }  // namespace pagellm

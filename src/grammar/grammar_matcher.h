@@ -49,6 +49,7 @@ class GrammarMatcher {
   // The state: sorted node ids of the tops (-1 first: the input may end).
   const std::vector<int32_t>& stacks() const { return stacks_; }
   const Grammar& grammar() const { return *g_; }
+  const std::shared_ptr<const Grammar>& shared_grammar() const { return g_; }
 
   // The state after `byte` from `stacks` (sorted, unique; empty: refused).
   void step(const std::vector<int32_t>& stacks, uint8_t byte, std::vector<int32_t>& out);
@@ -59,6 +60,13 @@ class GrammarMatcher {
     int32_t rule, alt, pos, parents;
     bool operator==(const Node&) const = default;
   };
+  // A node of the arena and a parent set (sorted member node ids, -1: the
+  // bottom), by id: for reading a state's structure (grammar/state_canon.h).
+  const Node& node(int32_t id) const { return nodes_[static_cast<size_t>(id)]; }
+  const std::vector<int32_t>& parent_set(int32_t id) const { return sets_[static_cast<size_t>(id)]; }
+  size_t n_nodes() const { return nodes_.size(); }
+  size_t n_sets() const { return sets_.size(); }
+
   // Nodes plus parent-set entries held: the matcher's memory, in entries.
   // Past 2^21 a step throws Error ("the grammar is too ambiguous ...") and
   // the state stays as it was; so does a step that costs more than 2^15

@@ -50,25 +50,36 @@ size_t TokenMasker::VecHash::operator()(const std::vector<int32_t>& v) const {
   return static_cast<size_t>(h ^ (h >> 31));
 }
 
-TokenMasker::TokenMasker(std::shared_ptr<const GrammarVocab> vocab, size_t max_cached)
-    : vocab_(std::move(vocab)), max_cached_(max_cached) {}
+TokenMasker::TokenMasker(std::shared_ptr<const GrammarVocab> vocab,
+                         std::shared_ptr<MaskCache> cache)
+    : vocab_(std::move(vocab)),
+      cache_(cache ? std::move(cache) : std::make_shared<MaskCache>()) {}
 
 const TokenMask& TokenMasker::mask(GrammarMatcher& m) {
+  current_ = shared_mask(m);
+  return *current_;
+}
+
+std::shared_ptr<const TokenMask> TokenMasker::shared_mask(GrammarMatcher& m) {
   if (m.generation() != generation_) {  // the matcher renumbered its states
-    cache_.clear();
     forget_states();
     generation_ = m.generation();
   }
-  const auto it = cache_.find(m.stacks());
-  if (it != cache_.end()) {
+  if (canon_of_ != &m.grammar()) {
+    canon_ = cache_->canon(m.shared_grammar());
+    canon_of_ = &m.grammar();
+    memo_ = {};
+  }
+  uint64_t uid = 0;
+  canon_->key(m, memo_, key_, &uid);
+  if (auto hit = cache_->find(uid, key_)) {
     ++hits_;
-    return it->second;
+    return hit;
   }
   ++misses_;
-  if (cache_.size() >= max_cached_) cache_.clear();  // states seen long ago rarely return
-  TokenMask& out = cache_[m.stacks()];
-  compute(m, out);
-  return out;
+  auto out = std::make_shared<TokenMask>();
+  compute(m, *out);
+  return cache_->insert(uid, key_, std::move(out));
 }
 
 void TokenMasker::forget_states() {

@@ -1,8 +1,10 @@
 // Which tokens a grammar allows next: the vocabulary's byte strings in a
 // trie, walked once per grammar state (a subtree is cut where the state dies,
-// so shared prefixes are matched once), and the result cached per state:
-// states recur (every character inside a JSON string returns to the same
-// one), so most steps cost a cache lookup and the masking pass. The walk
+// so shared prefixes are matched once), and the result cached per state in a
+// MaskCache shared by the sequences of the vocabulary (under the state's
+// canonical key, so sequences of the same grammar share masks): states recur
+// (every character inside a JSON string returns to the same one), so most
+// steps cost a cache lookup and the masking pass. The walk
 // itself memoises the matcher's byte steps as a table over interned states:
 // tens of thousands of trie prefixes lead to a few dozen states (a string's
 // next character, a number's next digit), so a walk is mostly table lookups
@@ -16,6 +18,8 @@
 #include <vector>
 
 #include "grammar/grammar_matcher.h"
+#include "grammar/mask_cache.h"
+#include "grammar/state_canon.h"
 
 namespace pagellm {
 
@@ -43,26 +47,32 @@ class GrammarVocab {
   std::vector<TrieNode> trie_;  // node 0: the root
 };
 
-// Bit i set: token i allowed.
-using TokenMask = std::vector<uint64_t>;
-
 inline bool mask_allows(const TokenMask& m, int32_t id) {
   return (m[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1;
 }
 
-// Masks for one sequence's matcher (the cache is keyed by its states).
+// Masks for one sequence's matcher: always the same matcher (its byte-step
+// table and canonical-id memo are keyed by that matcher's ids). Used by one
+// thread at a time; the MaskCache may be shared.
 class TokenMasker {
  public:
-  explicit TokenMasker(std::shared_ptr<const GrammarVocab> vocab, size_t max_cached = 256);
+  // `cache` null: a cache of its own.
+  explicit TokenMasker(std::shared_ptr<const GrammarVocab> vocab,
+                       std::shared_ptr<MaskCache> cache = nullptr);
 
-  // The tokens allowed after the matcher's current state.
+  // The tokens allowed after the matcher's current state (valid until the
+  // next call).
   const TokenMask& mask(GrammarMatcher& m);
+  // The same, shared: held by the caller, it stays valid.
+  std::shared_ptr<const TokenMask> shared_mask(GrammarMatcher& m);
   // logits[i] = -infinity where `mask` does not allow token i; returns how
   // many are allowed.
   static int64_t apply(const TokenMask& mask, float* logits, int64_t n);
 
+  // This masker's lookups in the cache (a hit may be another sequence's mask).
   uint64_t hits() const { return hits_; }
   uint64_t misses() const { return misses_; }
+  const std::shared_ptr<MaskCache>& cache() const { return cache_; }
 
  private:
   void compute(GrammarMatcher& m, TokenMask& out);
@@ -72,11 +82,15 @@ class TokenMasker {
   void forget_states();
 
   std::shared_ptr<const GrammarVocab> vocab_;
-  size_t max_cached_;
+  std::shared_ptr<MaskCache> cache_;
+  std::shared_ptr<GrammarStateCanon> canon_;
+  const Grammar* canon_of_ = nullptr;  // the grammar canon_ names states of
+  GrammarStateCanon::Memo memo_;
+  std::vector<int32_t> key_;
+  std::shared_ptr<const TokenMask> current_;
   struct VecHash {
     size_t operator()(const std::vector<int32_t>& v) const;
   };
-  std::unordered_map<std::vector<int32_t>, TokenMask, VecHash> cache_;
   // Interned matcher states (sorted stack tops) and their byte steps:
   // steps_[state * 256 + byte] = the next state, kUnknown or kDead.
   static constexpr int32_t kUnknown = -2, kDead = -1;
@@ -85,7 +99,7 @@ class TokenMasker {
   std::vector<int32_t> steps_;
   std::vector<int32_t> scratch_;
   uint64_t hits_ = 0, misses_ = 0;
-  uint64_t generation_ = 0;  // of the matcher whose states the cache holds
+  uint64_t generation_ = 0;  // of the matcher whose states the step table holds
 };
 
 }  // namespace pagellm

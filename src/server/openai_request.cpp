@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "grammar/grammar_cache.h"
 #include "grammar/json_schema.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -467,7 +468,7 @@ std::shared_ptr<const Grammar> parse_output_constraint(const json& body,
   }
   if (!from || gbnf.empty()) return nullptr;
   try {
-    auto grammar = Grammar::parse(gbnf);
+    auto grammar = compile_grammar_shared(gbnf);  // requests with one schema share it
     // A raw GBNF grammar is the whole reply, thought included; a schema is the answer's.
     if (std::string_view(from) != "grammar") gbnf_out = std::move(gbnf);
     return grammar;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "grammar/grammar.h"
+#include "grammar/grammar_cache.h"
 #include "server/harmony.h"
 #include "server/openai_request.h"
 #include "server/token_ids.h"
@@ -61,7 +62,7 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
           const bool parallel = req.parallel_tool_calls &&
                                 req.tool_choice == CompletionRequest::ToolChoice::kRequired;
           tool_gbnf = tool_call_gbnf(format, chosen, parallel);
-          tool_grammar = Grammar::parse(tool_gbnf);
+          tool_grammar = compile_grammar_shared(tool_gbnf);
         } catch (const Error& e) {
           bad("tools", fmt::format("the tools' parameters cannot be enforced: {}", e.what()));
         }
@@ -101,8 +102,8 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
     const std::string& gbnf = tool_grammar ? tool_gbnf : req.grammar_gbnf;
     if (grammar && !gbnf.empty()) {
       try {
-        grammar = Grammar::parse(gbnf_after_thought(gbnf, *out.think, out.thought_open_in_prompt),
-                                 kThoughtStartRule);
+        grammar = compile_grammar_shared(
+            gbnf_after_thought(gbnf, *out.think, out.thought_open_in_prompt), kThoughtStartRule);
       } catch (const Error& e) {
         bad("", fmt::format("the output constraint cannot follow a thought: {}", e.what()));
       }

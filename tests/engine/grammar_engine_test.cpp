@@ -3,6 +3,8 @@
 // batching, chunking or preemption.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "engine/engine.h"
 #include "engine_runner.h"
 #include "grammar/grammar_matcher.h"
@@ -91,6 +93,28 @@ TEST(GrammarEngine, TokensDoNotDependOnBatchingOrPreemption) {
   const auto together = run(m, prompts, tight, g, 0.9f, 1, &st);
   EXPECT_GT(st.preemptions, 0u);
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(together[i].ids, solo[i]) << i;
+}
+
+TEST(GrammarEngine, MasksPreparedDuringTheForwardPassGiveTheSameTokens) {
+  // The same load with the masks computed on the engine's mask worker while
+  // the forward pass runs (the default) and while drawing
+  // (PAGELLM_MASK_PREFETCH=0): the same tokens, n = 2 samples forking
+  // from each prompt included; and every sequence follows the grammar.
+  Loaded m = load("stories260K.gguf");
+  const auto g = Grammar::parse(kListGrammar);
+  auto prompts = make_prompts(*m.tok, 12);
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  const auto prepared = run(m, prompts, cfg, g, 0.9f, 2);
+  ::setenv("PAGELLM_MASK_PREFETCH", "0", 1);
+  const auto plain = run(m, prompts, cfg, g, 0.9f, 2);
+  ::unsetenv("PAGELLM_MASK_PREFETCH");
+  ASSERT_EQ(prepared.size(), plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(prepared[i].ids, plain[i].ids) << i;
+    GrammarMatcher mt(g);
+    EXPECT_TRUE(mt.advance(prepared[i].text)) << prepared[i].text;
+  }
 }
 
 TEST(GrammarEngine, GreedyFollowsALiteralGrammar) {

@@ -327,5 +327,61 @@ TEST(SampleOutput, GrammarMasksAndForksCarryItsState) {
   EXPECT_THROW(fork.drawn(a, sampler), Error);  // "a" is outside the grammar here
 }
 
+TEST(SampleOutput, PreparedMasksEqualMasksComputedWhenDrawing) {
+  // A sample whose masks are prepared ahead (off the engine thread in the
+  // engine) draws from the same logits as its twin that computes them while
+  // drawing, and fails at the same token with the same error: a grammar
+  // too ambiguous to follow throws inside the prepared mask walk, and the
+  // error comes out of draw_from, not out of prepare_mask.
+  const Tokenizer& tok = spm();
+  const auto vocab = make_grammar_vocab(tok);
+  Request req;
+  req.grammar = Grammar::parse(R"G(
+root ::= expr
+expr ::= term+ (root ("+" | "-") term)*
+term ::= [0-9]+ | "(" expr ")"
+)G");
+  const int64_t V = tok.n_vocab();
+  std::vector<float> flat(static_cast<size_t>(V));
+  for (int64_t i = 0; i < V; ++i) flat[static_cast<size_t>(i)] = static_cast<float>(i % 7);
+  auto cache = std::make_shared<MaskCache>();
+  SampleOutput prepared(tok, req, 0, vocab, cache), plain(tok, req, 0, vocab);
+  Sampler sampler(req.sampling);
+  const int32_t one = byte_token(tok, '1');
+  std::string prepared_error, plain_error;
+  int steps = 0;
+  for (; steps < 5000 && prepared_error.empty() && plain_error.empty(); ++steps) {
+    prepared.prepare_mask();
+    std::vector<float> a, b;
+    try {
+      const float* r = prepared.draw_from(flat.data(), V, steps);
+      a.assign(r, r + V);
+    } catch (const Error& e) {
+      prepared_error = e.what();
+    }
+    try {
+      const float* r = plain.draw_from(flat.data(), V, steps);
+      b.assign(r, r + V);
+    } catch (const Error& e) {
+      plain_error = e.what();
+    }
+    ASSERT_EQ(a, b) << "step " << steps;
+    if (a.empty()) break;
+    try {
+      prepared.drawn(one, sampler);
+    } catch (const Error& e) {
+      prepared_error = e.what();
+    }
+    try {
+      plain.drawn(one, sampler);
+    } catch (const Error& e) {
+      plain_error = e.what();
+    }
+  }
+  EXPECT_EQ(prepared_error, plain_error);
+  EXPECT_NE(prepared_error.find("too ambiguous"), std::string::npos) << steps << ": " << prepared_error;
+  EXPECT_GT(steps, 100);
+}
+
 }  // namespace
 }  // namespace pagellm

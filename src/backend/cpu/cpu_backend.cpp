@@ -15,6 +15,7 @@
 
 #include "util/error.h"
 #include "util/host_pages.h"
+#include "util/step_profile.h"
 
 namespace pagellm::cpu {
 
@@ -105,6 +106,7 @@ void CpuBackend::run_epilogue(const void* ctx, float* y, int64_t y_stride, int64
 
 void CpuBackend::run_prepared(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs,
                               const RowTransform* transform) {
+  StepProfileScope profile(StepPhase::kMatmul);
   prepared_.clear();
   prepared_.reserve(n_outs);  // jobs_ point into it
   epilogue_args_.clear();
@@ -253,6 +255,7 @@ void CpuBackend::kv_write(const KvLayerView& kv, const float* k, const float* v)
 
 void CpuBackend::paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                                  float scale) {
+  StepProfileScope profile(StepPhase::kAttention);
   PagedAttentionArgs pa = paged_attention_args(kv, q, out, n_heads, scale, step_.n_tokens,
                                                step_.token_seq, step_.positions);
   pa.block_tables = step_.group(kv.group).block_tables;
