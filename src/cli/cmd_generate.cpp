@@ -36,7 +36,7 @@ struct GenerateArgs {
   int32_t n_predict = 128;
   SamplingOptions sampling;
   SpeculationOptions spec;
-  CacheTierOptions cache;  // --cache-dir, --cache-disk
+  CacheTierOptions cache;  // --cache-host, --cache-dir, --cache-disk
   bool parse_special = false;
   bool json = false;
   bool ignore_eos = false;
@@ -50,8 +50,11 @@ int run_generate(GenerateArgs a) {
   // One sequence: -c is its context unless --max-seq-len says otherwise.
   if (a.plan.kv_tokens > 0 && a.plan.max_seq_len == 0) a.plan.max_seq_len = a.plan.kv_tokens;
   a.spec.apply(a.plan);
+  a.cache.apply(a.plan);
   EngineSetup s = setup_engine(a.model, a.plan, /*log_plan=*/true,
-                               {.speculation = a.spec.config(), .disk_tier = a.cache.options()});
+                               {.speculation = a.spec.config(),
+                                .disk_tier = a.cache.options(),
+                                .host_tier = a.cache.host_options()});
   Generator gen(*s.model, *s.tokenizer, *s.pool, s.config);
   a.spec.attach(gen.engine(), s, /*log=*/true);
   GenerateOptions opts;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "cli/cache_tier_options.h"
 #include "cli/commands.h"
 #include "cli/engine_setup.h"
 #include "cli/pipeline_setup.h"
@@ -23,6 +24,7 @@ struct PlanArgs {
   std::string model;
   bool json = false;
   PlanOptions opts;
+  CacheTierOptions cache;  // --cache-host: charged to host RAM
 };
 
 // Under an MPI launcher: the plan over every rank's host (cli/pipeline_setup.h), printed by rank 0.
@@ -59,6 +61,7 @@ int run_plan(const PlanArgs& a) {
   const std::string path = a.model.empty() ? default_model_path() : a.model;
   if (mpi_size() > 1) return run_pipeline_plan(a, path);
   PlanOptions opts = a.opts;
+  a.cache.apply(opts);
   opts.for_execution = false;     // a plan to show: GPUs included
   auto f = GgufFile::open(path);  // maps the file; no weight is touched
   const ModelHParams hp = ModelHParams::from_gguf(*f);
@@ -108,6 +111,7 @@ Runner add_plan(CLI::App& app) {
                   "GGUF model file (default: the model shipped in the repo)");
   sub->add_flag("--json", a->json, "Print JSON with exact byte counts");
   a->opts.add_to(*sub);
+  a->cache.add_host_to(*sub);
   return [a] { return run_plan(*a); };
 }
 

@@ -80,7 +80,7 @@ struct ServeArgs {
   double shutdown_timeout_s = 10.0;
   int load_delay_ms = 0;  // test hook: hold /health at "loading" this long
   PlanOptions plan;       // devices, KV cache size and type, block size, batch limits
-  CacheTierOptions cache;    // --cache-dir, --cache-disk
+  CacheTierOptions cache;    // --cache-host, --cache-dir, --cache-disk
   SamplingOptions sampling;  // defaults for requests that leave a field out
   bool no_jinja = false;     // --no-jinja: the built-in template of the model's family
   std::string reasoning_format = "auto";  // none | auto | deepseek | deepseek-legacy
@@ -125,10 +125,12 @@ int run_serve(ServeArgs a) {
   // The file and the plan first: a bad model or a plan that does not fit
   // fails here, before anything listens.
   a.speculation.apply(a.plan);
+  a.cache.apply(a.plan);
   const EnginePlan ep = plan_engine(a.model, a.plan);
   const RunOptions run{.prefix_caching = !a.no_prefix_cache,
                        .speculation = a.speculation.config(),
-                       .disk_tier = a.cache.options()};
+                       .disk_tier = a.cache.options(),
+                       .host_tier = a.cache.host_options()};
   // Under an MPI launcher, ranks other than 0 hold later layers and serve
   // rank 0's steps: they never listen (load_engine does not return there).
   if (mpi_rank() > 0) load_engine(a.model, a.plan, ep, run);

@@ -1,13 +1,16 @@
-// The prefix cache's disk tier for an engine (kvcache/disk_tier.h): its
-// identity (the model file's content digest, the KV type, block size and the
-// pools' layout) and the tier over the runtime's storage. Models whose
-// prefix cache cannot use it go without, with a note on stderr.
+// The prefix cache's tiers beyond the pool for an engine: the disk tier
+// (kvcache/disk_tier.h) with its identity (the model file's content digest,
+// the KV type, block size and the pools' layout) and the host tier
+// (kvcache/host_tier.h) before it. Models whose prefix cache cannot use them
+// go without, with a note on stderr. The engine hands the chain's head to
+// KvCacheManager::set_prefix_tier.
 #pragma once
 
 #include <memory>
 
 #include "engine/kv_runtime.h"
 #include "kvcache/disk_tier.h"
+#include "kvcache/host_tier.h"
 
 namespace pagellm {
 
@@ -18,5 +21,12 @@ namespace pagellm {
 // cannot be used.
 std::unique_ptr<DiskTier> make_disk_tier(const DiskTierOptions& options, const ModelRunner& model,
                                          KvRuntime& kv);
+
+// Null (after a note) where make_disk_tier is, or when max_bytes holds no
+// block. `next` (may be null) gets the blocks it drops and is asked after it;
+// blocks keep the disk tier's keys. Throws SystemError when the memory
+// cannot be reserved.
+std::unique_ptr<HostTier> make_host_tier(const HostTierOptions& options, const ModelRunner& model,
+                                         KvRuntime& kv, DiskTier* next);
 
 }  // namespace pagellm

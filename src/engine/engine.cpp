@@ -102,6 +102,10 @@ Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
   // positions must be chunk ends for the state to exist there.
   config_.prefix_caching = kv_->manager().prefix_caching();
   if (!config_.disk_tier.dir.empty()) disk_tier_ = make_disk_tier(config_.disk_tier, model, *kv_);
+  if (config_.host_tier.max_bytes > 0)
+    host_tier_ = make_host_tier(config_.host_tier, model, *kv_, disk_tier_.get());
+  kv_->manager().set_prefix_tier(host_tier_ ? static_cast<PrefixTier*>(host_tier_.get())
+                                            : disk_tier_.get());
   if (const StateCheckpoints* c = kv_->checkpoints())
     config_.scheduler.checkpoint_every = c->interval();
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, kv_->manager());
@@ -130,6 +134,7 @@ EngineConfig EngineConfig::from_plan(const Plan& plan, const RunOptions& run) {
   c.memory_room = run.memory_room;
   c.elastic_pool = run.elastic_pool;
   c.disk_tier = run.disk_tier;
+  c.host_tier = run.host_tier;
   c.speculation = run.speculation;
   return c;
 }
@@ -501,7 +506,16 @@ bool Engine::step() {
   try {
     // Copy-on-write copies first (on a GPU they can fail like the forward pass).
     for (const auto& c : out.copies) kv_->storage().copy_block(c.src, c.dst, c.group);
+    const auto forward_start = std::chrono::steady_clock::now();
     logits = model_.forward(batch_, kv_->storage(), pool_);
+    // The host tier's restore-or-recompute rule needs the prefill rate.
+    if (host_tier_ && std::any_of(out.scheduled.begin(), out.scheduled.end(),
+                                  [](const ScheduledSeq& sc) {
+                                    return sc.seq->n_computed < sc.seq->n_prompt;
+                                  }))
+      host_tier_->prefilled(batch_.n_tokens(), std::chrono::duration<double>(
+                                                   std::chrono::steady_clock::now() - forward_start)
+                                                   .count());
   } catch (const std::exception& e) {
     if (mask_prefetch_) mask_prefetch_->wait();  // it owns the samples' grammar states till then
     // Nothing of this step is committed; the batch's requests end with the
@@ -690,6 +704,10 @@ EngineStats Engine::stats() const {
   if (disk_tier_) {
     s.disk_tier = true;
     s.disk = disk_tier_->stats();
+  }
+  if (host_tier_) {
+    s.host_tier = true;
+    s.host = host_tier_->stats();
   }
   s.preemptions = scheduler_->total_preemptions();
   s.admission_paused = scheduler_->admission_paused();

@@ -19,6 +19,7 @@
 #include "engine/speculation.h"
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/disk_tier.h"
+#include "kvcache/host_tier.h"
 #include "kvcache/kv_cache_storage.h"
 #include "model/runner.h"
 #include "planner/planner.h"
@@ -38,6 +39,7 @@ struct RunOptions {
   std::function<int64_t()> memory_room;  // EngineConfig::memory_room
   bool elastic_pool = true;              // EngineConfig::elastic_pool
   DiskTierOptions disk_tier;        // EngineConfig::disk_tier
+  HostTierOptions host_tier;        // EngineConfig::host_tier
 };
 
 struct EngineConfig {
@@ -88,6 +90,8 @@ struct EngineConfig {
   int32_t state_checkpoints = -1;
   // The prefix cache's disk tier (kvcache/disk_tier.h): off when dir is empty.
   DiskTierOptions disk_tier;
+  // Its host tier (kvcache/host_tier.h), before the disk tier: off at 0 bytes.
+  HostTierOptions host_tier;
 
   // The KV runtime of this engine on `model` (num_blocks must be set): its
   // groups, and a workspace for the largest step the scheduler makes. The
@@ -123,6 +127,8 @@ struct EngineStats {
   uint64_t spec_accepted = 0;     // of those, the ones that became output
   bool disk_tier = false;         // the prefix cache has a disk tier
   DiskTierStats disk;
+  bool host_tier = false;         // the prefix cache has a host tier
+  HostTierStats host;
   bool admission_paused = false;  // the swap guard holds new sequences back
   std::vector<KvDeviceBytes> kv_pool;  // per device: bytes held now and planned
   bool elastic_pool = false;
@@ -225,6 +231,7 @@ class Engine {
   int64_t max_seq_len_;
   std::unique_ptr<KvRuntime> kv_;
   std::unique_ptr<DiskTier> disk_tier_;  // after kv_: it reads kv_'s storage
+  std::unique_ptr<HostTier> host_tier_;  // after disk_tier_: it hands blocks down to it
   std::unique_ptr<Scheduler> scheduler_;
   std::map<uint64_t, std::unique_ptr<RequestState>> requests_;
   std::map<const Sequence*, SeqState*> by_seq_;

@@ -92,6 +92,7 @@ bool BlockAllocator::allocate(int32_t n, std::vector<int32_t>& out) {
       id = lru_.front();
       lru_.pop_front();
       in_lru_[static_cast<size_t>(id)] = false;
+      if (on_evict_) on_evict_(id, block_tokens_[static_cast<size_t>(id)]);
       drop_hash(id);
       ++evictions_;
     }

@@ -67,6 +67,11 @@ class BlockAllocator {
   // its blocks is referenced (or only chunk 0 is left).
   bool remove_top_chunk();
   int32_t num_cached() const { return static_cast<int32_t>(lru_.size()); }
+  // Called by allocate() for each cached block it evicts, with the block's
+  // tokens, before its hash is dropped (its bytes are intact until a step
+  // writes the block): the prefix tiers keep a copy (kvcache/prefix_tier.h).
+  using EvictFn = std::function<void(int32_t id, std::span<const int32_t> tokens)>;
+  void set_evict_hook(EvictFn fn) { on_evict_ = std::move(fn); }
 
   // Takes `n` blocks (ref count 1, no hash), evicting cached blocks when the
   // never-used ones run out; appends their ids to `out`. If fewer than `n`
@@ -112,6 +117,7 @@ class BlockAllocator {
   int32_t chunk_blocks_ = 0;
   int32_t chunks_ = 1;
   GrowFn grow_;
+  EvictFn on_evict_;
 };
 
 }  // namespace pagellm

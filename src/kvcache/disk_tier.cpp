@@ -124,26 +124,6 @@ Hash128 model_file_digest(const std::string& model_path, const std::string& dir)
   return digest;
 }
 
-namespace {
-
-// Group 0's pools (the only group when the prefix cache is on).
-template <class Fn>
-void for_each_block_part(const KvCacheStorage& storage, Fn&& fn) {
-  for (const auto& p : storage.pools()) {
-    const KvPoolShape& s = p->shape();
-    if (s.group != 0) continue;
-    const size_t bytes = static_cast<size_t>(s.block_size) * s.slot_bytes();
-    for (int32_t l = s.layer_begin; l < s.layer_end; ++l) {
-      if (!p->has_layer(l)) continue;
-      auto* k = static_cast<uint8_t*>(p->k(l));
-      auto* v = static_cast<uint8_t*>(p->v(l));
-      fn(*p, l, k, bytes);
-      if (v != k) fn(*p, l, v, bytes);  // a latent cache keeps K rows only
-    }
-  }
-}
-
-}  // namespace
 
 Hash128 storage_layout_digest(const KvCacheStorage& storage) {
   ContentHasher h(0x6c61796f7574ull);
@@ -162,12 +142,6 @@ Hash128 storage_layout_digest(const KvCacheStorage& storage) {
     h.add(static_cast<int32_t>(base == p.k(layer)));
   });
   return h.digest();
-}
-
-size_t storage_block_bytes(const KvCacheStorage& storage) {
-  size_t n = 0;
-  for_each_block_part(storage, [&n](KvPool&, int32_t, uint8_t*, size_t bytes) { n += bytes; });
-  return n;
 }
 
 DiskTier::DiskTier(DiskTierOptions options, BlockFileIdentity identity, KvCacheStorage& storage,
@@ -206,31 +180,6 @@ Hash128 DiskTier::parent_key(int32_t parent) const {
   return parent < 0 ? root_key_ : key_of_block_[static_cast<size_t>(parent)];
 }
 
-void DiskTier::copy_block_out(int32_t block, std::vector<uint8_t>& out) const {
-  out.resize(block_bytes_);
-  size_t at = 0;
-  for_each_block_part(storage_, [&](KvPool& p, int32_t, uint8_t* base, size_t bytes) {
-    const uint8_t* src = base + static_cast<size_t>(block) * bytes;
-    if (p.backend() && !p.backend()->uses_host_memory())
-      p.backend()->download(out.data() + at, src, bytes);
-    else
-      std::memcpy(out.data() + at, src, bytes);
-    at += bytes;
-  });
-}
-
-void DiskTier::copy_block_in(int32_t block, const uint8_t* bytes_in) {
-  size_t at = 0;
-  for_each_block_part(storage_, [&](KvPool& p, int32_t, uint8_t* base, size_t bytes) {
-    uint8_t* dst = base + static_cast<size_t>(block) * bytes;
-    if (p.backend() && !p.backend()->uses_host_memory())
-      p.backend()->upload(dst, bytes_in + at, bytes);
-    else
-      std::memcpy(dst, bytes_in + at, bytes);
-    at += bytes;
-  });
-}
-
 static bool valid_block(const std::vector<bool>& valid, int32_t b) {
   return b >= 0 && static_cast<size_t>(b) < valid.size() && valid[static_cast<size_t>(b)];
 }
@@ -254,7 +203,8 @@ void DiskTier::committed(int32_t block, int32_t parent, std::span<const int32_t>
   try {
     Job job;
     job.header = {identity_, key, pk, {tokens.begin(), tokens.end()}};
-    copy_block_out(block, job.payload);
+    job.payload.resize(block_bytes_);
+    copy_block_out(storage_, block, job.payload.data());
     std::lock_guard lk(mu_);
     on_disk_.insert(key);  // pending: not queued twice
     queued_bytes_ += block_bytes_;
@@ -265,6 +215,28 @@ void DiskTier::committed(int32_t block, int32_t parent, std::span<const int32_t>
     return;
   }
   cv_.notify_one();
+}
+
+void DiskTier::demoted(const BlockFileHeader& header, std::span<const uint8_t> payload) {
+  if (payload.size() != block_bytes_ || !(header.identity == identity_)) return;
+  try {
+    Job job{header, {payload.begin(), payload.end()}};
+    {
+      std::lock_guard lk(mu_);
+      if (on_disk_.count(header.key)) return;
+      if (queued_bytes_ + block_bytes_ > options_.queue_bytes) {
+        ++stats_.writes_dropped;
+        return;
+      }
+      on_disk_.insert(header.key);
+      queued_bytes_ += block_bytes_;
+      queue_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  } catch (const std::exception&) {
+    std::lock_guard lk(mu_);
+    ++stats_.writes_dropped;
+  }
 }
 
 bool DiskTier::fetch(int32_t parent, std::span<const int32_t> tokens) {
@@ -305,7 +277,7 @@ bool DiskTier::fetch(int32_t parent, std::span<const int32_t> tokens) {
 }
 
 void DiskTier::place(int32_t block) {
-  copy_block_in(block, staged_payload_.data());
+  copy_block_in(storage_, block, staged_payload_.data());
   key_of_block_[static_cast<size_t>(block)] = staged_.key;
   key_valid_[static_cast<size_t>(block)] = true;
   std::lock_guard lk(mu_);

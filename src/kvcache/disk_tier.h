@@ -24,6 +24,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "kvcache/block_copy.h"
 #include "kvcache/block_file.h"
 #include "kvcache/kv_cache_storage.h"
 #include "kvcache/prefix_tier.h"
@@ -55,9 +56,8 @@ struct DiskTierOptions {
 Hash128 model_file_digest(const std::string& model_path, const std::string& dir);
 
 // The digest of the storage's layout (group 0's pools: layers, heads, head
-// size, type, device), and the bytes of one block over all of them.
+// size, type, device). (The bytes of one block: kvcache/block_copy.h.)
 Hash128 storage_layout_digest(const KvCacheStorage& storage);
-size_t storage_block_bytes(const KvCacheStorage& storage);
 
 class DiskTier final : public PrefixTier {
  public:
@@ -71,7 +71,11 @@ class DiskTier final : public PrefixTier {
   void committed(int32_t block, int32_t parent, std::span<const int32_t> tokens) override;
   bool fetch(int32_t parent, std::span<const int32_t> tokens) override;
   void place(int32_t block) override;
+  // A block the host tier drops (kvcache/host_tier.h): written unless its
+  // file is there (or queued) already, or the queue is full.
+  void demoted(const BlockFileHeader& header, std::span<const uint8_t> payload) override;
 
+  const BlockFileIdentity& identity() const { return identity_; }
   // Waits until every queued write is done (tests, shutdown).
   void flush();
   DiskTierStats stats() const;
@@ -84,8 +88,6 @@ class DiskTier final : public PrefixTier {
     std::vector<uint8_t> payload;
   };
   Hash128 parent_key(int32_t parent) const;
-  void copy_block_out(int32_t block, std::vector<uint8_t>& out) const;
-  void copy_block_in(int32_t block, const uint8_t* bytes);
   void writer_loop();
   void write_file(const Job& job);
   // Deletes the least recently used files until the directory is under

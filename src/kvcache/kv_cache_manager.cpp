@@ -88,6 +88,15 @@ int64_t KvCacheManager::match_prefix(std::span<const int32_t> tokens, BlockTable
   return static_cast<int64_t>(l.hits) * block_size_;
 }
 
+void KvCacheManager::set_prefix_tier(PrefixTier* tier) {
+  tier_ = tier;
+  if (tier)
+    alloc_.set_evict_hook(
+        [tier](int32_t id, std::span<const int32_t> tokens) { tier->evicted(id, tokens); });
+  else
+    alloc_.set_evict_hook({});
+}
+
 std::optional<int32_t> KvCacheManager::from_tier(const BlockTable& table,
                                                  std::span<const int32_t> tokens) {
   if (!tier_ || !alloc_.ensure_free(1)) return std::nullopt;

@@ -78,10 +78,11 @@ class KvCacheManager {
   // Hybrid models' recurrent-state checkpoints (not owned; null: none).
   void set_state_checkpoints(StateCheckpoints* checkpoints) { checkpoints_ = checkpoints; }
   StateCheckpoints* state_checkpoints() const { return checkpoints_; }
-  // A tier beyond the pool (not owned; null: none): committed blocks are
-  // offered to it, and match_prefix continues there where the pool's match
-  // ends (not with state checkpoints).
-  void set_prefix_tier(PrefixTier* tier) { tier_ = tier; }
+  // The chain of tiers beyond the pool (not owned; null: none): committed
+  // blocks and the cached blocks group 0 evicts are offered to it, and
+  // match_prefix continues there where the pool's match ends (not with state
+  // checkpoints).
+  void set_prefix_tier(PrefixTier* tier);
 
   // Makes room to write positions [write_from, n_tokens): new blocks as
   // needed, and private copies of shared blocks in that range (copy-on-write,

@@ -1,13 +1,17 @@
-// A second home for the prefix cache's full blocks beyond the KV pool (the
-// disk tier, kvcache/disk_tier.h). KvCacheManager tells it each block that
-// commit() hashes and, when a prompt's in-memory match ends, asks it for the
-// prompt's next blocks. Blocks are named by their id in group 0 and their
-// parent's id: the tier keeps each committed block's chained key.
+// A home for the prefix cache's full blocks beyond the KV pool: one chain of
+// tiers, nearest first (the host tier, kvcache/host_tier.h, then the disk
+// tier, kvcache/disk_tier.h). KvCacheManager tells the chain's head each
+// block that commit() hashes and each hashed block the pool evicts, and when
+// a prompt's in-memory match ends, asks it for the prompt's next blocks.
+// Blocks are named by their id in group 0 and their parent's id: a tier
+// keeps each committed block's chained key (kvcache/block_file.h).
 // Called on the engine thread only; never throws.
 #pragma once
 
 #include <cstdint>
 #include <span>
+
+#include "kvcache/block_file.h"
 
 namespace pagellm {
 
@@ -18,10 +22,16 @@ class PrefixTier {
   // `parent` (-1: the sequence's first block) in a sequence.
   virtual void committed(int32_t block, int32_t parent, std::span<const int32_t> tokens) = 0;
   // Looks up the full block `tokens` after block `parent` (-1: first); true:
-  // its K/V is read and checked, ready for place().
+  // its K/V is ready for place().
   virtual bool fetch(int32_t parent, std::span<const int32_t> tokens) = 0;
   // Writes what fetch() found into block `block` of every layer.
   virtual void place(int32_t block) = 0;
+  // The pool is about to reuse block `block`, a cached full block holding
+  // `tokens` whose bytes are still there: a tier may keep a copy.
+  virtual void evicted(int32_t /*block*/, std::span<const int32_t> /*tokens*/) {}
+  // The tier above drops a block (`payload`: its bytes, kvcache/block_copy.h):
+  // this one may keep it.
+  virtual void demoted(const BlockFileHeader& /*header*/, std::span<const uint8_t> /*payload*/) {}
 };
 
 }  // namespace pagellm

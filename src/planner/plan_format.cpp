@@ -105,6 +105,10 @@ std::string format_plan_table(const Plan& p) {
   }
   if (shared_note)
     out += "(virtual cpu:N devices share host RAM: host's free after counts their use too)\n";
+  if (const uint64_t tier = p.devices.empty() ? 0 : p.devices.back().host_tier_bytes; tier > 0)
+    out += fmt::format("KV host tier: {} of host RAM for prefix blocks evicted from the pool "
+                       "(--cache-host; in the host's free after)\n",
+                       format_size(tier));
   const bool windows = p.kv_groups.size() > 1;
   out += fmt::format("KV cache: {} blocks x {} tokens = {} tokens ({}, {} per token{})\n",
                      format_count(p.num_blocks), p.block_size, format_count(p.kv_tokens),
@@ -208,6 +212,7 @@ nlohmann::json plan_to_json(const Plan& p) {
                        {"state_bytes", d.state_bytes},
                        {"workspace_bytes", d.workspace_bytes},
                        {"headroom_bytes", d.headroom_bytes},
+                       {"host_tier_bytes", d.host_tier_bytes},
                        {"free_bytes", d.free_bytes},
                        {"free_after_bytes", d.free_after_bytes},
                        {"expert_bytes", d.expert_bytes},
@@ -232,6 +237,7 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["state_checkpoints"] = p.state_checkpoints;
   j["checkpoint_interval_tokens"] = p.checkpoint_interval;
   j["state_bytes"] = p.state_bytes();
+  j["host_tier_bytes"] = p.devices.empty() ? 0 : p.devices.back().host_tier_bytes;
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& g : p.kv_groups)
     groups.push_back({{"window", g.window},

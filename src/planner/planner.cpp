@@ -265,6 +265,7 @@ class Planner {
       dp.workspace_bytes = m_.workspace(i, x.begin, x.end);
       dp.kv_bytes = static_cast<uint64_t>(m_.kv(x.begin, x.end, blocks));
       dp.state_bytes = m_.state(x.begin, x.end);
+      dp.host_tier_bytes = m_.host_tier(i);
       dp.headroom_bytes = d.headroom_bytes;
       dp.free_bytes = d.free_bytes;
       if (m_.shared(i)) pool_used += dp.used_bytes();

@@ -101,6 +101,9 @@ struct PlanRequest {
   int64_t min_kv_tokens = 0;  // 0: max_seq_len
   bool no_cpu_offload = false;
   std::optional<DeviceMap> device_map;  // overrides the placement
+  // The prefix cache's host tier (--cache-host, kvcache/host_tier.h): host
+  // RAM charged like the host's workspace (under the swap guard).
+  uint64_t host_tier_bytes = 0;
 };
 
 // What limited the number of blocks.
@@ -127,6 +130,8 @@ struct DevicePlan {
   uint64_t state_bytes = 0;
   uint64_t workspace_bytes = 0;
   uint64_t headroom_bytes = 0;
+  // The host only: the prefix cache's host tier (PlanRequest::host_tier_bytes).
+  uint64_t host_tier_bytes = 0;
   uint64_t free_bytes = 0;
   // free - use; for the host, free - the use of the host and all virtual CPU
   // devices (they share its RAM).
@@ -143,7 +148,9 @@ struct DevicePlan {
   std::string name() const { return device.name(); }
   bool has_layers() const { return first_layer >= 0; }
   int32_t n_layers() const { return has_layers() ? last_layer - first_layer + 1 : 0; }
-  uint64_t used_bytes() const { return weight_bytes + kv_bytes + state_bytes + workspace_bytes; }
+  uint64_t used_bytes() const {
+    return weight_bytes + kv_bytes + state_bytes + workspace_bytes + host_tier_bytes;
+  }
 };
 
 struct Plan {

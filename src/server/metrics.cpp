@@ -100,6 +100,33 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
          static_cast<double>(e.spec_accepted));
   metric(out, "pagellm_engine_steps_total", "counter", "Engine steps (batched forward passes)",
          static_cast<double>(e.steps));
+  if (e.host_tier) {
+    metric(out, "pagellm_host_tier_hits_total", "counter",
+           "Prefix-cache blocks restored from the host tier (--cache-host)",
+           static_cast<double>(e.host.hits));
+    metric(out, "pagellm_host_tier_misses_total", "counter",
+           "Host-tier lookups that found no block", static_cast<double>(e.host.misses));
+    metric(out, "pagellm_host_tier_recomputed_total", "counter",
+           "Blocks the host tier held but computing them again was cheaper",
+           static_cast<double>(e.host.recomputed));
+    metric(out, "pagellm_host_tier_stored_total", "counter",
+           "Blocks evicted from the KV pool and copied into the host tier",
+           static_cast<double>(e.host.stored));
+    metric(out, "pagellm_host_tier_evicted_total", "counter",
+           "Blocks dropped from the host tier to make room (to --cache-dir if given)",
+           static_cast<double>(e.host.evicted));
+    metric(out, "pagellm_host_tier_stored_bytes_total", "counter",
+           "Bytes copied from the KV pool into the host tier", static_cast<double>(e.host.bytes_in));
+    metric(out, "pagellm_host_tier_restored_bytes_total", "counter",
+           "Bytes restored from the host tier into the KV pool",
+           static_cast<double>(e.host.bytes_out));
+    metric(out, "pagellm_host_tier_blocks", "gauge", "Blocks held by the host tier",
+           static_cast<double>(e.host.held_blocks));
+    metric(out, "pagellm_host_tier_bytes", "gauge", "Host-tier memory populated now",
+           static_cast<double>(e.host.held_bytes));
+    metric(out, "pagellm_host_tier_capacity_bytes", "gauge", "The host tier's size",
+           static_cast<double>(e.host.capacity_bytes));
+  }
   if (e.disk_tier) {
     metric(out, "pagellm_disk_tier_hits_total", "counter",
            "Prefix-cache blocks read back from --cache-dir", static_cast<double>(e.disk.hits));

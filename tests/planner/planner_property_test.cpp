@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <random>
 
 #include "kvcache/kv_cache_storage.h"
@@ -156,6 +157,53 @@ TEST(PlannerProperty, MatchesBruteForceAndStaysWithinBudgets) {
   EXPECT_GT(hybrids, 700);
   EXPECT_GT(state_matters, 100);
   std::printf("%d hybrid cases, %d where the state changes the plan\n", hybrids, state_matters);
+}
+
+// The prefix cache's host tier (--cache-host) is fixed host RAM: every plan
+// with it stays within every budget (the host pool's included), and equals
+// the plan without it on a host with that much less free memory.
+TEST(PlannerProperty, HostTierIsChargedToHostRam) {
+  std::mt19937_64 rng(54);
+  int fits = 0, changed = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    Case c = random_case(rng);
+    const uint64_t budget = c.devs.back().budget_bytes();
+    if (budget == 0) continue;
+    const uint64_t tier = std::uniform_int_distribution<uint64_t>(1, budget)(rng);
+    std::vector<PlanDevice> smaller = c.devs;
+    smaller.back().free_bytes -= tier;
+    PlanRequest with = c.req;
+    with.host_tier_bytes = tier;
+    std::optional<Plan> p, ref;
+    int64_t p_largest = 0, ref_largest = 0;
+    try {
+      p = make_plan(with, c.fp, c.devs);
+    } catch (const PlanError& e) {
+      p_largest = e.largest_kv_tokens();
+    }
+    try {
+      ref = make_plan(c.req, c.fp, smaller);
+    } catch (const PlanError& e) {
+      ref_largest = e.largest_kv_tokens();
+    }
+    ASSERT_EQ(p.has_value(), ref.has_value()) << c.text;
+    if (!p) {
+      ASSERT_EQ(p_largest, ref_largest) << c.text;
+      continue;
+    }
+    ++fits;
+    ASSERT_EQ(budget_violations(*p, with, c.devs, &c.fp), "") << c.text;
+    ASSERT_EQ(p->devices.back().host_tier_bytes, tier) << c.text;
+    ASSERT_EQ(p->num_blocks, ref->num_blocks) << c.text;
+    ASSERT_EQ(p->host_layers(), ref->host_layers()) << c.text;
+    try {
+      changed += make_plan(c.req, c.fp, c.devs).num_blocks != p->num_blocks;
+    } catch (const PlanError&) {
+      ++changed;
+    }
+  }
+  EXPECT_GT(fits, 500);
+  EXPECT_GT(changed, 100);  // the tier's bytes take cache from the plan in many cases
 }
 
 // MLA (deepseek2): a latent cache keeps one row of kv_lora_rank + rope values

@@ -1,0 +1,112 @@
+// The prefix cache's host tier under the engine: a prompt repeated after its
+// blocks were evicted from the pool (by a flood of other prompts) is restored
+// from the host tier, gives the tokens of a run without any cache, and counts
+// host hits; the same with the pool in a device's memory (the staged CPU
+// backend standing in for a GPU: the tier's memory is that backend's host
+// allocation); models that keep no whole prefix go without, with a note.
+#include <gtest/gtest.h>
+
+#include "backend/cpu/cpu_backend.h"
+#include "engine_runner.h"
+
+namespace pagellm::test {
+namespace {
+
+std::vector<int32_t> long_prompt(const Tokenizer& tok) {
+  return tok.encode(
+      "Once upon a time, in a small town near the sea, there lived a little girl named Mia. Mia "
+      "had a red kite that she loved more than anything. Every morning she ran to the beach with "
+      "her dog Max, and they played in the sand until the sun was high. One day a big wind came "
+      "and took the kite far away over the water.");
+}
+
+// Runs `prompts` one after another through one engine; each one's tokens.
+std::vector<std::vector<int32_t>> run_in_turn(Loaded& m, const std::vector<std::vector<int32_t>>& prompts,
+                                              const EngineConfig& cfg, int gen, EngineStats& st) {
+  ThreadPool pool(2);
+  Engine engine(*m.model, *m.tok, pool, cfg);
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& p : prompts) {
+    Request r;
+    r.prompt = p;
+    r.sampling.temperature = 0;
+    r.max_tokens = gen;
+    r.ignore_eos = true;
+    std::vector<int32_t> got;
+    engine.submit(r, [&got](const SeqEvent& ev) {
+      if (ev.token >= 0) got.push_back(ev.token);
+    });
+    while (engine.has_work()) engine.step();
+    out.push_back(got);
+  }
+  EXPECT_EQ(engine.kv_manager().allocator().num_used(), 0) << "leaked blocks";
+  st = engine.stats();
+  return out;
+}
+
+void check_repeat_after_eviction(Loaded& m, const std::string& what) {
+  const auto p = long_prompt(*m.tok);
+  ASSERT_GT(p.size(), 64u);
+  const uint64_t full = (p.size() - 1) / 16;  // blocks a repeat can reuse
+  const int gen = 12;
+  const auto want = run_all(m, {p}, solo_config(), gen)[0];
+  // Other prompts, each as long as the pool: every cached block of p is evicted.
+  EngineConfig cfg;
+  cfg.num_blocks = static_cast<int32_t>((p.size() + gen) / 16 + 2);
+  cfg.host_tier.max_bytes = 8 << 20;
+  std::vector<std::vector<int32_t>> flood;
+  for (int k = 0; k < 3; ++k) {
+    auto f = p;
+    for (auto& t : f) t = 3 + (t * 7 + k * 13) % (m.tok->n_vocab() - 3);
+    flood.push_back(f);
+  }
+  EngineStats st;
+  const auto got = run_in_turn(m, {p, flood[0], flood[1], flood[2], p}, cfg, gen, st);
+  EXPECT_EQ(got.front(), want) << what;
+  EXPECT_EQ(got.back(), want) << what;
+  EXPECT_TRUE(st.host_tier) << what;
+  EXPECT_GE(st.host.hits, full) << what;
+  EXPECT_GE(st.cached_prompt_tokens, full * 16) << what;
+  EXPECT_GT(st.blocks.evictions, 0u) << what;
+  EXPECT_LE(st.host.held_bytes, st.host.capacity_bytes) << what;
+}
+
+TEST(EngineHostTier, RepeatedPromptAfterEvictionIsRestoredFromHost) {
+  Loaded m = load("stories260K.gguf");
+  check_repeat_after_eviction(m, "host pool");
+}
+
+TEST(EngineHostTier, DevicePoolUsesTheBackendsHostMemory) {
+  Loaded ref = load("stories260K.gguf", {.repack = false});
+  const int32_t L = ref.model->hparams().n_layer;
+  auto staged = [](const std::string& device) -> std::unique_ptr<Backend> {
+    return std::make_unique<cpu::CpuBackend>(nullptr, /*staged=*/device != "host");
+  };
+  Loaded m = load("stories260K.gguf", {.repack = false,
+                                       .placements = {{"cpu:1", 0, L}},
+                                       .backend_factory = staged});
+  check_repeat_after_eviction(m, "staged cpu:1 pool");
+  ThreadPool pool(1);
+  EngineConfig cfg;
+  cfg.num_blocks = 16;
+  cfg.host_tier.max_bytes = 1 << 20;
+  Engine e(*m.model, *m.tok, pool, cfg);
+  EXPECT_TRUE(e.stats().host.pinned);
+}
+
+TEST(EngineHostTier, WithoutPrefixCacheThereIsNoTier) {
+  Loaded m = load("stories260K.gguf");
+  ThreadPool pool(1);
+  EngineConfig cfg;
+  cfg.num_blocks = 16;
+  cfg.prefix_caching = false;
+  cfg.host_tier.max_bytes = 1 << 20;
+  testing::internal::CaptureStderr();
+  Engine e(*m.model, *m.tok, pool, cfg);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(e.stats().host_tier);
+  EXPECT_NE(err.find("--cache-host is not used: the prefix cache is off"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace pagellm::test
