@@ -96,6 +96,37 @@ TEST(PlanCli, JsonKeysAndExactBytes) {
   EXPECT_EQ(j["model"]["n_layer"], 5);
 }
 
+// --cache-host: the tier's bytes are the host's (its free after counts
+// them; the cache on the other device stays), with a line in the table.
+TEST(PlanCli, CacheHostIsChargedToTheHost) {
+  const std::string flags = "--json --device cpu:0=64MiB --headroom 0 -c 1000";
+  CmdResult without = run_plan(flags);
+  CmdResult with = run_plan(flags + " --cache-host 3MiB");
+  ASSERT_EQ(without.code, 0) << without.err;
+  ASSERT_EQ(with.code, 0) << with.err;
+  const json a = json::parse(without.out), b = json::parse(with.out);
+  EXPECT_EQ(a["host_tier_bytes"], 0);
+  EXPECT_EQ(b["host_tier_bytes"], 3u << 20);
+  EXPECT_EQ(b["devices"][1]["host_tier_bytes"], 3u << 20);
+  EXPECT_EQ(b["devices"][0]["host_tier_bytes"], 0);
+  // The host's free after counts the tier with the host's and cpu:0's use
+  // (one run: the two runs measure free memory at different times).
+  uint64_t used = 0;
+  for (const json& d : b["devices"])
+    for (const char* k : {"weight_bytes", "kv_bytes", "state_bytes", "workspace_bytes",
+                          "host_tier_bytes"})
+      used += d[k].get<uint64_t>();
+  const uint64_t free = b["devices"][1]["free_bytes"].get<uint64_t>();
+  EXPECT_EQ(b["devices"][1]["free_after_bytes"].get<uint64_t>(), free > used ? free - used : 0);
+  EXPECT_EQ(a["num_blocks"], b["num_blocks"]);
+  CmdResult table = run_plan("--device cpu:0=64MiB --headroom 0 -c 1000 --cache-host 3MiB");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("KV host tier: 3.00 MiB of host RAM"), std::string::npos) << table.out;
+  CmdResult bad = run_plan("--cache-host much");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(bad.err.rfind("error: ", 0), 0u) << bad.err;
+}
+
 TEST(PlanCli, ManualDeviceMap) {
   CmdResult r = run_plan(
       "--json --device cpu:0=64MiB --device cpu:1=64MiB --headroom 0 "

@@ -94,6 +94,46 @@ TEST(EngineHostTier, DevicePoolUsesTheBackendsHostMemory) {
   EXPECT_TRUE(e.stats().host.pinned);
 }
 
+// Preemption by swap: long sequences in a pool too small for them all are
+// preempted; their full blocks (prompt and output) go to the host tier as
+// the pool evicts them and come back when they resume. The tokens are the
+// solo runs', and fewer tokens are computed than with recompute alone.
+TEST(EngineHostTier, PreemptedSequencesResumeFromTheHostTier) {
+  Loaded m = load("stories260K.gguf");
+  const auto base = long_prompt(*m.tok);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int k = 0; k < 4; ++k) {
+    auto p = base;
+    p[0] = 3 + k;  // no prefix shared between them
+    prompts.push_back(p);
+  }
+  const int gen = 40;
+  std::vector<std::vector<int32_t>> solo;
+  for (const auto& p : prompts) solo.push_back(run_all(m, {p}, solo_config(), gen)[0]);
+  EngineConfig tight;
+  tight.num_blocks = static_cast<int32_t>((base.size() + gen) / 16 + 3);
+  tight.scheduler.max_batched_tokens = 32;
+  EngineStats recompute, swap;
+  const auto got_recompute = run_all(m, prompts, tight, gen, &recompute);
+  tight.host_tier.max_bytes = 8 << 20;
+  const auto got_swap = run_all(m, prompts, tight, gen, &swap);
+  EXPECT_GT(swap.preemptions, 0u);
+  EXPECT_GT(swap.host.hits, 0u);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got_recompute[i], solo[i]) << "request " << i;
+    EXPECT_EQ(got_swap[i], solo[i]) << "request " << i;
+  }
+  // Same work asked for; what came back from the host was not computed again.
+  EXPECT_LT(swap.tokens_computed, recompute.tokens_computed);
+  std::printf("preemptions %llu/%llu; tokens computed with swap %llu, recompute only %llu; %llu "
+              "blocks back from the host\n",
+              static_cast<unsigned long long>(swap.preemptions),
+              static_cast<unsigned long long>(recompute.preemptions),
+              static_cast<unsigned long long>(swap.tokens_computed),
+              static_cast<unsigned long long>(recompute.tokens_computed),
+              static_cast<unsigned long long>(swap.host.hits));
+}
+
 TEST(EngineHostTier, WithoutPrefixCacheThereIsNoTier) {
   Loaded m = load("stories260K.gguf");
   ThreadPool pool(1);
