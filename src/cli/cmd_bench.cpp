@@ -144,6 +144,11 @@ int run_bench_cmd(BenchArgs a) {
     a.plan.max_seq_len = (s.prompt_len + s.gen_len + bs - 1) / bs * bs;
   }
   if (!a.plan_max_num_seqs_given) a.plan.max_num_seqs = s.concurrency;
+  // The host's default cache holds only a few full-length sequences (its
+  // seq_len is the load's here): room for the whole concurrency, so the
+  // figures are not a measure of preemption.
+  if (a.plan.kv_tokens == 0 && a.plan.kv_mem.empty() && a.plan.kv_fraction == 0)
+    a.plan.kv_tokens = a.plan.max_seq_len * a.plan.max_num_seqs;
   a.speculation.apply(a.plan);
   if (a.profile) enable_step_profile();
   EngineSetup setup = setup_engine(
