@@ -376,13 +376,15 @@ def main():
     ap.add_argument("--server-arg", action="append", default=[],
                     help="extra argument for pagellm serve (repeatable)")
     ap.add_argument("--cache-tiers", action="store_true",
-                    help="give the server a disk tier (a temporary --cache-dir, a small "
-                         "--cache-disk so its LRU evicts too) and require its paths: "
-                         "blocks written, restored on a hit, files evicted")
+                    help="give the server a host tier (a small --cache-host, so that it "
+                         "hands blocks down) and a disk tier (a temporary --cache-dir, a small "
+                         "--cache-disk so its LRU evicts too) and require their paths: "
+                         "blocks stored, restored on a hit, evicted; files written")
     args = ap.parse_args()
     cache_dir = tempfile.TemporaryDirectory(prefix="pagellm-soak-tiers-") if args.cache_tiers else None
     if cache_dir:
-        args.server_arg += ["--cache-dir", cache_dir.name, "--cache-disk", "4M"]
+        args.server_arg += ["--cache-host", "128K", "--cache-dir", cache_dir.name,
+                            "--cache-disk", "4M"]
 
     log = tempfile.NamedTemporaryFile(prefix="pagellm-soak-", suffix=".log", delete=False)
     cmd = [args.pagellm, "serve", "-m", args.model, "--host", "127.0.0.1", "--port", "0",
@@ -477,6 +479,11 @@ def main():
     ]
     if args.cache_tiers:
         paths += [
+            ("host tier: blocks stored from the pool", srv("pagellm_host_tier_stored_total"),
+             "server"),
+            ("host tier: blocks restored on a hit", srv("pagellm_host_tier_hits_total"), "server"),
+            ("host tier: blocks handed to the disk tier", srv("pagellm_host_tier_evicted_total"),
+             "server"),
             ("disk tier: block files written", srv("pagellm_disk_tier_files_written_total"), "server"),
             ("disk tier: blocks restored on a hit", srv("pagellm_disk_tier_hits_total"), "server"),
             ("disk tier: files evicted by its LRU", srv("pagellm_disk_tier_files_evicted_total"),
