@@ -230,7 +230,7 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
   }
   auto st = std::make_unique<SeqState>(rs.get(), 0, std::move(seq), sample_params(req.sampling, 0),
                                        SampleOutput(tokenizer_, req, 0, grammar_vocab_, mask_cache_));
-  st->spec = SpecControl(config_.speculation.draft_max);
+  st->spec = SpecControl(config_.speculation.draft_max, config_.speculation.draft_model);
   if (req.embedding)
     st->pooler = std::make_unique<EmbeddingPooler>(req.pooling, model_.hparams().n_embd, n_prompt);
   rs->seqs.reserve(static_cast<size_t>(req.n));
@@ -333,7 +333,7 @@ void Engine::fork_samples(SeqState& parent) {
     seq->n_cached_prompt = parent.seq->n_cached_prompt;
     auto st = std::make_unique<SeqState>(&rs, i, std::move(seq), sample_params(rs.req.sampling, i),
                                          parent.out.fork(i));
-    st->spec = SpecControl(config_.speculation.draft_max);
+    st->spec = SpecControl(config_.speculation.draft_max, config_.speculation.draft_model);
     if (parent.seq->state_slot >= 0) {
       // The sample goes on from the prompt's state: copied before the next step.
       st->seq->state_slot = kv_->acquire_state_slot();
@@ -413,6 +413,7 @@ void Engine::emit(SeqState& st, int32_t id) {
 
 bool Engine::step() {
   timer_.begin();
+  const auto step_start = std::chrono::steady_clock::now();  // the draft lengths' cost model
   check_memory();
   propose_drafts();
   SchedulerOutput out = scheduler_->schedule();
@@ -594,6 +595,10 @@ bool Engine::step() {
   drop_finished_requests();
   timer_.lap(StepPhase::kOutput);
   timer_.end(decode_step, out.scheduled.size(), step_profile_);
+  // A step whose every token got logits (decodes and drafts): its time by rows.
+  if (proposer_ && rows == batch_.n_tokens())
+    step_cost_.record(
+        rows, std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
   return true;
 }
 
@@ -641,24 +646,34 @@ void Engine::propose_drafts() {
   const auto n_decoding = std::count_if(running.begin(), running.end(), decodes);
   if (n_decoding == 0 || n_decoding > config_.speculation.max_batch) return;
   draft_wants_.clear();
+  draft_controls_.clear();
   for (Sequence* s : running) {
     if (!decodes(s)) continue;
     SeqState& st = *by_seq_.at(s);
     if (st.done) continue;
+    st.spec.observe(s->tokens);
     // Verifying k drafts emits up to k + 1 tokens.
     const int64_t room = s->max_total - static_cast<int64_t>(s->tokens.size()) - 1;
     const int32_t k = static_cast<int32_t>(std::min<int64_t>(st.spec.next(), room));
-    if (k > 0) draft_wants_.push_back({s->id, s->tokens, k, &s->draft});
+    if (k <= 0) continue;
+    draft_wants_.push_back({s->id, s->tokens, k, &s->draft});
+    draft_controls_.push_back(&st.spec);
   }
   if (draft_wants_.empty()) return;
+  // A draft model's tokens cost passes of their own: how many is chosen
+  // first. Prompt lookup's cost nothing: what it found is cut after.
+  if (config_.speculation.draft_model) {
+    const auto k = fit_draft_lengths(draft_wants_, draft_controls_, false, n_decoding, step_cost_);
+    for (size_t i = 0; i < k.size(); ++i) draft_wants_[i].k = k[i];
+  }
   try {
     proposer_->propose(draft_wants_);
   } catch (const std::exception&) {
     // Drafts only ever save time: without them the step decodes as usual.
     for (const DraftWant& w : draft_wants_) w.out->clear();
   }
-  for (const DraftWant& w : draft_wants_)
-    if (static_cast<int64_t>(w.out->size()) > w.k) w.out->resize(static_cast<size_t>(w.k));
+  const auto k = fit_draft_lengths(draft_wants_, draft_controls_, true, n_decoding, step_cost_);
+  for (size_t i = 0; i < k.size(); ++i) draft_wants_[i].out->resize(static_cast<size_t>(k[i]));
 }
 
 void Engine::verify_drafts(SeqState& st, const float* rows, int64_t n_draft) {

@@ -13,6 +13,7 @@
 
 #include "engine/kv_runtime.h"
 #include "engine/mask_prefetch.h"
+#include "engine/draft_length.h"
 #include "engine/request.h"
 #include "grammar/token_mask.h"
 #include "engine/scheduler.h"
@@ -244,6 +245,8 @@ class Engine {
   std::vector<Draw> draws_;
   std::unique_ptr<DraftProposer> proposer_;
   std::vector<DraftWant> draft_wants_;
+  std::vector<SpecControl*> draft_controls_;  // draft_wants_[i]'s sequence's
+  StepCostModel step_cost_;                    // decode steps' time by rows
   std::function<void()> step_observer_;
   StepTimer timer_;
   StepProfileTotals step_profile_;

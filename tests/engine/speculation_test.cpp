@@ -21,18 +21,28 @@ namespace {
 
 using namespace test;  // engine_runner.h
 
-// The most recent earlier occurrence of the longest n-gram ending `t`,
-// written as directly as possible.
+// What followed an earlier occurrence of the longest n-gram ending `t` whose
+// match reaches furthest back (at most kLookupContext tokens), the latest of
+// those, written as directly as possible.
 std::vector<int32_t> naive_lookup(const std::vector<int32_t>& t, int max_n, int k) {
   const int size = static_cast<int>(t.size());
   const int min_n = max_n == 1 ? 1 : 2;
   for (int n = max_n; n >= min_n; --n) {
     if (n > size - 1) continue;
-    int best = -1;
+    int best = -1, best_len = -1;
     for (int start = 0; start + n < size; ++start) {
-      bool same = true;
-      for (int i = 0; i < n; ++i) same = same && t[start + i] == t[size - n + i];
-      if (same) best = start;
+      // How many tokens before and including t[start + n - 1] equal those
+      // ending t (capped).
+      int len = 0;
+      while (start + n - 1 - len >= 0 && t[start + n - 1 - len] == t[size - 1 - len] &&
+             len < std::max<int>(n, kLookupContext))
+        ++len;
+      if (len < n) continue;
+      len = std::min<int>(len, std::max<int>(n, kLookupContext));
+      if (len >= best_len) {
+        best = start;
+        best_len = len;
+      }
     }
     if (best >= 0) {
       std::vector<int32_t> out;
@@ -52,6 +62,16 @@ TEST(PromptLookup, EqualsNaiveSearch) {
     const int alphabet = std::uniform_int_distribution<int>(2, 6)(rng);
     std::vector<int32_t> t(static_cast<size_t>(size));
     for (auto& x : t) x = std::uniform_int_distribution<int>(0, alphabet - 1)(rng);
+    if (iter % 4 == 0 && size > 0) {
+      // Text that quotes itself at length, with edits: matches that reach
+      // past kLookupContext tokens back, and several copies to choose from.
+      for (int quotes = std::uniform_int_distribution<int>(1, 5)(rng); quotes > 0; --quotes) {
+        const auto from = std::uniform_int_distribution<size_t>(0, t.size() - 1)(rng);
+        const auto len = std::uniform_int_distribution<size_t>(1, 150)(rng);
+        for (size_t i = from; i < std::min(t.size(), from + len); ++i)
+          t.push_back(std::uniform_int_distribution<int>(0, 30)(rng) == 0 ? alphabet : t[i]);
+      }
+    }
     const int max_n = std::uniform_int_distribution<int>(0, 5)(rng);
     const int k = std::uniform_int_distribution<int>(0, 6)(rng);
     const auto want = max_n > 0 && k > 0 ? naive_lookup(t, max_n, k) : std::vector<int32_t>{};
@@ -75,19 +95,59 @@ TEST(PromptLookup, ProposesWhatFollowedTheLastOccurrence) {
   EXPECT_TRUE(out.empty());
 }
 
-TEST(SpecControl, GrowsShrinksAndBacksOff) {
-  SpecControl c(5);
+// The acceptance estimate against the same counts kept by hand: (a + 1) /
+// (a + r + 2) with a and r decaying by kDecay every step.
+TEST(SpecControl, AcceptanceFollowsRecentDrafts) {
+  SpecControl c(8);
+  double a = 0, r = 0;
+  std::mt19937 rng(5);
+  std::vector<int32_t> tokens = {1, 2, 3};
+  for (int step = 0; step < 200; ++step) {
+    EXPECT_EQ(c.next(), 8);  // no cooldown without a draft model
+    a *= SpecControl::kDecay;
+    r *= SpecControl::kDecay;
+    const int kind = std::uniform_int_distribution<int>(0, 3)(rng);
+    if (kind == 0) {  // a verified draft
+      const int proposed = std::uniform_int_distribution<int>(1, 8)(rng);
+      const int accepted = std::uniform_int_distribution<int>(0, proposed)(rng);
+      c.record(proposed, accepted);
+      a += accepted;
+      r += accepted < proposed;
+    } else if (kind == 1) {  // a shadow, then the token the sequence emits
+      const int32_t guess = std::uniform_int_distribution<int>(0, 1)(rng);
+      c.shadow(static_cast<int64_t>(tokens.size()), guess);
+      c.observe(tokens);  // not emitted yet: nothing to compare
+      tokens.push_back(std::uniform_int_distribution<int>(0, 1)(rng));
+      c.observe(tokens);
+      c.observe(tokens);  // compared once
+      a += tokens.back() == guess;
+      r += tokens.back() != guess;
+    }  // else no draft this step
+    ASSERT_NEAR(c.acceptance(), (a + 1) / (a + r + 2), 1e-12) << "step " << step;
+  }
+}
+
+TEST(SpecControl, RecoversWithoutDrafts) {
+  SpecControl c(4);
+  for (int i = 0; i < 10; ++i) {
+    c.next();
+    c.record(4, 0);
+  }
+  const double low = c.acceptance();
+  EXPECT_LT(low, 0.15);
+  // Steps without drafts: the estimate returns towards 1/2, so drafting is tried again.
+  for (int i = 0; i < 40; ++i) c.next();
+  EXPECT_GT(c.acceptance(), 0.45);
+  EXPECT_LE(c.acceptance(), 0.5);
+}
+
+// A draft model's drafts cost passes: after two fully rejected drafts in a
+// row it stops proposing for 1, 2, 4, ... steps, reset by an accepted draft.
+TEST(SpecControl, DraftModelBacksOff) {
+  SpecControl c(5, /*cooldown=*/true);
   EXPECT_EQ(c.next(), 5);
-  c.record(5, 2);  // partial: accepted + 1
-  EXPECT_EQ(c.next(), 3);
-  c.record(3, 3);  // full: one more
-  EXPECT_EQ(c.next(), 4);
-  c.record(4, 4);
-  c.record(5, 5);
-  EXPECT_EQ(c.next(), 5);  // capped
-  c.record(0, 0);          // nothing proposed: no change
+  c.record(5, 2);
   EXPECT_EQ(c.next(), 5);
-  // Two misses in a row: a cooldown of 1 step, then 2, then 4 ...
   int cooldown_before = 0;
   for (int round = 0; round < 4; ++round) {
     c.record(1, 0);
@@ -302,6 +362,122 @@ TEST(Speculation, SamplesOfOneRequestUnchanged) {
   const auto [spec, st1] = run(3);
   EXPECT_EQ(spec, plain);
   EXPECT_GT(st1.spec_accepted, 0u);
+}
+
+// A proposer that knows each sequence's greedy output (`full`: prompt and
+// output) and drafts it wrongly before position switch_at[i], rightly after.
+class ScriptedProposer final : public DraftProposer {
+ public:
+  ScriptedProposer(std::vector<std::vector<int32_t>> full, std::vector<size_t> switch_at,
+                   int32_t n_vocab)
+      : full_(std::move(full)), switch_at_(std::move(switch_at)), n_vocab_(n_vocab) {}
+  void propose(std::span<const DraftWant> wants) override {
+    for (const DraftWant& w : wants) {
+      w.out->clear();
+      const size_t n = w.tokens.size();
+      size_t f = 0;
+      while (f < full_.size() && !(full_[f].size() >= n &&
+                                   std::equal(w.tokens.begin(), w.tokens.end(), full_[f].begin())))
+        ++f;
+      if (w.k <= 0 || f == full_.size()) continue;
+      const bool wrong = n < switch_at_[f];
+      (wrong ? wrong_calls : right_calls)++;
+      for (size_t i = n; i < n + static_cast<size_t>(w.k) && i < full_[f].size(); ++i)
+        w.out->push_back(wrong ? (full_[f][i] + 1) % n_vocab_ : full_[f][i]);
+    }
+  }
+  int wrong_calls = 0, right_calls = 0;
+
+ private:
+  std::vector<std::vector<int32_t>> full_;
+  std::vector<size_t> switch_at_;
+  int32_t n_vocab_;
+};
+
+// Drafts ride in the step that decodes the other sequences: every step is
+// one forward pass whose rows are each decoding sequence's token and the
+// drafts granted (no extra pass for verification, nothing computed twice).
+TEST(Speculation, DraftsRideInTheDecodeStep) {
+  Loaded m = load("stories260K.gguf");
+  const auto prompts = repeating_prompts(*m.tok, 3);
+  const int gen = 40;
+  std::vector<std::vector<int32_t>> full;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    full.push_back(prompts[i]);
+    const auto out = run_spec(m, {prompts[i]}, solo_config(), gen, 0, 0).tokens[0];
+    full.back().insert(full.back().end(), out.begin(), out.end());
+  }
+  EngineConfig cfg;
+  cfg.num_blocks = 128;
+  cfg.scheduler.max_num_seqs = 8;
+  cfg.speculation = {.draft_model = true, .draft_max = 4, .max_batch = 8};
+  ThreadPool pool(2);
+  Engine engine(*m.model, *m.tok, pool, cfg);
+  // Drafts of the greedy output: accepted, so every step has some.
+  engine.set_draft_proposer(std::make_unique<ScriptedProposer>(
+      full, std::vector<size_t>(full.size(), 0), m.tok->n_vocab()));
+  for (const auto& prompt : prompts) {
+    Request r;
+    r.prompt = prompt;
+    r.max_tokens = gen;
+    r.sampling.temperature = 0;
+    r.ignore_eos = true;
+    engine.submit(r, nullptr);
+  }
+  int shared_steps = 0;
+  while (engine.has_work()) {
+    const EngineStats before = engine.stats();
+    // Every running sequence decoding (its last token is all it has to run).
+    int decoding = 0;
+    for (const SequenceStats& q : before.sequences)
+      decoding += q.running && q.n_tokens > q.n_prompt && q.n_computed + 1 == q.n_tokens;
+    const bool all_decoding = decoding == before.running && before.waiting == 0;
+    ASSERT_TRUE(engine.step());
+    const EngineStats after = engine.stats();
+    ASSERT_EQ(after.steps, before.steps + 1);  // one forward pass
+    if (!all_decoding) continue;
+    const uint64_t drafts = after.spec_proposed - before.spec_proposed;
+    EXPECT_EQ(after.tokens_computed - before.tokens_computed, static_cast<uint64_t>(decoding) + drafts);
+    shared_steps += drafts > 0 && decoding > 1;
+  }
+  EXPECT_GE(shared_steps, 4) << "too few steps verified drafts beside other sequences' decode";
+}
+
+TEST(Speculation, BacksOffWhileRejectedAndRecovers) {
+  Loaded m = load("stories260K.gguf");
+  const auto prompt = repeating_prompts(*m.tok, 1)[0];
+  const int gen = 90, wrong_for = 30;
+  const auto plain = run_spec(m, {prompt}, solo_config(), gen, 0, 0).tokens[0];
+  std::vector<int32_t> full = prompt;
+  full.insert(full.end(), plain.begin(), plain.end());
+
+  EngineConfig cfg = solo_config();
+  cfg.speculation = {.draft_model = true, .draft_max = 4, .max_batch = 4};
+  ThreadPool pool(2);
+  Engine engine(*m.model, *m.tok, pool, cfg);
+  auto owned = std::make_unique<ScriptedProposer>(std::vector<std::vector<int32_t>>{full},
+                                                  std::vector{prompt.size() + wrong_for},
+                                                  m.tok->n_vocab());
+  ScriptedProposer* proposer = owned.get();
+  engine.set_draft_proposer(std::move(owned));
+  std::vector<int32_t> out;
+  Request r;
+  r.prompt = prompt;
+  r.max_tokens = gen;
+  r.sampling.temperature = 0;
+  r.ignore_eos = true;
+  engine.submit(r, [&out](const SeqEvent& ev) {
+    if (ev.token >= 0) out.push_back(ev.token);
+  });
+  while (engine.has_work()) engine.step();
+  EXPECT_EQ(out, plain);
+  // Every wrong draft is rejected, so the first 30 tokens take a step each:
+  // the backoff (1, 2, 4, 8 ... steps after two misses) drafts in few of them.
+  EXPECT_LT(proposer->wrong_calls, wrong_for / 2);
+  EXPECT_GT(proposer->wrong_calls, 2);
+  // Then drafts return and are accepted.
+  EXPECT_GT(proposer->right_calls, 0);
+  EXPECT_GT(engine.stats().spec_accepted, static_cast<uint64_t>(gen - wrong_for) / 3);
 }
 
 TEST(Speculation, FaultWhileVerifyingLosesNothing) {
