@@ -371,5 +371,56 @@ TEST(GpuPlacement, WithoutAGpuIsAClearError) {
   }
 }
 
+// The prefix cache's host tier with the pool on the GPU: blocks evicted from
+// the pool are downloaded into pinned memory (the backend's allocate_host)
+// and uploaded back when the prompt repeats; the repeat gives the first
+// run's tokens (a parting only where the CPU itself nearly tied: the repeat
+// computes its last prompt token alone, another kernel than the prefill).
+TEST(CudaEngine, HostTierRestoresEvictedBlocksThroughPinnedMemory) {
+  REQUIRE_GPU();
+  Loaded cpu = load("stories260K.gguf");
+  const int32_t L = cpu.model->hparams().n_layer;
+  Loaded gpu = load("stories260K.gguf", {.placements = {{"cuda:0", 0, L}}});
+  std::vector<int32_t> p = make_prompts(*cpu.tok, 1)[0];
+  while (p.size() < 100) p.push_back(3 + static_cast<int32_t>(p.size() * 11) % 500);
+  const int gen = 12;
+  EngineConfig cfg;
+  cfg.num_blocks = static_cast<int32_t>((p.size() + gen) / 16 + 2);
+  cfg.host_tier.max_bytes = 8 << 20;
+  ThreadPool pool(2);
+  Engine engine(*gpu.model, *gpu.tok, pool, cfg);
+  auto run = [&](const std::vector<int32_t>& prompt) {
+    Request r;
+    r.prompt = prompt;
+    r.sampling.temperature = 0;
+    r.max_tokens = gen;
+    r.ignore_eos = true;
+    std::vector<int32_t> got;
+    engine.submit(r, [&got](const SeqEvent& ev) {
+      if (ev.token >= 0) got.push_back(ev.token);
+    });
+    while (engine.has_work()) engine.step();
+    return got;
+  };
+  const auto first = run(p);
+  for (int k = 0; k < 2; ++k) {
+    auto other = p;
+    for (auto& t : other) t = 3 + (t * 7 + k * 13) % 500;
+    run(other);
+  }
+  const auto again = run(p);
+  const EngineStats st = engine.stats();
+  EXPECT_TRUE(st.host.pinned);
+  EXPECT_GE(st.host.hits, (p.size() - 1) / 16);
+  EXPECT_EQ(engine.kv_manager().allocator().num_used(), 0);
+  size_t k = 0;
+  while (k < first.size() && k < again.size() && first[k] == again[k]) ++k;
+  if (k < first.size()) {
+    std::vector<int32_t> ids = p;
+    ids.insert(ids.end(), first.begin(), first.begin() + static_cast<std::ptrdiff_t>(k));
+    EXPECT_LT(cpu_margin(*cpu.model, ids), 0.02) << "the repeat parts at token " << k;
+  }
+}
+
 }  // namespace
 }  // namespace pagellm
