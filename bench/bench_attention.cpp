@@ -33,13 +33,21 @@ using namespace pagellm;
 
 using bench::pool;
 
-constexpr int kHeads = 32, kKvHeads = 8, kBlock = 16;
+constexpr int kBlock = 16;
+
+// Query heads, KV heads, head size and (MLA's latent cache) v_dim: 0 for
+// separate K and V caches, else one row per position (K = the row, V = its
+// first v_dim values) and no V cache.
+struct Shape {
+  int heads = 32, kv_heads = 8, d = 64, v_dim = 0;
+};
 
 // K and V caches rotate through enough copies to exceed the last-level cache,
 // so decode reads them from memory, as a model's layers do.
 constexpr size_t kRotateBytes = 256ull << 20;
 
 struct Setup {
+  Shape sh;
   int d, seqs, ctx;
   DType kv;
   size_t row_bytes;  // one head row of the cache
@@ -48,18 +56,20 @@ struct Setup {
   std::vector<std::vector<int32_t>> tables;
   std::vector<const int32_t*> rows;
 
-  Setup(int d_, int seqs_, int ctx_, DType kv_)
-      : d(d_), seqs(seqs_), ctx(ctx_), kv(kv_), row_bytes(dtype_row_bytes(kv_, d_)) {
+  Setup(Shape sh_, int seqs_, int ctx_, DType kv_)
+      : sh(sh_), d(sh_.d), seqs(seqs_), ctx(ctx_), kv(kv_), row_bytes(dtype_row_bytes(kv_, sh_.d)) {
     const int blocks_per_seq = (ctx + kBlock - 1) / kBlock;
     const int blocks = blocks_per_seq * seqs;
-    const size_t n_rows = static_cast<size_t>(blocks) * kBlock * kKvHeads;
+    const size_t n_rows = static_cast<size_t>(blocks) * kBlock * sh.kv_heads;
     const size_t bytes = n_rows * row_bytes;
+    const int n_caches = sh.v_dim > 0 ? 1 : 2;
     std::mt19937 rng(1);
     std::normal_distribution<float> nd;
     std::vector<float> row(static_cast<size_t>(d));
-    const size_t copies = std::max<size_t>(1, kRotateBytes / (2 * bytes));
+    const size_t copies = std::max<size_t>(1, kRotateBytes / (n_caches * bytes));
     for (size_t c = 0; c < copies; ++c) {
       for (auto* cache : {&k, &v}) {
+        if (cache == &v && n_caches == 1) break;
         cache->emplace_back(static_cast<uint8_t*>(allocate_host_pages(bytes)),
                             HostPagesFree{bytes});
         uint8_t* x = cache->back().get();
@@ -83,11 +93,12 @@ struct Setup {
 // as in a serving step where a prompt joins running sequences. window /
 // softcap: Gemma 2/3's sliding window and score soft cap.
 void run(benchmark::State& state, bool decode, bool mixed = false, DType kv = DType::F16,
-         int window = 0, float softcap = 0.0f) {
-  const int d = static_cast<int>(state.range(0));
+         int window = 0, float softcap = 0.0f, Shape sh = {}) {
+  if (state.range(0) > 0) sh.d = static_cast<int>(state.range(0));
+  const int d = sh.d, kHeads = sh.heads, kKvHeads = sh.kv_heads;
   const int ctx = static_cast<int>(state.range(1));
   const int seqs = decode ? static_cast<int>(state.range(2)) : mixed ? 2 : 1;
-  Setup s(d, seqs, ctx, kv);
+  Setup s(sh, seqs, ctx, kv);
   std::vector<int32_t> tok_seq, tok_pos;
   for (int q = 0; q < seqs; ++q) {
     if (decode) {
@@ -109,7 +120,10 @@ void run(benchmark::State& state, bool decode, bool mixed = false, DType kv = DT
   a.n_heads = kHeads;
   a.n_kv_heads = kKvHeads;
   a.head_dim = d;
-
+  a.v_dim = sh.v_dim;
+  a.out_stride = kHeads * (sh.v_dim > 0 ? sh.v_dim : d);
+  out.resize(static_cast<size_t>(n) * a.out_stride);
+  a.out = out.data();
   a.kv_type = kv;
   a.block_size = kBlock;
   a.token_seq = tok_seq.data();
@@ -121,7 +135,7 @@ void run(benchmark::State& state, bool decode, bool mixed = false, DType kv = DT
   size_t copy = 0;
   for (auto _ : state) {
     a.k_cache = s.k[copy].get();
-    a.v_cache = s.v[copy].get();
+    a.v_cache = sh.v_dim > 0 ? a.k_cache : s.v[copy].get();
     copy = (copy + 1) % s.k.size();
     paged_attention(a, pool());
     benchmark::DoNotOptimize(out.data());
@@ -129,8 +143,9 @@ void run(benchmark::State& state, bool decode, bool mixed = false, DType kv = DT
   double positions = 0;  // (query token, position) pairs attended
   for (int i = 0; i < n; ++i)
     positions += window > 0 ? std::min(tok_pos[i] + 1, window) : tok_pos[i] + 1;
-  const double kv_bytes = positions * kKvHeads * 2.0 * static_cast<double>(s.row_bytes);  // K, V
-  const double flops = positions * kHeads * d * 4.0;
+  const double kv_bytes = positions * kKvHeads * (sh.v_dim > 0 ? 1.0 : 2.0) *
+                          static_cast<double>(s.row_bytes);  // K, V (a latent row once)
+  const double flops = positions * kHeads * 2.0 * (d + (sh.v_dim > 0 ? sh.v_dim : d));
   const double it = static_cast<double>(state.iterations());
   if (decode)
     state.counters["GB/s"] = benchmark::Counter(kv_bytes * it / 1e9, benchmark::Counter::kIsRate);
@@ -158,6 +173,25 @@ void BM_AttentionDecodeWindowed(benchmark::State& state) {
   run(state, true, false, DType::F16, static_cast<int>(state.range(3)),
       static_cast<float>(state.range(4)));
 }
+
+// issue 56's bench/mla_bench.sh shapes, one layer: MLA (16 heads over a
+// latent row of 256 + 64, values its first 256) against its GQA twin (16
+// heads, 4 KV heads of 128): decode, and a prompt of ctx tokens.
+constexpr Shape kMla{16, 1, 320, 256}, kGqaTwin{16, 4, 128, 0};
+void BM_MlaDecode(benchmark::State& state) { run(state, true, false, DType::F16, 0, 0, kMla); }
+void BM_MlaDecodeQ8(benchmark::State& state) { run(state, true, false, DType::Q8_0, 0, 0, kMla); }
+void BM_MlaTwinDecode(benchmark::State& state) {
+  run(state, true, false, DType::F16, 0, 0, kGqaTwin);
+}
+void BM_MlaPrefill(benchmark::State& state) { run(state, false, false, DType::F16, 0, 0, kMla); }
+void BM_MlaTwinPrefill(benchmark::State& state) {
+  run(state, false, false, DType::F16, 0, 0, kGqaTwin);
+}
+BENCHMARK(BM_MlaDecode)->ArgNames({"", "ctx", "seqs"})->Args({0, 4096, 1})->UseRealTime();
+BENCHMARK(BM_MlaDecodeQ8)->ArgNames({"", "ctx", "seqs"})->Args({0, 4096, 1})->UseRealTime();
+BENCHMARK(BM_MlaTwinDecode)->ArgNames({"", "ctx", "seqs"})->Args({0, 4096, 1})->UseRealTime();
+BENCHMARK(BM_MlaPrefill)->ArgNames({"", "ctx"})->Args({0, 1024})->UseRealTime();
+BENCHMARK(BM_MlaTwinPrefill)->ArgNames({"", "ctx"})->Args({0, 1024})->UseRealTime();
 
 BENCHMARK(BM_AttentionDecode)
     ->ArgNames({"head_dim", "ctx", "seqs"})

@@ -74,6 +74,12 @@ void Backend::copy_to(Backend& to, void* dst, const void* src, size_t bytes) {
   to.upload(dst, staging.get(), bytes);
 }
 
+void Backend::matmul_groups(const float* x, int64_t rows, const MatrixView* ws, int64_t groups,
+                            float* y) {
+  for (int64_t g = 0; g < groups; ++g)
+    matmul(x + g * rows * ws[g].n_in, rows, {{.w = &ws[g], .y = y + g * rows * ws[g].n_out}});
+}
+
 void Backend::norm_matmul(const float* x, const float* norm, float eps, float* h, int64_t rows,
                           const MatmulOutput* outs, size_t n_outs) {
   rms_norm(x, norm, h, rows, outs[0].w->n_in, eps);

@@ -219,6 +219,13 @@ class Backend {
   void matmul(const float* x, int64_t rows, std::initializer_list<MatmulOutput> outs) {
     matmul(x, rows, outs.begin(), outs.size());
   }
+  // Per-group products, back to back: y_g = x_g ws[g]^T for g < groups, with
+  // x_g = x + g * rows * n_in and y_g = y + g * rows * n_out (every ws[g] of
+  // one type and shape): MLA's per-head absorptions. The default runs
+  // matmul() per group; the CPU backend runs them in one parallel region (a
+  // decode step's 2 x n_head small products, one pool dispatch each before).
+  virtual void matmul_groups(const float* x, int64_t rows, const MatrixView* ws, int64_t groups,
+                             float* y);
   // y_i = rms_norm(x) W_i^T: RMSNorm (as rms_norm below, weight `norm`) of
   // each row of x ([rows][n_in]), then the products. The normalized rows go to
   // h ([rows][n_in]) unless the backend fuses the norm into its matmul input

@@ -116,10 +116,13 @@ void mla_attention_block(LayerContext& c) {
   b.gather_rows(P, g, rows.data(), static_cast<int64_t>(rows.size()), N);
   const WeightMatrix& kb = w.matrix(MatrixRole::kKB);
   const WeightMatrix& vb = w.matrix(MatrixRole::kVB);
+  // Each head's slice of attn_k_b / attn_v_b, for one grouped product each.
+  std::vector<MatrixView> kbh(static_cast<size_t>(d.H)), vbh(static_cast<size_t>(d.H));
   for (int64_t h = 0; h < d.H; ++h) {
-    const MatrixView m = kb.rows(h * d.L, d.L).view();
-    b.matmul(N + h * T * d.dn, T, {{&m, QL + h * T * d.L}});
+    kbh[static_cast<size_t>(h)] = kb.rows(h * d.L, d.L).view();
+    vbh[static_cast<size_t>(h)] = vb.rows(h * d.dv, d.dv).view();
   }
+  b.matmul_groups(N, T, kbh.data(), d.H, QL);
   // The attention query [q latent | q_pe] per head, q_pe rotated.
   rows.clear();
   for (int64_t t = 0; t < T; ++t)
@@ -138,10 +141,7 @@ void mla_attention_block(LayerContext& c) {
   for (int64_t h = 0; h < d.H; ++h)
     for (int64_t t = 0; t < T; ++t) rows.push_back(static_cast<int32_t>(t * d.H + h));
   b.gather_rows(c.attn, d.L, rows.data(), static_cast<int64_t>(rows.size()), QL);
-  for (int64_t h = 0; h < d.H; ++h) {
-    const MatrixView m = vb.rows(h * d.dv, d.dv).view();
-    b.matmul(QL + h * T * d.L, T, {{&m, VH + h * T * d.dv}});
-  }
+  b.matmul_groups(QL, T, vbh.data(), d.H, VH);
   rows.clear();
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < d.H; ++h) rows.push_back(static_cast<int32_t>(h * T + t));

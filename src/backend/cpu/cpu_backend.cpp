@@ -143,6 +143,31 @@ void CpuBackend::matmul(const float* x, int64_t rows, const MatmulOutput* outs, 
   run_prepared(x, rows, outs, n_outs, nullptr);
 }
 
+void CpuBackend::matmul_groups(const float* x, int64_t rows, const MatrixView* ws, int64_t groups,
+                               float* y) {
+  if (groups <= 0 || rows <= 0) return;
+  StepProfileScope profile(StepPhase::kMatmul);
+  const MatrixView& w0 = ws[0];
+  for (int64_t g = 1; g < groups; ++g)
+    if (ws[g].type != w0.type || ws[g].layout != w0.layout || ws[g].n_in != w0.n_in ||
+        ws[g].n_out != w0.n_out)
+      throw Error("matmul_groups: the groups' matrices differ in type or shape");
+  // All groups' rows quantized at once (row by row, as matmul() would each),
+  // then one job per group over its rows: the same bits as matmul() per group.
+  const Format f{dot_type(w0.type), w0.layout};
+  const ActivationRows all =
+      quantize_activations(w0, x, w0.n_in, rows * groups, pool(), scratch_[f], best_isa(), nullptr);
+  group_acts_.assign(static_cast<size_t>(groups), all);
+  jobs_.clear();
+  for (int64_t g = 0; g < groups; ++g) {
+    ActivationRows& a = group_acts_[static_cast<size_t>(g)];
+    a.rows = rows;
+    a.data = static_cast<const uint8_t*>(all.data) + static_cast<size_t>(g * rows) * all.row_stride;
+    jobs_.push_back({&ws[g], &a, y + g * rows * w0.n_out, w0.n_out, nullptr});
+  }
+  matmul_many(jobs_.data(), jobs_.size(), pool());
+}
+
 namespace {
 bool any_float(const MatmulOutput* outs, size_t n_outs) {
   for (size_t i = 0; i < n_outs; ++i)
@@ -195,10 +220,13 @@ void CpuBackend::add_inplace(float* x, const float* y, int64_t count) {
 void CpuBackend::gather_rows(const float* x, int64_t n, const int32_t* rows, int64_t count,
                              float* out) {
   const size_t row_bytes = static_cast<size_t>(n) * sizeof(float);
+  // Pieces of at least 64 KiB: a decode step's few rows (MLA gathers ~6 per
+  // layer) are copied faster than the pool wakes.
+  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>((size_t{64} << 10) / row_bytes));
   pool().parallel_for(count, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i)
       std::memcpy(out + i * n, x + static_cast<int64_t>(rows[i]) * n, row_bytes);
-  });
+  }, grain);
 }
 
 void CpuBackend::combine_rows(const float* y, int64_t n, const int32_t* rows, const float* weights,

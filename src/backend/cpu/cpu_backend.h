@@ -44,6 +44,8 @@ class CpuBackend final : public Backend {
   void begin_step(const StepInputs& in, std::span<const RopeParams> ropes) override;
   using Backend::matmul;
   void matmul(const float* x, int64_t rows, const MatmulOutput* outs, size_t n_outs) override;
+  void matmul_groups(const float* x, int64_t rows, const MatrixView* ws, int64_t groups,
+                     float* y) override;
   // Quantized weights: each row is normalized (or gate and up combined) by
   // the worker that quantizes it (RowTransform), never written out; float
   // weights take the default path. Epilogues run in the threads that
@@ -93,6 +95,7 @@ class CpuBackend final : public Backend {
   std::map<Format, MatmulScratch> scratch_;
   std::vector<std::pair<Format, ActivationRows>> prepared_;
   std::vector<MatmulJob> jobs_;
+  std::vector<ActivationRows> group_acts_;  // matmul_groups' per-group rows
   // The outputs' epilogues (bias, residual add) for the jobs: what they run on.
   struct OutputEpilogue {
     const float* bias;
