@@ -125,7 +125,7 @@ int run_serve(ServeArgs a) {
   // The file and the plan first: a bad model or a plan that does not fit
   // fails here, before anything listens.
   a.speculation.apply(a.plan);
-  a.cache.apply(a.plan);
+  if (!a.no_prefix_cache) a.cache.apply(a.plan);  // no prefix cache: no host tier to charge
   const EnginePlan ep = plan_engine(a.model, a.plan);
   const RunOptions run{.prefix_caching = !a.no_prefix_cache,
                        .speculation = a.speculation.config(),
