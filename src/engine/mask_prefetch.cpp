@@ -2,6 +2,12 @@
 
 #include <system_error>
 
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "engine/sample_output.h"
 
 namespace pagellm {
@@ -40,6 +46,13 @@ void MaskPrefetcher::wait() {
 }
 
 void MaskPrefetcher::loop() {
+#ifdef __linux__
+  // Below the forward pass's threads: where the cores are all busy with it
+  // (as many pool threads as cores), the masks take the gaps, and the rest
+  // once the engine thread waits for them, instead of preempting a pool
+  // thread that the whole parallel region then waits for. Best effort.
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
+#endif
   std::unique_lock lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return busy_ || stop_; });

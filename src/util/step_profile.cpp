@@ -31,7 +31,7 @@ const char* step_phase_name(StepPhase phase) {
 
 bool step_profile_enabled() { return enabled_flag().load(std::memory_order_relaxed); }
 
-void enable_step_profile() { enabled_flag().store(true, std::memory_order_relaxed); }
+void enable_step_profile(bool on) { enabled_flag().store(on, std::memory_order_relaxed); }
 
 void step_profile_add(StepPhase phase, int64_t ns) {
   g_counters[static_cast<size_t>(phase)].fetch_add(ns, std::memory_order_relaxed);
@@ -100,7 +100,7 @@ std::string StepProfileTotals::table() const {
   s += line("sampling", t[StepPhase::kSample]);
   s += line("output handling", t[StepPhase::kOutput]);
   s += line("unaccounted", t.total_ns - named);
-  s += line("grammar masks (CPU, all threads)", t[StepPhase::kGrammarCpu]);
+  s += line("grammar masks (on any thread)", t[StepPhase::kGrammarCpu]);
   return s;
 }
 

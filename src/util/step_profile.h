@@ -2,8 +2,8 @@
 // `pagellm bench --profile`): the engine times its phases on its own thread
 // (wall clock), the CPU backend adds the time of its matmuls and attention
 // to process-wide counters that the engine reads around each forward pass,
-// and the grammar masks add the CPU time they take on whatever thread runs
-// them. Off, each probe is one relaxed load of a flag. The counters are
+// and the grammar masks add the time they take on whatever thread runs them
+// (wall time there: a loaded machine's preemptions count). Off, each probe is one relaxed load of a flag. The counters are
 // process-wide: two engines stepping at once in one process mix theirs.
 #pragma once
 
@@ -24,7 +24,7 @@ enum class StepPhase : uint8_t {
   kMaskWait,     // waiting for the grammar masks computed during the forward pass
   kSample,       // drawing the tokens (masks not yet computed are computed here)
   kOutput,       // tokens emitted: text, stop strings, events, finished requests
-  kGrammarCpu,   // grammar masks: CPU time on every thread (overlaps the others)
+  kGrammarCpu,   // grammar masks: their time on whatever thread ran them (overlaps the others)
   kCount
 };
 
@@ -32,7 +32,8 @@ enum class StepPhase : uint8_t {
 const char* step_phase_name(StepPhase phase);
 
 bool step_profile_enabled();
-void enable_step_profile();  // for `bench --profile`; the env var turns it on too
+// For `bench --profile` (the env var turns it on too); false: off again.
+void enable_step_profile(bool on = true);
 
 // Process-wide counters (nanoseconds) the backend and the grammar add to.
 void step_profile_add(StepPhase phase, int64_t ns);
