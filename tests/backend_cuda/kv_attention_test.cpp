@@ -96,6 +96,54 @@ TEST(CudaKvWrite, HostRenditionSameBytesAsCpu) {
   kv_write_case(nullptr);
 }
 
+// A latent cache (MLA: v_cache == k_cache, one 576-element row per token):
+// the rows are K's, as KvPool::write stores them; v is never stored over them.
+void latent_kv_write_case(const CudaDevice* dev) {
+  const int head_dim = 576, n_tokens = 5, n_slots = 32;
+  const std::vector<int64_t> slots = {3, 30, 31, 0, 9};
+  for (DType type : {DType::F16, DType::Q8_0}) {
+    SCOPED_TRACE(std::string(dtype_name(type)) + (dev ? "" : " (host rendition)"));
+    const auto k = test::random_floats(n_tokens * head_dim, 31, 2.0f);
+    const auto v = test::random_floats(n_tokens * head_dim, 32, 2.0f);  // not the latent
+    const auto want = cpu_cache(type, k, n_tokens, slots, n_slots, 1, head_dim);
+    KvWriteArgs a;
+    a.k_stride = a.v_stride = head_dim;
+    a.n_tokens = n_tokens;
+    a.n_kv_heads = 1;
+    a.head_dim = head_dim;
+    a.cache_type = type;
+    if (dev == nullptr) {
+      std::vector<uint8_t> cache(want.size(), 0);
+      a.k = k.data();
+      a.v = v.data();
+      a.slots = slots.data();
+      a.k_cache = a.v_cache = cache.data();
+      kv_write_host(a);
+      EXPECT_TRUE(cache == want);
+      continue;
+    }
+    DeviceBuffer dk = upload(*dev, k), dv = upload(*dev, v), ds = upload(*dev, slots);
+    DeviceBuffer cache(*dev, want.size());
+    dev->fill_zero(cache.data(), cache.bytes());
+    a.k = dk.as<float>();
+    a.v = dv.as<float>();
+    a.slots = ds.as<int64_t>();
+    a.k_cache = a.v_cache = cache.data();
+    kv_write(*dev, a);
+    EXPECT_TRUE(download<uint8_t>(*dev, cache, want.size()) == want);
+  }
+}
+
+TEST(CudaKvWrite, LatentCacheStoresKOnly) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  latent_kv_write_case(&dev);
+}
+
+TEST(CudaKvWrite, LatentCacheStoresKOnlyHostRendition) {
+  latent_kv_write_case(nullptr);
+}
+
 struct AttnCase {
   DType kv_type;
   int n_heads, n_kv_heads, head_dim;
@@ -263,6 +311,19 @@ void run_attention_case(const CudaDevice* dev, const AttnCase& c, uint64_t seed)
   EXPECT_LE(test::rel_error(got, want), 2e-5)
       << dtype_name(c.kv_type) << " heads " << c.n_heads << "/" << c.n_kv_heads << " dim "
       << c.head_dim << " tokens " << T;
+  {
+    // The kernel against its host rendition: the same lane code and merge
+    // order (only the math library's exp / tanh and FMA contraction differ).
+    PagedAttentionArgs ha = pa;
+    std::vector<float> host(want.size());
+    ha.out = host.data();
+    ha.block_tables = nullptr;
+    ha.block_table_flat = flat.data();
+    ha.block_table_stride = max_blocks;
+    paged_attention_host(ha);
+    EXPECT_LE(test::rel_error(got, host), 1e-5)
+        << dtype_name(c.kv_type) << " dim " << c.head_dim << " against the host rendition";
+  }
 
   // The split launch (a thread block per partition, then their merge) gives
   // the one-block launch's bits, whatever the step's size.
@@ -348,6 +409,62 @@ TEST(CudaPagedAttention, LatentCacheMatchesCpu) {
 
 TEST(CudaPagedAttention, LatentCacheHostRenditionMatchesCpu) {
   latent_cases(nullptr);
+}
+
+// The head sizes of real models past the small tier (256): DeepSeek V2/V3,
+// Kimi K2 and GLM-4.7-Flash's latent rows (kv_lora_rank 512 + rope 64, one
+// KV head, 16-128 query heads) and Gemma 4's global layers (512); prefill
+// chunks, decodes, split launches, windows, soft caps and sinks, and a size
+// between the tiers (320).
+void large_head_cases(const CudaDevice* dev) {
+  for (DType t : {DType::F16, DType::Q8_0}) {
+    AttnCase mla{t, 16, 1, 576, {1100, 60, 3}, {1, 40, 3}};
+    mla.v_dim = 512;
+    run_attention_case(dev, mla, 900);
+    AttnCase wide{t, 128, 1, 576, {1300, 5}, {1, 2}};  // DeepSeek V3's 128 heads
+    wide.v_dim = 512;
+    run_attention_case(dev, wide, 901);
+    run_attention_case(dev, {t, 8, 1, 512, {1100, 70}, {1, 70}}, 902);  // Gemma 4 global
+    run_attention_case(dev, {t, 8, 2, 512, {800, 50}, {2, 50}, 128, 30.0f}, 903);
+  }
+  AttnCase sinks{DType::F16, 16, 1, 576, {900, 30}, {2, 30}, 256, 0.0f, true};
+  sinks.v_dim = 512;
+  run_attention_case(dev, sinks, 904);
+  AttnCase capped{DType::Q8_0, 16, 1, 576, {700}, {1}, 0, 30.0f};
+  capped.v_dim = 512;
+  run_attention_case(dev, capped, 905);
+  AttnCase odd{DType::F32, 4, 1, 576, {40}, {40}};  // values not whole int8 blocks
+  odd.v_dim = 500;
+  run_attention_case(dev, odd, 906);
+  run_attention_case(dev, {DType::F16, 4, 2, 320, {600, 20}, {2, 20}, 0, 0.0f, true}, 907);
+  run_attention_case(dev, {DType::F32, 4, 4, 512, {520}, {1}}, 908);
+}
+
+TEST(CudaPagedAttention, LargeHeadsMatchCpu) {
+  PAGELLM_REQUIRE_CUDA_DEVICE();
+  CudaDevice dev(0);
+  large_head_cases(&dev);
+}
+
+TEST(CudaPagedAttention, LargeHeadsHostRenditionMatchesCpu) {
+  large_head_cases(nullptr);
+}
+
+TEST(CudaPagedAttention, HeadSizesAreChecked) {
+  PagedAttentionArgs a;
+  a.n_tokens = 1;
+  a.n_heads = 4;
+  a.n_kv_heads = 1;
+  a.head_dim = 576;
+  a.v_dim = 512;
+  EXPECT_NO_THROW(validate(a));  // MLA's latent rows
+  a.v_dim = 0;
+  EXPECT_THROW(validate(a), ConfigError);  // 576 values per head: past the large tier
+  a.head_dim = 512;
+  EXPECT_NO_THROW(validate(a));  // Gemma 4's global heads
+  a.head_dim = 577;
+  a.v_dim = 512;
+  EXPECT_THROW(validate(a), ConfigError);  // rows past 576
 }
 
 TEST(CudaPagedAttention, LatentCacheShapesAreChecked) {

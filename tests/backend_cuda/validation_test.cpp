@@ -76,12 +76,14 @@ TEST(CudaValidation, PagedAttention) {
   a.n_kv_heads = 8;
   a.head_dim = 128;
   EXPECT_NO_THROW(validate(a));
-  a.head_dim = 80;  // f16: any size up to 256
+  a.head_dim = 80;  // f16: any size up to 512
   EXPECT_NO_THROW(validate(a));
   a.kv_type = DType::Q8_0;
   EXPECT_THROW(validate(a), ConfigError);
   a.kv_type = DType::F16;
-  a.head_dim = 512;
+  a.head_dim = 512;  // Gemma 4's global layers
+  EXPECT_NO_THROW(validate(a));
+  a.head_dim = 544;  // values past 512 (only a latent cache's rows are longer)
   EXPECT_THROW(validate(a), ConfigError);
   a.head_dim = 128;
   a.n_kv_heads = 5;  // 32 % 5 != 0

@@ -105,7 +105,7 @@ __global__ void kv_write_kernel(KvWriteArgs a) {
   if (slot < 0) return;
   const int64_t row = slot * a.n_kv_heads + h;
   store_head_row<T>(a.k_cache, row, a.head_dim, head_src(a, 0, t, h));
-  store_head_row<T>(a.v_cache, row, a.head_dim, head_src(a, 1, t, h));
+  if (a.v_cache != a.k_cache) store_head_row<T>(a.v_cache, row, a.head_dim, head_src(a, 1, t, h));
 }
 
 // Token t's {cos, sin} pairs.
@@ -136,7 +136,7 @@ __global__ void rope_kv_write_kernel(KvWriteArgs a, KvRopeArgs r) {
   __syncthreads();
   const int64_t row = slot * a.n_kv_heads + y;
   store_head_row<T>(a.k_cache, row, D, k_row);
-  store_head_row<T>(a.v_cache, row, D, head_src(a, 1, t, y));
+  if (a.v_cache != a.k_cache) store_head_row<T>(a.v_cache, row, D, head_src(a, 1, t, y));
 }
 
 // The kernels' work for token t on the host; with r, the RoPE kernel's too.
@@ -158,7 +158,7 @@ void kv_write_host_token(const KvWriteArgs& a, const KvRopeArgs* r, int32_t t) {
     for (int32_t i = 0; i < half; ++i)
       rope_rotate(k_row.data(), i, half, r->neox, rope_pairs(*r, t)[i]);
     store_head_row_host<T>(a.k_cache, row, D, k_row.data());
-    store_head_row_host<T>(a.v_cache, row, D, head_src(a, 1, t, h));
+    if (a.v_cache != a.k_cache) store_head_row_host<T>(a.v_cache, row, D, head_src(a, 1, t, h));
   }
 }
 

@@ -11,6 +11,8 @@
 //            F32, F16 (round to nearest even), or Q8_0 (each head row is
 //            head_dim / 32 blocks {f16 d; i8 qs[32]}, d = absmax / 127,
 //            q = round-half-away(x / d): the CPU quantizer's rounding)
+//            v_cache == k_cache: a latent cache (MLA, one row per token and
+//            layer): only k is stored, v is not read (KvLayerView::v_dim)
 //
 // rope_kv_write also rotates this step's q rows in place and k's rows on
 // their way to the cache (rope.cuh's table and pair arithmetic, as

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -19,10 +20,48 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kMaxPerLane = kCudaAttentionMaxHeadDim / 32;          // a lane's dims lane + 32 i
-constexpr int kMaxPerThread = kCudaAttentionMaxHeadDim / kThreads;  // a thread's tid + 128 k
 constexpr int32_t kPartition = kCudaAttentionPartition;
 static_assert(kPartition % (kWarps * 32) == 0, "partitions of whole warp chunks");
+
+// The sizes one instantiation of the kernels holds: query rows (K rows) of up
+// to kRow floats in shared memory, and up to kValues value dims per head, a
+// lane's dims lane + 32 i (i < kPerLane) in registers, a thread's merged dims
+// tid + 128 k (k < kPerThread). Heads of up to 256 (Llama, Qwen, gpt-oss,
+// Gemma's sliding layers) keep the small tier's registers; Gemma 4's global
+// heads (512) and MLA's latent rows (576, values the first 512) take the large.
+template <int R, int V>
+struct Tier {
+  static constexpr int kRow = R;
+  static constexpr int kValues = V;
+  static constexpr int kPerLane = V / 32;
+  static constexpr int kPerThread = V / kThreads;
+  static_assert(V % kThreads == 0 && V <= R, "whole lanes and threads of values");
+};
+using SmallHeads = Tier<256, 256>;
+using LargeHeads = Tier<kCudaAttentionMaxHeadDim, kCudaAttentionMaxValueDim>;
+
+// Calls f(Tier) for the (validated) shape's tier: the small one whenever the
+// row fits it (then its values do too).
+template <typename F>
+void with_tier(const PagedAttentionArgs& a, F&& f) {
+  if (a.head_dim <= SmallHeads::kRow)
+    f(SmallHeads{});
+  else
+    f(LargeHeads{});
+}
+
+// Calls f(std::integral_constant<DType, T>) for the (validated) cache type.
+template <typename F>
+void with_kv_type(DType type, F&& f) {
+  switch (type) {
+    case DType::F32:
+      return f(std::integral_constant<DType, DType::F32>{});
+    case DType::F16:
+      return f(std::integral_constant<DType, DType::F16>{});
+    default:
+      return f(std::integral_constant<DType, DType::Q8_0>{});
+  }
+}
 
 // q . (head row `row` of the K cache); q in shared memory.
 template <DType T>
@@ -108,12 +147,11 @@ __host__ __device__ __forceinline__ int32_t first_pos(const PagedAttentionArgs& 
 }
 
 // Lane work 2: acc[i] += w * V[row][lane + 32 i], the lane's dims.
-template <DType T>
-__host__ __device__ __forceinline__ void lane_add_v(const PagedAttentionArgs& a,
-                                                    float (&acc)[kMaxPerLane], int lane, float w,
-                                                    int64_t row) {
+template <DType T, int PL>
+__host__ __device__ __forceinline__ void lane_add_v(const PagedAttentionArgs& a, float (&acc)[PL],
+                                                    int lane, float w, int64_t row) {
 #pragma unroll
-  for (int i = 0; i < kMaxPerLane; ++i) {
+  for (int i = 0; i < PL; ++i) {
     const int d = lane + 32 * i;
     if (d < value_dim(a)) acc[i] += w * load_elem<T>(a.v_cache, row, a.head_dim, d);
   }
@@ -146,27 +184,30 @@ __host__ __device__ __forceinline__ float partition_output(const float (&acc_d)[
 // max, sum and output of the partitions so far. One partition leaves
 // exactly its own (m_c, l_c, v): a token's bits do not depend on whether its
 // partitions ran in one thread block or in several.
+template <int N>  // a thread's dims
 struct Running {
   float m = -INFINITY, l = 0.0f;
-  float a[kMaxPerThread] = {};
+  float a[N] = {};
 };
-__host__ __device__ __forceinline__ void merge_partition(Running& r, float m_c, float l_c,
+template <int N>
+__host__ __device__ __forceinline__ void merge_partition(Running<N>& r, float m_c, float l_c,
                                                          const float* v, int n) {
   const float m_new = fmaxf(r.m, m_c);
   const float f_old = expf(r.m - m_new), f_new = expf(m_c - m_new);
   r.l = fma_rn(r.l, f_old, PAGELLM_MUL_RN(l_c, f_new));
 #pragma unroll
-  for (int k = 0; k < kMaxPerThread; ++k)  // fixed bounds: r.a stays in registers
+  for (int k = 0; k < N; ++k)  // fixed bounds: r.a stays in registers
     if (k < n) r.a[k] = fma_rn(r.a[k], f_old, PAGELLM_MUL_RN(v[k], f_new));
   r.m = m_new;
 }
 
 // A sink logit (a.sinks) joins the max and the sum with no value: merged as
 // one more partition of max s, sum 1 and output 0, after all the others.
-__host__ __device__ __forceinline__ void merge_sink(const PagedAttentionArgs& a, int h, Running& r,
-                                                    int n) {
+template <int N>
+__host__ __device__ __forceinline__ void merge_sink(const PagedAttentionArgs& a, int h,
+                                                    Running<N>& r, int n) {
   if (!a.sinks) return;
-  const float zero[kMaxPerThread] = {};
+  const float zero[N] = {};
   merge_partition(r, a.sinks[h], 1.0f, zero, n);
 }
 
@@ -183,34 +224,39 @@ Q8Dst q8_dst_of(void* dst, const PagedAttentionArgs& a) {
   return {const_cast<int8_t*>(v.qs), const_cast<float*>(v.d), const_cast<int32_t*>(v.sum)};
 }
 
-// Partials of the split launch: [n_tokens][n_heads][parts][head_dim + 2] f32,
-// a partition's v[0 .. head_dim), then m_c, l_c.
+// Partials of the split launch: [n_tokens][n_heads][parts][value dims + 2]
+// f32, a partition's v[0 .. value_dim), then m_c, l_c.
+__host__ __device__ __forceinline__ int64_t partial_floats(const PagedAttentionArgs& a) {
+  return value_dim(a) + 2;
+}
 __host__ __device__ __forceinline__ float* partial_at(const PagedAttentionArgs& a,
                                                       const AttentionSplit& sp, int t, int h,
                                                       int z) {
   return sp.partials +
-         ((static_cast<int64_t>(t) * a.n_heads + h) * sp.parts + z) * (a.head_dim + 2);
+         ((static_cast<int64_t>(t) * a.n_heads + h) * sp.parts + z) * partial_floats(a);
 }
 
 // Thread block work shared by the kernels: one partition [p0, p1) of token
 // t's context for head h, its warps' online softmaxes merged; thread `tid`
 // gets v for its dims d = tid + 128 k (k < n_dims), and (m_c, l_c).
+template <class Tr>
 struct Shared {
-  float q[kCudaAttentionMaxHeadDim];
+  float q[Tr::kRow];
   float m[kWarps], l[kWarps];
-  float acc[kWarps][kCudaAttentionMaxHeadDim];
+  float acc[kWarps][Tr::kValues];
 };
 
-template <DType T>
+template <DType T, class Tr>
 __device__ __forceinline__ void partition_device(const PagedAttentionArgs& a, const int32_t* table,
-                                                 int kvh, int32_t p0, int32_t p1, Shared& sh,
-                                                 float (&v)[kMaxPerThread], float* m_c,
+                                                 int kvh, int32_t p0, int32_t p1, Shared<Tr>& sh,
+                                                 float (&v)[Tr::kPerThread], float* m_c,
                                                  float* l_c) {
+  constexpr int PL = Tr::kPerLane;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float m = -INFINITY, l = 0.0f;
-  float acc[kMaxPerLane];
+  float acc[PL];
 #pragma unroll
-  for (int i = 0; i < kMaxPerLane; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < PL; ++i) acc[i] = 0.0f;
   for (int32_t c0 = p0 + warp * 32; c0 < p1; c0 += kWarps * 32) {
     int64_t row;
     const float s = lane_score<T>(a, table, kvh, sh.q, c0 + lane, p1, &row);
@@ -219,7 +265,7 @@ __device__ __forceinline__ void partition_device(const PagedAttentionArgs& a, co
     const float pw = c0 + lane < p1 ? expf(s - m_new) : 0.0f;
     l = l * alpha + warp_sum(pw);
 #pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) acc[i] *= alpha;
+    for (int i = 0; i < PL; ++i) acc[i] *= alpha;
     const int cn = min(32, p1 - c0);
     for (int j = 0; j < cn; ++j)
       lane_add_v<T>(a, acc, lane, __shfl_sync(0xffffffffu, pw, j),
@@ -231,7 +277,7 @@ __device__ __forceinline__ void partition_device(const PagedAttentionArgs& a, co
     sh.l[warp] = l;
   }
 #pragma unroll
-  for (int i = 0; i < kMaxPerLane; ++i) {
+  for (int i = 0; i < PL; ++i) {
     const int d = lane + 32 * i;
     if (d < value_dim(a)) sh.acc[warp][d] = acc[i];
   }
@@ -239,7 +285,7 @@ __device__ __forceinline__ void partition_device(const PagedAttentionArgs& a, co
   float f[kWarps];
   merge_factors(sh.m, sh.l, f, m_c, l_c);
 #pragma unroll
-  for (int k = 0; k < kMaxPerThread; ++k) {
+  for (int k = 0; k < Tr::kPerThread; ++k) {
     const int d = threadIdx.x + kThreads * k;
     if (d >= value_dim(a)) break;
     float acc_d[kWarps];
@@ -252,13 +298,14 @@ __device__ __forceinline__ void partition_device(const PagedAttentionArgs& a, co
 // out (and its int8 row) = A / L for thread's dims. Warp w writes dims 32 w ..
 // 32 w + 32 (+ 128): with head_dim a multiple of 32, whole blocks of the int8
 // row, whose lanes quantize them together.
+template <int N>
 __device__ __forceinline__ void write_output(const PagedAttentionArgs& a, Q8Dst q8, int t, int h,
-                                             const Running& r) {
+                                             const Running<N>& r) {
   const int D = value_dim(a), lane = threadIdx.x % 32;
   float* out = a.out + t * a.out_stride + static_cast<int64_t>(h) * D;
   const int64_t cols = static_cast<int64_t>(a.n_heads) * D;
 #pragma unroll
-  for (int k = 0; k < kMaxPerThread; ++k) {
+  for (int k = 0; k < N; ++k) {
     const int d = threadIdx.x + kThreads * k;
     if (d >= D) break;
     const float v = r.a[k] / r.l;
@@ -278,14 +325,15 @@ __device__ __forceinline__ int n_dims(int D) {
 // Token t, head h: every partition of the context in turn (sp.parts == 1),
 // or partition blockIdx.z alone into sp.partials (the split launch; a
 // partition past the token's context does nothing).
-template <DType T>
+template <DType T, class Tr>
 __global__ void __launch_bounds__(kThreads)
     attention_kernel(PagedAttentionArgs a, Q8Dst q8, AttentionSplit sp) {
+  constexpr int N = Tr::kPerThread;
   pdl_start();
   const int t = blockIdx.x, h = blockIdx.y;
-  const int D = a.head_dim;
+  const int D = a.head_dim, DV = value_dim(a);
   const int kvh = h / (a.n_heads / a.n_kv_heads);
-  __shared__ Shared sh;
+  __shared__ Shared<Tr> sh;
   const int32_t n_ctx = a.token_pos[t] + 1, first = first_pos(a, t);
   const int32_t z = static_cast<int32_t>(blockIdx.z);
   if (sp.parts > 1 && first + z * kPartition >= n_ctx) return;
@@ -300,22 +348,22 @@ __global__ void __launch_bounds__(kThreads)
   // the same bits.
   const int32_t z_begin = sp.parts > 1 ? z : 0;
   const int32_t z_end = sp.parts > 1 ? z + 1 : (n_ctx - first + kPartition - 1) / kPartition;
-  Running r;
+  Running<N> r;
   for (int32_t zi = z_begin; zi < z_end; ++zi) {
     const int32_t p0 = first + zi * kPartition;
-    float v[kMaxPerThread], m_c, l_c;
-    partition_device<T>(a, table, kvh, p0, min(p0 + kPartition, n_ctx), sh, v, &m_c, &l_c);
+    float v[N], m_c, l_c;
+    partition_device<T, Tr>(a, table, kvh, p0, min(p0 + kPartition, n_ctx), sh, v, &m_c, &l_c);
     if (sp.parts == 1) {
       merge_partition(r, m_c, l_c, v, nd);
       continue;
     }
     float* part = partial_at(a, sp, t, h, zi);
 #pragma unroll
-    for (int k = 0; k < kMaxPerThread; ++k)
+    for (int k = 0; k < N; ++k)
       if (k < nd) part[threadIdx.x + kThreads * k] = v[k];
     if (threadIdx.x == 0) {
-      part[D] = m_c;
-      part[D + 1] = l_c;
+      part[DV] = m_c;
+      part[DV + 1] = l_c;
     }
   }
   if (sp.parts == 1) {
@@ -326,20 +374,22 @@ __global__ void __launch_bounds__(kThreads)
 
 // The split launch's second half: token t, head h's partitions merged in
 // order, as attention_kernel merges them in one thread block.
+template <class Tr>
 __global__ void __launch_bounds__(kThreads)
     merge_partitions_kernel(PagedAttentionArgs a, Q8Dst q8, AttentionSplit sp) {
+  constexpr int N = Tr::kPerThread;
   pdl_start();
-  const int t = blockIdx.x, h = blockIdx.y, D = a.head_dim;
+  const int t = blockIdx.x, h = blockIdx.y, DV = value_dim(a);
   const int32_t n_ctx = a.token_pos[t] + 1, first = first_pos(a, t);
-  const int nd = n_dims(value_dim(a));
-  Running r;
+  const int nd = n_dims(DV);
+  Running<N> r;
   for (int32_t z = 0; z < sp.parts && first + z * kPartition < n_ctx; ++z) {
     const float* part = partial_at(a, sp, t, h, z);
-    float v[kMaxPerThread];
+    float v[N];
 #pragma unroll
-    for (int k = 0; k < kMaxPerThread; ++k)
+    for (int k = 0; k < N; ++k)
       if (k < nd) v[k] = part[threadIdx.x + kThreads * k];
-    merge_partition(r, part[D], part[D + 1], v, nd);
+    merge_partition(r, part[DV], part[DV + 1], v, nd);
   }
   merge_sink(a, h, r, nd);
   write_output(a, q8, t, h, r);
@@ -348,19 +398,20 @@ __global__ void __launch_bounds__(kThreads)
 // The kernel's steps for one (token, head) on the host: each partition's four
 // warps of 32 lanes, their reductions spelled out, then the partitions'
 // merge.
-template <DType T>
+template <DType T, class Tr>
 void attention_host(const PagedAttentionArgs& a, Q8Dst q8, int t, int h) {
+  constexpr int PL = Tr::kPerLane, N = Tr::kPerThread;
   const int D = a.head_dim, DV = value_dim(a);
   const int kvh = h / (a.n_heads / a.n_kv_heads);
-  float q_s[kCudaAttentionMaxHeadDim];
+  float q_s[Tr::kRow];
   const float* q = a.q + t * a.q_stride + static_cast<int64_t>(h) * D;
   for (int i = 0; i < D; ++i) q_s[i] = q[i];
   const int32_t* table =
       a.block_table_flat + static_cast<int64_t>(a.token_seq[t]) * a.block_table_stride;
   const int32_t n_ctx = a.token_pos[t] + 1;
   // Running merges of the 128 threads (thread tid: dims tid + 128 k).
-  std::vector<Running> run(kThreads);
-  static thread_local float acc_s[kWarps][32][kMaxPerLane];
+  std::vector<Running<N>> run(kThreads);
+  static thread_local float acc_s[kWarps][32][PL];
   for (int32_t p0 = first_pos(a, t); p0 < n_ctx; p0 += kPartition) {
     const int32_t p1 = p0 + kPartition < n_ctx ? p0 + kPartition : n_ctx;
     float m_s[kWarps], l_s[kWarps];
@@ -394,7 +445,7 @@ void attention_host(const PagedAttentionArgs& a, Q8Dst q8, int t, int h) {
     float f[kWarps], m_c, l_c;
     merge_factors(m_s, l_s, f, &m_c, &l_c);
     for (int tid = 0; tid < kThreads; ++tid) {
-      float v[kMaxPerThread];
+      float v[N];
       int nd = 0;
       for (int d = tid; d < DV; d += kThreads, ++nd) {
         float acc_d[kWarps];
@@ -408,7 +459,7 @@ void attention_host(const PagedAttentionArgs& a, Q8Dst q8, int t, int h) {
     merge_sink(a, h, run[tid], tid < DV ? (DV - 1 - tid) / kThreads + 1 : 0);
   float* out = a.out + t * a.out_stride + static_cast<int64_t>(h) * DV;
   for (int d = 0; d < DV; ++d) {
-    const Running& r = run[d % kThreads];
+    const Running<N>& r = run[d % kThreads];
     out[d] = r.a[d / kThreads] / r.l;
   }
   if (q8.qs) {
@@ -426,9 +477,11 @@ void validate(const PagedAttentionArgs& a) {
   if (a.kv_type != DType::F16 && a.kv_type != DType::F32 && a.kv_type != DType::Q8_0)
     throw ConfigError(fmt::format("CUDA attention: unsupported KV type '{}' (f16, f32, q8_0)",
                                   dtype_name(a.kv_type)));
-  if (a.head_dim <= 0 || a.head_dim > kCudaAttentionMaxHeadDim)
-    throw ConfigError(fmt::format("CUDA attention: head size {} (1..{} supported)", a.head_dim,
-                                  kCudaAttentionMaxHeadDim));
+  if (a.head_dim <= 0 || a.head_dim > kCudaAttentionMaxHeadDim ||
+      value_dim(a) > kCudaAttentionMaxValueDim)
+    throw ConfigError(fmt::format(
+        "CUDA attention: head size {} with {} values (rows of 1..{}, at most {} values supported)",
+        a.head_dim, value_dim(a), kCudaAttentionMaxHeadDim, kCudaAttentionMaxValueDim));
   if (a.kv_type == DType::Q8_0 && a.head_dim % QK8_0 != 0)
     throw ConfigError(fmt::format(
         "CUDA attention: a q8_0 cache needs a head size that is a multiple of 32 (got {})",
@@ -462,20 +515,13 @@ void paged_attention_host(const PagedAttentionArgs& a, void* q8_dst) {
   validate(a);
   validate_q8(a, q8_dst);
   const Q8Dst q8 = q8_dst_of(q8_dst, a);
-  for (int t = 0; t < a.n_tokens; ++t)
-    for (int h = 0; h < a.n_heads; ++h) {
-      switch (a.kv_type) {
-        case DType::F32:
-          attention_host<DType::F32>(a, q8, t, h);
-          break;
-        case DType::F16:
-          attention_host<DType::F16>(a, q8, t, h);
-          break;
-        default:
-          attention_host<DType::Q8_0>(a, q8, t, h);
-          break;
-      }
-    }
+  with_tier(a, [&](auto tier) {
+    using Tr = decltype(tier);
+    with_kv_type(a.kv_type, [&](auto T) {
+      for (int t = 0; t < a.n_tokens; ++t)
+        for (int h = 0; h < a.n_heads; ++h) attention_host<T.value, Tr>(a, q8, t, h);
+    });
+  });
 }
 
 int32_t attention_partitions(const PagedAttentionArgs& a) {
@@ -490,7 +536,7 @@ int32_t attention_partitions(const PagedAttentionArgs& a) {
 
 size_t attention_workspace_bytes(const PagedAttentionArgs& a, int32_t parts) {
   if (parts <= 1) return 0;
-  return static_cast<size_t>(a.n_tokens) * a.n_heads * parts * (a.head_dim + 2) * sizeof(float);
+  return static_cast<size_t>(a.n_tokens) * a.n_heads * parts * partial_floats(a) * sizeof(float);
 }
 
 void paged_attention(const CudaDevice& dev, const PagedAttentionArgs& a, void* q8_dst,
@@ -505,23 +551,16 @@ void paged_attention(const CudaDevice& dev, const PagedAttentionArgs& a, void* q
   const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(a.n_heads),
                   static_cast<unsigned>(split.parts));
   const Q8Dst q8 = q8_dst_of(q8_dst, a);
-  switch (a.kv_type) {
-    case DType::F32:
-      launch_pdl(dev, "paged_attention", attention_kernel<DType::F32>, grid, dim3(kThreads), 0, a,
-                 q8, split);
-      break;
-    case DType::F16:
-      launch_pdl(dev, "paged_attention", attention_kernel<DType::F16>, grid, dim3(kThreads), 0, a,
-                 q8, split);
-      break;
-    default:
-      launch_pdl(dev, "paged_attention", attention_kernel<DType::Q8_0>, grid, dim3(kThreads), 0, a,
-                 q8, split);
-      break;
-  }
-  if (split.parts == 1) return;
-  launch_pdl(dev, "paged_attention (merge)", merge_partitions_kernel, dim3(grid.x, grid.y),
-             dim3(kThreads), 0, a, q8, split);
+  with_tier(a, [&](auto tier) {
+    using Tr = decltype(tier);
+    with_kv_type(a.kv_type, [&](auto T) {
+      launch_pdl(dev, "paged_attention", attention_kernel<T.value, Tr>, grid, dim3(kThreads), 0,
+                 a, q8, split);
+    });
+    if (split.parts == 1) return;
+    launch_pdl(dev, "paged_attention (merge)", merge_partitions_kernel<Tr>, dim3(grid.x, grid.y),
+               dim3(kThreads), 0, a, q8, split);
+  });
 }
 
 }  // namespace pagellm::cuda

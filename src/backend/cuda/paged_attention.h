@@ -17,10 +17,13 @@
 // second kernel merges in the same order: the same bits as the one-block
 // launch, so a token's result does not depend on the batch. The result
 // matches the CPU kernel to f32 rounding (sums are in a different order).
-// Limits: head_dim <= 256 (a multiple of 32 for Q8_0), n_heads a multiple of
-// n_kv_heads. A latent cache (v_dim > 0, MLA): one KV head, V = the first
-// v_dim elements of each K row, out rows of n_heads * v_dim (every query head
-// reads the rows again: no sharing between a token's heads yet).
+// Limits: head_dim <= 576 with at most 512 values per head (a multiple of 32
+// for Q8_0), n_heads a multiple of n_kv_heads. Heads up to 256 run the
+// kernel's small instantiation (a lane's 8 value dims in registers); larger
+// ones (Gemma 4's 512, MLA's 576-element latent rows) a large one (16). A
+// latent cache (v_dim > 0, MLA): one KV head, V = the first v_dim elements of
+// each K row, out rows of n_heads * v_dim (every query head reads the rows
+// again: no sharing between a token's heads yet).
 #pragma once
 
 #include <cstddef>
@@ -33,7 +36,8 @@
 
 namespace pagellm::cuda {
 
-constexpr int32_t kCudaAttentionMaxHeadDim = 256;
+constexpr int32_t kCudaAttentionMaxHeadDim = 576;   // K row: MLA's latent 512 + rope 64
+constexpr int32_t kCudaAttentionMaxValueDim = 512;  // V row (a latent cache's v_dim)
 constexpr int32_t kCudaAttentionPartition = 512;  // positions
 // The split launch is for steps of fewer (token, head) pairs than this, whose
 // partials fit in kCudaAttentionMaxWorkspace (the planner counts it:
