@@ -8,15 +8,17 @@
 # 128 and 4 KV heads (2 x 4 x 128 = 1,024 values per token and layer).
 #
 #   bench/mla_bench.sh [TYPE]     env: THREADS (2), BENCH_DIR (/tmp/pagellm-bench),
-#                                 CONTEXT (4096), DECODE (32)
+#                                 CONTEXT (4096), DECODE (32), ROUNDS (3)
 #
 # Prints each model's planned KV bytes per token (`pagellm plan`), then the
-# decode tokens/s of DECODE tokens after a CONTEXT-token prompt (best of 2)
-# and the ratio MLA / GQA.
+# decode tokens/s of DECODE tokens after a CONTEXT-token prompt, the two
+# models alternating for ROUNDS rounds (so a shared machine's load falls on
+# both alike), best and median of each, and the ratio MLA / GQA of the bests.
 source "$(dirname "$0")/common.sh"
 TYPE=${1:-q8_0}
 CONTEXT=${CONTEXT:-4096}
 DECODE=${DECODE:-32}
+ROUNDS=${ROUNDS:-3}
 mla="$DIR/deepseek2-mla-$TYPE.gguf"
 gqa="$DIR/qwen3-gqa-twin-$TYPE.gguf"
 common=(--n-embd 1024 --n-layer 12 --n-head 16 --head-dim 128 --n-ff 3072 --n-ctx 8192
@@ -36,18 +38,23 @@ if [ ! -f "$prompt" ]; then
   : > "$prompt"
   for ((i = 0; i < CONTEXT * 97 / 100; i++)); do printf '%s ' "${words[i % ${#words[@]}]}" >> "$prompt"; done
 fi
-decode() {  # decode tokens/s after the prompt on model $1 (best of 2)
-  local best=0
-  for _ in 1 2; do
-    local v
-    v=$("$BIN" generate -m "$1" -f "$prompt" -n "$DECODE" --ignore-eos -c 8192 \
-          --max-batched-tokens 4096 -t "$THREADS" --json |
-        python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["prompt_tokens"], j["decode_tokens_per_s"])')
-    echo "  $(basename "$1"): ${v% *} prompt tokens, decode ${v#* } tok/s" >&2
-    best=$(python3 -c "print(max($best, ${v#* }))")
-  done
-  echo "$best"
+decode() {  # decode tokens/s after the prompt on model $1 (one run)
+  local v
+  v=$("$BIN" generate -m "$1" -f "$prompt" -n "$DECODE" --ignore-eos -c 8192 \
+        --max-batched-tokens 4096 -t "$THREADS" --json |
+      python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["prompt_tokens"], j["decode_tokens_per_s"])')
+  echo "  $(basename "$1"): ${v% *} prompt tokens, decode ${v#* } tok/s" >&2
+  echo "${v#* }"
 }
-a=$(decode "$mla")
-b=$(decode "$gqa")
-python3 -c "print(f'decode at $CONTEXT tokens of context: MLA {$a:.2f} tok/s, GQA twin {$b:.2f} tok/s, ratio {$a/$b:.2f}')"
+a=() b=()
+for ((r = 0; r < ROUNDS; r++)); do
+  a+=("$(decode "$mla")")
+  b+=("$(decode "$gqa")")
+done
+python3 - "$CONTEXT" "${a[*]}" "${b[*]}" <<'PY'
+import statistics, sys
+ctx, a, b = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
+print(f"decode at {ctx} tokens of context: MLA {max(a):.2f} tok/s (median {statistics.median(a):.2f}), "
+      f"GQA twin {max(b):.2f} tok/s (median {statistics.median(b):.2f}), ratio {max(a) / max(b):.2f} "
+      f"(medians {statistics.median(a) / statistics.median(b):.2f})")
+PY
