@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 
 #include "backend/backend_factory.h"
 #include "device/memory_probe.h"
@@ -19,6 +20,8 @@
 #include "backend/cuda/cuda_backend.h"
 #endif
 #include "engine/engine_runner.h"
+#include "model/make_model.h"
+#include "support/test_support.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -233,6 +236,51 @@ TEST(CudaEngine, Gemma4GivesTheCpuTokens) {
   ASSERT_LT(first_sharing, L) << "the test file has KV-sharing layers";
   EXPECT_THROW(load(file, {.placements = {{"host", 0, first_sharing}, {"cuda:0", first_sharing, L}}}),
                ConfigError);
+}
+
+// make-model files with real models' attention shapes (the golden files'
+// heads are small), written once per run: deepseek2 with DeepSeek V3's
+// latent (kv_lora_rank 512 + rope 64: cache rows of 576, values 512) and 16
+// query heads of 192, and gemma4 with Gemma 4's 512-wide global heads (its
+// sliding layers: 256).
+std::string real_shape_model(const std::string& arch) {
+  static std::map<std::string, std::unique_ptr<TempPath>> made;
+  auto& path = made[arch];
+  if (!path) {
+    path = std::make_unique<TempPath>(".gguf");
+    MakeModelSpec spec;
+    spec.arch = arch;
+    spec.n_embd = 256;
+    spec.n_ff = 128;
+    spec.type = DType::Q8_0;
+    spec.vocab_from = data_path("stories260K.gguf");
+    if (arch == "deepseek2") {
+      spec.n_layer = 2;
+      spec.n_head = 16;
+      spec.n_head_kv = 1;
+      spec.head_dim = 192;
+      spec.rope_dims = 64;
+      spec.kv_lora_rank = 512;
+    } else {
+      spec.n_layer = 4;
+      spec.n_head = 4;
+      spec.n_head_kv = 2;
+      spec.head_dim = 512;
+    }
+    ThreadPool pool(2);
+    make_model(spec, path->path, pool);
+  }
+  return path->path;
+}
+
+TEST(CudaEngine, RealAttentionHeadSizesGiveTheCpuTokens) {
+  REQUIRE_GPU();
+  for (const char* arch : {"deepseek2", "gemma4"}) {
+    const std::string file = real_shape_model(arch);
+    const ModelHParams hp = load(file).model->hparams();
+    ASSERT_GT(hp.head_dim, 256) << arch;  // past the kernel's small tier
+    check_tokens(file, {{"cuda:0", 0, hp.n_layer}}, 8, 7);
+  }
 }
 
 // Mixture of experts with the experts on the host and attention on the GPU
