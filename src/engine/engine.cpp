@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <new>
 #include <string_view>
+#include <thread>
 
 #include "backend/recurrent_args.h"
 #include "engine/disk_tier_setup.h"
@@ -225,8 +226,15 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
   if (req.grammar && !grammar_vocab_) {
     grammar_vocab_ = make_grammar_vocab(tokenizer_);
     mask_cache_ = std::make_shared<MaskCache>();
-    const char* prefetch = std::getenv("PAGELLM_MASK_PREFETCH");
-    if (!prefetch || std::string_view(prefetch) != "0") mask_prefetch_ = std::make_unique<MaskPrefetcher>();
+    // Only with a core the forward pass leaves free: where the pool's threads
+    // take every core, waking the worker preempts them or the engine thread
+    // (0.5-1 ms a step on a loaded 2-core host, for ~20 us of masks), and a
+    // batch's draws already compute their masks in parallel on the pool.
+    const char* env = std::getenv("PAGELLM_MASK_PREFETCH");
+    const std::string_view prefetch = env ? env : "";
+    if (prefetch == "1" ||
+        (prefetch != "0" && std::thread::hardware_concurrency() > static_cast<unsigned>(pool_.size())))
+      mask_prefetch_ = std::make_unique<MaskPrefetcher>();
   }
   auto st = std::make_unique<SeqState>(rs.get(), 0, std::move(seq), sample_params(req.sampling, 0),
                                        SampleOutput(tokenizer_, req, 0, grammar_vocab_, mask_cache_));

@@ -225,7 +225,8 @@ class Engine {
   // built with the first constrained request.
   std::shared_ptr<const GrammarVocab> grammar_vocab_;
   std::shared_ptr<MaskCache> mask_cache_;
-  // Computes a step's masks while its forward pass runs (off: PAGELLM_MASK_PREFETCH=0).
+  // Computes a step's masks while its forward pass runs: where the machine
+  // has more cores than the pool has threads (PAGELLM_MASK_PREFETCH=1: always, 0: never).
   std::unique_ptr<MaskPrefetcher> mask_prefetch_;
   ThreadPool& pool_;
   EngineConfig config_;

@@ -97,14 +97,15 @@ TEST(GrammarEngine, TokensDoNotDependOnBatchingOrPreemption) {
 
 TEST(GrammarEngine, MasksPreparedDuringTheForwardPassGiveTheSameTokens) {
   // The same load with the masks computed on the engine's mask worker while
-  // the forward pass runs (the default) and while drawing
-  // (PAGELLM_MASK_PREFETCH=0): the same tokens, n = 2 samples forking
+  // the forward pass runs and while drawing
+  // (PAGELLM_MASK_PREFETCH=1 and 0): the same tokens, n = 2 samples forking
   // from each prompt included; and every sequence follows the grammar.
   Loaded m = load("stories260K.gguf");
   const auto g = Grammar::parse(kListGrammar);
   auto prompts = make_prompts(*m.tok, 12);
   EngineConfig cfg;
   cfg.num_blocks = 64;
+  ::setenv("PAGELLM_MASK_PREFETCH", "1", 1);
   const auto prepared = run(m, prompts, cfg, g, 0.9f, 2);
   ::setenv("PAGELLM_MASK_PREFETCH", "0", 1);
   const auto plain = run(m, prompts, cfg, g, 0.9f, 2);
