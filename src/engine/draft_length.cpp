@@ -42,7 +42,16 @@ double StepCostModel::estimate(int64_t rows) const {
     const double t = static_cast<double>(rows - lo) / static_cast<double>(hi - lo);
     return at(lo) + t * (at(hi) - at(lo));
   }
-  if (lo > 0) return at(lo) * prior(rows) / prior(lo);
+  if (lo > 0) {
+    // Past the last trusted row count: the slope to it from the one before
+    // (the kernels' tiles make later rows cost more, not less), at least the prior's.
+    double slope = 0;
+    int64_t before = lo - 1;
+    while (before > 0 && !trusted(before)) --before;
+    if (before > 0) slope = (at(lo) - at(before)) / static_cast<double>(lo - before);
+    return std::max(at(lo) + slope * static_cast<double>(rows - lo),
+                    at(lo) * prior(rows) / prior(lo));
+  }
   if (hi < size) return at(hi) * prior(rows) / prior(hi);
   return prior(rows);
 }
@@ -51,7 +60,9 @@ double StepCostModel::cost(int64_t rows) const {
   rows = std::max<int64_t>(rows, 1);
   const auto [best, n] = fresh(rows);
   if (n >= kMinSamples) return best;
-  return std::min(best, estimate(rows));
+  // Fewer steps than trusted: each missing one counts as the neighbours' estimate.
+  const double missing = kMinSamples - n;
+  return ((n > 0 ? n * best : 0.0) + missing * estimate(rows)) / kMinSamples;
 }
 
 double expected_tokens(double p, int32_t k) {

@@ -114,8 +114,13 @@ TEST(StepCostModel, FastestRecentStepPerRowCount) {
     const double fastest = *std::min_element(from, seen.end());
     if (m.trusted(4))
       ASSERT_EQ(m.cost(4), fastest) << i;
-    else  // too few: at most the prior's guess (nothing else is measured)
-      ASSERT_EQ(m.cost(4), std::min(fastest, 1 + 3 * StepCostModel::kPriorRowCost)) << i;
+    else  // too few: each missing step counts as the prior's guess (nothing else is measured)
+      ASSERT_NEAR(m.cost(4),
+                  (fastest * (i + 1) + (1 + 3 * StepCostModel::kPriorRowCost) *
+                                           (StepCostModel::kMinSamples - i - 1)) /
+                      StepCostModel::kMinSamples,
+                  1e-12)
+          << i;
     ASSERT_EQ(m.trusted(4), i + 1 >= StepCostModel::kMinSamples) << i;
   }
   EXPECT_FALSE(m.trusted(3));
@@ -142,19 +147,24 @@ TEST(StepCostModel, UnmeasuredRowCounts) {
   // Between two trusted: on the line between them.
   EXPECT_NEAR(m.cost(4), 0.020, 1e-15);
   EXPECT_NEAR(m.cost(3), 0.015, 1e-15);
-  // Below the first and past the last: the prior shape scaled to it.
+  // Below the first: the prior shape scaled to it. Past the last: the slope
+  // from the one before.
   EXPECT_NEAR(m.cost(1), 0.010 / (1 + prior), 1e-15);
-  EXPECT_NEAR(m.cost(9), 0.030 * (1 + 8 * prior) / (1 + 5 * prior), 1e-15);
+  EXPECT_NEAR(m.cost(9), 0.030 + 3 * (0.030 - 0.010) / 4, 1e-15);
   // One slow step (a first one touching new memory) is not trusted: the
-  // estimate stays at the neighbours' line until more steps say otherwise.
+  // missing ones count as the neighbours' line.
   m.record(4, 0.5);
-  EXPECT_NEAR(m.cost(4), 0.020, 1e-15);
+  EXPECT_NEAR(m.cost(4), (0.5 + 2 * 0.020) / 3, 1e-15);
   m.record(4, 0.4);
   m.record(4, 0.3);
   EXPECT_EQ(m.cost(4), 0.3);
-  // A fast untrusted one counts at once.
-  m.record(5, 0.001);
-  EXPECT_EQ(m.cost(5), 0.001);
+  // Past the last with a slope below the prior's: the prior's.
+  StepCostModel flat;
+  for (int i = 0; i < StepCostModel::kMinSamples; ++i) {
+    flat.record(1, 0.010);
+    flat.record(2, 0.010);
+  }
+  EXPECT_NEAR(flat.cost(5), 0.010 * (1 + 4 * prior) / (1 + prior), 1e-15);
 }
 
 }  // namespace

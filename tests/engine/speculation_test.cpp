@@ -255,7 +255,10 @@ void check_same_tokens(const std::string& model_file, float temperature,
   auto together = run_spec(m, prompts, batched, gen, temperature, ngram, 0, draft_file);
   for (size_t i = 0; i < prompts.size(); ++i)
     EXPECT_EQ(together.tokens[i], plain[i]) << "batched, request " << i;
-  EXPECT_GT(together.stats.spec_accepted, 0u);
+  EXPECT_GT(together.stats.spec_proposed, 0u);
+  // Drafts that mostly fail are cut (their rows cost more than they save),
+  // so accepted ones in the batch are certain only where they mostly pass.
+  if (2 * accepted > proposed) EXPECT_GT(together.stats.spec_accepted, 0u);
 
   // Small chunks: drafts compete with prefill chunks for the budget.
   batched.scheduler.max_batched_tokens = 9;
