@@ -68,7 +68,12 @@ void Engine::shrink_pool(uint64_t bytes) {
       ++preempted;
     }
     const size_t chunk = ep.chunk_bytes(c);
-    if (!ep.release_top()) break;  // a block is still held: keep the rest
+    // Its cached blocks go to the disk tier (written unless on disk already),
+    // never to the host tier: host memory is what is short.
+    std::function<void(int32_t, std::span<const int32_t>)> to_disk;
+    if (disk_tier_)
+      to_disk = [this](int32_t id, std::span<const int32_t> tokens) { disk_tier_->evicted(id, tokens); };
+    if (!ep.release_top(to_disk)) break;  // a block is still held: keep the rest
     freed += chunk;
     ++chunks;
   }

@@ -62,7 +62,8 @@ bool BlockAllocator::ensure_free(int32_t n) {
   return n <= num_free();
 }
 
-bool BlockAllocator::remove_top_chunk() {
+bool BlockAllocator::remove_top_chunk(
+    const std::function<void(int32_t id, std::span<const int32_t> tokens)>& dropped) {
   if (chunks_ <= 1) return false;
   const int32_t begin = chunk_begin(chunks_ - 1), end = chunk_end(chunks_ - 1);
   for (int32_t id = begin; id < end; ++id)
@@ -71,6 +72,7 @@ bool BlockAllocator::remove_top_chunk() {
     if (in_lru_[static_cast<size_t>(id)]) {
       lru_.erase(lru_pos_[static_cast<size_t>(id)]);
       in_lru_[static_cast<size_t>(id)] = false;
+      if (dropped) dropped(id, block_tokens_[static_cast<size_t>(id)]);
       drop_hash(id);
       ++evictions_;
     }

@@ -64,8 +64,10 @@ class BlockAllocator {
   bool ensure_free(int32_t n);
   // Takes the top populated chunk out of use: its cached blocks are evicted,
   // its free ones leave the free list. False, changing nothing, while one of
-  // its blocks is referenced (or only chunk 0 is left).
-  bool remove_top_chunk();
+  // its blocks is referenced (or only chunk 0 is left). `dropped` (if any)
+  // is called with each cached block and its tokens before its hash goes.
+  bool remove_top_chunk(
+      const std::function<void(int32_t id, std::span<const int32_t> tokens)>& dropped = {});
   int32_t num_cached() const { return static_cast<int32_t>(lru_.size()); }
   // Called by allocate() for each cached block it evicts, with the block's
   // tokens, before its hash is dropped (its bytes are intact until a step

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <chrono>
 #include <functional>
 
 #include "util/error.h"
@@ -22,27 +23,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kSuffix = ".kvb";
-
-// Whole-file read; nullopt (errno set) when it cannot be opened or read. A
-// short read (injected: "disk.read") gives the bytes read so far.
-std::optional<std::vector<uint8_t>> read_whole(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::vector<uint8_t> buf;
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) buf.resize(static_cast<size_t>(st.st_size));
-  size_t got = 0;
-  while (got < buf.size()) {
-    const ssize_t n = ::read(fd, buf.data() + got, buf.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (FaultInjector::hit("disk.read")) got /= 2;
-  buf.resize(got);
-  return buf;
-}
 
 // Writes `bytes` to a new file `path`; false (errno set) on failure, which
 // leaves no file behind. "disk.write" injects a full disk.
@@ -95,7 +75,7 @@ Hash128 model_file_digest(const std::string& model_path, const std::string& dir)
   name.add(static_cast<int64_t>(st.st_mtim.tv_sec));
   name.add(static_cast<int64_t>(st.st_mtim.tv_nsec));
   const fs::path cached = fs::path(dir) / ("model-" + name.digest().hex() + ".digest");
-  if (auto text = read_whole(cached)) {
+  if (auto text = read_whole_file(cached)) {
     const std::string s(text->begin(), text->end());
     if (auto h = Hash128::from_hex(s.substr(0, std::min<size_t>(32, s.size())))) return *h;
   }
@@ -152,6 +132,7 @@ DiskTier::DiskTier(DiskTierOptions options, BlockFileIdentity identity, KvCacheS
       storage_(storage),
       block_bytes_(storage_block_bytes(storage)),
       key_of_block_(static_cast<size_t>(std::max(num_blocks, 0))),
+      parent_of_block_(static_cast<size_t>(std::max(num_blocks, 0))),
       key_valid_(static_cast<size_t>(std::max(num_blocks, 0)), false) {
   std::error_code ec;
   fs::create_directories(options_.dir, ec);
@@ -160,6 +141,9 @@ DiskTier::DiskTier(DiskTierOptions options, BlockFileIdentity identity, KvCacheS
                                   ec ? ": " + ec.message() : ""));
   options_.queue_bytes = std::max<uint64_t>(options_.queue_bytes, block_bytes_);
   evict();  // learns what is there (and trims it to the size asked for)
+  if (options_.prefetch_bytes >= block_bytes_ && block_bytes_ > 0)
+    prefetch_ = std::make_unique<BlockPrefetcher>(block_bytes_, options_.prefetch_bytes,
+                                                  options_.read_hook);
   writer_ = std::thread([this] { writer_loop(); });
 }
 
@@ -191,10 +175,21 @@ void DiskTier::committed(int32_t block, int32_t parent, std::span<const int32_t>
   const Hash128 pk = parent_key(parent);
   const Hash128 key = block_key(pk, tokens);
   key_of_block_[static_cast<size_t>(block)] = key;
+  parent_of_block_[static_cast<size_t>(block)] = pk;
   key_valid_[static_cast<size_t>(block)] = true;
+  queue_block(block, {identity_, key, pk, {tokens.begin(), tokens.end()}});
+}
+
+void DiskTier::evicted(int32_t block, std::span<const int32_t> tokens) {
+  if (!valid_block(key_valid_, block)) return;
+  const auto b = static_cast<size_t>(block);
+  queue_block(block, {identity_, key_of_block_[b], parent_of_block_[b], {tokens.begin(), tokens.end()}});
+}
+
+void DiskTier::queue_block(int32_t block, BlockFileHeader header) {
   {
     std::lock_guard lk(mu_);
-    if (on_disk_.count(key)) return;
+    if (on_disk_.count(header.key)) return;
     if (queued_bytes_ + block_bytes_ > options_.queue_bytes) {
       ++stats_.writes_dropped;
       return;
@@ -202,11 +197,11 @@ void DiskTier::committed(int32_t block, int32_t parent, std::span<const int32_t>
   }
   try {
     Job job;
-    job.header = {identity_, key, pk, {tokens.begin(), tokens.end()}};
+    job.header = std::move(header);
     job.payload.resize(block_bytes_);
     copy_block_out(storage_, block, job.payload.data());
     std::lock_guard lk(mu_);
-    on_disk_.insert(key);  // pending: not queued twice
+    on_disk_.insert(job.header.key);  // pending: not queued twice
     queued_bytes_ += block_bytes_;
     queue_.push_back(std::move(job));
   } catch (const std::exception&) {
@@ -239,36 +234,41 @@ void DiskTier::demoted(const BlockFileHeader& header, std::span<const uint8_t> p
   }
 }
 
+void DiskTier::prefetch(uint64_t owner, int32_t parent, std::span<const int32_t> tokens,
+                        size_t held) {
+  if (!prefetch_ || (parent >= 0 && !valid_block(key_valid_, parent))) return;
+  const size_t bs = static_cast<size_t>(identity_.block_size);
+  Hash128 pk = parent_key(parent);
+  try {
+    for (size_t i = 0; (i + 1) * bs <= tokens.size(); ++i) {
+      const auto blk = tokens.subspan(i * bs, bs);
+      const Hash128 key = block_key(pk, blk);
+      if (i >= held) {
+        {
+          std::lock_guard lk(mu_);
+          if (!on_disk_.count(key)) return;  // the chain ends here
+        }
+        if (!prefetch_->request(owner, {identity_, key, pk, {blk.begin(), blk.end()}},
+                                file_for(key)))
+          return;
+      }
+      pk = key;
+    }
+  } catch (const std::exception&) {
+    // Out of memory: what is not read ahead is read when needed, or computed.
+  }
+}
+
+void DiskTier::forget_prefetch(uint64_t owner) {
+  if (prefetch_) prefetch_->forget(owner);
+}
+
 bool DiskTier::fetch(int32_t parent, std::span<const int32_t> tokens) {
   if (parent >= 0 && !valid_block(key_valid_, parent)) return false;
   try {
     BlockFileHeader want{identity_, {}, parent_key(parent), {tokens.begin(), tokens.end()}};
     want.key = block_key(want.parent, tokens);
-    const fs::path path = file_for(want.key);
-    auto file = read_whole(path);
-    if (!file) {
-      std::lock_guard lk(mu_);
-      ++stats_.misses;
-      return false;
-    }
-    std::span<const uint8_t> payload;
-    const BlockFileStatus s = check_block_file(*file, want, block_bytes_, payload);
-    if (s != BlockFileStatus::kOk) {
-      warn_once(s, path);
-      ::unlink(path.c_str());
-      std::lock_guard lk(mu_);
-      on_disk_.erase(want.key);
-      ++stats_.misses;
-      ++stats_.skipped;
-      return false;
-    }
-    staged_payload_.assign(payload.begin(), payload.end());
-    staged_ = std::move(want);
-    ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: evicted last
-    std::lock_guard lk(mu_);
-    on_disk_.insert(staged_.key);
-    stats_.bytes_read += file->size();
-    return true;
+    return fetch_read(want);
   } catch (const std::exception&) {
     std::lock_guard lk(mu_);
     ++stats_.misses;
@@ -276,12 +276,93 @@ bool DiskTier::fetch(int32_t parent, std::span<const int32_t> tokens) {
   }
 }
 
+bool DiskTier::fetch_read(const BlockFileHeader& want) {
+  const fs::path path = file_for(want.key);
+  const double block_tokens = identity_.block_size;
+  BlockFileStatus status = BlockFileStatus::kOk;
+  uint64_t file_bytes = 0;
+  bool found = false, ahead = false, waited = false;
+  auto recompute = [this] {
+    std::lock_guard lk(mu_);
+    ++stats_.recomputed;
+    return false;
+  };
+  BlockPrefetcher::Taken t;
+  if (prefetch_) t = prefetch_->take(want.key);
+  if (t.result == BlockPrefetcher::Result::kPending) {
+    // Wait only for a read cheaper than computing, and never longer than
+    // computing would take (rates unmeasured: up to a second).
+    if (!cost_.restore_pays(static_cast<double>(t.bytes_ahead), block_tokens, prefetch_->read_rate()))
+      return recompute();
+    const double limit = cost_.prefill_rate() > 0 ? block_tokens / cost_.prefill_rate() : 1.0;
+    t = prefetch_->take(want.key, std::chrono::steady_clock::now() +
+                                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                          std::chrono::duration<double>(limit)));
+    if (t.result == BlockPrefetcher::Result::kPending) return recompute();
+    waited = true;
+  }
+  switch (t.result) {
+    case BlockPrefetcher::Result::kReady:
+      staged_payload_ = std::move(t.payload);
+      file_bytes = t.file_bytes;
+      found = ahead = true;
+      break;
+    case BlockPrefetcher::Result::kRefused:
+      status = t.status;
+      break;
+    case BlockPrefetcher::Result::kMissing:
+      break;
+    default: {  // not read ahead: read here, if that beats computing it
+      const double rate = cost_.copy_rate() > 0 ? cost_.copy_rate()
+                                                : (prefetch_ ? prefetch_->read_rate() : 0.0);
+      if (!cost_.restore_pays(static_cast<double>(block_bytes_), block_tokens, rate))
+        return recompute();
+      const auto t0 = std::chrono::steady_clock::now();
+      auto file = read_whole_file(path);
+      if (!file) break;
+      std::span<const uint8_t> payload;
+      status = check_block_file(*file, want, block_bytes_, payload);
+      if (status != BlockFileStatus::kOk) break;
+      staged_payload_.assign(payload.begin(), payload.end());
+      file_bytes = file->size();
+      cost_.copied(static_cast<double>(file_bytes),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      found = true;
+    }
+  }
+  if (!found) {
+    if (status != BlockFileStatus::kOk) {
+      warn_once(status, path);
+      ::unlink(path.c_str());
+    }
+    std::lock_guard lk(mu_);
+    if (status != BlockFileStatus::kOk) {
+      on_disk_.erase(want.key);
+      ++stats_.skipped;
+    }
+    ++stats_.misses;
+    return false;
+  }
+  staged_ = want;
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: evicted last
+  std::lock_guard lk(mu_);
+  on_disk_.insert(staged_.key);
+  stats_.bytes_read += file_bytes;
+  // Counted as hits in place(); `ahead` marks the block for it.
+  staged_ahead_ = ahead;
+  staged_waited_ = waited;
+  return true;
+}
+
 void DiskTier::place(int32_t block) {
   copy_block_in(storage_, block, staged_payload_.data());
   key_of_block_[static_cast<size_t>(block)] = staged_.key;
+  parent_of_block_[static_cast<size_t>(block)] = staged_.parent;
   key_valid_[static_cast<size_t>(block)] = true;
   std::lock_guard lk(mu_);
   ++stats_.hits;
+  if (staged_ahead_) ++stats_.prefetched;
+  if (staged_ahead_ && staged_waited_) ++stats_.prefetch_waited;
 }
 
 void DiskTier::warn_once(BlockFileStatus cause, const fs::path& file) {
@@ -404,8 +485,13 @@ void DiskTier::flush() {
 }
 
 DiskTierStats DiskTier::stats() const {
-  std::lock_guard lk(mu_);
-  return stats_;
+  DiskTierStats s;
+  {
+    std::lock_guard lk(mu_);
+    s = stats_;
+  }
+  if (prefetch_) s.prefetch_reads = prefetch_->stats().reads;
+  return s;
 }
 
 }  // namespace pagellm

@@ -6,10 +6,16 @@
 // stall a step); each file goes to a unique temporary name, then rename(), so
 // servers sharing a directory never see half a file. The directory is kept
 // under a size by deleting the files least recently used (by mtime; a hit
-// touches its file). A lookup reads and checks the file synchronously: on a
-// CPU reading a block costs about a thousandth of computing it. A file that
-// fails a check is skipped (and removed) with one warning per cause, and the
-// block is computed instead.
+// touches its file). Reads run ahead on a reader thread
+// (kvcache/block_prefetch.h): when a request is queued, the files of its
+// prompt's blocks that the pool and the host tier lack are read and checked
+// there, and when it is admitted a lookup takes the checked bytes (a memcpy
+// into the pool). A block still being read is waited for only while the read
+// left is cheaper than computing it (kvcache/restore_cost.h, with the
+// reader's measured rate), and never longer than computing it would take;
+// a block nobody read ahead is read on the engine thread under the same
+// rule. A file that fails a check is skipped (and removed) with one warning
+// per cause, and the block is computed instead.
 #pragma once
 
 #include <atomic>
@@ -17,6 +23,7 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -26,8 +33,10 @@
 
 #include "kvcache/block_copy.h"
 #include "kvcache/block_file.h"
+#include "kvcache/block_prefetch.h"
 #include "kvcache/kv_cache_storage.h"
 #include "kvcache/prefix_tier.h"
+#include "kvcache/restore_cost.h"
 
 namespace pagellm {
 
@@ -40,6 +49,10 @@ struct DiskTierStats {
   uint64_t files_written = 0;
   uint64_t files_evicted = 0;
   uint64_t writes_dropped = 0;  // the queue was full
+  uint64_t prefetched = 0;      // of the hits, blocks read ahead by the reader thread
+  uint64_t prefetch_waited = 0; // of those, blocks the lookup waited for (cheaper than computing)
+  uint64_t recomputed = 0;      // on disk (or being read), but computing was cheaper
+  uint64_t prefetch_reads = 0;  // files the reader thread read
 };
 
 struct DiskTierOptions {
@@ -47,6 +60,10 @@ struct DiskTierOptions {
   uint64_t max_bytes = uint64_t{4} << 30;
   // Queued writes at most (bytes); a block that does not fit is not written.
   uint64_t queue_bytes = uint64_t{64} << 20;
+  // Blocks read ahead and not yet taken, at most (bytes); 0: no reading ahead.
+  uint64_t prefetch_bytes = uint64_t{64} << 20;
+  // Runs on the reader thread before each read ahead (tests: a slow disk).
+  BlockPrefetcher::ReadHook read_hook;
 };
 
 // The model file's content digest, cached in `dir` under a name from the
@@ -74,6 +91,16 @@ class DiskTier final : public PrefixTier {
   // A block the host tier drops (kvcache/host_tier.h): written unless its
   // file is there (or queued) already, or the queue is full.
   void demoted(const BlockFileHeader& header, std::span<const uint8_t> payload) override;
+  // A cached block leaves the pool (an eviction, or the elastic pool giving
+  // its chunk back): written unless its file is there or queued already.
+  void evicted(int32_t block, std::span<const int32_t> tokens) override;
+  // Reads ahead the files of `tokens`' blocks past the first `held`, in
+  // order, up to the first block not on disk or the staging bytes.
+  void prefetch(uint64_t owner, int32_t parent, std::span<const int32_t> tokens,
+                size_t held) override;
+  void forget_prefetch(uint64_t owner) override;
+  void prefilled(double tokens, double seconds) override { cost_.prefilled(tokens, seconds); }
+  const RestoreCost& cost() const { return cost_; }
 
   const BlockFileIdentity& identity() const { return identity_; }
   // Waits until every queued write is done (tests, shutdown).
@@ -88,6 +115,11 @@ class DiskTier final : public PrefixTier {
     std::vector<uint8_t> payload;
   };
   Hash128 parent_key(int32_t parent) const;
+  // Queues block `block`'s bytes under `header` (the engine thread's copy).
+  void queue_block(int32_t block, BlockFileHeader header);
+  // The file's bytes read (here or ahead) for `want`: checked into
+  // staged_payload_, or refused (a warning, the file removed), or missing.
+  bool fetch_read(const BlockFileHeader& want);
   void writer_loop();
   void write_file(const Job& job);
   // Deletes the least recently used files until the directory is under
@@ -101,11 +133,14 @@ class DiskTier final : public PrefixTier {
   KvCacheStorage& storage_;
   size_t block_bytes_;
   // Engine thread: each block's chained key (valid while the block is hashed).
-  std::vector<Hash128> key_of_block_;
+  std::vector<Hash128> key_of_block_, parent_of_block_;
   std::vector<bool> key_valid_;
   BlockFileHeader staged_;  // fetch()'s find, for place()
   std::vector<uint8_t> staged_payload_;
+  bool staged_ahead_ = false, staged_waited_ = false;  // read ahead; waited for
   std::set<BlockFileStatus> warned_;
+  RestoreCost cost_;  // engine-thread reads and the engine's prefill rate
+  std::unique_ptr<BlockPrefetcher> prefetch_;  // null: no reading ahead
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

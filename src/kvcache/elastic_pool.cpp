@@ -94,9 +94,10 @@ bool ElasticPool::grow(int32_t c) {
   return true;
 }
 
-bool ElasticPool::release_top() {
+bool ElasticPool::release_top(
+    const std::function<void(int32_t, std::span<const int32_t>)>& dropped) {
   const int32_t c = top_chunk();
-  if (!alloc_.remove_top_chunk()) return false;
+  if (!alloc_.remove_top_chunk(dropped)) return false;
   for (const auto& p : storage_.pools())
     p->release_blocks(chunk_begin(c), chunk_end(c) - chunk_begin(c));
   ++shrinks_;

@@ -54,7 +54,8 @@ class ElasticPool {
   size_t chunk_bytes(int32_t c) const;
   // Gives the top chunk's memory back to the OS. False, changing nothing,
   // while one of its blocks is in use or when only chunk 0 is left.
-  bool release_top();
+  // `dropped`: BlockAllocator::remove_top_chunk's (the chunk's cached blocks).
+  bool release_top(const std::function<void(int32_t, std::span<const int32_t>)>& dropped = {});
   // Memory was seen back (a check found room): the next shortage of blocks
   // asks for growth at once instead of after retry_after.
   void memory_back() { refused_ = false; }

@@ -152,17 +152,8 @@ bool HostTier::fetch(int32_t parent, std::span<const int32_t> tokens) {
     staged_ = Staged::kOwn;
   } else {
     ++stats_.misses;
-    if (!next_ ||
-        !cost_.restore_pays(static_cast<double>(block_bytes_), block_tokens, next_rate_))
-      return false;
-    const auto t0 = std::chrono::steady_clock::now();
-    const bool found = next_->fetch(parent, tokens);
-    if (!found) return false;
-    const double s = seconds_since(t0);
-    if (s > 0) {
-      const double r = static_cast<double>(block_bytes_) / s;
-      next_rate_ = next_rate_ <= 0 ? r : 0.8 * next_rate_ + 0.2 * r;
-    }
+    // The next tier applies the rule to its own reads (read ahead or not).
+    if (!next_ || !next_->fetch(parent, tokens)) return false;
     staged_ = Staged::kNext;
   }
   staged_key_ = key;
@@ -170,6 +161,21 @@ bool HostTier::fetch(int32_t parent, std::span<const int32_t> tokens) {
   staged_parent_block_ = parent;
   staged_tokens_.assign(tokens.begin(), tokens.end());
   return true;
+}
+
+void HostTier::prefetch(uint64_t owner, int32_t parent, std::span<const int32_t> tokens,
+                        size_t held) {
+  if (!next_) return;
+  Hash128 pk;
+  if (!key_of(parent, pk)) return;
+  const size_t bs = static_cast<size_t>(block_size_);
+  for (size_t i = 0; (i + 1) * bs <= tokens.size(); ++i) {
+    const auto blk = tokens.subspan(i * bs, bs);
+    pk = block_key(pk, blk);
+    if (i >= held && !entries_.count(pk)) break;
+    held = std::max(held, i + 1);
+  }
+  next_->prefetch(owner, parent, tokens, held);
 }
 
 void HostTier::place(int32_t block) {

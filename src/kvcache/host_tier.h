@@ -33,6 +33,7 @@
 #include "kvcache/block_file.h"
 #include "kvcache/kv_cache_storage.h"
 #include "kvcache/prefix_tier.h"
+#include "kvcache/restore_cost.h"
 
 namespace pagellm {
 
@@ -56,31 +57,6 @@ struct HostTierStats {
   bool pinned = false;          // the range is a device backend's host memory
 };
 
-// Measured costs of restoring vs recomputing (see the file comment).
-class RestoreCost {
- public:
-  // A copy of `bytes` took `seconds`.
-  void copied(double bytes, double seconds) { ewma(copy_rate_, bytes, seconds); }
-  // A step computed `tokens` prompt tokens in `seconds`.
-  void prefilled(double tokens, double seconds) { ewma(prefill_rate_, tokens, seconds); }
-  double copy_rate() const { return copy_rate_; }
-  double prefill_rate() const { return prefill_rate_; }
-  // Whether restoring `bytes` at `copy_rate` beats computing `tokens`.
-  bool restore_pays(double bytes, double tokens, double copy_rate) const {
-    if (copy_rate <= 0 || prefill_rate_ <= 0) return true;
-    return bytes / copy_rate < tokens / prefill_rate_;
-  }
-
- private:
-  static void ewma(double& rate, double amount, double seconds) {
-    if (amount <= 0 || seconds <= 0) return;
-    const double r = amount / seconds;
-    rate = rate <= 0 ? r : 0.8 * rate + 0.2 * r;
-  }
-  double copy_rate_ = 0;     // bytes per second
-  double prefill_rate_ = 0;  // tokens per second
-};
-
 class HostTier final : public PrefixTier {
  public:
   // `storage`'s group 0 pools (num_blocks blocks) are read and written;
@@ -99,8 +75,17 @@ class HostTier final : public PrefixTier {
   void place(int32_t block) override;
   void evicted(int32_t block, std::span<const int32_t> tokens) override;
 
-  // The engine's prompt steps: `tokens` computed in `seconds`.
-  void prefilled(int64_t tokens, double seconds) { cost_.prefilled(static_cast<double>(tokens), seconds); }
+  // Continues past the blocks this tier holds, in the next tier.
+  void prefetch(uint64_t owner, int32_t parent, std::span<const int32_t> tokens,
+                size_t held) override;
+  void forget_prefetch(uint64_t owner) override {
+    if (next_) next_->forget_prefetch(owner);
+  }
+  // The engine's prompt steps: `tokens` computed in `seconds` (the next tier learns it too).
+  void prefilled(double tokens, double seconds) override {
+    cost_.prefilled(tokens, seconds);
+    if (next_) next_->prefilled(tokens, seconds);
+  }
   const RestoreCost& cost() const { return cost_; }
   HostTierStats stats() const;
   size_t block_bytes() const { return block_bytes_; }
@@ -147,7 +132,6 @@ class HostTier final : public PrefixTier {
   int32_t staged_parent_block_ = -1;
   std::vector<int32_t> staged_tokens_;
   RestoreCost cost_;
-  double next_rate_ = 0;  // the next tier's measured read rate (bytes per second)
   HostTierStats stats_;
 };
 

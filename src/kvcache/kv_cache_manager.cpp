@@ -97,6 +97,30 @@ void KvCacheManager::set_prefix_tier(PrefixTier* tier) {
     alloc_.set_evict_hook({});
 }
 
+void KvCacheManager::prefetch(uint64_t owner, std::span<const int32_t> tokens) {
+  if (!tier_ || !prefix_caching_ || checkpoints_) return;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t full = std::max<int64_t>(n - 1, 0) / block_size_ * block_size_;
+  uint64_t hash = 0;
+  int32_t parent = -1;
+  int64_t covered = 0;
+  for (; covered < full; covered += block_size_) {  // what the pool holds now
+    auto blk = tokens.subspan(static_cast<size_t>(covered), static_cast<size_t>(block_size_));
+    const uint64_t h = BlockAllocator::chain_hash(hash, blk);
+    auto id = alloc_.find(h, blk);
+    if (!id) break;
+    parent = *id;
+    hash = h;
+  }
+  if (covered < full)
+    tier_->prefetch(owner, parent,
+                    tokens.subspan(static_cast<size_t>(covered), static_cast<size_t>(full - covered)), 0);
+}
+
+void KvCacheManager::forget_prefetch(uint64_t owner) {
+  if (tier_) tier_->forget_prefetch(owner);
+}
+
 std::optional<int32_t> KvCacheManager::from_tier(const BlockTable& table,
                                                  std::span<const int32_t> tokens) {
   if (!tier_ || !alloc_.ensure_free(1)) return std::nullopt;

@@ -83,6 +83,11 @@ class KvCacheManager {
   // match_prefix continues there where the pool's match ends (not with state
   // checkpoints).
   void set_prefix_tier(PrefixTier* tier);
+  // A request `owner` with `tokens` is queued: the tiers may start reading
+  // the blocks that follow the pool's match (PrefixTier::prefetch), so that
+  // its match_prefix finds them read. forget_prefetch: it is admitted or gone.
+  void prefetch(uint64_t owner, std::span<const int32_t> tokens);
+  void forget_prefetch(uint64_t owner);
 
   // Makes room to write positions [write_from, n_tokens): new blocks as
   // needed, and private copies of shared blocks in that range (copy-on-write,

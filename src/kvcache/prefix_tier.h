@@ -32,6 +32,17 @@ class PrefixTier {
   // The tier above drops a block (`payload`: its bytes, kvcache/block_copy.h):
   // this one may keep it.
   virtual void demoted(const BlockFileHeader& /*header*/, std::span<const uint8_t> /*payload*/) {}
+  // A queued request's prompt continues with the full blocks `tokens` after
+  // block `parent` (-1: first), of which the tiers above hold the first
+  // `held`: a tier that reads slowly (the disk) may start reading the rest
+  // for `owner` (kvcache/block_prefetch.h).
+  virtual void prefetch(uint64_t /*owner*/, int32_t /*parent*/, std::span<const int32_t> /*tokens*/,
+                        size_t /*held*/) {}
+  // `owner` is admitted or gone: what was read ahead for it can go.
+  virtual void forget_prefetch(uint64_t /*owner*/) {}
+  // The engine's prompt steps computed `tokens` in `seconds` (the
+  // restore-or-recompute rule, kvcache/host_tier.h's RestoreCost).
+  virtual void prefilled(double /*tokens*/, double /*seconds*/) {}
 };
 
 }  // namespace pagellm

@@ -147,6 +147,14 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
     metric(out, "pagellm_disk_tier_writes_dropped_total", "counter",
            "Blocks not written (the write queue was full, or the write failed)",
            static_cast<double>(e.disk.writes_dropped));
+    metric(out, "pagellm_disk_tier_prefetched_total", "counter",
+           "Of the disk-tier hits, blocks read ahead off the engine thread while queued",
+           static_cast<double>(e.disk.prefetched));
+    metric(out, "pagellm_disk_tier_prefetch_reads_total", "counter",
+           "Block files read ahead by the reader thread", static_cast<double>(e.disk.prefetch_reads));
+    metric(out, "pagellm_disk_tier_recomputed_total", "counter",
+           "Blocks on disk (or being read) computed instead: cheaper than the read",
+           static_cast<double>(e.disk.recomputed));
   }
   // The KV pools per device: what they hold now (an elastic pool's
   // populated chunks) and the plan's size.

@@ -82,6 +82,38 @@ TEST(EngineDiskTier, RestartServesTheRepeatedPromptFromDisk) {
   EXPECT_NE(err.find("checksum"), std::string::npos) << err;
 }
 
+// After a restart, the repeated prompt queues behind another request
+// (one sequence at a time): its blocks are read ahead off the engine thread
+// while it waits, and the tokens are the cold run's with or without that.
+TEST(EngineDiskTier, QueuedPromptIsReadAheadAfterARestart) {
+  Loaded m = load("stories260K.gguf");
+  const auto p = long_prompt(*m.tok);
+  const auto other = m.tok->encode("The little dog ran to the park and found a big red ball.");
+  const uint64_t full = (p.size() - 1) / 16 * 16;
+  TempDir dir;
+  EngineConfig cold = config(dir.path);
+  cold.disk_tier.dir.clear();
+  cold.scheduler.max_num_seqs = 1;
+  const auto want = run_all(m, {other, p}, cold, 24);
+  run_all(m, {p}, config(dir.path), 4);  // writes p's blocks
+
+  EngineConfig warm = config(dir.path);
+  warm.scheduler.max_num_seqs = 1;
+  EngineStats ahead, plain;
+  EXPECT_EQ(run_all(m, {other, p}, warm, 24, &ahead), want);
+  EXPECT_GE(ahead.disk.prefetched, 1u);
+  EXPECT_LE(ahead.disk.prefetched, ahead.disk.hits);
+  EXPECT_GE(ahead.disk.prefetch_reads, ahead.disk.prefetched);
+  EXPECT_EQ(ahead.cached_prompt_tokens, ahead.disk.hits * 16);
+  EXPECT_LE(ahead.cached_prompt_tokens, full);
+
+  warm.disk_tier.prefetch_bytes = 0;  // no reading ahead: read when admitted
+  EXPECT_EQ(run_all(m, {other, p}, warm, 24, &plain), want);
+  EXPECT_EQ(plain.disk.prefetched, 0u);
+  EXPECT_EQ(plain.disk.prefetch_reads, 0u);
+  EXPECT_EQ(plain.cached_prompt_tokens, plain.disk.hits * 16);
+}
+
 TEST(EngineDiskTier, AnotherKvTypeComputesEverything) {
   Loaded m = load("stories260K.gguf");
   const auto p = long_prompt(*m.tok);

@@ -7,8 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -50,9 +54,11 @@ KvPoolShape shape(DType dtype = DType::F16) {
 struct Cache {
   explicit Cache(const fs::path& dir, BlockFileIdentity id = identity(),
                  uint64_t max_bytes = 1 << 30, DType dtype = DType::F16)
+      : Cache(DiskTierOptions{dir.string(), max_bytes}, id, dtype) {}
+  Cache(DiskTierOptions options, BlockFileIdentity id = identity(), DType dtype = DType::F16)
       : storage(shape(dtype), {{"host", 0, 1}, {"host", 1, 3}}),
         manager(kBlocks, kBlock, true),
-        tier(DiskTierOptions{dir.string(), max_bytes}, with_layout(id, storage), storage, kBlocks) {
+        tier(std::move(options), with_layout(id, storage), storage, kBlocks) {
     manager.set_prefix_tier(&tier);
   }
   static BlockFileIdentity identity() {
@@ -388,6 +394,185 @@ TEST(DiskTier, ModelDigestIsCachedAndFollowsTheContent) {
   EXPECT_NE(model_file_digest(copy.string(), dir.path.string()), d1);
   EXPECT_THROW(model_file_digest((dir.path / "absent").string(), dir.path.string()), Error);
   (void)text;
+}
+
+
+// Read ahead (kvcache/block_prefetch.h): a queued request's blocks are read
+// on the reader thread; the lookup takes them, waits for a pending one only
+// while that beats computing it, and forgets an aborted request's reads.
+
+// Blocks of `tokens` written by one cache and gone from memory (a restart).
+std::vector<std::vector<uint8_t>> written_blocks(const fs::path& dir,
+                                                 const std::vector<int32_t>& tokens) {
+  Cache a(dir);
+  BlockTable t(kBlock);
+  auto out = a.compute(tokens, t);
+  a.tier.flush();
+  return out;
+}
+
+// A reader that blocks on each read until opened (a slow disk).
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  int entered = 0;
+  void pass() {
+    std::unique_lock lk(mu);
+    ++entered;
+    cv.notify_all();
+    cv.wait_for(lk, std::chrono::seconds(10), [this] { return open; });
+  }
+  void wait_entered() {
+    std::unique_lock lk(mu);
+    cv.wait_for(lk, std::chrono::seconds(10), [this] { return entered > 0; });
+  }
+  void release() {
+    std::lock_guard lk(mu);
+    open = true;
+    cv.notify_all();
+  }
+};
+
+bool wait_for_reads(const DiskTier& tier, uint64_t n) {
+  for (int i = 0; i < 1000 && tier.stats().prefetch_reads < n; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return tier.stats().prefetch_reads >= n;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST(DiskTierPrefetch, ReadAheadBlocksRestoreByteForByte) {
+  TempDir dir;
+  const auto tokens = prompt(6 * kBlock + 3);
+  const auto written = written_blocks(dir.path, tokens);
+  Cache b(dir.path);
+  b.manager.prefetch(7, tokens);
+  ASSERT_TRUE(wait_for_reads(b.tier, 6));
+  BlockTable t(kBlock);
+  ASSERT_EQ(b.manager.match_prefix(tokens, t), 6 * kBlock);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(b.block_bytes(t.blocks()[i]), written[i]) << i;
+  const DiskTierStats s = b.tier.stats();
+  EXPECT_EQ(s.hits, 6u);
+  EXPECT_EQ(s.prefetched, 6u);
+  EXPECT_EQ(s.prefetch_reads, 6u);
+}
+
+TEST(DiskTierPrefetch, LookupDoesNotWaitForASlowReadWhenComputingIsCheaper) {
+  TempDir dir;
+  const auto tokens = prompt(4 * kBlock + 1);
+  written_blocks(dir.path, tokens);
+  Gate gate;
+  DiskTierOptions o{dir.path.string()};
+  o.read_hook = [&gate](const fs::path&) { gate.pass(); };
+  Cache b(std::move(o));
+  b.tier.prefilled(1e6, 1.0);  // a block computes in 16 us
+  b.manager.prefetch(1, tokens);
+  gate.wait_entered();  // the first read is under way, and stays so
+  BlockTable t(kBlock);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(b.manager.match_prefix(tokens, t), 0);  // computed, not waited for
+  EXPECT_LT(seconds_since(t0), 0.5);
+  EXPECT_EQ(b.tier.stats().hits, 0u);
+  EXPECT_GE(b.tier.stats().recomputed, 1u);
+  gate.release();
+}
+
+TEST(DiskTierPrefetch, LookupWaitsForAPendingReadCheaperThanComputing) {
+  TempDir dir;
+  const auto tokens = prompt(4 * kBlock + 1);
+  const auto written = written_blocks(dir.path, tokens);
+  std::atomic<int> reads{0};
+  DiskTierOptions o{dir.path.string()};
+  o.read_hook = [&reads](const fs::path&) {
+    if (reads++ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  };
+  Cache b(std::move(o));
+  b.tier.prefilled(1, 1.0);  // a block computes in 16 s: any read is cheaper
+  b.manager.prefetch(1, tokens);
+  BlockTable t(kBlock);
+  ASSERT_EQ(b.manager.match_prefix(tokens, t), 4 * kBlock);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(b.block_bytes(t.blocks()[i]), written[i]) << i;
+  EXPECT_EQ(b.tier.stats().hits, 4u);
+  EXPECT_GE(b.tier.stats().prefetch_waited, 1u);
+  EXPECT_EQ(b.tier.stats().recomputed, 0u);
+}
+
+TEST(DiskTierPrefetch, ForgottenReadsAreDroppedAndTheLookupReadsItself) {
+  TempDir dir;
+  const auto tokens = prompt(3 * kBlock + 1);
+  const auto written = written_blocks(dir.path, tokens);
+  Gate gate;
+  DiskTierOptions o{dir.path.string()};
+  o.read_hook = [&gate](const fs::path&) { gate.pass(); };
+  Cache b(std::move(o));
+  b.manager.prefetch(5, tokens);
+  gate.wait_entered();
+  b.manager.forget_prefetch(5);  // aborted while its first block is being read
+  gate.release();
+  BlockTable t(kBlock);
+  ASSERT_EQ(b.manager.match_prefix(tokens, t), 3 * kBlock);  // read on this thread
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(b.block_bytes(t.blocks()[i]), written[i]) << i;
+  EXPECT_EQ(b.tier.stats().prefetched, 0u);
+  EXPECT_LE(b.tier.stats().prefetch_reads, 1u);  // the one under way; the rest never read
+}
+
+TEST(DiskTierPrefetch, ADamagedFileReadAheadIsSkippedAndComputed) {
+  TempDir dir;
+  const auto tokens = prompt(3 * kBlock + 1);
+  written_blocks(dir.path, tokens);
+  Cache probe(dir.path);
+  // The second block's file, flipped in its payload.
+  const Hash128 k0 = block_key(identity_key(probe.tier.identity()),
+                               std::span(tokens).first(kBlock));
+  const Hash128 k1 = block_key(k0, std::span(tokens).subspan(kBlock, kBlock));
+  {
+    std::fstream f(probe.tier.file_for(k1), std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f);
+    f.seekg(-5, std::ios::end);
+    const char c = static_cast<char>(f.get());
+    f.seekp(-5, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  Cache b(dir.path);
+  b.manager.prefetch(1, tokens);
+  ASSERT_TRUE(wait_for_reads(b.tier, 3));
+  BlockTable t(kBlock);
+  EXPECT_EQ(b.manager.match_prefix(tokens, t), kBlock);  // the first block only
+  EXPECT_EQ(b.tier.stats().skipped, 1u);
+  EXPECT_FALSE(fs::exists(b.tier.file_for(k1)));
+}
+
+// A cached block leaving the pool (an eviction, or the elastic pool giving
+// its chunk back under memory pressure) is written if its file is missing
+// (here the commit's write failed on a full disk), and comes back after a
+// restart byte for byte.
+TEST(DiskTier, EvictedBlocksAreWrittenIfMissing) {
+  TempDir dir;
+  const auto tokens = prompt(2 * kBlock + 1);
+  std::vector<std::vector<uint8_t>> want;
+  {
+    Cache a(dir.path);
+    BlockTable t(kBlock);
+    FaultInjector::arm("disk.write", {.times = -1});
+    testing::internal::CaptureStderr();  // the write warning
+    want = a.compute(tokens, t);
+    a.tier.flush();
+    testing::internal::GetCapturedStderr();
+    FaultInjector::disarm("disk.write");
+    EXPECT_EQ(block_files(dir.path).size(), 0u);
+    for (size_t i = 0; i < 2; ++i)
+      a.tier.evicted(t.blocks()[i], std::span(tokens).subspan(i * kBlock, kBlock));
+    a.tier.flush();
+    EXPECT_EQ(block_files(dir.path).size(), 2u);
+    a.manager.free(t);
+  }
+  Cache b(dir.path);
+  BlockTable t(kBlock);
+  ASSERT_EQ(b.manager.match_prefix(tokens, t), 2 * kBlock);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(b.block_bytes(t.blocks()[i]), want[i]) << i;
 }
 
 }  // namespace
