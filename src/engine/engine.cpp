@@ -10,34 +10,12 @@
 
 #include "backend/recurrent_args.h"
 #include "engine/disk_tier_setup.h"
+#include "engine/engine_state.h"
 #include "engine/sample_output.h"
 #include "util/error.h"
 #include "util/fault_injector.h"
 
 namespace pagellm {
-
-struct Engine::RequestState {
-  uint64_t id = 0;
-  Request req;
-  EventFn on_event;
-  std::vector<std::unique_ptr<SeqState>> seqs;
-};
-
-struct Engine::SeqState {
-  SeqState(RequestState* r, int32_t index, std::unique_ptr<Sequence> s, const SamplingParams& sp,
-           SampleOutput o)
-      : req(r), index(index), seq(std::move(s)), sampler(sp), out(std::move(o)) {}
-  RequestState* req;
-  int32_t index;
-  std::unique_ptr<Sequence> seq;
-  Sampler sampler;
-  SampleOutput out;  // text, stop strings, logprobs, prompt logits, grammar
-  bool done = false;
-  SpecControl spec;  // how many tokens to draft (speculative decoding)
-  // Request::embedding: the prompt's rows pooled so far, then the vector.
-  std::unique_ptr<EmbeddingPooler> pooler;
-  std::vector<float> embedding;
-};
 
 namespace {
 
@@ -47,14 +25,14 @@ SamplingParams sample_params(const SamplingParams& base, int32_t index) {
   return p;
 }
 
-// The error text for a failure during `what` of a step.
+
+}  // namespace
+
 std::string describe_failure(const std::exception& e, const char* what) {
   if (dynamic_cast<const std::bad_alloc*>(&e)) return fmt::format("out of memory during {}", what);
   if (dynamic_cast<const Error*>(&e)) return fmt::format("{} failed: {}", what, e.what());
   return fmt::format("internal error during {}: {}", what, e.what());
 }
-
-}  // namespace
 
 Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config)
     : model_(model), tokenizer_(tokenizer), pool_(pool), config_(config) {
@@ -244,8 +222,6 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
   rs->seqs.reserve(static_cast<size_t>(req.n));
   scheduler_->add(st->seq.get());  // may throw: nothing registered yet
   by_seq_[st->seq.get()] = st.get();
-  // The disk tier reads its blocks while it waits (kvcache/block_prefetch.h).
-  if (!req.embedding) kv_->manager().prefetch(st->seq->id, req.prompt);
   rs->req = std::move(req);
   rs->on_event = std::move(on_event);
   rs->seqs.push_back(std::move(st));
@@ -299,7 +275,6 @@ void Engine::finish_seq(SeqState& st, FinishReason reason, int32_t token,
   scheduler_->finish(st.seq.get());
   kv_->release_state_slot(st.seq->state_slot);
   if (proposer_) proposer_->release(st.seq->id);
-  kv_->manager().forget_prefetch(st.seq->id);
   SeqEvent ev;
   ev.request_id = st.req->id;
   ev.index = st.index;
@@ -362,47 +337,6 @@ void Engine::fork_samples(SeqState& parent) {
   }
 }
 
-void Engine::add_draw(SeqState& st, const float* logits) {
-  Draw& d = draws_.emplace_back(Draw{&st, logits});
-  if (FaultInjector::hit("engine.sample", static_cast<int64_t>(st.req->id))) {
-    d.failed = true;
-    d.error = describe_failure(InjectedFault("injected fault while sampling"), "sampling");
-  }
-}
-
-void Engine::draw(Draw& d) const {
-  // Runs on any thread: touches only this sequence's sampler and output
-  // and reads its tokens; errors are kept for the engine thread.
-  if (d.failed) return;
-  SeqState& st = *d.st;
-  try {
-    const Sequence& seq = *st.seq;
-    const int64_t V = model_.hparams().n_vocab;
-    const float* logits = st.out.draw_from(d.logits, V, seq.n_generated());
-    d.token = st.sampler.sample(logits, static_cast<int>(V), seq.tokens,
-                                static_cast<size_t>(seq.n_prompt));
-    st.out.drawn(d.token, st.sampler);
-  } catch (const std::exception& e) {
-    d.failed = true;
-    try {
-      d.error = describe_failure(e, "sampling");
-    } catch (...) {  // no memory for the message: emit() names the failure
-    }
-  }
-}
-
-void Engine::sample_all(std::vector<Draw>& draws) {
-  const int64_t n = static_cast<int64_t>(draws.size());
-  if (n > 1 && pool_.size() > 1 &&
-      n * model_.hparams().n_vocab >= config_.parallel_sampling_logits) {
-    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) draw(draws[static_cast<size_t>(i)]);
-    });
-  } else {
-    for (Draw& d : draws) draw(d);
-  }
-}
-
 void Engine::emit(SeqState& st, int32_t id) {
   Sequence& seq = *st.seq;
   seq.tokens.push_back(id);
@@ -431,8 +365,6 @@ bool Engine::step() {
   stats_.preemptions += out.preempted.size();
   // A preempted sequence is computed again from its first token: from zeros.
   for (Sequence* p : out.preempted) kv_->release_state_slot(p->state_slot);
-  // Admitted: match_prefix took what was read ahead; the rest can go.
-  for (const ScheduledSeq& sc : out.scheduled) kv_->manager().forget_prefetch(sc.seq->id);
   if (!out.failed.empty()) {
     for (const auto& f : out.failed) fail_request(*by_seq_.at(f.seq)->req, f.error);
     // Samples of a failed request may have been scheduled: they are finished now.
@@ -522,13 +454,12 @@ bool Engine::step() {
     for (const auto& c : out.copies) kv_->storage().copy_block(c.src, c.dst, c.group);
     const auto forward_start = std::chrono::steady_clock::now();
     logits = model_.forward(batch_, kv_->storage(), pool_);
-    // The tiers' restore-or-recompute rule needs the prefill rate.
-    if (PrefixTier* tier = host_tier_ ? static_cast<PrefixTier*>(host_tier_.get()) : disk_tier_.get();
-        tier && std::any_of(out.scheduled.begin(), out.scheduled.end(),
+    // The host tier's restore-or-recompute rule needs the prefill rate.
+    if (host_tier_ && std::any_of(out.scheduled.begin(), out.scheduled.end(),
                                   [](const ScheduledSeq& sc) {
                                     return sc.seq->n_computed < sc.seq->n_prompt;
                                   }))
-      tier->prefilled(static_cast<double>(batch_.n_tokens()), std::chrono::duration<double>(
+      host_tier_->prefilled(batch_.n_tokens(), std::chrono::duration<double>(
                                                    std::chrono::steady_clock::now() - forward_start)
                                                    .count());
   } catch (const std::exception& e) {
@@ -647,82 +578,6 @@ void Engine::save_checkpoints(const SchedulerOutput& out) {
     if (!c->contains(hash, prefix))
       state_saves_.emplace_back(s.state_slot, c->store(hash, prefix, p == s.checkpoint_at));
   }
-}
-
-namespace {
-bool decodes(const Sequence* s) { return s->n_pending() == 1 && s->n_computed >= s->n_prompt; }
-}  // namespace
-
-void Engine::propose_drafts() {
-  if (!proposer_) return;
-  for (auto& [seq, st] : by_seq_) st->seq->draft.clear();
-  const auto& running = scheduler_->running();
-  const auto n_decoding = std::count_if(running.begin(), running.end(), decodes);
-  if (n_decoding == 0 || n_decoding > config_.speculation.max_batch) return;
-  draft_wants_.clear();
-  draft_controls_.clear();
-  for (Sequence* s : running) {
-    if (!decodes(s)) continue;
-    SeqState& st = *by_seq_.at(s);
-    if (st.done) continue;
-    st.spec.observe(s->tokens);
-    // Verifying k drafts emits up to k + 1 tokens.
-    const int64_t room = s->max_total - static_cast<int64_t>(s->tokens.size()) - 1;
-    const int32_t k = static_cast<int32_t>(std::min<int64_t>(st.spec.next(), room));
-    if (k <= 0) continue;
-    draft_wants_.push_back({s->id, s->tokens, k, &s->draft});
-    draft_controls_.push_back(&st.spec);
-  }
-  if (draft_wants_.empty()) return;
-  // A draft model's tokens cost passes of their own: how many is chosen
-  // first. Prompt lookup's cost nothing: what it found is cut after.
-  if (config_.speculation.draft_model) {
-    const auto k = fit_draft_lengths(draft_wants_, draft_controls_, false, n_decoding, step_cost_);
-    for (size_t i = 0; i < k.size(); ++i) draft_wants_[i].k = k[i];
-  }
-  try {
-    proposer_->propose(draft_wants_);
-  } catch (const std::exception&) {
-    // Drafts only ever save time: without them the step decodes as usual.
-    for (const DraftWant& w : draft_wants_) w.out->clear();
-  }
-  const auto k = fit_draft_lengths(draft_wants_, draft_controls_, true, n_decoding, step_cost_);
-  for (size_t i = 0; i < k.size(); ++i) draft_wants_[i].out->resize(static_cast<size_t>(k[i]));
-}
-
-void Engine::verify_drafts(SeqState& st, const float* rows, int64_t n_draft) {
-  // Row 0 was drawn and emitted with the rest of the step. Row r >= 1 holds
-  // the logits after draft r - 1, which count only while every token drawn
-  // so far equalled its draft; each draw is the one decoding without drafts
-  // would make (same logits, history, grammar state and generator).
-  Sequence& seq = *st.seq;
-  const int64_t V = model_.hparams().n_vocab;
-  int64_t matched = 0;
-  int64_t emitted = 1;
-  while (!st.done && matched < n_draft &&
-         seq.tokens.back() == seq.draft[static_cast<size_t>(matched)]) {
-    ++matched;
-    // A failure here loses nothing: the rows not drawn are computed again.
-    if (FaultInjector::hit("engine.verify", static_cast<int64_t>(st.req->id))) break;
-    Draw d{&st, rows + matched * V};
-    draw(d);
-    try {
-      if (d.failed) {
-        fail_request(*st.req, d.error.empty() ? "out of memory during sampling" : d.error);
-        break;
-      }
-      emit(st, d.token);
-      ++emitted;
-    } catch (const std::exception& e) {
-      fail_request(*st.req, describe_failure(e, "sampling"));
-    }
-  }
-  stats_.spec_proposed += static_cast<uint64_t>(n_draft);
-  stats_.spec_accepted += static_cast<uint64_t>(matched);
-  st.spec.record(static_cast<int32_t>(n_draft), static_cast<int32_t>(matched));
-  // The K/V of every emitted token but the last is in the cache (each equals
-  // the draft it was computed for); the last one runs in the next step.
-  if (!st.done) scheduler_->accept_draft(&seq, emitted - 1);
 }
 
 EngineStats Engine::stats() const {
