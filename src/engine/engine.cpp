@@ -222,6 +222,8 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
   rs->seqs.reserve(static_cast<size_t>(req.n));
   scheduler_->add(st->seq.get());  // may throw: nothing registered yet
   by_seq_[st->seq.get()] = st.get();
+  // The disk tier reads its blocks while it waits (kvcache/block_prefetch.h).
+  if (!req.embedding) kv_->manager().prefetch(st->seq->id, req.prompt);
   rs->req = std::move(req);
   rs->on_event = std::move(on_event);
   rs->seqs.push_back(std::move(st));
@@ -275,6 +277,7 @@ void Engine::finish_seq(SeqState& st, FinishReason reason, int32_t token,
   scheduler_->finish(st.seq.get());
   kv_->release_state_slot(st.seq->state_slot);
   if (proposer_) proposer_->release(st.seq->id);
+  kv_->manager().forget_prefetch(st.seq->id);
   SeqEvent ev;
   ev.request_id = st.req->id;
   ev.index = st.index;
@@ -365,6 +368,8 @@ bool Engine::step() {
   stats_.preemptions += out.preempted.size();
   // A preempted sequence is computed again from its first token: from zeros.
   for (Sequence* p : out.preempted) kv_->release_state_slot(p->state_slot);
+  // Admitted: match_prefix took what was read ahead; the rest can go.
+  for (const ScheduledSeq& sc : out.scheduled) kv_->manager().forget_prefetch(sc.seq->id);
   if (!out.failed.empty()) {
     for (const auto& f : out.failed) fail_request(*by_seq_.at(f.seq)->req, f.error);
     // Samples of a failed request may have been scheduled: they are finished now.
@@ -454,12 +459,13 @@ bool Engine::step() {
     for (const auto& c : out.copies) kv_->storage().copy_block(c.src, c.dst, c.group);
     const auto forward_start = std::chrono::steady_clock::now();
     logits = model_.forward(batch_, kv_->storage(), pool_);
-    // The host tier's restore-or-recompute rule needs the prefill rate.
-    if (host_tier_ && std::any_of(out.scheduled.begin(), out.scheduled.end(),
+    // The tiers' restore-or-recompute rule needs the prefill rate.
+    if (PrefixTier* tier = host_tier_ ? static_cast<PrefixTier*>(host_tier_.get()) : disk_tier_.get();
+        tier && std::any_of(out.scheduled.begin(), out.scheduled.end(),
                                   [](const ScheduledSeq& sc) {
                                     return sc.seq->n_computed < sc.seq->n_prompt;
                                   }))
-      host_tier_->prefilled(batch_.n_tokens(), std::chrono::duration<double>(
+      tier->prefilled(static_cast<double>(batch_.n_tokens()), std::chrono::duration<double>(
                                                    std::chrono::steady_clock::now() - forward_start)
                                                    .count());
   } catch (const std::exception& e) {
