@@ -67,6 +67,8 @@ int run_plan(const PlanArgs& a) {
   const ModelHParams hp = ModelHParams::from_gguf(*f);
   const ModelFootprint fp = model_footprint(*f, hp, opts.footprint_options());
   const PlanRequest req = opts.request(hp);
+  if (const char* why = hp.no_prefix_tier_reason(); why && opts.host_tier_bytes > 0)
+    std::fprintf(stderr, "pagellm: note: --cache-host is not used: %s\n", why);
   SystemProbe probe;
   const std::vector<PlanDevice> devices = opts.measure_devices(probe);
   nlohmann::json model = {{"path", path},

@@ -87,7 +87,8 @@ PlanRequest PlanOptions::request(const ModelHParams& hp) const {
   r.max_num_seqs = max_num_seqs;
   r.min_kv_tokens = min_kv_tokens;
   r.no_cpu_offload = no_cpu_offload;
-  r.host_tier_bytes = host_tier_bytes;
+  // The engine builds no tier for such models: nothing to charge.
+  r.host_tier_bytes = hp.no_prefix_tier_reason() ? 0 : host_tier_bytes;
   r.prefix_caching = true;  // the engine's default: a hybrid's checkpoints are charged
   if (!device_map.empty()) r.device_map = parse_device_map(device_map);
   return r;

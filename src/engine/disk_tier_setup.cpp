@@ -12,9 +12,7 @@ namespace {
 // Why the prefix cache's blocks cannot leave the pool (null: they can). The
 // same reasons for every tier, in the same words.
 const char* no_tier_reason(const ModelRunner& model, KvRuntime& kv) {
-  if (model.hparams().has_recurrent())
-    return "models with recurrent layers would need their state checkpoints in the tier too";
-  if (kv.manager().n_groups() > 1) return "sliding-window layers keep no whole prefix";
+  if (const char* why = model.hparams().no_prefix_tier_reason()) return why;
   if (kv.storage().placements().empty() || kv.storage().placements().front().layer_begin != 0 ||
       kv.storage().placements().back().layer_end != model.hparams().n_layer)
     return "in a pipeline, other ranks hold the later layers' KV";

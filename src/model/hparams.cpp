@@ -58,6 +58,15 @@ void check_layer_shapes(const GgufFile& f, ModelHParams& hp) {
 
 }  // namespace
 
+const char* ModelHParams::no_prefix_tier_reason() const {
+  if (has_recurrent())
+    return "models with recurrent layers would need their state checkpoints in the tier too";
+  // Windowed layers form KV groups beside the full one (kvcache/kv_group.h).
+  if (std::any_of(layers.begin(), layers.end(), [](const LayerSpec& l) { return l.window > 0; }))
+    return "sliding-window layers keep no whole prefix";
+  return nullptr;
+}
+
 ModelHParams ModelHParams::from_gguf(const GgufFile& f) {
   ModelHParams hp;
   hp.arch = f.require_str("general.architecture");

@@ -140,6 +140,10 @@ struct ModelHParams {
       if (l.recurrent) return true;
     return false;
   }
+  // Why the prefix cache's blocks cannot leave the KV pool for the host and
+  // disk tiers (null: they can): the model-side reasons, in the words the
+  // engine's and the plan's notes use.
+  const char* no_prefix_tier_reason() const;
   int32_t n_recurrent() const {
     int32_t n = 0;
     for (const LayerSpec& l : layers) n += l.recurrent ? 1 : 0;

@@ -127,6 +127,23 @@ TEST(PlanCli, CacheHostIsChargedToTheHost) {
   EXPECT_EQ(bad.err.rfind("error: ", 0), 0u) << bad.err;
 }
 
+TEST(PlanCli, CacheHostIsNotChargedWhereTheEngineBuildsNoTier) {
+  // Gemma 3's sliding-window layers keep no whole prefix: the engine builds
+  // no host tier for it, so the plan holds none and says why.
+  const std::string gemma3 = test::data_path("golden/arch/rand-gemma3-tok512-Q8_0.gguf");
+  const std::string flags = "-m " + gemma3 + " --json --device cpu:0=64MiB --headroom 0 -c 1000";
+  CmdResult without = run_plan(flags);
+  CmdResult with = run_plan(flags + " --cache-host 3MiB");
+  ASSERT_EQ(without.code, 0) << without.err;
+  ASSERT_EQ(with.code, 0) << with.err;
+  EXPECT_EQ(json::parse(with.out)["host_tier_bytes"], 0);
+  EXPECT_EQ(json::parse(without.out)["num_blocks"], json::parse(with.out)["num_blocks"]);
+  EXPECT_TRUE(has(with.err, "note: --cache-host is not used: sliding-window layers keep no "
+                            "whole prefix"))
+      << with.err;
+  EXPECT_FALSE(has(without.err, "--cache-host")) << without.err;
+}
+
 TEST(PlanCli, ManualDeviceMap) {
   CmdResult r = run_plan(
       "--json --device cpu:0=64MiB --device cpu:1=64MiB --headroom 0 "
