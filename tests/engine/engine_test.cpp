@@ -56,6 +56,9 @@ void check_batch_invariance(const std::string& model_file) {
   // Preemption by swap: a preempted sequence's full blocks go to the host
   // tier when the pool evicts them and are restored from there when it
   // resumes (engine/host_tier.h's rule: a copy beats recomputing them here).
+  // Models that keep no whole prefix (sliding windows, recurrent layers) get
+  // no tier: their preempted sequences are recomputed, as checked above.
+  if (m.model->hparams().no_prefix_tier_reason()) return;
   EngineConfig swap = tight;
   swap.host_tier.max_bytes = 16 << 20;
   auto swapped = run_all(m, prompts, swap, gen, &st);
