@@ -18,6 +18,20 @@ namespace pagellm::cuda::detail {
 
 constexpr int kUnit = 32;  // elements per dequantization unit
 
+// Calls f(std::integral_constant<DType, T>) for a (validated) KV cache type:
+// f32, f16, else q8_0. The attention and KV-write launches instantiate per type.
+template <typename F>
+void with_cache_type(DType type, F&& f) {
+  switch (type) {
+    case DType::F32:
+      return f(std::integral_constant<DType, DType::F32>{});
+    case DType::F16:
+      return f(std::integral_constant<DType, DType::F16>{});
+    default:
+      return f(std::integral_constant<DType, DType::Q8_0>{});
+  }
+}
+
 // Code that is also compiled for the host (dequant.cuh) spells a*b+c with
 // these: on the device the _rn intrinsics keep nvcc from fusing it into an
 // FMA, so both give the CPU's bits.

@@ -193,19 +193,6 @@ void validate(const KvWriteArgs& a, const KvRopeArgs& r) {
 
 namespace {
 
-// Calls f(std::integral_constant<DType, T>) for the (validated) cache type.
-template <typename F>
-void with_cache_type(DType type, F&& f) {
-  switch (type) {
-    case DType::F32:
-      return f(std::integral_constant<DType, DType::F32>{});
-    case DType::F16:
-      return f(std::integral_constant<DType, DType::F16>{});
-    default:
-      return f(std::integral_constant<DType, DType::Q8_0>{});
-  }
-}
-
 constexpr int kThreads = 128;
 
 }  // namespace

@@ -50,19 +50,6 @@ void with_tier(const PagedAttentionArgs& a, F&& f) {
     f(LargeHeads{});
 }
 
-// Calls f(std::integral_constant<DType, T>) for the (validated) cache type.
-template <typename F>
-void with_kv_type(DType type, F&& f) {
-  switch (type) {
-    case DType::F32:
-      return f(std::integral_constant<DType, DType::F32>{});
-    case DType::F16:
-      return f(std::integral_constant<DType, DType::F16>{});
-    default:
-      return f(std::integral_constant<DType, DType::Q8_0>{});
-  }
-}
-
 // q . (head row `row` of the K cache); q in shared memory.
 template <DType T>
 __host__ __device__ __forceinline__ float dot_row(const void* cache, int64_t row, const float* q,
@@ -517,7 +504,7 @@ void paged_attention_host(const PagedAttentionArgs& a, void* q8_dst) {
   const Q8Dst q8 = q8_dst_of(q8_dst, a);
   with_tier(a, [&](auto tier) {
     using Tr = decltype(tier);
-    with_kv_type(a.kv_type, [&](auto T) {
+    with_cache_type(a.kv_type, [&](auto T) {
       for (int t = 0; t < a.n_tokens; ++t)
         for (int h = 0; h < a.n_heads; ++h) attention_host<T.value, Tr>(a, q8, t, h);
     });
@@ -553,7 +540,7 @@ void paged_attention(const CudaDevice& dev, const PagedAttentionArgs& a, void* q
   const Q8Dst q8 = q8_dst_of(q8_dst, a);
   with_tier(a, [&](auto tier) {
     using Tr = decltype(tier);
-    with_kv_type(a.kv_type, [&](auto T) {
+    with_cache_type(a.kv_type, [&](auto T) {
       launch_pdl(dev, "paged_attention", attention_kernel<T.value, Tr>, grid, dim3(kThreads), 0,
                  a, q8, split);
     });
