@@ -25,6 +25,11 @@ SamplingParams sample_params(const SamplingParams& base, int32_t index) {
   return p;
 }
 
+// The first tier of the prefix cache's chain (host, then disk); null: none.
+PrefixTier* tier_chain_head(const std::unique_ptr<HostTier>& host,
+                            const std::unique_ptr<DiskTier>& disk) {
+  return host ? static_cast<PrefixTier*>(host.get()) : disk.get();
+}
 
 }  // namespace
 
@@ -34,7 +39,8 @@ std::string describe_failure(const std::exception& e, const char* what) {
   return fmt::format("internal error during {}: {}", what, e.what());
 }
 
-Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool, EngineConfig config)
+Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
+               EngineConfig config)
     : model_(model), tokenizer_(tokenizer), pool_(pool), config_(config) {
   const auto& hp = model.hparams();
   if (tokenizer.n_vocab() != hp.n_vocab)
@@ -83,8 +89,7 @@ Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
   if (!config_.disk_tier.dir.empty()) disk_tier_ = make_disk_tier(config_.disk_tier, model, *kv_);
   if (config_.host_tier.max_bytes > 0)
     host_tier_ = make_host_tier(config_.host_tier, model, *kv_, disk_tier_.get());
-  kv_->manager().set_prefix_tier(host_tier_ ? static_cast<PrefixTier*>(host_tier_.get())
-                                            : disk_tier_.get());
+  kv_->manager().set_prefix_tier(tier_chain_head(host_tier_, disk_tier_));
   if (const StateCheckpoints* c = kv_->checkpoints())
     config_.scheduler.checkpoint_every = c->interval();
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, kv_->manager());
@@ -142,7 +147,8 @@ KvRuntimeConfig EngineConfig::kv_runtime(const ModelRunner& model) const {
 
 void Engine::set_draft_proposer(std::unique_ptr<DraftProposer> proposer) {
   if (!config_.speculation.enabled() || !config_.speculation.draft_model)
-    throw ConfigError("a draft model needs EngineConfig::speculation.draft_model and draft_max > 0");
+    throw ConfigError(
+        "a draft model needs EngineConfig::speculation.draft_model and draft_max > 0");
   proposer_ = std::move(proposer);
 }
 
@@ -210,12 +216,13 @@ uint64_t Engine::submit(Request req, EventFn on_event) {
     // batch's draws already compute their masks in parallel on the pool.
     const char* env = std::getenv("PAGELLM_MASK_PREFETCH");
     const std::string_view prefetch = env ? env : "";
-    if (prefetch == "1" ||
-        (prefetch != "0" && std::thread::hardware_concurrency() > static_cast<unsigned>(pool_.size())))
+    if (prefetch == "1" || (prefetch != "0" && std::thread::hardware_concurrency() >
+                                                   static_cast<unsigned>(pool_.size())))
       mask_prefetch_ = std::make_unique<MaskPrefetcher>();
   }
-  auto st = std::make_unique<SeqState>(rs.get(), 0, std::move(seq), sample_params(req.sampling, 0),
-                                       SampleOutput(tokenizer_, req, 0, grammar_vocab_, mask_cache_));
+  auto st =
+      std::make_unique<SeqState>(rs.get(), 0, std::move(seq), sample_params(req.sampling, 0),
+                                 SampleOutput(tokenizer_, req, 0, grammar_vocab_, mask_cache_));
   st->spec = SpecControl(config_.speculation.draft_max, config_.speculation.draft_model);
   if (req.embedding)
     st->pooler = std::make_unique<EmbeddingPooler>(req.pooling, model_.hparams().n_embd, n_prompt);
@@ -381,9 +388,10 @@ bool Engine::step() {
   }
   if (out.empty()) return false;
   if (step_observer_) step_observer_();
-  const bool decode_step = std::all_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledSeq& sc) {
-    return !sc.seq->embedding && sc.seq->n_computed >= sc.seq->n_prompt;
-  });
+  const bool decode_step =
+      std::all_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledSeq& sc) {
+        return !sc.seq->embedding && sc.seq->n_computed >= sc.seq->n_prompt;
+      });
   timer_.lap(StepPhase::kSchedule);
 
   batch_.clear();
@@ -414,7 +422,8 @@ bool Engine::step() {
     if (recurrent) {
       if (s->state_slot < 0) {  // starts (or starts again) from zeros or a checkpoint
         s->state_slot = kv_->acquire_state_slot();
-        if (s->state_slot < 0) throw Error("no recurrent state slot is free");  // max_num_seqs bounds the running
+        if (s->state_slot < 0)
+          throw Error("no recurrent state slot is free");  // max_num_seqs bounds the running
         if (s->n_computed > 0)
           batch_.state_copies.emplace_back(restore_point(*s), s->state_slot);
         else
@@ -433,10 +442,10 @@ bool Engine::step() {
       hidden_rows += sc.n_tokens;
     }
     for (int64_t p = s->n_computed; p < end; ++p)
-      batch_.add_token(idx,
-                       p < size ? s->tokens[static_cast<size_t>(p)]
-                                : s->draft[static_cast<size_t>(p - size)],
-                       static_cast<int32_t>(p), reaches_end && p + 1 >= size, s->embedding);
+      batch_.add_token(
+          idx,
+          p < size ? s->tokens[static_cast<size_t>(p)] : s->draft[static_cast<size_t>(p - size)],
+          static_cast<int32_t>(p), reaches_end && p + 1 >= size, s->embedding);
     if (reaches_end) {
       sampled.push_back({by_seq_.at(s), rows, sc.n_draft});
       rows += 1 + sc.n_draft;
@@ -460,14 +469,13 @@ bool Engine::step() {
     const auto forward_start = std::chrono::steady_clock::now();
     logits = model_.forward(batch_, kv_->storage(), pool_);
     // The tiers' restore-or-recompute rule needs the prefill rate.
-    if (PrefixTier* tier = host_tier_ ? static_cast<PrefixTier*>(host_tier_.get()) : disk_tier_.get();
-        tier && std::any_of(out.scheduled.begin(), out.scheduled.end(),
-                                  [](const ScheduledSeq& sc) {
-                                    return sc.seq->n_computed < sc.seq->n_prompt;
-                                  }))
-      tier->prefilled(static_cast<double>(batch_.n_tokens()), std::chrono::duration<double>(
-                                                   std::chrono::steady_clock::now() - forward_start)
-                                                   .count());
+    if (PrefixTier* tier = tier_chain_head(host_tier_, disk_tier_);
+        tier && std::any_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledSeq& sc) {
+          return sc.seq->n_computed < sc.seq->n_prompt;
+        }))
+      tier->prefilled(
+          static_cast<double>(batch_.n_tokens()),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count());
   } catch (const std::exception& e) {
     if (mask_prefetch_) mask_prefetch_->wait();  // it owns the samples' grammar states till then
     // Nothing of this step is committed; the batch's requests end with the
@@ -561,8 +569,7 @@ int32_t Engine::restore_point(const Sequence& s) {
   if (c && block > 0 && block <= s.blocks.hashes().size())
     slot = c->find(s.blocks.hashes()[block - 1],
                    std::span(s.tokens).first(static_cast<size_t>(s.n_computed)));
-  if (!slot)
-    throw Error(fmt::format("no recurrent state checkpoint at position {}", s.n_computed));
+  if (!slot) throw Error(fmt::format("no recurrent state checkpoint at position {}", s.n_computed));
   c->count_restore();
   return *slot;
 }

@@ -53,7 +53,9 @@ void Engine::sample_all(std::vector<Draw>& draws) {
 }
 
 namespace {
-bool decodes(const Sequence* s) { return s->n_pending() == 1 && s->n_computed >= s->n_prompt; }
+bool decodes(const Sequence* s) {
+  return s->n_pending() == 1 && s->n_computed >= s->n_prompt;
+}
 }  // namespace
 
 void Engine::propose_drafts() {
