@@ -437,19 +437,7 @@ TEST(CudaEngine, HostTierRestoresEvictedBlocksThroughPinnedMemory) {
   cfg.host_tier.max_bytes = 8 << 20;
   ThreadPool pool(2);
   Engine engine(*gpu.model, *gpu.tok, pool, cfg);
-  auto run = [&](const std::vector<int32_t>& prompt) {
-    Request r;
-    r.prompt = prompt;
-    r.sampling.temperature = 0;
-    r.max_tokens = gen;
-    r.ignore_eos = true;
-    std::vector<int32_t> got;
-    engine.submit(r, [&got](const SeqEvent& ev) {
-      if (ev.token >= 0) got.push_back(ev.token);
-    });
-    while (engine.has_work()) engine.step();
-    return got;
-  };
+  auto run = [&](const std::vector<int32_t>& prompt) { return run_greedy(engine, prompt, gen); };
   const auto first = run(p);
   for (int k = 0; k < 2; ++k) {
     auto other = p;

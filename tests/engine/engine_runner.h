@@ -79,6 +79,22 @@ inline std::vector<std::vector<int32_t>> run_all(Loaded& m,
   return res;
 }
 
+// Runs one greedy request of `prompt` through `engine` to its end; its tokens.
+inline std::vector<int32_t> run_greedy(Engine& engine, const std::vector<int32_t>& prompt,
+                                       int gen) {
+  Request r;
+  r.prompt = prompt;
+  r.sampling.temperature = 0;
+  r.max_tokens = gen;
+  r.ignore_eos = true;
+  std::vector<int32_t> got;
+  engine.submit(r, [&got](const SeqEvent& ev) {
+    if (ev.token >= 0) got.push_back(ev.token);
+  });
+  while (engine.has_work()) engine.step();
+  return got;
+}
+
 inline EngineConfig solo_config() {
   EngineConfig c;
   c.num_blocks = 64;

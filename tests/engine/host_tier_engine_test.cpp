@@ -26,19 +26,7 @@ std::vector<std::vector<int32_t>> run_in_turn(Loaded& m, const std::vector<std::
   ThreadPool pool(2);
   Engine engine(*m.model, *m.tok, pool, cfg);
   std::vector<std::vector<int32_t>> out;
-  for (const auto& p : prompts) {
-    Request r;
-    r.prompt = p;
-    r.sampling.temperature = 0;
-    r.max_tokens = gen;
-    r.ignore_eos = true;
-    std::vector<int32_t> got;
-    engine.submit(r, [&got](const SeqEvent& ev) {
-      if (ev.token >= 0) got.push_back(ev.token);
-    });
-    while (engine.has_work()) engine.step();
-    out.push_back(got);
-  }
+  for (const auto& p : prompts) out.push_back(run_greedy(engine, p, gen));
   EXPECT_EQ(engine.kv_manager().allocator().num_used(), 0) << "leaked blocks";
   st = engine.stats();
   return out;

@@ -10,6 +10,7 @@
 #include <random>
 #include <regex>
 
+#include "naive_takes.h"
 #include "short_strings.h"
 #include "grammar/token_mask.h"
 #include "grammar/utf8_ranges.h"
@@ -142,18 +143,6 @@ TEST(Grammar, ErrorsSayWhereAndWhat) {
   EXPECT_NE(error("root ::= \"a\" | root root").first.find("left-recursive"), std::string::npos);
   EXPECT_NE(error("root ::= (\"a\"? root)? \"b\"").first.find("left-recursive"), std::string::npos);
   EXPECT_NE(error("root = \"a\"").first.find("'::='"), std::string::npos);
-}
-
-// Whether the matcher's state takes all of `bytes` (byte by byte, naively).
-bool takes(GrammarMatcher& m, const std::string& bytes) {
-  if (bytes.empty()) return false;
-  std::vector<int32_t> cur = m.stacks(), next;
-  for (unsigned char b : bytes) {
-    m.step(cur, b, next);
-    if (next.empty()) return false;
-    cur.swap(next);
-  }
-  return true;
 }
 
 // A small vocabulary of JSON-ish pieces and random bytes; on random states

@@ -15,21 +15,10 @@
 #include "grammar/regex_to_gbnf.h"
 #include "grammar/state_canon.h"
 #include "grammar/token_mask.h"
+#include "naive_takes.h"
 
 namespace pagellm {
 namespace {
-
-// Whether `m` can consume all of `bytes` from its current state (state unchanged).
-bool takes(GrammarMatcher& m, const std::string& bytes) {
-  if (bytes.empty()) return false;
-  std::vector<int32_t> cur = m.stacks(), next;
-  for (unsigned char b : bytes) {
-    m.step(cur, b, next);
-    if (next.empty()) return false;
-    cur.swap(next);
-  }
-  return true;
-}
 
 struct Case {
   const char* name;

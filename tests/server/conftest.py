@@ -24,6 +24,17 @@ STORIES = DATA / "stories260K.gguf"
 START_TIMEOUT_S = 60
 
 
+def complete_cached(server, p, max_tokens=8):
+    """A greedy completion of token ids `p`: its text and usage's cached_tokens
+    (the prompt tokens the prefix cache or its tiers supplied)."""
+    r = requests.post(server.url + "/v1/completions", timeout=120,
+                      json={"model": "m", "prompt": p, "max_tokens": max_tokens, "temperature": 0})
+    assert r.status_code == 200, r.text
+    j = r.json()
+    details = j["usage"].get("prompt_tokens_details") or {}
+    return j["choices"][0]["text"], details.get("cached_tokens", 0)
+
+
 def pytest_addoption(parser):
     parser.addoption("--pagellm", action="store", default=None, help="path of the pagellm binary")
 

@@ -13,9 +13,8 @@ import threading
 import time
 
 import pytest
-import requests
 
-from conftest import STORIES
+from conftest import STORIES, complete_cached as complete
 
 BLOCK = 16
 
@@ -23,15 +22,6 @@ BLOCK = 16
 def prompt():
     rng = random.Random(5)
     return [rng.randrange(3, 512) for _ in range(300)]
-
-
-def complete(server, p, max_tokens=8):
-    r = requests.post(server.url + "/v1/completions", timeout=120,
-                      json={"model": "m", "prompt": p, "max_tokens": max_tokens, "temperature": 0})
-    assert r.status_code == 200, r.text
-    j = r.json()
-    details = j["usage"].get("prompt_tokens_details") or {}
-    return j["choices"][0]["text"], details.get("cached_tokens", 0)
 
 
 def block_files(d):

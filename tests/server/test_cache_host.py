@@ -10,7 +10,7 @@ import subprocess
 
 import requests
 
-from conftest import STORIES
+from conftest import STORIES, complete_cached as complete
 
 BLOCK = 16
 
@@ -18,15 +18,6 @@ BLOCK = 16
 def prompt(seed):
     rng = random.Random(seed)
     return [rng.randrange(3, 512) for _ in range(300)]
-
-
-def complete(server, p, max_tokens=8):
-    r = requests.post(server.url + "/v1/completions", timeout=120,
-                      json={"model": "m", "prompt": p, "max_tokens": max_tokens, "temperature": 0})
-    assert r.status_code == 200, r.text
-    j = r.json()
-    details = j["usage"].get("prompt_tokens_details") or {}
-    return j["choices"][0]["text"], details.get("cached_tokens", 0)
 
 
 def test_repeat_after_eviction_comes_from_the_host_tier(start_server):
