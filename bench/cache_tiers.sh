@@ -29,45 +29,6 @@ pid=
 stop() { [ -n "$pid" ] && { kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }; pid=; }
 trap 'stop; rm -rf "$dir" "$out"' EXIT
 
-# serve_once LABEL: starts a server on the cache dir, times one request, stops it.
-serve_once() {
-  "$BIN" serve -m "$MODEL" --port 0 -t "$THREADS" --max-num-seqs 1 --cache-dir "$dir/cache" \
-    >"$out" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 600); do
-    grep -q "ready:" "$out" && break
-    kill -0 "$pid" 2>/dev/null || { cat "$out" >&2; exit 1; }
-    sleep 0.1
-  done
-  local port
-  port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$out" | head -1)
-  python3 - "$port" "$TOKENS" "$1" "$dir/tokens-$1" <<'PY'
-import json, random, sys, time, urllib.request
-port, n, label, save = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-rng = random.Random(1)
-prompt = [rng.randrange(100, 40000) for _ in range(n)]
-body = json.dumps({"model": "m", "prompt": prompt, "max_tokens": 8, "temperature": 0,
-                   "stream": True}).encode()
-req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
-                             {"Content-Type": "application/json"})
-t0 = time.monotonic()
-ttft, text = None, ""
-with urllib.request.urlopen(req, timeout=3600) as r:
-    for line in r:
-        line = line.decode().strip()
-        if not line.startswith("data: ") or line == "data: [DONE]":
-            continue
-        chunk = json.loads(line[6:])
-        for c in chunk.get("choices", []):
-            if c.get("text") and ttft is None:
-                ttft = time.monotonic() - t0
-            text += c.get("text", "")
-open(save, "w").write(json.dumps({"ttft": ttft, "text": text}))
-print(f"{label}: TTFT {ttft:.3f} s for a {n}-token prompt")
-PY
-  stop
-}
-
 # start_server ARGS...: a server in the background ($pid), its port in $port.
 start_server() {
   "$BIN" serve -m "$MODEL" --port 0 -t "$THREADS" --max-num-seqs 1 "$@" >"$out" 2>&1 &
@@ -80,30 +41,32 @@ start_server() {
   port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$out" | head -1)
 }
 
+# serve_once LABEL: starts a server on the cache dir, times one request, stops it.
+serve_once() {
+  start_server --cache-dir "$dir/cache"
+  python3 - "$port" "$TOKENS" "$1" "$dir/tokens-$1" <<'PY'
+import json, random, sys
+sys.path.insert(0, "bench")
+from stream_ttft import complete
+port, n, label, save = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+rng = random.Random(1)
+prompt = [rng.randrange(100, 40000) for _ in range(n)]
+ttft, text = complete(f"http://127.0.0.1:{port}", prompt)
+open(save, "w").write(json.dumps({"ttft": ttft, "text": text}))
+print(f"{label}: TTFT {ttft:.3f} s for a {n}-token prompt")
+PY
+  stop
+}
+
 # 1. The host tier.
 start_server -c "$HOST_POOL" --cache-host 256MiB
 python3 - "$port" "$HOST_TOKENS" "$ROUNDS" <<'PY'
-import json, random, statistics, sys, time, urllib.request
+import random, statistics, sys, urllib.request
+sys.path.insert(0, "bench")
+from stream_ttft import complete
 port, n, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 base = f"http://127.0.0.1:{port}"
 
-def complete(prompt):
-    body = json.dumps({"model": "m", "prompt": prompt, "max_tokens": 8, "temperature": 0,
-                       "stream": True}).encode()
-    req = urllib.request.Request(base + "/v1/completions", body,
-                                 {"Content-Type": "application/json"})
-    t0 = time.monotonic()
-    ttft, text = None, ""
-    with urllib.request.urlopen(req, timeout=3600) as r:
-        for line in r:
-            line = line.decode().strip()
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            for c in json.loads(line[6:]).get("choices", []):
-                if c.get("text") and ttft is None:
-                    ttft = time.monotonic() - t0
-                text += c.get("text", "")
-    return ttft, text
 
 def host_hits():
     with urllib.request.urlopen(base + "/metrics", timeout=60) as r:
@@ -118,9 +81,9 @@ for k in range(rounds):
     prompt = [rng.randrange(100, 40000) for _ in range(n)]
     flood = [rng.randrange(100, 40000) for _ in range(n)]
     before = host_hits()
-    cold, text_cold = complete(prompt)
-    complete(flood)  # evicts the prompt's blocks from the pool into the host tier
-    hit, text_hit = complete(prompt)
+    cold, text_cold = complete(base, prompt)
+    complete(base, flood)  # evicts the prompt's blocks from the pool into the host tier
+    hit, text_hit = complete(base, prompt)
     hits = host_hits() - before
     ratios.append(cold / hit)
     same &= text_cold == text_hit
