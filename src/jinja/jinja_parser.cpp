@@ -87,6 +87,18 @@ class Parser : public TokenStream {
     return body;
   }
 
+  // parse_body for a body that runs apart from any enclosing loop (for's else
+  // branch, a captured set or filter block, a macro): break and continue in it
+  // have no loop to leave.
+  StmtList parse_body_outside_loop(const std::string& tag, SourcePos pos,
+                                   std::vector<std::string_view> ends) {
+    const int saved = loop_depth_;
+    loop_depth_ = 0;
+    StmtList body = parse_body(tag, pos, std::move(ends));
+    loop_depth_ = saved;
+    return body;
+  }
+
   // Consumes the end tag's name (the caller's subparse expects its %}).
   void end_tag() { next(); }
 
@@ -177,10 +189,7 @@ class Parser : public TokenStream {
     s->body = parse_body("for", pos, {"endfor", "else"});
     --loop_depth_;
     if (next().text == "else") {
-      const int saved = loop_depth_;
-      loop_depth_ = 0;  // break/continue in the else branch have no loop
-      s->otherwise = parse_body("for", pos, {"endfor"});
-      loop_depth_ = saved;
+      s->otherwise = parse_body_outside_loop("for", pos, {"endfor"});
       end_tag();
     }
     return s;
@@ -209,10 +218,7 @@ class Parser : public TokenStream {
     auto s = std::make_unique<SetBlockStmt>(pos);
     s->target = std::move(target);
     if (is_op("|")) s->filter = parse_filter_chain(nullptr, false);
-    const int saved = loop_depth_;
-    loop_depth_ = 0;  // the body is captured: a break could not leave the loop from there
-    s->body = parse_body("set", pos, {"endset"});
-    loop_depth_ = saved;
+    s->body = parse_body_outside_loop("set", pos, {"endset"});
     end_tag();
     return s;
   }
@@ -241,10 +247,7 @@ class Parser : public TokenStream {
       s->params.emplace_back(std::move(pname), std::move(def));
     }
     expect_op(")");
-    const int saved = loop_depth_;
-    loop_depth_ = 0;
-    s->body = parse_body("macro", pos, {"endmacro"});
-    loop_depth_ = saved;
+    s->body = parse_body_outside_loop("macro", pos, {"endmacro"});
     end_tag();
     return s;
   }
@@ -254,10 +257,7 @@ class Parser : public TokenStream {
     const SourcePos pos = cur().pos;
     next();
     s->filter = parse_filter_chain(nullptr, true);
-    const int saved = loop_depth_;
-    loop_depth_ = 0;  // captured, as for set blocks
-    s->body = parse_body("filter", pos, {"endfilter"});
-    loop_depth_ = saved;
+    s->body = parse_body_outside_loop("filter", pos, {"endfilter"});
     end_tag();
     return s;
   }

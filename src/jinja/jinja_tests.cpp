@@ -92,27 +92,20 @@ bool t_odd(Evaluator& ev, const Value& v, const CallArgs&) {
   return ev.binary(BinaryOp::kMod, v, Value(int64_t{2})).as_number() == 1;
 }
 
-bool t_eq(Evaluator& ev, const Value& v, const CallArgs& a) {
-  return ev.compare(CompareOp::kEq, v, arg0(a, "eq"));
+// eq, ne, lt, le, gt, ge, in (and their aliases): the comparison operators.
+template <CompareOp op>
+bool t_compare(Evaluator& ev, const Value& v, const CallArgs& a) {
+  static_assert(op != CompareOp::kNotIn);
+  static constexpr const char* kNames[] = {"eq", "ne", "lt", "le", "gt", "ge", "in"};
+  return ev.compare(op, v, arg0(a, kNames[static_cast<int>(op)]));
 }
-bool t_ne(Evaluator& ev, const Value& v, const CallArgs& a) {
-  return ev.compare(CompareOp::kNe, v, arg0(a, "ne"));
-}
-bool t_lt(Evaluator& ev, const Value& v, const CallArgs& a) {
-  return ev.compare(CompareOp::kLt, v, arg0(a, "lt"));
-}
-bool t_le(Evaluator& ev, const Value& v, const CallArgs& a) {
-  return ev.compare(CompareOp::kLe, v, arg0(a, "le"));
-}
-bool t_gt(Evaluator& ev, const Value& v, const CallArgs& a) {
-  return ev.compare(CompareOp::kGt, v, arg0(a, "gt"));
-}
-bool t_ge(Evaluator& ev, const Value& v, const CallArgs& a) {
-  return ev.compare(CompareOp::kGe, v, arg0(a, "ge"));
-}
-bool t_in(Evaluator& ev, const Value& v, const CallArgs& a) {
-  return ev.compare(CompareOp::kIn, v, arg0(a, "in"));
-}
+constexpr TestFn t_eq = t_compare<CompareOp::kEq>;
+constexpr TestFn t_ne = t_compare<CompareOp::kNe>;
+constexpr TestFn t_lt = t_compare<CompareOp::kLt>;
+constexpr TestFn t_le = t_compare<CompareOp::kLe>;
+constexpr TestFn t_gt = t_compare<CompareOp::kGt>;
+constexpr TestFn t_ge = t_compare<CompareOp::kGe>;
+constexpr TestFn t_in = t_compare<CompareOp::kIn>;
 
 // Python's `is`: the same object for containers and objects; equal for the
 // immutable scalars CPython interns (None, booleans) and equal-kind values.
