@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <variant>
 
 namespace pagellm {
 
@@ -60,6 +61,106 @@ void metric(std::string& out, const char* name, const char* type, const char* he
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
 }
 
+// One metric that shows one field of a stats struct S; the tables below list
+// each group's fields once instead of one metric() call apiece.
+template <class S>
+struct FieldMetric {
+  const char* name;
+  const char* type;  // "counter" or "gauge"
+  const char* help;
+  std::variant<uint64_t S::*, int64_t S::*> field;
+};
+
+template <class S, size_t N>
+void metrics(std::string& out, const S& stats, const FieldMetric<S> (&table)[N]) {
+  for (const FieldMetric<S>& m : table) {
+    const double value =
+        std::visit([&](auto field) { return static_cast<double>(stats.*field); }, m.field);
+    metric(out, m.name, m.type, m.help, value);
+  }
+}
+
+constexpr FieldMetric<EngineStats> kEngineCounters[] = {
+    {"pagellm_preemptions_total", "counter",
+     "Sequences preempted (their KV cache freed, recomputed later)", &EngineStats::preemptions},
+    {"pagellm_prompt_tokens_total", "counter", "Prompt tokens of admitted requests",
+     &EngineStats::prompt_tokens},
+    {"pagellm_prompt_tokens_cached_total", "counter", "Prompt tokens served by the prefix cache",
+     &EngineStats::cached_prompt_tokens},
+    {"pagellm_generation_tokens_total", "counter", "Tokens generated",
+     &EngineStats::generated_tokens},
+    {"pagellm_spec_proposed_total", "counter", "Drafted tokens verified by speculative decoding",
+     &EngineStats::spec_proposed},
+    {"pagellm_spec_accepted_total", "counter",
+     "Drafted tokens that became output (speculative decoding)", &EngineStats::spec_accepted},
+    {"pagellm_engine_steps_total", "counter", "Engine steps (batched forward passes)",
+     &EngineStats::steps},
+};
+
+constexpr FieldMetric<HostTierStats> kHostTier[] = {
+    {"pagellm_host_tier_hits_total", "counter",
+     "Prefix-cache blocks restored from the host tier (--cache-host)", &HostTierStats::hits},
+    {"pagellm_host_tier_misses_total", "counter", "Host-tier lookups that found no block",
+     &HostTierStats::misses},
+    {"pagellm_host_tier_recomputed_total", "counter",
+     "Blocks the host tier held but computing them again was cheaper", &HostTierStats::recomputed},
+    {"pagellm_host_tier_stored_total", "counter",
+     "Blocks evicted from the KV pool and copied into the host tier", &HostTierStats::stored},
+    {"pagellm_host_tier_evicted_total", "counter",
+     "Blocks dropped from the host tier to make room (to --cache-dir if given)",
+     &HostTierStats::evicted},
+    {"pagellm_host_tier_stored_bytes_total", "counter",
+     "Bytes copied from the KV pool into the host tier", &HostTierStats::bytes_in},
+    {"pagellm_host_tier_restored_bytes_total", "counter",
+     "Bytes restored from the host tier into the KV pool", &HostTierStats::bytes_out},
+    {"pagellm_host_tier_blocks", "gauge", "Blocks held by the host tier",
+     &HostTierStats::held_blocks},
+    {"pagellm_host_tier_bytes", "gauge", "Host-tier memory populated now",
+     &HostTierStats::held_bytes},
+    {"pagellm_host_tier_capacity_bytes", "gauge", "The host tier's size",
+     &HostTierStats::capacity_bytes},
+};
+
+constexpr FieldMetric<DiskTierStats> kDiskTier[] = {
+    {"pagellm_disk_tier_hits_total", "counter", "Prefix-cache blocks read back from --cache-dir",
+     &DiskTierStats::hits},
+    {"pagellm_disk_tier_misses_total", "counter",
+     "Disk-tier lookups that found no usable block file", &DiskTierStats::misses},
+    {"pagellm_disk_tier_skipped_total", "counter",
+     "Block files refused by a check (damaged, truncated, another model or layout)",
+     &DiskTierStats::skipped},
+    {"pagellm_disk_tier_written_bytes_total", "counter", "Bytes of block files written",
+     &DiskTierStats::bytes_written},
+    {"pagellm_disk_tier_read_bytes_total", "counter", "Bytes of block files read",
+     &DiskTierStats::bytes_read},
+    {"pagellm_disk_tier_files_written_total", "counter", "Block files written",
+     &DiskTierStats::files_written},
+    {"pagellm_disk_tier_files_evicted_total", "counter",
+     "Block files deleted to keep --cache-dir under --cache-disk", &DiskTierStats::files_evicted},
+    {"pagellm_disk_tier_writes_dropped_total", "counter",
+     "Blocks not written (the write queue was full, or the write failed)",
+     &DiskTierStats::writes_dropped},
+    {"pagellm_disk_tier_prefetched_total", "counter",
+     "Of the disk-tier hits, blocks read ahead off the engine thread while queued",
+     &DiskTierStats::prefetched},
+    {"pagellm_disk_tier_prefetch_reads_total", "counter",
+     "Block files read ahead by the reader thread", &DiskTierStats::prefetch_reads},
+    {"pagellm_disk_tier_recomputed_total", "counter",
+     "Blocks on disk (or being read) computed instead: cheaper than the read",
+     &DiskTierStats::recomputed},
+};
+
+constexpr FieldMetric<ElasticPoolStats> kElasticPool[] = {
+    {"pagellm_kv_pool_grows_total", "counter",
+     "Chunks of the elastic KV pool populated after the first", &ElasticPoolStats::grows},
+    {"pagellm_kv_pool_shrinks_total", "counter",
+     "Chunks of the elastic KV pool given back to the OS under memory pressure",
+     &ElasticPoolStats::shrinks},
+    {"pagellm_kv_pool_grow_refusals_total", "counter",
+     "Times the elastic KV pool did not grow because host memory was short",
+     &ElasticPoolStats::refusals},
+};
+
 }  // namespace
 
 std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
@@ -84,78 +185,9 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
          "Blocks looked up in the prefix cache", static_cast<double>(e.blocks.prefix_queries));
   metric(out, "pagellm_prefix_cache_hits_total", "counter", "Blocks found in the prefix cache",
          static_cast<double>(e.blocks.prefix_hits));
-  metric(out, "pagellm_preemptions_total", "counter",
-         "Sequences preempted (their KV cache freed, recomputed later)",
-         static_cast<double>(e.preemptions));
-  metric(out, "pagellm_prompt_tokens_total", "counter", "Prompt tokens of admitted requests",
-         static_cast<double>(e.prompt_tokens));
-  metric(out, "pagellm_prompt_tokens_cached_total", "counter",
-         "Prompt tokens served by the prefix cache", static_cast<double>(e.cached_prompt_tokens));
-  metric(out, "pagellm_generation_tokens_total", "counter", "Tokens generated",
-         static_cast<double>(e.generated_tokens));
-  metric(out, "pagellm_spec_proposed_total", "counter",
-         "Drafted tokens verified by speculative decoding", static_cast<double>(e.spec_proposed));
-  metric(out, "pagellm_spec_accepted_total", "counter",
-         "Drafted tokens that became output (speculative decoding)",
-         static_cast<double>(e.spec_accepted));
-  metric(out, "pagellm_engine_steps_total", "counter", "Engine steps (batched forward passes)",
-         static_cast<double>(e.steps));
-  if (e.host_tier) {
-    metric(out, "pagellm_host_tier_hits_total", "counter",
-           "Prefix-cache blocks restored from the host tier (--cache-host)",
-           static_cast<double>(e.host.hits));
-    metric(out, "pagellm_host_tier_misses_total", "counter",
-           "Host-tier lookups that found no block", static_cast<double>(e.host.misses));
-    metric(out, "pagellm_host_tier_recomputed_total", "counter",
-           "Blocks the host tier held but computing them again was cheaper",
-           static_cast<double>(e.host.recomputed));
-    metric(out, "pagellm_host_tier_stored_total", "counter",
-           "Blocks evicted from the KV pool and copied into the host tier",
-           static_cast<double>(e.host.stored));
-    metric(out, "pagellm_host_tier_evicted_total", "counter",
-           "Blocks dropped from the host tier to make room (to --cache-dir if given)",
-           static_cast<double>(e.host.evicted));
-    metric(out, "pagellm_host_tier_stored_bytes_total", "counter",
-           "Bytes copied from the KV pool into the host tier", static_cast<double>(e.host.bytes_in));
-    metric(out, "pagellm_host_tier_restored_bytes_total", "counter",
-           "Bytes restored from the host tier into the KV pool",
-           static_cast<double>(e.host.bytes_out));
-    metric(out, "pagellm_host_tier_blocks", "gauge", "Blocks held by the host tier",
-           static_cast<double>(e.host.held_blocks));
-    metric(out, "pagellm_host_tier_bytes", "gauge", "Host-tier memory populated now",
-           static_cast<double>(e.host.held_bytes));
-    metric(out, "pagellm_host_tier_capacity_bytes", "gauge", "The host tier's size",
-           static_cast<double>(e.host.capacity_bytes));
-  }
-  if (e.disk_tier) {
-    metric(out, "pagellm_disk_tier_hits_total", "counter",
-           "Prefix-cache blocks read back from --cache-dir", static_cast<double>(e.disk.hits));
-    metric(out, "pagellm_disk_tier_misses_total", "counter",
-           "Disk-tier lookups that found no usable block file", static_cast<double>(e.disk.misses));
-    metric(out, "pagellm_disk_tier_skipped_total", "counter",
-           "Block files refused by a check (damaged, truncated, another model or layout)",
-           static_cast<double>(e.disk.skipped));
-    metric(out, "pagellm_disk_tier_written_bytes_total", "counter",
-           "Bytes of block files written", static_cast<double>(e.disk.bytes_written));
-    metric(out, "pagellm_disk_tier_read_bytes_total", "counter", "Bytes of block files read",
-           static_cast<double>(e.disk.bytes_read));
-    metric(out, "pagellm_disk_tier_files_written_total", "counter", "Block files written",
-           static_cast<double>(e.disk.files_written));
-    metric(out, "pagellm_disk_tier_files_evicted_total", "counter",
-           "Block files deleted to keep --cache-dir under --cache-disk",
-           static_cast<double>(e.disk.files_evicted));
-    metric(out, "pagellm_disk_tier_writes_dropped_total", "counter",
-           "Blocks not written (the write queue was full, or the write failed)",
-           static_cast<double>(e.disk.writes_dropped));
-    metric(out, "pagellm_disk_tier_prefetched_total", "counter",
-           "Of the disk-tier hits, blocks read ahead off the engine thread while queued",
-           static_cast<double>(e.disk.prefetched));
-    metric(out, "pagellm_disk_tier_prefetch_reads_total", "counter",
-           "Block files read ahead by the reader thread", static_cast<double>(e.disk.prefetch_reads));
-    metric(out, "pagellm_disk_tier_recomputed_total", "counter",
-           "Blocks on disk (or being read) computed instead: cheaper than the read",
-           static_cast<double>(e.disk.recomputed));
-  }
+  metrics(out, e, kEngineCounters);
+  if (e.host_tier) metrics(out, e.host, kHostTier);
+  if (e.disk_tier) metrics(out, e.disk, kDiskTier);
   // The KV pools per device: what they hold now (an elastic pool's
   // populated chunks) and the plan's size.
   out +=
@@ -169,17 +201,7 @@ std::string ServerMetrics::render(const MetricsSnapshot& snap) const {
       "# TYPE pagellm_kv_pool_planned_bytes gauge\n";
   for (const auto& d : e.kv_pool)
     out += fmt::format("pagellm_kv_pool_planned_bytes{{device=\"{}\"}} {}\n", d.device, d.planned);
-  if (e.elastic_pool) {
-    metric(out, "pagellm_kv_pool_grows_total", "counter",
-           "Chunks of the elastic KV pool populated after the first",
-           static_cast<double>(e.pool.grows));
-    metric(out, "pagellm_kv_pool_shrinks_total", "counter",
-           "Chunks of the elastic KV pool given back to the OS under memory pressure",
-           static_cast<double>(e.pool.shrinks));
-    metric(out, "pagellm_kv_pool_grow_refusals_total", "counter",
-           "Times the elastic KV pool did not grow because host memory was short",
-           static_cast<double>(e.pool.refusals));
-  }
+  if (e.elastic_pool) metrics(out, e.pool, kElasticPool);
   metric(out, "pagellm_admission_paused", "gauge",
          "1 while the swap guard holds back admission of new sequences",
          e.admission_paused ? 1 : 0);
