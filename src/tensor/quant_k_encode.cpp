@@ -251,6 +251,29 @@ void encode_affine_k(const float* x, int nmax, const AffineSearch& search, f16_t
   }
 }
 
+// Q3_K / Q6_K: each 16-value sub-block of x fitted on its own (levels in
+// q, scales in scale[16]); the scale of largest magnitude, with its sign.
+float fit_sub_blocks(const float* x, int nmax, bool refine, float* scale, uint8_t* q) {
+  for (int j = 0; j < 16; ++j)
+    scale[j] = refine ? fit_symmetric_refine(16, nmax, x + 16 * j, q + 16 * j)
+                      : fit_symmetric(16, nmax, x + 16 * j, q + 16 * j);
+  return signed_absmax(scale, 16);
+}
+
+// Then each sub-block's levels again at the scale it is stored with, d x
+// codes[j]: l in [lo, -lo - 1], as l - lo in q. A zero scale keeps the fit's
+// levels (they decode to 0).
+template <class Code>
+void requantize_sub_blocks(const float* x, float d, const Code* codes, int lo, uint8_t* q) {
+  for (int j = 0; j < 16; ++j) {
+    const float sd = d * static_cast<float>(codes[j]);
+    if (sd == 0.0f) continue;
+    for (int i = 0; i < 16; ++i)
+      q[16 * j + i] =
+          static_cast<uint8_t>(clamp_int(nearest_int(x[16 * j + i] / sd), lo, -lo - 1) - lo);
+  }
+}
+
 // Packs 2-bit levels (Q2_K values, Q3_K low bits) in the K-quant order.
 void pack_2bit(const uint8_t* q, uint8_t* qs) {
   for (int half = 0; half < 2; ++half)
@@ -302,8 +325,7 @@ void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
   uint8_t q[QK_K];
   float scale[16];
   for (int64_t b = 0; b < nb; ++b, x += QK_K) {
-    for (int j = 0; j < 16; ++j) scale[j] = fit_symmetric_refine(16, 4, x + 16 * j, q + 16 * j);
-    const float max_scale = signed_absmax(scale, 16);
+    const float max_scale = fit_sub_blocks(x, 4, true, scale, q);
     std::memset(y[b].scales, 0, sizeof(y[b].scales));
     int ls[16] = {};  // signed 6-bit codes, -32..31
     if (max_scale != 0.0f) {
@@ -321,13 +343,7 @@ void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
     } else {
       y[b].d = fp32_to_fp16(0.0f);
     }
-    const float d = fp16_to_fp32(y[b].d);
-    for (int j = 0; j < 16; ++j) {
-      const float sd = d * static_cast<float>(ls[j]);
-      if (sd == 0.0f) continue;  // keep the fit's levels (they decode to 0)
-      for (int i = 0; i < 16; ++i)
-        q[16 * j + i] = static_cast<uint8_t>(clamp_int(nearest_int(x[16 * j + i] / sd), -4, 3) + 4);
-    }
+    requantize_sub_blocks(x, fp16_to_fp32(y[b].d), ls, -4, q);
     // Level l + 4 in 0..7: the high bit (set for l >= 0) goes to hmask, the
     // low two bits to qs.
     std::memset(y[b].hmask, 0, sizeof(y[b].hmask));
@@ -373,8 +389,7 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
   uint8_t q[QK_K];
   float scale[16];
   for (int64_t b = 0; b < nb; ++b, x += QK_K) {
-    for (int j = 0; j < 16; ++j) scale[j] = fit_symmetric(16, 32, x + 16 * j, q + 16 * j);
-    const float max_scale = signed_absmax(scale, 16);
+    const float max_scale = fit_sub_blocks(x, 32, false, scale, q);
     if (std::fabs(max_scale) < kTinyGroupMax) {
       std::memset(&y[b], 0, sizeof(BlockQ6_K));
       continue;
@@ -384,14 +399,7 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
     y[b].d = fp32_to_fp16(1.0f / iscale);
     for (int j = 0; j < 16; ++j)
       y[b].scales[j] = static_cast<int8_t>(clamp_int(nearest_int(iscale * scale[j]), -128, 127));
-    const float d = fp16_to_fp32(y[b].d);
-    for (int j = 0; j < 16; ++j) {
-      const float sd = d * static_cast<float>(y[b].scales[j]);
-      if (sd == 0.0f) continue;  // keep the fit's levels (they decode to 0)
-      for (int i = 0; i < 16; ++i)
-        q[16 * j + i] =
-            static_cast<uint8_t>(clamp_int(nearest_int(x[16 * j + i] / sd), -32, 31) + 32);
-    }
+    requantize_sub_blocks(x, fp16_to_fp32(y[b].d), y[b].scales, -32, q);
     for (int half = 0; half < 2; ++half) {
       const uint8_t* s = q + 128 * half;
       uint8_t* ql = y[b].ql + 64 * half;
