@@ -54,15 +54,10 @@ void check_gated_delta_args(const GatedDeltaArgs& a, const RecurrentBatch& b) {
       fail("sequence " + std::to_string(s) + " has a bad token range, position or slot");
 }
 
-void gated_delta_rule(const GatedDeltaArgs& args, const RecurrentBatch& batch, ThreadPool& pool) {
-  gated_delta_rule(args, batch, pool, cpu::best_isa());
-}
-
 void gated_delta_rule(const GatedDeltaArgs& args, const RecurrentBatch& batch, ThreadPool& pool,
                       cpu::CpuIsa isa) {
-  const auto run = lanes_entry(isa, "gated_delta_rule");
-  check_gated_delta_args(args, batch);
-  if (batch.n_seqs == 0 || batch.n_tokens() == 0) return;
+  const auto run = lanes_entry(isa, "gated_delta_rule", args, batch, check_gated_delta_args);
+  if (!run) return;
   const int64_t items = static_cast<int64_t>(batch.n_seqs) * args.n_v_heads;
   pool.parallel_for(items, [&](int64_t begin, int64_t end, int) { run(args, batch, begin, end); });
 }

@@ -32,11 +32,10 @@
 
 namespace pagellm {
 
-// With the best kernel variant (cpu::best_isa()).
-void gated_delta_rule(const GatedDeltaArgs& args, const RecurrentBatch& batch, ThreadPool& pool);
-// With the given variant (tests compare them); Error if this CPU lacks it.
+// With the given kernel variant (tests compare them; Error if this CPU lacks
+// it), by default the best one.
 void gated_delta_rule(const GatedDeltaArgs& args, const RecurrentBatch& batch, ThreadPool& pool,
-                      cpu::CpuIsa isa);
+                      cpu::CpuIsa isa = cpu::best_isa());
 
 // Throws Error when the arguments are inconsistent (shared with other
 // backends: head counts, sizes, the batch's token ranges).

@@ -35,15 +35,10 @@ void check_ssm_conv_args(const SsmConvArgs& a, const RecurrentBatch& b) {
       fail("sequence " + std::to_string(s) + " has a bad token range or slot");
 }
 
-void ssm_conv(const SsmConvArgs& args, const RecurrentBatch& batch, ThreadPool& pool) {
-  ssm_conv(args, batch, pool, cpu::best_isa());
-}
-
 void ssm_conv(const SsmConvArgs& args, const RecurrentBatch& batch, ThreadPool& pool,
               cpu::CpuIsa isa) {
-  const auto run = lanes_entry(isa, "ssm_conv");
-  check_ssm_conv_args(args, batch);
-  if (batch.n_seqs == 0 || batch.n_tokens() == 0) return;
+  const auto run = lanes_entry(isa, "ssm_conv", args, batch, check_ssm_conv_args);
+  if (!run) return;
   const int C = args.channels, K = args.kernel;
   // The taps as rows [kernel][channels], so a vector reads adjacent channels.
   thread_local std::vector<float> wT;

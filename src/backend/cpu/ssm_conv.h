@@ -12,11 +12,10 @@
 
 namespace pagellm {
 
-// With the best kernel variant (cpu::best_isa()).
-void ssm_conv(const SsmConvArgs& args, const RecurrentBatch& batch, ThreadPool& pool);
-// With the given variant (tests compare them); Error if this CPU lacks it.
+// With the given kernel variant (tests compare them; Error if this CPU lacks
+// it), by default the best one.
 void ssm_conv(const SsmConvArgs& args, const RecurrentBatch& batch, ThreadPool& pool,
-              cpu::CpuIsa isa);
+              cpu::CpuIsa isa = cpu::best_isa());
 
 // Throws Error when the arguments are inconsistent (shared with other backends).
 void check_ssm_conv_args(const SsmConvArgs& args, const RecurrentBatch& batch);
