@@ -87,16 +87,20 @@ __host__ __device__ __forceinline__ void lane_partials(const uint8_t* w, size_t 
   }
 }
 
-// Calls f(TypeTag<T>{}, std::integral_constant<int, R>{}) for the weight
-// type and rows_per_warp(nv).
+// The vectors in chunks of at most kMaxVecs: calls f(v0, nv, TypeTag<T>{},
+// std::integral_constant<int, R>{}) for the chunk of nv vectors from v0, the
+// weight type and R = rows_per_warp(nv).
 template <typename F>
-void with_rows_per_warp(DType type, int nv, F&& f) {
-  dispatch_weight_type(type, [&](auto tag) {
-    if (rows_per_warp(nv) == 1)
-      f(tag, std::integral_constant<int, 1>{});
-    else
-      f(tag, std::integral_constant<int, 4>{});
-  });
+void for_each_vec_chunk(DType type, int32_t n_vecs, F&& f) {
+  for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
+    const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
+    dispatch_weight_type(type, [&](auto tag) {
+      if (rows_per_warp(nv) == 1)
+        f(v0, nv, tag, std::integral_constant<int, 1>{});
+      else
+        f(v0, nv, tag, std::integral_constant<int, 4>{});
+    });
+  }
 }
 
 // Warp g of the grid takes rows R g .. R g + R.
@@ -195,33 +199,30 @@ void gemv_rows_host(DType type, const void* w, int64_t rows, int64_t cols, const
                     int64_t x_stride, float* y, int64_t y_stride, int32_t n_vecs) {
   validate_gemv(type, w, rows, cols, x, x_stride, n_vecs);
   const size_t row_bytes = dtype_row_bytes(type, cols);
-  for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
-    const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
-    with_rows_per_warp(type, nv, [&](auto tag, auto r_tag) {
-      constexpr DType T = decltype(tag)::value;
-      constexpr int R = decltype(r_tag)::value;
-      for (int64_t r0 = 0; r0 < rows; r0 += R) {
-        const int nr = rows - r0 < R ? static_cast<int>(rows - r0) : R;
-        std::vector<float> part(32 * R * kMaxVecs);  // [lane][i][v]
-        auto at = [&](int lane, int i, int v) -> float& {
-          return part[(static_cast<size_t>(lane) * R + i) * kMaxVecs + v];
-        };
-        for (int lane = 0; lane < 32; ++lane) {
-          float acc[R][kMaxVecs];
-          lane_partials<T, R>(static_cast<const uint8_t*>(w), row_bytes, r0, nr, cols / kQuad, lane,
-                              x + v0 * x_stride, x_stride, nv, acc);
-          for (int i = 0; i < R; ++i)
-            for (int v = 0; v < kMaxVecs; ++v) at(lane, i, v) = acc[i][v];
-        }
-        for (int i = 0; i < nr; ++i)
-          for (int v = 0; v < nv; ++v) {
-            float lanes[32];
-            for (int lane = 0; lane < 32; ++lane) lanes[lane] = at(lane, i, v);
-            y[(v0 + v) * y_stride + r0 + i] = warp_sum_host(lanes);
-          }
+  for_each_vec_chunk(type, n_vecs, [&](int32_t v0, int nv, auto tag, auto r_tag) {
+    constexpr DType T = decltype(tag)::value;
+    constexpr int R = decltype(r_tag)::value;
+    for (int64_t r0 = 0; r0 < rows; r0 += R) {
+      const int nr = rows - r0 < R ? static_cast<int>(rows - r0) : R;
+      std::vector<float> part(32 * R * kMaxVecs);  // [lane][i][v]
+      auto at = [&](int lane, int i, int v) -> float& {
+        return part[(static_cast<size_t>(lane) * R + i) * kMaxVecs + v];
+      };
+      for (int lane = 0; lane < 32; ++lane) {
+        float acc[R][kMaxVecs];
+        lane_partials<T, R>(static_cast<const uint8_t*>(w), row_bytes, r0, nr, cols / kQuad, lane,
+                            x + v0 * x_stride, x_stride, nv, acc);
+        for (int i = 0; i < R; ++i)
+          for (int v = 0; v < kMaxVecs; ++v) at(lane, i, v) = acc[i][v];
       }
-    });
-  }
+      for (int i = 0; i < nr; ++i)
+        for (int v = 0; v < nv; ++v) {
+          float lanes[32];
+          for (int lane = 0; lane < 32; ++lane) lanes[lane] = at(lane, i, v);
+          y[(v0 + v) * y_stride + r0 + i] = warp_sum_host(lanes);
+        }
+    }
+  });
 }
 
 void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_t cols,
@@ -242,16 +243,13 @@ void gemv(const CudaDevice& dev, DType type, const void* w, int64_t rows, int64_
   if (rows == 0 || n_vecs <= 0) return;
   dev.make_current();
   const size_t row_bytes = dtype_row_bytes(type, cols);
-  for (int32_t v0 = 0; v0 < n_vecs; v0 += kMaxVecs) {
-    const int nv = n_vecs - v0 < kMaxVecs ? n_vecs - v0 : kMaxVecs;
-    with_rows_per_warp(type, nv, [&](auto tag, auto r_tag) {
-      constexpr DType T = decltype(tag)::value;
-      constexpr int R = decltype(r_tag)::value;
-      launch_pdl(dev, "gemv", gemv_kernel<T, R>, dim3(grid_for(rows, kWarpsPerBlock * R)),
-                 dim3(kWarpsPerBlock * 32), 0, static_cast<const uint8_t*>(w), row_bytes, rows,
-                 cols / kQuad, x + v0 * x_stride, x_stride, y + v0 * y_stride, y_stride, nv);
-    });
-  }
+  for_each_vec_chunk(type, n_vecs, [&](int32_t v0, int nv, auto tag, auto r_tag) {
+    constexpr DType T = decltype(tag)::value;
+    constexpr int R = decltype(r_tag)::value;
+    launch_pdl(dev, "gemv", gemv_kernel<T, R>, dim3(grid_for(rows, kWarpsPerBlock * R)),
+               dim3(kWarpsPerBlock * 32), 0, static_cast<const uint8_t*>(w), row_bytes, rows,
+               cols / kQuad, x + v0 * x_stride, x_stride, y + v0 * y_stride, y_stride, nv);
+  });
 }
 
 }  // namespace pagellm::cuda
