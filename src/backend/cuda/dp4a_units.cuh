@@ -23,6 +23,7 @@
 
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/device_common.cuh"
+#include "backend/cuda/gemv_q8.h"
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 
@@ -101,12 +102,6 @@ struct ActRow {
   const int32_t* sum;
 };
 
-// Unit<T>: load(row, u) takes unit u of a weight row into registers;
-// dot(x, u, acc) adds its product with the matching 32 (64) activations.
-// kPerBlock units share a GGUF block of kBlockBytes bytes.
-template <DType T>
-struct Unit;
-
 // The 32-element block types.
 template <DType T>
 struct Unit32 {
@@ -170,19 +165,6 @@ struct Unit32 {
   }
 };
 
-template <>
-struct Unit<DType::Q8_0> : Unit32<DType::Q8_0> {};
-template <>
-struct Unit<DType::Q4_0> : Unit32<DType::Q4_0> {};
-template <>
-struct Unit<DType::Q4_1> : Unit32<DType::Q4_1> {};
-template <>
-struct Unit<DType::Q5_0> : Unit32<DType::Q5_0> {};
-template <>
-struct Unit<DType::Q5_1> : Unit32<DType::Q5_1> {};
-template <>
-struct Unit<DType::IQ4_NL> : Unit32<DType::IQ4_NL> {};
-
 // Q4_K / Q5_K: unit p of a super-block is sub-blocks 2p (low nibbles of
 // qs[32p .. 32p + 32)) and 2p + 1 (high nibbles); Q5_K adds bits 2p and
 // 2p + 1 of qh[0 .. 32) as bit 4. Value: d sc_j code - dmin m_j.
@@ -234,17 +216,11 @@ struct UnitK45 {
   }
 };
 
-template <>
-struct Unit<DType::Q4_K> : UnitK45<DType::Q4_K> {};
-template <>
-struct Unit<DType::Q5_K> : UnitK45<DType::Q5_K> {};
-
 // Q6_K: unit k of a super-block is its 32 elements [32k, 32k + 32): half
 // h = k / 4, quarter g = k % 4; low 4 bits in ql[64h + 32 (g & 1) ..], nibble
 // g / 2; high 2 bits in qh[32h ..] at bit 2g; value d sc (code - 32), one
 // int8 scale per 16 elements.
-template <>
-struct Unit<DType::Q6_K> {
+struct UnitQ6K {
   static constexpr int kElems = 32;
   static constexpr int kPerBlock = 8;
   static constexpr int kBlockBytes = sizeof(BlockQ6_K);
@@ -277,6 +253,15 @@ struct Unit<DType::Q6_K> {
   }
 };
 
+// Unit<T>: load(row, u) takes unit u of a weight row into registers;
+// dot(x, u, acc) adds its product with the matching 32 (64) activations.
+// kPerBlock units share a GGUF block of kBlockBytes bytes. (For the types of
+// kHasUnit only.)
+template <DType T>
+using Unit = std::conditional_t<T == DType::Q6_K, UnitQ6K,
+                                std::conditional_t<T == DType::Q4_K || T == DType::Q5_K,
+                                                   UnitK45<T>, Unit32<T>>>;
+
 // The types that have a Unit.
 template <DType T>
 constexpr bool kHasUnit = T == DType::Q8_0 || T == DType::Q4_0 || T == DType::Q4_1 ||
@@ -294,6 +279,17 @@ bool dispatch_q8_type(DType t, F&& f) {
     }
   });
   return taken;
+}
+
+// The host renditions' frame (gemv_q8_host, mmq_host): validate_q8_matmul
+// (ConfigError messages start with `what`), then f(TypeTag<T>{}, row_bytes)
+// for the weight type.
+template <typename F>
+void q8_host_rendition(const char* what, DType type, const void* w, int64_t rows, int64_t cols,
+                       const Q8ActView& x, F&& f) {
+  validate_q8_matmul(what, type, w, rows, cols, x);
+  const size_t row_bytes = dtype_row_bytes(type, cols);
+  dispatch_q8_type(type, [&](auto tag) { f(tag, row_bytes); });
 }
 
 }  // namespace pagellm::cuda::detail

@@ -211,9 +211,7 @@ void gemv_q8_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8
 
 void gemv_q8_host(DType type, const void* w, int64_t rows, int64_t cols, const Q8ActView& x,
                   int32_t n_vecs, float* y, int64_t y_stride, float* add_to) {
-  validate_q8_matmul(kWhat, type, w, rows, cols, x);
-  const size_t row_bytes = dtype_row_bytes(type, cols);
-  dispatch_q8_type(type, [&](auto tag) {
+  q8_host_rendition(kWhat, type, w, rows, cols, x, [&](auto tag, size_t row_bytes) {
     constexpr DType T = decltype(tag)::value;
     const int64_t units = cols / Unit<T>::kElems;
     const int n_warps = warps_per_row(units);

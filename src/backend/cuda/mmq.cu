@@ -210,9 +210,7 @@ void mmq_multi(const CudaDevice& dev, DType type, int64_t cols, const GemvQ8Targ
 
 void mmq_host(DType type, const void* w, int64_t rows, int64_t cols, const Q8ActView& x,
               int32_t n_vecs, float* y, int64_t y_stride, float* add_to) {
-  validate_q8_matmul(kWhat, type, w, rows, cols, x);
-  const size_t row_bytes = dtype_row_bytes(type, cols);
-  dispatch_q8_type(type, [&](auto tag) {
+  q8_host_rendition(kWhat, type, w, rows, cols, x, [&](auto tag, size_t row_bytes) {
     constexpr DType T = decltype(tag)::value;
     std::vector<uint64_t> smem((MmqType<T>::kBlockBytes + 15) / 8 + 2);
     auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem.data()) + 15) &
