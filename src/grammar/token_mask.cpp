@@ -1,6 +1,7 @@
 #include "grammar/token_mask.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <limits>
 #include <numeric>
@@ -21,6 +22,7 @@ GrammarVocab::GrammarVocab(std::vector<std::string> token_bytes, std::vector<int
         [](char x, char y) { return static_cast<uint8_t>(x) < static_cast<uint8_t>(y); });
   });
   trie_.emplace_back();
+  std::vector<int32_t> token_node(bytes_.size(), -1), parent = {-1};
   for (int32_t id : order) {
     const std::string& s = bytes_[static_cast<size_t>(id)];
     if (s.empty() || is_eog(id)) continue;
@@ -33,11 +35,14 @@ GrammarVocab::GrammarVocab(std::vector<std::string> token_bytes, std::vector<int
         const int32_t next = static_cast<int32_t>(trie_.size());
         ch.emplace_back(b, next);
         trie_.emplace_back();
+        parent.push_back(node);
         node = next;
       }
     }
     trie_[static_cast<size_t>(node)].tokens.push_back(id);
+    token_node[static_cast<size_t>(id)] = node;
   }
+  classes_ = TokenClasses(bytes_, token_node, parent);
 }
 
 bool GrammarVocab::is_eog(int32_t id) const {
@@ -60,11 +65,20 @@ const TokenMask& TokenMasker::mask(GrammarMatcher& m) {
   return *current_;
 }
 
-std::shared_ptr<const TokenMask> TokenMasker::shared_mask(GrammarMatcher& m) {
+void TokenMasker::follow(const GrammarMatcher& m) {
   if (m.generation() != generation_) {  // the matcher renumbered its states
     forget_states();
     generation_ = m.generation();
   }
+}
+
+void TokenMasker::compute_uncached(GrammarMatcher& m, TokenMask& out) {
+  follow(m);
+  compute(m, out);
+}
+
+std::shared_ptr<const TokenMask> TokenMasker::shared_mask(GrammarMatcher& m) {
+  follow(m);
   if (canon_of_ != &m.grammar()) {
     canon_ = cache_->canon(m.shared_grammar());
     canon_of_ = &m.grammar();
@@ -107,6 +121,55 @@ int32_t TokenMasker::next_state(GrammarMatcher& m, int32_t from, uint8_t byte) {
   return next;
 }
 
+ClassSet TokenMasker::admitted_classes(GrammarMatcher& m) {
+  follow(m);
+  return admitted_classes(m, intern_state(m.stacks()));
+}
+
+ClassSet TokenMasker::admitted_classes(GrammarMatcher& m, int32_t state) {
+  // Every string of the class's bytes up to its longest token is taken iff
+  // every state such a shorter string reaches takes every byte: breadth
+  // first over the states by the fewest bytes that reach them (a state
+  // first reached at the longest length is not checked). Unbounded text
+  // comes back to a state already seen; a bounded repetition (maxLength,
+  // {0,15}) steps through new ones, so a few are allowed, then it gives up
+  // (the walk is exact either way).
+  constexpr size_t kMaxClassStates = 16;
+  const TokenClasses& classes = vocab_->classes();
+  ClassSet admitted = 0;
+  std::array<int32_t, kMaxClassStates> reached{};
+  std::array<size_t, kMaxClassStates> depth{};
+  for (int c = 0; c < kTokenClasses; ++c) {
+    const size_t longest = classes.max_length(c);
+    if (longest == 0) continue;
+    reached[0] = state;
+    depth[0] = 0;
+    size_t n = 1;
+    bool all = true;
+    for (size_t i = 0; i < n && all; ++i) {
+      // Every state here is first reached by fewer bytes than `longest`.
+      const bool last = depth[i] + 1 == longest;
+      for (uint8_t b : token_class_bytes(c)) {
+        const int32_t next = next_state(m, reached[i], b);
+        if (next == kDead) {
+          all = false;
+          break;
+        }
+        const auto end = reached.begin() + static_cast<std::ptrdiff_t>(n);
+        if (last || std::find(reached.begin(), end, next) != end) continue;
+        if (n == kMaxClassStates) {
+          all = false;
+          break;
+        }
+        depth[n] = depth[i] + 1;
+        reached[n++] = next;
+      }
+    }
+    if (all) admitted |= static_cast<ClassSet>(1u << c);
+  }
+  return admitted;
+}
+
 void TokenMasker::compute(GrammarMatcher& m, TokenMask& out) {
   const GrammarVocab& v = *vocab_;
   out.assign((static_cast<size_t>(v.n_tokens()) + 63) / 64, 0);
@@ -123,7 +186,14 @@ void TokenMasker::compute(GrammarMatcher& m, TokenMask& out) {
     int32_t state;
     size_t child;
   };
-  std::vector<Frame> path = {{0, intern_state(m.stacks()), 0}};
+  const int32_t start = intern_state(m.stacks());
+  const ClassSet admitted = class_skip_ ? admitted_classes(m, start) : 0;
+  for (int c = 0; c < kTokenClasses; ++c) {
+    if (!((admitted >> c) & 1)) continue;
+    const auto& members = v.classes().members(c);
+    for (size_t w = 0; w < out.size(); ++w) out[w] |= members[w];
+  }
+  std::vector<Frame> path = {{0, start, 0}};
   while (!path.empty()) {
     Frame& f = path.back();
     const auto& children = trie[static_cast<size_t>(f.node)].children;
@@ -132,6 +202,7 @@ void TokenMasker::compute(GrammarMatcher& m, TokenMask& out) {
       continue;
     }
     const auto [byte, child] = children[f.child++];
+    if (!v.classes().walk_needed(child, admitted)) continue;  // set with its classes
     const int32_t next = next_state(m, f.state, byte);
     if (next == kDead) continue;  // no token below this prefix is allowed
     for (int32_t id : trie[static_cast<size_t>(child)].tokens) allow(id);

@@ -8,7 +8,10 @@
 // itself memoises the matcher's byte steps as a table over interned states:
 // tens of thousands of trie prefixes lead to a few dozen states (a string's
 // next character, a number's next digit), so a walk is mostly table lookups
-// instead of one parser step per trie node.
+// instead of one parser step per trie node. Where the state takes every
+// token of a byte class (grammar/token_classes.h: string bodies, digits,
+// whitespace, printable ASCII) the class is set at once and the walk skips
+// the subtrees holding only its tokens.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +23,7 @@
 #include "grammar/grammar_matcher.h"
 #include "grammar/mask_cache.h"
 #include "grammar/state_canon.h"
+#include "grammar/token_classes.h"
 
 namespace pagellm {
 
@@ -40,11 +44,13 @@ class GrammarVocab {
     std::vector<int32_t> tokens;                        // ending here
   };
   const std::vector<TrieNode>& trie() const { return trie_; }
+  const TokenClasses& classes() const { return classes_; }
 
  private:
   std::vector<std::string> bytes_;
   std::vector<int32_t> eog_;  // sorted
   std::vector<TrieNode> trie_;  // node 0: the root
+  TokenClasses classes_;
 };
 
 inline bool mask_allows(const TokenMask& m, int32_t id) {
@@ -69,13 +75,28 @@ class TokenMasker {
   // many are allowed.
   static int64_t apply(const TokenMask& mask, float* logits, int64_t n);
 
+  // The mask walked now, neither looked up nor cached (benchmarks, tests).
+  void compute_uncached(GrammarMatcher& m, TokenMask& out);
+  // Whether whole classes are set at once (on by default; off: every token
+  // is walked, as the reference for tests and benchmarks).
+  void set_class_skip(bool on) { class_skip_ = on; }
+  // The classes whose every token the matcher's current state takes (the
+  // ones a mask of it sets at once).
+  ClassSet admitted_classes(GrammarMatcher& m);
+
   // This masker's lookups in the cache (a hit may be another sequence's mask).
   uint64_t hits() const { return hits_; }
   uint64_t misses() const { return misses_; }
   const std::shared_ptr<MaskCache>& cache() const { return cache_; }
 
  private:
+  // Starts the step table again when the matcher renumbered its states.
+  void follow(const GrammarMatcher& m);
   void compute(GrammarMatcher& m, TokenMask& out);
+  // The classes whose every token interned state `state` takes: each class
+  // whose bytes all lead, from `state` and the states they reach (a few at
+  // most), to states that take them all again.
+  ClassSet admitted_classes(GrammarMatcher& m, int32_t state);
   // The interned state after `byte` from interned state `from` (kDead: refused).
   int32_t next_state(GrammarMatcher& m, int32_t from, uint8_t byte);
   int32_t intern_state(const std::vector<int32_t>& stacks);
@@ -99,6 +120,7 @@ class TokenMasker {
   std::vector<int32_t> steps_;
   std::vector<int32_t> scratch_;
   uint64_t hits_ = 0, misses_ = 0;
+  bool class_skip_ = true;
   uint64_t generation_ = 0;  // of the matcher whose states the step table holds
 };
 

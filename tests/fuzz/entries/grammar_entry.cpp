@@ -16,8 +16,11 @@ namespace pagellm::fuzz {
 
 namespace {
 
+// Pieces of every byte class the masks set whole (grammar/token_classes.h)
+// and of none.
 const std::vector<std::string> kPieces = {"", "a", "b", "ab", "{", "}", "\"", " ", "0",
-                                          "12", "-", "\xc3\xa9", "\xc3", "x", "\n"};
+                                          "12", "-", "\xc3\xa9", "\xc3", "x", "\n",
+                                          "1 a", " \t", "99", "a\"", "~!"};
 
 void walk(GrammarMatcher& m, TokenMasker& masker, const GrammarVocab& vocab,
           const std::string& input) {
