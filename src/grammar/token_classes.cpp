@@ -31,8 +31,10 @@ const std::vector<uint8_t>& token_class_bytes(int c) {
 
 TokenClasses::TokenClasses(const std::vector<std::string>& tokens,
                            const std::vector<int32_t>& token_node,
-                           const std::vector<int32_t>& node_parent)
-    : needed_(node_parent.size(), 0) {
+                           const std::vector<int32_t>& node_parent,
+                           std::vector<uint16_t>& walk_masks) {
+  // Bit a of a node's mask: some token at or below it is in no class of set a.
+  walk_masks.assign(node_parent.size(), 0);
   for (auto& m : members_) m.assign((tokens.size() + 63) / 64, 0);
   for (size_t id = 0; id < tokens.size(); ++id) {
     if (token_node[id] < 0) continue;
@@ -49,11 +51,11 @@ TokenClasses::TokenClasses(const std::vector<std::string>& tokens,
     uint16_t needed = 0;
     for (unsigned a = 0; a < (1u << kTokenClasses); ++a)
       if ((a & of) == 0) needed |= static_cast<uint16_t>(1u << a);
-    needed_[static_cast<size_t>(token_node[id])] |= needed;
+    walk_masks[static_cast<size_t>(token_node[id])] |= needed;
   }
   // Children after their parents: one backward pass sums the subtrees.
   for (size_t n = node_parent.size(); n-- > 1;)
-    needed_[static_cast<size_t>(node_parent[n])] |= needed_[n];
+    walk_masks[static_cast<size_t>(node_parent[n])] |= walk_masks[n];
 }
 
 }  // namespace pagellm

@@ -4,8 +4,9 @@
 // string, a free-text rule like [^"\\]*, a number's digits, but not near a
 // maxLength's end), every token of the class is allowed, and the trie walk
 // need not visit them. A token belongs to every class whose byte set holds
-// all of its bytes; a trie node records, for each set of classes a state may
-// admit, whether a token below it is in none of them (so still walked).
+// all of its bytes; a trie node's walk mask records, for each set of classes
+// a state may admit, whether a token below it is in none of them (so still
+// walked).
 #pragma once
 
 #include <array>
@@ -30,25 +31,25 @@ class TokenClasses {
   // `tokens`: each token's bytes; `token_node[id]`: the trie node the token
   // ends at (-1: not in the trie, as empty and end-of-generation tokens, so
   // in no class); `node_parent[n]`: node n's parent (numbered before it).
+  // Sets `walk_masks` to each node's walk mask (kept by the trie's edges,
+  // where the walk reads them anyway).
   TokenClasses() = default;
   TokenClasses(const std::vector<std::string>& tokens, const std::vector<int32_t>& token_node,
-               const std::vector<int32_t>& node_parent);
+               const std::vector<int32_t>& node_parent, std::vector<uint16_t>& walk_masks);
 
   // Token mask words of class c's members.
   const std::vector<uint64_t>& members(int c) const { return members_[static_cast<size_t>(c)]; }
   // The length in bytes of class c's longest token (0: none).
   size_t max_length(int c) const { return max_length_[static_cast<size_t>(c)]; }
-  // Whether a token at or below trie node `node` is in none of `admitted`.
-  bool walk_needed(int32_t node, ClassSet admitted) const {
-    return (needed_[static_cast<size_t>(node)] >> admitted) & 1;
+  // Whether a token at or below the node of `walk_mask` is in none of `admitted`.
+  static bool walk_needed(uint16_t walk_mask, ClassSet admitted) {
+    return (walk_mask >> admitted) & 1;
   }
 
  private:
   std::array<std::vector<uint64_t>, kTokenClasses> members_;
   std::array<size_t, kTokenClasses> max_length_{};
-  // Bit a set: some token at or below the node is in no class of set a.
-  std::vector<uint16_t> needed_;
-  static_assert(kTokenClasses <= 4, "needed_ holds a bit per set of classes");
+  static_assert(kTokenClasses <= 4, "a walk mask holds a bit per set of classes");
 };
 
 }  // namespace pagellm

@@ -29,11 +29,11 @@ GrammarVocab::GrammarVocab(std::vector<std::string> token_bytes, std::vector<int
     int32_t node = 0;
     for (unsigned char b : s) {
       auto& ch = trie_[static_cast<size_t>(node)].children;
-      if (!ch.empty() && ch.back().first == b) {
-        node = ch.back().second;
+      if (!ch.empty() && ch.back().byte == b) {
+        node = ch.back().node;
       } else {
         const int32_t next = static_cast<int32_t>(trie_.size());
-        ch.emplace_back(b, next);
+        ch.push_back({b, 0, next});
         trie_.emplace_back();
         parent.push_back(node);
         node = next;
@@ -42,7 +42,10 @@ GrammarVocab::GrammarVocab(std::vector<std::string> token_bytes, std::vector<int
     trie_[static_cast<size_t>(node)].tokens.push_back(id);
     token_node[static_cast<size_t>(id)] = node;
   }
-  classes_ = TokenClasses(bytes_, token_node, parent);
+  std::vector<uint16_t> walk_masks;
+  classes_ = TokenClasses(bytes_, token_node, parent, walk_masks);
+  for (TrieNode& n : trie_)
+    for (TrieEdge& e : n.children) e.walk_mask = walk_masks[static_cast<size_t>(e.node)];
 }
 
 bool GrammarVocab::is_eog(int32_t id) const {
@@ -201,8 +204,8 @@ void TokenMasker::compute(GrammarMatcher& m, TokenMask& out) {
       path.pop_back();
       continue;
     }
-    const auto [byte, child] = children[f.child++];
-    if (!v.classes().walk_needed(child, admitted)) continue;  // set with its classes
+    const auto [byte, walk_mask, child] = children[f.child++];
+    if (!TokenClasses::walk_needed(walk_mask, admitted)) continue;  // set with its classes
     const int32_t next = next_state(m, f.state, byte);
     if (next == kDead) continue;  // no token below this prefix is allowed
     for (int32_t id : trie[static_cast<size_t>(child)].tokens) allow(id);

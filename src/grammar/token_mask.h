@@ -39,9 +39,14 @@ class GrammarVocab {
   const std::vector<int32_t>& eog_ids() const { return eog_; }
   bool is_eog(int32_t id) const;
 
+  struct TrieEdge {
+    uint8_t byte;
+    uint16_t walk_mask;  // the child's (TokenClasses::walk_needed)
+    int32_t node;
+  };
   struct TrieNode {
-    std::vector<std::pair<uint8_t, int32_t>> children;  // by byte, ascending
-    std::vector<int32_t> tokens;                        // ending here
+    std::vector<TrieEdge> children;  // by byte, ascending
+    std::vector<int32_t> tokens;     // ending here
   };
   const std::vector<TrieNode>& trie() const { return trie_; }
   const TokenClasses& classes() const { return classes_; }
