@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
+#include <string_view>
 
 namespace pagellm {
 
@@ -61,7 +63,14 @@ size_t TokenMasker::VecHash::operator()(const std::vector<int32_t>& v) const {
 TokenMasker::TokenMasker(std::shared_ptr<const GrammarVocab> vocab,
                          std::shared_ptr<MaskCache> cache)
     : vocab_(std::move(vocab)),
-      cache_(cache ? std::move(cache) : std::make_shared<MaskCache>()) {}
+      cache_(cache ? std::move(cache) : std::make_shared<MaskCache>()) {
+  // Off for an end-to-end before/after (bench/grammar_bench.sh).
+  static const bool classes = [] {
+    const char* env = std::getenv("PAGELLM_MASK_CLASSES");
+    return !(env && std::string_view(env) == "0");
+  }();
+  class_skip_ = classes;
+}
 
 const TokenMask& TokenMasker::mask(GrammarMatcher& m) {
   current_ = shared_mask(m);

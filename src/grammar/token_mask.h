@@ -82,8 +82,8 @@ class TokenMasker {
 
   // The mask walked now, neither looked up nor cached (benchmarks, tests).
   void compute_uncached(GrammarMatcher& m, TokenMask& out);
-  // Whether whole classes are set at once (on by default; off: every token
-  // is walked, as the reference for tests and benchmarks).
+  // Whether whole classes are set at once (on unless PAGELLM_MASK_CLASSES=0;
+  // off: every token is walked, as the reference for tests and benchmarks).
   void set_class_skip(bool on) { class_skip_ = on; }
   // The classes whose every token the matcher's current state takes (the
   // ones a mask of it sets at once).
@@ -125,7 +125,7 @@ class TokenMasker {
   std::vector<int32_t> steps_;
   std::vector<int32_t> scratch_;
   uint64_t hits_ = 0, misses_ = 0;
-  bool class_skip_ = true;
+  bool class_skip_;
   uint64_t generation_ = 0;  // of the matcher whose states the step table holds
 };
 
