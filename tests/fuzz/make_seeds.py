@@ -518,6 +518,8 @@ def grammar_seeds():
         ("json.gbnf", b'root ::= "{" ws (str ":" ws val)? "}"\nval ::= str | [0-9]+\nstr ::= "\\"" [^"\\\\]* "\\""\nws ::= [ \\n]{0,3}\x00{"a": 12}'),
         ("bounds.gbnf", b'root ::= ("ab"{1,3} | [\\u00e0-\\u00ff]+)? "x"{2,}\x00ababxx'),
         ("any.gbnf", b'root ::= .{0,5} "}" # comment\x00\xc3\xa9\xc3\xa9}'),
+        # Byte classes the masks set whole (free text, whitespace, digits), unbounded and bounded.
+        ("classes.gbnf", b'root ::= [^\\n]* "\\n" [ \\t\\n\\r]* [0-9]{0,3} "\\"" [^"\\\\]{0,4} "\\""\x00a 1~\n \t12"ab"'),
         ("bad_left.gbnf", b"root ::= root \"a\""),
         ("bad_ref.gbnf", b"root ::= missing"),
     ]
