@@ -466,8 +466,16 @@ bool Engine::step() {
   try {
     // Copy-on-write copies first (on a GPU they can fail like the forward pass).
     for (const auto& c : out.copies) kv_->storage().copy_block(c.src, c.dst, c.group);
+    // The blocks the next step's allocations would evict go to the host tier
+    // while the pass runs (PrefixTier::copy_ahead): a step's worth, at most
+    // a block per sequence and the prompt tokens' blocks.
+    if (host_tier_)
+      kv_->manager().copy_ahead(
+          config_.scheduler.max_num_seqs +
+          (config_.scheduler.max_batched_tokens + config_.block_size - 1) / config_.block_size);
     const auto forward_start = std::chrono::steady_clock::now();
     logits = model_.forward(batch_, kv_->storage(), pool_);
+    kv_->manager().copy_ahead_wait();
     // The tiers' restore-or-recompute rule needs the prefill rate.
     if (PrefixTier* tier = tier_chain_head(host_tier_, disk_tier_);
         tier && std::any_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledSeq& sc) {
@@ -478,6 +486,7 @@ bool Engine::step() {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count());
   } catch (const std::exception& e) {
     if (mask_prefetch_) mask_prefetch_->wait();  // it owns the samples' grammar states till then
+    kv_->manager().copy_ahead_wait();
     // Nothing of this step is committed; the batch's requests end with the
     // error, and checkpoints it was to save are forgotten.
     if (StateCheckpoints* c = kv_->checkpoints())

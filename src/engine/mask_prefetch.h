@@ -6,10 +6,9 @@
 // stay in the samples and are thrown when they draw, on the drawing thread.
 #pragma once
 
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <vector>
+
+#include "util/step_worker.h"
 
 namespace pagellm {
 
@@ -18,7 +17,6 @@ class SampleOutput;
 class MaskPrefetcher {
  public:
   MaskPrefetcher() = default;
-  ~MaskPrefetcher();
   MaskPrefetcher(const MaskPrefetcher&) = delete;
   MaskPrefetcher& operator=(const MaskPrefetcher&) = delete;
 
@@ -27,17 +25,10 @@ class MaskPrefetcher {
   // masks themselves). The caller must not touch them until wait().
   void start(std::vector<SampleOutput*> outs);
   // Until the worker is done with what start() gave it (at once if nothing).
-  void wait();
+  void wait() { worker_.wait(); }
 
  private:
-  void loop();
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<SampleOutput*> job_;
-  bool busy_ = false;  // job_ handed over and not finished
-  bool stop_ = false;
-  std::thread worker_;
+  StepWorker worker_{10};  // below the forward pass's threads (util/step_worker.h)
 };
 
 }  // namespace pagellm

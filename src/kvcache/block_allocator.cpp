@@ -105,6 +105,11 @@ bool BlockAllocator::allocate(int32_t n, std::vector<int32_t>& out) {
   return true;
 }
 
+void BlockAllocator::next_evictions(int32_t n, std::vector<int32_t>& out) const {
+  int64_t left = static_cast<int64_t>(n) - static_cast<int64_t>(free_.size());
+  for (auto it = lru_.begin(); left > 0 && it != lru_.end(); ++it, --left) out.push_back(*it);
+}
+
 void BlockAllocator::retain(int32_t id) {
   KvBlock& b = blocks_.at(static_cast<size_t>(id));
   if (b.ref_count == 0) {

@@ -69,6 +69,13 @@ class BlockAllocator {
   bool remove_top_chunk(
       const std::function<void(int32_t id, std::span<const int32_t> tokens)>& dropped = {});
   int32_t num_cached() const { return static_cast<int32_t>(lru_.size()); }
+  // The cached blocks that allocating `n` more blocks now would evict, in
+  // eviction order (none while the never-used free blocks suffice).
+  void next_evictions(int32_t n, std::vector<int32_t>& out) const;
+  // The tokens a hashed block holds (empty for another block).
+  std::span<const int32_t> block_tokens(int32_t id) const {
+    return block_tokens_.at(static_cast<size_t>(id));
+  }
   // Called by allocate() for each cached block it evicts, with the block's
   // tokens, before its hash is dropped (its bytes are intact until a step
   // writes the block): the prefix tiers keep a copy (kvcache/prefix_tier.h).

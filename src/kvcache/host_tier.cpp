@@ -38,6 +38,7 @@ HostTier::HostTier(HostTierOptions options, BlockFileIdentity identity, KvCacheS
                                              : reserve_host_pages(range_bytes_));
   }
   populated_.assign(static_cast<size_t>(capacity_), pinned_by_ != nullptr);
+  ahead_slot_.assign(static_cast<size_t>(capacity_), false);
   n_populated_ = pinned_by_ ? capacity_ : 0;
   for (int32_t s = capacity_ - 1; s >= 0; --s) free_slots_.push_back(s);
   stats_.capacity_blocks = capacity_;
@@ -46,6 +47,7 @@ HostTier::HostTier(HostTierOptions options, BlockFileIdentity identity, KvCacheS
 }
 
 HostTier::~HostTier() {
+  copy_ahead_wait();
   if (!base_) return;
   if (pinned_by_)
     pinned_by_->free_host(base_, range_bytes_);
@@ -91,7 +93,8 @@ void HostTier::drop_lru() {
 
 int32_t HostTier::take_slot() {
   if (free_slots_.empty()) {
-    if (lru_.empty()) return -1;
+    if (lru_.empty() || ahead_slot_[static_cast<size_t>(entries_.at(lru_.front()).slot)])
+      return -1;
     // fetch() staged this tier's least recently used entry for place(): keep it.
     if (staged_ == Staged::kOwn && lru_.front() == staged_key_) {
       if (lru_.size() < 2) return -1;
@@ -134,6 +137,52 @@ void HostTier::evicted(int32_t block, std::span<const int32_t> tokens) {
   } catch (const std::exception&) {
     // Out of memory, or a device copy failed: the block is not kept.
   }
+}
+
+void HostTier::copy_ahead(std::span<const int32_t> blocks,
+                          std::span<const std::span<const int32_t>> tokens) {
+  copy_ahead_wait();
+  if (pinned_by_ || capacity_ == 0) return;
+  const size_t most = static_cast<size_t>(std::max(capacity_ / 4, 1));
+  try {
+    for (size_t i = 0; i < blocks.size() && ahead_.size() < most; ++i) {
+      Hash128 key;
+      if (!key_of(blocks[i], key) || entries_.count(key)) continue;
+      const int32_t slot = take_slot();
+      if (slot < 0) break;
+      Entry e;
+      e.slot = slot;
+      e.parent = parent_of_block_[static_cast<size_t>(blocks[i])];
+      e.tokens.assign(tokens[i].begin(), tokens[i].end());
+      e.lru = lru_.insert(lru_.end(), key);
+      entries_.emplace(key, std::move(e));
+      ahead_slot_[static_cast<size_t>(slot)] = true;
+      ahead_.emplace_back(blocks[i], slot);
+    }
+  } catch (const std::exception&) {
+    // Out of memory for the bookkeeping: copy what has a slot.
+  }
+  if (ahead_.empty()) return;
+  ahead_running_ = true;
+  const auto copy = [this] {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const auto& [block, slot] : ahead_) copy_block_out(storage_, block, slot_ptr(slot));
+    ahead_seconds_ = seconds_since(t0);
+  };
+  if (!worker_.start(copy)) copy();  // no thread: copied here
+}
+
+void HostTier::copy_ahead_wait() {
+  if (!ahead_running_) return;
+  worker_.wait();
+  ahead_running_ = false;
+  const uint64_t bytes = ahead_.size() * block_bytes_;
+  cost_.copied(static_cast<double>(bytes), ahead_seconds_);
+  stats_.stored += ahead_.size();
+  stats_.stored_ahead += ahead_.size();
+  stats_.bytes_in += bytes;
+  for (const auto& [block, slot] : ahead_) ahead_slot_[static_cast<size_t>(slot)] = false;
+  ahead_.clear();
 }
 
 bool HostTier::fetch(int32_t parent, std::span<const int32_t> tokens) {

@@ -1,11 +1,16 @@
 // The prefix cache's host tier (issue 54): cached full blocks that the KV
 // pool evicts are copied into a bounded store in host memory instead of
-// being dropped (a memcpy, or a device download, of one block on the engine
-// thread), least recently used first out; a block leaving it goes to the next
+// being dropped, least recently used first out; a block leaving it goes to the next
 // tier (the disk tier, kvcache/disk_tier.h) if there is one. A prompt whose
 // match in the pool ends continues here, then in the next tier: a block is
 // restored by copy when that is cheaper than computing it again (the
 // measured-cost rule below), else it is computed.
+//
+// Copies: the blocks the pool will evict next are copied by a worker thread
+// while the forward pass runs (copy_ahead; at most a quarter of the slots a
+// step), so eviction finds them kept; what it does not find is copied on the
+// engine thread then. A pool in a device's memory is downloaded on the engine
+// thread (its backend's stream belongs to the pass), into pinned memory.
 //
 // Memory: capacity = floor(max_bytes / block bytes) slots, one range. When
 // the pool is a device's (a GPU's, or the staged stand-in's), the range comes
@@ -34,6 +39,7 @@
 #include "kvcache/kv_cache_storage.h"
 #include "kvcache/prefix_tier.h"
 #include "kvcache/restore_cost.h"
+#include "util/step_worker.h"
 
 namespace pagellm {
 
@@ -46,6 +52,7 @@ struct HostTierStats {
   uint64_t misses = 0;          // lookups it did not hold
   uint64_t recomputed = 0;      // held, but computing was cheaper
   uint64_t stored = 0;          // blocks copied in from the pool
+  uint64_t stored_ahead = 0;    // of them, copied off the engine thread (copy_ahead)
   uint64_t evicted = 0;         // blocks dropped to make room (to the next tier if any)
   uint64_t bytes_in = 0;        // bytes copied in
   uint64_t bytes_out = 0;       // bytes restored into the pool
@@ -74,6 +81,9 @@ class HostTier final : public PrefixTier {
   bool fetch(int32_t parent, std::span<const int32_t> tokens) override;
   void place(int32_t block) override;
   void evicted(int32_t block, std::span<const int32_t> tokens) override;
+  void copy_ahead(std::span<const int32_t> blocks,
+                  std::span<const std::span<const int32_t>> tokens) override;
+  void copy_ahead_wait() override;
 
   // Continues past the blocks this tier holds, in the next tier.
   void prefetch(uint64_t owner, int32_t parent, std::span<const int32_t> tokens,
@@ -133,6 +143,13 @@ class HostTier final : public PrefixTier {
   std::vector<int32_t> staged_tokens_;
   RestoreCost cost_;
   HostTierStats stats_;
+  // copy_ahead's copies (block, slot) while the worker runs them, and the
+  // slots they fill (take_slot must not hand such an entry down unfilled).
+  std::vector<std::pair<int32_t, int32_t>> ahead_;
+  std::vector<bool> ahead_slot_;
+  double ahead_seconds_ = 0;  // written by the worker, read after wait()
+  bool ahead_running_ = false;
+  StepWorker worker_;  // last: joined before the rest goes
 };
 
 }  // namespace pagellm

@@ -121,6 +121,21 @@ void KvCacheManager::forget_prefetch(uint64_t owner) {
   if (tier_) tier_->forget_prefetch(owner);
 }
 
+void KvCacheManager::copy_ahead(int32_t n) {
+  if (!tier_ || n <= 0) return;
+  std::vector<int32_t> blocks;
+  alloc_.next_evictions(n, blocks);
+  if (blocks.empty()) return;
+  std::vector<std::span<const int32_t>> tokens;
+  tokens.reserve(blocks.size());
+  for (int32_t b : blocks) tokens.push_back(alloc_.block_tokens(b));
+  tier_->copy_ahead(blocks, tokens);
+}
+
+void KvCacheManager::copy_ahead_wait() {
+  if (tier_) tier_->copy_ahead_wait();
+}
+
 std::optional<int32_t> KvCacheManager::from_tier(const BlockTable& table,
                                                  std::span<const int32_t> tokens) {
   if (!tier_ || !alloc_.ensure_free(1)) return std::nullopt;

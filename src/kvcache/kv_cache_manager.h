@@ -88,6 +88,11 @@ class KvCacheManager {
   // its match_prefix finds them read. forget_prefetch: it is admitted or gone.
   void prefetch(uint64_t owner, std::span<const int32_t> tokens);
   void forget_prefetch(uint64_t owner);
+  // The next `n` allocations' evictions are offered to the tiers to copy
+  // during the forward pass (PrefixTier::copy_ahead); copy_ahead_wait()
+  // after it, before anything allocates.
+  void copy_ahead(int32_t n);
+  void copy_ahead_wait();
 
   // Makes room to write positions [write_from, n_tokens): new blocks as
   // needed, and private copies of shared blocks in that range (copy-on-write,

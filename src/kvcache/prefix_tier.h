@@ -5,7 +5,8 @@
 // a prompt's in-memory match ends, asks it for the prompt's next blocks.
 // Blocks are named by their id in group 0 and their parent's id: a tier
 // keeps each committed block's chained key (kvcache/block_file.h).
-// Called on the engine thread only; never throws.
+// Called on the engine thread only; never throws. Only the copies that
+// copy_ahead() starts run on a worker, during the forward pass.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,14 @@ class PrefixTier {
   // The pool is about to reuse block `block`, a cached full block holding
   // `tokens` whose bytes are still there: a tier may keep a copy.
   virtual void evicted(int32_t /*block*/, std::span<const int32_t> /*tokens*/) {}
+  // The pool will evict `blocks` (cached full blocks holding `tokens[i]`)
+  // next: a tier may start copying them now, off the engine thread, so that
+  // evicted() finds them kept. Their bytes stay as they are until
+  // copy_ahead_wait(), which the engine calls after the forward pass and
+  // before anything allocates again (a cached block is never written).
+  virtual void copy_ahead(std::span<const int32_t> /*blocks*/,
+                          std::span<const std::span<const int32_t>> /*tokens*/) {}
+  virtual void copy_ahead_wait() {}
   // The tier above drops a block (`payload`: its bytes, kvcache/block_copy.h):
   // this one may keep it.
   virtual void demoted(const BlockFileHeader& /*header*/, std::span<const uint8_t> /*payload*/) {}

@@ -1,6 +1,7 @@
 // The prefix cache's host tier under the engine: a prompt repeated after its
 // blocks were evicted from the pool (by a flood of other prompts) is restored
-// from the host tier, gives the tokens of a run without any cache, and counts
+// from the host tier (its blocks copied there during forward passes before
+// they were evicted), gives the tokens of a run without any cache, and counts
 // host hits; the same with the pool in a device's memory (the staged CPU
 // backend standing in for a GPU: the tier's memory is that backend's host
 // allocation); models that keep no whole prefix go without, with a note.
@@ -32,7 +33,9 @@ std::vector<std::vector<int32_t>> run_in_turn(Loaded& m, const std::vector<std::
   return out;
 }
 
-void check_repeat_after_eviction(Loaded& m, const std::string& what) {
+// `ahead`: the pool is in host memory, so the blocks the pool evicts next are
+// copied by the tier's worker during the forward pass.
+void check_repeat_after_eviction(Loaded& m, const std::string& what, bool ahead) {
   const auto p = long_prompt(*m.tok);
   ASSERT_GT(p.size(), 64u);
   const uint64_t full = (p.size() - 1) / 16;  // blocks a repeat can reuse
@@ -57,11 +60,15 @@ void check_repeat_after_eviction(Loaded& m, const std::string& what) {
   EXPECT_GE(st.cached_prompt_tokens, full * 16) << what;
   EXPECT_GT(st.blocks.evictions, 0u) << what;
   EXPECT_LE(st.host.held_bytes, st.host.capacity_bytes) << what;
+  if (ahead)
+    EXPECT_GT(st.host.stored_ahead, 0u) << what;
+  else
+    EXPECT_EQ(st.host.stored_ahead, 0u) << what;
 }
 
 TEST(EngineHostTier, RepeatedPromptAfterEvictionIsRestoredFromHost) {
   Loaded m = load("stories260K.gguf");
-  check_repeat_after_eviction(m, "host pool");
+  check_repeat_after_eviction(m, "host pool", true);
 }
 
 TEST(EngineHostTier, DevicePoolUsesTheBackendsHostMemory) {
@@ -73,7 +80,7 @@ TEST(EngineHostTier, DevicePoolUsesTheBackendsHostMemory) {
   Loaded m = load("stories260K.gguf", {.repack = false,
                                        .placements = {{"cpu:1", 0, L}},
                                        .backend_factory = staged});
-  check_repeat_after_eviction(m, "staged cpu:1 pool");
+  check_repeat_after_eviction(m, "staged cpu:1 pool", false);
   ThreadPool pool(1);
   EngineConfig cfg;
   cfg.num_blocks = 16;

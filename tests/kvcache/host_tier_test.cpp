@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -121,6 +122,55 @@ TEST(HostTier, RestoreGivesTheEvictedBytes) {
   EXPECT_EQ(c.tier.stats().bytes_out, 4 * storage_block_bytes(c.storage));
   c.manager.free(t);
   EXPECT_EQ(c.manager.allocator().num_used(), 0);
+}
+
+// Blocks copied ahead (by the worker, as during a forward pass) are the ones
+// eviction then finds kept: nothing is copied at eviction, and a prefix hit
+// restores the bytes they had.
+TEST(HostTier, BlocksCopiedAheadAreKeptWhenEvicted) {
+  Cache c(16);
+  const auto a = prompt(1000, 4);
+  const auto want = c.compute(a);
+  // Nothing to copy while never-used blocks suffice (4 of 8 are cached).
+  c.manager.copy_ahead(kPoolBlocks - 4);
+  c.manager.copy_ahead_wait();
+  EXPECT_EQ(c.tier.stats().stored_ahead, 0u);
+  // The flood needs 7 blocks: it evicts 3 cached ones, the oldest first.
+  c.manager.copy_ahead(kPoolBlocks - 1);
+  c.manager.copy_ahead_wait();
+  EXPECT_EQ(c.tier.stats().stored_ahead, 3u);
+  EXPECT_EQ(c.tier.stats().stored, 3u);
+  flood(c, 5000);
+  EXPECT_EQ(c.tier.stats().stored, 4u);  // only the fourth copied at eviction
+  EXPECT_EQ(c.tier.stats().stored_ahead, 3u);
+  BlockTable t(kBlock);
+  ASSERT_EQ(c.match(a, t), 4 * kBlock);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(c.bytes_of(t.blocks()[static_cast<size_t>(i)]), want[i]) << i;
+  c.manager.free(t);
+  EXPECT_EQ(c.manager.allocator().num_used(), 0);
+}
+
+// copy_ahead fills at most a quarter of the tier a step, and never hands an
+// unfilled entry down to the next tier.
+TEST(HostTier, CopyAheadTakesAQuarterOfTheSlotsAndHandsDownOnlyFilledBlocks) {
+  RecordingTier next;
+  Cache c(4, &next);
+  std::vector<std::vector<uint8_t>> want;
+  for (int32_t p = 0; p < 3; ++p) {
+    const auto blocks = c.compute(prompt(1000 * (p + 1), 2));
+    want.insert(want.end(), blocks.begin(), blocks.end());
+  }
+  c.manager.copy_ahead(kPoolBlocks);
+  c.manager.copy_ahead_wait();
+  EXPECT_EQ(c.tier.stats().stored_ahead, 1u);
+  for (int step = 0; step < 6; ++step) {
+    c.manager.copy_ahead(kPoolBlocks);
+    c.manager.copy_ahead_wait();
+  }
+  // Every payload handed down is a block's bytes as computed.
+  for (const auto& payload : next.payloads)
+    EXPECT_NE(std::find(want.begin(), want.end(), payload), want.end());
+  EXPECT_LE(c.tier.stats().held_blocks, 4);
 }
 
 TEST(HostTier, AnotherPrefixMisses) {

@@ -32,6 +32,7 @@ def test_repeat_after_eviction_comes_from_the_host_tier(start_server):
     complete(s, other)  # 308 + 308 tokens in a 320-token pool: p's blocks are evicted
     m = s.metrics()
     assert m["pagellm_host_tier_stored_total"] >= full // BLOCK
+    assert 0 <= m["pagellm_host_tier_stored_ahead_total"] <= m["pagellm_host_tier_stored_total"]
     assert complete(s, p) == (want, full)
     m2 = s.metrics()
     assert m2["pagellm_host_tier_hits_total"] - m["pagellm_host_tier_hits_total"] == full // BLOCK
