@@ -15,11 +15,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/paged_attention.h"
 #include "bench_pool.h"
 #include "tensor/convert.h"
@@ -192,6 +194,151 @@ BENCHMARK(BM_MlaDecodeQ8)->ArgNames({"", "ctx", "seqs"})->Args({0, 4096, 1})->Us
 BENCHMARK(BM_MlaTwinDecode)->ArgNames({"", "ctx", "seqs"})->Args({0, 4096, 1})->UseRealTime();
 BENCHMARK(BM_MlaPrefill)->ArgNames({"", "ctx"})->Args({0, 1024})->UseRealTime();
 BENCHMARK(BM_MlaTwinPrefill)->ArgNames({"", "ctx"})->Args({0, 1024})->UseRealTime();
+
+// issue 56: one MLA layer's prefill of a ctx-token prompt in one chunk at a
+// DeepSeek-V2-Lite shape (16 heads, latent 512, rope 64, nope 128, values
+// 128; f16 latent cache, q8_0 attn_k_b / attn_v_b), attention and the
+// per-head products only (the q/kv_a projections and attn_output are the same
+// in both forms). form 0, absorbed: q_nope through attn_k_b into latent
+// space, the latent kernel over rows of 576 with 512 values, attn_v_b.
+// form 1, plain: the context's latents (f16 -> f32), then head by head:
+// through attn_k_b^T (f32) and attn_v_b, the head's K [k_nope | k_pe] and V
+// (padded to 192) rows into an f32 scratch cache, the dense kernel with one
+// head of 192 (form 2: the scratch in f16, converted after the expansion). GFLOP/s counts the absorbed form's work for both,
+// so the counters compare as times do.
+struct MlaLayerShape {
+  int H = 16, L = 512, dr = 64, dn = 128, dv = 128;
+};
+struct QuantMatrix {
+  std::vector<uint8_t> data;
+  MatrixView view;
+  QuantMatrix(int64_t n_in, int64_t n_out, DType t, std::mt19937& rng) {
+    std::normal_distribution<float> nd(0.0f, 0.05f);
+    const size_t rb = dtype_row_bytes(t, n_in);
+    data.resize(rb * n_out);
+    std::vector<float> row(static_cast<size_t>(n_in));
+    for (int64_t r = 0; r < n_out; ++r) {
+      for (auto& e : row) e = nd(rng);
+      quantize_row(t, row.data(), data.data() + r * rb, n_in);
+    }
+    view = {t, n_in, n_out, data.data(), rb, WeightLayout::Rows};
+  }
+  MatrixView rows(int64_t first, int64_t n) const {
+    MatrixView v = view;
+    v.n_out = n;
+    v.data = data.data() + first * view.row_stride;
+    return v;
+  }
+};
+
+void BM_MlaPrefillForm(benchmark::State& state) {
+  const MlaLayerShape m;
+  const int ctx = static_cast<int>(state.range(0));
+  const bool plain = state.range(1) != 0, f16 = state.range(1) == 2;
+  const int dk = m.L + m.dr, dq = m.dn + m.dr;
+  static cpu::CpuBackend backend(&pool());
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd;
+  const DType wt = DType::Q8_0;
+  // attn_k_b [H][L][dn], its transpose [H][dn][L], attn_v_b [H][dv][L].
+  // attn_k_b^T in f32, as model/mla_block.cpp makes it per step.
+  QuantMatrix kb(m.dn, int64_t{m.H} * m.L, wt, rng), kbt(m.L, int64_t{m.H} * m.dn, DType::F32, rng),
+      vb(m.L, int64_t{m.H} * m.dv, wt, rng);
+  std::vector<MatrixView> kbh, vbh;
+  for (int h = 0; h < m.H; ++h) kbh.push_back(kb.rows(int64_t{h} * m.L, m.L));
+  for (int h = 0; h < m.H; ++h) vbh.push_back(vb.rows(int64_t{h} * m.dv, m.dv));
+  // The latent cache: ctx rows of [latent | k_pe], f16, contiguous blocks.
+  const size_t lrb = dtype_row_bytes(DType::F16, dk);
+  std::vector<uint8_t> cache(lrb * ctx);
+  {
+    std::vector<float> row(static_cast<size_t>(dk));
+    for (int p = 0; p < ctx; ++p) {
+      for (auto& e : row) e = nd(rng);
+      quantize_row(DType::F16, row.data(), cache.data() + p * lrb, dk);
+    }
+  }
+  std::vector<int32_t> table((ctx + kBlock - 1) / kBlock);
+  std::iota(table.begin(), table.end(), 0);
+  const int32_t* tables[1] = {table.data()};
+  std::vector<int32_t> tok_seq(ctx, 0), tok_pos(ctx);
+  std::iota(tok_pos.begin(), tok_pos.end(), 0);
+  const size_t T = ctx;
+  std::vector<float> P(T * m.H * dq), N(T * m.H * m.dn), QL(T * m.H * m.L), q(T * m.H * dk),
+      att(T * m.H * m.L), VH(T * m.H * m.dv);
+  for (auto& e : P) e = nd(rng);
+  for (auto& e : N) e = nd(rng);
+  for (auto& e : q) e = nd(rng);
+  // plain: latents, K nope / V per head, the scratch cache (K, V of 192).
+  std::vector<float> lat, latent, kn, vv, kc, vc, out;
+  std::vector<uint16_t> kc16, vc16;
+  if (plain) {
+    lat.resize(T * dk), latent.resize(T * m.L), kn.resize(T * m.H * m.dn), vv.resize(T * m.H * m.dv);
+    kc.resize(T * dq), vc.assign(T * dq, 0.0f), out.resize(T * m.H * dq);
+    if (f16) kc16.resize(kc.size()), vc16.resize(vc.size());
+  }
+  PagedAttentionArgs a;
+  a.n_tokens = ctx;
+  a.block_size = kBlock;
+  a.token_seq = tok_seq.data();
+  a.token_pos = tok_pos.data();
+  a.block_tables = tables;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(dq));
+  a.n_heads = m.H;
+  if (plain) {
+    a.q = P.data(), a.q_stride = int64_t{m.H} * dq;
+    a.out = out.data(), a.out_stride = int64_t{m.H} * dq;
+    a.n_heads = 1, a.n_kv_heads = 1, a.head_dim = dq, a.kv_type = f16 ? DType::F16 : DType::F32;
+    a.k_cache = f16 ? static_cast<const void*>(kc16.data()) : kc.data();
+    a.v_cache = f16 ? static_cast<const void*>(vc16.data()) : vc.data();
+  } else {
+    a.q = q.data(), a.q_stride = int64_t{m.H} * dk;
+    a.out = att.data(), a.out_stride = int64_t{m.H} * m.L;
+    a.n_kv_heads = 1, a.head_dim = dk, a.v_dim = m.L, a.kv_type = DType::F16;
+    a.k_cache = a.v_cache = cache.data();
+  }
+  for (auto _ : state) {
+    if (plain) {
+      for (size_t p = 0; p < T; ++p)
+        dequantize_row(DType::F16, cache.data() + p * lrb, lat.data() + p * dk, dk);
+      // The latents as rows of L (n_in), apart from k_pe.
+      for (size_t p = 0; p < T; ++p)
+        std::memcpy(latent.data() + p * m.L, lat.data() + p * dk, sizeof(float) * m.L);
+      // Head by head (model/mla_block.cpp's order: one head's K and V at a
+      // time, which the threads then read for every query token).
+      for (int h = 0; h < m.H; ++h) {
+        const MatrixView kth = kbt.rows(int64_t{h} * m.dn, m.dn);
+        backend.matmul(latent.data(), ctx, {{.w = &kth, .y = kn.data()}, {.w = &vbh[h], .y = vv.data()}});
+        for (size_t p = 0; p < T; ++p) {
+          float* k = kc.data() + p * dq;
+          std::memcpy(k, kn.data() + p * m.dn, sizeof(float) * m.dn);
+          std::memcpy(k + m.dn, lat.data() + p * dk + m.L, sizeof(float) * m.dr);
+          std::memcpy(vc.data() + p * dq, vv.data() + p * m.dv, sizeof(float) * m.dv);
+        }
+        if (f16) {
+          quantize_row(DType::F16, kc.data(), kc16.data(), int64_t{ctx} * dq);
+          quantize_row(DType::F16, vc.data(), vc16.data(), int64_t{ctx} * dq);
+        }
+        a.q = P.data() + h * dq;
+        a.out = out.data() + h * dq;
+        paged_attention(a, pool());
+      }
+    } else {
+      backend.matmul_groups(N.data(), ctx, kbh.data(), m.H, QL.data());
+      paged_attention(a, pool());
+      backend.matmul_groups(att.data(), ctx, vbh.data(), m.H, VH.data());
+    }
+    benchmark::DoNotOptimize(plain ? out.data() : VH.data());
+  }
+  const double pairs = 0.5 * ctx * (ctx + 1.0);
+  const double flops = pairs * m.H * 2.0 * (dk + m.L) + 2.0 * 2.0 * ctx * m.H * m.dn * m.L;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MlaPrefillForm)
+    ->ArgNames({"ctx", "plain"})
+    ->ArgsProduct({{512, 1024, 2048, 4096}, {0, 1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_AttentionDecode)
     ->ArgNames({"head_dim", "ctx", "seqs"})

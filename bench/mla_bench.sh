@@ -14,6 +14,10 @@
 # decode tokens/s of DECODE tokens after a CONTEXT-token prompt, the two
 # models alternating for ROUNDS rounds (so a shared machine's load falls on
 # both alike), best and median of each, and the ratio MLA / GQA of the bests.
+# Then the MLA model's prefill of the CONTEXT-token prompt (one chunk) in the
+# absorbed form and in the plain form (model/mla_block.h; forced with
+# PAGELLM_MLA_PLAIN_MIN_PROMPT), alternating ROUNDS rounds: seconds, best and
+# median, and the ratio absorbed / plain (above 1: the plain form is faster).
 source "$(dirname "$0")/common.sh"
 TYPE=${1:-q8_0}
 CONTEXT=${CONTEXT:-4096}
@@ -38,11 +42,29 @@ if [ ! -f "$prompt" ]; then
   : > "$prompt"
   for ((i = 0; i < CONTEXT * 97 / 100; i++)); do printf '%s ' "${words[i % ${#words[@]}]}" >> "$prompt"; done
 fi
+run() {  # run MODEL TOKENS FIELD [VAR=VALUE...]: one generate after the prompt; prints
+         # its prompt tokens and the JSON's FIELD
+  local m=$1 n=$2 field=$3
+  shift 3
+  env "$@" "$BIN" generate -m "$m" -f "$prompt" -n "$n" --ignore-eos -c 8192 \
+      --max-batched-tokens 4096 -t "$THREADS" --json |
+    python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["prompt_tokens"], j[sys.argv[1]])' "$field"
+}
+compare() {  # compare WHAT UNIT max|min NAME_A "VALUES" NAME_B "VALUES": best (max or min) and
+             # median of each, and the ratio A / B of both
+  python3 - "$@" <<'PY'
+import statistics, sys
+what, unit, best, na, va, nb, vb = sys.argv[1:]
+a, b = [float(x) for x in va.split()], [float(x) for x in vb.split()]
+pick = max if best == "max" else min
+ma, mb = statistics.median(a), statistics.median(b)
+print(f"{what}: {na} {pick(a):.2f} {unit} (median {ma:.2f}), {nb} {pick(b):.2f} {unit} "
+      f"(median {mb:.2f}), {na} / {nb} {pick(a) / pick(b):.2f} (medians {ma / mb:.2f})")
+PY
+}
 decode() {  # decode tokens/s after the prompt on model $1 (one run)
   local v
-  v=$("$BIN" generate -m "$1" -f "$prompt" -n "$DECODE" --ignore-eos -c 8192 \
-        --max-batched-tokens 4096 -t "$THREADS" --json |
-      python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["prompt_tokens"], j["decode_tokens_per_s"])')
+  v=$(run "$1" "$DECODE" decode_tokens_per_s)
   echo "  $(basename "$1"): ${v% *} prompt tokens, decode ${v#* } tok/s" >&2
   echo "${v#* }"
 }
@@ -51,10 +73,17 @@ for ((r = 0; r < ROUNDS; r++)); do
   a+=("$(decode "$mla")")
   b+=("$(decode "$gqa")")
 done
-python3 - "$CONTEXT" "${a[*]}" "${b[*]}" <<'PY'
-import statistics, sys
-ctx, a, b = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
-print(f"decode at {ctx} tokens of context: MLA {max(a):.2f} tok/s (median {statistics.median(a):.2f}), "
-      f"GQA twin {max(b):.2f} tok/s (median {statistics.median(b):.2f}), ratio {max(a) / max(b):.2f} "
-      f"(medians {statistics.median(a) / statistics.median(b):.2f})")
-PY
+compare "decode at $CONTEXT tokens of context" tok/s max "MLA" "${a[*]}" "GQA twin" "${b[*]}"
+
+prefill() {  # prefill seconds of the prompt on the MLA model, prompts plain from $1 tokens
+  local v
+  v=$(run "$mla" 1 prefill_seconds PAGELLM_MLA_PLAIN_MIN_PROMPT="$1")
+  echo "  plain from $1 tokens: ${v% *} prompt tokens, prefill ${v#* } s" >&2
+  echo "${v#* }"
+}
+pa=() pp=()
+for ((r = 0; r < ROUNDS; r++)); do
+  pa+=("$(prefill 1000000000)")
+  pp+=("$(prefill 0)")
+done
+compare "MLA prefill of $CONTEXT tokens" s min "absorbed" "${pa[*]}" "plain" "${pp[*]}"

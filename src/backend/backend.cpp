@@ -129,6 +129,20 @@ void Backend::finish_outputs(int64_t rows, const MatmulOutput* outs, size_t n_ou
   }
 }
 
+void Backend::kv_read(const KvLayerView&, int32_t, int32_t, int32_t, int32_t, int32_t, float*) {
+  throw Error(name() + " does not run MLA's plain form (kv_read)");
+}
+
+void Backend::attention_rows(const float*, const float*, const float*, float*, int32_t,
+                             const int32_t*, int32_t, int32_t, int32_t, float) {
+  throw Error(name() + " does not run MLA's plain form (attention_rows)");
+}
+
+void Backend::paged_attention_tokens(const KvLayerView&, const float*, float*, int32_t, float,
+                                     int32_t, const int32_t*) {
+  throw Error(name() + " does not run MLA's plain form (paged_attention_tokens)");
+}
+
 PagedAttentionArgs paged_attention_args(const KvLayerView& kv, const float* q, float* out,
                                         int32_t n_heads, float scale, int32_t n_tokens,
                                         const int32_t* token_seq, const int32_t* token_pos) {

@@ -306,6 +306,26 @@ class Backend {
   // [n_tokens][n_heads * head_dim].
   virtual void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                                float scale) = 0;
+  // MLA's plain prefill form (model/mla_block.h), where mla_plain_form():
+  // kv_read: out[i] = columns [col, col + n) of the f32 cache row of position
+  // first + i (i < count) of the step's sequence `seq`. attention_rows:
+  // causal attention of n_tokens queries ([n_tokens][n_heads][head_dim], at
+  // `positions`, host memory) over f32 K and V rows [positions][n_kv_heads]
+  // [head_dim] where row p is position p; out as q. Each (token, head) as
+  // paged_attention computes it: the same bits in any batch. The defaults of
+  // these three throw.
+  virtual bool mla_plain_form() const { return false; }
+  virtual void kv_read(const KvLayerView& kv, int32_t seq, int32_t first, int32_t count,
+                       int32_t col, int32_t n, float* out);
+  virtual void attention_rows(const float* q, const float* k, const float* v, float* out,
+                              int32_t n_tokens, const int32_t* positions, int32_t n_heads,
+                              int32_t n_kv_heads, int32_t head_dim, float scale);
+  // paged_attention of the step's tokens `tokens` only ([n] indices, host
+  // memory); q and out rows follow that list (a step with prompt tokens in the
+  // plain form and decode tokens in the absorbed one).
+  virtual void paged_attention_tokens(const KvLayerView& kv, const float* q, float* out,
+                                      int32_t n_heads, float scale, int32_t n,
+                                      const int32_t* tokens);
 
   // Mixture of experts (model/moe_routing.h). `rows`, `weights`: host memory.
   // out[i] = x[rows[i]] for i < count (rows of n floats). The default copies

@@ -430,8 +430,11 @@ bool Engine::step() {
           batch_.state_resets.push_back(s->state_slot);
       }
       batch_.state_slots.push_back(s->state_slot);
-      batch_.step_from.push_back(static_cast<int32_t>(s->n_prompt));
     }
+    // Where decoding starts: recurrent layers and MLA (model/mla_block.h)
+    // compute positions past it as decode steps.
+    if (recurrent || model_.hparams().mla.enabled())
+      batch_.step_from.push_back(static_cast<int32_t>(s->n_prompt));
     const int64_t size = static_cast<int64_t>(s->tokens.size());
     const int64_t end = s->n_computed + sc.n_tokens;
     const bool reaches_end = !s->embedding && end - sc.n_draft == size;

@@ -11,6 +11,7 @@
 #include "backend/recurrent_args.h"
 #include "gguf/gguf_reader.h"
 #include "model/architecture.h"
+#include "model/batch.h"
 #include "model/hparams.h"
 #include "model/moe_routing.h"
 #include "model/tensor_spec.h"
@@ -64,6 +65,11 @@ struct LayerContext {
   // Per-layer inputs (hp.n_embd_per_layer > 0): this layer's [T][P] rows, in
   // the layer's memory (model/per_layer_inputs.h).
   const float* layer_input = nullptr;
+  // MLA layers (model/mla_block.h): the step's batch (host memory: positions,
+  // sequences, each sequence's prompt end) and the plain form's scratch of
+  // mla_plain_floats() (null: the absorbed form for every token).
+  const Batch* batch = nullptr;
+  float* mla_plain = nullptr;
 };
 
 // Floats per token of LayerContext::extra the model's layers need.

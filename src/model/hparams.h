@@ -58,6 +58,9 @@ struct MlaShape {
   int32_t q_lora_rank = 0;   // attention.q_lora_rank; 0: attn_q straight from x'
   int32_t qk_nope = 0;       // per head q/k dims without RoPE (key_length_mla - n_rot)
   int32_t v_head = 0;        // per head value dims (value_length_mla)
+  // Prompts of at least this many tokens run their positions in the plain
+  // form where the backend has it (model/mla_block.h: mla_plain_min_prompt()).
+  int32_t plain_min_prompt = 0;
   bool enabled() const { return kv_lora_rank > 0; }
 };
 

@@ -12,6 +12,7 @@
 #include "model/backend_support.h"
 #include "model/registry.h"
 #include "model/blocks.h"
+#include "model/mla_block.h"
 #include "tensor/convert.h"
 #include "util/error.h"
 #include "util/fault_injector.h"
@@ -31,6 +32,7 @@ struct ModelRunner::Segment {
   BackendBuffer router, moe_x, moe_y;  // mixture-of-experts layers
   BackendBuffer shexp;                 // a shared expert's rows (LayerContext::shexp)
   BackendBuffer extra;                 // LayerContext::extra
+  BackendBuffer mla_plain;             // LayerContext::mla_plain
   BackendBuffer layer_inputs;          // per-layer inputs of its layers ([layer][T][n_embd_per_layer])
   MoeRouting routing;
   // For layers whose experts run on the host (remote experts): the experts'
@@ -379,10 +381,27 @@ void ModelRunner::run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T
                  s.k.f32(), s.v.f32(), s.attn.f32(),
                  s.gate.f32(), s.up.f32()};
   c.extra = s.extra.f32();
+  c.batch = step_batch_;
+  c.mla_plain = s.mla_plain.f32();
   if (hp_.n_embd_per_layer > 0)
     c.layer_input = s.layer_inputs.f32() + (l - s.layer_begin) * T * hp_.n_embd_per_layer;
   set_moe(c);
   arch_->run_layer(c);
+}
+
+void ModelRunner::ensure_mla_plain(const Batch& batch) {
+  if (!hp_.mla.enabled() || batch.step_from.empty()) return;
+  int64_t n_ctx = 0;  // the longest context of a prompt position
+  for (size_t t = 0; t < batch.positions.size(); ++t) {
+    const int32_t p = batch.positions[t];
+    if (mla_runs_plain(hp_, p, batch.step_from[static_cast<size_t>(batch.token_seq[t])]))
+      n_ctx = std::max<int64_t>(n_ctx, p + 1);
+  }
+  if (n_ctx == 0) return;
+  const int64_t floats = mla_plain_floats(hp_, n_ctx, batch.n_tokens());
+  for (Segment& s : segments_)
+    if (s.backend->mla_plain_form())
+      s.mla_plain.ensure(*s.backend, static_cast<size_t>(floats) * sizeof(float));
 }
 
 void ModelRunner::prepare_recurrent(const Batch& batch, KvCacheStorage& kv) {
@@ -489,9 +508,10 @@ std::span<const float> ModelRunner::forward_pipelined(const Batch& batch, KvCach
     const int32_t s0 = cuts[static_cast<size_t>(p)], s1 = cuts[static_cast<size_t>(p) + 1];
     const int32_t t0 = seq_first[static_cast<size_t>(s0)], t1 = seq_first[static_cast<size_t>(s1)];
     for (int32_t s = s0; s < s1; ++s) mb.block_tables.push_back(batch.block_tables[static_cast<size_t>(s)]);
+    if (!batch.step_from.empty())  // recurrent layers, MLA: the part's prompt ends
+      mb.step_from.assign(batch.step_from.begin() + s0, batch.step_from.begin() + s1);
     if (!batch.state_slots.empty()) {  // recurrent layers: the part's sequences' slots
       mb.state_slots.assign(batch.state_slots.begin() + s0, batch.state_slots.begin() + s1);
-      mb.step_from.assign(batch.step_from.begin() + s0, batch.step_from.begin() + s1);
       if (p == 0) {  // before any part reads a slot
         mb.state_saves = batch.state_saves;
         mb.state_resets = batch.state_resets;
@@ -556,6 +576,11 @@ std::span<const float> ModelRunner::run_stage(const Batch& batch, KvCacheStorage
   if (FaultInjector::hit("model.workspace")) throw std::bad_alloc();
   for (Segment& s : segments_) ensure_workspace(s, T, n_out);
   if (T == 0) return {};
+  if (!batch.step_from.empty() &&
+      static_cast<int32_t>(batch.step_from.size()) != batch.n_seqs())
+    throw Error("a step's prompt ends (Batch::step_from) must be one per sequence");
+  ensure_mla_plain(batch);
+  step_batch_ = &batch;
   for (int64_t t = 0; t < T; ++t) {
     const int32_t id = batch.tokens[static_cast<size_t>(t)];
     if (id < 0 || id >= V)

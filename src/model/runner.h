@@ -155,11 +155,15 @@ class ModelRunner {
   // state resets and copies applied).
   void prepare_recurrent(const Batch& batch, KvCacheStorage& kv);
   RecurrentBatch recurrent_;
+  const Batch* step_batch_ = nullptr;  // the step's, for LayerContext::batch
   std::vector<int32_t> rb_begin_, rb_first_;
   ModelRunner() = default;
   struct Segment;
   Backend& backend_of(const std::string& device);
   void ensure_workspace(Segment& s, int64_t tokens, int64_t logit_rows);
+  // MLA's plain form: each segment that runs it gets scratch for the step's
+  // longest prompt context (model/mla_block.h).
+  void ensure_mla_plain(const Batch& batch);
   void run_layer(Segment& s, int32_t l, KvCacheStorage& kv, int64_t T);
   // The segment's layers, through the backend's recording when it has one
   // (Backend::begin_layers).

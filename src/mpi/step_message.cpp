@@ -14,7 +14,7 @@ namespace pagellm {
 namespace {
 
 constexpr uint32_t kMagic = 0x54534c50;  // "PLST"
-constexpr uint32_t kVersion = 2;  // 2: recurrent state slots
+constexpr uint32_t kVersion = 2;  // 2: recurrent state slots (state flag 2, MLA prompt ends only, reads as before)
 
 class Writer {
  public:
@@ -67,8 +67,16 @@ void header(Writer& w, StepKind kind) {
 // one per sequence and distinct, decode starts not negative.
 void read_state(Reader& r, const StepLimits& lim, uint32_t S, Batch& batch) {
   const uint32_t flag = r.u32("the state flag");
-  if (flag > 1) throw FormatError(fmt::format("step message: state flag {}", flag));
+  if (flag > 2) throw FormatError(fmt::format("step message: state flag {}", flag));
   if (flag == 0) return;
+  auto decode_starts = [&] {
+    for (uint32_t s = 0; s < S; ++s) {
+      const int32_t from = r.i32("a decode start");
+      if (from < 0) throw FormatError(fmt::format("step message: decode start {}", from));
+      batch.step_from.push_back(from);
+    }
+  };
+  if (flag == 2) return decode_starts();  // MLA: the prompt ends only
   if (lim.state_slots <= 0)
     throw FormatError("step message: recurrent state for a model without recurrent layers");
   auto slot = [&](const char* what) {
@@ -82,11 +90,7 @@ void read_state(Reader& r, const StepLimits& lim, uint32_t S, Batch& batch) {
   std::sort(sorted.begin(), sorted.end());
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
     throw FormatError("step message: two sequences share a state slot");
-  for (uint32_t s = 0; s < S; ++s) {
-    const int32_t from = r.i32("a decode start");
-    if (from < 0) throw FormatError(fmt::format("step message: decode start {}", from));
-    batch.step_from.push_back(from);
-  }
+  decode_starts();
   const uint32_t n_resets = r.count("the state resets", 4, S);
   for (uint32_t i = 0; i < n_resets; ++i) batch.state_resets.push_back(slot("a state reset"));
   for (auto* pairs : {&batch.state_saves, &batch.state_copies}) {
@@ -125,8 +129,10 @@ std::vector<uint8_t> encode_step(const Batch& batch, std::span<const float> hidd
   for (const BlockCopy& c : batch.copies) w.i32s(std::array<int32_t, 3>{c.src, c.dst, c.group});
   // Recurrent layers: each sequence's state slot and decode start, the slots
   // to zero and to copy first.
+  // MLA without recurrent layers: flag 2, the decode starts alone.
   const bool recurrent = !batch.state_slots.empty();
-  w.u32(recurrent ? 1 : 0);
+  w.u32(recurrent ? 1 : batch.step_from.empty() ? 0 : 2);
+  if (!recurrent && !batch.step_from.empty()) w.i32s(batch.step_from);
   if (recurrent) {
     w.i32s(batch.state_slots);
     w.i32s(batch.step_from);

@@ -198,6 +198,12 @@ uint64_t CostModel::workspace(int i, int s, int e) const {
   if (e > s && e == n_) w += fp_.output_workspace_bytes;
   if (i == host()) w += fp_.host_workspace_bytes + cuda_runtime_host_;
   if (e > s && dev(i).device.kind == DeviceKind::kCuda) w += fp_.cuda_matmul_scratch_bytes;
+  if (e > s && dev(i).device.kind != DeviceKind::kCuda && fp_.mla_plain_bytes > 0) {
+    // MLA's plain form expands the longest sequence's context (model/mla_block.h).
+    const int64_t n = req_.max_seq_len > 0 ? req_.max_seq_len : fp_.n_ctx_train;
+    if (n >= fp_.mla_plain_min_prompt)
+      w += fp_.mla_plain_bytes + fp_.mla_plain_bytes_per_position * static_cast<uint64_t>(n);
+  }
   return w;
 }
 

@@ -6,6 +6,7 @@
 
 #include "backend/backend_sizes.h"
 #include "model/blocks.h"
+#include "model/mla_block.h"
 #include "util/error.h"
 
 namespace pagellm {
@@ -176,6 +177,11 @@ ModelFootprint model_footprint(const ModelHParams& hp, const std::vector<TensorS
                             static_cast<uint64_t>(hp.mla.qk_nope + hp.n_rot + hp.mla.v_head);
     const uint64_t bs = static_cast<uint64_t>(dtype_block_size(opts.kv_type));
     fp.gqa_kv_bytes_per_token_layer = (values * dtype_row_bytes(opts.kv_type, static_cast<int64_t>(bs)) + bs - 1) / bs;
+    const int64_t fixed = mla_plain_floats(hp, 1, opts.max_batched_tokens);
+    fp.mla_plain_bytes_per_position = 4 * static_cast<uint64_t>(mla_plain_floats(hp, 2, 0) -
+                                                                mla_plain_floats(hp, 1, 0));
+    fp.mla_plain_bytes = 4 * static_cast<uint64_t>(fixed) - fp.mla_plain_bytes_per_position;
+    fp.mla_plain_min_prompt = hp.mla.plain_min_prompt;
   }
 
   const uint64_t T = static_cast<uint64_t>(opts.max_batched_tokens);

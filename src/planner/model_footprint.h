@@ -115,6 +115,13 @@ struct ModelFootprint {
   // heads would take: n_head * (q/k head + value head) values.
   bool latent_kv = false;
   uint64_t gqa_kv_bytes_per_token_layer = 0;
+  // Its plain prefill form's scratch on a device that runs it (not CUDA; model/
+  // mla_block.h, mla_plain_floats): fixed bytes plus bytes per position of the
+  // longest sequence (CostModel::workspace charges max_seq_len of them where
+  // a prompt that long runs it).
+  uint64_t mla_plain_bytes = 0;
+  uint64_t mla_plain_bytes_per_position = 0;
+  int32_t mla_plain_min_prompt = 0;  // none below it (MlaShape::plain_min_prompt)
   // Per layer: its sliding window (0: full attention). Windowed layers keep
   // their KV in window groups (kvcache/kv_group.h) of a bounded block count.
   std::vector<int32_t> layer_windows;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <random>
@@ -195,6 +196,20 @@ TEST_P(EngineFamilies, MultiDevice) {
   check_multi_device(model_file(GetParam()));
 }
 INSTANTIATE_TEST_SUITE_P(Arch, EngineFamilies, ::testing::ValuesIn(kFamilyModels), family_name);
+
+// deepseek2 with every prompt position in MLA's plain form (model/mla_block.h;
+// off by default): batched, chunked, preempted (recomputed and swapped) and
+// split over devices, each request's tokens alone.
+class EngineMlaPlain : public EngineFamilies {};
+TEST_F(EngineMlaPlain, PromptsKeepBatchInvarianceAndDeviceSplits) {
+  struct Env {  // read when the model loads
+    Env() { setenv("PAGELLM_MLA_PLAIN_MIN_PROMPT", "0", 1); }
+    ~Env() { unsetenv("PAGELLM_MLA_PLAIN_MIN_PROMPT"); }
+  } env;
+  const std::string file = model_file("make-model:deepseek2");
+  check_batch_invariance(file);
+  check_multi_device(file);
+}
 
 // A story opening of more than two 16-token blocks that prompts share.
 std::vector<int32_t> shared_story_prefix(const Tokenizer& tok) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 
 #include "model/registry.h"
@@ -26,8 +27,7 @@ struct Arch2026Case {
 
 class GoldenArch2026 : public ::testing::TestWithParam<Arch2026Case> {};
 
-TEST_P(GoldenArch2026, LastLogitsAndGreedy) {
-  const Arch2026Case ac = GetParam();
+void check_case(const Arch2026Case& ac) {
   const std::string dir = test::shared_path("golden/arch2026");
   if (dir.empty())
     GTEST_SKIP() << "../shared/golden/arch2026 is absent (or set PAGELLM_SHARED): " << ac.file
@@ -59,6 +59,18 @@ TEST_P(GoldenArch2026, LastLogitsAndGreedy) {
   }
   std::printf("%s: max |logit - llama.cpp| = %.3g (tolerance %.g); greedy %zu/%zu steps compared\n",
               ac.file, worst, ac.tol, compared, steps);
+}
+
+TEST_P(GoldenArch2026, LastLogitsAndGreedy) { check_case(GetParam()); }
+
+// MLA's plain form (model/mla_block.h; off by default) for every prompt
+// position: the same references within the same tolerance.
+TEST(GoldenArch2026Mla, PlainFormPromptsMeetTheGolden) {
+  struct Env {
+    Env() { setenv("PAGELLM_MLA_PLAIN_MIN_PROMPT", "0", 1); }
+    ~Env() { unsetenv("PAGELLM_MLA_PLAIN_MIN_PROMPT"); }
+  } env;
+  check_case({"rand-deepseek2-tok512-F32", "deepseek2", 1e-4});
 }
 
 // One line per file; the tolerances are the README's.

@@ -51,11 +51,13 @@ inline RunResult run_greedy(ModelRunner& model, const std::vector<int32_t>& prom
                     {{"host", 0, model.hparams().n_layer}}, {}, nullptr, {},
                     model.recurrent_state(1));
   const bool recurrent = model.hparams().has_recurrent();
-  // Recurrent layers: slot 0, zeroed first; the prompt's end is where decoding starts.
+  // Recurrent layers: slot 0, zeroed first; the prompt's end is where
+  // decoding starts (for MLA too: its prompt positions run the plain form).
   auto add_state = [&](Batch& b, bool first) {
+    if (recurrent || model.hparams().mla.enabled())
+      b.step_from = {static_cast<int32_t>(prompt.size())};
     if (!recurrent) return;
     b.state_slots = {0};
-    b.step_from = {static_cast<int32_t>(prompt.size())};
     if (first) b.state_resets = {0};
   };
   BlockTable table(bs);

@@ -165,6 +165,19 @@ TEST(StepMessage, RecurrentStateRoundTripAndLimits) {
   }
 }
 
+// MLA without recurrent layers: the prompt ends travel alone (state flag 2),
+// also to a model without state slots; a negative one is refused.
+TEST(StepMessage, PromptEndsWithoutStateRoundTrip) {
+  Step s = make_step();
+  s.batch.step_from = {21, 3};
+  DecodedStep d;
+  decode_step(encode_step(s.batch, s.hidden), limits(), d);
+  EXPECT_EQ(d.batch.step_from, s.batch.step_from);
+  EXPECT_TRUE(d.batch.state_slots.empty());
+  s.batch.step_from = {21, -1};
+  EXPECT_THROW(decode_step(encode_step(s.batch, s.hidden), limits(), d), FormatError);
+}
+
 // The committed fuzz seeds speak this build's version: every step among them
 // decodes against the fuzz entry's limits (a stale seed would only test the
 // version check).

@@ -248,6 +248,11 @@ TEST(PlannerProperty, LatentCacheIsSizedExactly) {
                                 (hp.mla.qk_nope + hp.n_rot + hp.mla.v_head);
     ASSERT_EQ(fp.gqa_kv_bytes_per_token_layer, type == DType::Q8_0 ? (gqa_values * 34 + 31) / 32
                                                                    : bytes_of(gqa_values));
+    // The plain form's scratch (model/mla_block.h) per context position, f32:
+    // latent, k_pe, one head's k_nope and v, its K and V rows of q/k size.
+    const uint64_t qk = static_cast<uint64_t>(hp.mla.qk_nope + hp.n_rot);
+    ASSERT_EQ(fp.mla_plain_bytes_per_position,
+              4 * (hp.mla.kv_lora_rank + hp.n_rot + hp.mla.qk_nope + hp.mla.v_head + 2 * qk));
     KvPoolShape pool;
     pool.layer_end = hp.n_layer;
     pool.num_blocks = static_cast<int32_t>(u(1, 50));

@@ -13,6 +13,7 @@
 #include "backend/cpu/ssm_conv.h"
 #include <fmt/format.h>
 
+#include "tensor/convert.h"
 #include "util/error.h"
 #include "util/host_pages.h"
 #include "util/step_profile.h"
@@ -288,6 +289,76 @@ void CpuBackend::paged_attention(const KvLayerView& kv, const float* q, float* o
                                                step_.token_seq, step_.positions);
   pa.block_tables = step_.group(kv.group).block_tables;
   pagellm::paged_attention(pa, pool());
+}
+
+void CpuBackend::paged_attention_tokens(const KvLayerView& kv, const float* q, float* out,
+                                        int32_t n_heads, float scale, int32_t n,
+                                        const int32_t* tokens) {
+  StepProfileScope profile(StepPhase::kAttention);
+  rows_seq_.resize(static_cast<size_t>(n));
+  rows_pos_.resize(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= step_.n_tokens)
+      throw Error("paged_attention_tokens: a token outside the step");
+    rows_seq_[static_cast<size_t>(i)] = step_.token_seq[tokens[i]];
+    rows_pos_[static_cast<size_t>(i)] = step_.positions[tokens[i]];
+  }
+  PagedAttentionArgs pa =
+      paged_attention_args(kv, q, out, n_heads, scale, n, rows_seq_.data(), rows_pos_.data());
+  pa.block_tables = step_.group(kv.group).block_tables;
+  pagellm::paged_attention(pa, pool());
+}
+
+void CpuBackend::kv_read(const KvLayerView& kv, int32_t seq, int32_t first, int32_t count,
+                         int32_t col, int32_t n, float* out) {
+  const int64_t width = static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim;
+  if (seq < 0 || seq >= step_.n_seqs || first < 0 || count < 0 || col < 0 || n < 0 ||
+      col + n > width)
+    throw Error("kv_read: rows or columns outside the step's cache");
+  const int32_t* table = step_.group(kv.group).block_tables[seq];
+  const size_t row_bytes = static_cast<size_t>(kv.n_kv_heads) * dtype_row_bytes(kv.type, kv.head_dim);
+  pool().parallel_for(count, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> row(static_cast<size_t>(width));
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t p = first + i;
+      const int64_t slot = static_cast<int64_t>(table[p / kv.block_size]) * kv.block_size +
+                           p % kv.block_size;
+      dequantize_row(kv.type, static_cast<const uint8_t*>(kv.k) + slot * row_bytes, row.data(),
+                     width);
+      std::memcpy(out + i * n, row.data() + col, sizeof(float) * static_cast<size_t>(n));
+    }
+  });
+}
+
+void CpuBackend::attention_rows(const float* q, const float* k, const float* v, float* out,
+                                int32_t n_tokens, const int32_t* positions, int32_t n_heads,
+                                int32_t n_kv_heads, int32_t head_dim, float scale) {
+  StepProfileScope profile(StepPhase::kAttention);
+  if (n_tokens <= 0) return;
+  constexpr int32_t kBlock = 16;
+  // K and V as one sequence's paged rows: block b holds positions [16 b, 16 b + 16).
+  const int32_t n_ctx = *std::max_element(positions, positions + n_tokens) + 1;
+  rows_table_.resize(static_cast<size_t>((n_ctx + kBlock - 1) / kBlock));
+  for (size_t b = 0; b < rows_table_.size(); ++b) rows_table_[b] = static_cast<int32_t>(b);
+  rows_seq_.assign(static_cast<size_t>(n_tokens), 0);
+  const int32_t* tables[1] = {rows_table_.data()};
+  PagedAttentionArgs a;
+  a.q = q;
+  a.q_stride = a.out_stride = static_cast<int64_t>(n_heads) * head_dim;
+  a.out = out;
+  a.n_tokens = n_tokens;
+  a.n_heads = n_heads;
+  a.n_kv_heads = n_kv_heads;
+  a.head_dim = head_dim;
+  a.k_cache = k;
+  a.v_cache = v;
+  a.kv_type = DType::F32;
+  a.block_size = kBlock;
+  a.token_seq = rows_seq_.data();
+  a.token_pos = positions;
+  a.block_tables = tables;
+  a.scale = scale;
+  pagellm::paged_attention(a, pool());
 }
 
 void CpuBackend::ssm_conv(const SsmConvArgs& args, const RecurrentBatch& batch) {

@@ -76,6 +76,14 @@ class CpuBackend final : public Backend {
                     int64_t n_tokens, int32_t k, float* out, bool add) override;
   void paged_attention(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
                        float scale) override;
+  bool mla_plain_form() const override { return true; }
+  void kv_read(const KvLayerView& kv, int32_t seq, int32_t first, int32_t count, int32_t col,
+               int32_t n, float* out) override;
+  void attention_rows(const float* q, const float* k, const float* v, float* out, int32_t n_tokens,
+                      const int32_t* positions, int32_t n_heads, int32_t n_kv_heads,
+                      int32_t head_dim, float scale) override;
+  void paged_attention_tokens(const KvLayerView& kv, const float* q, float* out, int32_t n_heads,
+                              float scale, int32_t n, const int32_t* tokens) override;
   void ssm_conv(const SsmConvArgs& args, const RecurrentBatch& batch) override;
   void gated_delta_rule(const GatedDeltaArgs& args, const RecurrentBatch& batch) override;
 
@@ -84,8 +92,12 @@ class CpuBackend final : public Backend {
 
   ThreadPool* pool_;
   bool staged_;
+  std::atomic<size_t> held_{0};
   StepInputs step_;
   const RopeCache& rope_table(int32_t table) const;
+  // attention_rows: its block table (block b = positions of block b) and
+  // token sequences; paged_attention_tokens: the tokens' sequences and positions.
+  std::vector<int32_t> rows_table_, rows_seq_, rows_pos_;
 
   std::vector<std::unique_ptr<RopeCache>> ropes_;
   std::vector<RopeParams> rope_params_;

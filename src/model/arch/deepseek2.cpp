@@ -47,6 +47,7 @@ class DeepSeek2 final : public Architecture {
     const int32_t qk = require_positive_key(f, a + "attention.key_length_mla", 1 << 16);
     m.v_head = require_positive_key(f, a + "attention.value_length_mla", 1 << 16);
     m.qk_nope = qk - hp.n_rot;
+    m.plain_min_prompt = mla_plain_min_prompt();
     if (m.qk_nope <= 0 || hp.head_dim != m.kv_lora_rank + hp.n_rot || hp.n_head_kv != 1)
       throw bad(fmt::format("key_length {} must be kv_lora_rank {} + rope dims {} (< key_length_mla "
                             "{}) with one KV head (head_count_kv {})",
