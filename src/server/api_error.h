@@ -25,4 +25,11 @@ class ApiError : public Error {
   std::string code;   // empty: null
 };
 
+// The 400 every request parser throws for a bad field: `param` names it (in
+// the error's "param"), `code` is OpenAI's machine-readable code if any.
+[[noreturn]] inline void bad_request(const std::string& param, const std::string& message,
+                                     const std::string& code = "") {
+  throw ApiError(400, message, "invalid_request_error", param, code);
+}
+
 }  // namespace pagellm

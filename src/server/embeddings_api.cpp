@@ -16,69 +16,24 @@ namespace {
 
 using json = nlohmann::json;
 
-[[noreturn]] void bad(const std::string& param, const std::string& message,
-                      const std::string& code = "") {
-  throw ApiError(400, message, "invalid_request_error", param, code);
-}
-
-std::vector<PromptInput> parse_inputs(const json& body) {
-  const json* v = json_field(body, "input");
-  if (!v) bad("input", "'input' is required");
-  std::vector<PromptInput> out;
-  if (v->is_string()) {
-    if (v->get_ref<const std::string&>().empty()) bad("input", "'input' must not be empty");
-    out.push_back({false, v->get<std::string>(), {}});
-    return out;
-  }
-  if (!v->is_array())
-    bad("input", fmt::format("'input' must be a string, an array of strings, an array of token "
-                             "ids or an array of arrays of token ids, not {}",
-                             json_kind(*v)));
-  if (v->empty()) bad("input", "'input' must not be empty");
-  const json& first = v->front();
-  if (first.is_number()) {
-    out.push_back({true, "", json_token_ids(*v, "input")});
-    return out;
-  }
-  if (v->size() > kMaxEmbeddingInputs)
-    bad("input", fmt::format("'input' holds {} inputs; at most {} are allowed", v->size(),
-                             kMaxEmbeddingInputs));
-  for (size_t i = 0; i < v->size(); ++i) {
-    const json& p = (*v)[i];
-    const std::string pp = fmt::format("input[{}]", i);
-    if (first.is_string() && p.is_string()) {
-      if (p.get_ref<const std::string&>().empty())
-        bad(pp, fmt::format("'{}' must not be empty", pp));
-      out.push_back({false, p.get<std::string>(), {}});
-    } else if (first.is_array() && p.is_array()) {
-      if (p.empty()) bad(pp, fmt::format("'{}' must not be empty", pp));
-      out.push_back({true, "", json_token_ids(p, pp)});
-    } else {
-      bad(pp, fmt::format("'{}' is {}; an input array must hold only strings, only token ids or "
-                          "only arrays of token ids",
-                          pp, json_kind(p)));
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 EmbeddingsRequest parse_embeddings_request(const std::string& body) {
   const json j = parse_request_body<json>(body);
   EmbeddingsRequest r;
   if (const json* m = json_field(j, "model")) {
-    if (!m->is_string()) bad("model", fmt::format("'model' must be a string, not {}", json_kind(*m)));
+    if (!m->is_string())
+      bad_request("model", fmt::format("'model' must be a string, not {}", json_kind(*m)));
     r.model = m->get<std::string>();
   }
   if (const json* f = json_field(j, "encoding_format")) {
     if (!f->is_string())
-      bad("encoding_format",
-          fmt::format("'encoding_format' must be a string, not {}", json_kind(*f)));
+      bad_request("encoding_format",
+                  fmt::format("'encoding_format' must be a string, not {}", json_kind(*f)));
     const std::string& s = f->get_ref<const std::string&>();
     if (s != "float" && s != "base64")
-      bad("encoding_format",
-          fmt::format("'encoding_format' must be 'float' or 'base64', not '{}'", s));
+      bad_request("encoding_format",
+                  fmt::format("'encoding_format' must be 'float' or 'base64', not '{}'", s));
     r.base64 = s == "base64";
   }
   if (json_field(j, "dimensions"))
@@ -86,8 +41,8 @@ EmbeddingsRequest parse_embeddings_request(const std::string& body) {
                    "'dimensions' is not supported: the vectors have the model's own width",
                    "invalid_request_error", "dimensions", "unsupported_parameter");
   if (const json* u = json_field(j, "user"); u && !u->is_string())
-    bad("user", fmt::format("'user' must be a string, not {}", json_kind(*u)));
-  r.inputs = parse_inputs(j);
+    bad_request("user", fmt::format("'user' must be a string, not {}", json_kind(*u)));
+  r.inputs = parse_prompt_inputs(j, {"input", "an input array", true, kMaxEmbeddingInputs});
   return r;
 }
 
@@ -106,9 +61,10 @@ std::vector<std::vector<int32_t>> prepare_embeddings(const EmbeddingsRequest& re
       ids = checked_token_ids(p.tokens, limits.n_vocab, param);
     }
     const int64_t n = static_cast<int64_t>(ids.size());
-    if (n == 0) bad(param, fmt::format("'{}' has no tokens", param));
+    if (n == 0) bad_request(param, fmt::format("'{}' has no tokens", param));
     if (n > limits.max_context)
-      bad(param,
+      bad_request(
+          param,
           fmt::format("This model's maximum context length is {} tokens, but {} is {} tokens.",
                       limits.max_context, param, n),
           "context_length_exceeded");

@@ -19,15 +19,11 @@ namespace {
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
-[[noreturn]] void bad(const std::string& param, const std::string& message,
-                      const std::string& code = "") {
-  throw ApiError(400, message, "invalid_request_error", param, code);
-}
-
 bool bool_or(const json& body, const char* key, bool dflt) {
   const json* v = json_field(body, key);
   if (!v) return dflt;
-  if (!v->is_boolean()) bad(key, fmt::format("'{}' must be a boolean, not {}", key, json_kind(*v)));
+  if (!v->is_boolean())
+    bad_request(key, fmt::format("'{}' must be a boolean, not {}", key, json_kind(*v)));
   return v->get<bool>();
 }
 
@@ -36,7 +32,7 @@ std::string string_or(const json& obj, const char* key, const std::string& dflt,
   const json* v = json_field(obj, key);
   if (!v) return dflt;
   if (!v->is_string())
-    bad(param, fmt::format("'{}' must be a string, not {}", param, json_kind(*v)));
+    bad_request(param, fmt::format("'{}' must be a string, not {}", param, json_kind(*v)));
   return v->get<std::string>();
 }
 
@@ -50,8 +46,9 @@ TokenizeRequest parse_tokenize_request(const std::string& text) {
   const json body = parse_request_body<json>(text);
   TokenizeRequest r;
   const json* c = json_field(body, "content");
-  if (!c) bad("content", "'content' is required");
-  if (!c->is_string()) bad("content", fmt::format("'content' must be a string, not {}", json_kind(*c)));
+  if (!c) bad_request("content", "'content' is required");
+  if (!c->is_string())
+    bad_request("content", fmt::format("'content' must be a string, not {}", json_kind(*c)));
   r.content = c->get<std::string>();
   r.add_special = bool_or(body, "add_special", r.add_special);
   r.parse_special = bool_or(body, "parse_special", r.parse_special);
@@ -83,18 +80,22 @@ ojson tokenize_response(const TokenizeRequest& req, const Tokenizer& tokenizer) 
 std::vector<int32_t> parse_detokenize_request(const std::string& text, int32_t n_vocab) {
   const json body = parse_request_body<json>(text);
   const json* t = json_field(body, "tokens");
-  if (!t) bad("tokens", "'tokens' is required");
+  if (!t) bad_request("tokens", "'tokens' is required");
   if (!t->is_array())
-    bad("tokens", fmt::format("'tokens' must be an array of token ids, not {}", json_kind(*t)));
+    bad_request("tokens",
+                fmt::format("'tokens' must be an array of token ids, not {}", json_kind(*t)));
   std::vector<int32_t> ids;
   ids.reserve(t->size());
   for (const json& v : *t) {
     if (!v.is_number_integer())
-      bad("tokens", fmt::format("'tokens' must hold only integers (token ids), found {}", json_kind(v)));
+      bad_request("tokens", fmt::format("'tokens' must hold only integers (token ids), found {}",
+                                        json_kind(v)));
     const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() < static_cast<uint64_t>(n_vocab)
                                                  : v.get<int64_t>() >= 0 && v.get<int64_t>() < n_vocab;
     if (!in_range)
-      bad("tokens", fmt::format("token id {} is outside the vocabulary (0..{})", v.dump(), n_vocab - 1),
+      bad_request(
+          "tokens",
+          fmt::format("token id {} is outside the vocabulary (0..{})", v.dump(), n_vocab - 1),
           "invalid_token_id");
     ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
   }
@@ -205,13 +206,16 @@ InfillRequest parse_infill_request(const std::string& text) {
   r.prompt = string_or(body, "prompt", "", "prompt");
   if (const json* extra = json_field(body, "input_extra")) {
     if (!extra->is_array())
-      bad("input_extra", "'input_extra' must be an array of {\"filename\": string, \"text\": string}");
+      bad_request("input_extra",
+                  "'input_extra' must be an array of {\"filename\": string, \"text\": string}");
     for (size_t i = 0; i < extra->size(); ++i) {
       const json& chunk = (*extra)[i];
       const std::string p = fmt::format("input_extra[{}]", i);
-      if (!chunk.is_object()) bad(p, fmt::format("'{}' must be an object, not {}", p, json_kind(chunk)));
+      if (!chunk.is_object())
+        bad_request(p, fmt::format("'{}' must be an object, not {}", p, json_kind(chunk)));
       const json* t = json_field(chunk, "text");
-      if (!t || !t->is_string()) bad(p + ".text", fmt::format("'{}' needs a string 'text'", p));
+      if (!t || !t->is_string())
+        bad_request(p + ".text", fmt::format("'{}' needs a string 'text'", p));
       InfillChunk c;
       c.text = t->get<std::string>();
       c.filename = string_or(chunk, "filename", c.filename, p + ".filename");
@@ -228,7 +232,8 @@ InfillRequest parse_infill_request(const std::string& text) {
   if (const json* v = json_field(body, "repeat_penalty")) completion["repetition_penalty"] = *v;
   if (const json* v = json_field(body, "n_predict")) {
     if (!v->is_number_integer())
-      bad("n_predict", fmt::format("'n_predict' must be an integer, not {}", json_kind(*v)));
+      bad_request("n_predict",
+                  fmt::format("'n_predict' must be an integer, not {}", json_kind(*v)));
     if (v->is_number_unsigned() || v->get<int64_t>() != -1) completion["max_tokens"] = *v;
   }
   try {

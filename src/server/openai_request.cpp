@@ -24,11 +24,6 @@ constexpr int32_t kMaxChoices = 128;  // prompts x n
 constexpr size_t kMaxStops = 16;
 constexpr int32_t kMaxTopLogprobs = 20;
 
-[[noreturn]] void bad(const std::string& param, const std::string& message,
-                      const std::string& code = "") {
-  throw ApiError(400, message, "invalid_request_error", param, code);
-}
-
 // obj[key] when it is a string, else "" (json::value() would throw on another type).
 std::string string_or_empty(const json& obj, const char* key) {
   auto it = obj.find(key);
@@ -38,16 +33,18 @@ std::string string_or_empty(const json& obj, const char* key) {
 std::optional<bool> get_bool(const json& obj, const char* key) {
   const json* v = json_field(obj, key);
   if (!v) return std::nullopt;
-  if (!v->is_boolean()) bad(key, fmt::format("'{}' must be a boolean, not {}", key, json_kind(*v)));
+  if (!v->is_boolean())
+    bad_request(key, fmt::format("'{}' must be a boolean, not {}", key, json_kind(*v)));
   return v->get<bool>();
 }
 
 std::optional<double> get_number(const json& obj, const char* key) {
   const json* v = json_field(obj, key);
   if (!v) return std::nullopt;
-  if (!v->is_number()) bad(key, fmt::format("'{}' must be a number, not {}", key, json_kind(*v)));
+  if (!v->is_number())
+    bad_request(key, fmt::format("'{}' must be a number, not {}", key, json_kind(*v)));
   const double d = v->get<double>();
-  if (!std::isfinite(d)) bad(key, fmt::format("'{}' must be finite", key));
+  if (!std::isfinite(d)) bad_request(key, fmt::format("'{}' must be finite", key));
   return d;
 }
 
@@ -57,11 +54,11 @@ std::optional<int64_t> get_int(const json& obj, const char* key) {
   if (v->is_number_unsigned()) {
     const uint64_t u = v->get<uint64_t>();
     if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      bad(key, fmt::format("'{}' is too large ({})", key, u));
+      bad_request(key, fmt::format("'{}' is too large ({})", key, u));
     return static_cast<int64_t>(u);
   }
   if (!v->is_number_integer())
-    bad(key, fmt::format("'{}' must be an integer, not {}", key, json_kind(*v)));
+    bad_request(key, fmt::format("'{}' must be an integer, not {}", key, json_kind(*v)));
   return v->get<int64_t>();
 }
 
@@ -69,7 +66,7 @@ int64_t int_in(const json& obj, const char* key, int64_t lo, int64_t hi, int64_t
   auto v = get_int(obj, key);
   if (!v) return dflt;
   if (*v < lo || *v > hi)
-    bad(key, fmt::format("'{}' must be in [{}, {}] (got {})", key, lo, hi, *v));
+    bad_request(key, fmt::format("'{}' must be in [{}, {}] (got {})", key, lo, hi, *v));
   return *v;
 }
 
@@ -78,8 +75,8 @@ float number_in(const json& obj, const char* key, double lo, double hi, bool ope
   auto v = get_number(obj, key);
   if (!v) return dflt;
   if ((open_lo ? !(*v > lo) : !(*v >= lo)) || !(*v <= hi))
-    bad(key,
-        fmt::format("'{}' must be in {}{}, {}] (got {})", key, open_lo ? "(" : "[", lo, hi, *v));
+    bad_request(key, fmt::format("'{}' must be in {}{}, {}] (got {})", key, open_lo ? "(" : "[", lo,
+                                 hi, *v));
   return static_cast<float>(*v);
 }
 
@@ -88,24 +85,24 @@ std::string message_content(const json& msg, size_t i, const std::string& role) 
   auto it = msg.find("content");
   if (it == msg.end() || it->is_null()) {
     if (role == "assistant") return "";
-    bad(param, fmt::format("messages[{}] ({}) has no content", i, role));
+    bad_request(param, fmt::format("messages[{}] ({}) has no content", i, role));
   }
   if (it->is_string()) return it->get<std::string>();
   if (!it->is_array())
-    bad(param,
-        fmt::format("'{}' must be a string or an array of parts, not {}", param, json_kind(*it)));
+    bad_request(param, fmt::format("'{}' must be a string or an array of parts, not {}", param,
+                                   json_kind(*it)));
   std::string text;
   for (size_t k = 0; k < it->size(); ++k) {
     const json& part = (*it)[k];
     const std::string pp = fmt::format("{}[{}]", param, k);
-    if (!part.is_object()) bad(pp, fmt::format("'{}' must be an object", pp));
+    if (!part.is_object()) bad_request(pp, fmt::format("'{}' must be an object", pp));
     const json* type = json_field(part, "type");
-    if (!type || !type->is_string()) bad(pp, fmt::format("'{}' needs a string 'type'", pp));
+    if (!type || !type->is_string()) bad_request(pp, fmt::format("'{}' needs a string 'type'", pp));
     if (*type != "text")
-      bad(pp, fmt::format("content parts of type '{}' are not supported (only 'text')",
-                          type->get<std::string>()));
+      bad_request(pp, fmt::format("content parts of type '{}' are not supported (only 'text')",
+                                  type->get<std::string>()));
     const json* t = json_field(part, "text");
-    if (!t || !t->is_string()) bad(pp, fmt::format("'{}' needs a string 'text'", pp));
+    if (!t || !t->is_string()) bad_request(pp, fmt::format("'{}' needs a string 'text'", pp));
     text += t->get<std::string>();
   }
   return text;
@@ -113,33 +110,36 @@ std::string message_content(const json& msg, size_t i, const std::string& role) 
 
 std::vector<ChatMessage> parse_messages(const json& body) {
   const json* v = json_field(body, "messages");
-  if (!v) bad("messages", "'messages' is required");
+  if (!v) bad_request("messages", "'messages' is required");
   if (!v->is_array())
-    bad("messages", fmt::format("'messages' must be an array, not {}", json_kind(*v)));
-  if (v->empty()) bad("messages", "'messages' must not be empty");
+    bad_request("messages", fmt::format("'messages' must be an array, not {}", json_kind(*v)));
+  if (v->empty()) bad_request("messages", "'messages' must not be empty");
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < v->size(); ++i) {
     const json& m = (*v)[i];
     if (!m.is_object())
-      bad(fmt::format("messages[{}]", i),
-          fmt::format("messages[{}] must be an object, not {}", i, json_kind(m)));
+      bad_request(fmt::format("messages[{}]", i),
+                  fmt::format("messages[{}] must be an object, not {}", i, json_kind(m)));
     const json* role = json_field(m, "role");
     const std::string rp = fmt::format("messages[{}].role", i);
-    if (!role) bad(rp, fmt::format("messages[{}] has no 'role'", i));
+    if (!role) bad_request(rp, fmt::format("messages[{}] has no 'role'", i));
     if (!role->is_string())
-      bad(rp, fmt::format("'{}' must be a string, not {}", rp, json_kind(*role)));
+      bad_request(rp, fmt::format("'{}' must be a string, not {}", rp, json_kind(*role)));
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";
     if (r != "system" && r != "user" && r != "assistant" && r != "tool")
-      bad(rp, fmt::format("unknown role '{}' in messages[{}] (expected system, developer, user, "
+      bad_request(
+          rp, fmt::format("unknown role '{}' in messages[{}] (expected system, developer, user, "
                           "assistant or tool)",
                           role->get<std::string>(), i));
     if (json_field(m, "tool_calls") && r != "assistant")
-      bad(fmt::format("messages[{}].tool_calls", i), "only assistant messages carry tool calls");
+      bad_request(fmt::format("messages[{}].tool_calls", i),
+                  "only assistant messages carry tool calls");
     if (const json* rc = json_field(m, "reasoning_content")) {
       const std::string rcp = fmt::format("messages[{}].reasoning_content", i);
-      if (r != "assistant") bad(rcp, "only assistant messages carry reasoning_content");
-      if (!rc->is_string()) bad(rcp, fmt::format("'{}' must be a string, not {}", rcp, json_kind(*rc)));
+      if (r != "assistant") bad_request(rcp, "only assistant messages carry reasoning_content");
+      if (!rc->is_string())
+        bad_request(rcp, fmt::format("'{}' must be a string, not {}", rcp, json_kind(*rc)));
     }
     out.push_back({r, message_content(m, i, r)});
   }
@@ -147,39 +147,7 @@ std::vector<ChatMessage> parse_messages(const json& body) {
 }
 
 std::vector<PromptInput> parse_prompts(const json& body) {
-  const json* v = json_field(body, "prompt");
-  if (!v) bad("prompt", "'prompt' is required");
-  std::vector<PromptInput> out;
-  if (v->is_string()) {
-    out.push_back({false, v->get<std::string>(), {}});
-    return out;
-  }
-  if (!v->is_array())
-    bad("prompt",
-        fmt::format("'prompt' must be a string, an array of strings, an array of token ids or "
-                    "an array of arrays of token ids, not {}",
-                    json_kind(*v)));
-  if (v->empty()) bad("prompt", "'prompt' must not be empty");
-  const json& first = v->front();
-  if (first.is_number()) {
-    out.push_back({true, "", json_token_ids(*v, "prompt")});
-    return out;
-  }
-  for (size_t i = 0; i < v->size(); ++i) {
-    const json& p = (*v)[i];
-    const std::string pp = fmt::format("prompt[{}]", i);
-    if (first.is_string() && p.is_string()) {
-      out.push_back({false, p.get<std::string>(), {}});
-    } else if (first.is_array() && p.is_array()) {
-      if (p.empty()) bad(pp, fmt::format("'{}' must not be empty", pp));
-      out.push_back({true, "", json_token_ids(p, pp)});
-    } else {
-      bad(pp, fmt::format("'{}' is {}; a prompt array must hold only strings, only token ids or "
-                          "only arrays of token ids",
-                          pp, json_kind(p)));
-    }
-  }
-  return out;
+  return parse_prompt_inputs(body, {"prompt", "a prompt array"});
 }
 
 // logit_bias: OpenAI's object {"token id": bias}, or llama-server's array
@@ -193,14 +161,16 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body) {
   std::vector<std::pair<int32_t, float>> out;
   auto add = [&](int64_t id, const json& b, const std::string& what) {
     if (id < 0 || id > std::numeric_limits<int32_t>::max())
-      bad(key, fmt::format("'logit_bias' token id {} is outside the vocabulary", what));
+      bad_request(key, fmt::format("'logit_bias' token id {} is outside the vocabulary", what));
     if (!b.is_number())
-      bad(key, fmt::format("'logit_bias' of token {} must be a number, not {}", what, json_kind(b)));
+      bad_request(key, fmt::format("'logit_bias' of token {} must be a number, not {}", what,
+                                   json_kind(b)));
     const double d = b.get<double>();
     if (!(d >= -100.0 && d <= 100.0))
-      bad(key, fmt::format("'logit_bias' of token {} must be in [-100, 100] (got {})", what, d));
+      bad_request(key,
+                  fmt::format("'logit_bias' of token {} must be in [-100, 100] (got {})", what, d));
     for (const auto& [other, _] : out)
-      if (other == id) bad(key, fmt::format("'logit_bias' names token {} twice", id));
+      if (other == id) bad_request(key, fmt::format("'logit_bias' names token {} twice", id));
     out.emplace_back(static_cast<int32_t>(id), static_cast<float>(d));
   };
   if (v->is_object()) {
@@ -210,21 +180,24 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body) {
                            k.find_first_not_of("0123456789") == std::string::npos &&
                            (k.size() == 1 || k[0] != '0');
       if (!decimal)
-        bad(key, fmt::format("'logit_bias' keys must be token ids (decimal integers), not '{}'", k));
+        bad_request(
+            key,
+            fmt::format("'logit_bias' keys must be token ids (decimal integers), not '{}'", k));
       add(std::stoll(k), b, k);
     }
   } else if (v->is_array()) {
     for (const json& pair : *v) {
       if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer())
-        bad(key, "'logit_bias' as an array holds [token id, bias] pairs");
+        bad_request(key, "'logit_bias' as an array holds [token id, bias] pairs");
       add(pair[0].is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(
                                              pair[0].get<uint64_t>(), uint64_t{1} << 62))
                                        : pair[0].get<int64_t>(),
           pair[1], pair[0].dump());
     }
   } else {
-    bad(key, fmt::format("'logit_bias' must be an object mapping token ids to biases, not {}",
-                         json_kind(*v)));
+    bad_request(key,
+                fmt::format("'logit_bias' must be an object mapping token ids to biases, not {}",
+                            json_kind(*v)));
   }
   return out;
 }
@@ -237,18 +210,19 @@ std::vector<std::string> parse_stop(const json& body) {
     out.push_back(v->get<std::string>());
   } else if (v->is_array()) {
     if (v->size() > kMaxStops)
-      bad("stop", fmt::format("'stop' holds at most {} strings (got {})", kMaxStops, v->size()));
+      bad_request("stop",
+                  fmt::format("'stop' holds at most {} strings (got {})", kMaxStops, v->size()));
     for (const json& s : *v) {
       if (!s.is_string())
-        bad("stop", fmt::format("'stop' must hold only strings, found {}", json_kind(s)));
+        bad_request("stop", fmt::format("'stop' must hold only strings, found {}", json_kind(s)));
       out.push_back(s.get<std::string>());
     }
   } else {
-    bad("stop",
-        fmt::format("'stop' must be a string or an array of strings, not {}", json_kind(*v)));
+    bad_request("stop", fmt::format("'stop' must be a string or an array of strings, not {}",
+                                    json_kind(*v)));
   }
   for (const auto& s : out)
-    if (s.empty()) bad("stop", "stop strings must not be empty");
+    if (s.empty()) bad_request("stop", "stop strings must not be empty");
   return out;
 }
 
@@ -286,7 +260,8 @@ void parse_reasoning_format(const json& body, CompletionRequest& r) {
   if (const json* f = json_field(body, "reasoning_format")) {
     const auto format = f->is_string() ? reasoning_format_from(f->get<std::string>()) : std::nullopt;
     if (!format)
-      bad("reasoning_format",
+      bad_request(
+          "reasoning_format",
           fmt::format("'reasoning_format' must be none, auto, deepseek or deepseek-legacy (got {})",
                       f->dump()));
     r.reasoning_format = format;
@@ -297,11 +272,12 @@ void parse_template_kwargs(const json& body, const nlohmann::ordered_json& order
                            CompletionRequest& r) {
   if (const json* k = json_field(body, "chat_template_kwargs")) {
     if (!k->is_object())
-      bad("chat_template_kwargs",
-          fmt::format("'chat_template_kwargs' must be an object, not {}", json_kind(*k)));
+      bad_request("chat_template_kwargs",
+                  fmt::format("'chat_template_kwargs' must be an object, not {}", json_kind(*k)));
     for (const char* reserved : {"messages", "tools", "add_generation_prompt"})
       if (k->contains(reserved))
-        bad("chat_template_kwargs",
+        bad_request(
+            "chat_template_kwargs",
             fmt::format("'chat_template_kwargs' may not set '{}' (the server sets it)", reserved));
     r.template_kwargs = ordered["chat_template_kwargs"];
   }
@@ -311,20 +287,21 @@ void parse_template_kwargs(const json& body, const nlohmann::ordered_json& order
 // tool calls and results as the chat template takes them.
 void parse_tools(const json& body, const nlohmann::ordered_json& ordered, CompletionRequest& r) {
   if (const json* t = json_field(body, "tools")) {
-    if (!t->is_array()) bad("tools", fmt::format("'tools' must be an array, not {}", json_kind(*t)));
+    if (!t->is_array())
+      bad_request("tools", fmt::format("'tools' must be an array, not {}", json_kind(*t)));
     for (size_t i = 0; i < t->size(); ++i) {
       const std::string p = fmt::format("tools[{}]", i);
       const json& tool = (*t)[i];
       if (!tool.is_object() || string_or_empty(tool, "type") != "function")
-        bad(p, fmt::format("'{}' must be an object with \"type\": \"function\"", p));
+        bad_request(p, fmt::format("'{}' must be an object with \"type\": \"function\"", p));
       const json* fn = json_field(tool, "function");
-      if (!fn || !fn->is_object()) bad(p, fmt::format("'{}' needs a 'function' object", p));
+      if (!fn || !fn->is_object()) bad_request(p, fmt::format("'{}' needs a 'function' object", p));
       const json* name = json_field(*fn, "name");
       if (!name || !name->is_string() || name->get<std::string>().empty() ||
           name->get<std::string>().size() > 64 ||
           name->get<std::string>().find_first_not_of(
               "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != std::string::npos)
-        bad(p + ".function.name", "a function name is 1-64 letters, digits, '_' or '-'");
+        bad_request(p + ".function.name", "a function name is 1-64 letters, digits, '_' or '-'");
       ToolSpec spec;
       spec.name = name->get<std::string>();
       if (const json* d = json_field(*fn, "description"); d && d->is_string()) spec.description = *d;
@@ -332,9 +309,11 @@ void parse_tools(const json& body, const nlohmann::ordered_json& ordered, Comple
       spec.parameters = params.contains("parameters") && !params["parameters"].is_null()
                             ? params["parameters"]
                             : nlohmann::ordered_json{{"type", "object"}, {"properties", nlohmann::ordered_json::object()}};
-      if (!spec.parameters.is_object()) bad(p + ".function.parameters", "'parameters' must be a JSON Schema object");
+      if (!spec.parameters.is_object())
+        bad_request(p + ".function.parameters", "'parameters' must be a JSON Schema object");
       for (const auto& other : r.tools)
-        if (other.name == spec.name) bad(p, fmt::format("two tools are named '{}'", spec.name));
+        if (other.name == spec.name)
+          bad_request(p, fmt::format("two tools are named '{}'", spec.name));
       r.tools.push_back(std::move(spec));
     }
     if (!r.tools.empty()) r.tools_json = ordered["tools"];
@@ -345,7 +324,10 @@ void parse_tools(const json& body, const nlohmann::ordered_json& ordered, Comple
       if (v == "none") r.tool_choice = CompletionRequest::ToolChoice::kNone;
       else if (v == "auto") r.tool_choice = CompletionRequest::ToolChoice::kAuto;
       else if (v == "required") r.tool_choice = CompletionRequest::ToolChoice::kRequired;
-      else bad("tool_choice", fmt::format("'tool_choice' must be none, auto, required or a function, not '{}'", v));
+      else
+        bad_request(
+            "tool_choice",
+            fmt::format("'tool_choice' must be none, auto, required or a function, not '{}'", v));
     } else if (c->is_object() && string_or_empty(*c, "type") == "function" && json_field(*c, "function") &&
                (*c)["function"].is_object() && (*c)["function"].contains("name") &&
                (*c)["function"]["name"].is_string()) {
@@ -353,13 +335,17 @@ void parse_tools(const json& body, const nlohmann::ordered_json& ordered, Comple
       r.tool_name = (*c)["function"]["name"].get<std::string>();
       bool known = false;
       for (const auto& t : r.tools) known = known || t.name == r.tool_name;
-      if (!known) bad("tool_choice", fmt::format("'tool_choice' names '{}', which is not in 'tools'", r.tool_name));
+      if (!known)
+        bad_request("tool_choice",
+                    fmt::format("'tool_choice' names '{}', which is not in 'tools'", r.tool_name));
     } else {
-      bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      bad_request("tool_choice",
+                  "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": "
+                  "\"function\", \"function\": {\"name\": ...}}");
     }
     if (r.tools.empty() && r.tool_choice != CompletionRequest::ToolChoice::kNone &&
         r.tool_choice != CompletionRequest::ToolChoice::kAuto)
-      bad("tool_choice", "'tool_choice' needs 'tools'");
+      bad_request("tool_choice", "'tool_choice' needs 'tools'");
   }
   r.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
   // The conversation for the template, when tools or tool messages are in it.
@@ -373,19 +359,21 @@ void parse_tools(const json& body, const nlohmann::ordered_json& ordered, Comple
     nlohmann::ordered_json m = {{"role", r.messages[i].role}, {"content", r.messages[i].content}};
     if (src.contains("tool_calls") && !src["tool_calls"].is_null()) {
       if (!src["tool_calls"].is_array())
-        bad(fmt::format("messages[{}].tool_calls", i), "'tool_calls' must be an array");
+        bad_request(fmt::format("messages[{}].tool_calls", i), "'tool_calls' must be an array");
       nlohmann::ordered_json calls = nlohmann::ordered_json::array();
       for (const auto& tc : src["tool_calls"]) {
         if (!tc.is_object() || !tc.contains("function") || !tc["function"].is_object() ||
             !tc["function"].contains("name") || !tc["function"]["name"].is_string())
-          bad(fmt::format("messages[{}].tool_calls", i), "each tool call needs a function name");
+          bad_request(fmt::format("messages[{}].tool_calls", i),
+                      "each tool call needs a function name");
         nlohmann::ordered_json fn = {{"name", tc["function"]["name"]}};
         nlohmann::ordered_json args = tc["function"].value("arguments", nlohmann::ordered_json("{}"));
         if (args.is_string()) {
           try {
             args = nlohmann::ordered_json::parse(args.get<std::string>());
           } catch (const nlohmann::ordered_json::exception&) {
-            bad(fmt::format("messages[{}].tool_calls", i), "tool call arguments must be JSON");
+            bad_request(fmt::format("messages[{}].tool_calls", i),
+                        "tool call arguments must be JSON");
           }
         }
         fn["arguments"] = args;
@@ -416,8 +404,8 @@ std::shared_ptr<const Grammar> parse_output_constraint(const json& body,
   // Schemas come from the ordered parse: properties keep the client's order.
   auto from_schema = [&](const nlohmann::ordered_json& schema, const char* param) {
     if (!schema.is_object() && !schema.is_boolean())
-      bad(param, fmt::format("the JSON schema must be an object, not {}",
-                             schema.is_array() ? "an array" : "a scalar"));
+      bad_request(param, fmt::format("the JSON schema must be an object, not {}",
+                                     schema.is_array() ? "an array" : "a scalar"));
     try {
       gbnf = json_schema_to_gbnf(schema);
     } catch (const JsonSchemaError& e) {
@@ -427,21 +415,24 @@ std::shared_ptr<const Grammar> parse_output_constraint(const json& body,
   };
   auto one = [&](const char* param) {
     if (from)
-      bad(param, fmt::format("'{}' and '{}' both constrain the output; give one", from, param));
+      bad_request(param,
+                  fmt::format("'{}' and '{}' both constrain the output; give one", from, param));
     from = param;
   };
   if (const json* g = json_field(body, "grammar")) {
-    if (!g->is_string()) bad("grammar", fmt::format("'grammar' must be a string, not {}", json_kind(*g)));
+    if (!g->is_string())
+      bad_request("grammar", fmt::format("'grammar' must be a string, not {}", json_kind(*g)));
     one("grammar");
     gbnf = g->get<std::string>();
   }
   if (const json* rf = json_field(body, "response_format")) {
     if (!rf->is_object())
-      bad("response_format",
-          fmt::format("'response_format' must be an object, not {}", json_kind(*rf)));
+      bad_request("response_format",
+                  fmt::format("'response_format' must be an object, not {}", json_kind(*rf)));
     const json* t = json_field(*rf, "type");
     if (!t || !t->is_string())
-      bad("response_format", "'response_format' needs a 'type': text, json_object or json_schema");
+      bad_request("response_format",
+                  "'response_format' needs a 'type': text, json_object or json_schema");
     const std::string type = t->get<std::string>();
     if (type == "json_object") {
       one("response_format");
@@ -453,11 +444,14 @@ std::shared_ptr<const Grammar> parse_output_constraint(const json& body,
       one("response_format");
       const json* js = json_field(*rf, "json_schema");
       if (!js || !js->is_object())
-        bad("response_format", "'response_format' of type json_schema needs a 'json_schema' object");
-      if (!json_field(*js, "schema")) bad("response_format", "'json_schema' needs a 'schema'");
+        bad_request("response_format",
+                    "'response_format' of type json_schema needs a 'json_schema' object");
+      if (!json_field(*js, "schema"))
+        bad_request("response_format", "'json_schema' needs a 'schema'");
       from_schema(ordered["response_format"]["json_schema"]["schema"], "response_format");
     } else if (type != "text") {
-      bad("response_format",
+      bad_request(
+          "response_format",
           fmt::format("'response_format' type must be text, json_object or json_schema, not '{}'",
                       type));
     }
@@ -486,6 +480,50 @@ uint64_t random_seed() {
 
 }  // namespace
 
+std::vector<PromptInput> parse_prompt_inputs(const json& body, const PromptField& field) {
+  const std::string key = field.key;
+  const json* v = json_field(body, field.key);
+  if (!v) bad_request(key, fmt::format("'{}' is required", key));
+  auto text = [&](const json& t, const std::string& param) {
+    if (field.refuse_empty_text && t.get_ref<const std::string&>().empty())
+      bad_request(param, fmt::format("'{}' must not be empty", param));
+    return PromptInput{false, t.get<std::string>(), {}};
+  };
+  std::vector<PromptInput> out;
+  if (v->is_string()) {
+    out.push_back(text(*v, key));
+    return out;
+  }
+  if (!v->is_array())
+    bad_request(key, fmt::format("'{}' must be a string, an array of strings, an array of token "
+                                 "ids or an array of arrays of token ids, not {}",
+                                 key, json_kind(*v)));
+  if (v->empty()) bad_request(key, fmt::format("'{}' must not be empty", key));
+  const json& first = v->front();
+  if (first.is_number()) {
+    out.push_back({true, "", json_token_ids(*v, key)});
+    return out;
+  }
+  if (v->size() > field.max_items)
+    bad_request(key, fmt::format("'{}' holds {} inputs; at most {} are allowed", key, v->size(),
+                                 field.max_items));
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& p = (*v)[i];
+    const std::string pp = fmt::format("{}[{}]", key, i);
+    if (first.is_string() && p.is_string()) {
+      out.push_back(text(p, pp));
+    } else if (first.is_array() && p.is_array()) {
+      if (p.empty()) bad_request(pp, fmt::format("'{}' must not be empty", pp));
+      out.push_back({true, "", json_token_ids(p, pp)});
+    } else {
+      bad_request(pp, fmt::format("'{}' is {}; {} must hold only strings, only token ids or only "
+                                  "arrays of token ids",
+                                  pp, json_kind(p), field.array_noun));
+    }
+  }
+  return out;
+}
+
 CompletionRequest parse_completion_request(const std::string& body_text, Endpoint endpoint) {
   const json body = parse_request_body<json>(body_text);
 
@@ -493,7 +531,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
   r.endpoint = endpoint;
   if (const json* m = json_field(body, "model")) {
     if (!m->is_string())
-      bad("model", fmt::format("'model' must be a string, not {}", json_kind(*m)));
+      bad_request("model", fmt::format("'model' must be a string, not {}", json_kind(*m)));
     r.model = m->get<std::string>();
   }
   refuse_unsupported(body, endpoint);
@@ -535,9 +573,10 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
   r.stream = get_bool(body, "stream").value_or(false);
   if (const json* so = json_field(body, "stream_options")) {
     if (!so->is_object())
-      bad("stream_options",
-          fmt::format("'stream_options' must be an object, not {}", json_kind(*so)));
-    if (!r.stream) bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
+      bad_request("stream_options",
+                  fmt::format("'stream_options' must be an object, not {}", json_kind(*so)));
+    if (!r.stream)
+      bad_request("stream_options", "'stream_options' is only allowed when 'stream' is true");
     r.include_usage = get_bool(*so, "include_usage").value_or(false);
   }
   r.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
@@ -559,7 +598,8 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
     }
     if (r.grammar && !r.tools.empty() && (r.tool_choice == CompletionRequest::ToolChoice::kRequired ||
                                           r.tool_choice == CompletionRequest::ToolChoice::kNamed))
-      bad("tool_choice", "a forced tool call cannot also follow 'response_format' or 'grammar'");
+      bad_request("tool_choice",
+                  "a forced tool call cannot also follow 'response_format' or 'grammar'");
   }
 
   if (endpoint == Endpoint::kChat) parse_reasoning_format(body, r);
@@ -567,7 +607,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
     const bool lp = get_bool(body, "logprobs").value_or(false);
     auto top = json_field(body, "top_logprobs");
     const int64_t k = int_in(body, "top_logprobs", 0, kMaxTopLogprobs, 0);
-    if (top && !lp) bad("top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
+    if (top && !lp) bad_request("top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
     r.logprobs = lp ? static_cast<int32_t>(k) : -1;
   } else {
     if (json_field(body, "logprobs"))
@@ -576,8 +616,8 @@ CompletionRequest parse_completion_request(const std::string& body_text, Endpoin
 
   const size_t n_prompts = endpoint == Endpoint::kChat ? 1 : r.prompts.size();
   if (static_cast<int64_t>(n_prompts) * r.n > kMaxChoices)
-    bad("n", fmt::format("{} prompts x n = {} is more than {} choices", n_prompts,
-                         static_cast<int64_t>(n_prompts) * r.n, kMaxChoices));
+    bad_request("n", fmt::format("{} prompts x n = {} is more than {} choices", n_prompts,
+                                 static_cast<int64_t>(n_prompts) * r.n, kMaxChoices));
   return r;
 }
 

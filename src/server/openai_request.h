@@ -43,6 +43,19 @@ struct PromptInput {
   std::vector<int64_t> tokens;  // range-checked against the vocabulary in prepare()
 };
 
+// A prompt field of a request body: /v1/completions' "prompt", /v1/embeddings'
+// "input".
+struct PromptField {
+  const char* key;
+  const char* array_noun;  // for errors: "a prompt array"
+  bool refuse_empty_text = false;
+  size_t max_items = SIZE_MAX;  // in an array of texts or of token-id arrays
+};
+
+// body[field.key]: a string, an array of token ids, an array of strings or an
+// array of token-id arrays, one PromptInput each; else ApiError 400 naming it.
+std::vector<PromptInput> parse_prompt_inputs(const nlohmann::json& body, const PromptField& field);
+
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::kChat;
   std::string model;

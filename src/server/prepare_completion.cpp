@@ -5,6 +5,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/grammar_cache.h"
+#include "server/api_error.h"
 #include "server/harmony.h"
 #include "server/openai_request.h"
 #include "server/token_ids.h"
@@ -14,11 +15,6 @@
 namespace pagellm {
 
 namespace {
-
-[[noreturn]] void bad(const std::string& param, const std::string& message,
-                      const std::string& code = "") {
-  throw ApiError(400, message, "invalid_request_error", param, code);
-}
 
 nlohmann::ordered_json messages_json_of(const std::vector<ChatMessage>& messages) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
@@ -64,7 +60,8 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
           tool_gbnf = tool_call_gbnf(format, chosen, parallel);
           tool_grammar = compile_grammar_shared(tool_gbnf);
         } catch (const Error& e) {
-          bad("tools", fmt::format("the tools' parameters cannot be enforced: {}", e.what()));
+          bad_request("tools",
+                      fmt::format("the tools' parameters cannot be enforced: {}", e.what()));
         }
       }
     }
@@ -84,10 +81,10 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
   }
   for (const auto& [id, bias] : req.sampling.logit_bias)
     if (id >= limits.n_vocab)
-      bad("logit_bias",
-          fmt::format("'logit_bias' token id {} is outside the vocabulary (0..{})", id,
-                      limits.n_vocab - 1),
-          "invalid_token_id");
+      bad_request("logit_bias",
+                  fmt::format("'logit_bias' token id {} is outside the vocabulary (0..{})", id,
+                              limits.n_vocab - 1),
+                  "invalid_token_id");
 
   std::shared_ptr<const Grammar> grammar = tool_grammar ? tool_grammar : req.grammar;
   const ReasoningFormat reasoning = req.reasoning_format.value_or(chat.reasoning_format());
@@ -105,16 +102,17 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
         grammar = compile_grammar_shared(
             gbnf_after_thought(gbnf, *out.think, out.thought_open_in_prompt), kThoughtStartRule);
       } catch (const Error& e) {
-        bad("", fmt::format("the output constraint cannot follow a thought: {}", e.what()));
+        bad_request("", fmt::format("the output constraint cannot follow a thought: {}", e.what()));
       }
     }
   }
 
   for (auto& ids : prompts) {
     const int64_t n_prompt = static_cast<int64_t>(ids.size());
-    if (n_prompt == 0) bad(prompt_param, "the prompt is empty (no tokens)");
+    if (n_prompt == 0) bad_request(prompt_param, "the prompt is empty (no tokens)");
     if (n_prompt >= limits.max_context)
-      bad(prompt_param,
+      bad_request(
+          prompt_param,
           fmt::format("This model's maximum context length is {} tokens, but the prompt is {} "
                       "tokens (at least one must be left for the completion).",
                       limits.max_context, n_prompt),
@@ -123,7 +121,8 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
     if (req.max_tokens) {
       max_tokens = *req.max_tokens;
       if (n_prompt + max_tokens > limits.max_context)
-        bad("max_tokens",
+        bad_request(
+            "max_tokens",
             fmt::format("This model's maximum context length is {} tokens, but {} tokens were "
                         "requested ({} in the prompt, {} for the completion).",
                         limits.max_context, n_prompt + max_tokens, n_prompt, max_tokens),
@@ -146,7 +145,7 @@ PreparedCompletion prepare_completion(const CompletionRequest& req, const Tokeni
     try {
       r.sampling.validate();
     } catch (const ConfigError& e) {
-      bad("", e.what());
+      bad_request("", e.what());
     }
     out.prompt_tokens.push_back(n_prompt);
     out.requests.push_back(std::move(r));

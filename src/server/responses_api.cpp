@@ -13,15 +13,11 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-[[noreturn]] void bad(const std::string& param, const std::string& message,
-                      const std::string& code = "") {
-  throw ApiError(400, message, "invalid_request_error", param, code);
-}
-
 std::string string_field(const ojson& obj, const char* key, const std::string& param) {
   const ojson* v = json_field(obj, key);
-  if (!v) bad(param, fmt::format("'{}' is required", param));
-  if (!v->is_string()) bad(param, fmt::format("'{}' must be a string, not {}", param, json_kind(*v)));
+  if (!v) bad_request(param, fmt::format("'{}' is required", param));
+  if (!v->is_string())
+    bad_request(param, fmt::format("'{}' must be a string, not {}", param, json_kind(*v)));
   return v->get<std::string>();
 }
 
@@ -29,19 +25,21 @@ std::string string_field(const ojson& obj, const char* key, const std::string& p
 std::string content_text(const ojson& content, const std::string& param) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array())
-    bad(param, fmt::format("'{}' must be a string or an array of content parts, not {}", param,
-                           json_kind(content)));
+    bad_request(param, fmt::format("'{}' must be a string or an array of content parts, not {}",
+                                   param, json_kind(content)));
   std::string text;
   for (size_t k = 0; k < content.size(); ++k) {
     const ojson& part = content[k];
     const std::string pp = fmt::format("{}[{}]", param, k);
-    if (!part.is_object()) bad(pp, fmt::format("'{}' must be an object, not {}", pp, json_kind(part)));
+    if (!part.is_object())
+      bad_request(pp, fmt::format("'{}' must be an object, not {}", pp, json_kind(part)));
     const std::string type = string_field(part, "type", pp + ".type");
     if (type != "input_text" && type != "output_text" && type != "text")
-      bad(pp, fmt::format("content parts of type '{}' are not supported (only input_text and "
-                          "output_text)",
-                          type),
-          "unsupported_content");
+      bad_request(pp,
+                  fmt::format("content parts of type '{}' are not supported (only input_text and "
+                              "output_text)",
+                              type),
+                  "unsupported_content");
     text += string_field(part, "text", pp + ".text");
   }
   return text;
@@ -54,7 +52,8 @@ std::string reasoning_text_of(const ojson& item, const std::string& p) {
     const ojson* parts = json_field(item, key);
     if (!parts) continue;
     if (!parts->is_array())
-      bad(p + "." + key, fmt::format("'{}.{}' must be an array, not {}", p, key, json_kind(*parts)));
+      bad_request(p + "." + key,
+                  fmt::format("'{}.{}' must be an array, not {}", p, key, json_kind(*parts)));
     for (size_t k = 0; k < parts->size(); ++k)
       text += string_field((*parts)[k], "text", fmt::format("{}.{}[{}].text", p, key, k));
     if (!text.empty()) break;
@@ -69,8 +68,9 @@ void add_input(const ojson& input, ojson& messages) {
     return;
   }
   if (!input.is_array())
-    bad("input", fmt::format("'input' must be a string or an array of items, not {}", json_kind(input)));
-  if (input.empty()) bad("input", "'input' must not be empty");
+    bad_request("input", fmt::format("'input' must be a string or an array of items, not {}",
+                                     json_kind(input)));
+  if (input.empty()) bad_request("input", "'input' must not be empty");
   std::string thought;  // a reasoning item's, for the assistant turn after it
   auto with_thought = [&thought](ojson m) {
     if (!thought.empty()) m["reasoning_content"] = thought;
@@ -80,18 +80,20 @@ void add_input(const ojson& input, ojson& messages) {
   for (size_t i = 0; i < input.size(); ++i) {
     const ojson& item = input[i];
     const std::string p = fmt::format("input[{}]", i);
-    if (!item.is_object()) bad(p, fmt::format("'{}' must be an object, not {}", p, json_kind(item)));
+    if (!item.is_object())
+      bad_request(p, fmt::format("'{}' must be an object, not {}", p, json_kind(item)));
     std::string type = "message";
     if (json_field(item, "type")) type = string_field(item, "type", p + ".type");
     if (type == "message") {
       std::string role = string_field(item, "role", p + ".role");
       if (role == "developer") role = "system";
       if (role != "user" && role != "assistant" && role != "system")
-        bad(p + ".role", fmt::format("unknown role '{}' in {} (expected user, assistant, system or "
-                                     "developer)",
-                                     role, p));
+        bad_request(p + ".role",
+                    fmt::format("unknown role '{}' in {} (expected user, assistant, system or "
+                                "developer)",
+                                role, p));
       const ojson* content = json_field(item, "content");
-      if (!content) bad(p + ".content", fmt::format("{} has no content", p));
+      if (!content) bad_request(p + ".content", fmt::format("{} has no content", p));
       ojson m = {{"role", role}, {"content", content_text(*content, p + ".content")}};
       messages.push_back(role == "assistant" ? with_thought(std::move(m)) : std::move(m));
     } else if (type == "function_call") {
@@ -109,7 +111,7 @@ void add_input(const ojson& input, ojson& messages) {
             {{"role", "assistant"}, {"content", ""}, {"tool_calls", ojson::array({call})}}));
     } else if (type == "function_call_output") {
       const ojson* out = json_field(item, "output");
-      if (!out) bad(p + ".output", fmt::format("'{}.output' is required", p));
+      if (!out) bad_request(p + ".output", fmt::format("'{}.output' is required", p));
       messages.push_back({{"role", "tool"},
                           {"tool_call_id", string_field(item, "call_id", p + ".call_id")},
                           {"content", out->is_string() ? out->get<std::string>()
@@ -117,30 +119,34 @@ void add_input(const ojson& input, ojson& messages) {
     } else if (type == "reasoning") {
       thought += reasoning_text_of(item, p);
     } else {
-      bad(p, fmt::format("input items of type '{}' are not supported (message, function_call, "
-                         "function_call_output and reasoning are)",
-                         type),
-          "unsupported_input");
+      bad_request(p,
+                  fmt::format("input items of type '{}' are not supported (message, function_call, "
+                              "function_call_output and reasoning are)",
+                              type),
+                  "unsupported_input");
     }
   }
 }
 
 // `text.format` as the chat parser's response_format.
 ojson response_format(const ojson& text) {
-  if (!text.is_object()) bad("text", fmt::format("'text' must be an object, not {}", json_kind(text)));
+  if (!text.is_object())
+    bad_request("text", fmt::format("'text' must be an object, not {}", json_kind(text)));
   const ojson* format = json_field(text, "format");
   if (!format) return nullptr;
   if (!format->is_object())
-    bad("text.format", fmt::format("'text.format' must be an object, not {}", json_kind(*format)));
+    bad_request("text.format",
+                fmt::format("'text.format' must be an object, not {}", json_kind(*format)));
   const std::string type = string_field(*format, "type", "text.format.type");
   if (type == "text") return nullptr;
   if (type == "json_object") return {{"type", "json_object"}};
   if (type != "json_schema")
-    bad("text.format", fmt::format("'text.format' type must be text, json_object or json_schema, "
-                                   "not '{}'",
-                                   type));
+    bad_request("text.format",
+                fmt::format("'text.format' type must be text, json_object or json_schema, "
+                            "not '{}'",
+                            type));
   const ojson* schema = json_field(*format, "schema");
-  if (!schema) bad("text.format", "'text.format' of type json_schema needs a 'schema'");
+  if (!schema) bad_request("text.format", "'text.format' of type json_schema needs a 'schema'");
   return {{"type", "json_schema"},
           {"json_schema", {{"name", json_field(*format, "name") && (*format)["name"].is_string() ? (*format)["name"]
                                                                             : ojson("response")}, {"schema", *schema}}}};
@@ -148,16 +154,18 @@ ojson response_format(const ojson& text) {
 
 // Responses tools ({type: function, name, parameters}) as chat tools.
 ojson chat_tools(const ojson& tools) {
-  if (!tools.is_array()) bad("tools", fmt::format("'tools' must be an array, not {}", json_kind(tools)));
+  if (!tools.is_array())
+    bad_request("tools", fmt::format("'tools' must be an array, not {}", json_kind(tools)));
   ojson out = ojson::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const ojson& t = tools[i];
     const std::string p = fmt::format("tools[{}]", i);
-    if (!t.is_object()) bad(p, fmt::format("'{}' must be an object, not {}", p, json_kind(t)));
+    if (!t.is_object())
+      bad_request(p, fmt::format("'{}' must be an object, not {}", p, json_kind(t)));
     const std::string type = string_field(t, "type", p + ".type");
     if (type != "function")
-      bad(p, fmt::format("tools of type '{}' are not supported (only 'function')", type),
-          "unsupported_tool");
+      bad_request(p, fmt::format("tools of type '{}' are not supported (only 'function')", type),
+                  "unsupported_tool");
     ojson fn = {{"name", t.contains("name") ? t["name"] : ojson(nullptr)}};
     if (const ojson* d = json_field(t, "description")) fn["description"] = *d;
     if (const ojson* params = json_field(t, "parameters")) fn["parameters"] = *params;
@@ -170,11 +178,13 @@ ojson chat_tool_choice(const ojson& choice) {
   if (choice.is_string()) return choice;
   if (choice.is_object() && choice.contains("type") && choice["type"] == "function") {
     const ojson* name = json_field(choice, "name");
-    if (!name || !name->is_string()) bad("tool_choice", "'tool_choice' of type function needs a 'name'");
+    if (!name || !name->is_string())
+      bad_request("tool_choice", "'tool_choice' of type function needs a 'name'");
     return {{"type", "function"}, {"function", {{"name", *name}}}};
   }
-  bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": "
-                     "\"function\", \"name\": ...}");
+  bad_request("tool_choice",
+              "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": "
+              "\"function\", \"name\": ...}");
 }
 
 }  // namespace
@@ -189,8 +199,8 @@ ResponsesRequest parse_responses_request(const std::string& text, const Response
   r.conversation = ojson::array();
   if (const ojson* prev = json_field(body, "previous_response_id")) {
     if (!prev->is_string())
-      bad("previous_response_id",
-          fmt::format("'previous_response_id' must be a string, not {}", json_kind(*prev)));
+      bad_request("previous_response_id",
+                  fmt::format("'previous_response_id' must be a string, not {}", json_kind(*prev)));
     r.previous_response_id = prev->get<std::string>();
     auto stored = lookup ? lookup(r.previous_response_id) : std::nullopt;
     if (!stored)
@@ -200,14 +210,15 @@ ResponsesRequest parse_responses_request(const std::string& text, const Response
     r.conversation = stored->messages;
   }
   const ojson* input = json_field(body, "input");
-  if (!input) bad("input", "'input' is required");
+  if (!input) bad_request("input", "'input' is required");
   add_input(*input, r.conversation);
 
   ojson messages = ojson::array();
   ojson instructions = nullptr;
   if (const ojson* ins = json_field(body, "instructions")) {
     if (!ins->is_string())
-      bad("instructions", fmt::format("'instructions' must be a string, not {}", json_kind(*ins)));
+      bad_request("instructions",
+                  fmt::format("'instructions' must be a string, not {}", json_kind(*ins)));
     instructions = *ins;
     if (!ins->get<std::string>().empty())
       messages.push_back({{"role", "system"}, {"content", *ins}});
@@ -223,14 +234,14 @@ ResponsesRequest parse_responses_request(const std::string& text, const Response
     if (const ojson* v = json_field(body, key)) chat[key] = *v;
   if (const ojson* mot = json_field(body, "max_output_tokens")) {
     if (!mot->is_number_integer())
-      bad("max_output_tokens",
-          fmt::format("'max_output_tokens' must be an integer, not {}", json_kind(*mot)));
+      bad_request("max_output_tokens",
+                  fmt::format("'max_output_tokens' must be an integer, not {}", json_kind(*mot)));
     const bool negative = !mot->is_number_unsigned() && mot->get<int64_t>() < 1;
     if (negative || mot->get<uint64_t>() < 1 ||
         mot->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
-      bad("max_output_tokens",
-          fmt::format("'max_output_tokens' must be in [1, {}] (got {})",
-                      std::numeric_limits<int32_t>::max(), mot->dump()));
+      bad_request("max_output_tokens",
+                  fmt::format("'max_output_tokens' must be in [1, {}] (got {})",
+                              std::numeric_limits<int32_t>::max(), mot->dump()));
     r.max_output_tokens = mot->get<int64_t>();
   }
   ojson text_echo = {{"format", {{"type", "text"}}}};
@@ -242,12 +253,14 @@ ResponsesRequest parse_responses_request(const std::string& text, const Response
   if (const ojson* t = json_field(body, "tools")) chat["tools"] = chat_tools(*t);
   if (const ojson* c = json_field(body, "tool_choice")) chat["tool_choice"] = chat_tool_choice(*c);
   if (const ojson* s = json_field(body, "store")) {
-    if (!s->is_boolean()) bad("store", fmt::format("'store' must be a boolean, not {}", json_kind(*s)));
+    if (!s->is_boolean())
+      bad_request("store", fmt::format("'store' must be a boolean, not {}", json_kind(*s)));
     r.store = s->get<bool>();
   }
   const ojson* metadata = json_field(body, "metadata");
   if (metadata && !metadata->is_object())
-    bad("metadata", fmt::format("'metadata' must be an object, not {}", json_kind(*metadata)));
+    bad_request("metadata",
+                fmt::format("'metadata' must be an object, not {}", json_kind(*metadata)));
 
   r.chat = parse_translated_chat(chat, {{"max_completion_tokens", "max_output_tokens"},
                                         {"response_format", "text.format"},
@@ -309,6 +322,26 @@ ojson ResponsesOutput::response(const std::string& status, const ojson& output,
   return r;
 }
 
+namespace {
+
+// An event's fields about content part 0 of the output item `item_id` at
+// `index`, then `more` (its delta, text or part).
+ojson part_fields(const std::string& item_id, size_t index, const ojson& more) {
+  ojson f = {{"item_id", item_id}, {"output_index", index}, {"content_index", 0}};
+  for (const auto& [k, v] : more.items()) f[k] = v;
+  return f;
+}
+
+ojson reasoning_part(const std::string& text) {
+  return {{"type", "reasoning_text"}, {"text", text}};
+}
+
+ojson output_text_part(const std::string& text) {
+  return {{"type", "output_text"}, {"text", text}, {"annotations", ojson::array()}};
+}
+
+}  // namespace
+
 std::string ResponsesOutput::event(const char* type, ojson payload) {
   ojson j = {{"type", type}};
   for (const auto& [k, v] : payload.items()) j[k] = v;
@@ -318,9 +351,11 @@ std::string ResponsesOutput::event(const char* type, ojson payload) {
 
 ojson ResponsesOutput::message_item(const std::string& text, const char* status) const {
   ojson content = ojson::array();
-  if (std::string(status) != "in_progress")
-    content.push_back(
-        {{"type", "output_text"}, {"text", text}, {"annotations", ojson::array()}, {"logprobs", ojson::array()}});
+  if (std::string(status) != "in_progress") {
+    ojson part = output_text_part(text);
+    part["logprobs"] = ojson::array();
+    content.push_back(std::move(part));
+  }
   return {{"id", message_id_},
           {"type", "message"},
           {"status", status},
@@ -347,7 +382,7 @@ std::string ResponsesOutput::stream_begin(size_t, const Usage&) {
 
 ojson ResponsesOutput::reasoning_item(const std::string& text, const char* status) const {
   ojson content = ojson::array();
-  if (std::string(status) != "in_progress") content.push_back({{"type", "reasoning_text"}, {"text", text}});
+  if (std::string(status) != "in_progress") content.push_back(reasoning_part(text));
   return {{"id", reasoning_id_},
           {"type", "reasoning"},
           {"status", status},
@@ -364,16 +399,11 @@ std::string ResponsesOutput::stream_reasoning(int32_t, const std::string& text) 
     sse += event("response.output_item.added",
                  {{"output_index", index}, {"item", reasoning_item("", "in_progress")}});
     sse += event("response.content_part.added",
-                 {{"item_id", reasoning_id_},
-                  {"output_index", index},
-                  {"content_index", 0},
-                  {"part", {{"type", "reasoning_text"}, {"text", ""}}}});
+                 part_fields(reasoning_id_, index, {{"part", reasoning_part("")}}));
   }
   reasoning_ += text;
-  sse += event("response.reasoning_text.delta", {{"item_id", reasoning_id_},
-                                                 {"output_index", index},
-                                                 {"content_index", 0},
-                                                 {"delta", text}});
+  sse +=
+      event("response.reasoning_text.delta", part_fields(reasoning_id_, index, {{"delta", text}}));
   return sse;
 }
 
@@ -381,15 +411,10 @@ std::string ResponsesOutput::close_reasoning() {
   if (!reasoning_open_) return "";
   reasoning_open_ = false;
   const size_t index = output_.size();
-  std::string sse = event("response.reasoning_text.done", {{"item_id", reasoning_id_},
-                                                           {"output_index", index},
-                                                           {"content_index", 0},
-                                                           {"text", reasoning_}});
+  std::string sse = event("response.reasoning_text.done",
+                          part_fields(reasoning_id_, index, {{"text", reasoning_}}));
   sse += event("response.content_part.done",
-               {{"item_id", reasoning_id_},
-                {"output_index", index},
-                {"content_index", 0},
-                {"part", {{"type", "reasoning_text"}, {"text", reasoning_}}}});
+               part_fields(reasoning_id_, index, {{"part", reasoning_part(reasoning_)}}));
   ojson item = reasoning_item(reasoning_, "completed");
   sse += event("response.output_item.done", {{"output_index", index}, {"item", item}});
   output_.push_back(std::move(item));
@@ -404,10 +429,7 @@ std::string ResponsesOutput::open_message() {
   sse += event("response.output_item.added",
                           {{"output_index", index}, {"item", message_item("", "in_progress")}});
   sse += event("response.content_part.added",
-               {{"item_id", message_id_},
-                {"output_index", index},
-                {"content_index", 0},
-                {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", ojson::array()}}}});
+               part_fields(message_id_, index, {{"part", output_text_part("")}}));
   return sse;
 }
 
@@ -415,11 +437,9 @@ std::string ResponsesOutput::stream_text(int32_t, const std::string& text,
                                          const std::vector<LogprobItem>&) {
   if (text.empty()) return "";
   std::string sse = open_message();
-  sse += event("response.output_text.delta", {{"item_id", message_id_},
-                                              {"output_index", output_.size()},
-                                              {"content_index", 0},
-                                              {"delta", text},
-                                              {"logprobs", ojson::array()}});
+  sse += event(
+      "response.output_text.delta",
+      part_fields(message_id_, output_.size(), {{"delta", text}, {"logprobs", ojson::array()}}));
   return sse;
 }
 
@@ -447,16 +467,11 @@ std::string ResponsesOutput::stream_finish(int32_t, const ChoiceResult& choice) 
   std::string sse = open_message();
   const size_t index = output_.size();
   const char* status = choice.finish_reason == FinishReason::kLength ? "incomplete" : "completed";
-  sse += event("response.output_text.done", {{"item_id", message_id_},
-                                             {"output_index", index},
-                                             {"content_index", 0},
-                                             {"text", choice.text},
-                                             {"logprobs", ojson::array()}});
+  sse +=
+      event("response.output_text.done",
+            part_fields(message_id_, index, {{"text", choice.text}, {"logprobs", ojson::array()}}));
   sse += event("response.content_part.done",
-               {{"item_id", message_id_},
-                {"output_index", index},
-                {"content_index", 0},
-                {"part", {{"type", "output_text"}, {"text", choice.text}, {"annotations", ojson::array()}}}});
+               part_fields(message_id_, index, {{"part", output_text_part(choice.text)}}));
   ojson item = message_item(choice.text, status);
   sse += event("response.output_item.done", {{"output_index", index}, {"item", item}});
   output_.push_back(std::move(item));
