@@ -19,6 +19,7 @@
 #include "tokenizer/utf8.h"
 #include "util/error.h"
 #include "util/read_file.h"
+#include "util/strings.h"
 
 namespace pagellm::cli {
 
@@ -54,22 +55,13 @@ std::string show_bytes(std::string_view s) {
 std::string show_escaped(std::string_view s) {
   std::string out;
   for (char c : show_bytes(s)) {
-    switch (c) {
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<uint8_t>(c) < 0x20 || c == 0x7F)
-          out += fmt::format("\\x{:02x}", static_cast<uint8_t>(c));
-        else
-          out.push_back(c);
-    }
+    const auto byte = static_cast<uint8_t>(c);
+    if (const std::string_view e = whitespace_escape(byte); !e.empty())
+      out += e;
+    else if (byte < 0x20 || byte == 0x7F)
+      out += fmt::format("\\x{:02x}", byte);
+    else
+      out.push_back(c);
   }
   return out;
 }

@@ -12,6 +12,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/regex_to_gbnf.h"
+#include "util/strings.h"
 
 namespace pagellm {
 
@@ -59,12 +60,13 @@ const char* const kTime = "( " PAGELLM_HOUR " \":\" [0-5] [0-9] \":\" [0-5] [0-9
 std::string literal(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
+    if (const std::string_view e = whitespace_escape(c); !e.empty()) {
+      out += e;
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
       default:
         if (c < 0x20 || c == 0x7F)
           out += fmt::format("\\x{:02X}", c);

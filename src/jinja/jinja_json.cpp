@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "jinja/jinja_pystr.h"
+#include "util/strings.h"
 
 namespace pagellm::jinja {
 
@@ -68,21 +69,16 @@ void append_json_string(std::string& out, const std::string& s, bool ensure_asci
     for (int k = 3; k >= 0; --k) out += hex[(c >> (4 * k)) & 0xF];
   };
   for (char32_t c : py::decode(s)) {
+    if (const std::string_view e = whitespace_escape(c); !e.empty()) {
+      out += e;
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";
         break;
       case '\\':
         out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
         break;
       case '\b':
         out += "\\b";

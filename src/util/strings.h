@@ -15,4 +15,10 @@ void utf8_append(char32_t cp, std::string& out);
 // copy, so a temporary may be passed.
 std::string trim(std::string_view s);
 
+// The two-character escape (backslash, then n, r or t) of a newline, carriage
+// return or tab, else empty: the escapes by name every text form written here
+// shares (JSON strings, GBNF literals, the tokenize listing); each escapes
+// other characters its own way.
+std::string_view whitespace_escape(char32_t c);
+
 }  // namespace pagellm
