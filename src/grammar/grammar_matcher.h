@@ -60,6 +60,9 @@ class GrammarMatcher {
     int32_t rule, alt, pos, parents;
     bool operator==(const Node&) const = default;
   };
+  struct NodeHash {
+    size_t operator()(const Node& n) const;
+  };
   // A node of the arena and a parent set (sorted member node ids, -1: the
   // bottom), by id: for reading a state's structure (grammar/state_canon.h).
   const Node& node(int32_t id) const { return nodes_[static_cast<size_t>(id)]; }
@@ -109,9 +112,6 @@ class GrammarMatcher {
   void compact_if_due();
 
   std::shared_ptr<const Grammar> g_;
-  struct NodeHash {
-    size_t operator()(const Node& n) const;
-  };
   std::vector<Node> nodes_;
   std::unordered_map<Node, int32_t, NodeHash> node_ids_;
   std::vector<std::vector<int32_t>> sets_;

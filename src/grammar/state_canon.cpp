@@ -12,14 +12,6 @@ uint64_t next_uid() {
 }
 }  // namespace
 
-size_t GrammarStateCanon::NodeKeyHash::operator()(const NodeKey& k) const {
-  uint64_t h = static_cast<uint32_t>(k.rule);
-  h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint32_t>(k.alt);
-  h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint32_t>(k.pos);
-  h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint32_t>(k.parents);
-  return static_cast<size_t>(h ^ (h >> 29));
-}
-
 size_t GrammarStateCanon::VecHash::operator()(const std::vector<int32_t>& v) const {
   uint64_t h = 0xcbf29ce484222325ull ^ v.size();
   for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001b3ull;

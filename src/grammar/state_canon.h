@@ -48,13 +48,10 @@ class GrammarStateCanon {
   int32_t canonical_node(const GrammarMatcher& m, Memo& memo, int32_t id);
   void restart();
 
-  struct NodeKey {
-    int32_t rule, alt, pos, parents;
-    bool operator==(const NodeKey&) const = default;
-  };
-  struct NodeKeyHash {
-    size_t operator()(const NodeKey& k) const;
-  };
+  // A node of the canonical form: a matcher node whose parents are a
+  // canonical set id.
+  using NodeKey = GrammarMatcher::Node;
+  using NodeKeyHash = GrammarMatcher::NodeHash;
   struct VecHash {
     size_t operator()(const std::vector<int32_t>& v) const;
   };
