@@ -132,10 +132,15 @@ inline __attribute__((always_inline)) __m512 scales16(const uint8_t* sc) {
   return _mm512_cvtph_ps(simd::load256(sc));
 }
 
+namespace vnni {
+#include "backend/cpu/block_pair_frame.inc"
+}  // namespace vnni
+
 template <DType T>
-struct Avx512 {
+struct Avx512 : vnni::BlockFrame<Avx512<T>> {
   static constexpr int kCols = 16;
   static constexpr size_t C = Traits<T>::kCodeBytes, S = Traits<T>::kScaleBytes;
+  static constexpr bool kHintAlways = false;
 
   // The block's unsigned codes of dword group k, for 16 rows (bc: its codes).
   static inline __attribute__((always_inline)) void codes(const uint8_t* bc, __m512i (&A)[8]) {
@@ -205,28 +210,19 @@ struct Avx512 {
                             acc);
   }
 
+  // BlockFrame's steps: a pair of blocks, the odd last block.
   template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    constexpr size_t kPair = 2 * (C + S);
-    const int64_t nb = n / 32;
-    XRow xr[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = x_row(x + static_cast<size_t>(c) * xs, n);
-    __m512 acc[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
-    const bool hint = tile_hints<CB>();
-    const uint8_t* p = grp;
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2, p += kPair) {
-      if (hint)
-        for (size_t l = 0; l < kPair; l += 64) simd::prefetch(p + kPrefetchBytes + l);
-      block<CB>(p, p + 2 * C, xr, b, acc);
-      block<CB>(p + C, p + 2 * C + S, xr, b + 1, acc);
-    }
-    if (b < nb) block<CB>(p, p + C, xr, b, acc);  // the odd last block
-    store_rows16<CB>(out, os, acc, valid);
+  static __attribute__((always_inline)) void pair(const uint8_t* p, const uint8_t*, size_t,
+                                                  const XRow (&xr)[CB], int64_t b,
+                                                  __m512 (&acc)[CB]) {
+    block<CB>(p, p + 2 * C, xr, b, acc);
+    block<CB>(p + C, p + 2 * C + S, xr, b + 1, acc);
+  }
+  template <int CB>
+  static __attribute__((always_inline)) void last(const uint8_t* p, const uint8_t*, size_t,
+                                                  const XRow (&xr)[CB], int64_t b,
+                                                  __m512 (&acc)[CB]) {
+    block<CB>(p, p + C, xr, b, acc);
   }
 };
 PAGELLM_TARGET_END
@@ -234,6 +230,10 @@ PAGELLM_TARGET_END
 
 #if PAGELLM_HAVE_AMX
 PAGELLM_TARGET_AMX
+namespace amx {
+#include "backend/cpu/block_pair_frame.inc"
+}  // namespace amx
+
 // ---- AMX: tiles of up to 16 columns (amx_tiles.h) -----------------------------
 //
 // Per block b of a 16-row group:
@@ -247,8 +247,9 @@ PAGELLM_TARGET_AMX
 // give the same bits; the signed B spares the epilogue VNNI's offset term.
 // Blocks go in pairs: tiles 0, 1 = A; 2, 3 = B; 4, 5 = C.
 template <DType T, class TilesT>
-struct Amx {
-  static constexpr size_t C = Traits<T>::kCodeBytes;
+struct Amx : amx::BlockFrame<Amx<T, TilesT>> {
+  static constexpr size_t C = Traits<T>::kCodeBytes, S = Traits<T>::kScaleBytes;
+  static constexpr bool kHintAlways = true;
   using Tiles = TilesT;
   using Vnni = Avx512<T>;  // narrower column tiles (drive_amx)
   static constexpr int kKBytes = 32;
@@ -281,34 +282,27 @@ struct Amx {
       Avx512<T>::template epilogue<CB>(_mm512_load_si512(sums[c]), dw, mw, xr[c], b, acc[c]);
   }
 
-  // One group times CB columns; the tiles are configured for CB.
+  // BlockFrame's steps (the tiles are configured for CB): a pair of blocks
+  // on the pair tiles, the odd last block on the first.
   template <int CB>
-  static void group(int64_t n, const uint8_t* grp, const uint8_t* x, size_t xs, float* out,
-                    int64_t os, int valid) {
-    constexpr size_t S = Traits<T>::kScaleBytes, kPair = 2 * (C + S);
-    const int64_t nb = n / 32;
-    XRow xr[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) xr[c] = x_row(x + static_cast<size_t>(c) * xs, n);
-    __m512 acc[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; ++c) acc[c] = _mm512_setzero_ps();
+  static __attribute__((always_inline)) void pair(const uint8_t* p, const uint8_t* x, size_t xs,
+                                                  const XRow (&xr)[CB], int64_t b,
+                                                  __m512 (&acc)[CB]) {
     alignas(64) uint8_t codes[2][512];
     alignas(64) int32_t sums[2][16][16];
-    const uint8_t* p = grp;
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2, p += kPair) {
-      for (size_t l = 0; l < kPair; l += 64) simd::prefetch(p + kPrefetchBytes + l);
-      pair_products<Tiles, true>(x + 32 * b, x + 32 * (b + 1), xs, b_bytes(p, codes[0]),
-                                 b_bytes(p + C, codes[1]), sums);
-      scale<CB>(sums[0], p + 2 * C, xr, b, acc);
-      scale<CB>(sums[1], p + 2 * C + S, xr, b + 1, acc);
-    }
-    if (b < nb) {  // the odd last block
-      first_product<Tiles, true>(x + 32 * b, xs, b_bytes(p, codes[0]), sums);
-      scale<CB>(sums[0], p + C, xr, b, acc);
-    }
-    store_rows16<CB>(out, os, acc, valid);
+    pair_products<Tiles, true>(x + 32 * b, x + 32 * (b + 1), xs, b_bytes(p, codes[0]),
+                               b_bytes(p + C, codes[1]), sums);
+    scale<CB>(sums[0], p + 2 * C, xr, b, acc);
+    scale<CB>(sums[1], p + 2 * C + S, xr, b + 1, acc);
+  }
+  template <int CB>
+  static __attribute__((always_inline)) void last(const uint8_t* p, const uint8_t* x, size_t xs,
+                                                  const XRow (&xr)[CB], int64_t b,
+                                                  __m512 (&acc)[CB]) {
+    alignas(64) uint8_t codes[512];
+    alignas(64) int32_t sums[2][16][16];
+    first_product<Tiles, true>(x + 32 * b, xs, b_bytes(p, codes), sums);
+    scale<CB>(sums[0], p + C, xr, b, acc);
   }
 };
 PAGELLM_TARGET_END
@@ -487,27 +481,18 @@ PackedTileFn packed_for(CpuIsa isa) {
                                                                               packed_scalar<T>);
 }
 
-// f.operator()<T>() for the block formats of this file; nullptr for others.
+// f.operator()<T>() for the block formats of this file (Formats); nullptr for
+// others.
+template <DType... Formats, class F>
+PackedTileFn for_format_in(DType wtype, F& f) {
+  PackedTileFn fn = nullptr;
+  ((wtype == Formats ? (void)(fn = f.template operator()<Formats>()) : void()), ...);
+  return fn;
+}
 template <class F>
 PackedTileFn for_block_format(DType wtype, F&& f) {
-  switch (wtype) {
-    case DType::Q4_0:
-      return f.template operator()<DType::Q4_0>();
-    case DType::Q4_1:
-      return f.template operator()<DType::Q4_1>();
-    case DType::Q5_0:
-      return f.template operator()<DType::Q5_0>();
-    case DType::Q5_1:
-      return f.template operator()<DType::Q5_1>();
-    case DType::Q8_0:
-      return f.template operator()<DType::Q8_0>();
-    case DType::IQ4_NL:
-      return f.template operator()<DType::IQ4_NL>();
-    case DType::MXFP4:
-      return f.template operator()<DType::MXFP4>();
-    default:
-      return nullptr;
-  }
+  return for_format_in<DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                       DType::IQ4_NL, DType::MXFP4>(wtype, f);
 }
 
 }  // namespace

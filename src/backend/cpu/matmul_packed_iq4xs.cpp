@@ -5,7 +5,7 @@
 //   acc = fma(float(S), d * d_x, acc)
 // super-blocks in order: the scalar, AVX2, AVX-512 VNNI and AMX variants give
 // the same bits.
-#include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
+#include "backend/cpu/packed_s8_scaled.h"  // first: wraps <immintrin.h>
 
 #include <cmath>
 
@@ -27,17 +27,13 @@ int iq4xs_value(const uint8_t* sb, int lane, int e) {
 
 void iq4xs_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
                   int64_t cols, float* out, int64_t os) {
-  scalar_k_frame<kIq4XsSuper>(
+  scalar_s8_scaled_frame<kIq4XsSuper, 8, kIq4XsScales, kIq4XsD>(
       n, w, gb, rows, x, xs, cols, out, os,
-      [](const uint8_t* sb, const XRowK& xr, int64_t s, int lane, float acc) {
-        int32_t S = 0;
-        for (int j = 0; j < 8; ++j) {
-          int32_t I = 0;
-          for (int e = 32 * j; e < 32 * j + 32; ++e)
-            I += iq4xs_value(sb, lane, e) * xr.qs[256 * s + e];
-          S += static_cast<int8_t>(sb[kIq4XsScales + 16 * j + lane]) * I;
-        }
-        return std::fma(static_cast<float>(S), lane_f16(sb + kIq4XsD, lane) * xr.d[s], acc);
+      [](const uint8_t* sb, const XRowK& xr, int64_t s, int lane, int j) {
+        int32_t I = 0;
+        for (int e = 32 * j; e < 32 * j + 32; ++e)
+          I += iq4xs_value(sb, lane, e) * xr.qs[256 * s + e];
+        return I;
       });
 }
 
@@ -88,7 +84,7 @@ PAGELLM_TARGET_AVX512
 // One zmm = 16 rows: per sub-block the nibbles' table values + 128 as
 // unsigned codes through vpdpbusd, -128 * sum32_j(q_x) taken back, times the
 // sub-block's scales in int32; the float work once per super-block.
-struct Avx512Iq4Xs {
+struct Avx512Iq4Xs : RowScaleFinish<kIq4XsD> {
   static constexpr int kCols = 8;
   static constexpr size_t kSuper = kIq4XsSuper;
 
@@ -112,14 +108,6 @@ struct Avx512Iq4Xs {
     }
   }
 
-  // acc[c] = fma(float(S[c]), d * d_x, acc[c]) for super-block s.
-  template <int CB>
-  static __attribute__((always_inline)) void finish(const uint8_t* sb, const XRowK (&xr)[CB],
-                                                    int64_t s, const __m512i (&S)[CB],
-                                                    __m512 (&acc)[CB]) {
-    add_super_block_terms<CB>(sb + kIq4XsD, xr, s, S, acc);
-  }
-
   template <int CB>
   static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&xr)[CB],
                                                   int64_t s, const uint8_t*, size_t, bool hint,
@@ -138,38 +126,24 @@ PAGELLM_TARGET_END
 
 #if PAGELLM_HAVE_AMX
 PAGELLM_TARGET_AMX
-// AMX (packed_drive.h's pair tiles): sub-blocks j and j + 1 at once, A = the
-// columns' 32 activation codes of each, B = the 16 rows' table values (signed,
-// TDPBSSD), C = their exact sums I_j; the rest is Avx512Iq4Xs's on the same
+// AMX (packed_s8_scaled.h's AmxS8Pairs): B = the 16 rows' table values
+// (signed) of sub-blocks j and j + 1; the rest is Avx512Iq4Xs's on the same
 // integers.
-template <class TilesT>
-struct AmxIq4Xs : Avx512Iq4Xs {
-  using Tiles = TilesT;
-  using Vnni = Super512<Avx512Iq4Xs>;
-  static constexpr int kKBytes = 32;
-
-  template <int CB>
-  static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&)[CB],
-                                                  int64_t s, const uint8_t* x, size_t xs, bool,
-                                                  __m512i (&S)[CB]) {
-    alignas(64) uint8_t codes[2][512];
-    alignas(64) int32_t dots[2][16][16];
-    for (size_t l = 0; l < kIq4XsSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
-    for (int j = 0; j < 8; j += 2) {
+struct Iq4XsPairCodes {
+  static __attribute__((always_inline)) void pair(const uint8_t* sb, int j,
+                                                  uint8_t (&codes)[2][512]) {
 #pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        __m512i A[8];
-        nibble_groups(sb + 256 * (j + h), A);
-        iq4_signed_values(A);
+    for (int h = 0; h < 2; ++h) {
+      __m512i A[8];
+      nibble_groups(sb + 256 * (j + h), A);
+      iq4_signed_values(A);
 #pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) _mm512_store_si512(codes[h] + 64 * k, A[k]);
-      }
-      const uint8_t* q = x + 256 * s + 32 * j;
-      pair_products<Tiles, true>(q, q + 32, xs, codes[0], codes[1], dots);
-      add_pair_scaled_s8<CB>(sb + kIq4XsScales + 16 * j, dots, S);
+      for (int k = 0; k < 8; ++k) _mm512_store_si512(codes[h] + 64 * k, A[k]);
     }
   }
 };
+template <class Tiles>
+using AmxIq4Xs = AmxS8Pairs<Avx512Iq4Xs, Tiles, Iq4XsPairCodes, 8, 32, kIq4XsScales>;
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AMX
 

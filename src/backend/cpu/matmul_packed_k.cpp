@@ -3,7 +3,7 @@
 // the float work is two (Q4_K, Q5_K) or one (Q6_K) fma per output per 256-element
 // super-block; each output is one float chain over the super-blocks in order,
 // the same in the scalar, AVX2 and AVX-512 variants (bit for bit).
-#include "backend/cpu/packed_drive.h"  // first: wraps <immintrin.h>
+#include "backend/cpu/packed_s8_scaled.h"  // first: wraps <immintrin.h>
 
 #include <cmath>
 #include <cstring>
@@ -347,28 +347,24 @@ constexpr size_t kQ6KSuper = 3360, kQ6KQh = 2048, kQ6KScales = 3072, kQ6KD = 332
 
 void q6k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint8_t* x, size_t xs,
                 int64_t cols, float* out, int64_t os) {
-  scalar_k_frame<kQ6KSuper>(
+  scalar_s8_scaled_frame<kQ6KSuper, 16, kQ6KScales, kQ6KD>(
       n, w, gb, rows, x, xs, cols, out, os,
-      [](const uint8_t* sb, const XRowK& xr, int64_t s, int lane, float acc) {
-        int32_t S = 0;
-        for (int j = 0; j < 16; ++j) {
-          int32_t I = -32 * xr.sum16[16 * s + j];
-          for (int e = 16 * j; e < 16 * j + 16; ++e) {
-            const int G = e / 4, i = e % 4;
-            const int lo = (sb[64 * (G % 32) + 4 * lane + i] >> (4 * (G / 32))) & 15;
-            const int hi = (sb[kQ6KQh + 64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3;
-            I += (lo | (hi << 4)) * xr.qs[256 * s + e];
-          }
-          S += static_cast<int8_t>(sb[kQ6KScales + 16 * j + lane]) * I;
+      [](const uint8_t* sb, const XRowK& xr, int64_t s, int lane, int j) {
+        int32_t I = -32 * xr.sum16[16 * s + j];
+        for (int e = 16 * j; e < 16 * j + 16; ++e) {
+          const int G = e / 4, i = e % 4;
+          const int lo = (sb[64 * (G % 32) + 4 * lane + i] >> (4 * (G / 32))) & 15;
+          const int hi = (sb[kQ6KQh + 64 * (G % 16) + 4 * lane + i] >> (2 * (G / 16))) & 3;
+          I += (lo | (hi << 4)) * xr.qs[256 * s + e];
         }
-        return std::fma(static_cast<float>(S), lane_f16(sb + kQ6KD, lane) * xr.d[s], acc);
+        return I;
       });
 }
 
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
 // Super512's policy (and AmxQ6K's finish).
-struct Avx512Q6K {
+struct Avx512Q6K : RowScaleFinish<kQ6KD> {
   static constexpr int kCols = 8;
   static constexpr size_t kSuper = kQ6KSuper;
 
@@ -406,48 +402,27 @@ struct Avx512Q6K {
       }
     }
   }
-
-  template <int CB>
-  static __attribute__((always_inline)) void finish(const uint8_t* sb, const XRowK (&xr)[CB],
-                                                    int64_t s, const __m512i (&S)[CB],
-                                                    __m512 (&acc)[CB]) {
-    add_super_block_terms<CB>(sb + kQ6KD, xr, s, S, acc);
-  }
 };
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX512
 
 #if PAGELLM_HAVE_AMX
 PAGELLM_TARGET_AMX
-// AMX (packed_drive.h's pair tiles of 16-byte rows): sub-blocks j and j + 1 at
-// once, B = Avx512Q6K's codes of each less 32 (signed, TDPBSSD), C = the
-// exact sums with the offset in them; the scale and float work is
-// Avx512Q6K's on the same integers.
-template <class TilesT>
-struct AmxQ6K : Avx512Q6K {
-  using Tiles = TilesT;
-  using Vnni = Super512<Avx512Q6K>;
-  static constexpr int kKBytes = 16;
-
-  template <int CB>
-  static __attribute__((always_inline)) void sums(const uint8_t* sb, const XRowK (&)[CB],
-                                                  int64_t s, const uint8_t* x, size_t xs, bool,
-                                                  __m512i (&S)[CB]) {
-    const __m512i m32 = _mm512_set1_epi8(32);
-    alignas(64) uint8_t codes[2][256];
-    alignas(64) int32_t dots[2][16][16];
-    for (size_t l = 0; l < kQ6KSuper; l += 64) simd::prefetch(sb + kPrefetchBytes + l);
-    for (int j = 0; j < 16; j += 2) {
+// AMX (packed_s8_scaled.h's AmxS8Pairs, tiles of 16-byte rows): B =
+// Avx512Q6K's codes of sub-blocks j and j + 1 less 32 (signed: no offset
+// term), C = the exact sums with the offset in them; the scale and float work
+// is Avx512Q6K's on the same integers.
+struct Q6KPairCodes {
+  static __attribute__((always_inline)) void pair(const uint8_t* sb, int j,
+                                                  uint8_t (&codes)[2][256]) {
 #pragma GCC unroll 8
-      for (int t = 0; t < 8; ++t)  // code - 32 as a signed byte (TDPBSSD): no offset term
-        _mm512_store_si512(codes[t / 4] + 64 * (t % 4),
-                           _mm512_sub_epi8(Avx512Q6K::codes(sb, 4 * j + t), m32));
-      const uint8_t* q = x + 256 * s + 16 * j;
-      pair_products<Tiles, true>(q, q + 16, xs, codes[0], codes[1], dots);
-      add_pair_scaled_s8<CB>(sb + kQ6KScales + 16 * j, dots, S);
-    }
+    for (int t = 0; t < 8; ++t)
+      _mm512_store_si512(codes[t / 4] + 64 * (t % 4),
+                         _mm512_sub_epi8(Avx512Q6K::codes(sb, 4 * j + t), _mm512_set1_epi8(32)));
   }
 };
+template <class Tiles>
+using AmxQ6K = AmxS8Pairs<Avx512Q6K, Tiles, Q6KPairCodes, 16, 16, kQ6KScales>;
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AMX
 
@@ -456,8 +431,9 @@ PAGELLM_TARGET_AVX2
 // Avx2K16's policy: sub-block j = 4q + jq's code groups G = 4j + t lie in
 // quarter q (G / 16) of the bit planes, which picks the nibble and the 2-bit
 // field. Codes <= 63: two pair sums fit in int16 (2 * 2 * 63 * 127 = 32004).
-// The -32 offsets are summed apart, as sum_j scale_j * sum16_j.
-struct Q6KCodes {
+// The -32 offsets are summed apart, as sum_j scale_j * sum16_j: acc +=
+// float(S - 32 * O) * d * d_x, O = sum_j scale_j * sum16_j (OffsetCodesS8).
+struct Q6KCodes : OffsetCodesS8<kQ6KScales, kQ6KD, 5> {
   static constexpr size_t kSuper = kQ6KSuper;
   static constexpr int kRun = 2;
 
@@ -470,18 +446,6 @@ struct Q6KCodes {
     if (q > 0) hi = _mm256_srli_epi16(hi, 2 * q);
     hi = _mm256_and_si256(hi, _mm256_set1_epi8(3));
     return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi8(15)), _mm256_slli_epi16(hi, 4));
-  }
-
-  static __attribute__((always_inline)) __m256i scales(const uint8_t* sb, int j, int h) {
-    return scale_pairs_s8(sb + kQ6KScales + 16 * j + 8 * h);
-  }
-
-  // acc += float(S - 32 * O) * d * d_x, O = sum_j scale_j * sum16_j.
-  template <int CB>
-  static __attribute__((always_inline)) void finish(const uint8_t* sb, int h, const XRowK (&xr)[CB],
-                                                    int64_t s, const __m256i (&S)[CB],
-                                                    __m256 (&acc)[CB]) {
-    finish_offset_codes<5>(sb + kQ6KScales, sb + kQ6KD, h, xr, s, S, acc);
   }
 };
 PAGELLM_TARGET_END

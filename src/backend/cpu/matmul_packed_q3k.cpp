@@ -43,8 +43,9 @@ void q3k_scalar(int64_t n, const uint8_t* w, size_t gb, int64_t rows, const uint
 PAGELLM_TARGET_AVX2
 // Avx2K16's code policy: sub-block j = 4q + jq reads quarter q of the 2-bit plane
 // and eighth 2q + jq / 2 of the high bits. Codes <= 7: a sub-block's four
-// maddubs pair sums fit in int16 (4 * 2 * 7 * 128 = 7168).
-struct Q3KCodes {
+// maddubs pair sums fit in int16 (4 * 2 * 7 * 128 = 7168). acc += float(S -
+// 4 * O) * d * d_x, O = sum_j scale_j * sum16_j (OffsetCodesS8).
+struct Q3KCodes : OffsetCodesS8<kQ3KScales, kQ3KD, 2> {
   static constexpr size_t kSuper = kQ3KSuper;
   static constexpr int kRun = 4;
 
@@ -58,18 +59,6 @@ struct Q3KCodes {
     return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi8(3)),
                            _mm256_and_si256(_mm256_cmpeq_epi8(hv, bit), _mm256_set1_epi8(4)));
   }
-
-  static __attribute__((always_inline)) __m256i scales(const uint8_t* sb, int j, int h) {
-    return scale_pairs_s8(sb + kQ3KScales + 16 * j + 8 * h);
-  }
-
-  // acc += float(S - 4 * O) * d * d_x, O = sum_j scale_j * sum16_j.
-  template <int CB>
-  static __attribute__((always_inline)) void finish(const uint8_t* sb, int h, const XRowK (&xr)[CB],
-                                                    int64_t s, const __m256i (&S)[CB],
-                                                    __m256 (&acc)[CB]) {
-    finish_offset_codes<2>(sb + kQ3KScales, sb + kQ3KD, h, xr, s, S, acc);
-  }
 };
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX2
@@ -77,7 +66,8 @@ PAGELLM_TARGET_END
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
 // Avx512K16's code policy: code = low 2 bits | 4 * high bit (0..7), offset 4.
-struct Q3KCodes512 {
+// finish: acc = fma(float(S), d * d_x, acc) (S already holds -4 * O).
+struct Q3KCodes512 : RowScaleFinish<kQ3KD> {
   static constexpr size_t kSuper = kQ3KSuper;
   static constexpr int kOffset = 4;
 
@@ -92,14 +82,6 @@ struct Q3KCodes512 {
 
   static __attribute__((always_inline)) __m512i scales(const uint8_t* sb, int j) {
     return _mm512_cvtepi8_epi32(simd::load128(sb + kQ3KScales + 16 * j));
-  }
-
-  // acc = fma(float(S), d * d_x, acc) (S already holds -4 * O).
-  template <int CB>
-  static __attribute__((always_inline)) void finish(const uint8_t* sb, const XRowK (&xr)[CB],
-                                                    int64_t s, const __m512i (&S)[CB],
-                                                    __m512 (&acc)[CB]) {
-    add_super_block_terms<CB>(sb + kQ3KD, xr, s, S, acc);
   }
 };
 PAGELLM_TARGET_END

@@ -223,20 +223,22 @@ inline void store_rows16(float* out, int64_t os, const __m512 (&acc)[CB], int va
   for (int c = 0; c < CB; ++c) _mm512_mask_storeu_ps(out + c * os, mask, acc[c]);
 }
 
-// acc[c] = fma(float(S[c]), d * d_x, acc[c]) for super-block s: the float
-// step of the K-quant layouts with one f16 d per row (16 at dp, lane order)
-// and the super-block's exact int32 sums S.
-template <int CB>
-inline __attribute__((always_inline)) void add_super_block_terms(const uint8_t* dp,
-                                                                 const XRowK (&xr)[CB], int64_t s,
-                                                                 const __m512i (&S)[CB],
-                                                                 __m512 (&acc)[CB]) {
-  const __m512 dv = _mm512_cvtph_ps(simd::load256(dp));
+// A Super512 policy's finish for the K-quant layouts with one f16 d per row
+// (16 at kD in the super-block, lane order): acc[c] = fma(float(S[c]), d *
+// d_x, acc[c]) for super-block s, S its exact int32 sums.
+template <size_t kD>
+struct RowScaleFinish {
+  template <int CB>
+  static __attribute__((always_inline)) void finish(const uint8_t* sb, const XRowK (&xr)[CB],
+                                                    int64_t s, const __m512i (&S)[CB],
+                                                    __m512 (&acc)[CB]) {
+    const __m512 dv = _mm512_cvtph_ps(simd::load256(sb + kD));
 #pragma GCC unroll 16
-  for (int c = 0; c < CB; ++c)
-    acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]),
-                             _mm512_mul_ps(dv, _mm512_set1_ps(xr[c].d[s])), acc[c]);
-}
+    for (int c = 0; c < CB; ++c)
+      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]),
+                               _mm512_mul_ps(dv, _mm512_set1_ps(xr[c].d[s])), acc[c]);
+  }
+};
 
 namespace vnni {
 #include "backend/cpu/super512_frame.inc"
@@ -366,27 +368,35 @@ inline __attribute__((always_inline)) void add_scaled_sums(const __m256i (&P)[2]
   }
 }
 
-// Avx2K16's finish for signed int8 scales (at sc) and codes offset by
-// 2^kShift (Q3_K: 4, Q6_K: 32): acc += float(S - 2^kShift * O) * d * d_x for
-// half h, with O = sum_j scale_j * sum16_j and d the 16 f16s at dp.
-template <int kShift, int CB>
-inline __attribute__((always_inline)) void finish_offset_codes(const uint8_t* sc, const uint8_t* dp,
-                                                               int h, const XRowK (&xr)[CB],
-                                                               int64_t s, const __m256i (&S)[CB],
-                                                               __m256 (&acc)[CB]) {
-  __m256i O[CB];
-#pragma GCC unroll 16
-  for (int c = 0; c < CB; ++c) O[c] = _mm256_setzero_si256();
-  add_sub_sums16<CB>(
-      sc, h, xr, s, [](__m128i v) { return _mm256_cvtepi8_epi16(v); }, O);
-  const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dp + 16 * h)));
-#pragma GCC unroll 16
-  for (int c = 0; c < CB; ++c) {
-    const __m256i I = _mm256_sub_epi32(S[c], _mm256_slli_epi32(O[c], kShift));
-    acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])),
-                             acc[c]);
+// Avx2K16's scales and finish for signed int8 scales (at kScales in the
+// super-block) and codes offset by 2^kShift (Q3_K: 4, Q6_K: 32): acc +=
+// float(S - 2^kShift * O) * d * d_x for half h, with O = sum_j scale_j *
+// sum16_j and d the 16 f16s at kD.
+template <size_t kScales, size_t kD, int kShift>
+struct OffsetCodesS8 {
+  static __attribute__((always_inline)) __m256i scales(const uint8_t* sb, int j, int h) {
+    return scale_pairs_s8(sb + kScales + 16 * j + 8 * h);
   }
-}
+
+  template <int CB>
+  static __attribute__((always_inline)) void finish(const uint8_t* sb, int h, const XRowK (&xr)[CB],
+                                                    int64_t s, const __m256i (&S)[CB],
+                                                    __m256 (&acc)[CB]) {
+    __m256i O[CB];
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) O[c] = _mm256_setzero_si256();
+    add_sub_sums16<CB>(
+        sb + kScales, h, xr, s, [](__m128i v) { return _mm256_cvtepi8_epi16(v); }, O);
+    const __m256 dv =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kD + 16 * h)));
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; ++c) {
+      const __m256i I = _mm256_sub_epi32(S[c], _mm256_slli_epi32(O[c], kShift));
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I),
+                               _mm256_mul_ps(dv, _mm256_set1_ps(xr[c].d[s])), acc[c]);
+    }
+  }
+};
 
 // The super-block frame of AVX2 (one ymm = 8 rows, a group is two halves):
 // Super512's, with per half h the float terms of P::finish.
