@@ -69,32 +69,34 @@ inline f16_t block_scale_f16(float amax, float& id) {
   return dh;
 }
 
-void q8_0_scalar(const float* x, BlockQ8_0* y, int64_t nb) {
-  for (int64_t b = 0; b < nb; ++b, x += QK8_0) {
-    float amax = 0.0f;
-    for (int j = 0; j < QK8_0; ++j) amax = std::fmax(amax, std::fabs(x[j]));
-    float id;
-    y[b].d = block_scale_f16(amax, id);
-    for (int j = 0; j < QK8_0; ++j) y[b].qs[j] = round_q(x[j] * id);
+// A block of 32 as Q8_0 and Q8_1 take it: its f16 d and codes; returns the
+// codes' sum.
+static_assert(QK8_0 == QK8_1);
+inline int q8_block_scalar(const float* x, f16_t& d, int8_t* qs) {
+  float amax = 0.0f;
+  for (int j = 0; j < QK8_0; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+  float id;
+  d = block_scale_f16(amax, id);
+  int sum = 0;
+  for (int j = 0; j < QK8_0; ++j) {
+    qs[j] = round_q(x[j] * id);
+    sum += qs[j];
   }
+  return sum;
 }
 
-void q8_1_scalar(const float* x, BlockQ8_1* y, int64_t nb) {
+void quantize_scalar(const float* x, BlockQ8_0* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, x += QK8_0) q8_block_scalar(x, y[b].d, y[b].qs);
+}
+
+void quantize_scalar(const float* x, BlockQ8_1* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += QK8_1) {
-    float amax = 0.0f;
-    for (int j = 0; j < QK8_1; ++j) amax = std::fmax(amax, std::fabs(x[j]));
-    float id;
-    y[b].d = block_scale_f16(amax, id);
-    int sum = 0;
-    for (int j = 0; j < QK8_1; ++j) {
-      y[b].qs[j] = round_q(x[j] * id);
-      sum += y[b].qs[j];
-    }
+    const int sum = q8_block_scalar(x, y[b].d, y[b].qs);
     y[b].s = fp32_to_fp16(fp16_to_fp32(y[b].d) * static_cast<float>(sum));
   }
 }
 
-void q8_k_scalar(const float* x, BlockQ8_K* y, int64_t nb) {
+void quantize_scalar(const float* x, BlockQ8_K* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += QK_K) {
     float amax = 0.0f;
     for (int j = 0; j < QK_K; ++j) amax = std::fmax(amax, std::fabs(x[j]));
@@ -150,7 +152,7 @@ inline int hsum_i32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-void q8_0_avx2(const float* x, BlockQ8_0* y, int64_t nb) {
+void quantize_avx2(const float* x, BlockQ8_0* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += QK8_0) {
     float id;
     y[b].d = block_scale_f16(amax32_avx2(x), id);
@@ -158,7 +160,7 @@ void q8_0_avx2(const float* x, BlockQ8_0* y, int64_t nb) {
   }
 }
 
-void q8_1_avx2(const float* x, BlockQ8_1* y, int64_t nb) {
+void quantize_avx2(const float* x, BlockQ8_1* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += QK8_1) {
     float id;
     y[b].d = block_scale_f16(amax32_avx2(x), id);
@@ -167,7 +169,7 @@ void q8_1_avx2(const float* x, BlockQ8_1* y, int64_t nb) {
   }
 }
 
-void q8_k_avx2(const float* x, BlockQ8_K* y, int64_t nb) {
+void quantize_avx2(const float* x, BlockQ8_K* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += QK_K) {
     float amax = 0.0f;
     for (int j = 0; j < QK_K; j += 32) amax = std::fmax(amax, amax32_avx2(x + j));
@@ -205,7 +207,7 @@ inline int round16_avx512(const float* x, __m512 id, int8_t* q) {
   return _mm512_reduce_add_epi32(v);  // integer: exact in any order
 }
 
-void q8_0_avx512(const float* x, BlockQ8_0* y, int64_t nb) {
+void quantize_avx512(const float* x, BlockQ8_0* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += QK8_0) {
     float id;
     y[b].d = block_scale_f16(amax32_avx512(x), id);
@@ -215,7 +217,7 @@ void q8_0_avx512(const float* x, BlockQ8_0* y, int64_t nb) {
   }
 }
 
-void q8_1_avx512(const float* x, BlockQ8_1* y, int64_t nb) {
+void quantize_avx512(const float* x, BlockQ8_1* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += QK8_1) {
     float id;
     y[b].d = block_scale_f16(amax32_avx512(x), id);
@@ -225,7 +227,7 @@ void q8_1_avx512(const float* x, BlockQ8_1* y, int64_t nb) {
   }
 }
 
-void q8_k_avx512(const float* x, BlockQ8_K* y, int64_t nb) {
+void quantize_avx512(const float* x, BlockQ8_K* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += QK_K) {
     __m512 m = _mm512_setzero_ps();
     for (int j = 0; j < QK_K; j += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + j)));
@@ -241,6 +243,20 @@ void q8_k_avx512(const float* x, BlockQ8_K* y, int64_t nb) {
 PAGELLM_TARGET_END
 #endif  // PAGELLM_HAVE_AVX512
 
+// The blocks B of a row by isa's variant (AVX2's for a vector variant without
+// its own).
+template <class B>
+void quantize_blocks(const float* x, void* dst, int64_t nb, CpuIsa isa) {
+  auto* y = static_cast<B*>(dst);
+#if PAGELLM_HAVE_AVX512
+  if (isa == CpuIsa::Avx512) return quantize_avx512(x, y, nb);
+#endif
+#if PAGELLM_HAVE_AVX2
+  if (isa != CpuIsa::Scalar) return quantize_avx2(x, y, nb);
+#endif
+  quantize_scalar(x, y, nb);
+}
+
 }  // namespace
 
 void quantize_activation_row(DType weight, const float* x, void* dst, int64_t n, CpuIsa isa) {
@@ -255,53 +271,50 @@ void quantize_activation_row(DType weight, const float* x, void* dst, int64_t n,
     case DType::F32:
       std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float));
       return;
-    case DType::Q8_0: {
-      auto* y = static_cast<BlockQ8_0*>(dst);
-#if PAGELLM_HAVE_AVX512
-      if (isa == CpuIsa::Avx512) return q8_0_avx512(x, y, nb);
-#endif
-#if PAGELLM_HAVE_AVX2
-      if (isa != CpuIsa::Scalar) return q8_0_avx2(x, y, nb);
-#endif
-      return q8_0_scalar(x, y, nb);
-    }
-    case DType::Q8_1: {
-      auto* y = static_cast<BlockQ8_1*>(dst);
-#if PAGELLM_HAVE_AVX512
-      if (isa == CpuIsa::Avx512) return q8_1_avx512(x, y, nb);
-#endif
-#if PAGELLM_HAVE_AVX2
-      if (isa != CpuIsa::Scalar) return q8_1_avx2(x, y, nb);
-#endif
-      return q8_1_scalar(x, y, nb);
-    }
-    case DType::Q8_K: {
-      auto* y = static_cast<BlockQ8_K*>(dst);
-#if PAGELLM_HAVE_AVX512
-      if (isa == CpuIsa::Avx512) return q8_k_avx512(x, y, nb);
-#endif
-#if PAGELLM_HAVE_AVX2
-      if (isa != CpuIsa::Scalar) return q8_k_avx2(x, y, nb);
-#endif
-      return q8_k_scalar(x, y, nb);
-    }
+    case DType::Q8_0:
+      return quantize_blocks<BlockQ8_0>(x, dst, nb, isa);
+    case DType::Q8_1:
+      return quantize_blocks<BlockQ8_1>(x, dst, nb, isa);
+    case DType::Q8_K:
+      return quantize_blocks<BlockQ8_K>(x, dst, nb, isa);
     default:
       break;
   }
   throw Error("unreachable activation type");
 }
 
+namespace {
+
+// The parts of a split row of n codes in blocks of `block`: the codes, a float
+// d per block, then the blocks' sums; Error when n is not a multiple of block.
+template <class Sum>
+struct SplitRow {
+  int8_t* qs;
+  float* d;
+  Sum* sums;
+  int64_t blocks;
+};
+template <class Sum>
+SplitRow<Sum> split_row(void* dst, int64_t n, int block) {
+  if (n % block != 0)
+    throw Error("activation row length " + std::to_string(n) + " is not a multiple of " +
+                std::to_string(block));
+  SplitRow<Sum> r;
+  r.blocks = n / block;
+  r.qs = static_cast<int8_t*>(dst);
+  r.d = reinterpret_cast<float*>(r.qs + n);
+  r.sums = reinterpret_cast<Sum*>(r.d + r.blocks);
+  return r;
+}
+
+}  // namespace
+
 size_t split_q8_0_row_bytes(int64_t n) {
   return static_cast<size_t>(n) + static_cast<size_t>(n / QK8_0) * 8;
 }
 
 void quantize_split_q8_0_row(const float* x, void* dst, int64_t n, CpuIsa isa) {
-  if (n % QK8_0 != 0)
-    throw Error("activation row length " + std::to_string(n) + " is not a multiple of 32");
-  const int64_t nb = n / QK8_0;
-  auto* qs = static_cast<int8_t*>(dst);
-  auto* d = reinterpret_cast<float*>(qs + n);
-  auto* sum = reinterpret_cast<int32_t*>(d + nb);
+  const auto [qs, d, sum, nb] = split_row<int32_t>(dst, n, QK8_0);
   constexpr int64_t kChunk = 8;
   BlockQ8_0 tmp[kChunk];
   for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
@@ -323,12 +336,7 @@ size_t split_q8_k_row_bytes(int64_t n) {
 }
 
 void quantize_split_q8_k_row(const float* x, void* dst, int64_t n, CpuIsa isa) {
-  if (n % QK_K != 0)
-    throw Error("activation row length " + std::to_string(n) + " is not a multiple of 256");
-  const int64_t nsb = n / QK_K;
-  auto* qs = static_cast<int8_t*>(dst);
-  auto* d = reinterpret_cast<float*>(qs + n);
-  auto* sum32 = reinterpret_cast<int16_t*>(d + nsb);
+  const auto [qs, d, sum32, nsb] = split_row<int16_t>(dst, n, QK_K);
   BlockQ8_K tmp;
   for (int64_t s = 0; s < nsb; ++s) {
     quantize_activation_row(DType::Q4_K, x + s * QK_K, &tmp, QK_K, isa);
