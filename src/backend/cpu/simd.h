@@ -79,6 +79,37 @@ inline __attribute__((always_inline)) void prefetch(const void* p) {
 #include <cstring>
 
 PAGELLM_TARGET_AVX2
+// lanes.h's Lanes of 8 floats, here for exp8.
+namespace pagellm::cpu::lanes::avx2 {
+struct Lanes {
+  using T = __m256;
+  static constexpr int kWidth = 8;
+  static constexpr int kTile = 2;  // 16 ymm registers: 4 rows x 2 + loads
+  static T load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
+  static T set1(float v) { return _mm256_set1_ps(v); }
+  static T fma(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
+  static T fnma(T a, T b, T c) { return _mm256_fnmadd_ps(a, b, c); }
+  static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
+  static T add(T a, T b) { return _mm256_add_ps(a, b); }
+  static T sub(T a, T b) { return _mm256_sub_ps(a, b); }
+  static T div(T a, T b) { return _mm256_div_ps(a, b); }
+  static T max(T a, T b) { return _mm256_max_ps(a, b); }
+  static T clamp(T x, T lo, T hi) { return _mm256_min_ps(_mm256_max_ps(x, lo), hi); }
+  static T round(T x) {
+    return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static T ge(T a, T b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
+  static T select(T m, T v) { return _mm256_and_ps(v, m); }
+  static T pow2(T n) {
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  }
+  static T exp(T x);  // = simd::exp8
+};
+#include "backend/cpu/lanes_exp.inc"
+}  // namespace pagellm::cpu::lanes::avx2
+
 namespace pagellm::cpu::simd {
 
 // Sum of the 8 lanes in a fixed order: (lo128 + hi128), then pairs.
@@ -96,29 +127,10 @@ inline float hmax(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-// exp(x) for 8 floats, as exp16 below (the same reduction and polynomial)
-// with 2^n built in the exponent bits: inputs below -87.3 give 0, above 88
-// give exp(88) (softmax only passes x <= 0).
-inline __m256 exp8(__m256 x) {
-  const __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_GE_OQ);
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-  x = _mm256_min_ps(x, _mm256_set1_ps(88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 720);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  // n in [-126, 127]: 2^n is a normal float with biased exponent n + 127.
-  const __m256i e =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), normal);
-}
+// exp(x) for 8 floats: lanes_exp.inc's exp_flush (the reduction and
+// polynomial of exp16 below; inputs below -87.3 give 0, above 88 give
+// exp(88); softmax only passes x <= 0).
+inline __m256 exp8(__m256 x) { return lanes::avx2::exp_flush(x); }
 
 // tanh(x) for 8 floats (attention's score soft cap), relative error ~3e-7:
 // |x| < 0.5 by its Taylor series through x^19 (terms shrink by (x / (pi/2))^2
@@ -212,10 +224,47 @@ inline __m256i bytes_from_bits(uint32_t bits, __m256i value) {
 }
 
 }  // namespace pagellm::cpu::simd
+
+namespace pagellm::cpu::lanes::avx2 {
+inline Lanes::T Lanes::exp(T x) { return simd::exp8(x); }
+}  // namespace pagellm::cpu::lanes::avx2
 PAGELLM_TARGET_END
 
 #if PAGELLM_HAVE_AVX512
 PAGELLM_TARGET_AVX512
+// lanes.h's Lanes of 16 floats, here for exp16.
+namespace pagellm::cpu::lanes::avx512 {
+struct Lanes {
+  using T = __m512;
+  static constexpr int kWidth = 16;
+  static constexpr int kTile = 4;  // 32 zmm registers: 4 rows x 4 + loads
+  static T load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
+  static T set1(float v) { return _mm512_set1_ps(v); }
+  static T fma(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
+  static T fnma(T a, T b, T c) { return _mm512_fnmadd_ps(a, b, c); }
+  static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
+  static T add(T a, T b) { return _mm512_add_ps(a, b); }
+  static T sub(T a, T b) { return _mm512_sub_ps(a, b); }
+  static T div(T a, T b) { return _mm512_div_ps(a, b); }
+  static T max(T a, T b) { return _mm512_max_ps(a, b); }
+  static T clamp(T x, T lo, T hi) { return _mm512_min_ps(_mm512_max_ps(x, lo), hi); }
+  static T round(T x) {
+    return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static __mmask16 ge(T a, T b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+  static T select(__mmask16 m, T v) { return _mm512_maskz_mov_ps(m, v); }
+  static T pow2(T n) {
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+  }
+  // lanes_exp.inc's exp_flush (exp8's operations, 16 lanes at once).
+  static T exp(T x);
+};
+#include "backend/cpu/lanes_exp.inc"
+inline Lanes::T Lanes::exp(T x) { return exp_flush(x); }
+}  // namespace pagellm::cpu::lanes::avx512
+
 namespace pagellm::cpu::simd {
 
 // acc + dot of u's unsigned bytes with the four signed bytes at p repeated in
@@ -244,25 +293,13 @@ inline __m256i bytes_from_bits<true>(uint32_t bits, __m256i value) {
   return _mm256_maskz_mov_epi8(static_cast<__mmask32>(bits), value);
 }
 
-// exp(x) for 16 floats: x = n ln2 + r (|r| <= ln2 / 2), e^r by a degree-6
-// polynomial (relative error ~2e-7), times 2^n by vscalefps. exp(-inf) = 0;
-// inputs above 88.7 give exp(88.7).
+// exp(x) for 16 floats: lanes_exp.inc's reduction and polynomial, times 2^n
+// by vscalefps. exp(-inf) = 0; inputs above 88.7 give exp(88.7).
 inline __m512 exp16(__m512 x) {
-  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
-  const __m512 ln2_hi = _mm512_set1_ps(0.693359375f);
-  const __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
   x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // below: result 0 (denormal flush)
   x = _mm512_min_ps(x, _mm512_set1_ps(88.7f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT);
-  __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
-  r = _mm512_fnmadd_ps(n, ln2_lo, r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  __m512 n;
+  const __m512 p = lanes::avx512::exp_reduced(x, n);
   return _mm512_scalef_ps(p, n);
 }
 
