@@ -15,9 +15,22 @@ const Value& arg0(const CallArgs& a, const char* test) {
   return a.args[0];
 }
 
-bool t_boolean(Evaluator&, const Value& v, const CallArgs&) {
-  return v.is_bool();
+// boolean undefined none integer float number string mapping escaped: one
+// Value kind predicate each.
+template <bool (Value::*kIs)() const>
+bool t_kind(Evaluator&, const Value& v, const CallArgs&) {
+  return (v.*kIs)();
 }
+constexpr TestFn t_boolean = t_kind<&Value::is_bool>;
+constexpr TestFn t_undefined = t_kind<&Value::is_undefined>;
+constexpr TestFn t_none = t_kind<&Value::is_none>;
+constexpr TestFn t_integer = t_kind<&Value::is_int>;
+constexpr TestFn t_float = t_kind<&Value::is_float>;
+constexpr TestFn t_number = t_kind<&Value::is_number>;
+constexpr TestFn t_string = t_kind<&Value::is_string>;
+constexpr TestFn t_mapping = t_kind<&Value::is_dict>;
+constexpr TestFn t_escaped = t_kind<&Value::is_safe>;
+
 // Jinja2's Undefined has __call__ (it raises), so it counts as callable.
 bool t_callable(Evaluator&, const Value& v, const CallArgs&) {
   return v.is_undefined() || (v.is_object() && v.object().callable());
@@ -25,35 +38,11 @@ bool t_callable(Evaluator&, const Value& v, const CallArgs&) {
 bool t_defined(Evaluator&, const Value& v, const CallArgs&) {
   return !v.is_undefined();
 }
-bool t_undefined(Evaluator&, const Value& v, const CallArgs&) {
-  return v.is_undefined();
-}
-bool t_none(Evaluator&, const Value& v, const CallArgs&) {
-  return v.is_none();
-}
 bool t_true(Evaluator&, const Value& v, const CallArgs&) {
   return v.is_bool() && v.as_bool();
 }
 bool t_false(Evaluator&, const Value& v, const CallArgs&) {
   return v.is_bool() && !v.as_bool();
-}
-bool t_integer(Evaluator&, const Value& v, const CallArgs&) {
-  return v.is_int();
-}
-bool t_float(Evaluator&, const Value& v, const CallArgs&) {
-  return v.is_float();
-}
-bool t_number(Evaluator&, const Value& v, const CallArgs&) {
-  return v.is_number();
-}
-bool t_string(Evaluator&, const Value& v, const CallArgs&) {
-  return v.is_string();
-}
-bool t_mapping(Evaluator&, const Value& v, const CallArgs&) {
-  return v.is_dict();
-}
-bool t_escaped(Evaluator&, const Value& v, const CallArgs&) {
-  return v.is_safe();
 }
 
 bool t_iterable(Evaluator&, const Value& v, const CallArgs&) {
