@@ -158,6 +158,19 @@ class Backend {
   // free_host() takes what allocate_host() gave, with its size.
   virtual void* allocate_host(size_t bytes);
   virtual void free_host(void* p, size_t bytes) noexcept;
+  // Elastic memory (the KV pool that gives chunks back, kvcache/elastic_pool.h):
+  // reserve_range() reserves `bytes` of this backend's address space without
+  // memory behind it (null: this backend cannot, its pools stay whole);
+  // commit_range() backs [p, p + bytes) with zeroed memory (rounded out to
+  // whole units of elastic_granularity(); false when the memory cannot be
+  // had), decommit_range() gives back what nothing else committed (a unit
+  // shared with a committed neighbour stays); release_range() takes what
+  // reserve_range() gave, with its size.
+  virtual void* reserve_range(size_t /*bytes*/) { return nullptr; }
+  virtual bool commit_range(void* /*p*/, size_t /*bytes*/) { return false; }
+  virtual void decommit_range(void* /*p*/, size_t /*bytes*/) noexcept {}
+  virtual void release_range(void* /*p*/, size_t /*bytes*/) noexcept {}
+  virtual size_t elastic_granularity() const { return 4096; }
   virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // within this backend

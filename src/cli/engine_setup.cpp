@@ -1,8 +1,11 @@
 #include "cli/engine_setup.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "cli/cli_checks.h"
 #include "cli/commands.h"
@@ -53,7 +56,21 @@ EngineConfig engine_config(const Plan& plan, const PlanOptions& po, RunOptions r
   run.memory_room = [headroom] {
     return static_cast<int64_t>(read_host_memory().usable_bytes()) - static_cast<int64_t>(headroom);
   };
-  // PAGELLM_ELASTIC_POOL=0: the host KV pool is populated whole at start.
+  // A device with memory of its own (a GPU): its free memory now (CUDA:
+  // cudaMemGetInfo; PAGELLM_DEVICE_MEMINFO simulates it) above its headroom.
+  std::vector<std::pair<Device, uint64_t>> devices;
+  for (const DevicePlan& d : plan.devices)
+    if (!d.device.is_host()) devices.emplace_back(d.device, d.headroom_bytes);
+  run.device_memory_room = [devices](const std::string& name) -> int64_t {
+    for (const auto& [device, headroom] : devices)
+      if (device.name() == name) {
+        SystemProbe probe;
+        return static_cast<int64_t>(probe.measure(device).free_bytes) -
+               static_cast<int64_t>(headroom);
+      }
+    return INT64_MAX;  // not the plan's: not watched
+  };
+  // PAGELLM_ELASTIC_POOL=0: the KV pools are populated whole at start.
   if (const char* v = std::getenv("PAGELLM_ELASTIC_POOL"); v && std::string_view(v) == "0")
     run.elastic_pool = false;
   return EngineConfig::from_plan(plan, run);

@@ -198,8 +198,19 @@ HostMemoryInfo read_host_memory(const ProcPaths& paths) {
   return info;
 }
 
+std::optional<DeviceMemory> read_simulated_device_memory(const std::string& device) {
+  const char* dir = std::getenv("PAGELLM_DEVICE_MEMINFO");
+  if (!dir || !*dir) return std::nullopt;
+  const auto text = slurp((std::filesystem::path(dir) / device).string());
+  if (!text) return std::nullopt;
+  const HostMemoryInfo info = parse_meminfo(*text);
+  return DeviceMemory{info.mem_total, info.mem_available};
+}
+
 DeviceMemory MemoryProbe::measure(const Device& d) {
   DeviceMemory m;
+  if (!d.is_host())
+    if (auto simulated = read_simulated_device_memory(d.name())) return *simulated;
   if (d.is_host()) {
     const HostMemoryInfo h = host();
     m.total_bytes = h.total_bytes();

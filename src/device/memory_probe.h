@@ -62,6 +62,14 @@ std::string cgroup_v1_memory_path(std::string_view proc_self_cgroup);
 // simulates memory pressure), else /proc/meminfo.
 std::string meminfo_path();
 
+// A device's memory as a test simulates it: with $PAGELLM_DEVICE_MEMINFO=DIR,
+// the file DIR/<device name> (DIR/cpu:1, DIR/cuda:0), in /proc/meminfo's
+// format, gives that device's total (MemTotal) and free memory
+// (MemAvailable), read at every check (a test and diagnosis hook, as
+// PAGELLM_MEMINFO is for host RAM). nullopt when unset or when the device
+// has no file; a file that does not parse throws FormatError.
+std::optional<DeviceMemory> read_simulated_device_memory(const std::string& device);
+
 struct ProcPaths {
   std::string meminfo = meminfo_path();
   std::string self_cgroup = "/proc/self/cgroup";
@@ -86,7 +94,8 @@ class MemoryProbe {
   // A device's memory: the host's usable RAM; a virtual device's cap; a GPU's
   // free memory, lowered to its cap if it has one (each declaration alone: the
   // parts of a split GPU share its memory in planner/plan_device.h's
-  // measure_devices).
+  // measure_devices). A device other than the host that a test simulates
+  // (read_simulated_device_memory) reads its file instead.
   DeviceMemory measure(const Device& d);
 };
 

@@ -77,9 +77,14 @@ Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
   if (config_.elastic_pool) {
     kv_config.elastic = true;
     kv_config.elastic_options.chunk_bytes = config_.pool_chunk_bytes;
-    if (auto room = config_.memory_room)
-      kv_config.elastic_options.may_grow = [room](size_t bytes) {
-        return room() >= static_cast<int64_t>(bytes);
+    auto room = config_.memory_room;
+    auto device_room = config_.device_memory_room;
+    if (room || device_room)
+      kv_config.elastic_options.may_grow = [room, device_room](const std::string& memory,
+                                                               size_t bytes) {
+        const bool host = memory == "host";
+        if (host ? !room : !device_room) return true;
+        return (host ? room() : device_room(memory)) >= static_cast<int64_t>(bytes);
       };
   }
   kv_ = std::make_unique<KvRuntime>(model, std::move(kv_config));
@@ -116,6 +121,7 @@ EngineConfig EngineConfig::from_plan(const Plan& plan, const RunOptions& run) {
   c.window_group_blocks.assign(blocks.begin() + 1, blocks.end());
   c.memory_ok = run.memory_ok;
   c.memory_room = run.memory_room;
+  c.device_memory_room = run.device_memory_room;
   c.elastic_pool = run.elastic_pool;
   c.disk_tier = run.disk_tier;
   c.host_tier = run.host_tier;

@@ -38,6 +38,7 @@ struct RunOptions {
   SpeculationConfig speculation;
   std::function<bool()> memory_ok;  // EngineConfig::memory_ok
   std::function<int64_t()> memory_room;  // EngineConfig::memory_room
+  std::function<int64_t(const std::string&)> device_memory_room;  // EngineConfig's
   bool elastic_pool = true;              // EngineConfig::elastic_pool
   DiskTierOptions disk_tier;        // EngineConfig::disk_tier
   HostTierOptions host_tier;        // EngineConfig::host_tier
@@ -76,6 +77,11 @@ struct EngineConfig {
   bool elastic_pool = false;
   size_t pool_chunk_bytes = size_t{32} << 20;
   std::function<int64_t()> memory_room;
+  // The same for each device whose pools are in memory of its own (a GPU, a
+  // staged device; KvDeviceBytes::own_memory): its free memory above its
+  // headroom (CUDA: cudaMemGetInfo), by device name. A shortfall gives back
+  // chunks until that device's pools have freed it. Empty: not watched.
+  std::function<int64_t(const std::string& device)> device_memory_room;
   // A step's draws run on the thread pool, one sequence per task, when they
   // read at least this many logits together (e.g. 5 sequences of a 32000-token
   // vocabulary); fewer run on the engine thread, where a parallel region
@@ -210,8 +216,11 @@ class Engine {
   void finish_seq(SeqState& st, FinishReason reason, int32_t token = -1,
                   const std::string& error = {});
   void fail_request(RequestState& rs, const std::string& error);
-  // Gives back elastic pool chunks, top first, until `bytes` are freed.
-  void shrink_pool(uint64_t bytes);
+  // Gives back elastic pool chunks, top first, until `memory`'s pools
+  // ("host": host RAM's, else that device's) have freed `bytes`.
+  void shrink_pool(const std::string& memory, uint64_t bytes);
+  // What `memory`'s KV pools hold now and may grow to.
+  KvDeviceBytes pool_bytes_in(const std::string& memory) const;
   void drop_finished_requests();
   void fork_samples(SeqState& parent);
   // Speculative decoding: sets Sequence::draft of the decoding sequences

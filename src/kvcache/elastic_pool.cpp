@@ -5,15 +5,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "util/error.h"
 #include "util/sizes.h"
 
 namespace pagellm {
-
-namespace {
-constexpr size_t kPage = 4096;
-}  // namespace
 
 int32_t ElasticPool::chunk_blocks_for(size_t target, size_t block_bytes, int32_t unit) {
   const size_t units = std::max<size_t>(
@@ -31,9 +30,10 @@ ElasticPool::ElasticPool(KvCacheStorage& storage, BlockAllocator& alloc, Elastic
     if (!p->elastic()) continue;
     block_bytes_ += p->block_bytes_all_layers();
     const size_t range = static_cast<size_t>(p->shape().block_size) * p->shape().slot_bytes();
-    unit = std::max(unit, static_cast<int32_t>(kPage / std::gcd(range, kPage)));
+    const size_t page = p->elastic_granularity();
+    unit = std::max(unit, static_cast<int32_t>(page / std::gcd(range, page)));
   }
-  if (block_bytes_ == 0) throw Error("elastic KV pool without host pools");
+  if (block_bytes_ == 0) throw Error("elastic KV pool without elastic pools");
   const int32_t blocks = chunk_blocks_for(options_.chunk_bytes, block_bytes_, unit);
   alloc_.set_chunks(blocks, 1, [this](int32_t c) { return grow(c); });
   for (const auto& p : storage_.pools())
@@ -49,10 +49,25 @@ size_t ElasticPool::chunk_bytes(int32_t c) const {
 bool ElasticPool::grow(int32_t c) {
   const auto now = std::chrono::steady_clock::now();
   if (refused_ && now - refused_at_ < options_.retry_after) return false;
-  const size_t bytes = chunk_bytes(c);
+  // What the chunk takes in each memory (host RAM, each device's own).
+  std::vector<std::pair<std::string, size_t>> takes;
+  const size_t blocks = static_cast<size_t>(chunk_end(c) - chunk_begin(c));
+  for (const auto& p : storage_.pools()) {
+    if (!p->elastic()) continue;
+    const std::string memory = storage_.memory_of(*p);
+    auto it = std::find_if(takes.begin(), takes.end(), [&](const auto& t) { return t.first == memory; });
+    if (it == takes.end()) it = takes.insert(takes.end(), {memory, 0});
+    it->second += blocks * p->block_bytes_all_layers();
+  }
   bool ok = true;
+  std::string short_of = "host";  // for the log line
   try {
-    ok = !options_.may_grow || options_.may_grow(bytes);
+    for (const auto& [memory, bytes] : takes)
+      if (options_.may_grow && !options_.may_grow(memory, bytes)) {
+        ok = false;
+        short_of = memory;
+        break;
+      }
   } catch (const std::exception& e) {
     // An unreadable probe: the plan's size stands (as a pool populated whole).
     if (!probe_failed_)
@@ -66,6 +81,7 @@ bool ElasticPool::grow(int32_t c) {
     for (const auto& p : storage_.pools()) {
       if (!p->populate_blocks(chunk_begin(c), chunk_end(c) - chunk_begin(c))) {
         ok = false;
+        short_of = storage_.memory_of(*p);
         break;
       }
       ++done;
@@ -81,10 +97,11 @@ bool ElasticPool::grow(int32_t c) {
     if (!short_logged_)
       std::fprintf(
           stderr,
-          "pagellm: KV pool: not growing past %s of the plan's %s: host memory is short "
+          "pagellm: KV pool: not growing past %s of the plan's %s: %s memory is short "
           "(sequences wait or are preempted until it is back)\n",
           format_size(static_cast<size_t>(alloc_.available_blocks()) * block_bytes_).c_str(),
-          format_size(static_cast<size_t>(alloc_.num_blocks()) * block_bytes_).c_str());
+          format_size(static_cast<size_t>(alloc_.num_blocks()) * block_bytes_).c_str(),
+          short_of.c_str());
     short_logged_ = true;
     return false;
   }

@@ -6,13 +6,19 @@
 // empties the top chunk (cached blocks dropped, the sequences holding blocks
 // there preempted) and release_top() returns its pages to the OS. A chunk is
 // sized to ~chunk_bytes over every elastic pool and its per-layer ranges are
-// whole 4 KiB pages where the block size allows. GPU pools stay whole.
+// whole pages (4 KiB; a GPU's mapping granule) where the block size allows.
+// A device's pools (a GPU, a staged device) are elastic the same way through
+// the backend's elastic ranges (Backend::reserve_range: CUDA maps physical
+// granules into one reserved range, so block ids and pointers never move).
+// Block ids are shared by every device, so a chunk spans them all: memory
+// short on one device gives the chunk back on each.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "kvcache/block_allocator.h"
 #include "kvcache/kv_cache_storage.h"
@@ -21,9 +27,11 @@ namespace pagellm {
 
 struct ElasticPoolOptions {
   size_t chunk_bytes = size_t{32} << 20;  // a chunk's bytes over every elastic pool (about)
-  // Whether `bytes` more may be populated now (memory stays above the swap
-  // guard's headroom); empty: always.
-  std::function<bool(size_t bytes)> may_grow;
+  // Whether `bytes` more may be populated now in `memory` ("host" for host
+  // RAM, else a device with memory of its own: KvCacheStorage::memory_of),
+  // i.e. it stays above that memory's headroom; asked once per memory the
+  // chunk takes. Empty: always.
+  std::function<bool(const std::string& memory, size_t bytes)> may_grow;
   // After a refusal, growth is not asked for again within this time (each
   // ask reads the memory probe).
   std::chrono::milliseconds retry_after{100};

@@ -124,6 +124,19 @@ size_t KvCacheStorage::total_bytes() const {
   return n;
 }
 
+namespace {
+
+bool own_memory(const KvPool& p) {
+  return p.backend() && !p.backend()->uses_host_memory();
+}
+
+bool placed_at(const KvPool& p, const KvPoolPlacement& pl) {
+  return p.shape().layer_begin == pl.layer_begin && p.shape().layer_end == pl.layer_end &&
+         pl.layer_end > pl.layer_begin;
+}
+
+}  // namespace
+
 std::vector<KvDeviceBytes> KvCacheStorage::pool_bytes_by_device() const {
   std::vector<KvDeviceBytes> out;
   for (const auto& pl : placements_) {
@@ -131,13 +144,20 @@ std::vector<KvDeviceBytes> KvCacheStorage::pool_bytes_by_device() const {
                            [&](const KvDeviceBytes& d) { return d.device == pl.device; });
     if (it == out.end()) it = out.insert(out.end(), KvDeviceBytes{pl.device});
     for (const auto& p : pools_)
-      if (p->shape().layer_begin == pl.layer_begin && p->shape().layer_end == pl.layer_end &&
-          pl.layer_end > pl.layer_begin) {
+      if (placed_at(*p, pl)) {
         it->resident += p->resident_bytes();
         it->planned += p->shape().total_bytes();
+        it->own_memory = own_memory(*p);
       }
   }
   return out;
+}
+
+std::string KvCacheStorage::memory_of(const KvPool& pool) const {
+  if (own_memory(pool))
+    for (const auto& pl : placements_)
+      if (placed_at(pool, pl)) return pl.device;
+  return "host";
 }
 
 }  // namespace pagellm

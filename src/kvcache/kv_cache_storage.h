@@ -36,6 +36,9 @@ struct KvDeviceBytes {
   std::string device;
   size_t resident = 0;
   size_t planned = 0;
+  // Its pools are in memory of their own (a GPU, a staged device), not in
+  // host RAM (the host, a virtual CPU device).
+  bool own_memory = false;
 };
 
 struct KvPoolPlacement {
@@ -71,6 +74,9 @@ class KvCacheStorage {
   size_t total_bytes() const;
   // Per placement's device, in placement order (KV pools only).
   std::vector<KvDeviceBytes> pool_bytes_by_device() const;
+  // The memory `pool`'s bytes come out of: "host" for host RAM, else its
+  // device's name (KvDeviceBytes::own_memory).
+  std::string memory_of(const KvPool& pool) const;
 
  private:
   std::vector<KvPoolPlacement> placements_;

@@ -31,9 +31,7 @@ int32_t KvPoolShape::layer_index(int32_t layer) const {
 }
 
 KvPool::KvPool(const KvPoolShape& shape, Backend* backend, bool elastic)
-    : shape_(shape),
-      backend_(backend),
-      elastic_(elastic && (!backend || backend->uses_host_memory())) {
+    : shape_(shape), backend_(backend), elastic_(elastic) {
   if (shape.dtype != DType::F16 && shape.dtype != DType::F32 && shape.dtype != DType::Q8_0)
     throw ConfigError(fmt::format("unsupported KV cache type '{}' (supported: f16, f32, q8_0)",
                                   dtype_name(shape.dtype)));
@@ -58,9 +56,15 @@ KvPool::KvPool(const KvPoolShape& shape, Backend* backend, bool elastic)
   // now so that the cache the plan reserved is really resident (a cache that
   // faults in later could meet a machine that has run out of memory).
   // An elastic pool populates its blocks as the allocator takes them.
+  // A backend without elastic ranges (reserve_range null) keeps its pool whole.
   try {
-    data_ = static_cast<uint8_t*>(elastic_   ? reserve_host_pages(bytes_)
-                                  : backend_ ? backend_->allocate(bytes_)
+    if (elastic_) {
+      data_ = static_cast<uint8_t*>(backend_ ? backend_->reserve_range(bytes_)
+                                             : reserve_host_pages(bytes_));
+      elastic_ = data_ != nullptr;
+    }
+    if (!data_)
+      data_ = static_cast<uint8_t*>(backend_ ? backend_->allocate(bytes_)
                                              : allocate_host_pages(bytes_));
   } catch (const SystemError& e) {
     throw SystemError(fmt::format("KV cache: {}", e.what()));
@@ -69,10 +73,16 @@ KvPool::KvPool(const KvPoolShape& shape, Backend* backend, bool elastic)
 
 KvPool::~KvPool() {
   if (!data_) return;
-  if (backend_ && !elastic_)
-    backend_->deallocate(data_, bytes_);
-  else
+  if (!backend_) {
     free_host_pages(data_, bytes_);
+  } else if (elastic_) {
+    // Its blocks are populated from 0 up (ElasticPool's chunks): those go
+    // back first, so that the backend's account of what it holds is right.
+    release_blocks(0, static_cast<int32_t>(populated_blocks_));
+    backend_->release_range(data_, bytes_);
+  } else {
+    backend_->deallocate(data_, bytes_);
+  }
 }
 
 
@@ -139,11 +149,15 @@ void KvPool::for_block_ranges(int32_t first, int32_t count, Fn fn) const {
 bool KvPool::populate_blocks(int32_t first, int32_t count) {
   if (!elastic_ || !data_ || count <= 0) return true;
   bool ok = true;
-  for_block_ranges(first, count, [&ok](uint8_t* p, size_t n) {
-    if (ok) ok = populate_host_range(p, n);
+  int committed = 0;  // ranges populated before a failure
+  for_block_ranges(first, count, [&](uint8_t* p, size_t n) {
+    if (ok) ok = commit(p, n);
+    if (ok) ++committed;
   });
   if (!ok) {  // none of it stays: the blocks remain unpopulated
-    for_block_ranges(first, count, [](uint8_t* p, size_t n) { release_host_range(p, n); });
+    for_block_ranges(first, count, [&](uint8_t* p, size_t n) {
+      if (committed-- > 0) decommit(p, n);
+    });
     return false;
   }
   populated_blocks_ += count;
@@ -152,8 +166,23 @@ bool KvPool::populate_blocks(int32_t first, int32_t count) {
 
 void KvPool::release_blocks(int32_t first, int32_t count) {
   if (!elastic_ || !data_ || count <= 0) return;
-  for_block_ranges(first, count, [](uint8_t* p, size_t n) { release_host_range(p, n); });
+  for_block_ranges(first, count, [this](uint8_t* p, size_t n) { decommit(p, n); });
   populated_blocks_ -= count;
+}
+
+bool KvPool::commit(void* p, size_t bytes) {
+  return backend_ ? backend_->commit_range(p, bytes) : populate_host_range(p, bytes);
+}
+
+void KvPool::decommit(void* p, size_t bytes) {
+  if (backend_)
+    backend_->decommit_range(p, bytes);
+  else
+    release_host_range(p, bytes);
+}
+
+size_t KvPool::elastic_granularity() const {
+  return backend_ ? backend_->elastic_granularity() : 4096;
 }
 
 size_t KvPool::block_bytes_all_layers() const {

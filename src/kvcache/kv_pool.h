@@ -57,9 +57,10 @@ class KvPool {
   // Allocates and zeroes the storage, in `backend`'s memory (host RAM when
   // null). Throws ConfigError for an unsupported dtype or a bad shape,
   // SystemError (or the backend's error) when memory cannot be had.
-  // `elastic` (host RAM only: no backend, or one that uses host memory; a
-  // GPU's or a staged device's pool stays whole): the range is reserved but no block is
-  // populated until populate_blocks() (kvcache/elastic_pool.h).
+  // `elastic`: the range is reserved but no block is populated until
+  // populate_blocks() (kvcache/elastic_pool.h): host pages, or the backend's
+  // elastic ranges (Backend::reserve_range; a backend without them keeps the
+  // pool whole).
   explicit KvPool(const KvPoolShape& shape, Backend* backend = nullptr, bool elastic = false);
   ~KvPool();
   KvPool(const KvPool&) = delete;
@@ -86,6 +87,8 @@ class KvPool {
   void release_blocks(int32_t first, int32_t count);
   // Bytes of one block over every layer of the pool (K and V).
   size_t block_bytes_all_layers() const;
+  // The unit its memory is populated in (a page, a GPU's mapping granule).
+  size_t elastic_granularity() const;
   // What the pool holds in memory: an elastic pool's populated blocks, else all.
   size_t resident_bytes() const;
 
@@ -95,6 +98,8 @@ class KvPool {
   template <typename Fn>
   void for_block_ranges(int32_t first, int32_t count, Fn fn) const;
   void copy(void* dst, const void* src, size_t bytes) const;  // in the pool's memory
+  bool commit(void* p, size_t bytes);  // an elastic range: host pages or the backend's
+  void decommit(void* p, size_t bytes);
 
   KvPoolShape shape_;
   Backend* backend_ = nullptr;

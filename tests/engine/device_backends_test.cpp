@@ -15,10 +15,6 @@ namespace {
 
 using namespace test;  // engine_runner.h
 
-// "host" is the host; every other device is a staged stand-in for a GPU.
-std::unique_ptr<Backend> staged_factory(const std::string& device) {
-  return std::make_unique<cpu::CpuBackend>(nullptr, /*staged=*/device != "host");
-}
 
 void check_staged(const std::string& model_file) {
   // The device layers keep the file's layout, so the reference does too.

@@ -5,7 +5,8 @@
 // PAGELLM_MEMINFO during generation, the pool shrinks below the new limit
 // within a second, no request fails, preempted requests finish with the
 // tokens they give alone, and the pool grows back once the file says memory
-// is back.
+// is back; the same for a staged device's pool under a drop of its own
+// memory read through PAGELLM_DEVICE_MEMINFO.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -14,8 +15,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <string>
 #include <thread>
 
+#include "backend/cpu/cpu_backend.h"
 #include "device/memory_probe.h"
 #include "engine_runner.h"
 
@@ -68,15 +72,22 @@ TEST(ElasticPoolEngine, SameTokensWhenThePoolGrowsDuringTheRun) {
   EXPECT_EQ(st.pool.populated_chunks, 1);
 }
 
+// Memory as a test's file says: host RAM through PAGELLM_MEMINFO, or with a
+// device name, that device's own through PAGELLM_DEVICE_MEMINFO (a
+// directory holding a file per device).
 struct FakeMeminfo {
-  FakeMeminfo()
-      : path(fs::temp_directory_path() /
-             ("pagellm-elastic-meminfo-" + std::to_string(::getpid()))) {
-    ::setenv("PAGELLM_MEMINFO", path.c_str(), 1);
+  explicit FakeMeminfo(const std::string& device = {})
+      : env(device.empty() ? "PAGELLM_MEMINFO" : "PAGELLM_DEVICE_MEMINFO"),
+        dir(fs::temp_directory_path() /
+            ("pagellm-elastic-" + std::string(device.empty() ? "meminfo-" : "devices-") +
+             std::to_string(::getpid()))),
+        path(device.empty() ? dir : dir / device) {
+    if (!device.empty()) fs::create_directories(dir);
+    ::setenv(env, dir.c_str(), 1);
   }
   ~FakeMeminfo() {
-    ::unsetenv("PAGELLM_MEMINFO");
-    fs::remove(path);
+    ::unsetenv(env);
+    fs::remove_all(dir);
   }
   void write(uint64_t available) const {
     const fs::path tmp = path.string() + ".tmp";
@@ -84,32 +95,32 @@ struct FakeMeminfo {
                        << available / 1024 << " kB\nSwapTotal:      0 kB\nSwapFree:       0 kB\n";
     fs::rename(tmp, path);  // a reader sees the old file or the new one
   }
-  fs::path path;
+  const char* env;
+  fs::path dir;   // PAGELLM_MEMINFO's file, or PAGELLM_DEVICE_MEMINFO's directory
+  fs::path path;  // the file
 };
 
-TEST(ElasticPoolEngine, ShrinksUnderAMemoryDropAndGrowsBack) {
-  Loaded m = load("stories260K.gguf");
+// The pools of the memory under pressure, and (optional) what its backend
+// holds, measured apart from the pool's own account.
+struct Watched {
+  std::function<size_t(const EngineStats&)> pool;
+  std::function<size_t()> backend_held;
+};
+
+// 32 requests generating on `cfg` (which watches the memory `meminfo`
+// simulates, with `headroom`): memory drops to half of what the pool has
+// grown to, then comes back.
+void check_shrinks_under_a_drop_and_grows_back(Loaded& m, EngineConfig cfg,
+                                               const FakeMeminfo& meminfo, uint64_t headroom,
+                                               const Watched& watched) {
   auto prompts = make_prompts(*m.tok, 32);
   std::vector<std::vector<int32_t>> solo;
   for (const auto& p : prompts) solo.push_back(run_all(m, {p}, solo_config(), kGen)[0]);
 
-  FakeMeminfo meminfo;
-  const uint64_t headroom = uint64_t{1} << 30;
   meminfo.write(uint64_t{8} << 30);
-  // The engine's memory checks as serve wires them (engine_setup), on the
-  // fake file alone (no cgroup).
-  ProcPaths paths;
-  ASSERT_EQ(paths.meminfo, meminfo.path.string());
-  paths.cgroup_root = (meminfo.path.string() + ".no-cgroup");
-  EngineConfig cfg = batched_config();
   cfg.elastic_pool = true;
   cfg.pool_chunk_bytes = 80 << 10;
   cfg.memory_check_ms = 20;
-  cfg.memory_ok = [&] { return read_host_memory(paths).usable_bytes() >= headroom; };
-  cfg.memory_room = [&] {
-    return static_cast<int64_t>(read_host_memory(paths).usable_bytes()) -
-           static_cast<int64_t>(headroom);
-  };
   ThreadPool pool(2);
   Engine engine(*m.model, *m.tok, pool, cfg);
   Outputs outs;
@@ -129,7 +140,8 @@ TEST(ElasticPoolEngine, ShrinksUnderAMemoryDropAndGrowsBack) {
   // Generate until the pool has grown and every sequence is decoding.
   while (engine.has_work() && engine.stats().generated_tokens < 32 * 10) engine.step();
   const EngineStats before = engine.stats();
-  const size_t grown = pool_resident(before);
+  const size_t grown = watched.pool(before);
+  const size_t backend_grown = watched.backend_held ? watched.backend_held() : 0;
   ASSERT_GT(before.pool.populated_chunks, 4) << "the pool did not grow";
   // Memory drops: the pool must lose at least half of what it holds.
   const size_t limit = grown / 2;
@@ -138,7 +150,7 @@ TEST(ElasticPoolEngine, ShrinksUnderAMemoryDropAndGrowsBack) {
   double took = -1;
   while (engine.has_work()) {
     engine.step();
-    if (pool_resident(engine.stats()) <= limit) {
+    if (watched.pool(engine.stats()) <= limit) {
       took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       break;
     }
@@ -149,9 +161,12 @@ TEST(ElasticPoolEngine, ShrinksUnderAMemoryDropAndGrowsBack) {
   const EngineStats low = engine.stats();
   EXPECT_GT(low.pool.shrinks, 0u);
   EXPECT_GT(low.preemptions, before.preemptions);
-  // A while under pressure (the pool at its floor, admission paused), then memory is back.
+  if (watched.backend_held) {  // the backend gave back what the pool did
+    EXPECT_GE(backend_grown - watched.backend_held(), grown - watched.pool(low));
+  }
+  // A while under pressure (the pool at its floor), then memory is back.
   for (int i = 0; i < 50 && engine.has_work(); ++i) engine.step();
-  const size_t floor = pool_resident(engine.stats());
+  const size_t floor = watched.pool(engine.stats());
   EXPECT_LE(floor, limit);
   meminfo.write(uint64_t{8} << 30);
   // The next memory check (every 20 ms here) lets the pool grow at once.
@@ -159,7 +174,7 @@ TEST(ElasticPoolEngine, ShrinksUnderAMemoryDropAndGrowsBack) {
   size_t peak_after = 0;
   while (engine.has_work()) {
     engine.step();
-    peak_after = std::max(peak_after, pool_resident(engine.stats()));
+    peak_after = std::max(peak_after, watched.pool(engine.stats()));
   }
   const EngineStats end = engine.stats();
   EXPECT_GT(end.pool.grows, low.pool.grows);
@@ -171,6 +186,56 @@ TEST(ElasticPoolEngine, ShrinksUnderAMemoryDropAndGrowsBack) {
       "%llu preemptions\n",
       grown >> 10, limit >> 10, took * 1000, floor >> 10, peak_after >> 10,
       static_cast<unsigned long long>(end.preemptions));
+}
+
+TEST(ElasticPoolEngine, ShrinksUnderAMemoryDropAndGrowsBack) {
+  Loaded m = load("stories260K.gguf");
+  FakeMeminfo meminfo;
+  const uint64_t headroom = uint64_t{1} << 30;
+  // The engine's memory checks as serve wires them (engine_setup), on the
+  // fake file alone (no cgroup).
+  ProcPaths paths;
+  ASSERT_EQ(paths.meminfo, meminfo.path.string());
+  paths.cgroup_root = (meminfo.path.string() + ".no-cgroup");
+  EngineConfig cfg = batched_config();
+  cfg.memory_ok = [&] { return read_host_memory(paths).usable_bytes() >= headroom; };
+  cfg.memory_room = [&] {
+    return static_cast<int64_t>(read_host_memory(paths).usable_bytes()) -
+           static_cast<int64_t>(headroom);
+  };
+  check_shrinks_under_a_drop_and_grows_back(m, cfg, meminfo, headroom,
+                                            {.pool = [](const EngineStats& s) {
+                                              return pool_resident(s);
+                                            }});
+}
+
+// The same for a pool in a device's own memory (the staged CPU backend
+// stands in for a GPU): its free memory, read through PAGELLM_DEVICE_MEMINFO
+// (CUDA: cudaMemGetInfo), drops and comes back; host memory is not watched.
+TEST(ElasticPoolEngine, ADevicePoolShrinksUnderADeviceMemoryDropAndGrowsBack) {
+  Loaded m = load_on_staged_device("stories260K.gguf", "cpu:1");
+  auto* device = dynamic_cast<cpu::CpuBackend*>(m.model->backend_for_device("cpu:1"));
+  ASSERT_NE(device, nullptr);
+  FakeMeminfo meminfo("cpu:1");
+  const uint64_t headroom = uint64_t{1} << 30;
+  EngineConfig cfg = batched_config();
+  cfg.device_memory_room = [&](const std::string& name) {
+    SystemProbe probe;
+    return static_cast<int64_t>(probe.measure(parse_device_name(name)).free_bytes) -
+           static_cast<int64_t>(headroom);
+  };
+  auto device_pool = [](const EngineStats& s) {
+    size_t n = 0;
+    for (const auto& d : s.kv_pool)
+      if (d.device == "cpu:1") {
+        EXPECT_TRUE(d.own_memory);
+        n += d.resident;
+      }
+    return n;
+  };
+  check_shrinks_under_a_drop_and_grows_back(
+      m, cfg, meminfo, headroom,
+      {.pool = device_pool, .backend_held = [device] { return device->held_bytes(); }});
 }
 
 TEST(ElasticPoolEngine, AnUnreadableMemoryProbeFailsNoRequest) {

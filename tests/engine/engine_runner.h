@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "support/test_support.h"
 
@@ -93,6 +94,20 @@ inline std::vector<int32_t> run_greedy(Engine& engine, const std::vector<int32_t
   });
   while (engine.has_work()) engine.step();
   return got;
+}
+
+// "host" is the host; every other device is a staged stand-in for a GPU
+// (the CPU backend keeping its own memory).
+inline std::unique_ptr<Backend> staged_factory(const std::string& device) {
+  return std::make_unique<cpu::CpuBackend>(nullptr, /*staged=*/device != "host");
+}
+
+// `rel` with every layer (and so the KV pool) on `device`, a staged stand-in
+// for a GPU.
+inline Loaded load_on_staged_device(const std::string& rel, const std::string& device) {
+  const int32_t L = load(rel, {.repack = false}).model->hparams().n_layer;
+  return load(rel,
+              {.repack = false, .placements = {{device, 0, L}}, .backend_factory = staged_factory});
 }
 
 inline EngineConfig solo_config() {

@@ -72,14 +72,7 @@ TEST(EngineHostTier, RepeatedPromptAfterEvictionIsRestoredFromHost) {
 }
 
 TEST(EngineHostTier, DevicePoolUsesTheBackendsHostMemory) {
-  Loaded ref = load("stories260K.gguf", {.repack = false});
-  const int32_t L = ref.model->hparams().n_layer;
-  auto staged = [](const std::string& device) -> std::unique_ptr<Backend> {
-    return std::make_unique<cpu::CpuBackend>(nullptr, /*staged=*/device != "host");
-  };
-  Loaded m = load("stories260K.gguf", {.repack = false,
-                                       .placements = {{"cpu:1", 0, L}},
-                                       .backend_factory = staged});
+  Loaded m = load_on_staged_device("stories260K.gguf", "cpu:1");
   check_repeat_after_eviction(m, "staged cpu:1 pool", false);
   ThreadPool pool(1);
   EngineConfig cfg;

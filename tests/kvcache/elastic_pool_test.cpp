@@ -16,6 +16,7 @@
 #include <set>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "kvcache/block_allocator.h"
 #include "kvcache/kv_cache_storage.h"
 
@@ -147,8 +148,12 @@ size_t inner_pages(const void* p, size_t bytes) {
   return end > begin ? (end - begin) / page : 0;
 }
 
-void check_pool(int32_t num_blocks, int32_t head_dim, size_t chunk_target) {
-  SCOPED_TRACE(testing::Message() << num_blocks << " blocks, head_dim " << head_dim);
+// `device`: the pool in a staged device's memory (its backend's elastic
+// ranges, as a GPU's), else in host RAM.
+void check_pool(int32_t num_blocks, int32_t head_dim, size_t chunk_target,
+                cpu::CpuBackend* device = nullptr) {
+  SCOPED_TRACE(testing::Message() << num_blocks << " blocks, head_dim " << head_dim
+                                  << (device ? ", staged device" : ""));
   KvPoolShape s{.layer_begin = 0,
                 .layer_end = 3,
                 .num_blocks = num_blocks,
@@ -156,9 +161,20 @@ void check_pool(int32_t num_blocks, int32_t head_dim, size_t chunk_target) {
                 .n_kv_heads = 2,
                 .head_dim = head_dim,
                 .dtype = DType::F16};
-  KvCacheStorage storage(s, {{"host", 0, 3}}, {}, nullptr, {}, {}, /*elastic=*/true);
+  const size_t held_at_start = device ? device->held_bytes() : 0;
+  KvCacheStorage storage(s, {{device ? "cpu:1" : "host", 0, 3}},
+                         [device](const std::string&) -> Backend* { return device; }, nullptr,
+                         {}, {}, /*elastic=*/true);
   KvPool& pool = *storage.pools()[0];
   ASSERT_TRUE(pool.elastic());
+  EXPECT_EQ(storage.pool_bytes_by_device()[0].own_memory, device != nullptr);
+  EXPECT_EQ(storage.memory_of(pool), device ? "cpu:1" : "host");
+  // What the device's backend holds follows the pool's populated blocks.
+  auto check_held = [&] {
+    if (device) {
+      EXPECT_EQ(device->held_bytes() - held_at_start, pool.resident_bytes());
+    }
+  };
   BlockAllocator alloc(num_blocks);
   ElasticPool ep(storage, alloc, {.chunk_bytes = chunk_target});
   const int32_t cb = alloc.chunk_blocks();
@@ -188,12 +204,15 @@ void check_pool(int32_t num_blocks, int32_t head_dim, size_t chunk_target) {
   };
   check_resident(1);
   EXPECT_EQ(pool.resident_bytes(), static_cast<size_t>(cb) * pool.block_bytes_all_layers());
+  check_held();
   // Grow through the allocator; write every block of every layer.
   std::vector<int32_t> got;
   ASSERT_TRUE(alloc.allocate(std::min(num_blocks, 2 * cb + 1), got));
   const int32_t populated = alloc.populated_chunks();
   ASSERT_EQ(populated, std::min(alloc.num_chunks(), 3));
   check_resident(populated);
+  check_held();
+  const size_t held_grown = device ? device->held_bytes() : 0;
   auto fill = [&](int32_t b) { return static_cast<uint8_t>(b * 7 + 1); };
   for (int32_t l = 0; l < 3; ++l)
     for (int part = 0; part < 2; ++part)
@@ -208,6 +227,10 @@ void check_pool(int32_t num_blocks, int32_t head_dim, size_t chunk_target) {
   ASSERT_TRUE(ep.release_top());
   EXPECT_EQ(alloc.populated_chunks(), populated - 1);
   check_resident(populated - 1);
+  check_held();
+  if (device) {
+    EXPECT_LT(device->held_bytes(), held_grown);
+  }
   for (int32_t l = 0; l < 3; ++l)
     for (int part = 0; part < 2; ++part)
       for (int32_t b : got) {
@@ -225,6 +248,14 @@ TEST(ElasticPool, PopulatedChunksAreResidentAndReleasesKeepTheRest) {
   check_pool(37, 16, 20 << 10);  // 1 KiB: multiples of 4 blocks
 }
 
+TEST(ElasticPool, AStagedDevicesPoolGivesItsOwnMemoryBack) {
+  cpu::CpuBackend device(nullptr, /*staged=*/true);  // keeps its own memory, as a GPU
+  ASSERT_FALSE(device.uses_host_memory());
+  check_pool(64, 64, 64 << 10, &device);
+  check_pool(63, 32, 40 << 10, &device);
+  EXPECT_EQ(device.held_bytes(), 0u);  // every pool gone: nothing held
+}
+
 TEST(ElasticPool, GrowthAsksForTheChunksBytesAndStopsWhenRefused) {
   KvPoolShape s{.layer_begin = 0,
                 .layer_end = 2,
@@ -240,7 +271,8 @@ TEST(ElasticPool, GrowthAsksForTheChunksBytesAndStopsWhenRefused) {
   ElasticPool ep(storage, alloc,
                  {.chunk_bytes = 128 << 10,
                   .may_grow =
-                      [&](size_t b) {
+                      [&](const std::string& memory, size_t b) {
+                        EXPECT_EQ(memory, "host");
                         asked.push_back(b);
                         return allow;
                       },

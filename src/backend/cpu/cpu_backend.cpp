@@ -32,10 +32,35 @@ ThreadPool& CpuBackend::pool() {
 void* CpuBackend::allocate(size_t bytes) {
   // Zeroed, given back to the OS on release, resident from the start, on
   // huge pages where possible (KV pools: scattered block reads).
-  return allocate_host_pages(bytes);
+  void* p = allocate_host_pages(bytes);
+  held_ += bytes;
+  return p;
 }
 
 void CpuBackend::deallocate(void* p, size_t bytes) noexcept {
+  free_host_pages(p, bytes);
+  if (p) held_ -= bytes;
+}
+
+void* CpuBackend::reserve_range(size_t bytes) {
+  return reserve_host_pages(bytes);
+}
+
+bool CpuBackend::commit_range(void* p, size_t bytes) {
+  if (!populate_host_range(p, bytes)) {
+    release_host_range(p, bytes);  // what it populated before the failure
+    return false;
+  }
+  held_ += bytes;
+  return true;
+}
+
+void CpuBackend::decommit_range(void* p, size_t bytes) noexcept {
+  release_host_range(p, bytes);
+  held_ -= bytes;
+}
+
+void CpuBackend::release_range(void* p, size_t bytes) noexcept {
   free_host_pages(p, bytes);
 }
 

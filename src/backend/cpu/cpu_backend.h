@@ -7,6 +7,7 @@
 // tests run the model's device paths without a GPU.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,6 +31,16 @@ class CpuBackend final : public Backend {
 
   void* allocate(size_t bytes) override;
   void deallocate(void* p, size_t bytes) noexcept override;
+  // Elastic ranges in host pages (util/host_pages.h): commit populates,
+  // decommit is MADV_DONTNEED, so a staged device's KV pool really gives
+  // chunks back, as a GPU's does.
+  void* reserve_range(size_t bytes) override;
+  bool commit_range(void* p, size_t bytes) override;
+  void decommit_range(void* p, size_t bytes) noexcept override;
+  void release_range(void* p, size_t bytes) noexcept override;
+  // Bytes this backend holds now: allocate()'s and committed ranges' (what
+  // a GPU's memory probe would see it take).
+  size_t held_bytes() const { return held_.load(std::memory_order_relaxed); }
   void upload(void* dst, const void* host_src, size_t bytes) override;
   void download(void* host_dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;

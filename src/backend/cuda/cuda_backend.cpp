@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "backend/cuda/bandwidth.h"
 #include "backend/cuda/cuda_check.h"
@@ -98,6 +99,7 @@ class ProfileScope {
 
 CudaBackend::CudaBackend(int index, const std::string& label)
     : dev_(index),
+      vmm_(std::make_unique<VmmRanges>(index)),
       graphs_(dev_, graphs_enabled() && !profile_enabled()),
       int8_gemv_(int8_gemv_enabled()),
       mmq_(mmq_enabled()) {
@@ -157,6 +159,42 @@ void CudaBackend::deallocate(void* p, size_t /*bytes*/) noexcept {
   if (!p) return;
   graphs_.invalidate();  // a recording may point into p
   free_after_stream(dev_.index(), dev_.stream(), p, false);
+}
+
+void* CudaBackend::reserve_range(size_t bytes) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("PAGELLM_CUDA_VMM");
+    return !(v && std::string_view(v) == "0");
+  }();
+  if (!enabled) return nullptr;
+  dev_.make_current();
+  return vmm_->reserve(bytes);
+}
+
+bool CudaBackend::commit_range(void* p, size_t bytes) {
+  dev_.make_current();
+  return vmm_->commit(p, bytes);
+}
+
+void CudaBackend::decommit_range(void* p, size_t bytes) noexcept {
+  try {
+    dev_.make_current();
+  } catch (...) {
+    return;  // the device is gone: nothing to give back
+  }
+  vmm_->decommit(p, bytes);
+}
+
+void CudaBackend::release_range(void* p, size_t bytes) noexcept {
+  try {
+    dev_.make_current();
+  } catch (...) {
+  }
+  vmm_->release(p, bytes);
+}
+
+size_t CudaBackend::elastic_granularity() const {
+  return vmm_->granularity();
 }
 
 void* CudaBackend::allocate_host(size_t bytes) {

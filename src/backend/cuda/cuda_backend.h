@@ -27,6 +27,7 @@
 #include "backend/cuda/kv_write.h"
 #include "backend/cuda/layer_graphs.h"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/vmm_ranges.h"
 
 namespace pagellm::cuda {
 
@@ -61,6 +62,16 @@ class CudaBackend final : public Backend {
   // copies, about twice as fast as into pageable memory.
   void* allocate_host(size_t bytes) override;
   void free_host(void* p, size_t bytes) noexcept override;
+  // Elastic KV pools (vmm_ranges.h): physical granules mapped into one
+  // reserved range. Null from reserve_range (the pool stays whole) where the
+  // GPU or driver has no VMM, or with PAGELLM_CUDA_VMM=0.
+  void* reserve_range(size_t bytes) override;
+  bool commit_range(void* p, size_t bytes) override;
+  void decommit_range(void* p, size_t bytes) noexcept override;
+  void release_range(void* p, size_t bytes) noexcept override;
+  size_t elastic_granularity() const override;
+  // Device memory mapped into elastic ranges now.
+  size_t elastic_mapped_bytes() const { return vmm_->mapped_bytes(); }
   void upload(void* dst, const void* host_src, size_t bytes) override;
   void download(void* host_dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
@@ -160,6 +171,7 @@ class CudaBackend final : public Backend {
   void enable_peer_access(int peer);
 
   CudaDevice dev_;
+  std::unique_ptr<VmmRanges> vmm_;
   LayerGraphs graphs_;
   std::set<int> peers_checked_;
   std::string name_;
