@@ -5,15 +5,11 @@
 
 namespace pagellm::cli {
 
-void CacheTierOptions::add_host_to(CLI::App& sub) {
+void CacheTierOptions::add_to(CLI::App& sub) {
   sub.add_option("--cache-host", host,
                  "Keep up to SIZE of prefix-cache blocks evicted from the KV pool in host RAM "
                  "(pinned for a GPU's pool), restored by copy on a prefix hit; charged to the "
                  "plan's host memory (default: none)");
-}
-
-void CacheTierOptions::add_to(CLI::App& sub) {
-  add_host_to(sub);
   auto* d = sub.add_option("--cache-dir", dir,
                            "Keep the prefix cache's full blocks in DIR too, so that prefixes "
                            "survive a restart (shared safely by several servers)");

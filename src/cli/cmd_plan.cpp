@@ -24,7 +24,7 @@ struct PlanArgs {
   std::string model;
   bool json = false;
   PlanOptions opts;
-  CacheTierOptions cache;  // --cache-host: charged to host RAM
+  CacheTierOptions cache;  // --cache-host, --cache-dir: charged to host RAM
 };
 
 // Under an MPI launcher: the plan over every rank's host (cli/pipeline_setup.h), printed by rank 0.
@@ -67,8 +67,12 @@ int run_plan(const PlanArgs& a) {
   const ModelHParams hp = ModelHParams::from_gguf(*f);
   const ModelFootprint fp = model_footprint(*f, hp, opts.footprint_options());
   const PlanRequest req = opts.request(hp);
-  if (const char* why = hp.no_prefix_tier_reason(); why && opts.host_tier_bytes > 0)
-    std::fprintf(stderr, "pagellm: note: --cache-host is not used: %s\n", why);
+  if (const char* why = hp.no_prefix_tier_reason()) {
+    if (opts.host_tier_bytes > 0)
+      std::fprintf(stderr, "pagellm: note: --cache-host is not used: %s\n", why);
+    if (opts.disk_staging_bytes > 0)
+      std::fprintf(stderr, "pagellm: note: --cache-dir is not used: %s\n", why);
+  }
   SystemProbe probe;
   const std::vector<PlanDevice> devices = opts.measure_devices(probe);
   nlohmann::json model = {{"path", path},
@@ -113,7 +117,7 @@ Runner add_plan(CLI::App& app) {
                   "GGUF model file (default: the model shipped in the repo)");
   sub->add_flag("--json", a->json, "Print JSON with exact byte counts");
   a->opts.add_to(*sub);
-  a->cache.add_host_to(*sub);
+  a->cache.add_to(*sub);
   return [a] { return run_plan(*a); };
 }
 

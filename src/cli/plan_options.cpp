@@ -89,6 +89,7 @@ PlanRequest PlanOptions::request(const ModelHParams& hp) const {
   r.no_cpu_offload = no_cpu_offload;
   // The engine builds no tier for such models: nothing to charge.
   r.host_tier_bytes = hp.no_prefix_tier_reason() ? 0 : host_tier_bytes;
+  r.disk_staging_bytes = hp.no_prefix_tier_reason() ? 0 : disk_staging_bytes;
   r.prefix_caching = true;  // the engine's default: a hybrid's checkpoints are charged
   if (!device_map.empty()) r.device_map = parse_device_map(device_map);
   return r;

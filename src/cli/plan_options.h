@@ -29,6 +29,7 @@ struct PlanOptions {
   int32_t max_num_seqs = 64;                 // --max-num-seqs
   int32_t draft_rows = 0;                    // logit rows for drafted tokens (SpeculationOptions)
   uint64_t host_tier_bytes = 0;              // --cache-host (CacheTierOptions::apply)
+  uint64_t disk_staging_bytes = 0;           // --cache-dir's read-ahead (the same)
   int64_t min_kv_tokens = 0;                 // --min-kv-tokens (0: max_seq_len)
   int32_t block_size = 16;                   // --block-size
   int32_t max_batched_tokens = 2048;         // --max-batched-tokens

@@ -74,10 +74,12 @@ class CostModel {
                                  recurrent_prefix_[static_cast<size_t>(s)]);
   }
   uint64_t fixed(int i, int s, int e) const {
-    return weights(i, s, e) + workspace(i, s, e) + state(s, e) + host_tier(i);
+    return weights(i, s, e) + workspace(i, s, e) + state(s, e) + host_tier(i) + disk_staging(i);
   }
   // The prefix cache's host tier: fixed host RAM.
   uint64_t host_tier(int i) const { return i == host() ? req_.host_tier_bytes : 0; }
+  // The disk tier's read-ahead staging: fixed host RAM too.
+  uint64_t disk_staging(int i) const { return i == host() ? req_.disk_staging_bytes : 0; }
   // KV bytes of layers [s, e) at `blocks`, each layer at its own bytes per
   // token (ModelFootprint::layer_kv_bytes: 0 for a layer that reads another's
   // cache, whose source is charged where the source runs): a full-attention

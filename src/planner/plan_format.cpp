@@ -109,6 +109,11 @@ std::string format_plan_table(const Plan& p) {
     out += fmt::format("KV host tier: {} of host RAM for prefix blocks evicted from the pool "
                        "(--cache-host; in the host's free after)\n",
                        format_size(tier));
+  if (const uint64_t staging = p.devices.empty() ? 0 : p.devices.back().disk_staging_bytes;
+      staging > 0)
+    out += fmt::format("KV disk tier: {} of host RAM to read blocks ahead (--cache-dir; in the "
+                       "host's free after)\n",
+                       format_size(staging));
   const bool windows = p.kv_groups.size() > 1;
   out += fmt::format("KV cache: {} blocks x {} tokens = {} tokens ({}, {} per token{})\n",
                      format_count(p.num_blocks), p.block_size, format_count(p.kv_tokens),
@@ -213,6 +218,7 @@ nlohmann::json plan_to_json(const Plan& p) {
                        {"workspace_bytes", d.workspace_bytes},
                        {"headroom_bytes", d.headroom_bytes},
                        {"host_tier_bytes", d.host_tier_bytes},
+                       {"disk_staging_bytes", d.disk_staging_bytes},
                        {"free_bytes", d.free_bytes},
                        {"free_after_bytes", d.free_after_bytes},
                        {"expert_bytes", d.expert_bytes},
@@ -238,6 +244,7 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["checkpoint_interval_tokens"] = p.checkpoint_interval;
   j["state_bytes"] = p.state_bytes();
   j["host_tier_bytes"] = p.devices.empty() ? 0 : p.devices.back().host_tier_bytes;
+  j["disk_staging_bytes"] = p.devices.empty() ? 0 : p.devices.back().disk_staging_bytes;
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& g : p.kv_groups)
     groups.push_back({{"window", g.window},

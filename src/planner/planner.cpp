@@ -266,6 +266,7 @@ class Planner {
       dp.kv_bytes = static_cast<uint64_t>(m_.kv(x.begin, x.end, blocks));
       dp.state_bytes = m_.state(x.begin, x.end);
       dp.host_tier_bytes = m_.host_tier(i);
+      dp.disk_staging_bytes = m_.disk_staging(i);
       dp.headroom_bytes = d.headroom_bytes;
       dp.free_bytes = d.free_bytes;
       if (m_.shared(i)) pool_used += dp.used_bytes();

@@ -104,6 +104,9 @@ struct PlanRequest {
   // The prefix cache's host tier (--cache-host, kvcache/host_tier.h): host
   // RAM charged like the host's workspace (under the swap guard).
   uint64_t host_tier_bytes = 0;
+  // The disk tier's read-ahead staging (--cache-dir: DiskTierOptions::
+  // prefetch_bytes, kvcache/block_prefetch.h): host RAM charged the same way.
+  uint64_t disk_staging_bytes = 0;
 };
 
 // What limited the number of blocks.
@@ -132,6 +135,8 @@ struct DevicePlan {
   uint64_t headroom_bytes = 0;
   // The host only: the prefix cache's host tier (PlanRequest::host_tier_bytes).
   uint64_t host_tier_bytes = 0;
+  // The host only: the disk tier's read-ahead staging (PlanRequest::disk_staging_bytes).
+  uint64_t disk_staging_bytes = 0;
   uint64_t free_bytes = 0;
   // free - use; for the host, free - the use of the host and all virtual CPU
   // devices (they share its RAM).
@@ -149,7 +154,8 @@ struct DevicePlan {
   bool has_layers() const { return first_layer >= 0; }
   int32_t n_layers() const { return has_layers() ? last_layer - first_layer + 1 : 0; }
   uint64_t used_bytes() const {
-    return weight_bytes + kv_bytes + state_bytes + workspace_bytes + host_tier_bytes;
+    return weight_bytes + kv_bytes + state_bytes + workspace_bytes + host_tier_bytes +
+           disk_staging_bytes;
   }
 };
 

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf_reader.h"
+#include "kvcache/disk_tier.h"
+#include "util/sizes.h"
 #include "support/test_support.h"
 
 namespace pagellm {
@@ -98,6 +100,20 @@ TEST(PlanCli, JsonKeysAndExactBytes) {
 
 // --cache-host: the tier's bytes are the host's (its free after counts
 // them; the cache on the other device stays), with a line in the table.
+// The host's free after in plan JSON `b` counts every device's use, the
+// tiers' host RAM included (one run: two runs measure free memory at
+// different times).
+void expect_host_free_after_counts_all(const json& b) {
+  uint64_t used = 0;
+  for (const json& d : b["devices"])
+    for (const char* k : {"weight_bytes", "kv_bytes", "state_bytes", "workspace_bytes",
+                          "host_tier_bytes", "disk_staging_bytes"})
+      used += d[k].get<uint64_t>();
+  const json& host = b["devices"].back();
+  const uint64_t free = host["free_bytes"].get<uint64_t>();
+  EXPECT_EQ(host["free_after_bytes"].get<uint64_t>(), free > used ? free - used : 0);
+}
+
 TEST(PlanCli, CacheHostIsChargedToTheHost) {
   const std::string flags = "--json --device cpu:0=64MiB --headroom 0 -c 1000";
   CmdResult without = run_plan(flags);
@@ -109,15 +125,7 @@ TEST(PlanCli, CacheHostIsChargedToTheHost) {
   EXPECT_EQ(b["host_tier_bytes"], 3u << 20);
   EXPECT_EQ(b["devices"][1]["host_tier_bytes"], 3u << 20);
   EXPECT_EQ(b["devices"][0]["host_tier_bytes"], 0);
-  // The host's free after counts the tier with the host's and cpu:0's use
-  // (one run: the two runs measure free memory at different times).
-  uint64_t used = 0;
-  for (const json& d : b["devices"])
-    for (const char* k : {"weight_bytes", "kv_bytes", "state_bytes", "workspace_bytes",
-                          "host_tier_bytes"})
-      used += d[k].get<uint64_t>();
-  const uint64_t free = b["devices"][1]["free_bytes"].get<uint64_t>();
-  EXPECT_EQ(b["devices"][1]["free_after_bytes"].get<uint64_t>(), free > used ? free - used : 0);
+  expect_host_free_after_counts_all(b);
   EXPECT_EQ(a["num_blocks"], b["num_blocks"]);
   CmdResult table = run_plan("--device cpu:0=64MiB --headroom 0 -c 1000 --cache-host 3MiB");
   ASSERT_EQ(table.code, 0) << table.err;
@@ -127,16 +135,43 @@ TEST(PlanCli, CacheHostIsChargedToTheHost) {
   EXPECT_EQ(bad.err.rfind("error: ", 0), 0u) << bad.err;
 }
 
+// --cache-dir: the disk tier reads blocks ahead into host RAM of its own
+// (kvcache/block_prefetch.h, at most DiskTierOptions::prefetch_bytes): the
+// plan charges that bound to the host like the host tier.
+TEST(PlanCli, CacheDirReadAheadIsChargedToTheHost) {
+  const std::string flags = "--json --device cpu:0=64MiB --headroom 0 -c 1000";
+  CmdResult without = run_plan(flags);
+  CmdResult with = run_plan(flags + " --cache-dir /nonexistent/pagellm-cache --cache-host 3MiB");
+  ASSERT_EQ(without.code, 0) << without.err;
+  ASSERT_EQ(with.code, 0) << with.err;
+  const json a = json::parse(without.out), b = json::parse(with.out);
+  const uint64_t staging = DiskTierOptions{}.prefetch_bytes;  // what the read-ahead may hold
+  ASSERT_GT(staging, 0u);
+  EXPECT_EQ(a["disk_staging_bytes"], 0);
+  EXPECT_EQ(b["disk_staging_bytes"], staging);
+  EXPECT_EQ(b["devices"][1]["disk_staging_bytes"], staging);
+  EXPECT_EQ(b["devices"][0]["disk_staging_bytes"], 0);
+  EXPECT_EQ(b["host_tier_bytes"], 3u << 20);
+  expect_host_free_after_counts_all(b);
+  EXPECT_EQ(a["num_blocks"], b["num_blocks"]);
+  CmdResult table = run_plan("--device cpu:0=64MiB --headroom 0 -c 1000 --cache-dir /nonexistent");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_TRUE(has(table.out, "KV disk tier: " + format_size(staging) + " of host RAM"))
+      << table.out;
+}
+
 TEST(PlanCli, CacheHostIsNotChargedWhereTheEngineBuildsNoTier) {
   // Gemma 3's sliding-window layers keep no whole prefix: the engine builds
   // no host tier for it, so the plan holds none and says why.
   const std::string gemma3 = test::data_path("golden/arch/rand-gemma3-tok512-Q8_0.gguf");
   const std::string flags = "-m " + gemma3 + " --json --device cpu:0=64MiB --headroom 0 -c 1000";
   CmdResult without = run_plan(flags);
-  CmdResult with = run_plan(flags + " --cache-host 3MiB");
+  CmdResult with = run_plan(flags + " --cache-host 3MiB --cache-dir /nonexistent");
   ASSERT_EQ(without.code, 0) << without.err;
   ASSERT_EQ(with.code, 0) << with.err;
   EXPECT_EQ(json::parse(with.out)["host_tier_bytes"], 0);
+  EXPECT_EQ(json::parse(with.out)["disk_staging_bytes"], 0);
+  EXPECT_TRUE(has(with.err, "note: --cache-dir is not used")) << with.err;
   EXPECT_EQ(json::parse(without.out)["num_blocks"], json::parse(with.out)["num_blocks"]);
   EXPECT_TRUE(has(with.err, "note: --cache-host is not used: sliding-window layers keep no "
                             "whole prefix"))

@@ -213,10 +213,14 @@ inline std::string budget_violations(const Plan& p, const PlanRequest& req,
   for (const auto& d : p.devices) {
     const PlanDevice& in = find(d.device);
     // Weights, workspace and the recurrent state do not grow with the cache.
-    // The prefix cache's host tier too (--cache-host: the host only).
-    const uint64_t fixed = d.weight_bytes + d.workspace_bytes + d.state_bytes + d.host_tier_bytes;
+    // The prefix cache's host tier and the disk tier's staging too
+    // (--cache-host, --cache-dir: the host only).
+    const uint64_t fixed = d.weight_bytes + d.workspace_bytes + d.state_bytes + d.host_tier_bytes +
+                           d.disk_staging_bytes;
     if (d.host_tier_bytes != (d.device.is_host() ? req.host_tier_bytes : 0))
       bad += d.name() + ": host tier bytes not as asked; ";
+    if (d.disk_staging_bytes != (d.device.is_host() ? req.disk_staging_bytes : 0))
+      bad += d.name() + ": disk staging bytes not as asked; ";
     uint64_t want_kv = static_cast<uint64_t>(d.n_layers()) * p.kv_bytes_per_token / p.n_layer *
                        p.block_size * p.num_blocks;
     uint64_t want_state = 0;

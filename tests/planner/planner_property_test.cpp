@@ -159,9 +159,10 @@ TEST(PlannerProperty, MatchesBruteForceAndStaysWithinBudgets) {
   std::printf("%d hybrid cases, %d where the state changes the plan\n", hybrids, state_matters);
 }
 
-// The prefix cache's host tier (--cache-host) is fixed host RAM: every plan
-// with it stays within every budget (the host pool's included), and equals
-// the plan without it on a host with that much less free memory.
+// The prefix cache's host tier (--cache-host) and the disk tier's read-ahead
+// staging (--cache-dir) are fixed host RAM: every plan with them stays
+// within every budget (the host pool's included), and equals the plan
+// without them on a host with that much less free memory.
 TEST(PlannerProperty, HostTierIsChargedToHostRam) {
   std::mt19937_64 rng(54);
   int fits = 0, changed = 0;
@@ -173,7 +174,9 @@ TEST(PlannerProperty, HostTierIsChargedToHostRam) {
     std::vector<PlanDevice> smaller = c.devs;
     smaller.back().free_bytes -= tier;
     PlanRequest with = c.req;
-    with.host_tier_bytes = tier;
+    const uint64_t staging = std::uniform_int_distribution<uint64_t>(0, tier)(rng);
+    with.host_tier_bytes = tier - staging;
+    with.disk_staging_bytes = staging;
     std::optional<Plan> p, ref;
     int64_t p_largest = 0, ref_largest = 0;
     try {
@@ -193,7 +196,8 @@ TEST(PlannerProperty, HostTierIsChargedToHostRam) {
     }
     ++fits;
     ASSERT_EQ(budget_violations(*p, with, c.devs, &c.fp), "") << c.text;
-    ASSERT_EQ(p->devices.back().host_tier_bytes, tier) << c.text;
+    ASSERT_EQ(p->devices.back().host_tier_bytes, tier - staging) << c.text;
+    ASSERT_EQ(p->devices.back().disk_staging_bytes, staging) << c.text;
     ASSERT_EQ(p->num_blocks, ref->num_blocks) << c.text;
     ASSERT_EQ(p->host_layers(), ref->host_layers()) << c.text;
     try {
