@@ -1,11 +1,14 @@
 // The prefix cache's disk tier under the engine: a second engine on the same
 // --cache-dir (a restart) serves a repeated prompt's full blocks from disk and
 // gives the tokens of a cold run; damaged files or another KV type give the
-// cold run's tokens with nothing served from disk.
+// cold run's tokens with nothing served from disk; blocks an elastic pool
+// drops when it shrinks are found on disk.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "engine_runner.h"
 
@@ -112,6 +115,66 @@ TEST(EngineDiskTier, QueuedPromptIsReadAheadAfterARestart) {
   EXPECT_EQ(plain.disk.prefetched, 0u);
   EXPECT_EQ(plain.disk.prefetch_reads, 0u);
   EXPECT_EQ(plain.cached_prompt_tokens, plain.disk.hits * 16);
+}
+
+// An elastic pool that gives chunks back under memory pressure hands their
+// cached blocks to the disk tier (Engine::shrink_pool): once memory is back,
+// the same engine finds the dropped part of a repeated prompt's prefix on
+// disk (read, or recomputed where that is cheaper: both are lookups that
+// found the file) and gives the cold run's tokens.
+TEST(EngineDiskTier, BlocksOfAShrunkPoolAreFoundOnDisk) {
+  Loaded m = load("stories260K.gguf");
+  auto p = long_prompt(*m.tok);
+  const auto story = long_prompt(*m.tok);
+  p.insert(p.end(), story.begin() + 1, story.end());  // two stories: 9 full blocks
+  const int64_t full = static_cast<int64_t>((p.size() - 1) / 16);
+  TempDir dir;
+  EngineConfig cold = config(dir.path);
+  cold.disk_tier.dir.clear();
+  const auto want = run_all(m, {p}, cold, 12)[0];
+
+  EngineConfig cfg = config(dir.path);
+  cfg.elastic_pool = true;
+  cfg.pool_chunk_bytes = 40 << 10;  // a few blocks of this model per chunk
+  cfg.memory_check_ms = 0;
+  int64_t room = int64_t{1} << 40;
+  cfg.memory_room = [&room] { return room; };
+  ThreadPool pool(2);
+  Engine engine(*m.model, *m.tok, pool, cfg);
+  EXPECT_EQ(run_greedy(engine, p, 12), want);
+  const EngineStats first = engine.stats();
+  const int64_t chunk_blocks = first.pool.chunk_blocks;
+  ASSERT_GT(full, chunk_blocks) << "the prefix must reach past chunk 0";
+  ASSERT_EQ(first.cached_prompt_tokens, 0u);
+  // The prompt's committed blocks (written first: the writer thread keeps
+  // their order) are on disk before the pool shrinks; a block holding
+  // generated tokens may follow.
+  for (int i = 0; i < 500 && engine.stats().disk.files_written < static_cast<uint64_t>(full); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GE(engine.stats().disk.files_written, static_cast<uint64_t>(full));
+
+  room = -(int64_t{1} << 40);  // memory is short: every chunk above chunk 0 goes
+  engine.check_memory();
+  const EngineStats low = engine.stats();
+  EXPECT_GT(low.pool.shrinks, 0u);
+  EXPECT_EQ(low.pool.populated_chunks, 1);
+  room = int64_t{1} << 40;
+  engine.check_memory();
+
+  // The prefix's blocks in chunk 0 (ids from 0, lowest first) are still in
+  // the pool; the rest were dropped with their chunks and are on disk.
+  EXPECT_EQ(run_greedy(engine, p, 12), want);
+  const EngineStats second = engine.stats();
+  const uint64_t dropped = static_cast<uint64_t>(full - chunk_blocks);
+  const uint64_t from_disk = second.disk.hits - first.disk.hits;
+  EXPECT_GE(from_disk, 1u);
+  // A block computed rather than read ends the match: the rest is computed.
+  EXPECT_LE(from_disk + second.disk.recomputed - first.disk.recomputed, dropped);
+  if (second.disk.recomputed == first.disk.recomputed) {
+    EXPECT_EQ(from_disk, dropped);
+  }
+  EXPECT_EQ(second.cached_prompt_tokens,
+            static_cast<uint64_t>(chunk_blocks + static_cast<int64_t>(from_disk)) * 16);
 }
 
 TEST(EngineDiskTier, AnotherKvTypeComputesEverything) {
