@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+import requests
 
 from conftest import STORIES, complete_cached as complete
 
@@ -47,6 +48,14 @@ def test_restart_serves_the_prompt_from_disk(start_server, tmp_path):
     m = second.metrics()
     assert m["pagellm_disk_tier_hits_total"] == full // BLOCK
     assert m["pagellm_disk_tier_read_bytes_total"] > 0
+    # The read-ahead staging (64 MiB at most, DiskTierOptions::prefetch_bytes)
+    # is charged to the host, in its free after.
+    plan = requests.get(second.url + "/v1/plan", timeout=10).json()
+    host = plan["devices"][-1]
+    assert plan["disk_staging_bytes"] == host["disk_staging_bytes"] == 64 << 20
+    used = sum(host[k] for k in ("weight_bytes", "kv_bytes", "state_bytes", "workspace_bytes",
+                                 "host_tier_bytes", "disk_staging_bytes"))
+    assert host["free_after_bytes"] == max(host["free_bytes"] - used, 0)
     second.stop()
 
     # Damaged files: one warning, the cold tokens, nothing from disk.
