@@ -151,9 +151,27 @@ ClassSet TokenMasker::admitted_classes(GrammarMatcher& m, int32_t state) {
   ClassSet admitted = 0;
   std::array<int32_t, kMaxClassStates> reached{};
   std::array<size_t, kMaxClassStates> depth{};
+  // A quick refusal first, a few steps instead of every byte from every
+  // state: the class's first byte over and over. Dying before `longest`
+  // refuses a string of the class; more than kMaxClassStates states on the
+  // way would overflow the search below too (each is reached by a shorter
+  // string). Coming back to a state leaves it to the search.
+  auto chain_refuses = [&](uint8_t b, size_t longest) {
+    size_t n = 1;
+    reached[0] = state;
+    for (size_t d = 0; d < longest; ++d) {
+      const int32_t next = next_state(m, reached[n - 1], b);
+      if (next == kDead) return true;
+      const auto end = reached.begin() + static_cast<std::ptrdiff_t>(n);
+      if (d + 1 == longest || std::find(reached.begin(), end, next) != end) return false;
+      if (n == kMaxClassStates) return true;
+      reached[n++] = next;
+    }
+    return false;
+  };
   for (int c = 0; c < kTokenClasses; ++c) {
     const size_t longest = classes.max_length(c);
-    if (longest == 0) continue;
+    if (longest == 0 || chain_refuses(token_class_bytes(c)[0], longest)) continue;
     reached[0] = state;
     depth[0] = 0;
     size_t n = 1;
