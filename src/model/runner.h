@@ -157,7 +157,11 @@ class ModelRunner {
   RecurrentBatch recurrent_;
   const Batch* step_batch_ = nullptr;  // the step's, for LayerContext::batch
   std::vector<int32_t> rb_begin_, rb_first_;
-  ModelRunner() = default;
+  ModelRunner();
+  // `requested` without empty ranges (none: every layer of the stage on the
+  // host), checked to cover the stage's layers in order.
+  std::vector<KvPoolPlacement> checked_placements(
+      const std::vector<KvPoolPlacement>& requested) const;
   struct Segment;
   Backend& backend_of(const std::string& device);
   void ensure_workspace(Segment& s, int64_t tokens, int64_t logit_rows);
