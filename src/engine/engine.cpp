@@ -574,8 +574,10 @@ bool Engine::step() {
   timer_.end(decode_step, out.scheduled.size(), step_profile_);
   // A step whose every token got logits (decodes and drafts): its time by rows.
   if (proposer_ && rows == batch_.n_tokens())
-    step_cost_.record(
-        rows, std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
+    step_cost_.record(rows, step_seconds_ ? step_seconds_(rows)
+                                          : std::chrono::duration<double>(
+                                                std::chrono::steady_clock::now() - step_start)
+                                                .count());
   return true;
 }
 

@@ -178,6 +178,9 @@ class Engine {
   // (which may take seconds for a long prompt), so that an observer's
   // stats() count the sequences being prefilled as running.
   void set_step_observer(std::function<void()> fn) { step_observer_ = std::move(fn); }
+  // Tests: a decode step's seconds by its rows in place of the measured
+  // time, which a shared machine's load varies (draft lengths follow it).
+  void set_step_seconds(std::function<double(int64_t rows)> fn) { step_seconds_ = std::move(fn); }
 
   EngineStats stats() const;
   // The decode steps' time split so far (util/step_profile.h; empty unless
@@ -257,6 +260,7 @@ class Engine {
   std::vector<DraftWant> draft_wants_;
   std::vector<SpecControl*> draft_controls_;  // draft_wants_[i]'s sequence's
   StepCostModel step_cost_;                    // decode steps' time by rows
+  std::function<double(int64_t)> step_seconds_;
   std::function<void()> step_observer_;
   StepTimer timer_;
   StepProfileTotals step_profile_;
