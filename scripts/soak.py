@@ -482,6 +482,8 @@ def main():
             ("host tier: blocks stored from the pool", srv("pagellm_host_tier_stored_total"),
              "server"),
             ("host tier: blocks restored on a hit", srv("pagellm_host_tier_hits_total"), "server"),
+            ("tiers: blocks copied in beside a forward pass",
+             srv("pagellm_tier_restores_overlapped_total"), "server"),
             ("host tier: blocks handed to the disk tier", srv("pagellm_host_tier_evicted_total"),
              "server"),
             ("disk tier: block files written", srv("pagellm_disk_tier_files_written_total"), "server"),

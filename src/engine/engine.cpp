@@ -95,6 +95,8 @@ Engine::Engine(ModelRunner& model, const Tokenizer& tokenizer, ThreadPool& pool,
   if (config_.host_tier.max_bytes > 0)
     host_tier_ = make_host_tier(config_.host_tier, model, *kv_, disk_tier_.get());
   kv_->manager().set_prefix_tier(tier_chain_head(host_tier_, disk_tier_));
+  // Restored blocks are copied in beside the next forward pass (step()).
+  kv_->manager().set_deferred_restores(true);
   if (const StateCheckpoints* c = kv_->checkpoints())
     config_.scheduler.checkpoint_every = c->interval();
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler, kv_->manager());
@@ -375,6 +377,8 @@ void Engine::emit(SeqState& st, int32_t id) {
 bool Engine::step() {
   timer_.begin();
   const auto step_start = std::chrono::steady_clock::now();  // the draft lengths' cost model
+  KvCacheManager& kvm = kv_->manager();
+  kvm.complete_restores();  // (a step that threw may have left some)
   check_memory();
   propose_drafts();
   SchedulerOutput out = scheduler_->schedule();
@@ -382,17 +386,23 @@ bool Engine::step() {
   // A preempted sequence is computed again from its first token: from zeros.
   for (Sequence* p : out.preempted) kv_->release_state_slot(p->state_slot);
   // Admitted: match_prefix took what was read ahead; the rest can go.
-  for (const ScheduledSeq& sc : out.scheduled) kv_->manager().forget_prefetch(sc.seq->id);
+  for (const ScheduledSeq& sc : out.scheduled) kvm.forget_prefetch(sc.seq->id);
+  for (const Sequence* s : out.restoring) kvm.forget_prefetch(s->id);
   if (!out.failed.empty()) {
     for (const auto& f : out.failed) fail_request(*by_seq_.at(f.seq)->req, f.error);
     // Samples of a failed request may have been scheduled: they are finished now.
     std::erase_if(out.scheduled, [&](const ScheduledSeq& sc) { return by_seq_.at(sc.seq)->done; });
     if (out.empty()) {
+      kvm.complete_restores();
       drop_finished_requests();
       return true;
     }
   }
-  if (out.empty()) return false;
+  if (out.empty()) {
+    if (!kvm.has_pending_restores()) return false;
+    kvm.complete_restores();  // no pass to hide them behind: their sequences run next step
+    return true;
+  }
   if (step_observer_) step_observer_();
   const bool decode_step =
       std::all_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledSeq& sc) {
@@ -482,9 +492,11 @@ bool Engine::step() {
       kv_->manager().copy_ahead(
           config_.scheduler.max_num_seqs +
           (config_.scheduler.max_batched_tokens + config_.block_size - 1) / config_.block_size);
+    kvm.start_restores();  // blocks of sequences that wait for the next step
     const auto forward_start = std::chrono::steady_clock::now();
     logits = model_.forward(batch_, kv_->storage(), pool_);
-    kv_->manager().copy_ahead_wait();
+    kvm.complete_restores();
+    kvm.copy_ahead_wait();
     // The tiers' restore-or-recompute rule needs the prefill rate.
     if (PrefixTier* tier = tier_chain_head(host_tier_, disk_tier_);
         tier && std::any_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledSeq& sc) {
@@ -495,7 +507,8 @@ bool Engine::step() {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count());
   } catch (const std::exception& e) {
     if (mask_prefetch_) mask_prefetch_->wait();  // it owns the samples' grammar states till then
-    kv_->manager().copy_ahead_wait();
+    kvm.complete_restores();
+    kvm.copy_ahead_wait();
     // Nothing of this step is committed; the batch's requests end with the
     // error, and checkpoints it was to save are forgotten.
     if (StateCheckpoints* c = kv_->checkpoints())
@@ -626,6 +639,7 @@ EngineStats Engine::stats() const {
     s.host_tier = true;
     s.host = host_tier_->stats();
   }
+  s.restores_overlapped = kv_->manager().restores_overlapped();
   s.preemptions = scheduler_->total_preemptions();
   s.admission_paused = scheduler_->admission_paused();
   s.kv_pool = kv_->storage().pool_bytes_by_device();

@@ -136,6 +136,8 @@ struct EngineStats {
   DiskTierStats disk;
   bool host_tier = false;         // the prefix cache has a host tier
   HostTierStats host;
+  // Blocks restored from a tier by a worker beside a forward pass.
+  uint64_t restores_overlapped = 0;
   bool admission_paused = false;  // the swap guard holds new sequences back
   std::vector<KvDeviceBytes> kv_pool;  // per device: bytes held now and planned
   bool elastic_pool = false;

@@ -128,6 +128,10 @@ SchedulerOutput Scheduler::schedule() {
 
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* s = running_[i];
+    if (kv_.restoring(s->blocks)) {  // its blocks are still being copied in
+      ++i;
+      continue;
+    }
     const bool prefill = !is_decoding(s);
     const int64_t n =
         aligned_chunk(s, std::min({s->n_pending(), budget, prefill ? prefill_budget : budget}));
@@ -180,6 +184,11 @@ SchedulerOutput Scheduler::schedule() {
       s->n_computed = 0;
       break;
     }
+    if (kv_.restoring(s->blocks)) {  // runs once its blocks are copied in
+      admit(s, lookups);
+      out.restoring.push_back(s);
+      continue;
+    }
     const int64_t n = aligned_chunk(s, std::min({s->n_pending(), budget, prefill_budget}));
     if (n == 0) {  // an aligned chunk does not fit what is left of the step
       kv_.free(s->blocks);
@@ -198,17 +207,21 @@ SchedulerOutput Scheduler::schedule() {
       s->n_computed = 0;
       break;
     }
-    waiting_.pop_front();
-    kv_.allocator().count_lookups(lookups.queries, lookups.hits);
-    s->status = SeqStatus::kRunning;
-    s->admitted_order = ++admit_counter_;
-    running_.push_back(s);
+    admit(s, lookups);
     out.scheduled.push_back({s, n});
     budget -= n;
     prefill_budget -= n;
   }
   grant_drafts(out, budget);
   return out;
+}
+
+void Scheduler::admit(Sequence* s, const PrefixLookups& lookups) {
+  waiting_.pop_front();
+  kv_.allocator().count_lookups(lookups.queries, lookups.hits);
+  s->status = SeqStatus::kRunning;
+  s->admitted_order = ++admit_counter_;
+  running_.push_back(s);
 }
 
 void Scheduler::grant_drafts(SchedulerOutput& out, int64_t budget) {

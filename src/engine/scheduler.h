@@ -18,6 +18,11 @@
 //     step or a few, and then takes them from the cache instead of computing
 //     the same blocks again (a burst of requests with one system prompt
 //     prefills it once).
+//     A prompt whose cached blocks come from a tier beyond the pool (host
+//     or disk) is admitted but runs from the next step on: their bytes are
+//     copied in beside this step's forward pass (KvCacheManager's deferred
+//     restores), and a sequence is not computed on while its table holds a
+//     block being copied in.
 //  3. Last, drafted tokens (speculative decoding) of decoding sequences, in
 //     the token budget and logit rows left: never preempting or delaying
 //     anything for them, and only as far as free blocks allow. The pass
@@ -85,6 +90,7 @@ struct SchedulerOutput {
   std::vector<ScheduledSeq> scheduled;  // running ones first, then newly admitted
   std::vector<BlockCopy> copies;        // copy-on-write, before the forward pass
   std::vector<Sequence*> preempted;
+  std::vector<Sequence*> restoring;  // admitted, waiting for their blocks' copies
   std::vector<SchedulerFailure> failed;
   int64_t n_tokens() const;
   bool empty() const { return scheduled.empty(); }
@@ -139,6 +145,8 @@ class Scheduler {
   // Room for `seq`'s next `n` tokens; a throw is caught and recorded in out.failed.
   Reserve reserve(Sequence* seq, int64_t n, SchedulerOutput& out);
   void preempt(Sequence* seq);
+  // The front waiting sequence becomes running (its lookups counted).
+  void admit(Sequence* seq, const PrefixLookups& lookups);
   // Pass 3 of schedule(): drafted tokens within what is left of `budget`.
   void grant_drafts(SchedulerOutput& out, int64_t budget);
   // True if a running sequence is computing full blocks that `seq`'s tokens

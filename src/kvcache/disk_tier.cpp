@@ -131,6 +131,7 @@ DiskTier::DiskTier(DiskTierOptions options, BlockFileIdentity identity, KvCacheS
       root_key_(identity_key(identity)),
       storage_(storage),
       block_bytes_(storage_block_bytes(storage)),
+      device_pool_(device_pool_backend(storage) != nullptr),
       key_of_block_(static_cast<size_t>(std::max(num_blocks, 0))),
       parent_of_block_(static_cast<size_t>(std::max(num_blocks, 0))),
       key_valid_(static_cast<size_t>(std::max(num_blocks, 0)), false) {
@@ -168,16 +169,29 @@ static bool valid_block(const std::vector<bool>& valid, int32_t b) {
   return b >= 0 && static_cast<size_t>(b) < valid.size() && valid[static_cast<size_t>(b)];
 }
 
+bool DiskTier::learn_key(int32_t block, int32_t parent, std::span<const int32_t> tokens) {
+  if (block < 0 || static_cast<size_t>(block) >= key_valid_.size()) return false;
+  const auto b = static_cast<size_t>(block);
+  key_valid_[b] = false;
+  if (parent >= 0 && !valid_block(key_valid_, parent)) return false;
+  parent_of_block_[b] = parent_key(parent);
+  key_of_block_[b] = block_key(parent_of_block_[b], tokens);
+  key_valid_[b] = true;
+  return true;
+}
+
 void DiskTier::committed(int32_t block, int32_t parent, std::span<const int32_t> tokens) {
-  if (block < 0 || static_cast<size_t>(block) >= key_valid_.size()) return;
-  key_valid_[static_cast<size_t>(block)] = false;
-  if (parent >= 0 && !valid_block(key_valid_, parent)) return;
-  const Hash128 pk = parent_key(parent);
-  const Hash128 key = block_key(pk, tokens);
-  key_of_block_[static_cast<size_t>(block)] = key;
-  parent_of_block_[static_cast<size_t>(block)] = pk;
-  key_valid_[static_cast<size_t>(block)] = true;
-  queue_block(block, {identity_, key, pk, {tokens.begin(), tokens.end()}});
+  if (!learn_key(block, parent, tokens)) return;
+  const auto b = static_cast<size_t>(block);
+  queue_block(block, {identity_, key_of_block_[b], parent_of_block_[b], {tokens.begin(), tokens.end()}});
+}
+
+void DiskTier::restored(int32_t block, int32_t parent, std::span<const int32_t> tokens,
+                        std::span<const uint8_t> payload) {
+  if (!learn_key(block, parent, tokens)) return;
+  const auto b = static_cast<size_t>(block);
+  demoted({identity_, key_of_block_[b], parent_of_block_[b], {tokens.begin(), tokens.end()}},
+          payload);
 }
 
 void DiskTier::evicted(int32_t block, std::span<const int32_t> tokens) {
@@ -354,15 +368,23 @@ bool DiskTier::fetch_read(const BlockFileHeader& want) {
   return true;
 }
 
-void DiskTier::place(int32_t block) {
-  copy_block_in(storage_, block, staged_payload_.data());
+PrefixTier::RestoreCopy DiskTier::place(int32_t block) {
   key_of_block_[static_cast<size_t>(block)] = staged_.key;
   parent_of_block_[static_cast<size_t>(block)] = staged_.parent;
   key_valid_[static_cast<size_t>(block)] = true;
-  std::lock_guard lk(mu_);
-  ++stats_.hits;
-  if (staged_ahead_) ++stats_.prefetched;
-  if (staged_ahead_ && staged_waited_) ++stats_.prefetch_waited;
+  {
+    std::lock_guard lk(mu_);
+    ++stats_.hits;
+    if (staged_ahead_) ++stats_.prefetched;
+    if (staged_ahead_ && staged_waited_) ++stats_.prefetch_waited;
+  }
+  if (device_pool_) {
+    copy_block_in(storage_, block, staged_payload_.data());
+    return {};
+  }
+  return [this, block, payload = std::move(staged_payload_)] {
+    copy_block_in(storage_, block, payload.data());
+  };
 }
 
 void DiskTier::warn_once(BlockFileStatus cause, const fs::path& file) {

@@ -87,7 +87,11 @@ class DiskTier final : public PrefixTier {
 
   void committed(int32_t block, int32_t parent, std::span<const int32_t> tokens) override;
   bool fetch(int32_t parent, std::span<const int32_t> tokens) override;
-  void place(int32_t block) override;
+  // The bytes read, copied in by the returned copy (a host pool) or now.
+  RestoreCopy place(int32_t block) override;
+  // Its key learned; its file written unless there or queued already.
+  void restored(int32_t block, int32_t parent, std::span<const int32_t> tokens,
+                std::span<const uint8_t> payload) override;
   // A block the host tier drops (kvcache/host_tier.h): written unless its
   // file is there (or queued) already, or the queue is full.
   void demoted(const BlockFileHeader& header, std::span<const uint8_t> payload) override;
@@ -115,6 +119,8 @@ class DiskTier final : public PrefixTier {
     std::vector<uint8_t> payload;
   };
   Hash128 parent_key(int32_t parent) const;
+  // Block `block`'s key after `parent`'s (false: the parent's is unknown).
+  bool learn_key(int32_t block, int32_t parent, std::span<const int32_t> tokens);
   // Queues block `block`'s bytes under `header` (the engine thread's copy).
   void queue_block(int32_t block, BlockFileHeader header);
   // The file's bytes read (here or ahead) for `want`: checked into
@@ -132,6 +138,7 @@ class DiskTier final : public PrefixTier {
   Hash128 root_key_;
   KvCacheStorage& storage_;
   size_t block_bytes_;
+  bool device_pool_;  // the pool is in a device's memory: copies on the engine thread
   // Engine thread: each block's chained key (valid while the block is hashed).
   std::vector<Hash128> key_of_block_, parent_of_block_;
   std::vector<bool> key_valid_;

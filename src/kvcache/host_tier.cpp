@@ -38,7 +38,7 @@ HostTier::HostTier(HostTierOptions options, BlockFileIdentity identity, KvCacheS
                                              : reserve_host_pages(range_bytes_));
   }
   populated_.assign(static_cast<size_t>(capacity_), pinned_by_ != nullptr);
-  ahead_slot_.assign(static_cast<size_t>(capacity_), false);
+  busy_slot_.assign(static_cast<size_t>(capacity_), false);
   n_populated_ = pinned_by_ ? capacity_ : 0;
   for (int32_t s = capacity_ - 1; s >= 0; --s) free_slots_.push_back(s);
   stats_.capacity_blocks = capacity_;
@@ -93,7 +93,7 @@ void HostTier::drop_lru() {
 
 int32_t HostTier::take_slot() {
   if (free_slots_.empty()) {
-    if (lru_.empty() || ahead_slot_[static_cast<size_t>(entries_.at(lru_.front()).slot)])
+    if (lru_.empty() || busy_slot_[static_cast<size_t>(entries_.at(lru_.front()).slot)])
       return -1;
     // fetch() staged this tier's least recently used entry for place(): keep it.
     if (staged_ == Staged::kOwn && lru_.front() == staged_key_) {
@@ -156,7 +156,7 @@ void HostTier::copy_ahead(std::span<const int32_t> blocks,
       e.tokens.assign(tokens[i].begin(), tokens[i].end());
       e.lru = lru_.insert(lru_.end(), key);
       entries_.emplace(key, std::move(e));
-      ahead_slot_[static_cast<size_t>(slot)] = true;
+      busy_slot_[static_cast<size_t>(slot)] = true;
       ahead_.emplace_back(blocks[i], slot);
     }
   } catch (const std::exception&) {
@@ -181,7 +181,7 @@ void HostTier::copy_ahead_wait() {
   stats_.stored += ahead_.size();
   stats_.stored_ahead += ahead_.size();
   stats_.bytes_in += bytes;
-  for (const auto& [block, slot] : ahead_) ahead_slot_[static_cast<size_t>(slot)] = false;
+  for (const auto& [block, slot] : ahead_) busy_slot_[static_cast<size_t>(slot)] = false;
   ahead_.clear();
 }
 
@@ -227,19 +227,33 @@ void HostTier::prefetch(uint64_t owner, int32_t parent, std::span<const int32_t>
   next_->prefetch(owner, parent, tokens, held);
 }
 
-void HostTier::place(int32_t block) {
+PrefixTier::RestoreCopy HostTier::place(int32_t block) {
   if (staged_ == Staged::kNone || block < 0 || static_cast<size_t>(block) >= key_valid_.size())
-    return;
+    return {};
+  RestoreCopy copy;
   if (staged_ == Staged::kOwn) {
-    const auto t0 = std::chrono::steady_clock::now();
-    copy_block_in(storage_, block, slot_ptr(entries_.at(staged_key_).slot));
-    cost_.copied(static_cast<double>(block_bytes_), seconds_since(t0));
+    const int32_t slot = entries_.at(staged_key_).slot;
     ++stats_.hits;
     stats_.bytes_out += block_bytes_;
     // The next tier learns the block's key (and writes it if it lacks it).
-    if (next_) next_->committed(block, staged_parent_block_, staged_tokens_);
+    if (next_)
+      next_->restored(block, staged_parent_block_, staged_tokens_, {slot_ptr(slot), block_bytes_});
+    if (pinned_by_) {
+      const auto t0 = std::chrono::steady_clock::now();
+      copy_block_in(storage_, block, slot_ptr(slot));
+      cost_.copied(static_cast<double>(block_bytes_), seconds_since(t0));
+    } else {
+      busy_slot_[static_cast<size_t>(slot)] = true;  // not reused till restores_done()
+      restoring_slots_.push_back(slot);
+      copy = [this, block, slot] {
+        const auto t0 = std::chrono::steady_clock::now();
+        copy_block_in(storage_, block, slot_ptr(slot));
+        restore_seconds_ += seconds_since(t0);
+        restore_bytes_ += block_bytes_;
+      };
+    }
   } else {
-    next_->place(block);
+    copy = next_->place(block);
     ++stats_.next_hits;
   }
   const auto b = static_cast<size_t>(block);
@@ -247,6 +261,16 @@ void HostTier::place(int32_t block) {
   parent_of_block_[b] = staged_parent_;
   key_valid_[b] = true;
   staged_ = Staged::kNone;
+  return copy;
+}
+
+void HostTier::restores_done() {
+  for (int32_t slot : restoring_slots_) busy_slot_[static_cast<size_t>(slot)] = false;
+  restoring_slots_.clear();
+  if (restore_bytes_ > 0) cost_.copied(static_cast<double>(restore_bytes_), restore_seconds_);
+  restore_bytes_ = 0;
+  restore_seconds_ = 0;
+  if (next_) next_->restores_done();
 }
 
 HostTierStats HostTier::stats() const {

@@ -9,8 +9,10 @@
 // Copies: the blocks the pool will evict next are copied by a worker thread
 // while the forward pass runs (copy_ahead; at most a quarter of the slots a
 // step), so eviction finds them kept; what it does not find is copied on the
-// engine thread then. A pool in a device's memory is downloaded on the engine
-// thread (its backend's stream belongs to the pass), into pinned memory.
+// engine thread then. A restore's copy into the pool is handed back by
+// place() for the KV manager to run beside the pass (its slot is kept until
+// restores_done()). A pool in a device's memory is copied on the engine
+// thread (its backend's stream belongs to the pass), from pinned memory.
 //
 // Memory: capacity = floor(max_bytes / block bytes) slots, one range. When
 // the pool is a device's (a GPU's, or the staged stand-in's), the range comes
@@ -79,7 +81,8 @@ class HostTier final : public PrefixTier {
 
   void committed(int32_t block, int32_t parent, std::span<const int32_t> tokens) override;
   bool fetch(int32_t parent, std::span<const int32_t> tokens) override;
-  void place(int32_t block) override;
+  RestoreCopy place(int32_t block) override;
+  void restores_done() override;
   void evicted(int32_t block, std::span<const int32_t> tokens) override;
   void copy_ahead(std::span<const int32_t> blocks,
                   std::span<const std::span<const int32_t>> tokens) override;
@@ -146,7 +149,11 @@ class HostTier final : public PrefixTier {
   // copy_ahead's copies (block, slot) while the worker runs them, and the
   // slots they fill (take_slot must not hand such an entry down unfilled).
   std::vector<std::pair<int32_t, int32_t>> ahead_;
-  std::vector<bool> ahead_slot_;
+  // Slots a worker uses: written by copy_ahead, or read by a restore copy.
+  std::vector<bool> busy_slot_;
+  std::vector<int32_t> restoring_slots_;
+  double restore_seconds_ = 0;  // restore copies' time (written by them)
+  uint64_t restore_bytes_ = 0;
   double ahead_seconds_ = 0;  // written by the worker, read after wait()
   bool ahead_running_ = false;
   StepWorker worker_;  // last: joined before the rest goes

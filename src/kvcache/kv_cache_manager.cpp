@@ -143,8 +143,45 @@ std::optional<int32_t> KvCacheManager::from_tier(const BlockTable& table,
   if (!tier_->fetch(parent, tokens)) return std::nullopt;
   std::vector<int32_t> got;
   if (!alloc_.allocate(1, got)) return std::nullopt;
-  tier_->place(got[0]);
+  if (PrefixTier::RestoreCopy copy = tier_->place(got[0]); copy) {
+    if (defer_restores_) {
+      pending_blocks_.push_back(got[0]);
+      pending_copies_.push_back(std::move(copy));
+    } else {
+      copy();
+      tier_->restores_done();
+    }
+  }
   return got[0];
+}
+
+bool KvCacheManager::restoring(const BlockTable& table) const {
+  if (pending_blocks_.empty()) return false;
+  for (int32_t b : table.blocks())
+    if (std::find(pending_blocks_.begin(), pending_blocks_.end(), b) != pending_blocks_.end())
+      return true;
+  return false;
+}
+
+void KvCacheManager::start_restores() {
+  if (pending_copies_.empty() || restores_running_) return;
+  auto run = [this] {
+    for (auto& copy : pending_copies_) copy();
+  };
+  restores_running_ = restore_worker_.start(run);
+  if (restores_running_) restores_overlapped_ += pending_copies_.size();
+}
+
+void KvCacheManager::complete_restores() {
+  if (pending_blocks_.empty()) return;
+  if (restores_running_)
+    restore_worker_.wait();
+  else
+    for (auto& copy : pending_copies_) copy();
+  restores_running_ = false;
+  pending_copies_.clear();
+  pending_blocks_.clear();
+  if (tier_) tier_->restores_done();
 }
 
 PrefixLookups KvCacheManager::match_to_checkpoint(std::span<const int32_t> tokens,
@@ -264,6 +301,7 @@ void KvCacheManager::fork(const BlockTable& parent, BlockTable& child) {
 }
 
 void KvCacheManager::free(BlockTable& table) {
+  if (restoring(table)) complete_restores();  // the blocks may be reused at once
   for (int32_t g = 1; g < table.n_groups(); ++g) {
     auto& blocks = table.group_blocks(g);
     for (int32_t id : blocks)

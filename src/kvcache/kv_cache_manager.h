@@ -16,6 +16,7 @@
 #include "kvcache/block_table.h"
 #include "kvcache/prefix_tier.h"
 #include "kvcache/state_checkpoints.h"
+#include "util/step_worker.h"
 
 namespace pagellm {
 
@@ -94,6 +95,21 @@ class KvCacheManager {
   void copy_ahead(int32_t n);
   void copy_ahead_wait();
 
+  // Restores from the tiers. Without deferral a block's bytes are copied in
+  // as match_prefix takes it. With it (the engine), match_prefix leaves the
+  // copies pending: a table holding such a block is restoring() and must not
+  // be computed on; start_restores() runs them on a worker beside the
+  // forward pass, complete_restores() waits for them (at once where no
+  // thread can be had). Freeing a table that holds a pending block completes
+  // them first, so that no block is reused while one is copied into it.
+  void set_deferred_restores(bool on) { defer_restores_ = on; }
+  bool restoring(const BlockTable& table) const;
+  bool has_pending_restores() const { return !pending_blocks_.empty(); }
+  void start_restores();
+  void complete_restores();
+  // Blocks whose copy ran on the worker (for tests and /metrics).
+  uint64_t restores_overlapped() const { return restores_overlapped_; }
+
   // Makes room to write positions [write_from, n_tokens): new blocks as
   // needed, and private copies of shared blocks in that range (copy-on-write,
   // recorded in `copies`). All or nothing: false (and no change) if the free
@@ -134,6 +150,12 @@ class KvCacheManager {
   std::vector<std::unique_ptr<BlockAllocator>> window_allocs_;
   StateCheckpoints* checkpoints_ = nullptr;
   PrefixTier* tier_ = nullptr;
+  bool defer_restores_ = false;
+  std::vector<int32_t> pending_blocks_;  // group 0 blocks whose copy has not run
+  std::vector<PrefixTier::RestoreCopy> pending_copies_;
+  bool restores_running_ = false;
+  uint64_t restores_overlapped_ = 0;
+  StepWorker restore_worker_;  // last: joined before the rest goes
 };
 
 }  // namespace pagellm

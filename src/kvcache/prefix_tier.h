@@ -6,10 +6,12 @@
 // Blocks are named by their id in group 0 and their parent's id: a tier
 // keeps each committed block's chained key (kvcache/block_file.h).
 // Called on the engine thread only; never throws. Only the copies that
-// copy_ahead() starts run on a worker, during the forward pass.
+// copy_ahead() starts, and the restore copies that place() returns, run on a
+// worker, during the forward pass.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "kvcache/block_file.h"
@@ -25,8 +27,21 @@ class PrefixTier {
   // Looks up the full block `tokens` after block `parent` (-1: first); true:
   // its K/V is ready for place().
   virtual bool fetch(int32_t parent, std::span<const int32_t> tokens) = 0;
-  // Writes what fetch() found into block `block` of every layer.
-  virtual void place(int32_t block) = 0;
+  // A block's bytes going into the pool: runs on any thread, while nothing
+  // else reads or writes the block (kvcache/kv_cache_manager.h).
+  using RestoreCopy = std::function<void()>;
+  // Puts what fetch() found into block `block` of every layer: the tier's
+  // bookkeeping now, the bytes now (empty result: a device's pool, whose
+  // copies go on its stream) or by the returned copy, which runs before
+  // anything reads the block and before restores_done().
+  virtual RestoreCopy place(int32_t block) = 0;
+  // The copies place() returned have run: their sources may be reused.
+  virtual void restores_done() {}
+  // Block `block` was restored from the tier above with the bytes `payload`
+  // (its copy into the pool may still be under way), after block `parent`:
+  // this tier learns its key, and may keep the bytes.
+  virtual void restored(int32_t /*block*/, int32_t /*parent*/, std::span<const int32_t> /*tokens*/,
+                        std::span<const uint8_t> /*payload*/) {}
   // The pool is about to reuse block `block`, a cached full block holding
   // `tokens` whose bytes are still there: a tier may keep a copy.
   virtual void evicted(int32_t /*block*/, std::span<const int32_t> /*tokens*/) {}

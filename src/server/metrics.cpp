@@ -95,6 +95,9 @@ constexpr FieldMetric<EngineStats> kEngineCounters[] = {
      "Drafted tokens that became output (speculative decoding)", &EngineStats::spec_accepted},
     {"pagellm_engine_steps_total", "counter", "Engine steps (batched forward passes)",
      &EngineStats::steps},
+    {"pagellm_tier_restores_overlapped_total", "counter",
+     "Prefix-cache blocks restored from the host or disk tier by a worker beside a forward pass",
+     &EngineStats::restores_overlapped},
 };
 
 constexpr FieldMetric<HostTierStats> kHostTier[] = {

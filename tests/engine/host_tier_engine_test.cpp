@@ -60,10 +60,12 @@ void check_repeat_after_eviction(Loaded& m, const std::string& what, bool ahead)
   EXPECT_GE(st.cached_prompt_tokens, full * 16) << what;
   EXPECT_GT(st.blocks.evictions, 0u) << what;
   EXPECT_LE(st.host.held_bytes, st.host.capacity_bytes) << what;
-  if (ahead)
+  if (ahead) {
     EXPECT_GT(st.host.stored_ahead, 0u) << what;
-  else
+  } else {
     EXPECT_EQ(st.host.stored_ahead, 0u) << what;
+    EXPECT_EQ(st.restores_overlapped, 0u) << what;  // a device pool's copies go on its stream
+  }
 }
 
 TEST(EngineHostTier, RepeatedPromptAfterEvictionIsRestoredFromHost) {
@@ -107,6 +109,8 @@ TEST(EngineHostTier, PreemptedSequencesResumeFromTheHostTier) {
   const auto got_swap = run_all(m, prompts, tight, gen, &swap);
   EXPECT_GT(swap.preemptions, 0u);
   EXPECT_GT(swap.host.hits, 0u);
+  // Resumed beside running sequences: their blocks came in during their passes.
+  EXPECT_GT(swap.restores_overlapped, 0u);
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(got_recompute[i], solo[i]) << "request " << i;
     EXPECT_EQ(got_swap[i], solo[i]) << "request " << i;

@@ -48,7 +48,7 @@ BlockFileIdentity identity(const KvCacheStorage& s) {
 struct RecordingTier final : PrefixTier {
   void committed(int32_t, int32_t, std::span<const int32_t>) override {}
   bool fetch(int32_t, std::span<const int32_t>) override { return false; }
-  void place(int32_t) override {}
+  RestoreCopy place(int32_t) override { return {}; }
   void demoted(const BlockFileHeader& h, std::span<const uint8_t> payload) override {
     headers.push_back(h);
     payloads.emplace_back(payload.begin(), payload.end());
