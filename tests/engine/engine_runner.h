@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -52,12 +53,11 @@ inline std::vector<std::vector<int32_t>> make_prompts(const Tokenizer& tok, int 
 
 using Outputs = std::map<uint64_t, std::vector<int32_t>>;
 
-// Runs every prompt through one engine (all submitted at once); returns each
-// request's generated ids in prompt order.
-inline std::vector<std::vector<int32_t>> run_all(Loaded& m,
-                                                 const std::vector<std::vector<int32_t>>& prompts,
-                                                 EngineConfig cfg, int gen,
-                                                 EngineStats* stats = nullptr) {
+// Runs every prompt through one engine (all submitted at once; then
+// `before_steps`, if given); returns each request's generated ids in prompt order.
+inline std::vector<std::vector<int32_t>> run_all(
+    Loaded& m, const std::vector<std::vector<int32_t>>& prompts, EngineConfig cfg, int gen,
+    EngineStats* stats = nullptr, const std::function<void(Engine&)>& before_steps = {}) {
   ThreadPool pool(2);
   Engine engine(*m.model, *m.tok, pool, cfg);
   Outputs outs;
@@ -72,6 +72,7 @@ inline std::vector<std::vector<int32_t>> run_all(Loaded& m,
       if (ev.token >= 0) outs[ev.request_id].push_back(ev.token);
     }));
   }
+  if (before_steps) before_steps(engine);
   while (engine.has_work()) engine.step();
   EXPECT_EQ(engine.kv_manager().allocator().num_used(), 0) << "leaked blocks";
   if (stats) *stats = engine.stats();
