@@ -175,9 +175,12 @@ TEST(EngineDiskTier, BlocksOfAShrunkPoolAreFoundOnDisk) {
   const EngineStats second = engine.stats();
   const uint64_t dropped = static_cast<uint64_t>(full - chunk_blocks);
   const uint64_t from_disk = second.disk.hits - first.disk.hits;
-  EXPECT_GE(from_disk, 1u);
+  const uint64_t recomputed = second.disk.recomputed - first.disk.recomputed;
+  // Found on disk: read, or (a read not done yet on a busy machine, or
+  // slower than computing) recomputed.
+  EXPECT_GE(from_disk + recomputed, 1u);
   // A block computed rather than read ends the match: the rest is computed.
-  EXPECT_LE(from_disk + second.disk.recomputed - first.disk.recomputed, dropped);
+  EXPECT_LE(from_disk + recomputed, dropped);
   if (second.disk.recomputed == first.disk.recomputed) {
     EXPECT_EQ(from_disk, dropped);
   }
