@@ -44,8 +44,11 @@ if [ ${#py_missing[@]} -gt 0 ]; then
 fi
 
 BUILD_DIR=${BUILD_DIR:-build}
+# PAGELLM_CUDA_ARCHITECTURES (e.g. 90-real): the GPU architectures to build
+# for, where nvcc is found (default: CMakeLists.txt's list).
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PY" >/dev/null
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PY" \
+    ${PAGELLM_CUDA_ARCHITECTURES:+-DCMAKE_CUDA_ARCHITECTURES="$PAGELLM_CUDA_ARCHITECTURES"} >/dev/null
 fi
 # One build at a time on this machine: serialize through a lock.
 flock /tmp/pagellm-build.lock cmake --build "$BUILD_DIR" -j "$(nproc)"
