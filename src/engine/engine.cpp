@@ -495,6 +495,8 @@ bool Engine::step() {
     kvm.start_restores();  // blocks of sequences that wait for the next step
     const auto forward_start = std::chrono::steady_clock::now();
     logits = model_.forward(batch_, kv_->storage(), pool_);
+    const double forward_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count();
     kvm.complete_restores();
     kvm.copy_ahead_wait();
     // The tiers' restore-or-recompute rule needs the prefill rate.
@@ -502,9 +504,7 @@ bool Engine::step() {
         tier && std::any_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledSeq& sc) {
           return sc.seq->n_computed < sc.seq->n_prompt;
         }))
-      tier->prefilled(
-          static_cast<double>(batch_.n_tokens()),
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count());
+      tier->prefilled(static_cast<double>(batch_.n_tokens()), forward_seconds);
   } catch (const std::exception& e) {
     if (mask_prefetch_) mask_prefetch_->wait();  // it owns the samples' grammar states till then
     kvm.complete_restores();

@@ -184,11 +184,6 @@ SchedulerOutput Scheduler::schedule() {
       s->n_computed = 0;
       break;
     }
-    if (kv_.restoring(s->blocks)) {  // runs once its blocks are copied in
-      admit(s, lookups);
-      out.restoring.push_back(s);
-      continue;
-    }
     const int64_t n = aligned_chunk(s, std::min({s->n_pending(), budget, prefill_budget}));
     if (n == 0) {  // an aligned chunk does not fit what is left of the step
       kv_.free(s->blocks);
@@ -208,6 +203,10 @@ SchedulerOutput Scheduler::schedule() {
       break;
     }
     admit(s, lookups);
+    if (kv_.restoring(s->blocks)) {  // room kept; it runs once its blocks are copied in
+      out.restoring.push_back(s);
+      continue;
+    }
     out.scheduled.push_back({s, n});
     budget -= n;
     prefill_budget -= n;

@@ -19,7 +19,8 @@
 //     the same blocks again (a burst of requests with one system prompt
 //     prefills it once).
 //     A prompt whose cached blocks come from a tier beyond the pool (host
-//     or disk) is admitted but runs from the next step on: their bytes are
+//     or disk) is admitted (with room for its first chunk, as any other)
+//     but runs from the next step on: their bytes are
 //     copied in beside this step's forward pass (KvCacheManager's deferred
 //     restores), and a sequence is not computed on while its table holds a
 //     block being copied in.

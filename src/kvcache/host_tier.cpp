@@ -245,12 +245,8 @@ PrefixTier::RestoreCopy HostTier::place(int32_t block) {
     } else {
       busy_slot_[static_cast<size_t>(slot)] = true;  // not reused till restores_done()
       restoring_slots_.push_back(slot);
-      copy = [this, block, slot] {
-        const auto t0 = std::chrono::steady_clock::now();
-        copy_block_in(storage_, block, slot_ptr(slot));
-        restore_seconds_ += seconds_since(t0);
-        restore_bytes_ += block_bytes_;
-      };
+      // Not timed: beside a forward pass it would not measure the copy rate.
+      copy = [this, block, slot] { copy_block_in(storage_, block, slot_ptr(slot)); };
     }
   } else {
     copy = next_->place(block);
@@ -267,9 +263,6 @@ PrefixTier::RestoreCopy HostTier::place(int32_t block) {
 void HostTier::restores_done() {
   for (int32_t slot : restoring_slots_) busy_slot_[static_cast<size_t>(slot)] = false;
   restoring_slots_.clear();
-  if (restore_bytes_ > 0) cost_.copied(static_cast<double>(restore_bytes_), restore_seconds_);
-  restore_bytes_ = 0;
-  restore_seconds_ = 0;
   if (next_) next_->restores_done();
 }
 

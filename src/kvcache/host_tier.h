@@ -152,8 +152,6 @@ class HostTier final : public PrefixTier {
   // Slots a worker uses: written by copy_ahead, or read by a restore copy.
   std::vector<bool> busy_slot_;
   std::vector<int32_t> restoring_slots_;
-  double restore_seconds_ = 0;  // restore copies' time (written by them)
-  uint64_t restore_bytes_ = 0;
   double ahead_seconds_ = 0;  // written by the worker, read after wait()
   bool ahead_running_ = false;
   StepWorker worker_;  // last: joined before the rest goes

@@ -102,7 +102,10 @@ TEST(SchedulerRestore, APromptRestoredFromATierRunsTheStepAfterItsCopies) {
   f.kv.start_restores();
   f.kv.complete_restores();
   EXPECT_FALSE(f.kv.restoring(b->blocks));
-  std::vector<int32_t> filled = f.tier.filled, blocks = b->blocks.blocks();
+  // Its 4 cached blocks were filled; a fifth is reserved for the rest.
+  ASSERT_EQ(b->blocks.blocks().size(), 5u);
+  std::vector<int32_t> filled = f.tier.filled;
+  std::vector<int32_t> blocks(b->blocks.blocks().begin(), b->blocks.blocks().begin() + 4);
   std::sort(filled.begin(), filled.end());
   std::sort(blocks.begin(), blocks.end());
   EXPECT_EQ(filled, blocks);
@@ -128,7 +131,7 @@ TEST(SchedulerRestore, APromptSharingABlockBeingCopiedInWaitsToo) {
   EXPECT_EQ(out.restoring.size(), 2u);
   EXPECT_FALSE(is_scheduled(out, b.get()));
   EXPECT_FALSE(is_scheduled(out, c.get()));
-  EXPECT_EQ(b->blocks.blocks(), c->blocks.blocks());
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(b->blocks.blocks()[i], c->blocks.blocks()[i]);
   f.kv.complete_restores();  // no worker started: they run here
   out = f.sched.schedule();
   EXPECT_TRUE(is_scheduled(out, b.get()));
@@ -148,6 +151,37 @@ TEST(SchedulerRestore, GivingBackABlockBeingCopiedInCompletesTheCopyFirst) {
   EXPECT_EQ(f.tier.filled.size(), 2u);
   EXPECT_FALSE(f.kv.has_pending_restores());
   EXPECT_EQ(f.kv.allocator().num_used(), 0) << "leaked blocks";
+}
+
+// Admitted with room for its first chunk, as any prompt: one without it
+// gives its blocks back (their copies run first) and waits, and nothing is
+// preempted for it the step after.
+TEST(SchedulerRestore, APromptWithoutRoomForItsFirstChunkWaits) {
+  Fixture f;
+  auto a = make_seq(1, 4 * kBlock + 3);
+  prefill_and_finish(f.sched, a.get());
+  flood(f.sched, 8 * kBlock - 1, 1000);
+  auto x = make_seq(3, 4 * kBlock - 2, 2000);  // runs on, holding 4 of the 8 blocks
+  f.sched.add(x.get());
+  auto out = f.sched.schedule();
+  ASSERT_TRUE(is_scheduled(out, x.get()));
+  f.sched.update_after_step(out);
+  x->tokens.push_back(7);  // sampled: it decodes from now on
+
+  auto b = make_seq(2, 4 * kBlock + 3);  // a's prompt: 4 blocks from the tier and 1 more
+  f.sched.add(b.get());
+  out = f.sched.schedule();
+  EXPECT_TRUE(out.restoring.empty());
+  EXPECT_FALSE(is_scheduled(out, b.get()));
+  ASSERT_FALSE(f.sched.waiting().empty());
+  EXPECT_EQ(f.sched.waiting().front(), b.get());
+  EXPECT_FALSE(f.kv.has_pending_restores()) << "its blocks were given back, their copies run";
+  EXPECT_EQ(f.tier.filled.size(), static_cast<size_t>(f.tier.placed));
+  f.sched.update_after_step(out);
+  x->tokens.push_back(7);
+  out = f.sched.schedule();
+  EXPECT_TRUE(out.preempted.empty());
+  EXPECT_TRUE(is_scheduled(out, x.get()));
 }
 
 TEST(SchedulerRestore, WithoutDeferralTheCopiesRunAtTheMatch) {
