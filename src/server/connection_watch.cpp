@@ -44,10 +44,9 @@ bool matches(int fd, int local_port, const std::string& remote_addr, int remote_
          host.find(remote_addr) != std::string::npos || remote_addr.find(host) != std::string::npos;
 }
 
-}  // namespace
-
-ConnectionWatch::ConnectionWatch(int local_port, const std::string& remote_addr, int remote_port) {
-  if (local_port <= 0 || remote_port <= 0) return;
+// Calls fn(fd) for each of the process's descriptors until it returns true.
+template <class Fn>
+void for_each_descriptor(Fn fn) {
   DIR* dir = ::opendir("/proc/self/fd");
   if (!dir) return;
   const int own = ::dirfd(dir);
@@ -55,12 +54,37 @@ ConnectionWatch::ConnectionWatch(int local_port, const std::string& remote_addr,
     char* end = nullptr;
     const long fd = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0' || fd == own) continue;
-    if (matches(static_cast<int>(fd), local_port, remote_addr, remote_port)) {
-      fd_ = static_cast<int>(fd);
-      break;
-    }
+    if (fn(static_cast<int>(fd))) break;
   }
   ::closedir(dir);
+}
+
+}  // namespace
+
+ConnectionWatch::ConnectionWatch(int local_port, const std::string& remote_addr, int remote_port) {
+  if (local_port <= 0 || remote_port <= 0) return;
+  for_each_descriptor([&](int fd) {
+    if (!matches(fd, local_port, remote_addr, remote_port)) return false;
+    fd_ = fd;
+    return true;
+  });
+}
+
+int shut_accepted_connections(int local_port) {
+  if (local_port <= 0) return 0;
+  int n = 0;
+  for_each_descriptor([&](int fd) {
+    sockaddr_storage a{};
+    socklen_t len = sizeof(a);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
+        port_of(a, nullptr) != local_port)
+      return false;
+    len = sizeof(a);
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;  // no peer
+    n += ::shutdown(fd, SHUT_RD) == 0;
+    return false;
+  });
+  return n;
 }
 
 bool ConnectionWatch::peer_closed() const {

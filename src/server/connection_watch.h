@@ -24,4 +24,11 @@ class ConnectionWatch {
   int fd_ = -1;
 };
 
+// Shuts the reading side of every accepted TCP connection on `local_port`
+// (sockets of this process with a peer): a connection idling between
+// keep-alive requests then ends at once instead of after the library's
+// keep-alive timeout, which a stopping server would otherwise wait out.
+// Replies being written are not affected. Returns how many it shut.
+int shut_accepted_connections(int local_port);
+
 }  // namespace pagellm

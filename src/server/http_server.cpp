@@ -110,6 +110,7 @@ struct HttpServer::Impl {
   std::atomic<int> active{0};
   std::atomic<uint64_t> next_id{1};
   int listen_fd = -1;
+  int port = 0;  // bound
   std::atomic<bool> run_entered{false}, run_exited{false}, stopping{false};
   RouteTable routes;
 
@@ -609,6 +610,7 @@ int HttpServer::bind(const std::string& host, int port) {
   // httplib listens with a backlog of 5: a burst of new connections would
   // have SYNs dropped (and retried a second later). Raise it.
   if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, SOMAXCONN);
+  impl_->port = bound;
   return bound;
 }
 
@@ -638,6 +640,9 @@ void HttpServer::stop() {
   while (impl_->run_entered && !impl_->run_exited && !impl_->svr.is_running())
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   impl_->svr.stop();
+  // The library's workers wait out idle keep-alive connections (2 s) before
+  // they end, and listen() joins them: end those waits now.
+  shut_accepted_connections(impl_->port);
 }
 
 ServerMetrics& HttpServer::metrics() {

@@ -316,6 +316,18 @@ def test_sigterm_lets_inflight_streams_finish(start_server, slow_model):
     assert '"finish_reason":"length"' in result["events"][-2]
 
 
+def test_an_idle_keep_alive_connection_does_not_hold_the_exit(start_server):
+    # A client keeps its connection open between requests (HTTP/1.1
+    # keep-alive); the server's exit must not wait for it to time out.
+    srv = start_server()
+    with requests.Session() as client:
+        assert client.get(srv.url + "/health", timeout=10).status_code == 200
+        start = time.monotonic()
+        assert srv.stop() == 0
+        took = time.monotonic() - start
+    assert took < 1.5, f"the exit took {took:.2f} s with an idle keep-alive connection open"
+
+
 def test_sigint_aborts_streams_after_the_timeout(start_server, slow_model):
     srv = start_server("-c", "8192", "--shutdown-timeout", "0.5", model=slow_model)
     t, result = start_stream(srv, 3000)
