@@ -76,15 +76,21 @@ struct Fixture {
   Scheduler sched;
 };
 
+// A prompt of `n_prompt` tokens (ids from 0) computed and finished, then
+// evicted from the pool by a flood: its full blocks are in the tier only.
+void compute_and_evict(Fixture& f, int n_prompt) {
+  auto a = make_seq(1, n_prompt);
+  prefill_and_finish(f.sched, a.get());
+  flood(f.sched, 8 * kBlock - 1, 1000);
+  const auto first = std::span(a->tokens).first(kBlock);
+  ASSERT_FALSE(f.kv.allocator().find(BlockAllocator::chain_hash(0, first), first));
+}
+
 TEST(SchedulerRestore, APromptRestoredFromATierRunsTheStepAfterItsCopies) {
   Fixture f;
-  auto a = make_seq(1, 4 * kBlock + 3);
-  prefill_and_finish(f.sched, a.get());
-  flood(f.sched, 8 * kBlock - 1, 1000);  // a's blocks leave the pool
-  ASSERT_FALSE(f.kv.allocator().find(BlockAllocator::chain_hash(0, std::span(a->tokens).first(kBlock)),
-                                     std::span(a->tokens).first(kBlock)));
+  compute_and_evict(f, 4 * kBlock + 3);
 
-  auto b = make_seq(2, 4 * kBlock + 3);  // a's prompt again
+  auto b = make_seq(2, 4 * kBlock + 3);  // the evicted prompt again
   f.sched.add(b.get());
   auto out = f.sched.schedule();
   EXPECT_FALSE(is_scheduled(out, b.get()));
@@ -119,9 +125,7 @@ TEST(SchedulerRestore, APromptRestoredFromATierRunsTheStepAfterItsCopies) {
 
 TEST(SchedulerRestore, APromptSharingABlockBeingCopiedInWaitsToo) {
   Fixture f;
-  auto a = make_seq(1, 2 * kBlock + 1);
-  prefill_and_finish(f.sched, a.get());
-  flood(f.sched, 8 * kBlock - 1, 1000);
+  compute_and_evict(f, 2 * kBlock + 1);
   auto b = make_seq(2, 2 * kBlock + 1);
   auto c = make_seq(3, 2 * kBlock + 1);  // the same prompt, in the same step
   f.sched.add(b.get());
@@ -140,9 +144,7 @@ TEST(SchedulerRestore, APromptSharingABlockBeingCopiedInWaitsToo) {
 
 TEST(SchedulerRestore, GivingBackABlockBeingCopiedInCompletesTheCopyFirst) {
   Fixture f;
-  auto a = make_seq(1, 2 * kBlock + 1);
-  prefill_and_finish(f.sched, a.get());
-  flood(f.sched, 8 * kBlock - 1, 1000);
+  compute_and_evict(f, 2 * kBlock + 1);
   auto b = make_seq(2, 2 * kBlock + 1);
   f.sched.add(b.get());
   f.sched.schedule();
@@ -158,9 +160,7 @@ TEST(SchedulerRestore, GivingBackABlockBeingCopiedInCompletesTheCopyFirst) {
 // preempted for it the step after.
 TEST(SchedulerRestore, APromptWithoutRoomForItsFirstChunkWaits) {
   Fixture f;
-  auto a = make_seq(1, 4 * kBlock + 3);
-  prefill_and_finish(f.sched, a.get());
-  flood(f.sched, 8 * kBlock - 1, 1000);
+  compute_and_evict(f, 4 * kBlock + 3);
   auto x = make_seq(3, 4 * kBlock - 2, 2000);  // runs on, holding 4 of the 8 blocks
   f.sched.add(x.get());
   auto out = f.sched.schedule();
@@ -187,9 +187,7 @@ TEST(SchedulerRestore, APromptWithoutRoomForItsFirstChunkWaits) {
 TEST(SchedulerRestore, WithoutDeferralTheCopiesRunAtTheMatch) {
   Fixture f;
   f.kv.set_deferred_restores(false);
-  auto a = make_seq(1, 2 * kBlock + 1);
-  prefill_and_finish(f.sched, a.get());
-  flood(f.sched, 8 * kBlock - 1, 1000);
+  compute_and_evict(f, 2 * kBlock + 1);
   auto b = make_seq(2, 2 * kBlock + 1);
   f.sched.add(b.get());
   auto out = f.sched.schedule();
