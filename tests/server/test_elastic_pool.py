@@ -23,6 +23,8 @@ POOL = 'pagellm_kv_pool_bytes{device="host"}'
 # behaviour is still checked there, its RSS and timing bounds only in a
 # normal build.
 SANITIZED = "ASAN_OPTIONS" in os.environ
+# Streams of the soaks below: fewer under the sanitizers (minutes there).
+STREAMS = 12 if SANITIZED else 32
 PLANNED = 'pagellm_kv_pool_planned_bytes{device="host"}'
 
 pytestmark = pytest.mark.skipif(not SMOLLM2.exists(),
@@ -90,13 +92,13 @@ def test_idle_serve_holds_a_quarter_of_its_pool_and_load_stays_within_the_plan(s
     assert elastic.metrics()[POOL] <= 0.25 * pool
 
     out = {}
-    for t in run_all(elastic, [prompt(i, 60) for i in range(32)], 8, out):
+    for t in run_all(elastic, [prompt(i, 60) for i in range(STREAMS)], 8, out):
         t.join(600)
     assert all(code == 200 for code, _ in out.values()), out
     predicted = host["weight_bytes"] + host["kv_bytes"] + host["workspace_bytes"]
     peak = status_kib(elastic, "VmHWM")
     m = elastic.metrics()
-    print(f"32 streams: peak RSS {peak / 2**20:.0f} MiB, plan {predicted / 2**20:.0f} MiB, "
+    print(f"{STREAMS} streams: peak RSS {peak / 2**20:.0f} MiB, plan {predicted / 2**20:.0f} MiB, "
           f"pool {m[POOL] / 2**20:.0f} MiB after {m['pagellm_kv_pool_grows_total']:.0f} grows")
     assert m["pagellm_kv_pool_grows_total"] > 0
     assert SANITIZED or peak <= 1.05 * predicted
@@ -108,11 +110,11 @@ def test_pool_shrinks_under_a_memory_drop_and_grows_back(start_server, tmp_path)
     write_meminfo(fake, roomy)
     s = start_server("-t", "2", model=SMOLLM2, env={**os.environ, "PAGELLM_MEMINFO": str(fake)})
     headroom = host_plan(s)["headroom_bytes"]
-    prompts = [prompt(i, 60) for i in range(32)]  # a 32-stream soak, ~360 tokens each
+    prompts = [prompt(i, 60) for i in range(STREAMS)]  # a 32-stream soak, ~360 tokens each
     out = {}
     threads = run_all(s, prompts, 32, out)
     # Under way: the pool has grown and sequences decode (steps are short).
-    s.wait_metric(POOL, lambda v: v >= 128 << 20, timeout=300)
+    s.wait_metric(POOL, lambda v: v >= (48 << 20 if SANITIZED else 128 << 20), timeout=300)
     s.wait_metric("pagellm_generation_tokens_total", lambda v: v > 0, timeout=300)
     m0 = s.metrics()
     pool0, rss0 = m0[POOL], status_kib(s, "VmRSS")
@@ -127,7 +129,7 @@ def test_pool_shrinks_under_a_memory_drop_and_grows_back(start_server, tmp_path)
           f"RSS {rss0 / 2**20:.0f} -> {rss1 / 2**20:.0f} MiB")
     assert SANITIZED or took < 1.0
     assert m1["pagellm_kv_pool_shrinks_total"] > 0
-    assert rss0 - rss1 >= 0.8 * (pool0 - m1[POOL])
+    assert SANITIZED or rss0 - rss1 >= 0.8 * (pool0 - m1[POOL])
     time.sleep(0.5)
     low = s.metrics()
     write_meminfo(fake, roomy)  # memory is back
