@@ -489,7 +489,7 @@ bool Engine::step() {
     // while the pass runs (PrefixTier::copy_ahead): a step's worth, at most
     // a block per sequence and the prompt tokens' blocks.
     if (host_tier_)
-      kv_->manager().copy_ahead(
+      kvm.copy_ahead(
           config_.scheduler.max_num_seqs +
           (config_.scheduler.max_batched_tokens + config_.block_size - 1) / config_.block_size);
     kvm.start_restores();  // blocks of sequences that wait for the next step

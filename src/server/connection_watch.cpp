@@ -30,13 +30,20 @@ int port_of(const sockaddr_storage& a, std::string* host) {
   return -1;
 }
 
-bool matches(int fd, int local_port, const std::string& remote_addr, int remote_port) {
+// True if `fd` is a socket on `local_port` with a peer (an accepted
+// connection); the peer's address goes to `peer`.
+bool accepted_on(int fd, int local_port, sockaddr_storage& peer) {
   sockaddr_storage a{};
   socklen_t len = sizeof(a);
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
   if (port_of(a, nullptr) != local_port) return false;
-  len = sizeof(a);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
+  len = sizeof(peer);
+  return ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0;
+}
+
+bool matches(int fd, int local_port, const std::string& remote_addr, int remote_port) {
+  sockaddr_storage a{};
+  if (!accepted_on(fd, local_port, a)) return false;
   std::string host;
   if (port_of(a, &host) != remote_port) return false;
   // An IPv4 peer on an IPv6 socket reads "::ffff:a.b.c.d" on one side.
@@ -74,14 +81,8 @@ int shut_accepted_connections(int local_port) {
   if (local_port <= 0) return 0;
   int n = 0;
   for_each_descriptor([&](int fd) {
-    sockaddr_storage a{};
-    socklen_t len = sizeof(a);
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
-        port_of(a, nullptr) != local_port)
-      return false;
-    len = sizeof(a);
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;  // no peer
-    n += ::shutdown(fd, SHUT_RD) == 0;
+    sockaddr_storage peer{};
+    if (accepted_on(fd, local_port, peer)) n += ::shutdown(fd, SHUT_RD) == 0;
     return false;
   });
   return n;
